@@ -1,0 +1,46 @@
+import { Command } from 'commander';
+import type { Attempt } from '../core/attempt';
+import { cliContext } from './context';
+import { pidOption, surveyIdOption, tokenOption } from './options';
+
+/** `attempt --survey <id> --pid <pid>`: what the ledger holds for a respondent's attempts at a survey. */
+export function attemptCommand(): Command {
+  return new Command('attempt')
+    .description("show a respondent's attempts at a survey as the ledger holds them")
+    .requiredOption('--survey <id>', 'survey id', surveyIdOption)
+    .requiredOption('--pid <pid>', "the respondent's pid", pidOption)
+    .option('--token <token>', 'only the attempt with this transaction token', tokenOption)
+    .option('--json', 'print JSON')
+    .action(async (options: { survey: string; pid: string; token?: string; json?: boolean }) => {
+      const { store } = cliContext();
+      const attempts = (await store.attemptsOf(options.survey, options.pid)).filter(
+        (attempt) => !options.token || attempt.token === options.token,
+      );
+      if (options.json) {
+        console.log(JSON.stringify(attempts, null, 2));
+      } else if (attempts.length === 0) {
+        console.log(`no attempt of pid ${options.pid} at survey ${options.survey}`);
+      } else {
+        console.log(attempts.map(describeAttempt).join('\n\n'));
+      }
+      if (attempts.length === 0) process.exitCode = 1;
+    });
+}
+
+function describeAttempt(attempt: Attempt): string {
+  const lines = [
+    `survey ${attempt.surveyId}  pid ${attempt.pid}  token ${attempt.token}`,
+    `  first seen ${attempt.firstSeenAt}  last seen ${attempt.lastSeenAt}`,
+    `  complete: ${attempt.complete}${attempt.conflict ? '  CONFLICT' : ''}`,
+  ];
+  for (const channel of ['postback', 'redirect'] as const) {
+    const record = attempt[channel];
+    if (!record) {
+      lines.push(`  ${channel}: none`);
+      continue;
+    }
+    const sightings = record.sightings.map((s) => `${s.outcome} x${s.hits} since ${s.firstAt}`).join('; ');
+    lines.push(`  ${channel}: ${record.outcome} (${record.hits} hits: ${sightings})`);
+  }
+  return lines.join('\n');
+}

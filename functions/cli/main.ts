@@ -1,0 +1,21 @@
+/**
+ * The operator CLI: `npm run cli -- <command>`. Each command lives in its own module; this file only wires them.
+ */
+import { Command } from 'commander';
+import { attemptCommand } from './attempt-command';
+import { rejectedCommand } from './rejected-command';
+import { urlsCommand } from './urls-command';
+
+const program = new Command('cli')
+  .description('Operate the survey postback and redirect receiver')
+  .showHelpAfterError()
+  .addCommand(urlsCommand())
+  .addCommand(attemptCommand())
+  .addCommand(rejectedCommand());
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,23 @@
+import { Command } from 'commander';
+import { buildSurveyUrls } from '../core/survey-urls';
+import { cliContext } from './context';
+import { surveyIdOption } from './options';
+
+/** `urls --survey <id>`: the seven signed URLs of a survey, placeholders left in. */
+export function urlsCommand(): Command {
+  return new Command('urls')
+    .description("print a survey's five redirect and two postback URLs, signed with the current key")
+    .requiredOption('--survey <id>', 'survey id', surveyIdOption)
+    .option('--base-url <url>', 'public base URL of the receiver (default: PUBLIC_BASE_URL)')
+    .option('--json', 'print the setRedirectionForSurvey fields as JSON')
+    .action(async (options: { survey: string; baseUrl?: string; json?: boolean }) => {
+      const context = cliContext();
+      const urls = buildSurveyUrls(options.baseUrl ?? context.publicBaseUrl, options.survey, await context.keyRing());
+      if (options.json) {
+        console.log(JSON.stringify(urls, null, 2));
+        return;
+      }
+      const width = Math.max(...Object.keys(urls).map((field) => field.length));
+      for (const [field, url] of Object.entries(urls)) console.log(`${field.padEnd(width)}  ${url}`);
+    });
+}

@@ -1,0 +1,42 @@
+/**
+ * The single-table layout of the ledger: key attributes, the index, and how each kind of item is keyed.
+ * Shared by the store, the CDK stack and the local engine so the three cannot drift apart.
+ *
+ * | item            | pk                          | sk                | gsi1pk                 | gsi1sk                     |
+ * |-----------------|-----------------------------|-------------------|------------------------|----------------------------|
+ * | attempt         | ATTEMPT#<surveyId>#<pid>    | TOKEN#<token>     | ATTEMPTS#<utc day>     | <surveyId>#<firstSeenAt>   |
+ * | rejected hit    | REJECTED#<utc day>          | <at>#<request id> | -                      | -                          |
+ *
+ * `gsi1` projects keys only and its keys never change after an item is created, so only an attempt's first
+ * hit writes to it: duplicates and later hits cost one table write unit and nothing in the index.
+ */
+
+export const LEDGER = {
+  partitionKey: 'pk',
+  sortKey: 'sk',
+  index: { name: 'gsi1', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
+  timeToLive: 'expiresAt',
+} as const;
+
+/** UTC calendar day of an ISO-8601 instant: the bucket of the day index. */
+export const utcDay = (iso: string): string => iso.slice(0, 10);
+
+export const attemptKey = (surveyId: string, pid: string, token: string) => ({
+  pk: `ATTEMPT#${surveyId}#${pid}`,
+  sk: `TOKEN#${token}`,
+});
+
+export const attemptPartition = (surveyId: string, pid: string): string => `ATTEMPT#${surveyId}#${pid}`;
+
+export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({
+  gsi1pk: `ATTEMPTS#${utcDay(firstSeenAt)}`,
+  gsi1sk: `${surveyId}#${firstSeenAt}`,
+});
+
+export const rejectedKey = (at: string, requestId: string) => ({
+  pk: `REJECTED#${utcDay(at)}`,
+  sk: `${at}#${requestId}`,
+});
+
+/** Rejected hits are kept for investigation, not for ever. */
+export const REJECTED_RETENTION_DAYS = 90;

@@ -1,0 +1,118 @@
+/**
+ * Signatures on the URLs this product hands to the marketplace.
+ *
+ * A URL's signature binds it to its channel, survey, outcome and key id, so a respondent who sees a redirect
+ * URL cannot turn it into a postback, another outcome or another survey. pid and token are not signed: they
+ * are unknown when the URL is configured (the marketplace substitutes them per attempt).
+ *
+ * Keys rotate by id. A key ring holds every key that is still accepted; `current` names the one that signs.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import type { Channel, Outcome } from './outcome';
+
+export const KEY_ID_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+/** base64url of a 32-byte HMAC-SHA256, unpadded. */
+const SIGNATURE_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+const MIN_SECRET_LENGTH = 32;
+const RESERVED = new Set(['current', 'retire']);
+
+export interface SigningKey {
+  readonly kid: string;
+  readonly secret: string;
+  /** After this instant the key is refused. */
+  readonly retireAt?: Date;
+}
+
+export interface KeyRing {
+  readonly current: SigningKey;
+  readonly keys: ReadonlyMap<string, SigningKey>;
+}
+
+/** What a signature is bound to. */
+export interface SignedTarget {
+  readonly channel: Channel;
+  readonly surveyId: string;
+  readonly outcome: Outcome;
+}
+
+export type SignatureCheck =
+  | { readonly valid: true; readonly kid: string }
+  | { readonly valid: false; readonly reason: 'missing' | 'malformed' | 'unknown-key' | 'retired-key' | 'mismatch' };
+
+const keyRingDocument = z
+  .object({
+    current: z.string().regex(KEY_ID_PATTERN, 'current must name a key id'),
+    retire: z.record(z.string().regex(KEY_ID_PATTERN), z.iso.datetime({ offset: true })).optional(),
+  })
+  .catchall(z.unknown());
+
+/**
+ * Parses a key ring from its stored JSON form:
+ * `{"current":"k2","k1":"<secret>","k2":"<secret>","retire":{"k1":"2026-12-01T00:00:00Z"}}`.
+ * Every property other than `current` and `retire` is a key id holding a secret of at least 32 characters.
+ * Errors never include secret material.
+ */
+export function parseKeyRing(json: string): KeyRing {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    throw new KeyRingError('signing key ring is not valid JSON');
+  }
+  const parsed = keyRingDocument.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new KeyRingError(`signing key ring is invalid at ${issue?.path.join('.') || '(root)'}: ${issue?.message}`);
+  }
+  const { current, retire = {}, ...rest } = parsed.data;
+  const keys = new Map<string, SigningKey>();
+  for (const [kid, secret] of Object.entries(rest)) {
+    if (RESERVED.has(kid)) continue;
+    if (!KEY_ID_PATTERN.test(kid)) throw new KeyRingError(`signing key id "${kid.slice(0, 40)}" is not a valid key id`);
+    if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH) {
+      throw new KeyRingError(`signing key ${kid} must be a string of at least ${MIN_SECRET_LENGTH} characters`);
+    }
+    const retireAt = retire[kid];
+    keys.set(kid, { kid, secret, ...(retireAt ? { retireAt: new Date(retireAt) } : {}) });
+  }
+  for (const kid of Object.keys(retire)) {
+    if (!keys.has(kid)) throw new KeyRingError(`retire names key ${kid}, which the ring does not hold`);
+  }
+  const currentKey = keys.get(current);
+  if (!currentKey) throw new KeyRingError(`current names key ${current}, which the ring does not hold`);
+  if (currentKey.retireAt) throw new KeyRingError(`current key ${current} must not have a retirement time`);
+  return { current: currentKey, keys };
+}
+
+export class KeyRingError extends Error {
+  override readonly name = 'KeyRingError';
+}
+
+/** The signature of a target under one key: base64url HMAC-SHA256, 43 characters. */
+export function sign(key: SigningKey, target: SignedTarget): string {
+  const message = ['v1', target.channel, target.surveyId, target.outcome, key.kid].join('|');
+  return createHmac('sha256', key.secret).update(message).digest('base64url');
+}
+
+/**
+ * Checks a presented key id and signature against a target. The comparison is constant-time over the
+ * signature's 43 characters; only the shape checks before it (length, alphabet) can end early.
+ */
+export function verify(
+  ring: KeyRing,
+  target: SignedTarget,
+  kid: string | undefined,
+  signature: string | undefined,
+  now: Date,
+): SignatureCheck {
+  if (!kid || !signature) return { valid: false, reason: 'missing' };
+  if (!KEY_ID_PATTERN.test(kid) || !SIGNATURE_PATTERN.test(signature)) return { valid: false, reason: 'malformed' };
+  const key = ring.keys.get(kid);
+  if (!key) return { valid: false, reason: 'unknown-key' };
+  const expected = Buffer.from(sign(key, target), 'ascii');
+  const matches = timingSafeEqual(expected, Buffer.from(signature, 'ascii'));
+  if (!matches) return { valid: false, reason: 'mismatch' };
+  if (key.retireAt && now.getTime() >= key.retireAt.getTime()) return { valid: false, reason: 'retired-key' };
+  return { valid: true, kid };
+}

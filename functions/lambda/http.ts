@@ -1,0 +1,101 @@
+/**
+ * The HTTP edge shared by the handlers: API Gateway HTTP API (payload v2) events in, responses out, and the
+ * one place where errors become responses. JSON for servers; for browsers, always a page.
+ */
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
+import type { HitRequest } from '../core/hit-request';
+import { type Landing, SURVEY_OVER_PAGE } from '../core/landing-page';
+import { StoreUnavailable } from '../core/ledger-store';
+import { Rejection } from '../core/rejection';
+import { count, logger } from './observability';
+
+export type ApiEvent = APIGatewayProxyEventV2;
+export type ApiResult = APIGatewayProxyStructuredResultV2;
+type Handler = (event: ApiEvent, context: Context) => Promise<ApiResult>;
+
+/** The parts of an API Gateway event a hit is read from. */
+export function hitRequestFrom(event: ApiEvent): HitRequest {
+  const body =
+    event.body === undefined ? undefined : event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
+  return {
+    pathParameters: event.pathParameters ?? {},
+    rawQueryString: event.rawQueryString ?? '',
+    contentType: event.headers?.['content-type'],
+    body,
+  };
+}
+
+const NO_STORE = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
+
+export function json(statusCode: number, body: Record<string, unknown>): ApiResult {
+  return { statusCode, headers: { ...NO_STORE, 'content-type': 'application/json' }, body: JSON.stringify(body) };
+}
+
+/** A respondent's answer: a redirect to the landing page or the plain page. Never leaks the URL onwards. */
+export function respondentAnswer(landing: Landing): ApiResult {
+  const headers = { ...NO_STORE, 'referrer-policy': 'no-referrer' };
+  if (landing.kind === 'redirect') return { statusCode: 302, headers: { ...headers, location: landing.location }, body: '' };
+  return {
+    statusCode: 200,
+    headers: {
+      ...headers,
+      'content-type': 'text/html; charset=utf-8',
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
+    },
+    body: landing.html,
+  };
+}
+
+/**
+ * For server-to-server routes: a Rejection answers its own status with a JSON error naming the problem; an
+ * unavailable store answers 503 so the sender retries; anything else is a bug and answers 500 with the
+ * request id, never the error itself.
+ */
+export function jsonRoute(handler: Handler) {
+  return middy<ApiEvent, ApiResult>()
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use({
+      onError: async (request) => {
+        const error = request.error;
+        const requestId = request.context.awsRequestId;
+        if (error instanceof Rejection) {
+          request.response = json(error.status, { error: error.code, message: error.message });
+          return;
+        }
+        if (error instanceof StoreUnavailable) {
+          count('StoreUnavailable');
+          logger.error('ledger store unavailable', { error: describe(error) });
+          request.response = json(503, { error: 'unavailable', message: 'the ledger is unavailable; retry later', requestId });
+          return;
+        }
+        count('InternalError');
+        logger.error('unhandled error', { error: describe(error) });
+        request.response = json(500, { error: 'internal', message: 'internal error', requestId });
+      },
+    })
+    .handler(handler);
+}
+
+/** For browser routes: whatever happens, the respondent gets the plain page. */
+export function respondentRoute(handler: Handler) {
+  return middy<ApiEvent, ApiResult>()
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use({
+      onError: async (request) => {
+        count('InternalError');
+        logger.error('unhandled error on a respondent route', { error: describe(request.error) });
+        request.response = respondentAnswer({ kind: 'page', html: SURVEY_OVER_PAGE });
+      },
+    })
+    .handler(handler);
+}
+
+/** An error's name, message and cause's name: enough to diagnose, nothing from the request. */
+export function describe(error: unknown): Record<string, string> {
+  if (!(error instanceof Error)) return { name: 'unknown' };
+  const described: Record<string, string> = { name: error.name, message: error.message };
+  if (error.cause instanceof Error) described.cause = `${error.cause.name}: ${error.cause.message}`;
+  return described;
+}

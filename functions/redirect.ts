@@ -1,0 +1,90 @@
+/**
+ * Redirect hits: a respondent's browser arriving at the end of a survey. The hit is recorded and the
+ * respondent sent on to the panel's landing page at once, whatever happened. A hit whose URL does not check
+ * out is kept apart as rejected: a browser's word is a claim, and a forged one is never an outcome.
+ */
+import { readClaim, readIdentity } from './core/hit-request';
+import { landingFor } from './core/landing-page';
+import { createDocumentClient, createLedgerStore } from './core/ledger-store';
+import type { Outcome } from './core/outcome';
+import { Rejection } from './core/rejection';
+import { verify } from './core/signing';
+import { readReceiverConfig } from './lambda/config';
+import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './lambda/http';
+import { keyRingSource } from './lambda/key-ring-source';
+import { count, logger } from './lambda/observability';
+
+const config = readReceiverConfig();
+const store = createLedgerStore(
+  createDocumentClient({ region: config.region, endpoint: config.dynamoEndpoint, requestTimeoutMs: config.storeTimeoutMs }),
+  config.tableName,
+);
+const keyRing = keyRingSource(config.keyRing);
+
+export const handler = respondentRoute(async (event, context) => {
+  const request = hitRequestFrom(event);
+  const at = new Date();
+  const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};
+  let refusal: string | undefined;
+  try {
+    const { claim, query } = readClaim('redirect', request);
+    claimed.surveyId = claim.target.surveyId;
+    claimed.outcome = claim.target.outcome;
+    const identity = readIdentity(request, query);
+    claimed.pid = identity.pid;
+    const check = verify(await keyRing(), claim.target, claim.kid, claim.signature, at);
+    if (check.valid) {
+      await record({ ...claim.target, ...identity });
+    } else {
+      refusal = `signature ${check.reason}`;
+    }
+  } catch (error) {
+    if (!(error instanceof Rejection)) throw error;
+    refusal = error.message;
+  }
+  if (refusal) await reject(refusal);
+  return respondentAnswer(landingFor(config.landing, claimed));
+
+  async function record(hit: Parameters<typeof store.recordHit>[0]) {
+    try {
+      const { attempt, effect } = await store.recordHit(hit, at);
+      if (effect === 'conflict') {
+        logger.warn('redirect conflicts with the standing outcome', { ...hitFields(hit), standing: attempt.redirect?.outcome });
+        count('ConflictingHit', { channel: 'redirect' });
+      }
+    } catch (error) {
+      // The respondent is not kept waiting for the store; the log line keeps the hit for recovery.
+      logger.error('redirect hit not recorded', { ...hitFields(hit), at: at.toISOString(), error: describe(error) });
+      count('RedirectNotRecorded');
+    }
+  }
+
+  async function reject(reason: string) {
+    const params = new URLSearchParams(request.rawQueryString);
+    const rejected = {
+      at: at.toISOString(),
+      requestId: context.awsRequestId,
+      channel: 'redirect' as const,
+      reason,
+      surveyId: request.pathParameters.surveyId,
+      outcome: request.pathParameters.outcome,
+      pid: params.get('pid') ?? undefined,
+      token: params.get('token') ?? undefined,
+      sourceIp: event.requestContext.http.sourceIp,
+    };
+    logger.warn('redirect hit rejected', { reason, surveyId: claimed.surveyId, outcome: claimed.outcome });
+    count('RejectedRedirect');
+    try {
+      await store.recordRejectedHit(rejected);
+    } catch (error) {
+      logger.error('rejected redirect hit not recorded', { reason, error: describe(error) });
+    }
+  }
+});
+
+const hitFields = (hit: { surveyId: string; outcome: Outcome; pid: string; token: string }) => ({
+  surveyId: hit.surveyId,
+  outcome: hit.outcome,
+  pid: hit.pid,
+  token: hit.token,
+});

@@ -1,0 +1,28 @@
+/**
+ * The HTTP routes and the functions behind them: one table read by the CDK stack and by the local API
+ * Gateway, so what runs locally is what is deployed.
+ */
+import { HIT_PATHS } from '../functions/core/survey-urls';
+
+export const FUNCTIONS = {
+  redirect: { entry: 'functions/redirect.ts', description: 'Records redirect hits and sends respondents on' },
+  postback: { entry: 'functions/postback.ts', description: 'Records the marketplace postbacks' },
+} as const;
+
+export type FunctionName = keyof typeof FUNCTIONS;
+
+export interface Route {
+  readonly method: 'GET' | 'POST';
+  readonly path: string;
+  readonly function: FunctionName;
+  /** Steady requests per second and burst allowed on the route in AWS. */
+  readonly throttle: { readonly rate: number; readonly burst: number };
+}
+
+export const ROUTES: readonly Route[] = [
+  { method: 'GET', path: HIT_PATHS.redirect, function: 'redirect', throttle: { rate: 500, burst: 1000 } },
+  { method: 'GET', path: HIT_PATHS.postback, function: 'postback', throttle: { rate: 500, burst: 1000 } },
+  { method: 'POST', path: HIT_PATHS.postback, function: 'postback', throttle: { rate: 500, burst: 1000 } },
+];
+
+export const routeKey = (route: Route): string => `${route.method} ${route.path}`;

@@ -1,0 +1,5 @@
+// Quiet, deterministic defaults for every test file; a test that needs other values sets them itself.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
+process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
+process.env.AWS_REGION ??= 'us-east-1';

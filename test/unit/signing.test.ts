@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest';
+import { parseKeyRing, sign, verify } from '../../functions/core/signing';
+
+const ring = parseKeyRing(
+  JSON.stringify({
+    current: 'k2',
+    k1: 'a'.repeat(32),
+    k2: 'b'.repeat(32),
+    retire: { k1: '2026-12-01T00:00:00Z' },
+  }),
+);
+const target = { channel: 'postback', surveyId: '1001', outcome: 'success' } as const;
+const now = new Date('2026-11-21T12:00:00Z');
+
+describe('key ring', () => {
+  it('reads keys, the current key and retirement times', () => {
+    expect(ring.current.kid).toBe('k2');
+    expect([...ring.keys.keys()].sort()).toEqual(['k1', 'k2']);
+    expect(ring.keys.get('k1')?.retireAt?.toISOString()).toBe('2026-12-01T00:00:00.000Z');
+  });
+
+  it.each([
+    ['not JSON', 'not json', /not valid JSON/],
+    ['no current', JSON.stringify({ k1: 'a'.repeat(32) }), /current/],
+    ['current missing from ring', JSON.stringify({ current: 'k9', k1: 'a'.repeat(32) }), /k9/],
+    ['short secret', JSON.stringify({ current: 'k1', k1: 'short' }), /at least 32/],
+    ['bad key id', JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), 'bad id': 'b'.repeat(32) }), /not a valid key id/],
+    ['retiring unknown key', JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), retire: { k7: '2026-01-01T00:00:00Z' } }), /k7/],
+    ['retiring the current key', JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), retire: { k1: '2026-01-01T00:00:00Z' } }), /current key/],
+  ])('refuses a ring with %s, without echoing secrets', (_, json, message) => {
+    expect(() => parseKeyRing(json)).toThrow(message);
+    try {
+      parseKeyRing(json);
+    } catch (error) {
+      expect(String(error)).not.toContain('a'.repeat(32));
+      expect(String(error)).not.toContain('short');
+    }
+  });
+});
+
+describe('signatures', () => {
+  const key = ring.current;
+
+  it('are 43 base64url characters and deterministic', () => {
+    const signature = sign(key, target);
+    expect(signature).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(sign(key, target)).toBe(signature);
+  });
+
+  it('accept the signature of the same target and key', () => {
+    expect(verify(ring, target, 'k2', sign(key, target), now)).toEqual({ valid: true, kid: 'k2' });
+  });
+
+  it.each([
+    ['another survey', { ...target, surveyId: '1002' }],
+    ['another outcome', { ...target, outcome: 'fail' as const }],
+    ['another channel', { ...target, channel: 'redirect' as const }],
+  ])('bind the URL: a signature for %s does not verify', (_, other) => {
+    expect(verify(ring, target, 'k2', sign(key, other), now)).toEqual({ valid: false, reason: 'mismatch' });
+  });
+
+  it('bind the key id: a valid signature presented under another key id fails', () => {
+    expect(verify(ring, target, 'k1', sign(key, target), now)).toEqual({ valid: false, reason: 'mismatch' });
+  });
+
+  it('refuse missing, malformed and unknown-key signatures', () => {
+    const good = sign(key, target);
+    expect(verify(ring, target, undefined, good, now)).toMatchObject({ reason: 'missing' });
+    expect(verify(ring, target, 'k2', undefined, now)).toMatchObject({ reason: 'missing' });
+    expect(verify(ring, target, 'k2', `${good}=`, now)).toMatchObject({ reason: 'malformed' });
+    expect(verify(ring, target, 'k2', good.slice(1), now)).toMatchObject({ reason: 'malformed' });
+    expect(verify(ring, target, 'k2', `${good.slice(0, 42)}!`, now)).toMatchObject({ reason: 'malformed' });
+    expect(verify(ring, target, 'k3', good, now)).toMatchObject({ reason: 'unknown-key' });
+  });
+
+  it('refuse a signature differing only in its last character (no base64 malleability)', () => {
+    const good = sign(key, target);
+    const last = good.at(-1) === 'A' ? 'B' : 'A';
+    expect(verify(ring, target, 'k2', good.slice(0, 42) + last, now)).toMatchObject({ reason: 'mismatch' });
+  });
+
+  it('accept an old key until its retirement time and refuse it from then on', () => {
+    const old = ring.keys.get('k1');
+    if (!old) throw new Error('k1 missing');
+    const signature = sign(old, target);
+    expect(verify(ring, target, 'k1', signature, new Date('2026-11-30T23:59:59Z')).valid).toBe(true);
+    expect(verify(ring, target, 'k1', signature, new Date('2026-12-01T00:00:00Z'))).toMatchObject({
+      reason: 'retired-key',
+    });
+  });
+});
