@@ -13,7 +13,11 @@ import { count, logger } from './lambda/observability';
 
 const config = readReceiverConfig();
 const store = createLedgerStore(
-  createDocumentClient({ region: config.region, endpoint: config.dynamoEndpoint, requestTimeoutMs: config.storeTimeoutMs }),
+  createDocumentClient({
+    region: config.region,
+    endpoint: config.dynamoEndpoint,
+    requestTimeoutMs: config.storeTimeoutMs,
+  }),
   config.tableName,
 );
 const keyRing = keyRingSource(config.keyRing);
@@ -25,17 +29,36 @@ export const handler = jsonRoute(async (event) => {
     const { claim, query } = readClaim('postback', request);
     const check = verify(await keyRing(), claim.target, claim.kid, claim.signature, new Date());
     if (!check.valid) {
-      logger.warn('postback refused: signature', { reason: check.reason, ...claim.target, kid: claim.kid, sourceIp });
+      logger.warn('postback refused: signature', {
+        reason: check.reason,
+        ...claim.target,
+        kid: claim.kid,
+        sourceIp,
+      });
       count('RejectedPostback', { reason: 'signature' });
-      throw new Rejection(403, 'forbidden', check.reason === 'missing' ? 'signature is missing' : 'signature is not valid');
+      throw new Rejection(
+        403,
+        'forbidden',
+        check.reason === 'missing' ? 'signature is missing' : 'signature is not valid',
+      );
     }
     const identity = readIdentity(request, query);
     const { attempt, effect } = await store.recordHit({ ...claim.target, ...identity }, new Date());
     if (effect === 'conflict') {
-      logger.warn('postback conflicts with the standing outcome', { ...claim.target, pid: identity.pid, token: identity.token, standing: attempt.postback?.outcome });
+      logger.warn('postback conflicts with the standing outcome', {
+        ...claim.target,
+        pid: identity.pid,
+        token: identity.token,
+        standing: attempt.postback?.outcome,
+      });
       count('ConflictingHit', { channel: 'postback' });
     } else {
-      logger.debug('postback recorded', { ...claim.target, pid: identity.pid, token: identity.token, effect });
+      logger.debug('postback recorded', {
+        ...claim.target,
+        pid: identity.pid,
+        token: identity.token,
+        effect,
+      });
     }
     return json(200, { ok: true, effect, outcome: attempt.postback?.outcome });
   } catch (error) {

@@ -16,7 +16,11 @@ import { count, logger } from './lambda/observability';
 
 const config = readReceiverConfig();
 const store = createLedgerStore(
-  createDocumentClient({ region: config.region, endpoint: config.dynamoEndpoint, requestTimeoutMs: config.storeTimeoutMs }),
+  createDocumentClient({
+    region: config.region,
+    endpoint: config.dynamoEndpoint,
+    requestTimeoutMs: config.storeTimeoutMs,
+  }),
   config.tableName,
 );
 const keyRing = keyRingSource(config.keyRing);
@@ -49,12 +53,19 @@ export const handler = respondentRoute(async (event, context) => {
     try {
       const { attempt, effect } = await store.recordHit(hit, at);
       if (effect === 'conflict') {
-        logger.warn('redirect conflicts with the standing outcome', { ...hitFields(hit), standing: attempt.redirect?.outcome });
+        logger.warn('redirect conflicts with the standing outcome', {
+          ...hitFields(hit),
+          standing: attempt.redirect?.outcome,
+        });
         count('ConflictingHit', { channel: 'redirect' });
       }
     } catch (error) {
       // The respondent is not kept waiting for the store; the log line keeps the hit for recovery.
-      logger.error('redirect hit not recorded', { ...hitFields(hit), at: at.toISOString(), error: describe(error) });
+      logger.error('redirect hit not recorded', {
+        ...hitFields(hit),
+        at: at.toISOString(),
+        error: describe(error),
+      });
       count('RedirectNotRecorded');
     }
   }

@@ -24,7 +24,9 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
   return {
     store: createLedgerStore(client, env.TABLE_NAME as string),
     keyRing: keyRingSource(
-      env.SIGNING_KEYS_SECRET_ID ? { secretId: env.SIGNING_KEYS_SECRET_ID } : { inline: env.SIGNING_KEYS as string },
+      env.SIGNING_KEYS_SECRET_ID
+        ? { secretId: env.SIGNING_KEYS_SECRET_ID }
+        : { inline: env.SIGNING_KEYS as string },
     ),
     publicBaseUrl: env.PUBLIC_BASE_URL as string,
     target,

@@ -12,7 +12,11 @@ export function urlsCommand(): Command {
     .option('--json', 'print the setRedirectionForSurvey fields as JSON')
     .action(async (options: { survey: string; baseUrl?: string; json?: boolean }) => {
       const context = cliContext();
-      const urls = buildSurveyUrls(options.baseUrl ?? context.publicBaseUrl, options.survey, await context.keyRing());
+      const urls = buildSurveyUrls(
+        options.baseUrl ?? context.publicBaseUrl,
+        options.survey,
+        await context.keyRing(),
+      );
       if (options.json) {
         console.log(JSON.stringify(urls, null, 2));
         return;

@@ -47,7 +47,10 @@ export interface Attempt {
 export type HitEffect = 'recorded' | 'duplicate' | 'conflict';
 
 /** Builds a channel's record from its sightings (any order). Undefined when the channel never reported. */
-export function channelRecord(standing: Outcome | undefined, sightings: readonly Sighting[]): ChannelRecord | undefined {
+export function channelRecord(
+  standing: Outcome | undefined,
+  sightings: readonly Sighting[],
+): ChannelRecord | undefined {
   const first = sightings.find((s) => s.outcome === standing);
   if (!standing || !first) return undefined;
   const others = sightings.filter((s) => s !== first).sort((a, b) => a.firstAt.localeCompare(b.firstAt));

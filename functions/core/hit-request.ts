@@ -54,7 +54,11 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
     throw badRequest(`outcome must be one of ${outcomesOf(channel).join(', ')}`);
   }
   return {
-    claim: { target: { channel, surveyId: surveyId as string, outcome }, kid: query.get('kid'), signature: query.get('sig') },
+    claim: {
+      target: { channel, surveyId: surveyId as string, outcome },
+      kid: query.get('kid'),
+      signature: query.get('sig'),
+    },
     query,
   };
 }
@@ -63,7 +67,10 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
  * Reads pid and token from the query and, for postbacks, the body. A value given twice must be given the
  * same way twice. Throws a Rejection (400, 413 or 415).
  */
-export function readIdentity(request: HitRequest, query: Params): { pid: string; token: string; source: HitSource } {
+export function readIdentity(
+  request: HitRequest,
+  query: Params,
+): { pid: string; token: string; source: HitSource } {
   const body = readBody(request);
   const pick = (field: Exclude<IdentifierField, 'surveyId'>): string => {
     const fromQuery = query.get(field);
@@ -78,7 +85,7 @@ export function readIdentity(request: HitRequest, query: Params): { pid: string;
   };
   const pid = pick('pid');
   const token = pick('token');
-  const source: HitSource = body && body.params.has('pid') ? body.kind : 'query';
+  const source: HitSource = body?.params.has('pid') ? body.kind : 'query';
   return { pid, token, source };
 }
 
@@ -141,7 +148,8 @@ function readJsonParams(text: string): Params {
     else if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 0) text = String(raw);
     else throw badRequest(`${key} in the JSON body must be a string`);
     const seen = params.get(key);
-    if (seen !== undefined && seen !== text) throw badRequest(`${key} is given twice with different values (body)`);
+    if (seen !== undefined && seen !== text)
+      throw badRequest(`${key} is given twice with different values (body)`);
     params.set(key, text);
   }
   return params;

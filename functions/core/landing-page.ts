@@ -38,7 +38,9 @@ export function landingFor(
     return { kind: 'page', html: SURVEY_OVER_PAGE };
   }
   const values = { pid: hit.pid ?? '', surveyId: hit.surveyId ?? '', outcome: hit.outcome ?? '' };
-  const location = template.replace(PLACEHOLDERS, (_, name: keyof typeof values) => encodeURIComponent(values[name]));
+  const location = template.replace(PLACEHOLDERS, (_, name: keyof typeof values) =>
+    encodeURIComponent(values[name]),
+  );
   return { kind: 'redirect', location };
 }
 

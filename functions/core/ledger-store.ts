@@ -17,7 +17,13 @@ import {
   type Sighting,
 } from './attempt';
 import type { Hit, HitSource } from './hit-request';
-import { attemptDayKey, attemptKey, attemptPartition, REJECTED_RETENTION_DAYS, rejectedKey } from './ledger-schema';
+import {
+  attemptDayKey,
+  attemptKey,
+  attemptPartition,
+  REJECTED_RETENTION_DAYS,
+  rejectedKey,
+} from './ledger-schema';
 import { type Channel, type Outcome, outcomesOf } from './outcome';
 
 /** A hit refused before it could count: a forged or malformed redirect. Kept for investigation only. */
@@ -66,7 +72,12 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Dynam
       ? { endpoint: options.endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }
       : {}),
     maxAttempts: options.maxAttempts ?? 3,
-    requestHandler: { requestTimeout: options.requestTimeoutMs ?? 2000, connectionTimeout: 1000 },
+    // Without throwOnRequestTimeout the handler only logs a warning and the request waits on for ever.
+    requestHandler: {
+      requestTimeout: options.requestTimeoutMs ?? 2000,
+      connectionTimeout: 1000,
+      throwOnRequestTimeout: true,
+    },
   });
   return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
 }
@@ -263,4 +274,5 @@ function clip(value: string | undefined): string | undefined {
   return value.replace(/[\u0000-\u001f\u007f]/g, '?').slice(0, 100);
 }
 
-const optionalString = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+const optionalString = (value: unknown): string | undefined =>
+  typeof value === 'string' ? value : undefined;

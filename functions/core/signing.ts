@@ -38,7 +38,10 @@ export interface SignedTarget {
 
 export type SignatureCheck =
   | { readonly valid: true; readonly kid: string }
-  | { readonly valid: false; readonly reason: 'missing' | 'malformed' | 'unknown-key' | 'retired-key' | 'mismatch' };
+  | {
+      readonly valid: false;
+      readonly reason: 'missing' | 'malformed' | 'unknown-key' | 'retired-key' | 'mismatch';
+    };
 
 const keyRingDocument = z
   .object({
@@ -63,15 +66,20 @@ export function parseKeyRing(json: string): KeyRing {
   const parsed = keyRingDocument.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new KeyRingError(`signing key ring is invalid at ${issue?.path.join('.') || '(root)'}: ${issue?.message}`);
+    throw new KeyRingError(
+      `signing key ring is invalid at ${issue?.path.join('.') || '(root)'}: ${issue?.message}`,
+    );
   }
   const { current, retire = {}, ...rest } = parsed.data;
   const keys = new Map<string, SigningKey>();
   for (const [kid, secret] of Object.entries(rest)) {
     if (RESERVED.has(kid)) continue;
-    if (!KEY_ID_PATTERN.test(kid)) throw new KeyRingError(`signing key id "${kid.slice(0, 40)}" is not a valid key id`);
+    if (!KEY_ID_PATTERN.test(kid))
+      throw new KeyRingError(`signing key id "${kid.slice(0, 40)}" is not a valid key id`);
     if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH) {
-      throw new KeyRingError(`signing key ${kid} must be a string of at least ${MIN_SECRET_LENGTH} characters`);
+      throw new KeyRingError(
+        `signing key ${kid} must be a string of at least ${MIN_SECRET_LENGTH} characters`,
+      );
     }
     const retireAt = retire[kid];
     keys.set(kid, { kid, secret, ...(retireAt ? { retireAt: new Date(retireAt) } : {}) });
@@ -107,7 +115,8 @@ export function verify(
   now: Date,
 ): SignatureCheck {
   if (!kid || !signature) return { valid: false, reason: 'missing' };
-  if (!KEY_ID_PATTERN.test(kid) || !SIGNATURE_PATTERN.test(signature)) return { valid: false, reason: 'malformed' };
+  if (!KEY_ID_PATTERN.test(kid) || !SIGNATURE_PATTERN.test(signature))
+    return { valid: false, reason: 'malformed' };
   const key = ring.keys.get(kid);
   if (!key) return { valid: false, reason: 'unknown-key' };
   const expected = Buffer.from(sign(key, target), 'ascii');

@@ -2,7 +2,14 @@
  * The seven URLs of a survey, as this product hands them to the marketplace (`setRedirectionForSurvey`).
  */
 import { identifierProblem } from './identifiers';
-import { type Channel, OUTCOMES, type Outcome, POSTBACK_FIELD, POSTBACK_OUTCOMES, REDIRECT_FIELD } from './outcome';
+import {
+  type Channel,
+  OUTCOMES,
+  type Outcome,
+  POSTBACK_FIELD,
+  POSTBACK_OUTCOMES,
+  REDIRECT_FIELD,
+} from './outcome';
 import { type KeyRing, type SigningKey, sign } from './signing';
 
 /** The marketplace's literal placeholders; it substitutes them per attempt. */
@@ -15,10 +22,19 @@ export const HIT_PATHS = {
   postback: '/postback/{surveyId}/{outcome}',
 } as const satisfies Record<Channel, string>;
 
-export type SurveyUrls = Record<(typeof REDIRECT_FIELD)[Outcome] | (typeof POSTBACK_FIELD)['success' | 'fail'], string>;
+export type SurveyUrls = Record<
+  (typeof REDIRECT_FIELD)[Outcome] | (typeof POSTBACK_FIELD)['success' | 'fail'],
+  string
+>;
 
 /** One signed hit URL with the placeholders left in. */
-export function hitUrl(baseUrl: string, channel: Channel, surveyId: string, outcome: Outcome, key: SigningKey): string {
+export function hitUrl(
+  baseUrl: string,
+  channel: Channel,
+  surveyId: string,
+  outcome: Outcome,
+  key: SigningKey,
+): string {
   const path = HIT_PATHS[channel].replace('{surveyId}', surveyId).replace('{outcome}', outcome);
   const signature = sign(key, { channel, surveyId, outcome });
   return `${trimSlash(baseUrl)}${path}?pid=${PID_PLACEHOLDER}&token=${TOKEN_PLACEHOLDER}&kid=${key.kid}&sig=${signature}`;

@@ -29,7 +29,7 @@ const environment = z
     AWS_REGION: z.string().min(1).default('us-east-1'),
     /** A local engine; unset in AWS. */
     DYNAMODB_ENDPOINT: z.url().optional(),
-    STORE_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(2000),
+    STORE_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(1000),
     /** Secrets Manager secret holding the signing key ring (AWS). */
     SIGNING_KEYS_SECRET_ID: z.string().min(1).optional(),
     /** The signing key ring itself (local runs only). */
@@ -39,7 +39,11 @@ const environment = z
   })
   .superRefine((env, ctx) => {
     if (!env.SIGNING_KEYS_SECRET_ID && !env.SIGNING_KEYS) {
-      ctx.addIssue({ code: 'custom', path: ['SIGNING_KEYS_SECRET_ID'], message: 'or SIGNING_KEYS is required' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['SIGNING_KEYS_SECRET_ID'],
+        message: 'or SIGNING_KEYS is required',
+      });
     }
     if (env.SIGNING_KEYS && env.AWS_LAMBDA_FUNCTION_NAME) {
       ctx.addIssue({

@@ -18,7 +18,11 @@ type Handler = (event: ApiEvent, context: Context) => Promise<ApiResult>;
 /** The parts of an API Gateway event a hit is read from. */
 export function hitRequestFrom(event: ApiEvent): HitRequest {
   const body =
-    event.body === undefined ? undefined : event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
+    event.body === undefined
+      ? undefined
+      : event.isBase64Encoded
+        ? Buffer.from(event.body, 'base64').toString('utf8')
+        : event.body;
   return {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
@@ -30,13 +34,18 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
 const NO_STORE = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
 
 export function json(statusCode: number, body: Record<string, unknown>): ApiResult {
-  return { statusCode, headers: { ...NO_STORE, 'content-type': 'application/json' }, body: JSON.stringify(body) };
+  return {
+    statusCode,
+    headers: { ...NO_STORE, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  };
 }
 
 /** A respondent's answer: a redirect to the landing page or the plain page. Never leaks the URL onwards. */
 export function respondentAnswer(landing: Landing): ApiResult {
   const headers = { ...NO_STORE, 'referrer-policy': 'no-referrer' };
-  if (landing.kind === 'redirect') return { statusCode: 302, headers: { ...headers, location: landing.location }, body: '' };
+  if (landing.kind === 'redirect')
+    return { statusCode: 302, headers: { ...headers, location: landing.location }, body: '' };
   return {
     statusCode: 200,
     headers: {
@@ -67,7 +76,11 @@ export function jsonRoute(handler: Handler) {
         if (error instanceof StoreUnavailable) {
           count('StoreUnavailable');
           logger.error('ledger store unavailable', { error: describe(error) });
-          request.response = json(503, { error: 'unavailable', message: 'the ledger is unavailable; retry later', requestId });
+          request.response = json(503, {
+            error: 'unavailable',
+            message: 'the ledger is unavailable; retry later',
+            requestId,
+          });
           return;
         }
         count('InternalError');

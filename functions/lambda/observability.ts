@@ -9,7 +9,10 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? 'survey-receiver';
 
 export const logger = new Logger({ serviceName });
-export const metrics = new Metrics({ namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'SurveyReceiver', serviceName });
+export const metrics = new Metrics({
+  namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'SurveyReceiver',
+  serviceName,
+});
 
 /** The counters the receiver publishes. */
 export type Counter =

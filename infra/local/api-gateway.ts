@@ -8,7 +8,10 @@ import type { AddressInfo } from 'node:net';
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { type FunctionName, ROUTES, type Route, routeKey } from '../routes';
 
-export type LambdaHandler = (event: APIGatewayProxyEventV2, context: Context) => Promise<APIGatewayProxyResultV2>;
+export type LambdaHandler = (
+  event: APIGatewayProxyEventV2,
+  context: Context,
+) => Promise<APIGatewayProxyResultV2>;
 
 /** API Gateway's own payload limit. */
 const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
@@ -24,7 +27,6 @@ export async function startApiGateway(
   host = '127.0.0.1',
   port = 0,
 ): Promise<LocalApi> {
-  const matchers = ROUTES.map((route) => ({ route, pattern: pathPattern(route.path) }));
   const server: Server = createServer((req, res) => {
     serve(req, res).catch((error) => {
       console.error('local api gateway: handler failed', error);
@@ -34,13 +36,22 @@ export async function startApiGateway(
 
   async function serve(req: IncomingMessage, res: ServerResponse) {
     const url = new URL(req.url ?? '/', 'http://local');
-    const match = findRoute(matchers, req.method ?? 'GET', url.pathname);
+    const match = matchRoute(req.method ?? 'GET', url.pathname);
     if (!match) return send(res, 404, { 'content-type': 'application/json' }, '{"message":"Not Found"}');
     const body = await readBody(req);
     if (body === 'too-large') {
       return send(res, 413, { 'content-type': 'application/json' }, '{"message":"Request Entity Too Large"}');
     }
-    const event = buildEvent(req, url, match.route, match.pathParameters, body);
+    const event = buildEvent(
+      {
+        url,
+        headers: req.headers,
+        body,
+        sourceIp: req.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '127.0.0.1',
+        httpVersion: req.httpVersion,
+      },
+      match,
+    );
     const context = lambdaContext(match.route.function, event.requestContext.requestId);
     const result = await handlers[match.route.function](event, context);
     if (typeof result === 'string' || result === undefined) {
@@ -72,8 +83,16 @@ function pathPattern(path: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
-function findRoute(matchers: { route: Route; pattern: RegExp }[], method: string, pathname: string) {
-  for (const { route, pattern } of matchers) {
+const MATCHERS = ROUTES.map((route) => ({ route, pattern: pathPattern(route.path) }));
+
+export interface RouteMatch {
+  readonly route: Route;
+  readonly pathParameters: Record<string, string>;
+}
+
+/** The route a request goes to, as API Gateway would pick it, with its path parameters decoded. */
+export function matchRoute(method: string, pathname: string): RouteMatch | undefined {
+  for (const { route, pattern } of MATCHERS) {
     if (route.method !== method) continue;
     const match = pattern.exec(pathname);
     if (!match) continue;
@@ -101,15 +120,22 @@ async function readBody(req: IncomingMessage): Promise<Buffer | 'too-large'> {
   return Buffer.concat(chunks);
 }
 
-function buildEvent(
-  req: IncomingMessage,
-  url: URL,
-  route: Route,
-  pathParameters: Record<string, string>,
-  body: Buffer,
+export interface RawRequest {
+  readonly url: URL;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body: Buffer;
+  readonly sourceIp: string;
+  readonly httpVersion?: string;
+}
+
+/** The payload-v2 event API Gateway's HTTP API hands a Lambda integration for this request. */
+export function buildEvent(
+  request: RawRequest,
+  { route, pathParameters }: RouteMatch,
 ): APIGatewayProxyEventV2 {
+  const { url, body } = request;
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
+  for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(',') : value;
   }
   const rawQueryString = url.search.slice(1);
@@ -137,8 +163,8 @@ function buildEvent(
       http: {
         method: route.method,
         path: url.pathname,
-        protocol: `HTTP/${req.httpVersion}`,
-        sourceIp: req.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '127.0.0.1',
+        protocol: `HTTP/${request.httpVersion ?? '1.1'}`,
+        sourceIp: request.sourceIp,
         userAgent: headers['user-agent'] ?? '',
       },
       requestId,

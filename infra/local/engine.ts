@@ -31,8 +31,16 @@ export async function startEngine(host = '127.0.0.1', port = 0): Promise<Engine>
 }
 
 /** Creates the ledger table if it is not there yet, and waits until it is active. */
-export async function ensureLedgerTable(endpoint: string, tableName: string, region = 'us-east-1'): Promise<void> {
-  const client = new DynamoDBClient({ endpoint, region, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+export async function ensureLedgerTable(
+  endpoint: string,
+  tableName: string,
+  region = 'us-east-1',
+): Promise<void> {
+  const client = new DynamoDBClient({
+    endpoint,
+    region,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
   const { partitionKey, sortKey, index } = LEDGER;
   try {
     await client.send(

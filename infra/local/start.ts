@@ -2,8 +2,8 @@
  * `npm start`: the local stack in the foreground, with the URLs to try printed. Ctrl-C stops it.
  */
 import { randomUUID } from 'node:crypto';
-import { buildSurveyUrls } from '../../functions/core/survey-urls';
 import { parseKeyRing } from '../../functions/core/signing';
+import { buildSurveyUrls } from '../../functions/core/survey-urls';
 import { applyLocalDefaults } from './defaults';
 import { startLocalStack } from './stack';
 
@@ -13,7 +13,11 @@ const SAMPLE_PID = 'demo-pid';
 const explicitEngine = process.env.DYNAMODB_ENDPOINT !== undefined;
 const stack = await startLocalStack();
 const env = applyLocalDefaults();
-const urls = buildSurveyUrls(env.PUBLIC_BASE_URL as string, SAMPLE_SURVEY, parseKeyRing(env.SIGNING_KEYS as string));
+const urls = buildSurveyUrls(
+  env.PUBLIC_BASE_URL as string,
+  SAMPLE_SURVEY,
+  parseKeyRing(env.SIGNING_KEYS as string),
+);
 const fill = (url: string) => url.replace('[%%pid%%]', SAMPLE_PID).replace('[%%token%%]', randomUUID());
 
 console.log(`Survey receiver, local stack

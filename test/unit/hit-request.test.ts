@@ -31,15 +31,21 @@ describe('reading the claim', () => {
 
   it('accepts the five redirect outcomes but only success and fail for postbacks', () => {
     for (const outcome of ['success', 'fail', 'overquota', 'quality', 'termination']) {
-      expect(readClaim('redirect', request({ pathParameters: { surveyId: '1', outcome } })).claim.target.outcome).toBe(outcome);
+      expect(
+        readClaim('redirect', request({ pathParameters: { surveyId: '1', outcome } })).claim.target.outcome,
+      ).toBe(outcome);
     }
-    const error = rejection(() => readClaim('postback', request({ pathParameters: { surveyId: '1', outcome: 'overquota' } })));
+    const error = rejection(() =>
+      readClaim('postback', request({ pathParameters: { surveyId: '1', outcome: 'overquota' } })),
+    );
     expect(error.status).toBe(400);
     expect(error.message).toBe('outcome must be one of success, fail');
   });
 
   it('refuses a malformed survey id', () => {
-    const error = rejection(() => readClaim('postback', request({ pathParameters: { surveyId: 'abc', outcome: 'success' } })));
+    const error = rejection(() =>
+      readClaim('postback', request({ pathParameters: { surveyId: 'abc', outcome: 'success' } })),
+    );
     expect(error.message).toMatch(/^surveyId must be/);
   });
 
@@ -57,41 +63,110 @@ describe('reading the identity', () => {
   });
 
   it('from a JSON body, keys in any case, numbers as strings', () => {
-    const req = request({ rawQueryString: 'kid=k1&sig=s', contentType: 'application/json; charset=utf-8', body: '{"PID":12345,"token":"t9","extra":[1]}' });
+    const req = request({
+      rawQueryString: 'kid=k1&sig=s',
+      contentType: 'application/json; charset=utf-8',
+      body: '{"PID":12345,"token":"t9","extra":[1]}',
+    });
     expect(identity(req)).toEqual({ pid: '12345', token: 't9', source: 'json' });
   });
 
   it('from a form body', () => {
-    const req = request({ rawQueryString: 'kid=k1&sig=s', contentType: 'application/x-www-form-urlencoded', body: 'pid=p2&token=t2' });
+    const req = request({
+      rawQueryString: 'kid=k1&sig=s',
+      contentType: 'application/x-www-form-urlencoded',
+      body: 'pid=p2&token=t2',
+    });
     expect(identity(req)).toEqual({ pid: 'p2', token: 't2', source: 'form' });
   });
 
   it('from a body without content type when its form is unambiguous', () => {
-    expect(identity(request({ rawQueryString: '', body: '{"pid":"p3","token":"t3"}' }))).toMatchObject({ pid: 'p3', source: 'json' });
-    expect(identity(request({ rawQueryString: '', body: 'pid=p4&token=t4' }))).toMatchObject({ pid: 'p4', source: 'form' });
+    expect(identity(request({ rawQueryString: '', body: '{"pid":"p3","token":"t3"}' }))).toMatchObject({
+      pid: 'p3',
+      source: 'json',
+    });
+    expect(identity(request({ rawQueryString: '', body: 'pid=p4&token=t4' }))).toMatchObject({
+      pid: 'p4',
+      source: 'form',
+    });
   });
 
   it('from the query when the POST body is empty, whatever its content type', () => {
-    expect(identity(request({ contentType: 'text/plain', body: '  ' }))).toMatchObject({ pid: 'p1', source: 'query' });
+    expect(identity(request({ contentType: 'text/plain', body: '  ' }))).toMatchObject({
+      pid: 'p1',
+      source: 'query',
+    });
   });
 
   it('accepts the same value in query and body', () => {
-    expect(identity(request({ contentType: 'application/json', body: '{"pid":"p1"}' }))).toMatchObject({ pid: 'p1' });
+    expect(identity(request({ contentType: 'application/json', body: '{"pid":"p1"}' }))).toMatchObject({
+      pid: 'p1',
+    });
   });
 
   it.each([
-    ['query and body disagree', { contentType: 'application/json', body: '{"pid":"other"}' }, 400, 'pid is given twice with different values (query and body)'],
-    ['body repeats a key differently', { rawQueryString: '', contentType: 'application/x-www-form-urlencoded', body: 'pid=a&pid=b&token=t' }, 400, 'pid is given twice with different values (body)'],
-    ['JSON repeats a key in another case', { rawQueryString: '', contentType: 'application/json', body: '{"pid":"a","PID":"b","token":"t"}' }, 400, 'pid is given twice with different values (body)'],
+    [
+      'query and body disagree',
+      { contentType: 'application/json', body: '{"pid":"other"}' },
+      400,
+      'pid is given twice with different values (query and body)',
+    ],
+    [
+      'body repeats a key differently',
+      { rawQueryString: '', contentType: 'application/x-www-form-urlencoded', body: 'pid=a&pid=b&token=t' },
+      400,
+      'pid is given twice with different values (body)',
+    ],
+    [
+      'JSON repeats a key in another case',
+      { rawQueryString: '', contentType: 'application/json', body: '{"pid":"a","PID":"b","token":"t"}' },
+      400,
+      'pid is given twice with different values (body)',
+    ],
     ['missing pid', { rawQueryString: 'token=t' }, 400, 'pid is missing'],
     ['missing token', { rawQueryString: 'pid=p' }, 400, 'token is missing'],
-    ['unsubstituted placeholder', { rawQueryString: 'pid=[%%pid%%]&token=t' }, 400, 'pid is an unsubstituted placeholder'],
-    ['malformed JSON', { rawQueryString: '', contentType: 'application/json', body: '{"pid":' }, 400, 'body is not valid JSON'],
-    ['JSON array', { rawQueryString: '', contentType: 'application/json', body: '[1]' }, 400, 'JSON body must be an object'],
-    ['JSON pid of the wrong type', { rawQueryString: '', contentType: 'application/json', body: '{"pid":{"a":1},"token":"t"}' }, 400, 'pid in the JSON body must be a string'],
-    ['wrong content type', { contentType: 'text/xml', body: '<pid>p</pid>' }, 415, 'content type text/xml is not accepted; send application/json or application/x-www-form-urlencoded'],
-    ['unrecognisable body', { rawQueryString: '', body: 'just some text' }, 415, 'body is neither JSON nor form-encoded'],
-    ['oversized body', { contentType: 'application/json', body: `{"pid":"${'p'.repeat(MAX_BODY_BYTES)}"}` }, 413, `body exceeds ${MAX_BODY_BYTES} bytes`],
+    [
+      'unsubstituted placeholder',
+      { rawQueryString: 'pid=[%%pid%%]&token=t' },
+      400,
+      'pid is an unsubstituted placeholder',
+    ],
+    [
+      'malformed JSON',
+      { rawQueryString: '', contentType: 'application/json', body: '{"pid":' },
+      400,
+      'body is not valid JSON',
+    ],
+    [
+      'JSON array',
+      { rawQueryString: '', contentType: 'application/json', body: '[1]' },
+      400,
+      'JSON body must be an object',
+    ],
+    [
+      'JSON pid of the wrong type',
+      { rawQueryString: '', contentType: 'application/json', body: '{"pid":{"a":1},"token":"t"}' },
+      400,
+      'pid in the JSON body must be a string',
+    ],
+    [
+      'wrong content type',
+      { contentType: 'text/xml', body: '<pid>p</pid>' },
+      415,
+      'content type text/xml is not accepted; send application/json or application/x-www-form-urlencoded',
+    ],
+    [
+      'unrecognisable body',
+      { rawQueryString: '', body: 'just some text' },
+      415,
+      'body is neither JSON nor form-encoded',
+    ],
+    [
+      'oversized body',
+      { contentType: 'application/json', body: `{"pid":"${'p'.repeat(MAX_BODY_BYTES)}"}` },
+      413,
+      `body exceeds ${MAX_BODY_BYTES} bytes`,
+    ],
   ] as const)('refuses %s', (_, overrides, status, message) => {
     const error = rejection(() => identity(request(overrides)));
     expect(error.status).toBe(status);

@@ -15,12 +15,21 @@ describe('landing', () => {
   });
 
   it('uses a template without placeholders as it is', () => {
-    expect(landingFor(templates, { outcome: 'fail' })).toEqual({ kind: 'redirect', location: 'https://panel.example.com/sorry' });
+    expect(landingFor(templates, { outcome: 'fail' })).toEqual({
+      kind: 'redirect',
+      location: 'https://panel.example.com/sorry',
+    });
   });
 
   it('answers the plain page where no template is configured or a needed value is unknown', () => {
-    expect(landingFor(templates, { outcome: 'overquota', pid: 'p' })).toEqual({ kind: 'page', html: SURVEY_OVER_PAGE });
-    expect(landingFor(templates, { outcome: 'success', surveyId: '7' })).toEqual({ kind: 'page', html: SURVEY_OVER_PAGE });
+    expect(landingFor(templates, { outcome: 'overquota', pid: 'p' })).toEqual({
+      kind: 'page',
+      html: SURVEY_OVER_PAGE,
+    });
+    expect(landingFor(templates, { outcome: 'success', surveyId: '7' })).toEqual({
+      kind: 'page',
+      html: SURVEY_OVER_PAGE,
+    });
     expect(landingFor(templates, {})).toEqual({ kind: 'page', html: SURVEY_OVER_PAGE });
   });
 

@@ -24,9 +24,21 @@ describe('key ring', () => {
     ['no current', JSON.stringify({ k1: 'a'.repeat(32) }), /current/],
     ['current missing from ring', JSON.stringify({ current: 'k9', k1: 'a'.repeat(32) }), /k9/],
     ['short secret', JSON.stringify({ current: 'k1', k1: 'short' }), /at least 32/],
-    ['bad key id', JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), 'bad id': 'b'.repeat(32) }), /not a valid key id/],
-    ['retiring unknown key', JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), retire: { k7: '2026-01-01T00:00:00Z' } }), /k7/],
-    ['retiring the current key', JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), retire: { k1: '2026-01-01T00:00:00Z' } }), /current key/],
+    [
+      'bad key id',
+      JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), 'bad id': 'b'.repeat(32) }),
+      /not a valid key id/,
+    ],
+    [
+      'retiring unknown key',
+      JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), retire: { k7: '2026-01-01T00:00:00Z' } }),
+      /k7/,
+    ],
+    [
+      'retiring the current key',
+      JSON.stringify({ current: 'k1', k1: 'a'.repeat(32), retire: { k1: '2026-01-01T00:00:00Z' } }),
+      /current key/,
+    ],
   ])('refuses a ring with %s, without echoing secrets', (_, json, message) => {
     expect(() => parseKeyRing(json)).toThrow(message);
     try {

@@ -8,7 +8,15 @@ describe('survey URLs', () => {
   const urls = buildSurveyUrls('https://hits.example.com/', '4242', ring);
 
   it('are the seven fields setRedirectionForSurvey takes', () => {
-    expect(Object.keys(urls).sort()).toEqual(['fUrl', 'oUrl', 'pstbck', 'pstbck_fail', 'qTUrl', 'sUrl', 'tUrl']);
+    expect(Object.keys(urls).sort()).toEqual([
+      'fUrl',
+      'oUrl',
+      'pstbck',
+      'pstbck_fail',
+      'qTUrl',
+      'sUrl',
+      'tUrl',
+    ]);
   });
 
   it('keep the marketplace placeholders literally', () => {
@@ -31,14 +39,22 @@ describe('survey URLs', () => {
     for (const [field, [channel, outcome]] of Object.entries(expected)) {
       const url = new URL(urls[field as keyof typeof urls]);
       expect(url.origin + url.pathname).toBe(`https://hits.example.com/${channel}/4242/${outcome}`);
-      const check = verify(ring, { channel, surveyId: '4242', outcome }, url.searchParams.get('kid') ?? undefined, url.searchParams.get('sig') ?? undefined, new Date());
+      const check = verify(
+        ring,
+        { channel, surveyId: '4242', outcome },
+        url.searchParams.get('kid') ?? undefined,
+        url.searchParams.get('sig') ?? undefined,
+        new Date(),
+      );
       expect(check.valid, field).toBe(true);
     }
   });
 
   it('differ between surveys', () => {
     const other = buildSurveyUrls('https://hits.example.com', '4243', ring);
-    expect(new URL(other.pstbck).searchParams.get('sig')).not.toBe(new URL(urls.pstbck).searchParams.get('sig'));
+    expect(new URL(other.pstbck).searchParams.get('sig')).not.toBe(
+      new URL(urls.pstbck).searchParams.get('sig'),
+    );
   });
 
   it('refuse a malformed survey id or base URL', () => {

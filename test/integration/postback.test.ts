@@ -1,0 +1,252 @@
+/**
+ * The postback handler against the real DynamoDB protocol (embedded engine behind a recording proxy).
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
+import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
+import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+let handler: Handler;
+let store: LedgerStore;
+let proxy: EngineProxy;
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  proxy = await startEngineProxy(endpoint);
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: proxy.endpoint,
+    SIGNING_KEYS: TEST_KEY_RING,
+  });
+  ({ handler } = (await import('../../functions/postback')) as { handler: Handler });
+  store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+});
+
+afterAll(() => proxy.stop());
+
+let ids: { pid: string; token: string };
+beforeEach(() => {
+  ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+});
+
+const successUrl = () => filledUrl(TEST_KEY_RING, 'postback', '1001', 'success', ids);
+const failUrl = () => filledUrl(TEST_KEY_RING, 'postback', '1001', 'fail', ids);
+const only = async () => {
+  const attempts = await store.attemptsOf('1001', ids.pid);
+  expect(attempts).toHaveLength(1);
+  return attempts[0] as NonNullable<(typeof attempts)[0]>;
+};
+
+describe('a signed postback', () => {
+  it('over GET is stored as a postback-confirmed complete and answered 200 once stored', async () => {
+    const result = await invoke(handler, apiEvent('GET', successUrl()));
+    expect(result.statusCode).toBe(200);
+    expect(jsonBody(result)).toEqual({ ok: true, effect: 'recorded', outcome: 'success' });
+    const attempt = await only();
+    expect(attempt).toMatchObject({
+      surveyId: '1001',
+      pid: ids.pid,
+      token: ids.token,
+      complete: 'postback-confirmed',
+      conflict: false,
+      postback: { outcome: 'success', hits: 1, source: 'query' },
+    });
+    expect(attempt.redirect).toBeUndefined();
+  });
+
+  it.each([
+    ['a JSON body', 'application/json', (i: typeof ids) => JSON.stringify(i), 'json'],
+    [
+      'a form body',
+      'application/x-www-form-urlencoded',
+      (i: typeof ids) => new URLSearchParams(i).toString(),
+      'form',
+    ],
+  ])('over POST with %s is stored', async (_, contentType, body, source) => {
+    const url = new URL(successUrl());
+    url.searchParams.delete('pid');
+    url.searchParams.delete('token');
+    const result = await invoke(
+      handler,
+      apiEvent('POST', url.toString(), { body: body(ids), headers: { 'content-type': contentType } }),
+    );
+    expect(result.statusCode).toBe(200);
+    expect((await only()).postback).toMatchObject({ outcome: 'success', source });
+  });
+
+  it('over POST with the values in the query and an empty body is stored', async () => {
+    const result = await invoke(
+      handler,
+      apiEvent('POST', failUrl(), { headers: { 'content-type': 'application/json' } }),
+    );
+    expect(result.statusCode).toBe(200);
+    expect((await only()).postback).toMatchObject({ outcome: 'fail', source: 'query' });
+  });
+
+  it('repeated changes nothing but the counters and the last-seen time', async () => {
+    await invoke(handler, apiEvent('GET', successUrl()));
+    const before = await only();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const again = await invoke(handler, apiEvent('GET', successUrl()));
+    expect(jsonBody(again)).toMatchObject({ effect: 'duplicate' });
+    const after = await only();
+    expect(after.lastSeenAt > before.lastSeenAt).toBe(true);
+    expect(after.postback?.hits).toBe(2);
+    const strip = (a: typeof before) => ({
+      ...a,
+      lastSeenAt: '',
+      postback: { ...a.postback, hits: 0, sightings: [] },
+    });
+    expect(strip(after)).toEqual(strip(before));
+  });
+
+  it('contradicting the standing outcome is kept as a conflict, never overwriting it', async () => {
+    await invoke(handler, apiEvent('GET', successUrl()));
+    const contradiction = await invoke(handler, apiEvent('GET', failUrl()));
+    expect(contradiction.statusCode).toBe(200);
+    expect(jsonBody(contradiction)).toEqual({ ok: true, effect: 'conflict', outcome: 'success' });
+    const attempt = await only();
+    expect(attempt.postback).toMatchObject({ outcome: 'success', hits: 2, conflict: true });
+    expect(attempt.postback?.sightings.map((s) => [s.outcome, s.hits])).toEqual([
+      ['success', 1],
+      ['fail', 1],
+    ]);
+    expect(attempt).toMatchObject({ complete: 'postback-confirmed', conflict: true });
+  });
+
+  it('costs exactly one write request and no read', async () => {
+    const start = proxy.operations.length;
+    await invoke(handler, apiEvent('GET', successUrl()));
+    await invoke(handler, apiEvent('GET', successUrl()));
+    await invoke(handler, apiEvent('GET', failUrl()));
+    expect(proxy.operations.slice(start)).toEqual(['UpdateItem', 'UpdateItem', 'UpdateItem']);
+  });
+});
+
+describe('concurrent postbacks', () => {
+  it('many identical hits at once give exact counts and exactly one first record', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 40 }, () => invoke(handler, apiEvent('GET', successUrl()))),
+    );
+    const effects = results.map((r) => jsonBody(r).effect);
+    expect(effects.filter((e) => e === 'recorded')).toHaveLength(1);
+    expect(effects.filter((e) => e === 'duplicate')).toHaveLength(39);
+    expect((await only()).postback?.hits).toBe(40);
+  });
+
+  it('success and fail racing: one stands, the other is the conflict, counts exact', async () => {
+    const urls = Array.from({ length: 30 }, (_, i) => (i % 2 ? failUrl() : successUrl()));
+    const results = await Promise.all(urls.map((url) => invoke(handler, apiEvent('GET', url))));
+    const attempt = await only();
+    const standing = attempt.postback?.outcome;
+    expect(results.every((r) => jsonBody(r).outcome === standing)).toBe(true);
+    expect(attempt.postback?.sightings.map((s) => s.hits).sort()).toEqual([15, 15]);
+    expect(results.filter((r) => jsonBody(r).effect === 'conflict')).toHaveLength(15);
+  });
+});
+
+describe('a refused postback stores nothing', () => {
+  const tamper = (url: string, name: string, value: string | null) => {
+    const parsed = new URL(url);
+    if (value === null) parsed.searchParams.delete(name);
+    else parsed.searchParams.set(name, value);
+    return parsed.toString();
+  };
+
+  it.each([
+    ['no signature', (u: string) => tamper(u, 'sig', null), 'signature is missing'],
+    ['no key id', (u: string) => tamper(u, 'kid', null), 'signature is missing'],
+    ['a wrong signature', (u: string) => tamper(u, 'sig', 'A'.repeat(43)), 'signature is not valid'],
+    ['an unknown key id', (u: string) => tamper(u, 'kid', 'k9'), 'signature is not valid'],
+    ['another key id', (u: string) => tamper(u, 'kid', 'k1'), 'signature is not valid'],
+    [
+      'the signature of another survey',
+      (u: string) => u.replace('/1001/', '/1002/'),
+      'signature is not valid',
+    ],
+    [
+      'the signature of the other outcome',
+      (u: string) => u.replace('/success?', '/fail?'),
+      'signature is not valid',
+    ],
+  ])('with %s: 403', async (_, forge, message) => {
+    const start = proxy.operations.length;
+    const result = await invoke(handler, apiEvent('GET', forge(successUrl())));
+    expect(result.statusCode).toBe(403);
+    expect(jsonBody(result)).toEqual({ error: 'forbidden', message });
+    expect(proxy.operations.slice(start)).toEqual([]);
+    expect(await store.attemptsOf(url1002(forge) ? '1002' : '1001', ids.pid)).toEqual([]);
+  });
+
+  it('with the redirect signature of the same survey and outcome: 403', async () => {
+    const redirect = new URL(filledUrl(TEST_KEY_RING, 'redirect', '1001', 'success', ids));
+    const result = await invoke(
+      handler,
+      apiEvent('GET', redirect.toString().replace('/redirect/', '/postback/')),
+    );
+    expect(result.statusCode).toBe(403);
+    expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
+  });
+
+  it.each([
+    ['a missing pid', (u: string) => tamper(u, 'pid', null), 400, 'pid is missing'],
+    [
+      'a malformed token',
+      (u: string) => tamper(u, 'token', 'a b'),
+      400,
+      'token must be 1 to 100 characters from A-Z a-z 0-9 . _ ~ -',
+    ],
+    [
+      'an unsubstituted placeholder',
+      (u: string) => tamper(u, 'token', '[%%token%%]'),
+      400,
+      'token is an unsubstituted placeholder',
+    ],
+    [
+      'a conflicting duplicate pid',
+      (u: string) => `${u}&pid=someone-else`,
+      400,
+      'pid is given twice with different values (query)',
+    ],
+  ])('with %s: %i naming the problem', async (_, forge, status, message) => {
+    const start = proxy.operations.length;
+    const result = await invoke(handler, apiEvent('GET', forge(successUrl())));
+    expect(result.statusCode).toBe(status);
+    expect(jsonBody(result)).toEqual({ error: 'bad_request', message });
+    expect(proxy.operations.slice(start)).toEqual([]);
+  });
+
+  it('with an unknown outcome or malformed survey id: 400', async () => {
+    for (const url of [
+      successUrl().replace('/success?', '/overquota?'),
+      successUrl().replace('/1001/', '/10x1/'),
+    ]) {
+      const result = await invoke(handler, apiEvent('GET', url));
+      expect(result.statusCode).toBe(400);
+      expect(jsonBody(result).error).toBe('bad_request');
+    }
+  });
+
+  it('with a wrong content type or an oversized body: 415 and 413', async () => {
+    const xml = await invoke(
+      handler,
+      apiEvent('POST', successUrl(), { body: '<x/>', headers: { 'content-type': 'application/xml' } }),
+    );
+    expect(xml.statusCode).toBe(415);
+    const big = await invoke(
+      handler,
+      apiEvent('POST', successUrl(), {
+        body: `{"x":"${'y'.repeat(9000)}"}`,
+        headers: { 'content-type': 'application/json' },
+      }),
+    );
+    expect(big.statusCode).toBe(413);
+    expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
+  });
+});
+
+function url1002(forge: (u: string) => string): boolean {
+  return forge('https://x/postback/1001/success?').includes('/1002/');
+}

@@ -1,0 +1,122 @@
+/**
+ * The store failing: postbacks answer 5xx so the marketplace retries, and nothing is acknowledged that was
+ * not stored; respondents still get their redirect. Faults come from aws-sdk-client-mock (exceptions as
+ * the SDK raises them) and from a proxy answering the real wire protocol with throttling, 5xx and silence.
+ */
+import { randomUUID } from 'node:crypto';
+import { ProvisionedThroughputExceededException } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
+import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
+import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+let postback: Handler;
+let redirect: Handler;
+let store: LedgerStore;
+let proxy: EngineProxy;
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  proxy = await startEngineProxy(endpoint);
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: proxy.endpoint,
+    SIGNING_KEYS: TEST_KEY_RING,
+    STORE_TIMEOUT_MS: '200',
+    LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}',
+  });
+  ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
+  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+  store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+});
+afterAll(() => proxy.stop());
+afterEach(() => proxy.faults(undefined));
+
+let ids: { pid: string; token: string };
+beforeEach(() => {
+  ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+});
+const postbackUrl = () => filledUrl(TEST_KEY_RING, 'postback', '3003', 'success', ids);
+const redirectUrl = () => filledUrl(TEST_KEY_RING, 'redirect', '3003', 'success', ids);
+
+describe('SDK-level faults (aws-sdk-client-mock)', () => {
+  const dynamo = mockClient(DynamoDBDocumentClient);
+  beforeEach(() => dynamo.reset());
+  afterAll(() => dynamo.restore());
+
+  it('throttling: the postback answers 503 with a request id and no internals', async () => {
+    dynamo
+      .on(UpdateCommand)
+      .rejects(new ProvisionedThroughputExceededException({ message: 'Rate exceeded', $metadata: {} }));
+    const result = await invoke(postback, apiEvent('GET', postbackUrl()));
+    expect(result.statusCode).toBe(503);
+    const body = jsonBody(result);
+    expect(body).toMatchObject({ error: 'unavailable', message: 'the ledger is unavailable; retry later' });
+    expect(body.requestId).toEqual(expect.any(String));
+    expect(result.body).not.toMatch(/Rate exceeded|Provisioned|stack/i);
+    expect(dynamo.commandCalls(UpdateCommand)).toHaveLength(1);
+  });
+
+  it('an unexpected store error is a 500 naming only the request id', async () => {
+    dynamo.on(UpdateCommand).rejects(new Error('ValidationException: something internal'));
+    const result = await invoke(postback, apiEvent('GET', postbackUrl()));
+    expect(result.statusCode).toBe(500);
+    expect(jsonBody(result)).toEqual({
+      error: 'internal',
+      message: 'internal error',
+      requestId: expect.any(String),
+    });
+  });
+
+  it('the respondent is redirected even when the store throws', async () => {
+    dynamo
+      .on(UpdateCommand)
+      .rejects(new ProvisionedThroughputExceededException({ message: 'Rate exceeded', $metadata: {} }));
+    const result = await invoke(redirect, apiEvent('GET', redirectUrl()));
+    expect(result.statusCode).toBe(302);
+    expect(result.headers?.location).toBe(`https://panel.example.com/thanks?pid=${ids.pid}`);
+  });
+});
+
+describe('wire-level faults (proxy in front of the engine)', () => {
+  it.each([
+    ['throttling', 'throttle'],
+    ['5xx', 'server-error'],
+    ['timeouts', 'hang'],
+  ] as const)(
+    '%s beyond the SDK retries: 503, nothing stored; the retried postback is stored once',
+    async (_, fault) => {
+      proxy.faults(() => fault);
+      const refused = await invoke(postback, apiEvent('GET', postbackUrl()));
+      expect(refused.statusCode).toBe(503);
+      expect(await store.attemptsOf('3003', ids.pid)).toEqual([]);
+
+      proxy.faults(undefined);
+      const retried = await invoke(postback, apiEvent('GET', postbackUrl()));
+      expect(retried.statusCode).toBe(200);
+      expect(jsonBody(retried).effect).toBe('recorded');
+      expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+    },
+  );
+
+  it('a fault the SDK retries through is invisible to the sender', async () => {
+    const start = proxy.operations.length;
+    proxy.faults((_, index) => (index === start ? 'throttle' : undefined));
+    const result = await invoke(postback, apiEvent('GET', postbackUrl()));
+    expect(result.statusCode).toBe(200);
+    expect(proxy.operations.slice(start)).toEqual(['UpdateItem', 'UpdateItem']);
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+  });
+
+  it('the respondent is redirected promptly while the store hangs', async () => {
+    proxy.faults(() => 'hang');
+    const started = Date.now();
+    const result = await invoke(redirect, apiEvent('GET', redirectUrl()));
+    expect(result.statusCode).toBe(302);
+    // Bounded by the configured store timeout and retries, not by the store.
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});

@@ -1,0 +1,88 @@
+/**
+ * A loopback proxy in front of the engine that records every DynamoDB operation it forwards and can answer
+ * with the faults a real table produces (throttling, 5xx, silence), so tests see the real wire protocol.
+ */
+import { createServer, request as forward } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Fault = 'throttle' | 'server-error' | 'hang';
+export type FaultPlan = (operation: string, index: number) => Fault | undefined;
+
+export interface EngineProxy {
+  readonly endpoint: string;
+  /** Operation names (e.g. UpdateItem) in the order they arrived, faulted ones included. */
+  readonly operations: string[];
+  faults(plan: FaultPlan | undefined): void;
+  stop(): Promise<void>;
+}
+
+const FAULT_RESPONSES = {
+  throttle: {
+    status: 400,
+    body: {
+      __type: 'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException',
+      message: 'throttled (injected)',
+    },
+  },
+  'server-error': {
+    status: 500,
+    body: { __type: 'com.amazon.coral.service#InternalFailure', message: 'injected' },
+  },
+} as const;
+
+export async function startEngineProxy(target: string): Promise<EngineProxy> {
+  const targetUrl = new URL(target);
+  const operations: string[] = [];
+  let plan: FaultPlan | undefined;
+  const hanging = new Set<import('node:http').ServerResponse>();
+  const server = createServer((req, res) => {
+    const operation =
+      String(req.headers['x-amz-target'] ?? '')
+        .split('.')
+        .pop() ?? '';
+    const index = operations.push(operation) - 1;
+    const fault = plan?.(operation, index);
+    if (fault === 'hang') {
+      hanging.add(res);
+      req.resume();
+      return;
+    }
+    if (fault) {
+      const { status, body } = FAULT_RESPONSES[fault];
+      req.resume();
+      res.writeHead(status, { 'content-type': 'application/x-amz-json-1.0' });
+      res.end(JSON.stringify(body));
+      return;
+    }
+    const upstream = forward(
+      {
+        host: targetUrl.hostname,
+        port: targetUrl.port,
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+      },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 500, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  server.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    operations,
+    faults(next) {
+      plan = next;
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        for (const res of hanging) res.destroy();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
