@@ -1,0 +1,35 @@
+/**
+ * The ledger table: on-demand, point-in-time recovery, deletion protection, kept when the stack is deleted.
+ * Its keys and index come from the same schema module the store and the local engine use.
+ */
+import { RemovalPolicy } from 'aws-cdk-lib';
+import { AttributeType, Billing, ProjectionType, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { Construct } from 'constructs';
+import { LEDGER } from '../../functions/core/ledger-schema';
+
+export class LedgerTable extends Construct {
+  readonly table: TableV2;
+
+  constructor(scope: Construct, id: string) {
+    super(scope, id);
+    const key = (name: string) => ({ name, type: AttributeType.STRING });
+    this.table = new TableV2(this, 'table', {
+      partitionKey: key(LEDGER.partitionKey),
+      sortKey: key(LEDGER.sortKey),
+      billing: Billing.onDemand(),
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      timeToLiveAttribute: LEDGER.timeToLive,
+      globalSecondaryIndexes: [
+        {
+          indexName: LEDGER.index.name,
+          partitionKey: key(LEDGER.index.partitionKey),
+          sortKey: key(LEDGER.index.sortKey),
+          // Keys only: the index is written once per attempt, never by later hits (see ledger-schema.ts).
+          projectionType: ProjectionType.KEYS_ONLY,
+        },
+      ],
+    });
+  }
+}

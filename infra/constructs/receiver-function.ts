@@ -1,0 +1,108 @@
+/**
+ * The house Lambda function: every default fixed once (runtime, architecture, ESM bundle, logging) and
+ * permissions granted together with the configuration that needs them, never more than the function uses.
+ */
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type { ITableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { Effect, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import {
+  ApplicationLogLevel,
+  Architecture,
+  LoggingFormat,
+  Runtime,
+  SystemLogLevel,
+} from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import { Construct } from 'constructs';
+import { REPO_ROOT } from '../paths';
+
+export interface ReceiverFunctionProps {
+  /** Entry file, relative to the repository root. */
+  readonly entry: string;
+  readonly description: string;
+  readonly memorySize?: number;
+  readonly timeout?: Duration;
+  readonly environment?: Record<string, string>;
+  readonly logRetention?: RetentionDays;
+}
+
+/** The DynamoDB actions a function may take on the ledger. */
+export type LedgerAction = 'dynamodb:UpdateItem' | 'dynamodb:PutItem' | 'dynamodb:Query' | 'dynamodb:GetItem';
+
+export class ReceiverFunction extends Construct {
+  readonly function: NodejsFunction;
+  readonly role: Role;
+  readonly logGroup: LogGroup;
+
+  constructor(scope: Construct, id: string, props: ReceiverFunctionProps) {
+    super(scope, id);
+    this.logGroup = new LogGroup(this, 'logs', {
+      retention: props.logRetention ?? RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // An own role instead of AWSLambdaBasicExecutionRole: it may write to this function's log group only.
+    this.role = new Role(this, 'role', { assumedBy: new ServicePrincipal('lambda.amazonaws.com') });
+    this.logGroup.grantWrite(this.role);
+
+    this.function = new NodejsFunction(this, 'function', {
+      entry: `${REPO_ROOT}/${props.entry}`,
+      handler: 'handler',
+      projectRoot: REPO_ROOT,
+      depsLockFilePath: `${REPO_ROOT}/package-lock.json`,
+      description: props.description,
+      runtime: Runtime.NODEJS_22_X,
+      architecture: Architecture.ARM_64,
+      memorySize: props.memorySize ?? 256,
+      timeout: props.timeout ?? Duration.seconds(10),
+      role: this.role,
+      logGroup: this.logGroup,
+      loggingFormat: LoggingFormat.JSON,
+      applicationLogLevelV2: ApplicationLogLevel.INFO,
+      // START/END/REPORT lines on every invocation would cost more than the hit; errors still show.
+      systemLogLevelV2: SystemLogLevel.WARN,
+      environment: {
+        POWERTOOLS_SERVICE_NAME: 'survey-receiver',
+        POWERTOOLS_METRICS_NAMESPACE: 'SurveyReceiver',
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+        ...props.environment,
+      },
+      bundling: {
+        format: OutputFormat.ESM,
+        target: 'node22',
+        minify: true,
+        sourceMap: true,
+        sourcesContent: false,
+        mainFields: ['module', 'main'],
+        // The SDK is bundled, not taken from the runtime: the version we test is the version that runs, and
+        // tree-shaking keeps the bundle smaller than the runtime's full copy would load.
+        externalModules: [],
+        banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+        forceDockerBundling: false,
+      },
+    });
+  }
+
+  /** Gives the function the ledger's name and exactly the actions listed, on the table itself. */
+  bindLedger(table: ITableV2, actions: readonly LedgerAction[]): this {
+    this.function.addEnvironment('TABLE_NAME', table.tableName);
+    this.role.addToPrincipalPolicy(
+      new PolicyStatement({ effect: Effect.ALLOW, actions: [...actions], resources: [table.tableArn] }),
+    );
+    return this;
+  }
+
+  /** Gives the function the signing key ring's location and read access to that secret only. */
+  bindSigningKeys(secret: ISecret): this {
+    this.function.addEnvironment('SIGNING_KEYS_SECRET_ID', secret.secretArn);
+    this.role.addToPrincipalPolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: [secret.secretArn],
+      }),
+    );
+    return this;
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * What the deployed stack must guarantee, one concern per test, read from the synthesized template.
+ */
+import { App, Stack } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpUrlIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
+import { ReceiverStack } from '../../infra/receiver-stack';
+import { ROUTES, routeKey } from '../../infra/routes';
+
+let stack: ReceiverStack;
+let template: Template;
+
+beforeAll(() => {
+  const app = new App();
+  stack = new ReceiverStack(app, 'Test', {
+    landingUrls: { LANDING_URL_SUCCESS: 'https://panel.example.com/done?pid={pid}' },
+  });
+  template = Template.fromStack(stack);
+}, 60_000);
+
+const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
+  stack.getLogicalId(construct.node.defaultChild as import('aws-cdk-lib').CfnElement);
+
+/** The synthesized AWS::Lambda::Function of a house function. */
+function functionResource(fn: ReceiverFunction) {
+  const resource = template.toJSON().Resources[logicalId(fn.function)];
+  return resource as { Properties: { Environment: { Variables: Record<string, unknown> } } };
+}
+
+type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
+
+/** Every IAM statement attached to a function's role. */
+function statementsOf(fn: ReceiverFunction): Statement[] {
+  const policies = template.findResources('AWS::IAM::Policy', {
+    Properties: { Roles: [{ Ref: logicalId(fn.role) }] },
+  });
+  return Object.values(policies).flatMap(
+    (p) =>
+      (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+        .Statement,
+  );
+}
+
+const actionsOf = (statements: Statement[]) =>
+  statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action])).sort();
+
+describe('ledger table', () => {
+  it('is on-demand, keyed pk/sk, with the keys-only day index and a TTL attribute', () => {
+    template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      BillingMode: 'PAY_PER_REQUEST',
+      KeySchema: [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
+      GlobalSecondaryIndexes: [
+        Match.objectLike({
+          IndexName: 'gsi1',
+          KeySchema: [
+            { AttributeName: 'gsi1pk', KeyType: 'HASH' },
+            { AttributeName: 'gsi1sk', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
+        }),
+      ],
+      TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+    });
+  });
+
+  it('has point-in-time recovery and deletion protection, and is retained on stack delete', () => {
+    template.hasResource('AWS::DynamoDB::GlobalTable', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: {
+        Replicas: [
+          Match.objectLike({
+            PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+            DeletionProtectionEnabled: true,
+          }),
+        ],
+      },
+    });
+  });
+});
+
+describe('functions', () => {
+  it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
+    const functions = template.findResources('AWS::Lambda::Function');
+    expect(Object.keys(functions)).toHaveLength(2);
+    for (const fn of Object.values(functions) as { Properties: Record<string, unknown> }[]) {
+      expect(fn.Properties).toMatchObject({
+        Runtime: 'nodejs22.x',
+        Architectures: ['arm64'],
+        Handler: 'index.handler',
+      });
+      expect(fn.Properties.LoggingConfig).toMatchObject({ LogFormat: 'JSON', SystemLogLevel: 'WARN' });
+    }
+  });
+
+  it('get the table name and the key ring secret id, never the keys themselves', () => {
+    const tableRef = { Ref: logicalId(stack.ledger.table) };
+    const secretRef = { Ref: logicalId(stack.signingKeys) };
+    for (const fn of [stack.redirect, stack.postback]) {
+      const variables = functionResource(fn).Properties.Environment.Variables;
+      expect(variables.TABLE_NAME).toEqual(tableRef);
+      expect(variables.SIGNING_KEYS_SECRET_ID).toEqual(secretRef);
+      expect(variables).not.toHaveProperty('SIGNING_KEYS');
+    }
+  });
+
+  it('pass the landing templates to the redirect function only', () => {
+    const withLanding = template.findResources('AWS::Lambda::Function', {
+      Properties: {
+        Environment: { Variables: { LANDING_URL_SUCCESS: 'https://panel.example.com/done?pid={pid}' } },
+      },
+    });
+    expect(Object.keys(withLanding)).toHaveLength(1);
+  });
+
+  it('refuse a bad landing template at synth time', () => {
+    expect(
+      () => new ReceiverStack(new App(), 'Bad', { landingUrls: { LANDING_URL_FAIL: 'javascript:alert(1)' } }),
+    ).toThrow(/LANDING_URL_FAIL must be an http\(s\) URL/);
+  });
+});
+
+describe('least privilege', () => {
+  it('the redirect function may only update and put ledger items, read the key ring and write its logs', () => {
+    expect(actionsOf(statementsOf(stack.redirect))).toEqual([
+      'dynamodb:PutItem',
+      'dynamodb:UpdateItem',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+    ]);
+  });
+
+  it('the postback function may only update ledger items, read the key ring and write its logs', () => {
+    expect(actionsOf(statementsOf(stack.postback))).toEqual([
+      'dynamodb:UpdateItem',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+    ]);
+  });
+
+  it('ledger actions apply to the table alone, not its indexes or other tables', () => {
+    const tableArn = { 'Fn::GetAtt': [logicalId(stack.ledger.table), 'Arn'] };
+    for (const fn of [stack.redirect, stack.postback]) {
+      const ledger = statementsOf(fn).filter((s) => actionsOf([s]).some((a) => a.startsWith('dynamodb:')));
+      expect(ledger.map((s) => s.Resource)).toEqual([tableArn]);
+    }
+  });
+
+  it('no role carries a managed policy', () => {
+    for (const role of Object.values(template.findResources('AWS::IAM::Role')) as {
+      Properties: Record<string, unknown>;
+    }[]) {
+      expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+    }
+  });
+});
+
+describe('signing keys', () => {
+  it('live in Secrets Manager, generated, and survive a stack delete', () => {
+    template.hasResource('AWS::SecretsManager::Secret', {
+      DeletionPolicy: 'Retain',
+      Properties: {
+        GenerateSecretString: Match.objectLike({
+          SecretStringTemplate: '{"current":"k1"}',
+          GenerateStringKey: 'k1',
+        }),
+      },
+    });
+  });
+});
+
+describe('HTTP API', () => {
+  it('has exactly the routes of the route table', () => {
+    const routes = Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
+      (r) => (r as { Properties: { RouteKey: string } }).Properties.RouteKey,
+    );
+    expect(routes.sort()).toEqual(ROUTES.map(routeKey).sort());
+  });
+
+  it('throttles the stage and every route', () => {
+    template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      DefaultRouteSettings: { ThrottlingBurstLimit: Match.anyValue(), ThrottlingRateLimit: Match.anyValue() },
+      RouteSettings: Object.fromEntries(
+        ROUTES.map((r) => [
+          routeKey(r),
+          { ThrottlingRateLimit: r.throttle.rate, ThrottlingBurstLimit: r.throttle.burst },
+        ]),
+      ),
+    });
+  });
+
+  it('writes access logs that never include the query string', () => {
+    const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage')) as {
+      Properties: { AccessLogSettings: { Format: string } };
+    }[];
+    const format = stage?.Properties.AccessLogSettings.Format ?? '';
+    expect(format).toContain('$context.requestId');
+    expect(format).not.toMatch(/querystring|\$context\.path.*\?|\$request/i);
+  });
+});
+
+describe('cdk-nag AwsSolutions', () => {
+  it('reports no unacknowledged finding', () => {
+    const report = new AwsSolutionsChecks().validateScope(stack);
+    expect(report.violations.map((v) => v.ruleName)).toEqual([]);
+  });
+
+  it('would catch a finding (the check is live)', () => {
+    const probe = new Stack(new App(), 'Probe');
+    new HttpApi(probe, 'open-api').addRoutes({
+      path: '/open',
+      methods: [HttpMethod.GET],
+      integration: new HttpUrlIntegration('url', 'https://example.com'),
+    });
+    const report = new AwsSolutionsChecks().validateScope(probe);
+    expect(report.violations.map((v) => v.ruleName)).toContain('AwsSolutions-APIG4');
+  });
+});
