@@ -1,0 +1,40 @@
+/**
+ * `npm run invoke -- <function> <event-file>`: runs one handler on a sample event, as Lambda would, and prints
+ * its result. Uses the engine of a running `npm start` when there is one, otherwise a throwaway embedded one.
+ */
+import { readFile } from 'node:fs/promises';
+import { FUNCTIONS, type FunctionName } from '../routes';
+import { lambdaContext, type LambdaHandler } from './api-gateway';
+import { applyLocalDefaults } from './defaults';
+import { ensureLedgerTable, startEngine } from './engine';
+
+const [name, eventFile] = process.argv.slice(2);
+if (!name || !eventFile || !(name in FUNCTIONS)) {
+  console.error(`usage: npm run invoke -- <${Object.keys(FUNCTIONS).join('|')}> <event-file>`);
+  process.exit(2);
+}
+
+const explicitEndpoint = process.env.DYNAMODB_ENDPOINT;
+const env = applyLocalDefaults();
+let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
+if (!explicitEndpoint && !(await reachable(env.DYNAMODB_ENDPOINT as string))) {
+  engine = await startEngine();
+  env.DYNAMODB_ENDPOINT = engine.endpoint;
+  console.error(`(no engine at the default endpoint; using a throwaway one at ${engine.endpoint})`);
+}
+await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
+
+const event = JSON.parse(await readFile(eventFile, 'utf8'));
+const { handler } = (await import(`../../${FUNCTIONS[name as FunctionName].entry}`)) as { handler: LambdaHandler };
+const result = await handler(event, lambdaContext(name));
+console.log(JSON.stringify(result, null, 2));
+await engine?.stop();
+
+async function reachable(endpoint: string): Promise<boolean> {
+  try {
+    await fetch(endpoint, { signal: AbortSignal.timeout(500) });
+    return true;
+  } catch {
+    return false;
+  }
+}

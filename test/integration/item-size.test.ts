@@ -1,0 +1,63 @@
+/**
+ * An attempt must fit one DynamoDB write unit (1 KB) for the hits that happen every day, so each hit costs one
+ * write unit. Measured on the item the engine actually holds, with DynamoDB's size rules.
+ */
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Hit } from '../../functions/core/hit-request';
+import { attemptKey } from '../../functions/core/ledger-schema';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
+import type { Outcome } from '../../functions/core/outcome';
+import { freshTable } from '../support/ledger';
+
+let store: LedgerStore;
+let client: ReturnType<typeof createDocumentClient>;
+let tableName: string;
+
+beforeAll(async () => {
+  const table = await freshTable();
+  tableName = table.tableName;
+  client = createDocumentClient({ endpoint: table.endpoint });
+  store = createLedgerStore(client, tableName);
+});
+
+/** DynamoDB's item size: attribute name bytes plus value bytes (numbers: about one byte per two digits, plus one). */
+function itemSize(item: Record<string, unknown>): number {
+  let size = 0;
+  for (const [name, value] of Object.entries(item)) {
+    size += Buffer.byteLength(name);
+    size += typeof value === 'number' ? Math.ceil(String(value).replace(/^-|\./g, '').length / 2) + 1 : Buffer.byteLength(String(value));
+  }
+}
+
+async function sizeAfter(ids: { surveyId: string; pid: string; token: string }, hits: [Hit['channel'], Outcome][]) {
+  for (const [channel, outcome] of hits) {
+    await store.recordHit({ ...ids, channel, outcome, source: 'json' }, new Date());
+  }
+  const { Item } = await client.send(new GetCommand({ TableName: tableName, Key: attemptKey(ids.surveyId, ids.pid, ids.token) }));
+  return itemSize(Item ?? {});
+}
+
+describe('attempt item size', () => {
+  it('a redirect and a postback with a UUID token fit one write unit with room to spare', async () => {
+    const size = await sizeAfter({ surveyId: '12345678', pid: 'panel-0000000000001', token: '3f2b8c1e-5d0a-4e7b-9c61-2a8f0e9d7b45' }, [
+      ['redirect', 'success'],
+      ['postback', 'success'],
+    ]);
+    expect(size).toBeLessThan(700);
+  });
+
+  it('every outcome on both channels, typical ids, still fits one write unit', async () => {
+    const all: [Hit['channel'], Outcome][] = [
+      ['redirect', 'success'],
+      ['redirect', 'fail'],
+      ['redirect', 'overquota'],
+      ['redirect', 'quality'],
+      ['redirect', 'termination'],
+      ['postback', 'success'],
+      ['postback', 'fail'],
+    ];
+    const size = await sizeAfter({ surveyId: '12345678', pid: 'panel-0000000000002', token: '9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d' }, all);
+    expect(size).toBeLessThanOrEqual(1024);
+  });
+});

@@ -1,0 +1,61 @@
+/**
+ * The sample events in events/ stay true: each one, invoked as Lambda would, does what its name says.
+ */
+import { readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
+import { LOCAL_DEFAULTS } from '../../infra/local/defaults';
+import { type Handler, invoke, jsonBody } from '../support/api-events';
+import { freshTable } from '../support/ledger';
+
+let handlers: Record<'redirect' | 'postback', Handler>;
+let store: LedgerStore;
+const event = (name: string) => JSON.parse(readFileSync(`events/apigw-v2/${name}`, 'utf8'));
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  Object.assign(process.env, { TABLE_NAME: tableName, DYNAMODB_ENDPOINT: endpoint, SIGNING_KEYS: LOCAL_DEFAULTS.SIGNING_KEYS });
+  handlers = {
+    redirect: ((await import('../../functions/redirect')) as { handler: Handler }).handler,
+    postback: ((await import('../../functions/postback')) as { handler: Handler }).handler,
+  };
+  store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+});
+
+describe('sample events', () => {
+  it('postback-get.json records a success postback', async () => {
+    const result = await invoke(handlers.postback, event('postback-get.json'));
+    expect(jsonBody(result)).toMatchObject({ effect: 'recorded', outcome: 'success' });
+    expect((await store.attemptsOf('1001', 'panel-4711'))[0]?.postback?.source).toBe('query');
+  });
+
+  it('postback-post-json.json records a fail postback from a JSON body', async () => {
+    const result = await invoke(handlers.postback, event('postback-post-json.json'));
+    expect(jsonBody(result)).toMatchObject({ effect: 'recorded', outcome: 'fail' });
+    expect((await store.attemptsOf('1001', 'panel-4712'))[0]?.postback).toMatchObject({ outcome: 'fail', source: 'json' });
+  });
+
+  it('postback-post-form.json records a success postback from a form body', async () => {
+    const result = await invoke(handlers.postback, event('postback-post-form.json'));
+    expect(result.statusCode).toBe(200);
+    expect((await store.attemptsOf('1001', 'panel-4713'))[0]?.postback).toMatchObject({ outcome: 'success', source: 'form' });
+  });
+
+  it("postback-forged.json (another survey's signature) is refused", async () => {
+    const result = await invoke(handlers.postback, event('postback-forged.json'));
+    expect(result.statusCode).toBe(403);
+  });
+
+  it('redirect-success.json records the redirect and answers the respondent', async () => {
+    const result = await invoke(handlers.redirect, event('redirect-success.json'));
+    expect(result.statusCode).toBe(200);
+    expect((await store.attemptsOf('1001', 'panel-4711'))[0]?.redirect?.outcome).toBe('success');
+  });
+
+  it('redirect-forged.json answers the respondent and is kept as rejected', async () => {
+    const result = await invoke(handlers.redirect, event('redirect-forged.json'));
+    expect(result.statusCode).toBe(200);
+    const rejected = await store.rejectedHits(new Date().toISOString().slice(0, 10));
+    expect(rejected.map((r) => r.reason)).toContain('signature mismatch');
+  });
+});

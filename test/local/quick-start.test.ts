@@ -1,0 +1,123 @@
+/**
+ * The quick start as a new user runs it: `npm start` (here on free ports), the printed sample postback URL,
+ * the CLI showing the stored attempt, a repeat changing only counters, a tampered signature refused.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const TSX = 'node_modules/.bin/tsx';
+let server: ChildProcess;
+let output = '';
+const env = {
+  ...process.env,
+  PORT: '0',
+  DYNAMODB_PORT: '0',
+  // The local stack must not inherit the test run's table or keys.
+  TABLE_NAME: undefined,
+  DYNAMODB_ENDPOINT: undefined,
+  SIGNING_KEYS: undefined,
+  PUBLIC_BASE_URL: undefined,
+};
+
+beforeAll(async () => {
+  server = spawn(TSX, ['infra/local/start.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  server.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  server.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  const deadline = Date.now() + 20_000;
+  while (!output.includes('Ctrl-C stops.')) {
+    if (Date.now() > deadline || server.exitCode !== null) throw new Error(`npm start did not come up:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}, 30_000);
+
+afterAll(async () => {
+  if (server.exitCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+  }
+});
+
+const printed = (pattern: RegExp) => {
+  const match = pattern.exec(output);
+  if (!match?.[1]) throw new Error(`not printed: ${pattern}\n${output}`);
+  return match[1];
+};
+
+async function cli(...args: string[]) {
+  const dynamo = printed(/DynamoDB\s+(http:\/\/\S+)/);
+  try {
+    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: { ...env, DYNAMODB_ENDPOINT: dynamo } });
+    return { stdout, code: 0 };
+  } catch (error) {
+    const failed = error as { stdout: string; code: number };
+    return { stdout: failed.stdout, code: failed.code };
+  }
+}
+
+describe('npm start', () => {
+  it('prints the API, the engine and a sample signed postback URL that stores an outcome', async () => {
+    const sample = printed(/curl -i '([^']+)'/);
+    expect(sample).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/postback\/1001\/success\?pid=demo-pid&token=[\w-]+&kid=dev1&sig=[\w-]{43}$/);
+
+    const first = await fetch(sample);
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ ok: true, effect: 'recorded' });
+
+    const token = new URL(sample).searchParams.get('token') ?? '';
+    const shown = await cli('attempt', '--survey', '1001', '--pid', 'demo-pid', '--token', token, '--json');
+    expect(shown.code).toBe(0);
+    const [attempt] = JSON.parse(shown.stdout);
+    expect(attempt).toMatchObject({ token, complete: 'postback-confirmed', postback: { outcome: 'success', hits: 1 } });
+
+    const again = await fetch(sample);
+    expect(await again.json()).toMatchObject({ effect: 'duplicate' });
+    const [after] = JSON.parse((await cli('attempt', '--survey', '1001', '--pid', 'demo-pid', '--token', token, '--json')).stdout);
+    expect(after.postback.hits).toBe(2);
+    expect({ ...after, lastSeenAt: '', postback: { ...after.postback, hits: 0, sightings: [] } }).toEqual({
+      ...attempt,
+      lastSeenAt: '',
+      postback: { ...attempt.postback, hits: 0, sightings: [] },
+    });
+  });
+
+  it('refuses a tampered signature with 403', async () => {
+    const sample = printed(/curl -i '([^']+)'/);
+    const tampered = sample.replace(/sig=([\w-])/, (_, c: string) => `sig=${c === 'A' ? 'B' : 'A'}`);
+    const response = await fetch(tampered);
+    expect(response.status).toBe(403);
+    expect(await response.json()).toEqual({ error: 'forbidden', message: 'signature is not valid' });
+  });
+
+  it('sends a respondent on from the sample redirect URL', async () => {
+    const response = await fetch(printed(/success redirect\s+(\S+)/), { redirect: 'manual' });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('This survey is over');
+  });
+
+  it('answers 404 JSON for an unknown route, as API Gateway does', async () => {
+    const base = printed(/API\s+(http:\/\/\S+)/);
+    const response = await fetch(`${base}/nowhere`);
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({ message: 'Not Found' });
+  });
+
+  it('the CLI prints the seven URLs of a survey, and says so when an attempt is unknown', async () => {
+    const urls = await cli('urls', '--survey', '77', '--json');
+    expect(Object.keys(JSON.parse(urls.stdout)).sort()).toEqual(['fUrl', 'oUrl', 'pstbck', 'pstbck_fail', 'qTUrl', 'sUrl', 'tUrl']);
+    const missing = await cli('attempt', '--survey', '77', '--pid', 'nobody');
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toContain('no attempt of pid nobody at survey 77');
+  });
+
+  it('stops on SIGTERM', async () => {
+    server.kill('SIGTERM');
+    const code = await new Promise((resolve) => server.once('exit', resolve));
+    expect(code).toBe(0);
+  });
+});
