@@ -28,6 +28,7 @@ function itemSize(item: Record<string, unknown>): number {
     size += Buffer.byteLength(name);
     size += typeof value === 'number' ? Math.ceil(String(value).replace(/^-|\./g, '').length / 2) + 1 : Buffer.byteLength(String(value));
   }
+  return size;
 }
 
 async function sizeAfter(ids: { surveyId: string; pid: string; token: string }, hits: [Hit['channel'], Outcome][]) {
