@@ -4,7 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { FUNCTIONS, type FunctionName } from '../routes';
-import { lambdaContext, type LambdaHandler } from './api-gateway';
+import { type LambdaHandler, lambdaContext } from './api-gateway';
 import { applyLocalDefaults } from './defaults';
 import { ensureLedgerTable, startEngine } from './engine';
 
@@ -25,7 +25,9 @@ if (!explicitEndpoint && !(await reachable(env.DYNAMODB_ENDPOINT as string))) {
 await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
 
 const event = JSON.parse(await readFile(eventFile, 'utf8'));
-const { handler } = (await import(`../../${FUNCTIONS[name as FunctionName].entry}`)) as { handler: LambdaHandler };
+const { handler } = (await import(`../../${FUNCTIONS[name as FunctionName].entry}`)) as {
+  handler: LambdaHandler;
+};
 const result = await handler(event, lambdaContext(name));
 console.log(JSON.stringify(result, null, 2));
 await engine?.stop();

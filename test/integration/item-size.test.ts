@@ -26,25 +26,36 @@ function itemSize(item: Record<string, unknown>): number {
   let size = 0;
   for (const [name, value] of Object.entries(item)) {
     size += Buffer.byteLength(name);
-    size += typeof value === 'number' ? Math.ceil(String(value).replace(/^-|\./g, '').length / 2) + 1 : Buffer.byteLength(String(value));
+    size +=
+      typeof value === 'number'
+        ? Math.ceil(String(value).replace(/^-|\./g, '').length / 2) + 1
+        : Buffer.byteLength(String(value));
   }
   return size;
 }
 
-async function sizeAfter(ids: { surveyId: string; pid: string; token: string }, hits: [Hit['channel'], Outcome][]) {
+async function sizeAfter(
+  ids: { surveyId: string; pid: string; token: string },
+  hits: [Hit['channel'], Outcome][],
+) {
   for (const [channel, outcome] of hits) {
     await store.recordHit({ ...ids, channel, outcome, source: 'json' }, new Date());
   }
-  const { Item } = await client.send(new GetCommand({ TableName: tableName, Key: attemptKey(ids.surveyId, ids.pid, ids.token) }));
+  const { Item } = await client.send(
+    new GetCommand({ TableName: tableName, Key: attemptKey(ids.surveyId, ids.pid, ids.token) }),
+  );
   return itemSize(Item ?? {});
 }
 
 describe('attempt item size', () => {
   it('a redirect and a postback with a UUID token fit one write unit with room to spare', async () => {
-    const size = await sizeAfter({ surveyId: '12345678', pid: 'panel-0000000000001', token: '3f2b8c1e-5d0a-4e7b-9c61-2a8f0e9d7b45' }, [
-      ['redirect', 'success'],
-      ['postback', 'success'],
-    ]);
+    const size = await sizeAfter(
+      { surveyId: '12345678', pid: 'panel-0000000000001', token: '3f2b8c1e-5d0a-4e7b-9c61-2a8f0e9d7b45' },
+      [
+        ['redirect', 'success'],
+        ['postback', 'success'],
+      ],
+    );
     expect(size).toBeLessThan(700);
   });
 
@@ -58,7 +69,10 @@ describe('attempt item size', () => {
       ['postback', 'success'],
       ['postback', 'fail'],
     ];
-    const size = await sizeAfter({ surveyId: '12345678', pid: 'panel-0000000000002', token: '9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d' }, all);
+    const size = await sizeAfter(
+      { surveyId: '12345678', pid: 'panel-0000000000002', token: '9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d' },
+      all,
+    );
     expect(size).toBeLessThanOrEqual(1024);
   });
 });

@@ -14,7 +14,11 @@ const event = (name: string) => JSON.parse(readFileSync(`events/apigw-v2/${name}
 
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
-  Object.assign(process.env, { TABLE_NAME: tableName, DYNAMODB_ENDPOINT: endpoint, SIGNING_KEYS: LOCAL_DEFAULTS.SIGNING_KEYS });
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: endpoint,
+    SIGNING_KEYS: LOCAL_DEFAULTS.SIGNING_KEYS,
+  });
   handlers = {
     redirect: ((await import('../../functions/redirect')) as { handler: Handler }).handler,
     postback: ((await import('../../functions/postback')) as { handler: Handler }).handler,
@@ -32,13 +36,19 @@ describe('sample events', () => {
   it('postback-post-json.json records a fail postback from a JSON body', async () => {
     const result = await invoke(handlers.postback, event('postback-post-json.json'));
     expect(jsonBody(result)).toMatchObject({ effect: 'recorded', outcome: 'fail' });
-    expect((await store.attemptsOf('1001', 'panel-4712'))[0]?.postback).toMatchObject({ outcome: 'fail', source: 'json' });
+    expect((await store.attemptsOf('1001', 'panel-4712'))[0]?.postback).toMatchObject({
+      outcome: 'fail',
+      source: 'json',
+    });
   });
 
   it('postback-post-form.json records a success postback from a form body', async () => {
     const result = await invoke(handlers.postback, event('postback-post-form.json'));
     expect(result.statusCode).toBe(200);
-    expect((await store.attemptsOf('1001', 'panel-4713'))[0]?.postback).toMatchObject({ outcome: 'success', source: 'form' });
+    expect((await store.attemptsOf('1001', 'panel-4713'))[0]?.postback).toMatchObject({
+      outcome: 'success',
+      source: 'form',
+    });
   });
 
   it("postback-forged.json (another survey's signature) is refused", async () => {

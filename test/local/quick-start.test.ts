@@ -31,7 +31,8 @@ beforeAll(async () => {
   });
   const deadline = Date.now() + 20_000;
   while (!output.includes('Ctrl-C stops.')) {
-    if (Date.now() > deadline || server.exitCode !== null) throw new Error(`npm start did not come up:\n${output}`);
+    if (Date.now() > deadline || server.exitCode !== null)
+      throw new Error(`npm start did not come up:\n${output}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }, 30_000);
@@ -52,7 +53,9 @@ const printed = (pattern: RegExp) => {
 async function cli(...args: string[]) {
   const dynamo = printed(/DynamoDB\s+(http:\/\/\S+)/);
   try {
-    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: { ...env, DYNAMODB_ENDPOINT: dynamo } });
+    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], {
+      env: { ...env, DYNAMODB_ENDPOINT: dynamo },
+    });
     return { stdout, code: 0 };
   } catch (error) {
     const failed = error as { stdout: string; code: number };
@@ -63,7 +66,9 @@ async function cli(...args: string[]) {
 describe('npm start', () => {
   it('prints the API, the engine and a sample signed postback URL that stores an outcome', async () => {
     const sample = printed(/curl -i '([^']+)'/);
-    expect(sample).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/postback\/1001\/success\?pid=demo-pid&token=[\w-]+&kid=dev1&sig=[\w-]{43}$/);
+    expect(sample).toMatch(
+      /^http:\/\/127\.0\.0\.1:\d+\/postback\/1001\/success\?pid=demo-pid&token=[\w-]+&kid=dev1&sig=[\w-]{43}$/,
+    );
 
     const first = await fetch(sample);
     expect(first.status).toBe(200);
@@ -73,11 +78,17 @@ describe('npm start', () => {
     const shown = await cli('attempt', '--survey', '1001', '--pid', 'demo-pid', '--token', token, '--json');
     expect(shown.code).toBe(0);
     const [attempt] = JSON.parse(shown.stdout);
-    expect(attempt).toMatchObject({ token, complete: 'postback-confirmed', postback: { outcome: 'success', hits: 1 } });
+    expect(attempt).toMatchObject({
+      token,
+      complete: 'postback-confirmed',
+      postback: { outcome: 'success', hits: 1 },
+    });
 
     const again = await fetch(sample);
     expect(await again.json()).toMatchObject({ effect: 'duplicate' });
-    const [after] = JSON.parse((await cli('attempt', '--survey', '1001', '--pid', 'demo-pid', '--token', token, '--json')).stdout);
+    const [after] = JSON.parse(
+      (await cli('attempt', '--survey', '1001', '--pid', 'demo-pid', '--token', token, '--json')).stdout,
+    );
     expect(after.postback.hits).toBe(2);
     expect({ ...after, lastSeenAt: '', postback: { ...after.postback, hits: 0, sightings: [] } }).toEqual({
       ...attempt,
@@ -109,7 +120,15 @@ describe('npm start', () => {
 
   it('the CLI prints the seven URLs of a survey, and says so when an attempt is unknown', async () => {
     const urls = await cli('urls', '--survey', '77', '--json');
-    expect(Object.keys(JSON.parse(urls.stdout)).sort()).toEqual(['fUrl', 'oUrl', 'pstbck', 'pstbck_fail', 'qTUrl', 'sUrl', 'tUrl']);
+    expect(Object.keys(JSON.parse(urls.stdout)).sort()).toEqual([
+      'fUrl',
+      'oUrl',
+      'pstbck',
+      'pstbck_fail',
+      'qTUrl',
+      'sUrl',
+      'tUrl',
+    ]);
     const missing = await cli('attempt', '--survey', '77', '--pid', 'nobody');
     expect(missing.code).toBe(1);
     expect(missing.stdout).toContain('no attempt of pid nobody at survey 77');
