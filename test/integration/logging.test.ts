@@ -1,0 +1,81 @@
+/**
+ * Refusals are logged and counted; nothing secret ever reaches a log line or a metric: not the key ring, not a
+ * presented signature, not the query string.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+let postback: Handler;
+let redirect: Handler;
+let written: string[] = [];
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: endpoint,
+    SIGNING_KEYS: TEST_KEY_RING,
+    POWERTOOLS_LOG_LEVEL: 'DEBUG',
+    POWERTOOLS_METRICS_DISABLED: 'false',
+  });
+  ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
+  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+});
+
+function capture() {
+  written = [];
+  const record = (chunk: unknown) => {
+    written.push(String(chunk));
+    return true;
+  };
+  vi.spyOn(process.stdout, 'write').mockImplementation(record);
+  vi.spyOn(process.stderr, 'write').mockImplementation(record);
+}
+afterEach(() => vi.restoreAllMocks());
+
+const secrets = Object.entries(JSON.parse(TEST_KEY_RING) as Record<string, string>)
+  .filter(([name]) => name !== 'current')
+  .map(([, secret]) => secret);
+
+describe('logs and metrics', () => {
+  it('a forged postback is logged with its reason and counted, without the signature or any key', async () => {
+    const ids = { pid: 'p-log', token: randomUUID() };
+    const forgedSig = 'Q'.repeat(43);
+    const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', ids).replace(
+      /sig=[\w-]+/,
+      `sig=${forgedSig}`,
+    );
+    capture();
+    const result = await invoke(postback, apiEvent('GET', url));
+    vi.restoreAllMocks();
+    expect(result.statusCode).toBe(403);
+    const output = written.join('');
+    expect(output).toContain('postback refused: signature');
+    expect(output).toContain('"reason":"mismatch"');
+    expect(output).toMatch(/"RejectedPostback"/);
+    expect(output).not.toContain(forgedSig);
+    for (const secret of secrets) expect(output).not.toContain(secret);
+  });
+
+  it('a recorded postback and a rejected redirect log no signature, no key and no query string', async () => {
+    const ids = { pid: 'p-log2', token: randomUUID() };
+    const good = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', ids);
+    const goodSig = new URL(good).searchParams.get('sig') ?? '';
+    const badRedirect = filledUrl(TEST_KEY_RING, 'redirect', '5005', 'success', ids).replace(
+      /sig=[\w-]+/,
+      'sig=x',
+    );
+    capture();
+    await invoke(postback, apiEvent('GET', good));
+    await invoke(redirect, apiEvent('GET', badRedirect));
+    vi.restoreAllMocks();
+    const output = written.join('');
+    expect(output).toContain('postback recorded');
+    expect(output).toContain('redirect hit rejected');
+    expect(output).not.toContain(goodSig);
+    expect(output).not.toContain('sig=');
+    for (const secret of secrets) expect(output).not.toContain(secret);
+  });
+});
