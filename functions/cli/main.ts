@@ -3,6 +3,7 @@
  */
 import { Command } from 'commander';
 import { attemptCommand } from './attempt-command';
+import { attemptsCommand } from './attempts-command';
 import { rejectedCommand } from './rejected-command';
 import { urlsCommand } from './urls-command';
 
@@ -11,6 +12,7 @@ const program = new Command('cli')
   .showHelpAfterError()
   .addCommand(urlsCommand())
   .addCommand(attemptCommand())
+  .addCommand(attemptsCommand())
   .addCommand(rejectedCommand());
 
 try {

@@ -6,7 +6,13 @@
  * arrive in, the first outcome of each channel stands and the counts are exact.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  DynamoDBDocumentClient,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
 import {
   type Attempt,
   channelRecord,
@@ -21,8 +27,10 @@ import {
   attemptDayKey,
   attemptKey,
   attemptPartition,
+  LEDGER,
   REJECTED_RETENTION_DAYS,
   rejectedKey,
+  utcDay,
 } from './ledger-schema';
 import { type Channel, type Outcome, outcomesOf } from './outcome';
 
@@ -46,6 +54,8 @@ export interface LedgerStore {
   recordRejectedHit(rejected: RejectedHit): Promise<void>;
   /** The attempts of one respondent in one survey (one, unless the respondent entered more than once). */
   attemptsOf(surveyId: string, pid: string): Promise<Attempt[]>;
+  /** Attempts of a survey first seen in [from, to), oldest first, through the day index (no scan). */
+  attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]>;
   /** Refused hits of one UTC day, oldest first. */
   rejectedHits(utcDay: string): Promise<RejectedHit[]>;
 }
@@ -172,6 +182,33 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
       return items.map(attemptFromItem);
     },
 
+    async attemptsOfSurvey(surveyId, from, to) {
+      const keys: Item[] = [];
+      const { index } = LEDGER;
+      for (const day of utcDaysBetween(from, to)) {
+        keys.push(
+          ...(await queryAll(client, {
+            TableName: tableName,
+            IndexName: index.name,
+            KeyConditionExpression: '#pk = :pk AND #sk BETWEEN :from AND :to',
+            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+            ExpressionAttributeValues: {
+              ':pk': attemptDayKey(surveyId, `${day}T00:00:00.000Z`).gsi1pk,
+              ':from': `${surveyId}#${from.toISOString()}`,
+              // ISO instants sort as text; the end is exclusive, so stop just before it.
+              ':to': `${surveyId}#${new Date(to.getTime() - 1).toISOString()}`,
+            },
+          })),
+        );
+      }
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((key) => ({ pk: key.pk, sk: key.sk })),
+      );
+      return items.map(attemptFromItem).sort((a, b) => a.firstSeenAt.localeCompare(b.firstSeenAt));
+    },
+
     async rejectedHits(day) {
       const items = await queryAll(client, {
         TableName: tableName,
@@ -233,6 +270,36 @@ async function queryAll(client: DynamoDBDocumentClient, input: QueryCommand['inp
     ExclusiveStartKey = page.LastEvaluatedKey;
   } while (ExclusiveStartKey);
   return items;
+}
+
+/** Reads items by key, 100 per request, retrying what the table leaves unprocessed. */
+async function batchGet(client: DynamoDBDocumentClient, tableName: string, keys: Item[]): Promise<Item[]> {
+  const items: Item[] = [];
+  for (let start = 0; start < keys.length; start += 100) {
+    let pending: Item[] = keys.slice(start, start + 100);
+    for (let round = 0; pending.length > 0; round++) {
+      if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** round)));
+      if (round > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
+      const page = await send(() =>
+        client.send(new BatchGetCommand({ RequestItems: { [tableName]: { Keys: pending } } })),
+      );
+      items.push(...((page.Responses?.[tableName] ?? []) as Item[]));
+      pending = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];
+    }
+  }
+  return items;
+}
+
+/** The UTC days an interval [from, to) touches. */
+function utcDaysBetween(from: Date, to: Date): string[] {
+  const days: string[] = [];
+  for (let day = utcDay(from.toISOString()); day < to.toISOString(); ) {
+    days.push(day);
+    const next = new Date(`${day}T00:00:00.000Z`);
+    next.setUTCDate(next.getUTCDate() + 1);
+    day = utcDay(next.toISOString());
+  }
+  return days;
 }
 
 const TRANSIENT = new Set([

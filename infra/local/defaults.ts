@@ -11,6 +11,12 @@ export const LOCAL_DEFAULTS = {
   AWS_REGION: 'us-east-1',
   /** A fixed development key ring, so URLs printed by the CLI work against `npm start`. Never used in AWS. */
   SIGNING_KEYS: JSON.stringify({ current: 'dev1', dev1: 'local-development-signing-key-not-for-production' }),
+  /** The local marketplace (started unless MARKETPLACE_BASE_URL points at another one). */
+  MARKETPLACE_PORT: '4010',
+  MARKETPLACE_ACCESS_TOKEN: 'local-marketplace-token',
+  MARKETPLACE_SEED: '20261121',
+  /** One simulated respondent this often, in ms; 0 sends none. */
+  RESPONDENT_INTERVAL_MS: '2000',
   POWERTOOLS_DEV: 'true',
   POWERTOOLS_LOG_LEVEL: 'WARN',
   /** The SDK warns that its 2027 releases need Node 22; Lambda runs 22 already, local shells may not. */

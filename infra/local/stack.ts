@@ -1,56 +1,69 @@
 /**
  * The whole local stack in one call: the engine (unless DYNAMODB_ENDPOINT points at one already running),
- * the ledger table, and the API with the real handlers. Used by `npm start` and by the tests.
+ * the ledger table, the API with the real handlers, and the local marketplace (unless MARKETPLACE_BASE_URL
+ * points at a real one). Used by `npm start` and by the tests.
  */
 import { FUNCTIONS, type FunctionName } from '../routes';
 import { type LambdaHandler, type LocalApi, startApiGateway } from './api-gateway';
 import { applyLocalDefaults } from './defaults';
 import { type Engine, ensureLedgerTable, startEngine } from './engine';
+import { type LocalMarketplace, startLocalMarketplace } from './marketplace/server';
 
 export interface LocalStack {
   readonly apiUrl: string;
   readonly dynamoEndpoint: string;
   readonly tableName: string;
+  /** The local marketplace, when this stack runs one. */
+  readonly marketplace?: LocalMarketplace;
   stop(): Promise<void>;
 }
 
-export interface LocalStackOptions {
-  /** Start an embedded engine (default) or use the one at DYNAMODB_ENDPOINT. */
-  readonly embeddedEngine?: boolean;
-}
-
 /**
- * Starts the stack on the ports in the environment (PORT, DYNAMODB_PORT; 0 picks free ones). The handlers
- * read their configuration from the environment when first imported, so it is completed before that.
+ * Starts the stack on the ports in the environment (PORT, DYNAMODB_PORT, MARKETPLACE_PORT; 0 picks free ones).
+ * The handlers read their configuration from the environment when first imported, so it is completed first.
  */
-export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+export async function startLocalStack(): Promise<LocalStack> {
   const env = process.env;
-  const embedded = options.embeddedEngine ?? env.DYNAMODB_ENDPOINT === undefined;
-  let engine: Engine | undefined;
-  if (embedded) {
-    engine = await startEngine(env.LOCAL_HOST ?? '127.0.0.1', Number(env.DYNAMODB_PORT ?? 8000));
-    env.DYNAMODB_ENDPOINT = engine.endpoint;
-  }
-  let api: LocalApi | undefined;
+  const embeddedEngine = env.DYNAMODB_ENDPOINT === undefined;
+  const localMarketplace = env.MARKETPLACE_BASE_URL === undefined;
+  applyLocalDefaults(env);
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop();
+  };
   try {
-    applyLocalDefaults(env);
+    let engine: Engine | undefined;
+    if (embeddedEngine) {
+      engine = await startEngine(env.LOCAL_HOST, Number(env.DYNAMODB_PORT));
+      env.DYNAMODB_ENDPOINT = engine.endpoint;
+      stops.push(engine.stop);
+    }
+    let marketplace: LocalMarketplace | undefined;
+    if (localMarketplace) {
+      marketplace = await startLocalMarketplace({
+        host: env.LOCAL_HOST,
+        port: Number(env.MARKETPLACE_PORT),
+        accessToken: env.MARKETPLACE_ACCESS_TOKEN as string,
+        seed: Number(env.MARKETPLACE_SEED),
+      });
+      env.MARKETPLACE_BASE_URL = marketplace.url;
+      stops.push(marketplace.stop);
+    }
     await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
-    api = await startApiGateway(await loadHandlers(), env.LOCAL_HOST, Number(env.PORT));
+    const api: LocalApi = await startApiGateway(await loadHandlers(), env.LOCAL_HOST, Number(env.PORT));
+    stops.push(api.stop);
+    if (env.PUBLIC_BASE_URL?.endsWith(':0')) env.PUBLIC_BASE_URL = api.url;
+    return {
+      apiUrl: api.url,
+      dynamoEndpoint: env.DYNAMODB_ENDPOINT as string,
+      tableName: env.TABLE_NAME as string,
+      ...(marketplace ? { marketplace } : {}),
+      stop: stopAll,
+    };
   } catch (error) {
-    await engine?.stop();
+    await stopAll();
     throw error;
   }
-  if (env.PUBLIC_BASE_URL?.endsWith(':0')) env.PUBLIC_BASE_URL = api.url;
-  const started = api;
-  return {
-    apiUrl: started.url,
-    dynamoEndpoint: env.DYNAMODB_ENDPOINT as string,
-    tableName: env.TABLE_NAME as string,
-    async stop() {
-      await started.stop();
-      await engine?.stop();
-    },
-  };
 }
 
 async function loadHandlers(): Promise<Record<FunctionName, LambdaHandler>> {

@@ -14,11 +14,15 @@ const env = {
   ...process.env,
   PORT: '0',
   DYNAMODB_PORT: '0',
+  MARKETPLACE_PORT: '0',
+  RESPONDENT_INTERVAL_MS: '100',
   // The local stack must not inherit the test run's table or keys.
   TABLE_NAME: undefined,
   DYNAMODB_ENDPOINT: undefined,
   SIGNING_KEYS: undefined,
   PUBLIC_BASE_URL: undefined,
+  MARKETPLACE_BASE_URL: undefined,
+  MARKETPLACE_ACCESS_TOKEN: undefined,
 };
 
 beforeAll(async () => {
@@ -132,6 +136,34 @@ describe('npm start', () => {
     const missing = await cli('attempt', '--survey', '77', '--pid', 'nobody');
     expect(missing.code).toBe(1);
     expect(missing.stdout).toContain('no attempt of pid nobody at survey 77');
+  });
+
+  it('points the local marketplace at the receiver and its simulated respondents land in the ledger', async () => {
+    const marketplace = printed(/Marketplace\s+(http:\/\/\S+)/);
+    expect(output).toContain('Redirects of live surveys 1001, 1002, 1003 point at the receiver.');
+    const transactionsOf = async (surveyId: number) => {
+      const response = await fetch(`${marketplace}/_sim/transactions/${surveyId}`);
+      return ((await response.json()) as { result: { token: string; PID: string; status: string }[] }).result;
+    };
+    const deadline = Date.now() + 15_000;
+    let sent: { token: string; PID: string; status: string }[] = [];
+    while (Date.now() < deadline) {
+      sent = (await Promise.all([1001, 1002, 1003].map(transactionsOf))).flat();
+      if (sent.length >= 6) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(sent.length).toBeGreaterThanOrEqual(6);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const recorded = (
+      await Promise.all(['1001', '1002', '1003'].map(async (survey) => JSON.parse((await cli('attempts', '--survey', survey, '--json')).stdout)))
+    ).flat() as { token: string; pid: string; postback?: { outcome: string } }[];
+    const byToken = new Map(recorded.map((a) => [a.token, a]));
+    for (const transaction of sent.slice(0, 6)) {
+      const attempt = byToken.get(transaction.token);
+      expect(attempt, transaction.token).toBeDefined();
+      expect(attempt?.pid).toBe(transaction.PID);
+      expect(attempt?.postback?.outcome).toBe(transaction.status === 'Completed' ? 'success' : 'fail');
+    }
   });
 
   it('stops on SIGTERM', async () => {

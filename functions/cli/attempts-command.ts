@@ -1,0 +1,29 @@
+import { Command } from 'commander';
+import { cliContext } from './context';
+import { dayOption, surveyIdOption } from './options';
+
+/** `attempts --survey <id> [--day <YYYY-MM-DD>]`: a survey's attempts first seen on a UTC day. */
+export function attemptsCommand(): Command {
+  return new Command('attempts')
+    .description("list a survey's attempts first seen on a UTC day (through the day index)")
+    .requiredOption('--survey <id>', 'survey id', surveyIdOption)
+    .option('--day <YYYY-MM-DD>', 'UTC day (default: today)', dayOption)
+    .option('--json', 'print JSON')
+    .action(async (options: { survey: string; day?: string; json?: boolean }) => {
+      const { store } = cliContext();
+      const day = options.day ?? new Date().toISOString().slice(0, 10);
+      const from = new Date(`${day}T00:00:00.000Z`);
+      const to = new Date(from.getTime() + 86_400_000);
+      const attempts = await store.attemptsOfSurvey(options.survey, from, to);
+      if (options.json) {
+        console.log(JSON.stringify(attempts, null, 2));
+        return;
+      }
+      if (attempts.length === 0) console.log(`no attempts at survey ${options.survey} on ${day}`);
+      for (const a of attempts) {
+        console.log(
+          `${a.firstSeenAt}  pid ${a.pid}  token ${a.token}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,
+        );
+      }
+    });
+}

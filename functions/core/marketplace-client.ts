@@ -1,0 +1,402 @@
+/**
+ * The marketplace's supplier API: the only module that speaks HTTP to it.
+ *
+ * Every call carries the access token and a timeout, runs under one concurrency limit shared by every client
+ * in the process, and is retried with jittered exponential backoff on network errors, timeouts, malformed
+ * responses, 429 and 5xx (never on other 4xx). A response is a success only when `apiStatus` says so, in any
+ * casing; anything else is a MarketplaceError carrying the HTTP status and the marketplace's `msg`.
+ */
+import pLimit from 'p-limit';
+import pRetry from 'p-retry';
+import {
+  type Parsed,
+  parseQuota,
+  parseRedirectSettings,
+  parseSurvey,
+  parseTransaction,
+  type RedirectSettings,
+  type Survey,
+  type SurveyQuota,
+  type Transaction,
+} from './marketplace-records';
+
+export type ApiVersion = 'v1' | 'v2';
+
+export interface MarketplaceClientOptions {
+  /** The supplier host, e.g. `https://supplier.example.com` (the `/api/v1` or `/api/v2` prefix is added). */
+  readonly baseUrl: string;
+  readonly apiVersion?: ApiVersion;
+  /** Resolves the access token; called per request so a rotated token is picked up. */
+  readonly accessToken: () => string | Promise<string>;
+  /** Per attempt. */
+  readonly timeoutMs?: number;
+  readonly retries?: number;
+  readonly minBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+  /** Requests in flight at once across every client of this process. */
+  readonly concurrency?: number;
+  readonly fetch?: typeof fetch;
+}
+
+export type MarketplaceErrorKind = 'network' | 'timeout' | 'malformed' | 'http' | 'failure';
+
+/** A call that did not succeed. Never carries the access token. */
+export class MarketplaceError extends Error {
+  override readonly name = 'MarketplaceError';
+  constructor(
+    readonly endpoint: string,
+    readonly kind: MarketplaceErrorKind,
+    message: string,
+    readonly httpStatus?: number,
+    /** The marketplace's own `msg`, when it sent one. */
+    readonly marketplaceMessage?: string,
+    readonly retriable = false,
+  ) {
+    super(`${endpoint}: ${message}`);
+  }
+}
+
+/** A row the marketplace sent that could not be read: skipped, reported, never counted as zero. */
+export interface MalformedRow {
+  readonly endpoint: string;
+  readonly index: number;
+  readonly problem: string;
+  /** The row's token or id, when it had a readable one, to find it again. */
+  readonly reference?: string;
+}
+
+export interface Rows<T> {
+  readonly rows: T[];
+  readonly malformed: MalformedRow[];
+}
+
+export interface TransactionQuery {
+  /** Both or neither: Pacific calendar days `YYYY-MM-DD`, end inclusive, filtered on creation (click) time. */
+  readonly startDate?: string;
+  readonly endDate?: string;
+  readonly statuses?: readonly string[];
+}
+
+export type SurveyLookup =
+  | { readonly live: true; readonly survey: Survey }
+  | { readonly live: false; readonly message: string };
+
+export interface PreSurveyCheck {
+  readonly status: string;
+  readonly disqualification: string[];
+}
+
+export interface MarketplaceClient {
+  /** 1. Questions of the lookup library for a country and language. */
+  getQuestionsByCategory(countryKey: string, language?: string): Promise<Record<string, unknown>[]>;
+  /** 2. Answer options of a question. */
+  getAnswersByQuestionKey(
+    questionKey: string,
+    options?: { country?: string; language?: string },
+  ): Promise<Record<string, unknown>>;
+  /** 3. Live surveys allocated to the supplier. */
+  getAllocatedSurveys(options?: { countryCode?: string; languageCode?: string }): Promise<Rows<Survey>>;
+  /** 4. One survey: live with its details, or the marketplace's Paused/Closed message. */
+  getAllocatedSurveyById(surveyId: string): Promise<SurveyLookup>;
+  /** 5. Live surveys created or updated after an instant. */
+  getAllocatedSurveysByDate(since: Date): Promise<Rows<Survey>>;
+  /** 6. Quotas of a survey. */
+  getQuotaForSurvey(surveyId: string): Promise<Rows<SurveyQuota>>;
+  /** 7. The survey's redirect settings (the supplier's global ones where it has none). */
+  getSurveyRedirects(surveyId: string): Promise<RedirectSettings>;
+  /** 8. Sets survey-level redirects. The marketplace merges: a field left out keeps its old value. */
+  setRedirectionForSurvey(surveyId: string, settings: RedirectSettings): Promise<string | undefined>;
+  /** 9. Removes survey-level redirects; the global ones apply again. */
+  deleteSurveyRedirects(surveyId: string): Promise<string | undefined>;
+  /** 10. Transactions of a survey; "No data found" is zero rows. */
+  getSurveyTransactions(surveyId: string, query?: TransactionQuery): Promise<Rows<Transaction>>;
+  /** 11. Surveys matched to a respondent. */
+  getRespondentSurveys(
+    pid: string,
+    body: { ip: string; numSurveys: number; deviceType: string },
+  ): Promise<unknown>;
+  /** 12. Pre-survey validations for a respondent. */
+  respondentPreSurveyCheck(body: {
+    pid: string;
+    ip: string;
+    survNum: number;
+    deviceType: string;
+  }): Promise<PreSurveyCheck>;
+  /** 13. Term reason categories by code. */
+  getTermReasonCategories(
+    code: string | number,
+  ): Promise<{ name: string; code: number; desc?: string; infoUrl?: string }[]>;
+  /** 14. Whether unique-IP and unique-PID checks allow sending this respondent. */
+  allowUniquePidAndIp(body: {
+    id: string;
+    pid: string;
+    survNum: number;
+  }): Promise<{ IP: boolean; PID: boolean }>;
+  /** 15. Mapping metadata: countries, languages, status codes ... */
+  getMetadata(): Promise<Record<string, unknown>>;
+}
+
+const sharedLimit = pLimit(4);
+
+interface CallOptions {
+  readonly method?: 'GET' | 'PUT' | 'POST' | 'DELETE';
+  readonly query?: Record<string, string | undefined>;
+  readonly body?: unknown;
+  /** Answers that count as an empty success instead of an error (e.g. "No data found"). */
+  readonly emptyWhen?: (status: number, message: string) => boolean;
+}
+
+type Json = Record<string, unknown>;
+
+export function createMarketplaceClient(options: MarketplaceClientOptions): MarketplaceClient {
+  const version = options.apiVersion ?? 'v1';
+  const base = `${options.baseUrl.replace(/\/+$/, '')}/api/${version}`;
+  const doFetch = options.fetch ?? fetch;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  if (options.concurrency) sharedLimit.concurrency = options.concurrency;
+
+  async function call(path: string, callOptions: CallOptions = {}): Promise<Json | undefined> {
+    const endpoint = `${callOptions.method ?? 'GET'} ${path}`;
+    const url = new URL(`${base}${path}`);
+    for (const [name, value] of Object.entries(callOptions.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(name, value);
+    }
+    const attempt = async (): Promise<Json | undefined> => {
+      const token = await options.accessToken();
+      let response: Response;
+      try {
+        response = await doFetch(url, {
+          method: callOptions.method ?? 'GET',
+          headers: {
+            'x-access-token': token,
+            'content-type': 'application/json',
+            accept: 'application/json',
+          },
+          body: callOptions.body === undefined ? undefined : JSON.stringify(callOptions.body),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      } catch (error) {
+        const timedOut =
+          error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+        throw new MarketplaceError(
+          endpoint,
+          timedOut ? 'timeout' : 'network',
+          timedOut ? `no answer within ${timeoutMs} ms` : `network error (${causeOf(error)})`,
+          undefined,
+          undefined,
+          true,
+        );
+      }
+      const text = await response.text().catch(() => '');
+      let body: unknown;
+      try {
+        body = text === '' ? undefined : JSON.parse(text);
+      } catch {
+        body = undefined;
+      }
+      const json =
+        body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Json) : undefined;
+      const message = redact(typeof json?.msg === 'string' ? json.msg : '', token);
+      const status = response.status;
+      if (status === 429 || status >= 500) {
+        throw new MarketplaceError(
+          endpoint,
+          'http',
+          `HTTP ${status}${message ? `: ${message}` : ''}`,
+          status,
+          message || undefined,
+          true,
+        );
+      }
+      if (callOptions.emptyWhen?.(status, message)) return undefined;
+      if (!json) {
+        throw new MarketplaceError(
+          endpoint,
+          'malformed',
+          `HTTP ${status} with a body that is not a JSON object`,
+          status,
+          undefined,
+          status < 400,
+        );
+      }
+      if (status < 200 || status >= 300) {
+        throw new MarketplaceError(
+          endpoint,
+          'http',
+          `HTTP ${status}${message ? `: ${message}` : ''}`,
+          status,
+          message || undefined,
+        );
+      }
+      if (typeof json.apiStatus !== 'string' || json.apiStatus.toLowerCase() !== 'success') {
+        throw new MarketplaceError(
+          endpoint,
+          'failure',
+          `apiStatus ${JSON.stringify(json.apiStatus)}${message ? `: ${message}` : ''}`,
+          status,
+          message || undefined,
+        );
+      }
+      return json;
+    };
+    return pRetry(() => sharedLimit(attempt), {
+      retries: options.retries ?? 4,
+      factor: 2,
+      minTimeout: options.minBackoffMs ?? 250,
+      maxTimeout: options.maxBackoffMs ?? 8_000,
+      randomize: true,
+      shouldRetry: ({ error }) => error instanceof MarketplaceError && error.retriable,
+    });
+  }
+
+  const result = (json: Json | undefined) => json?.result;
+  const rows = <T>(endpoint: string, raw: unknown, parse: (row: unknown) => Parsed<T>): Rows<T> => {
+    const list = raw === undefined ? [] : raw;
+    if (!Array.isArray(list)) {
+      throw new MarketplaceError(endpoint, 'malformed', 'result is not a list');
+    }
+    const parsed: Rows<T> = { rows: [], malformed: [] };
+    list.forEach((row, index) => {
+      const outcome = parse(row);
+      if (outcome.ok) parsed.rows.push(outcome.value);
+      else parsed.malformed.push({ endpoint, index, problem: outcome.problem, reference: referenceOf(row) });
+    });
+    return parsed;
+  };
+  const segment = encodeURIComponent;
+
+  return {
+    async getQuestionsByCategory(countryKey, language) {
+      const path = `/supply/getQuestionsByCategory/${segment(countryKey)}${language ? `/${segment(language)}` : ''}`;
+      return listOf(path, result(await call(path)));
+    },
+    async getAnswersByQuestionKey(questionKey, query = {}) {
+      const path = `/supply/getAnswersByQuesKey/${segment(questionKey)}`;
+      return objectOf(
+        path,
+        result(await call(path, { query: { country: query.country, language: query.language } })),
+      );
+    },
+    async getAllocatedSurveys(query = {}) {
+      const path = '/supply/getAllocatedSurveys';
+      const json = await call(path, {
+        query: { countryCode: query.countryCode, languageCode: query.languageCode },
+      });
+      return rows(path, result(json), parseSurvey);
+    },
+    async getAllocatedSurveyById(surveyId) {
+      const path = `/supply/getAllocatedSurveysBySurveyId/${segment(surveyId)}`;
+      const json = await call(path);
+      const list = result(json);
+      if (!Array.isArray(list) || list.length === 0) {
+        return { live: false, message: typeof json?.msg === 'string' ? json.msg : 'survey is not live' };
+      }
+      const parsed = parseSurvey(list[0]);
+      if (!parsed.ok)
+        throw new MarketplaceError(path, 'malformed', `survey cannot be read: ${parsed.problem}`);
+      return { live: true, survey: parsed.value };
+    },
+    async getAllocatedSurveysByDate(since) {
+      const path = `/supply/getAllocatedSurveysByDate/${segment(since.toISOString())}`;
+      return rows(path, result(await call(path)), parseSurvey);
+    },
+    async getQuotaForSurvey(surveyId) {
+      const path = `/supply/getQuotaForSurvey/${segment(surveyId)}`;
+      return rows(path, result(await call(path)), parseQuota);
+    },
+    async getSurveyRedirects(surveyId) {
+      const path = `/supply/surveySpecificRedirects/${segment(surveyId)}`;
+      const json = await call(path);
+      const parsed = parseRedirectSettings(json?.redirectURL);
+      if (!parsed.ok) throw new MarketplaceError(path, 'malformed', parsed.problem);
+      return parsed.value;
+    },
+    async setRedirectionForSurvey(surveyId, settings) {
+      const path = `/supply/setRedirectionForSurvey/${segment(surveyId)}`;
+      return messageOf(await call(path, { method: 'PUT', body: settings }));
+    },
+    async deleteSurveyRedirects(surveyId) {
+      const path = `/supply/surveySpecificRedirects/${segment(surveyId)}`;
+      return messageOf(await call(path, { method: 'DELETE' }));
+    },
+    async getSurveyTransactions(surveyId, query = {}) {
+      if ((query.startDate === undefined) !== (query.endDate === undefined)) {
+        throw new RangeError('startDate and endDate go together');
+      }
+      for (const day of [query.startDate, query.endDate]) {
+        if (day !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(day))
+          throw new RangeError(`not a date YYYY-MM-DD: ${day}`);
+      }
+      const path = `/supply/getSurveyTransactions/${segment(surveyId)}`;
+      const json = await call(path, {
+        query: { startDate: query.startDate, endDate: query.endDate, status: query.statuses?.join(',') },
+        emptyWhen: (status, message) => (status === 400 || status === 404) && /no data found/i.test(message),
+      });
+      return rows(path, result(json), parseTransaction);
+    },
+    async getRespondentSurveys(pid, body) {
+      const path = `/supply/respondent/${segment(pid)}/surveys`;
+      return result(await call(path, { method: 'POST', body }));
+    },
+    async respondentPreSurveyCheck(body) {
+      const path = '/supply/respondentPreSurveyCheck';
+      const value = objectOf(path, result(await call(path, { method: 'POST', body })));
+      return {
+        status: String(value.status ?? ''),
+        disqualification: Array.isArray(value.disqualification) ? value.disqualification.map(String) : [],
+      };
+    },
+    async getTermReasonCategories(code) {
+      const path = `/resources/termReasonCategories/${segment(String(code))}`;
+      return listOf(path, result(await call(path))).map((c) => ({
+        name: String(c.name ?? ''),
+        code: Number(c.code),
+        ...(typeof c.desc === 'string' ? { desc: c.desc } : {}),
+        ...(typeof c.infoUrl === 'string' ? { infoUrl: c.infoUrl } : {}),
+      }));
+    },
+    async allowUniquePidAndIp(body) {
+      const path = '/supply/allowUniquePIDAndIP';
+      const json = (await call(path, { method: 'POST', body })) ?? {};
+      const source = (typeof json.result === 'object' && json.result !== null ? json.result : json) as Json;
+      return { IP: source.IP === true, PID: source.PID === true };
+    },
+    async getMetadata() {
+      const path = '/mapping/metadata/';
+      return objectOf(path, result(await call(path)));
+    },
+  };
+}
+
+function listOf(endpoint: string, value: unknown): Json[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw new MarketplaceError(endpoint, 'malformed', 'result is not a list');
+  return value.filter((row): row is Json => row !== null && typeof row === 'object');
+}
+
+function objectOf(endpoint: string, value: unknown): Json {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new MarketplaceError(endpoint, 'malformed', 'result is not an object');
+  }
+  return value as Json;
+}
+
+const messageOf = (json: Json | undefined) => (typeof json?.msg === 'string' ? json.msg : undefined);
+
+function referenceOf(row: unknown): string | undefined {
+  if (row === null || typeof row !== 'object') return undefined;
+  const { token, surveyId, id } = row as Json;
+  const value = token ?? surveyId ?? id;
+  return typeof value === 'string' || typeof value === 'number' ? String(value).slice(0, 100) : undefined;
+}
+
+function causeOf(error: unknown): string {
+  const cause = error instanceof Error ? (error.cause as { code?: string } | undefined) : undefined;
+  return cause?.code ?? (error instanceof Error ? error.name : 'unknown');
+}
+
+/** The marketplace's messages are shown to operators; make sure the token is never among them. */
+function redact(message: string, token: string): string {
+  const short = message.slice(0, 300);
+  return token ? short.split(token).join('[redacted]') : short;
+}

@@ -1,0 +1,292 @@
+/**
+ * What the marketplace's supplier API returns, read tolerantly and validated at run time: amounts as string
+ * or number, missing optional fields, extra fields ignored, Pacific-time strings parsed to UTC with the raw
+ * string kept. A row that cannot be read is reported with the reason; it is never turned into a zero.
+ */
+import { z } from 'zod';
+import { parseAmount } from './money';
+import { type PacificTime, parsePacificTime } from './pacific-time';
+
+/** Transaction statuses as the transaction list spells them (with spaces). */
+export const TRANSACTION_STATUSES = [
+  'Completed',
+  'Failed',
+  'Over Quota',
+  'Quality Termination',
+  'Pre Survey Termination',
+  'Pre Survey Over Quota',
+  'Pre Survey Quality Termination',
+  'Pre Survey DNC',
+  'Start Survey DNC',
+] as const;
+export type TransactionStatus = (typeof TRANSACTION_STATUSES)[number];
+
+export type Parsed<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly problem: string };
+
+const amount = z.unknown().transform((value, ctx) => {
+  const parsed = parseAmount(value);
+  if (parsed === undefined) {
+    ctx.addIssue({ code: 'custom', message: `is not an amount: ${JSON.stringify(value)?.slice(0, 40)}` });
+    return z.NEVER;
+  }
+  return parsed;
+});
+
+/** A Pacific-time field: absent or empty is undefined; anything else must parse. */
+const pacificTime = z
+  .union([z.string(), z.null(), z.undefined()])
+  .transform((value, ctx): PacificTime | undefined => {
+    if (value === null || value === undefined || value.trim() === '') return undefined;
+    const parsed = parsePacificTime(value);
+    if (!parsed) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `is not a marketplace time: ${JSON.stringify(value.slice(0, 40))}`,
+      });
+      return z.NEVER;
+    }
+    return parsed;
+  });
+
+const integer = z.union([
+  z.number().int(),
+  z
+    .string()
+    .regex(/^-?\d+$/)
+    .transform(Number),
+]);
+const text = z.union([z.string(), z.number().transform(String)]);
+const optionalText = z
+  .union([z.string(), z.number().transform(String), z.null()])
+  .optional()
+  .transform((v) => v ?? undefined);
+
+const transactionSchema = z.object({
+  token: z.string().min(1, 'is empty'),
+  PID: text.pipe(z.string().min(1, 'is empty')),
+  status: z.string().min(1, 'is empty'),
+  CPI: amount,
+  verifyToken: optionalText,
+  termReason: optionalText,
+  ip: optionalText,
+  trackId: optionalText,
+  surveyUrl: optionalText,
+  st_date_time: pacificTime,
+  clkDateTime: pacificTime,
+  completeDateTime: pacificTime,
+  verifiedTknDt: pacificTime,
+});
+
+/** One row of getSurveyTransactions. */
+export interface Transaction {
+  readonly token: string;
+  readonly pid: string;
+  /** As the marketplace spells it; usually one of TRANSACTION_STATUSES. */
+  readonly status: string;
+  /** Decimal string, e.g. "1.25"; "0.00" when the attempt earns nothing. */
+  readonly cpi: string;
+  /** Pending, then Valid or Invalid once the buyer has reviewed the complete. */
+  readonly verifyToken?: string | undefined;
+  readonly termReason?: string | undefined;
+  readonly ip?: string | undefined;
+  readonly trackId?: string | undefined;
+  readonly surveyUrl?: string | undefined;
+  readonly startedAt?: PacificTime | undefined;
+  /** When the respondent clicked in: the time the marketplace files the transaction under. */
+  readonly clickedAt?: PacificTime | undefined;
+  readonly completedAt?: PacificTime | undefined;
+  readonly verifiedAt?: PacificTime | undefined;
+}
+
+export function parseTransaction(raw: unknown): Parsed<Transaction> {
+  const parsed = transactionSchema.safeParse(raw);
+  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error) };
+  const t = parsed.data;
+  return {
+    ok: true,
+    value: {
+      token: t.token,
+      pid: t.PID,
+      status: t.status,
+      cpi: t.CPI,
+      verifyToken: t.verifyToken || undefined,
+      termReason: t.termReason || undefined,
+      ip: t.ip,
+      trackId: t.trackId,
+      surveyUrl: t.surveyUrl,
+      startedAt: t.st_date_time,
+      clickedAt: t.clkDateTime,
+      completedAt: t.completeDateTime,
+      verifiedAt: t.verifiedTknDt,
+    },
+  };
+}
+
+const targetingSchema = z
+  .object({
+    QuestionId: integer.optional(),
+    QuestionKey: z.string().optional(),
+    QuestionText: z.string().optional(),
+    QuestionType: z.string().optional(),
+    QuestionCategory: z.string().optional(),
+    Options: z.array(z.record(z.string(), z.unknown())).optional(),
+  })
+  .loose();
+
+const surveySchema = z.object({
+  surveyId: integer,
+  surveyName: optionalText,
+  N: integer.optional(),
+  remainingN: integer.optional(),
+  supCmps: integer.optional(),
+  isRevShr: z.boolean().optional(),
+  LOI: integer.optional(),
+  IR: integer.optional(),
+  Country: optionalText,
+  CountryCode: optionalText,
+  Language: optionalText,
+  LanguageCode: optionalText,
+  groupType: optionalText,
+  deviceType: optionalText,
+  createdDate: pacificTime,
+  modifiedDate: pacificTime,
+  reContact: z.boolean().optional(),
+  entryLink: optionalText,
+  testEntryLink: optionalText,
+  targeting: z.array(targetingSchema).optional(),
+  CPI: amount,
+  isQuota: z.boolean().optional(),
+  jobCategory: optionalText,
+  isPIIRequired: z.boolean().optional(),
+  JobId: integer.optional(),
+  BuyerId: integer.optional(),
+  expected_end_date: optionalText,
+  duplicateSurveyIds: z.array(integer).optional(),
+  duplicateCheckLevel: optionalText,
+  statuses: z.array(z.string()).optional(),
+  numberOfCompletes: integer.optional(),
+  numberOfStarts: integer.optional(),
+  globalBuyerConversion: optionalText,
+  globalMedianLOI: optionalText,
+});
+
+/** A survey allocated to the supplier (v2 adds the country and language codes and the statistics). */
+export interface Survey {
+  readonly surveyId: string;
+  readonly surveyName?: string | undefined;
+  readonly cpi: string;
+  readonly sampleSize?: number | undefined;
+  readonly remaining?: number | undefined;
+  readonly supplierCompletes?: number | undefined;
+  readonly loiMinutes?: number | undefined;
+  readonly incidencePercent?: number | undefined;
+  readonly country?: string | undefined;
+  readonly countryCode?: string | undefined;
+  readonly language?: string | undefined;
+  readonly languageCode?: string | undefined;
+  readonly createdAt?: PacificTime | undefined;
+  readonly modifiedAt?: PacificTime | undefined;
+  readonly entryLink?: string | undefined;
+  readonly testEntryLink?: string | undefined;
+  readonly jobId?: number | undefined;
+  readonly buyerId?: number | undefined;
+  readonly deviceType?: string | undefined;
+  readonly groupType?: string | undefined;
+  readonly isQuota?: boolean | undefined;
+  readonly targeting: readonly z.infer<typeof targetingSchema>[];
+  readonly numberOfCompletes?: number | undefined;
+  readonly numberOfStarts?: number | undefined;
+}
+
+export function parseSurvey(raw: unknown): Parsed<Survey> {
+  const parsed = surveySchema.safeParse(raw);
+  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error) };
+  const s = parsed.data;
+  return {
+    ok: true,
+    value: {
+      surveyId: String(s.surveyId),
+      surveyName: s.surveyName,
+      cpi: s.CPI,
+      sampleSize: s.N,
+      remaining: s.remainingN,
+      supplierCompletes: s.supCmps,
+      loiMinutes: s.LOI,
+      incidencePercent: s.IR,
+      country: s.Country,
+      countryCode: s.CountryCode,
+      language: s.Language,
+      languageCode: s.LanguageCode,
+      createdAt: s.createdDate,
+      modifiedAt: s.modifiedDate,
+      entryLink: s.entryLink,
+      testEntryLink: s.testEntryLink || undefined,
+      jobId: s.JobId,
+      buyerId: s.BuyerId,
+      deviceType: s.deviceType,
+      groupType: s.groupType,
+      isQuota: s.isQuota,
+      targeting: s.targeting ?? [],
+      numberOfCompletes: s.numberOfCompletes,
+      numberOfStarts: s.numberOfStarts,
+    },
+  };
+}
+
+/** The redirect fields of a survey (or the supplier's global ones when the survey has none). */
+export const REDIRECT_SETTING_FIELDS = [
+  'sUrl',
+  'fUrl',
+  'oUrl',
+  'qTUrl',
+  'tUrl',
+  'pstbck',
+  'pstbck_fail',
+  'pstBckSuccessMethod',
+  'pstBckFailMethod',
+] as const;
+export type RedirectSettings = Partial<Record<(typeof REDIRECT_SETTING_FIELDS)[number], string>>;
+
+export function parseRedirectSettings(raw: unknown): Parsed<RedirectSettings> {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    return { ok: false, problem: 'redirectURL is not an object' };
+  const settings: RedirectSettings = {};
+  for (const field of REDIRECT_SETTING_FIELDS) {
+    const value = (raw as Record<string, unknown>)[field];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== 'string') return { ok: false, problem: `${field} is not a string` };
+    settings[field] = value;
+  }
+  return { ok: true, value: settings };
+}
+
+const quotaSchema = z
+  .object({
+    id: integer,
+    quotaN: integer.optional(),
+    title: optionalText,
+    quotaName: optionalText,
+    quotaStatus: optionalText,
+    RemainingN: integer.optional(),
+    cmp: integer.optional(),
+    clk: integer.optional(),
+    targeting: z.record(z.string(), z.unknown()).optional(),
+  })
+  .loose();
+export type SurveyQuota = z.infer<typeof quotaSchema>;
+
+export function parseQuota(raw: unknown): Parsed<SurveyQuota> {
+  const parsed = quotaSchema.safeParse(raw);
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : { ok: false, problem: describeIssues(parsed.error) };
+}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 3)
+    .map((issue) => `${issue.path.join('.') || '(row)'} ${issue.message}`)
+    .join('; ');
+}

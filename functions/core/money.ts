@@ -1,0 +1,44 @@
+/**
+ * Money as exact decimal strings. The marketplace writes CPI as "1.25", or as the number 0; nothing here ever
+ * passes an amount through a float's arithmetic.
+ */
+
+const DECIMAL = /^(\d{1,12})(?:\.(\d{1,6}))?$/;
+
+/**
+ * Reads an amount the marketplace sent (a decimal string, or a JSON number) as a decimal string with at least
+ * two decimals: "1.5" -> "1.50", 0 -> "0.00". Undefined when it is not a non-negative amount.
+ */
+export function parseAmount(value: unknown): string | undefined {
+  let text: string;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || value < 0) return undefined;
+    // A JSON number's shortest round-trip form is the literal the sender wrote, for any amount of money.
+    text = String(value);
+    if (/e/i.test(text)) return undefined;
+  } else if (typeof value === 'string') {
+    text = value.trim().replace(/^\$/, '');
+  } else {
+    return undefined;
+  }
+  const match = DECIMAL.exec(text);
+  if (!match) return undefined;
+  const whole = String(BigInt(match[1] as string));
+  const fraction = (match[2] ?? '').padEnd(2, '0');
+  return `${whole}.${fraction}`;
+}
+
+/** Exact sum of decimal amounts, with as many decimals as the most precise of them (at least two). */
+export function sumAmounts(amounts: Iterable<string>): string {
+  let scale = 2;
+  const parts: [bigint, number][] = [];
+  for (const amount of amounts) {
+    const [whole = '0', fraction = ''] = amount.split('.');
+    scale = Math.max(scale, fraction.length);
+    parts.push([BigInt(whole + fraction), fraction.length]);
+  }
+  let total = 0n;
+  for (const [units, digits] of parts) total += units * 10n ** BigInt(scale - digits);
+  const text = total.toString().padStart(scale + 1, '0');
+  return `${text.slice(0, -scale)}.${text.slice(-scale)}`;
+}

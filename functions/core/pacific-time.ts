@@ -1,0 +1,103 @@
+/**
+ * The marketplace's clock: US Pacific wall time, written `MM/DD/YYYY, h:mm:ss am/pm PST` (labelled PST even
+ * while daylight saving time is in force). Parsed here, at the edge, to UTC; everything else stores UTC.
+ */
+
+const ZONE = 'America/Los_Angeles';
+const wallClock = new Intl.DateTimeFormat('en-US', {
+  timeZone: ZONE,
+  hourCycle: 'h23',
+  year: 'numeric',
+  month: '2-digit',
+  day: '2-digit',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+});
+
+/** A marketplace timestamp: the UTC instant, and the string as the marketplace wrote it. */
+export interface PacificTime {
+  readonly utc: string;
+  readonly raw: string;
+}
+
+/** The Pacific wall time of a UTC instant, as milliseconds of a pretend-UTC clock. */
+function wallOf(utcMs: number): number {
+  const parts: Record<string, string> = Object.fromEntries(
+    wallClock.formatToParts(new Date(utcMs)).map((p) => [p.type, p.value]),
+  );
+  const n = (type: string) => Number(parts[type]);
+  return Date.UTC(n('year'), n('month') - 1, n('day'), n('hour'), n('minute'), n('second'));
+}
+
+/**
+ * The UTC instant of a Pacific wall time. In the autumn hour that happens twice the first (daylight) one is
+ * taken; a spring time that never happened is read with the standard offset (02:30 becomes 03:30 PDT).
+ */
+export function pacificWallToUtc(
+  year: number,
+  month: number,
+  day: number,
+  hour = 0,
+  minute = 0,
+  second = 0,
+): number {
+  const wall = Date.UTC(year, month - 1, day, hour, minute, second);
+  const candidates = [7, 8].map((hours) => wall + hours * 3_600_000).filter((utc) => wallOf(utc) === wall);
+  return candidates.length > 0 ? Math.min(...candidates) : wall + 8 * 3_600_000;
+}
+
+const PATTERN =
+  /^\s*(\d{1,2})\/(\d{1,2})\/(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*([ap])\.?m\.?\s*(?:P[SD]?T)?\s*$/i;
+
+/** Parses a marketplace timestamp, or undefined when the string is not one. */
+export function parsePacificTime(raw: string): PacificTime | undefined {
+  const match = PATTERN.exec(raw);
+  if (!match) return undefined;
+  const [, mm, dd, yyyy, h, mi, ss, half] = match;
+  const month = Number(mm);
+  const day = Number(dd);
+  const year = Number(yyyy);
+  let hour = Number(h);
+  if (
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    day > 31 ||
+    hour < 1 ||
+    hour > 12 ||
+    Number(mi) > 59 ||
+    Number(ss ?? 0) > 59
+  ) {
+    return undefined;
+  }
+  if (new Date(Date.UTC(year, month - 1, day)).getUTCDate() !== day) return undefined;
+  hour = (hour % 12) + (half?.toLowerCase() === 'p' ? 12 : 0);
+  const utc = pacificWallToUtc(year, month, day, hour, Number(mi), Number(ss ?? 0));
+  return { utc: new Date(utc).toISOString(), raw };
+}
+
+/** Formats a UTC instant the way the marketplace writes it. */
+export function formatPacificTime(utc: Date): string {
+  const wall = new Date(wallOf(utc.getTime()));
+  const hour = wall.getUTCHours();
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${pad(wall.getUTCMonth() + 1)}/${pad(wall.getUTCDate())}/${wall.getUTCFullYear()}, ${hour % 12 || 12}:${pad(
+    wall.getUTCMinutes(),
+  )}:${pad(wall.getUTCSeconds())} ${hour < 12 ? 'am' : 'pm'} PST`;
+}
+
+/** The Pacific calendar day (YYYY-MM-DD) an instant falls on. */
+export function pacificDay(utc: Date): string {
+  return new Date(wallOf(utc.getTime())).toISOString().slice(0, 10);
+}
+
+/** The UTC instants where a Pacific calendar day begins (inclusive) and ends (exclusive): 23, 24 or 25 hours. */
+export function pacificDayRange(day: string): { start: Date; end: Date } {
+  const [year, month, date] = day.split('-').map(Number) as [number, number, number];
+  const next = new Date(Date.UTC(year, month - 1, date + 1));
+  return {
+    start: new Date(pacificWallToUtc(year, month, date)),
+    end: new Date(pacificWallToUtc(next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate())),
+  };
+}

@@ -1,0 +1,86 @@
+/**
+ * The marketplace client as configured by the environment. The access token comes from Secrets Manager or an
+ * SSM SecureString in AWS (fetched through Powertools' cache, so warm containers do not fetch it per call), or
+ * from MARKETPLACE_ACCESS_TOKEN locally. It is never logged and never part of an error.
+ */
+
+import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import { getParameter } from '@aws-lambda-powertools/parameters/ssm';
+import { z } from 'zod';
+import { createMarketplaceClient, type MarketplaceClient } from '../core/marketplace-client';
+
+export const TOKEN_CACHE_SECONDS = 300;
+
+const environment = z
+  .object({
+    MARKETPLACE_BASE_URL: z.url('must be the marketplace supplier host URL'),
+    MARKETPLACE_API_VERSION: z.enum(['v1', 'v2']).default('v1'),
+    MARKETPLACE_ACCESS_TOKEN: z.string().min(1).optional(),
+    MARKETPLACE_TOKEN_SECRET_ID: z.string().min(1).optional(),
+    MARKETPLACE_TOKEN_PARAMETER: z.string().min(1).optional(),
+    MARKETPLACE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+    MARKETPLACE_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
+    MARKETPLACE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+    AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
+  })
+  .superRefine((env, ctx) => {
+    const sources = [
+      env.MARKETPLACE_ACCESS_TOKEN,
+      env.MARKETPLACE_TOKEN_SECRET_ID,
+      env.MARKETPLACE_TOKEN_PARAMETER,
+    ];
+    if (sources.filter(Boolean).length !== 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['MARKETPLACE_TOKEN_SECRET_ID'],
+        message:
+          'set exactly one of MARKETPLACE_TOKEN_SECRET_ID, MARKETPLACE_TOKEN_PARAMETER, MARKETPLACE_ACCESS_TOKEN',
+      });
+    }
+    if (env.MARKETPLACE_ACCESS_TOKEN && env.AWS_LAMBDA_FUNCTION_NAME) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['MARKETPLACE_ACCESS_TOKEN'],
+        message: 'must not be set in Lambda; use a secret',
+      });
+    }
+  });
+
+/** Reads the marketplace settings and builds the client. Throws naming the bad variables, never their values. */
+export function marketplaceFromEnvironment(env: NodeJS.ProcessEnv = process.env): MarketplaceClient {
+  const parsed = environment.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(
+      `invalid marketplace configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`,
+    );
+  }
+  const config = parsed.data;
+  return createMarketplaceClient({
+    baseUrl: config.MARKETPLACE_BASE_URL,
+    apiVersion: config.MARKETPLACE_API_VERSION,
+    timeoutMs: config.MARKETPLACE_TIMEOUT_MS,
+    retries: config.MARKETPLACE_RETRIES,
+    concurrency: config.MARKETPLACE_CONCURRENCY,
+    accessToken: tokenSource(config),
+  });
+}
+
+function tokenSource(config: z.infer<typeof environment>): () => Promise<string> {
+  if (config.MARKETPLACE_ACCESS_TOKEN) {
+    const token = config.MARKETPLACE_ACCESS_TOKEN;
+    return async () => token;
+  }
+  const fetchToken = config.MARKETPLACE_TOKEN_SECRET_ID
+    ? () => getSecret<string>(config.MARKETPLACE_TOKEN_SECRET_ID as string, { maxAge: TOKEN_CACHE_SECONDS })
+    : () =>
+        getParameter(config.MARKETPLACE_TOKEN_PARAMETER as string, {
+          decrypt: true,
+          maxAge: TOKEN_CACHE_SECONDS,
+        });
+  return async () => {
+    const token = await fetchToken();
+    if (typeof token !== 'string' || token === '')
+      throw new Error('the marketplace access token secret is empty');
+    return token;
+  };
+}
