@@ -36,7 +36,9 @@ const amount = z.unknown().transform((value, ctx) => {
 
 /** A Pacific-time field: absent or empty is undefined; anything else must parse. */
 const pacificTime = z
-  .union([z.string(), z.null(), z.undefined()])
+  .string()
+  .nullable()
+  .optional()
   .transform((value, ctx): PacificTime | undefined => {
     if (value === null || value === undefined || value.trim() === '') return undefined;
     const parsed = parsePacificTime(value);

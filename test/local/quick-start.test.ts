@@ -155,7 +155,11 @@ describe('npm start', () => {
     expect(sent.length).toBeGreaterThanOrEqual(6);
     await new Promise((resolve) => setTimeout(resolve, 500));
     const recorded = (
-      await Promise.all(['1001', '1002', '1003'].map(async (survey) => JSON.parse((await cli('attempts', '--survey', survey, '--json')).stdout)))
+      await Promise.all(
+        ['1001', '1002', '1003'].map(async (survey) =>
+          JSON.parse((await cli('attempts', '--survey', survey, '--json')).stdout),
+        ),
+      )
     ).flat() as { token: string; pid: string; postback?: { outcome: string } }[];
     const byToken = new Map(recorded.map((a) => [a.token, a]));
     for (const transaction of sent.slice(0, 6)) {

@@ -1,0 +1,59 @@
+/**
+ * Reading the ledger back through the day index, across UTC day boundaries, without scans.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
+import { pacificDayRange } from '../../functions/core/pacific-time';
+import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { freshTable } from '../support/ledger';
+
+let store: LedgerStore;
+let proxy: EngineProxy;
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  proxy = await startEngineProxy(endpoint);
+  store = createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), tableName);
+  const hit = (surveyId: string, token: string, at: string) =>
+    store.recordHit(
+      { channel: 'postback', surveyId, outcome: 'success', pid: `p-${token}`, token, source: 'query' },
+      new Date(at),
+    );
+  await hit('700', 'a', '2026-11-21T07:59:59.000Z'); // Pacific Nov 20
+  await hit('700', 'b', '2026-11-21T08:00:00.000Z'); // Pacific Nov 21 begins
+  await hit('700', 'c', '2026-11-21T23:59:59.999Z');
+  await hit('700', 'd', '2026-11-22T07:59:59.999Z'); // Pacific Nov 21 ends
+  await hit('700', 'e', '2026-11-22T08:00:00.000Z'); // Pacific Nov 22
+  await hit('7000', 'f', '2026-11-21T12:00:00.000Z'); // another survey whose id shares the prefix
+  await hit('70', 'g', '2026-11-21T12:00:00.000Z');
+});
+
+describe('attempts of a survey over a window', () => {
+  it('a Pacific day spans two UTC day partitions and returns exactly its attempts, oldest first', async () => {
+    const { start, end } = pacificDayRange('2026-11-21');
+    const attempts = await store.attemptsOfSurvey('700', start, end);
+    expect(attempts.map((a) => a.token)).toEqual(['b', 'c', 'd']);
+  });
+
+  it('never mixes in surveys whose ids share a prefix', async () => {
+    const attempts = await store.attemptsOfSurvey(
+      '700',
+      new Date('2026-11-21T00:00:00Z'),
+      new Date('2026-11-23T00:00:00Z'),
+    );
+    expect(attempts.map((a) => a.surveyId)).toEqual(['700', '700', '700', '700', '700']);
+  });
+
+  it('uses the index and batch reads, never a scan', async () => {
+    const start = proxy.operations.length;
+    await store.attemptsOfSurvey('700', new Date('2026-11-21T00:00:00Z'), new Date('2026-11-23T00:00:00Z'));
+    const used = new Set(proxy.operations.slice(start));
+    expect(used).toEqual(new Set(['Query', 'BatchGetItem']));
+  });
+
+  it('an empty window reads nothing back', async () => {
+    expect(
+      await store.attemptsOfSurvey('700', new Date('2026-12-01T00:00:00Z'), new Date('2026-12-02T00:00:00Z')),
+    ).toEqual([]);
+  });
+});

@@ -1,0 +1,84 @@
+/**
+ * Where the marketplace token comes from: Secrets Manager or SSM in AWS (cached across calls), the environment
+ * locally; and configuration errors that name the variable, never its value.
+ */
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { marketplaceFromEnvironment } from '../../functions/lambda/marketplace-access';
+import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
+
+const TOKEN = 'token-from-the-vault-0123456789';
+let marketplace: LocalMarketplace;
+const secrets = mockClient(SecretsManagerClient);
+const ssm = mockClient(SSMClient);
+
+beforeAll(async () => {
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN });
+});
+afterAll(async () => {
+  secrets.restore();
+  ssm.restore();
+  await marketplace.stop();
+});
+
+describe('marketplace access', () => {
+  it('reads the token from Secrets Manager once and reuses it', async () => {
+    secrets.reset();
+    secrets.on(GetSecretValueCommand, { SecretId: 'marketplace-token' }).resolves({ SecretString: TOKEN });
+    const client = marketplaceFromEnvironment({
+      MARKETPLACE_BASE_URL: marketplace.url,
+      MARKETPLACE_TOKEN_SECRET_ID: 'marketplace-token',
+    });
+    await client.getMetadata();
+    await client.getAllocatedSurveys();
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
+  });
+
+  it('reads the token from an SSM SecureString, decrypted', async () => {
+    ssm.reset();
+    ssm.on(GetParameterCommand).resolves({ Parameter: { Value: TOKEN } });
+    const client = marketplaceFromEnvironment({
+      MARKETPLACE_BASE_URL: marketplace.url,
+      MARKETPLACE_TOKEN_PARAMETER: '/receiver/marketplace-token',
+    });
+    await client.getMetadata();
+    expect(ssm.commandCalls(GetParameterCommand)[0]?.args[0].input).toEqual({
+      Name: '/receiver/marketplace-token',
+      WithDecryption: true,
+    });
+  });
+
+  it('takes the token from the environment locally', async () => {
+    const client = marketplaceFromEnvironment({
+      MARKETPLACE_BASE_URL: marketplace.url,
+      MARKETPLACE_ACCESS_TOKEN: TOKEN,
+      MARKETPLACE_API_VERSION: 'v2',
+    });
+    expect((await client.getAllocatedSurveys()).rows[0]?.countryCode).toBe('US');
+  });
+
+  it('refuses a plain token in Lambda, and names variables without echoing values', () => {
+    expect(() =>
+      marketplaceFromEnvironment({
+        MARKETPLACE_BASE_URL: marketplace.url,
+        MARKETPLACE_ACCESS_TOKEN: TOKEN,
+        AWS_LAMBDA_FUNCTION_NAME: 'f',
+      }),
+    ).toThrow(/MARKETPLACE_ACCESS_TOKEN must not be set in Lambda/);
+    try {
+      marketplaceFromEnvironment({
+        MARKETPLACE_BASE_URL: 'not a url',
+        MARKETPLACE_ACCESS_TOKEN: TOKEN,
+        MARKETPLACE_TOKEN_SECRET_ID: 'x',
+      });
+      expect.unreachable();
+    } catch (error) {
+      const message = String(error);
+      expect(message).toMatch(/MARKETPLACE_BASE_URL/);
+      expect(message).toMatch(/exactly one of/);
+      expect(message).not.toContain(TOKEN);
+    }
+  });
+});

@@ -1,0 +1,322 @@
+/**
+ * Contract tests: every client call against the local marketplace (v1 and v2), then faults: retries stop,
+ * errors are typed, 4xx is not retried, the concurrency limit holds, and the token never leaks.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createMarketplaceClient,
+  type MarketplaceClientOptions,
+  MarketplaceError,
+} from '../../functions/core/marketplace-client';
+import { pacificDay } from '../../functions/core/pacific-time';
+import {
+  type LocalMarketplace,
+  NO_API_FAULTS,
+  startLocalMarketplace,
+} from '../../infra/local/marketplace/server';
+
+const TOKEN = 'secret-token-for-tests-0123456789';
+let marketplace: LocalMarketplace;
+
+beforeAll(async () => {
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN, seed: 7 });
+});
+afterAll(() => marketplace.stop());
+
+const client = (overrides: Partial<MarketplaceClientOptions> = {}) =>
+  createMarketplaceClient({
+    baseUrl: marketplace.url,
+    accessToken: () => TOKEN,
+    minBackoffMs: 1,
+    maxBackoffMs: 5,
+    retries: 3,
+    timeoutMs: 2000,
+    ...overrides,
+  });
+
+/** A fetch that answers the first `times` calls itself, then passes through. */
+function failingFirst(times: number, answer: () => Response) {
+  let calls = 0;
+  const wrapped: typeof fetch = async (input, init) => {
+    calls++;
+    return calls <= times ? answer() : fetch(input, init);
+  };
+  return { fetch: wrapped, calls: () => calls };
+}
+
+const json = (status: number, body: unknown) =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+
+async function failure(promise: Promise<unknown>): Promise<MarketplaceError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof MarketplaceError) return error;
+    throw error;
+  }
+  throw new Error('expected a MarketplaceError');
+}
+
+describe.each(['v1', 'v2'] as const)('supplier endpoints (%s)', (apiVersion) => {
+  const api = () => client({ apiVersion });
+
+  it('getAllocatedSurveys lists live surveys only; v2 adds codes and statistics', async () => {
+    const { rows, malformed } = await api().getAllocatedSurveys({ countryCode: 'US', languageCode: 'en' });
+    expect(malformed).toEqual([]);
+    const ids = rows.map((s) => s.surveyId);
+    expect(ids).toEqual(expect.arrayContaining(['1001', '1002', '1003']));
+    expect(ids).not.toContain('1004');
+    const survey = rows.find((s) => s.surveyId === '1001');
+    expect(survey).toMatchObject({ cpi: '1.25', loiMinutes: 8, country: 'United States' });
+    expect(survey?.createdAt?.utc).toMatch(/Z$/);
+    if (apiVersion === 'v2')
+      expect(survey).toMatchObject({
+        countryCode: 'US',
+        languageCode: 'en',
+        numberOfStarts: expect.any(Number),
+      });
+    else expect(survey?.countryCode).toBeUndefined();
+  });
+
+  it('getAllocatedSurveyById: live with details, or the Paused/Closed message', async () => {
+    expect(await api().getAllocatedSurveyById('1002')).toMatchObject({
+      live: true,
+      survey: { surveyId: '1002', cpi: '2.10' },
+    });
+    expect(await api().getAllocatedSurveyById('1004')).toEqual({
+      live: false,
+      message: 'Survey 1004 is Paused/Closed',
+    });
+  });
+
+  it('getAllocatedSurveysByDate lists live surveys created or updated after the instant', async () => {
+    const before = new Date(Date.now() - 1000);
+    const surveyId = apiVersion === 'v1' ? 2101 : 2102;
+    marketplace.state.addSurvey({ surveyId });
+    const { rows } = await api().getAllocatedSurveysByDate(before);
+    expect(rows.map((s) => s.surveyId)).toContain(String(surveyId));
+    expect(rows.map((s) => s.surveyId)).not.toContain('1001');
+  });
+
+  it('getQuotaForSurvey', async () => {
+    const { rows } = await api().getQuotaForSurvey('1001');
+    expect(rows[0]).toMatchObject({ id: 10010, quotaN: 500, quotaStatus: 'Open' });
+  });
+
+  it('redirects: set merges, get reads back, delete falls back to the global settings', async () => {
+    const surveyId = '1003';
+    await api().setRedirectionForSurvey(surveyId, {
+      sUrl: 'https://a.example/s',
+      pstbck: 'https://a.example/p',
+      pstBckSuccessMethod: 'POST',
+    });
+    await api().setRedirectionForSurvey(surveyId, { sUrl: 'https://b.example/s' });
+    expect(await api().getSurveyRedirects(surveyId)).toMatchObject({
+      sUrl: 'https://b.example/s',
+      pstbck: 'https://a.example/p',
+      pstBckSuccessMethod: 'POST',
+      pstBckFailMethod: 'GET',
+    });
+    expect(await api().deleteSurveyRedirects(surveyId)).toMatch(/removed/);
+    expect(await api().getSurveyRedirects(surveyId)).toMatchObject({ sUrl: '', pstbck: '' });
+  });
+
+  it('getSurveyTransactions: all, by Pacific day, by status, and "No data found" as zero rows', async () => {
+    const surveyId = apiVersion === 'v1' ? 2201 : 2202;
+    marketplace.state.addSurvey({ surveyId, cpi: '3.30' });
+    await marketplace.respondents.respondent({ surveyId, status: 'Completed' });
+    await marketplace.respondents.respondent({ surveyId, status: 'Over Quota' });
+    const all = await api().getSurveyTransactions(String(surveyId));
+    expect(all.malformed).toEqual([]);
+    expect(all.rows.map((t) => [t.status, t.cpi]).sort()).toEqual([
+      ['Completed', '3.30'],
+      ['Over Quota', '0.00'],
+    ]);
+    const today = pacificDay(new Date());
+    const byDay = await api().getSurveyTransactions(String(surveyId), {
+      startDate: today,
+      endDate: today,
+      statuses: ['Over Quota'],
+    });
+    expect(byDay.rows.map((t) => t.status)).toEqual(['Over Quota']);
+    expect(
+      await api().getSurveyTransactions(String(surveyId), { startDate: '2020-01-01', endDate: '2020-01-02' }),
+    ).toEqual({
+      rows: [],
+      malformed: [],
+    });
+  });
+
+  it('refuses one date without the other before calling', async () => {
+    await expect(api().getSurveyTransactions('1001', { startDate: '2026-11-01' })).rejects.toThrow(
+      /together/,
+    );
+  });
+
+  it('lookups, respondent checks, term reasons and metadata', async () => {
+    expect((await api().getQuestionsByCategory('US', 'ENGLISH'))[0]).toMatchObject({ QuestionKey: 'AGE' });
+    expect(await api().getAnswersByQuestionKey('GENDER', { country: 'US' })).toMatchObject({
+      QuestionOptions: expect.any(Array),
+    });
+    expect(
+      await api().getRespondentSurveys('p1', { ip: '198.51.100.1', numSurveys: 1, deviceType: 'All' }),
+    ).toMatchObject({
+      surveyId: expect.any(Number),
+    });
+    expect(
+      await api().respondentPreSurveyCheck({
+        pid: 'p1',
+        ip: '198.51.100.1',
+        survNum: 1004,
+        deviceType: 'All',
+      }),
+    ).toEqual({
+      status: 'disqualified',
+      disqualification: ['OpportunityFull'],
+    });
+    expect(await api().getTermReasonCategories(1005)).toEqual([
+      expect.objectContaining({ name: 'ClientQuotaFull', code: 1005 }),
+    ]);
+    expect(await api().allowUniquePidAndIp({ id: 'x', pid: 'never-seen', survNum: 1001 })).toEqual({
+      IP: true,
+      PID: true,
+    });
+    expect(await api().getMetadata()).toMatchObject({
+      surveyStatus: expect.objectContaining({ Completed: expect.any(Number) }),
+    });
+  });
+});
+
+describe('answers', () => {
+  it('accept apiStatus in any casing', async () => {
+    const { fetch } = failingFirst(1, () => json(200, { apiStatus: 'Success', result: { countries: [] } }));
+    expect(await client({ fetch }).getMetadata()).toEqual({ countries: [] });
+  });
+
+  it('turn a 200 with apiStatus Failure into a typed error carrying msg', async () => {
+    const { fetch, calls } = failingFirst(1, () => json(200, { apiStatus: 'Failure', msg: 'Survey locked' }));
+    const error = await failure(client({ fetch }).getMetadata());
+    expect(error).toMatchObject({
+      kind: 'failure',
+      httpStatus: 200,
+      marketplaceMessage: 'Survey locked',
+      retriable: false,
+    });
+    expect(calls()).toBe(1);
+  });
+
+  it('skip and report a malformed row without failing the page or counting it as zero', async () => {
+    const good = {
+      token: 't1',
+      PID: 'p1',
+      status: 'Completed',
+      CPI: '1.00',
+      clkDateTime: '11/21/2026, 1:00:00 pm PST',
+    };
+    const { fetch } = failingFirst(1, () =>
+      json(200, {
+        apiStatus: 'success',
+        result: [good, { ...good, token: 't2', CPI: 'free' }, { ...good, token: 't3' }],
+      }),
+    );
+    const { rows, malformed } = await client({ fetch }).getSurveyTransactions('1001');
+    expect(rows.map((t) => t.token)).toEqual(['t1', 't3']);
+    expect(malformed).toEqual([
+      expect.objectContaining({ index: 1, reference: 't2', problem: expect.stringMatching(/CPI/) }),
+    ]);
+  });
+});
+
+describe('faults', () => {
+  it('429 and 5xx are retried with backoff until they pass', async () => {
+    const { fetch, calls } = failingFirst(2, () =>
+      json(429, { apiStatus: 'Failure', msg: 'Too many requests' }),
+    );
+    const { rows } = await client({ fetch }).getAllocatedSurveys();
+    expect(rows.length).toBeGreaterThan(0);
+    expect(calls()).toBe(3);
+  });
+
+  it('retries stop after the configured number and the error says what happened', async () => {
+    marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
+    try {
+      const { fetch, calls } = failingFirst(0, () => json(500, {}));
+      const error = await failure(client({ retries: 2, fetch }).getAllocatedSurveys());
+      expect(error).toMatchObject({
+        kind: 'http',
+        httpStatus: 503,
+        retriable: true,
+        marketplaceMessage: 'Service unavailable',
+      });
+      expect(calls()).toBe(3);
+    } finally {
+      marketplace.apiFaults = { ...NO_API_FAULTS };
+    }
+  });
+
+  it('timeouts and malformed bodies are typed and retried', async () => {
+    marketplace.apiFaults = { ...NO_API_FAULTS, timeout: 1 };
+    try {
+      const timedOut = await failure(client({ retries: 1, timeoutMs: 150 }).getMetadata());
+      expect(timedOut).toMatchObject({ kind: 'timeout', retriable: true });
+      marketplace.apiFaults = { ...NO_API_FAULTS, malformed: 1 };
+      const malformed = await failure(client({ retries: 1 }).getMetadata());
+      expect(malformed).toMatchObject({ kind: 'malformed', retriable: true });
+    } finally {
+      marketplace.apiFaults = { ...NO_API_FAULTS };
+    }
+  });
+
+  it('network errors are typed and retried', async () => {
+    const error = await failure(client({ baseUrl: 'http://127.0.0.1:9', retries: 1 }).getMetadata());
+    expect(error).toMatchObject({ kind: 'network', retriable: true });
+  });
+
+  it('other 4xx are not retried', async () => {
+    const { fetch, calls } = failingFirst(0, () => json(500, {}));
+    const error = await failure(
+      client({ fetch }).getSurveyTransactions('1001', { statuses: ['Completed', 'Nope'] }),
+    );
+    expect(error).toMatchObject({
+      kind: 'http',
+      httpStatus: 400,
+      marketplaceMessage: 'Invalid status: "Nope"',
+      retriable: false,
+    });
+    expect(calls()).toBe(1);
+  });
+
+  it('a wrong token is a typed 401, and no error ever carries the token', async () => {
+    const wrong = await failure(client({ accessToken: () => 'not-the-token' }).getMetadata());
+    expect(wrong).toMatchObject({ httpStatus: 401, retriable: false });
+    const { fetch } = failingFirst(5, () =>
+      json(400, { apiStatus: 'Failure', msg: `bad token ${TOKEN} given` }),
+    );
+    const echoed = await failure(client({ fetch }).getMetadata());
+    for (const error of [wrong, echoed]) {
+      expect(
+        `${error.message} ${error.marketplaceMessage} ${JSON.stringify(error)} ${error.stack}`,
+      ).not.toContain(TOKEN);
+    }
+    expect(echoed.marketplaceMessage).toBe('bad token [redacted] given');
+  });
+
+  it('one concurrency limit holds across every client in the process', async () => {
+    let inFlight = 0;
+    let peak = 0;
+    const counting: typeof fetch = async (input, init) => {
+      inFlight++;
+      peak = Math.max(peak, inFlight);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        return await fetch(input, init);
+      } finally {
+        inFlight--;
+      }
+    };
+    const first = client({ fetch: counting, concurrency: 3 });
+    const second = client({ fetch: counting });
+    await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? first : second).getMetadata()));
+    expect(peak).toBe(3);
+  });
+});

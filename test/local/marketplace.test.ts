@@ -1,0 +1,288 @@
+/**
+ * The local marketplace behaves as the field notes say the real one does, and its respondents reach the
+ * supplier the way a real marketplace's would.
+ */
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pacificWallToUtc } from '../../functions/core/pacific-time';
+import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
+
+const TOKEN = 'marketplace-test-token';
+let marketplace: LocalMarketplace;
+
+/** A stand-in supplier that records what arrives. */
+interface Received {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  contentType?: string;
+  body: string;
+}
+const received: Received[] = [];
+let supplier: ReturnType<typeof createServer>;
+let supplierUrl: string;
+
+beforeAll(async () => {
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN, seed: 11 });
+  supplier = createServer(async (req: IncomingMessage, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const url = new URL(req.url ?? '/', 'http://x');
+    received.push({
+      method: req.method ?? '',
+      path: url.pathname,
+      query: url.searchParams,
+      ...(req.headers['content-type'] ? { contentType: req.headers['content-type'] } : {}),
+      body: Buffer.concat(chunks).toString(),
+    });
+    res.writeHead(url.pathname.startsWith('/r/') ? 302 : 200, { location: 'https://panel.example/done' });
+    res.end();
+  });
+  supplier.listen(0, '127.0.0.1');
+  await new Promise((resolve) => supplier.once('listening', resolve));
+  supplierUrl = `http://127.0.0.1:${(supplier.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await marketplace.stop();
+  supplier.close();
+});
+
+const api = async (path: string, init: RequestInit = {}) => {
+  const response = await fetch(`${marketplace.url}/api/v1${path}`, {
+    ...init,
+    headers: { 'x-access-token': TOKEN, ...init.headers },
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+};
+
+const pointAtSupplier = (surveyId: number, methods: { success?: string; fail?: string } = {}) =>
+  marketplace.state.setRedirects(surveyId, {
+    sUrl: `${supplierUrl}/r/success?pid=[%%pid%%]&token=[%%token%%]`,
+    fUrl: `${supplierUrl}/r/fail?pid=[%%pid%%]&token=[%%token%%]`,
+    oUrl: `${supplierUrl}/r/overquota?pid=[%%pid%%]&token=[%%token%%]`,
+    qTUrl: `${supplierUrl}/r/quality?pid=[%%pid%%]&token=[%%token%%]`,
+    tUrl: `${supplierUrl}/r/termination?pid=[%%pid%%]&token=[%%token%%]`,
+    pstbck: `${supplierUrl}/pb/success?pid=[%%pid%%]&token=[%%token%%]`,
+    pstbck_fail: `${supplierUrl}/pb/fail?pid=[%%pid%%]&token=[%%token%%]`,
+    pstBckSuccessMethod: methods.success ?? 'GET',
+    pstBckFailMethod: methods.fail ?? 'GET',
+  });
+
+describe('authentication', () => {
+  it('refuses a missing or wrong x-access-token', async () => {
+    const response = await fetch(`${marketplace.url}/api/v1/mapping/metadata/`);
+    expect(response.status).toBe(401);
+    expect(await response.json()).toEqual({ apiStatus: 'Failure', msg: 'Invalid access token' });
+  });
+});
+
+describe('getSurveyTransactions', () => {
+  const surveyId = 3001;
+  beforeAll(async () => {
+    marketplace.state.addSurvey({ surveyId, cpi: '1.75' });
+    // Clicked in at 23:55 PT on Nov 21, completed at 00:20 PT on Nov 22: belongs to Nov 21.
+    await marketplace.respondents.respondent({
+      surveyId,
+      status: 'Completed',
+      clickedAt: new Date(pacificWallToUtc(2026, 11, 21, 23, 55)),
+      completedAt: new Date(pacificWallToUtc(2026, 11, 22, 0, 20)),
+    });
+    await marketplace.respondents.respondent({
+      surveyId,
+      status: 'Over Quota',
+      clickedAt: new Date(pacificWallToUtc(2026, 11, 22, 0, 5)),
+    });
+    // The fall-back day: 01:30 happens twice; the second one is still Nov 1.
+    await marketplace.respondents.respondent({
+      surveyId,
+      status: 'Failed',
+      clickedAt: new Date('2026-11-01T09:30:00Z'),
+    });
+  });
+
+  it('filters inclusive Pacific days on creation (click) time, not completion time', async () => {
+    const day21 = await api(
+      `/supply/getSurveyTransactions/${surveyId}?startDate=2026-11-21&endDate=2026-11-21`,
+    );
+    expect((day21.body.result as { status: string }[]).map((t) => t.status)).toEqual(['Completed']);
+    const both = await api(
+      `/supply/getSurveyTransactions/${surveyId}?startDate=2026-11-21&endDate=2026-11-22`,
+    );
+    expect((both.body.result as unknown[]).length).toBe(2);
+    const fallBack = await api(
+      `/supply/getSurveyTransactions/${surveyId}?startDate=2026-11-01&endDate=2026-11-01`,
+    );
+    expect((fallBack.body.result as { status: string }[]).map((t) => t.status)).toEqual(['Failed']);
+  });
+
+  it('answers CPI as a decimal string for completes and the number 0 otherwise, times in Pacific format', async () => {
+    const all = (await api(`/supply/getSurveyTransactions/${surveyId}`)).body.result as Record<
+      string,
+      unknown
+    >[];
+    const complete = all.find((t) => t.status === 'Completed');
+    const overQuota = all.find((t) => t.status === 'Over Quota');
+    expect(complete).toMatchObject({
+      CPI: '1.75',
+      verifyToken: 'Pending',
+      clkDateTime: '11/21/2026, 11:55:00 pm PST',
+      completeDateTime: '11/22/2026, 12:20:00 am PST',
+    });
+    expect(overQuota).toMatchObject({ CPI: 0, completeDateTime: '' });
+  });
+
+  it('wants both dates or neither', async () => {
+    const one = await api(`/supply/getSurveyTransactions/${surveyId}?startDate=2026-11-21`);
+    expect(one).toEqual({
+      status: 400,
+      body: { apiStatus: 'Failure', msg: 'startDate and endDate must be given together' },
+    });
+  });
+
+  it('filters by status names with spaces; an unknown name or empty item is a 400', async () => {
+    const overQuota = await api(
+      `/supply/getSurveyTransactions/${surveyId}?status=${encodeURIComponent('Over Quota,Failed')}`,
+    );
+    expect((overQuota.body.result as { status: string }[]).map((t) => t.status).sort()).toEqual([
+      'Failed',
+      'Over Quota',
+    ]);
+    expect((await api(`/supply/getSurveyTransactions/${surveyId}?status=OverQuota`)).status).toBe(400);
+    expect((await api(`/supply/getSurveyTransactions/${surveyId}?status=Failed,`)).status).toBe(400);
+  });
+
+  it('answers 400 "No data found" when nothing matches', async () => {
+    expect(
+      await api(`/supply/getSurveyTransactions/${surveyId}?startDate=2025-01-01&endDate=2025-01-01`),
+    ).toEqual({
+      status: 400,
+      body: { apiStatus: 'Failure', msg: `No data found for survey: ${surveyId}` },
+    });
+  });
+
+  it('moves completes from Pending to Valid or Invalid on review', async () => {
+    marketplace.state.review({ invalidShare: 1 });
+    const all = (await api(`/supply/getSurveyTransactions/${surveyId}`)).body.result as Record<
+      string,
+      unknown
+    >[];
+    expect(all.find((t) => t.status === 'Completed')).toMatchObject({
+      verifyToken: 'Invalid',
+      verifiedTknDt: expect.stringMatching(/PST$/),
+    });
+  });
+});
+
+describe('setRedirectionForSurvey', () => {
+  it('merges: a field left out keeps the survey value, else the global one', async () => {
+    const surveyId = 3002;
+    marketplace.state.addSurvey({ surveyId });
+    marketplace.state.globalRedirects.fUrl = 'https://global.example/fail';
+    await api(`/supply/setRedirectionForSurvey/${surveyId}`, {
+      method: 'PUT',
+      body: JSON.stringify({ sUrl: 'https://one.example/s' }),
+    });
+    await api(`/supply/setRedirectionForSurvey/${surveyId}`, {
+      method: 'PUT',
+      body: JSON.stringify({ tUrl: 'https://two.example/t' }),
+    });
+    const { body } = await api(`/supply/surveySpecificRedirects/${surveyId}`);
+    expect(body.redirectURL).toMatchObject({
+      sUrl: 'https://one.example/s',
+      tUrl: 'https://two.example/t',
+      fUrl: 'https://global.example/fail',
+    });
+    await api(`/supply/surveySpecificRedirects/${surveyId}`, { method: 'DELETE' });
+    expect((await api(`/supply/surveySpecificRedirects/${surveyId}`)).body.redirectURL).toMatchObject({
+      sUrl: '',
+      fUrl: 'https://global.example/fail',
+    });
+    marketplace.state.globalRedirects.fUrl = '';
+  });
+
+  it('refuses a method other than GET or POST', async () => {
+    const response = await api('/supply/setRedirectionForSurvey/1001', {
+      method: 'PUT',
+      body: JSON.stringify({ pstBckFailMethod: 'PATCH' }),
+    });
+    expect(response.status).toBe(400);
+  });
+});
+
+describe('simulated respondents', () => {
+  const surveyId = 3003;
+  beforeAll(() => {
+    marketplace.state.addSurvey({ surveyId });
+  });
+
+  it('go to the redirect of their outcome and fire the matching postback, placeholders filled', async () => {
+    pointAtSupplier(surveyId);
+    received.length = 0;
+    const complete = await marketplace.respondents.respondent({ surveyId, status: 'Completed' });
+    const overQuota = await marketplace.respondents.respondent({ surveyId, status: 'Over Quota' });
+    expect(received.map((r) => `${r.method} ${r.path}`)).toEqual([
+      'GET /r/success',
+      'GET /pb/success',
+      'GET /r/overquota',
+      'GET /pb/fail',
+    ]);
+    expect(received[0]?.query.get('pid')).toBe(complete.transaction.pid);
+    expect(received[1]?.query.get('token')).toBe(complete.transaction.token);
+    expect(received[3]?.query.get('token')).toBe(overQuota.transaction.token);
+  });
+
+  it('POST postbacks when configured, with the values in the query and sometimes a JSON or form body', async () => {
+    pointAtSupplier(surveyId, { success: 'POST', fail: 'POST' });
+    received.length = 0;
+    for (let i = 0; i < 12; i++) await marketplace.respondents.respondent({ surveyId, status: 'Completed' });
+    const postbacks = received.filter((r) => r.path.startsWith('/pb/'));
+    expect(postbacks.every((r) => r.method === 'POST')).toBe(true);
+    const kinds = new Set(postbacks.map((r) => r.contentType ?? 'none'));
+    expect(kinds).toEqual(new Set(['none', 'application/json', 'application/x-www-form-urlencoded']));
+    const json = postbacks.find((r) => r.contentType === 'application/json');
+    expect(JSON.parse(json?.body ?? '{}')).toEqual({
+      pid: json?.query.get('pid'),
+      token: json?.query.get('token'),
+    });
+  });
+
+  it('obey the delivery faults: dropped, repeated and phantom', async () => {
+    pointAtSupplier(surveyId);
+    const sim = marketplace.respondents;
+    const base = { ...sim.faults };
+    try {
+      sim.faults = { ...base, dropPostback: 1 };
+      received.length = 0;
+      await sim.respondent({ surveyId, status: 'Completed' });
+      expect(received.map((r) => r.path)).toEqual(['/r/success']);
+
+      sim.faults = { ...base, repeatPostback: 1 };
+      received.length = 0;
+      await sim.respondent({ surveyId, status: 'Completed' });
+      expect(received.map((r) => r.path)).toEqual(['/r/success', '/pb/success', '/pb/success']);
+
+      sim.faults = { ...base, phantom: 1 };
+      received.length = 0;
+      const phantom = await sim.respondent({ surveyId, status: 'Completed' });
+      expect(received).toEqual([]);
+      expect(marketplace.state.transactions).toContain(phantom.transaction);
+    } finally {
+      sim.faults = base;
+    }
+  });
+
+  it('repeat the same traffic for the same seed', async () => {
+    const run = async () => {
+      const other = await startLocalMarketplace({ accessToken: TOKEN, seed: 99 });
+      try {
+        const attempts = [];
+        for (let i = 0; i < 5; i++) attempts.push(await other.respondents.respondent({ surveyId: 1001 }));
+        return attempts.map((a) => [a.transaction.pid, a.transaction.token, a.transaction.status]);
+      } finally {
+        await other.stop();
+      }
+    };
+    expect(await run()).toEqual(await run());
+  });
+});

@@ -1,0 +1,158 @@
+/**
+ * Reading the marketplace's rows as the reference's field tables and the field notes describe them.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  parseRedirectSettings,
+  parseSurvey,
+  parseTransaction,
+} from '../../functions/core/marketplace-records';
+
+const transaction = {
+  ip: '198.51.100.7',
+  verifyToken: 'Pending',
+  termReason: '',
+  CPI: '1.25',
+  PID: 'panel-1',
+  token: 'b1c2',
+  st_date_time: '11/21/2026, 11:55:00 pm PST',
+  clkDateTime: '11/21/2026, 11:55:00 pm PST',
+  completeDateTime: '11/22/2026, 12:20:00 am PST',
+  status: 'Completed',
+  trackId: '0f8fad5b-d9cb-469f-a165-70867728950e',
+  surveyUrl: 'https://marketplace.example/entry',
+};
+
+describe('transactions', () => {
+  it('read the reference fields, times to UTC with the raw kept', () => {
+    const parsed = parseTransaction(transaction);
+    expect(parsed).toEqual({
+      ok: true,
+      value: expect.objectContaining({
+        token: 'b1c2',
+        pid: 'panel-1',
+        status: 'Completed',
+        cpi: '1.25',
+        verifyToken: 'Pending',
+        termReason: undefined,
+        clickedAt: { utc: '2026-11-22T07:55:00.000Z', raw: '11/21/2026, 11:55:00 pm PST' },
+        completedAt: { utc: '2026-11-22T08:20:00.000Z', raw: '11/22/2026, 12:20:00 am PST' },
+      }),
+    });
+  });
+
+  it('read CPI 0 as a number, an empty completion time as absent, and extra fields without complaint', () => {
+    const parsed = parseTransaction({
+      ...transaction,
+      CPI: 0,
+      status: 'Over Quota',
+      completeDateTime: '',
+      verifiedTknDt: '11/23/2026, 9:00:00 am PST',
+      extra: { x: 1 },
+    });
+    expect(parsed.ok && parsed.value).toMatchObject({
+      cpi: '0.00',
+      status: 'Over Quota',
+      completedAt: undefined,
+      verifiedAt: { utc: '2026-11-23T17:00:00.000Z' },
+    });
+  });
+
+  it('read a numeric PID as a string', () => {
+    const parsed = parseTransaction({ ...transaction, PID: 12345 });
+    expect(parsed.ok && parsed.value.pid).toBe('12345');
+  });
+
+  it.each([
+    ['no token', { token: undefined }, /token/],
+    ['an empty token', { token: '' }, /token is empty/],
+    ['an unreadable CPI', { CPI: 'n/a' }, /CPI is not an amount/],
+    ['a negative CPI', { CPI: -1 }, /CPI is not an amount/],
+    ['an unreadable click time', { clkDateTime: 'yesterday' }, /clkDateTime is not a marketplace time/],
+    ['no status', { status: undefined }, /status/],
+  ])('report a row with %s as malformed', (_, change, problem) => {
+    const parsed = parseTransaction({ ...transaction, ...change });
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) expect(parsed.problem).toMatch(problem);
+  });
+});
+
+describe('surveys', () => {
+  const survey = {
+    surveyId: 1001,
+    surveyName: 'Grocery habits',
+    N: 500,
+    isRevShr: false,
+    supCmps: 3,
+    remainingN: 497,
+    LOI: 8,
+    IR: 50,
+    Country: 'United States',
+    Language: 'ENGLISH',
+    groupType: 'Consumer',
+    deviceType: 'All',
+    createdDate: '11/18/2026, 9:15:00 am PST',
+    modifiedDate: '11/20/2026, 4:00:00 pm PST',
+    reContact: false,
+    entryLink: 'https://marketplace.example/entry/1001?pid=[%%pid%%]',
+    testEntryLink: '',
+    targeting: [],
+    CPI: '1.25',
+    isQuota: true,
+    jobCategory: 'Other',
+    isPIIRequired: false,
+    JobId: 1,
+    BuyerId: 2,
+    expected_end_date: '12/31/2026',
+    duplicateSurveyIds: [],
+    duplicateCheckLevel: 'Survey Level',
+    statuses: ['Completed', 'Failed'],
+  };
+
+  it('read v1 surveys', () => {
+    const parsed = parseSurvey(survey);
+    expect(parsed.ok && parsed.value).toMatchObject({
+      surveyId: '1001',
+      cpi: '1.25',
+      loiMinutes: 8,
+      createdAt: { utc: '2026-11-18T17:15:00.000Z' },
+      testEntryLink: undefined,
+    });
+  });
+
+  it('read the fields v2 adds, and a numeric CPI or string ids', () => {
+    const parsed = parseSurvey({
+      ...survey,
+      surveyId: '1001',
+      CPI: 2,
+      CountryCode: 'US',
+      LanguageCode: 'en',
+      numberOfCompletes: 5,
+      numberOfStarts: 9,
+    });
+    expect(parsed.ok && parsed.value).toMatchObject({
+      surveyId: '1001',
+      cpi: '2.00',
+      countryCode: 'US',
+      numberOfCompletes: 5,
+    });
+  });
+
+  it('report a survey without an id or with a broken date', () => {
+    expect(parseSurvey({ ...survey, surveyId: undefined }).ok).toBe(false);
+    expect(parseSurvey({ ...survey, createdDate: '2026-11-18' }).ok).toBe(false);
+  });
+});
+
+describe('redirect settings', () => {
+  it('keep the nine fields and ignore others', () => {
+    expect(parseRedirectSettings({ sUrl: 'a', pstbck: 'b', pstBckSuccessMethod: 'POST', other: 1 })).toEqual({
+      ok: true,
+      value: { sUrl: 'a', pstbck: 'b', pstBckSuccessMethod: 'POST' },
+    });
+  });
+
+  it('refuse a non-string field', () => {
+    expect(parseRedirectSettings({ sUrl: 5 }).ok).toBe(false);
+  });
+});

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { parseAmount, sumAmounts } from '../../functions/core/money';
+
+describe('amounts', () => {
+  it.each([
+    ['1.25', '1.25'],
+    ['1.5', '1.50'],
+    ['7', '7.00'],
+    [0, '0.00'],
+    [1.1, '1.10'],
+    [2.675, '2.675'],
+    ['$3.40', '3.40'],
+    ['0012.30', '12.30'],
+  ])('read %j as %s', (raw, expected) => {
+    expect(parseAmount(raw)).toBe(expected);
+  });
+
+  it.each([['abc'], [''], [-1], ['-1.00'], [Number.NaN], [null], [undefined], [{}], ['1,25'], [1e21]])(
+    'refuse %j, never reading it as zero',
+    (raw) => {
+      expect(parseAmount(raw)).toBeUndefined();
+    },
+  );
+
+  it('sum exactly where floats would not', () => {
+    expect(sumAmounts(Array.from({ length: 10 }, () => '0.10'))).toBe('1.00');
+    expect(sumAmounts(['0.10', '0.20'])).toBe('0.30');
+    expect(sumAmounts(['1.25', '2.675'])).toBe('3.925');
+    expect(sumAmounts([])).toBe('0.00');
+    expect(sumAmounts(Array.from({ length: 1000 }, () => '1.01'))).toBe('1010.00');
+  });
+});

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import {
+  formatPacificTime,
+  pacificDay,
+  pacificDayRange,
+  parsePacificTime,
+} from '../../functions/core/pacific-time';
+
+const utcOf = (raw: string) => parsePacificTime(raw)?.utc;
+
+describe('marketplace timestamps', () => {
+  it('read standard time as UTC-8 and daylight time as UTC-7, whatever the label says', () => {
+    expect(utcOf('01/15/2026, 3:04:05 pm PST')).toBe('2026-01-15T23:04:05.000Z');
+    expect(utcOf('07/04/2026, 11:59:59 pm PST')).toBe('2026-07-05T06:59:59.000Z');
+    expect(utcOf('07/04/2026, 11:59:59 PM PDT')).toBe('2026-07-05T06:59:59.000Z');
+  });
+
+  it('handle midnight and noon in 12-hour form', () => {
+    expect(utcOf('11/21/2026, 12:00:00 am PST')).toBe('2026-11-21T08:00:00.000Z');
+    expect(utcOf('11/21/2026, 12:00:00 pm PST')).toBe('2026-11-21T20:00:00.000Z');
+  });
+
+  it('keep the raw string beside the UTC instant', () => {
+    expect(parsePacificTime('3/8/2026, 1:59:59 am PST')).toEqual({
+      utc: '2026-03-08T09:59:59.000Z',
+      raw: '3/8/2026, 1:59:59 am PST',
+    });
+  });
+
+  it('read the spring-forward gap with the standard offset and the repeated autumn hour as its first occurrence', () => {
+    expect(utcOf('03/08/2026, 2:30:00 am PST')).toBe('2026-03-08T10:30:00.000Z');
+    expect(utcOf('03/08/2026, 3:00:00 am PST')).toBe('2026-03-08T10:00:00.000Z');
+    expect(utcOf('11/01/2026, 1:30:00 am PST')).toBe('2026-11-01T08:30:00.000Z');
+    expect(utcOf('11/01/2026, 2:00:00 am PST')).toBe('2026-11-01T10:00:00.000Z');
+  });
+
+  it.each([
+    '',
+    'yesterday',
+    '2026-11-21T10:00:00Z',
+    '13/01/2026, 1:00:00 am PST',
+    '02/30/2026, 1:00:00 am PST',
+    '01/01/2026, 13:00:00 pm PST',
+  ])('refuse %j', (raw) => {
+    expect(parsePacificTime(raw)).toBeUndefined();
+  });
+
+  it('format back the way the marketplace writes them', () => {
+    expect(formatPacificTime(new Date('2026-07-05T06:59:59Z'))).toBe('07/04/2026, 11:59:59 pm PST');
+    expect(formatPacificTime(new Date('2026-11-21T08:00:00Z'))).toBe('11/21/2026, 12:00:00 am PST');
+    const now = new Date('2026-11-21T21:49:58Z');
+    expect(parsePacificTime(formatPacificTime(now))?.utc).toBe(now.toISOString());
+  });
+});
+
+describe('Pacific calendar days', () => {
+  it('name the day an instant falls on', () => {
+    expect(pacificDay(new Date('2026-11-22T07:59:59Z'))).toBe('2026-11-21');
+    expect(pacificDay(new Date('2026-11-22T08:00:00Z'))).toBe('2026-11-22');
+  });
+
+  it('span 24 hours, 23 on the spring-forward day and 25 on the fall-back day', () => {
+    const hours = (day: string) => {
+      const { start, end } = pacificDayRange(day);
+      return (end.getTime() - start.getTime()) / 3_600_000;
+    };
+    expect(hours('2026-11-21')).toBe(24);
+    expect(hours('2026-03-08')).toBe(23);
+    expect(hours('2026-11-01')).toBe(25);
+    expect(pacificDayRange('2026-11-21').start.toISOString()).toBe('2026-11-21T08:00:00.000Z');
+    expect(pacificDayRange('2026-07-04').start.toISOString()).toBe('2026-07-04T07:00:00.000Z');
+  });
+});
