@@ -5,10 +5,9 @@
 import { readClaim, readIdentity } from './core/hit-request';
 import { createDocumentClient, createLedgerStore } from './core/ledger-store';
 import { Rejection } from './core/rejection';
-import { verify } from './core/signing';
 import { readReceiverConfig } from './lambda/config';
 import { hitRequestFrom, json, jsonRoute } from './lambda/http';
-import { keyRingSource } from './lambda/key-ring-source';
+import { checkSignature, keyRingSource } from './lambda/key-ring-source';
 import { count, logger } from './lambda/observability';
 
 const config = readReceiverConfig();
@@ -27,7 +26,7 @@ export const handler = jsonRoute(async (event) => {
   const sourceIp = event.requestContext.http.sourceIp;
   try {
     const { claim, query } = readClaim('postback', request);
-    const check = verify(await keyRing(), claim.target, claim.kid, claim.signature, new Date());
+    const check = await checkSignature(keyRing, claim, new Date());
     if (!check.valid) {
       logger.warn('postback refused: signature', {
         reason: check.reason,

@@ -8,10 +8,9 @@ import { landingFor } from './core/landing-page';
 import { createDocumentClient, createLedgerStore } from './core/ledger-store';
 import type { Outcome } from './core/outcome';
 import { Rejection } from './core/rejection';
-import { verify } from './core/signing';
 import { readReceiverConfig } from './lambda/config';
 import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './lambda/http';
-import { keyRingSource } from './lambda/key-ring-source';
+import { checkSignature, keyRingSource } from './lambda/key-ring-source';
 import { count, logger } from './lambda/observability';
 
 const config = readReceiverConfig();
@@ -36,7 +35,7 @@ export const handler = respondentRoute(async (event, context) => {
     claimed.outcome = claim.target.outcome;
     const identity = readIdentity(request, query);
     claimed.pid = identity.pid;
-    const check = verify(await keyRing(), claim.target, claim.kid, claim.signature, at);
+    const check = await checkSignature(keyRing, claim, at);
     if (check.valid) {
       await record({ ...claim.target, ...identity });
     } else {

@@ -4,12 +4,23 @@
  */
 import { HIT_PATHS } from '../functions/core/survey-urls';
 
+/** The functions behind HTTP routes. */
 export const FUNCTIONS = {
   redirect: { entry: 'functions/redirect.ts', description: 'Records redirect hits and sends respondents on' },
   postback: { entry: 'functions/postback.ts', description: 'Records the marketplace postbacks' },
 } as const;
 
 export type FunctionName = keyof typeof FUNCTIONS;
+
+/** The functions run on a schedule. */
+export const SCHEDULED_FUNCTIONS = {
+  'redirect-sync': {
+    entry: 'functions/redirect-sync.ts',
+    description: "Points new live surveys' redirects and postbacks at the receiver",
+  },
+} as const;
+
+export type ScheduledFunctionName = keyof typeof SCHEDULED_FUNCTIONS;
 
 export interface Route {
   readonly method: 'GET' | 'POST';

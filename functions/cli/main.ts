@@ -4,6 +4,7 @@
 import { Command } from 'commander';
 import { attemptCommand } from './attempt-command';
 import { attemptsCommand } from './attempts-command';
+import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
 import { urlsCommand } from './urls-command';
 
@@ -13,7 +14,8 @@ const program = new Command('cli')
   .addCommand(urlsCommand())
   .addCommand(attemptCommand())
   .addCommand(attemptsCommand())
-  .addCommand(rejectedCommand());
+  .addCommand(rejectedCommand())
+  .addCommand(redirectsCommand());
 
 try {
   await program.parseAsync(process.argv);

@@ -6,6 +6,8 @@
  * |-----------------|-----------------------------|-------------------|------------------------|----------------------------|
  * | attempt         | ATTEMPT#<surveyId>#<pid>    | TOKEN#<token>     | ATTEMPTS#<utc day>     | <surveyId>#<firstSeenAt>   |
  * | rejected hit    | REJECTED#<utc day>          | <at>#<request id> | -                      | -                          |
+ * | survey registry | SURVEY#<surveyId>           | REDIRECTS         | SURVEYS                | <surveyId>                 |
+ * | checkpoint      | CHECKPOINT#<name>           | CHECKPOINT        | -                      | -                          |
  *
  * `gsi1` projects keys only and its keys never change after an item is created, so only an attempt's first
  * hit writes to it: duplicates and later hits cost one table write unit and nothing in the index.
@@ -37,6 +39,10 @@ export const rejectedKey = (at: string, requestId: string) => ({
   pk: `REJECTED#${utcDay(at)}`,
   sk: `${at}#${requestId}`,
 });
+
+export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });
+export const registrationIndexKey = (surveyId: string) => ({ gsi1pk: 'SURVEYS', gsi1sk: surveyId });
+export const checkpointKey = (name: string) => ({ pk: `CHECKPOINT#${name}`, sk: 'CHECKPOINT' });
 
 /** Rejected hits are kept for investigation, not for ever. */
 export const REJECTED_RETENTION_DAYS = 90;

@@ -125,3 +125,60 @@ export function verify(
   if (key.retireAt && now.getTime() >= key.retireAt.getTime()) return { valid: false, reason: 'retired-key' };
   return { valid: true, kid };
 }
+
+/** The stored JSON form of a ring (the inverse of parseKeyRing). */
+export function serializeKeyRing(ring: KeyRing): string {
+  const document: Record<string, unknown> = { current: ring.current.kid };
+  const retire: Record<string, string> = {};
+  for (const key of ring.keys.values()) {
+    document[key.kid] = key.secret;
+    if (key.retireAt) retire[key.kid] = key.retireAt.toISOString();
+  }
+  if (Object.keys(retire).length > 0) document.retire = retire;
+  return JSON.stringify(document);
+}
+
+export interface Rotation {
+  /** The new key id; by default the next free `k<n>`. */
+  readonly kid?: string;
+  /** The new key's secret (at least 32 characters of randomness). */
+  readonly secret: string;
+  /** When the keys signing today stop being accepted. */
+  readonly retireAt: Date;
+  readonly now: Date;
+  /** Keys retired longer ago than this are dropped from the ring. */
+  readonly forgetAfterMs?: number;
+}
+
+/**
+ * A ring with a new current key. The old current key (and any other unretired one) is kept until `retireAt`;
+ * keys retired long ago are dropped.
+ */
+export function rotateKeyRing(ring: KeyRing, rotation: Rotation): KeyRing {
+  const kid = rotation.kid ?? nextKeyId(ring);
+  if (!KEY_ID_PATTERN.test(kid)) throw new KeyRingError(`key id "${kid.slice(0, 40)}" is not a valid key id`);
+  if (ring.keys.has(kid)) throw new KeyRingError(`key id ${kid} is already in the ring`);
+  if (rotation.secret.length < MIN_SECRET_LENGTH)
+    throw new KeyRingError(`a signing key must be at least ${MIN_SECRET_LENGTH} characters`);
+  if (rotation.retireAt.getTime() <= rotation.now.getTime())
+    throw new KeyRingError('the retirement time must be in the future');
+  const forgetBefore = rotation.now.getTime() - (rotation.forgetAfterMs ?? 30 * 86_400_000);
+  const keys = new Map<string, SigningKey>();
+  for (const key of ring.keys.values()) {
+    if (key.retireAt && key.retireAt.getTime() < forgetBefore) continue;
+    const retireAt = key.retireAt && key.retireAt < rotation.retireAt ? key.retireAt : rotation.retireAt;
+    keys.set(key.kid, { ...key, retireAt });
+  }
+  const current: SigningKey = { kid, secret: rotation.secret };
+  keys.set(kid, current);
+  return { current, keys };
+}
+
+function nextKeyId(ring: KeyRing): string {
+  let highest = 0;
+  for (const kid of ring.keys.keys()) {
+    const match = /^k(\d+)$/.exec(kid);
+    if (match) highest = Math.max(highest, Number(match[1]));
+  }
+  return `k${highest + 1}`;
+}

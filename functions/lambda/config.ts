@@ -1,10 +1,12 @@
 /**
- * The receivers' configuration, read from the environment once per container. A missing or invalid value
+ * Configuration of the functions, read from the environment once per container. A missing or invalid value
  * fails the cold start with a message naming the variable; no request ever sees a half-configured handler.
  */
 import { z } from 'zod';
 import { type LandingTemplates, templateProblem } from '../core/landing-page';
 import { OUTCOMES } from '../core/outcome';
+import type { PostbackMethods } from '../core/redirect-settings';
+import type { KeyRingLocation } from './key-ring-source';
 
 export const LANDING_VARIABLES = {
   success: 'LANDING_URL_SUCCESS',
@@ -23,69 +25,132 @@ const landingTemplate = z
     if (problem) ctx.addIssue({ code: 'custom', message: `landing URL template ${problem}` });
   });
 
-const environment = z
-  .object({
-    TABLE_NAME: z.string().min(1, 'is required'),
-    AWS_REGION: z.string().min(1).default('us-east-1'),
-    /** A local engine; unset in AWS. */
-    DYNAMODB_ENDPOINT: z.url().optional(),
-    STORE_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(1000),
-    /** Secrets Manager secret holding the signing key ring (AWS). */
-    SIGNING_KEYS_SECRET_ID: z.string().min(1).optional(),
-    /** The signing key ring itself (local runs only). */
-    SIGNING_KEYS: z.string().min(1).optional(),
-    AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
-    ...Object.fromEntries(Object.values(LANDING_VARIABLES).map((name) => [name, landingTemplate])),
-  })
-  .superRefine((env, ctx) => {
-    if (!env.SIGNING_KEYS_SECRET_ID && !env.SIGNING_KEYS) {
+/** What every function that touches the ledger and the key ring needs. */
+const base = z.object({
+  TABLE_NAME: z.string().min(1, 'is required'),
+  AWS_REGION: z.string().min(1).default('us-east-1'),
+  /** A local engine; unset in AWS. */
+  DYNAMODB_ENDPOINT: z.url().optional(),
+  STORE_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(1000),
+  /** Secrets Manager secret holding the signing key ring (AWS). */
+  SIGNING_KEYS_SECRET_ID: z.string().min(1).optional(),
+  /** A file holding the signing key ring (the local stack). */
+  SIGNING_KEYS_FILE: z.string().min(1).optional(),
+  /** The signing key ring itself (tests). */
+  SIGNING_KEYS: z.string().min(1).optional(),
+  AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
+});
+
+function checkKeyRingSource(env: z.infer<typeof base>, ctx: z.RefinementCtx) {
+  const sources = [env.SIGNING_KEYS_SECRET_ID, env.SIGNING_KEYS_FILE, env.SIGNING_KEYS].filter(
+    Boolean,
+  ).length;
+  if (sources !== 1) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SIGNING_KEYS_SECRET_ID'],
+      message: 'set exactly one of SIGNING_KEYS_SECRET_ID, SIGNING_KEYS_FILE, SIGNING_KEYS',
+    });
+  }
+  for (const local of ['SIGNING_KEYS', 'SIGNING_KEYS_FILE'] as const) {
+    if (env[local] && env.AWS_LAMBDA_FUNCTION_NAME) {
       ctx.addIssue({
         code: 'custom',
-        path: ['SIGNING_KEYS_SECRET_ID'],
-        message: 'or SIGNING_KEYS is required',
-      });
-    }
-    if (env.SIGNING_KEYS && env.AWS_LAMBDA_FUNCTION_NAME) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['SIGNING_KEYS'],
+        path: [local],
         message: 'must not be set in Lambda; keep the key ring in Secrets Manager (SIGNING_KEYS_SECRET_ID)',
       });
     }
-  });
+  }
+}
 
-export type KeyRingLocation = { readonly secretId: string } | { readonly inline: string };
+const landingShape = Object.fromEntries(
+  Object.values(LANDING_VARIABLES).map((name) => [name, landingTemplate]),
+) as Record<(typeof LANDING_VARIABLES)[keyof typeof LANDING_VARIABLES], typeof landingTemplate>;
+const receiverEnvironment = base.extend(landingShape).superRefine(checkKeyRingSource);
 
-export interface ReceiverConfig {
+const method = z.enum(['GET', 'POST']).default('GET');
+const syncEnvironment = base
+  .extend({
+    /** The receiver's public URL, which the survey URLs are built on. */
+    PUBLIC_BASE_URL: z.url('must be the receiver API URL'),
+    POSTBACK_METHOD_SUCCESS: method,
+    POSTBACK_METHOD_FAIL: method,
+    REDIRECT_SYNC_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
+    /** Where the first sync starts looking (default: every live survey). */
+    REDIRECT_SYNC_INITIAL_SINCE: z.iso.datetime().optional(),
+  })
+  .superRefine(checkKeyRingSource);
+
+export interface StoreConfig {
   readonly tableName: string;
   readonly region: string;
   readonly dynamoEndpoint?: string | undefined;
   readonly storeTimeoutMs: number;
   readonly keyRing: KeyRingLocation;
+}
+
+export interface ReceiverConfig extends StoreConfig {
   readonly landing: LandingTemplates;
 }
 
-/** Reads and validates the receivers' environment. Throws an Error naming every bad variable. */
-export function readReceiverConfig(env: NodeJS.ProcessEnv = process.env): ReceiverConfig {
-  const parsed = environment.safeParse(env);
+export interface RedirectSyncConfig extends StoreConfig {
+  readonly publicBaseUrl: string;
+  readonly methods: PostbackMethods;
+  readonly concurrency: number;
+  readonly initialSince?: Date | undefined;
+}
+
+function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<T> {
+  const parsed = schema.safeParse(env);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
     throw new Error(`invalid configuration: ${problems.join('; ')}`);
   }
-  const values = parsed.data as z.infer<typeof environment> & Record<string, string | undefined>;
-  const landing: LandingTemplates = {};
-  for (const outcome of OUTCOMES) {
-    const template = values[LANDING_VARIABLES[outcome]];
-    if (template) landing[outcome] = template;
-  }
+  return parsed.data;
+}
+
+function storeConfig(values: z.infer<typeof base>): StoreConfig {
   return {
     tableName: values.TABLE_NAME,
     region: values.AWS_REGION,
     dynamoEndpoint: values.DYNAMODB_ENDPOINT,
     storeTimeoutMs: values.STORE_TIMEOUT_MS,
-    keyRing: values.SIGNING_KEYS_SECRET_ID
-      ? { secretId: values.SIGNING_KEYS_SECRET_ID }
-      : { inline: values.SIGNING_KEYS as string },
-    landing,
+    keyRing: keyRingLocation(values),
   };
+}
+
+/** The redirect and postback receivers' configuration. Throws an Error naming every bad variable. */
+export function readReceiverConfig(env: NodeJS.ProcessEnv = process.env): ReceiverConfig {
+  const values = parse(receiverEnvironment, env);
+  const landing: LandingTemplates = {};
+  for (const outcome of OUTCOMES) {
+    const template = values[LANDING_VARIABLES[outcome]];
+    if (template) landing[outcome] = template;
+  }
+  return { ...storeConfig(values), landing };
+}
+
+/** The redirect sync function's configuration (the marketplace's is read by marketplace-access). */
+export function readRedirectSyncConfig(env: NodeJS.ProcessEnv = process.env): RedirectSyncConfig {
+  const values = parse(syncEnvironment, env);
+  return {
+    ...storeConfig(values),
+    publicBaseUrl: values.PUBLIC_BASE_URL,
+    methods: { success: values.POSTBACK_METHOD_SUCCESS, fail: values.POSTBACK_METHOD_FAIL },
+    concurrency: values.REDIRECT_SYNC_CONCURRENCY,
+    initialSince: values.REDIRECT_SYNC_INITIAL_SINCE
+      ? new Date(values.REDIRECT_SYNC_INITIAL_SINCE)
+      : undefined,
+  };
+}
+
+/** Where the environment says the key ring lives (exactly one of the three variables is set). */
+export function keyRingLocation(env: {
+  SIGNING_KEYS_SECRET_ID?: string | undefined;
+  SIGNING_KEYS_FILE?: string | undefined;
+  SIGNING_KEYS?: string | undefined;
+}): KeyRingLocation {
+  if (env.SIGNING_KEYS_SECRET_ID) return { secretId: env.SIGNING_KEYS_SECRET_ID };
+  if (env.SIGNING_KEYS_FILE) return { file: env.SIGNING_KEYS_FILE };
+  return { inline: env.SIGNING_KEYS as string };
 }

@@ -1,38 +1,126 @@
 /**
- * Where the receivers get the signing key ring: Secrets Manager in AWS (fetched through Powertools'
- * cached provider, so a rotation reaches warm containers within the cache age), the environment locally.
+ * Where the signing key ring lives: Secrets Manager in AWS (read through Powertools' cache, so a rotation
+ * reaches warm containers within the cache age, and at once when a hit presents a key id the cached ring does
+ * not know yet), a JSON file for the local stack (re-read when it changes), or inline in the environment for
+ * tests. The CLI saves rotated rings through the same sources.
  */
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
-import { type KeyRing, parseKeyRing } from '../core/signing';
-import type { KeyRingLocation } from './config';
+import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { HitClaim } from '../core/hit-request';
+import { type KeyRing, parseKeyRing, type SignatureCheck, serializeKeyRing, verify } from '../core/signing';
 import { logger } from './observability';
 
 /** How long a fetched key ring is trusted before it is fetched again. */
 export const KEY_RING_CACHE_SECONDS = 300;
+/** A ring is fetched afresh for an unknown key id at most this often per container. */
+export const UNKNOWN_KEY_REFRESH_MS = 30_000;
 
-export type KeyRingSource = () => Promise<KeyRing>;
+export type KeyRingLocation =
+  | { readonly secretId: string }
+  | { readonly file: string }
+  | { readonly inline: string };
+
+/** The ring as of now (cached). With `unknownKid`, a ring missing that key is fetched afresh (rate-limited). */
+export type KeyRingSource = (options?: { unknownKid?: string }) => Promise<KeyRing>;
+
+export interface KeyRingStore {
+  readonly load: KeyRingSource;
+  save(ring: KeyRing): Promise<void>;
+  readonly location: string;
+}
 
 export function keyRingSource(location: KeyRingLocation): KeyRingSource {
+  return keyRingStore(location).load;
+}
+
+export function keyRingStore(location: KeyRingLocation): KeyRingStore {
   if ('inline' in location) {
-    const ring = parseKeyRing(location.inline);
-    return async () => ring;
+    let ring = parseKeyRing(location.inline);
+    return {
+      load: async () => ring,
+      save: async (next) => {
+        ring = next;
+      },
+      location: 'SIGNING_KEYS (environment)',
+    };
   }
-  let lastGood: { raw: string; ring: KeyRing } | undefined;
-  return async () => {
-    try {
-      const raw = await getSecret<string>(location.secretId, { maxAge: KEY_RING_CACHE_SECONDS });
-      if (typeof raw !== 'string') throw new Error('signing key secret has no string value');
-      if (lastGood?.raw !== raw) lastGood = { raw, ring: parseKeyRing(raw) };
-      return lastGood.ring;
-    } catch (error) {
-      // A key ring that worked a moment ago is better than refusing every hit while Secrets Manager is down.
-      if (lastGood) {
-        logger.warn('signing key ring refresh failed; using the last good one', { error: describe(error) });
-        return lastGood.ring;
-      }
-      throw error;
-    }
+  if ('file' in location) return fileStore(location.file);
+  return secretStore(location.secretId);
+}
+
+function fileStore(file: string): KeyRingStore {
+  let cached: { mtimeMs: number; ring: KeyRing } | undefined;
+  return {
+    load: async () => {
+      const { mtimeMs } = await stat(file);
+      if (cached?.mtimeMs !== mtimeMs) cached = { mtimeMs, ring: parseKeyRing(await readFile(file, 'utf8')) };
+      return cached.ring;
+    },
+    save: async (ring) => {
+      await mkdir(dirname(file), { recursive: true });
+      await writeFile(file, `${serializeKeyRing(ring)}\n`, { mode: 0o600 });
+    },
+    location: file,
   };
+}
+
+function secretStore(secretId: string): KeyRingStore {
+  let lastGood: { raw: string; ring: KeyRing } | undefined;
+  let lastForcedAt = 0;
+  const fetchRing = async (forceFetch: boolean) => {
+    const raw = await getSecret<string>(secretId, { maxAge: KEY_RING_CACHE_SECONDS, forceFetch });
+    if (typeof raw !== 'string') throw new Error('signing key secret has no string value');
+    if (lastGood?.raw !== raw) lastGood = { raw, ring: parseKeyRing(raw) };
+    return lastGood.ring;
+  };
+  let client: SecretsManagerClient | undefined;
+  return {
+    load: async (options = {}) => {
+      try {
+        const ring = await fetchRing(false);
+        const now = Date.now();
+        if (
+          options.unknownKid &&
+          !ring.keys.has(options.unknownKid) &&
+          now - lastForcedAt >= UNKNOWN_KEY_REFRESH_MS
+        ) {
+          lastForcedAt = now;
+          return await fetchRing(true);
+        }
+        return ring;
+      } catch (error) {
+        // A key ring that worked a moment ago is better than refusing every hit while Secrets Manager is down.
+        if (lastGood) {
+          logger.warn('signing key ring refresh failed; using the last good one', { error: describe(error) });
+          return lastGood.ring;
+        }
+        throw error;
+      }
+    },
+    save: async (ring) => {
+      client ??= new SecretsManagerClient({});
+      await client.send(
+        new PutSecretValueCommand({ SecretId: secretId, SecretString: serializeKeyRing(ring) }),
+      );
+    },
+    location: `Secrets Manager ${secretId}`,
+  };
+}
+
+/**
+ * Checks a hit's signature against the ring; a key id the cached ring does not know yet (a rotation in the last
+ * few minutes) gets one fresh look at the ring before the hit is refused.
+ */
+export async function checkSignature(
+  source: KeyRingSource,
+  claim: HitClaim,
+  now: Date,
+): Promise<SignatureCheck> {
+  const check = verify(await source(), claim.target, claim.kid, claim.signature, now);
+  if (check.valid || check.reason !== 'unknown-key') return check;
+  return verify(await source({ unknownKid: claim.kid }), claim.target, claim.kid, claim.signature, now);
 }
 
 /** An error's name and message only: a key ring error never carries secret material, nor does this. */

@@ -21,7 +21,8 @@ export type Counter =
   | 'ConflictingHit'
   | 'StoreUnavailable'
   | 'RedirectNotRecorded'
-  | 'InternalError';
+  | 'InternalError'
+  | 'RedirectSyncFailures';
 
 export function count(counter: Counter, dimensions: Record<string, string> = {}): void {
   const single = metrics.singleMetric();

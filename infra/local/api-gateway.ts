@@ -179,8 +179,12 @@ export function buildEvent(
 }
 
 /** A Lambda context good enough for the handlers and Powertools. */
-export function lambdaContext(functionName: string, awsRequestId: string = randomUUID()): Context {
-  const deadline = Date.now() + 10_000;
+export function lambdaContext(
+  functionName: string,
+  awsRequestId: string = randomUUID(),
+  timeoutMs = 10_000,
+): Context {
+  const deadline = Date.now() + timeoutMs;
   return {
     callbackWaitsForEmptyEventLoop: false,
     functionName,

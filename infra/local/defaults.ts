@@ -1,3 +1,6 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
 /**
  * Settings of the local stack. Every value can be overridden by the environment variable of the same name;
  * these are only what a fresh clone runs with.
@@ -9,12 +12,12 @@ export const LOCAL_DEFAULTS = {
   DYNAMODB_PORT: '8000',
   TABLE_NAME: 'survey-ledger',
   AWS_REGION: 'us-east-1',
-  /** A fixed development key ring, so URLs printed by the CLI work against `npm start`. Never used in AWS. */
-  SIGNING_KEYS: JSON.stringify({ current: 'dev1', dev1: 'local-development-signing-key-not-for-production' }),
   /** The local marketplace (started unless MARKETPLACE_BASE_URL points at another one). */
   MARKETPLACE_PORT: '4010',
   MARKETPLACE_ACCESS_TOKEN: 'local-marketplace-token',
   MARKETPLACE_SEED: '20261121',
+  /** The redirect sync runs this often locally, in ms (every 15 minutes in AWS); 0 runs it once at start. */
+  REDIRECT_SYNC_INTERVAL_MS: '10000',
   /** One simulated respondent this often, in ms; 0 sends none. */
   RESPONDENT_INTERVAL_MS: '2000',
   POWERTOOLS_DEV: 'true',
@@ -23,10 +26,36 @@ export const LOCAL_DEFAULTS = {
   AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
 } as const;
 
-/** Fills unset variables with the local defaults, derived URLs included. Returns the environment. */
+/** The key ring a fresh clone starts with, so URLs printed by the CLI work against `npm start`. Never used in AWS. */
+export const DEV_KEY_RING = JSON.stringify({
+  current: 'dev1',
+  dev1: 'local-development-signing-key-not-for-production',
+});
+export const DEV_KEY_RING_FILE = '.local/signing-keys.json';
+
+/**
+ * Fills unset variables with the local defaults, derived URLs included. Without any key ring configured, the
+ * ring lives in .local/signing-keys.json (created with the development ring), so `redirects rotate` can change
+ * it and the running local stack picks the change up. Returns the environment.
+ */
 export function applyLocalDefaults(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   for (const [name, value] of Object.entries(LOCAL_DEFAULTS)) env[name] ??= value;
-  env.DYNAMODB_ENDPOINT ??= `http://${env.LOCAL_HOST}:${env.DYNAMODB_PORT}`;
+  if (!env.SIGNING_KEYS && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS_SECRET_ID)
+    env.SIGNING_KEYS_FILE = DEV_KEY_RING_FILE;
+  if (env.SIGNING_KEYS_FILE && !existsSync(env.SIGNING_KEYS_FILE)) {
+    mkdirSync(dirname(env.SIGNING_KEYS_FILE), { recursive: true });
+    writeFileSync(env.SIGNING_KEYS_FILE, `${DEV_KEY_RING}\n`, { mode: 0o600 });
+  }
+  // Without an endpoint of their own, the local stack runs the engine and the marketplace itself; the markers
+  // remember that choice once the URLs below are filled in.
+  if (env.DYNAMODB_ENDPOINT === undefined) {
+    env.LOCAL_ENGINE ??= 'embedded';
+    env.DYNAMODB_ENDPOINT = `http://${env.LOCAL_HOST}:${env.DYNAMODB_PORT}`;
+  }
+  if (env.MARKETPLACE_BASE_URL === undefined) {
+    env.LOCAL_MARKETPLACE ??= 'local';
+    env.MARKETPLACE_BASE_URL = `http://${env.LOCAL_HOST}:${env.MARKETPLACE_PORT}`;
+  }
   env.PUBLIC_BASE_URL ??= `http://${env.LOCAL_HOST}:${env.PORT}`;
   return env;
 }

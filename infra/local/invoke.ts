@@ -14,10 +14,9 @@ if (!name || !eventFile || !(name in FUNCTIONS)) {
   process.exit(2);
 }
 
-const explicitEndpoint = process.env.DYNAMODB_ENDPOINT;
 const env = applyLocalDefaults();
 let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
-if (!explicitEndpoint && !(await reachable(env.DYNAMODB_ENDPOINT as string))) {
+if (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT as string))) {
   engine = await startEngine();
   env.DYNAMODB_ENDPOINT = engine.endpoint;
   console.error(`(no engine at the default endpoint; using a throwaway one at ${engine.endpoint})`);

@@ -13,6 +13,8 @@ export interface LocalStack {
   readonly apiUrl: string;
   readonly dynamoEndpoint: string;
   readonly tableName: string;
+  /** Whether this stack runs its own in-memory engine. */
+  readonly embeddedEngine: boolean;
   /** The local marketplace, when this stack runs one. */
   readonly marketplace?: LocalMarketplace;
   stop(): Promise<void>;
@@ -24,9 +26,9 @@ export interface LocalStack {
  */
 export async function startLocalStack(): Promise<LocalStack> {
   const env = process.env;
-  const embeddedEngine = env.DYNAMODB_ENDPOINT === undefined;
-  const localMarketplace = env.MARKETPLACE_BASE_URL === undefined;
   applyLocalDefaults(env);
+  const embeddedEngine = env.LOCAL_ENGINE === 'embedded';
+  const localMarketplace = env.LOCAL_MARKETPLACE === 'local';
   const stops: (() => Promise<void>)[] = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) await stop();
@@ -57,6 +59,7 @@ export async function startLocalStack(): Promise<LocalStack> {
       apiUrl: api.url,
       dynamoEndpoint: env.DYNAMODB_ENDPOINT as string,
       tableName: env.TABLE_NAME as string,
+      embeddedEngine,
       ...(marketplace ? { marketplace } : {}),
       stop: stopAll,
     };

@@ -1,49 +1,67 @@
 /**
- * `npm start`: the local stack in the foreground. Points the local marketplace's live surveys at the receiver,
- * sends a gentle stream of simulated respondents, and prints the URLs to try. Ctrl-C stops.
+ * `npm start`: the local stack in the foreground. Runs the redirect sync (now, then on a short schedule) so the
+ * local marketplace's live surveys point at the receiver, sends a gentle stream of simulated respondents, and
+ * prints the URLs to try. Ctrl-C stops.
  */
+import './environment';
 import { randomUUID } from 'node:crypto';
-import { desiredRedirectSettings } from '../../functions/core/redirect-settings';
-import { parseKeyRing } from '../../functions/core/signing';
 import { buildSurveyUrls } from '../../functions/core/survey-urls';
-import { marketplaceFromEnvironment } from '../../functions/lambda/marketplace-access';
+import { keyRingLocation } from '../../functions/lambda/config';
+import { keyRingSource } from '../../functions/lambda/key-ring-source';
+import type { SyncSummary } from '../../functions/redirect-sync';
 import { startRespondentStream } from './marketplace/stream';
+import { startLocalSchedule } from './scheduler';
 import { startLocalStack } from './stack';
 
 const SAMPLE_SURVEY = '1001';
 const SAMPLE_PID = 'demo-pid';
 
-const explicitEngine = process.env.DYNAMODB_ENDPOINT !== undefined;
 const stack = await startLocalStack();
 const env = process.env;
-const ring = parseKeyRing(env.SIGNING_KEYS as string);
-const urlsOf = (surveyId: string) => buildSurveyUrls(env.PUBLIC_BASE_URL as string, surveyId, ring);
-const urls = urlsOf(SAMPLE_SURVEY);
+const ring = await keyRingSource(keyRingLocation(env))();
+const urls = buildSurveyUrls(env.PUBLIC_BASE_URL as string, SAMPLE_SURVEY, ring);
 const fill = (url: string) => url.replace('[%%pid%%]', SAMPLE_PID).replace('[%%token%%]', randomUUID());
+const interactive = process.stdout.isTTY;
+
+const describeSync = (summary: SyncSummary) =>
+  `redirect sync: ${
+    Object.entries(summary.counts)
+      .map(([status, n]) => `${n} ${status}`)
+      .join(', ') || 'nothing new'
+  }${
+    summary.failed.length
+      ? ` (failed: ${summary.failed.map((f) => `${f.surveyId}: ${f.error}`).join('; ')})`
+      : ''
+  }`;
+let first = true;
+const sync = await startLocalSchedule(
+  'redirect-sync',
+  Number(env.REDIRECT_SYNC_INTERVAL_MS),
+  (result, error) => {
+    if (first) return;
+    const line = error
+      ? `redirect sync failed: ${error instanceof Error ? error.message : String(error)}`
+      : describeSync(result as SyncSummary);
+    if (error || (result as SyncSummary).counts.applied || (result as SyncSummary).failed.length) {
+      console.log(`${interactive ? '\n' : ''}${line}`);
+    }
+  },
+);
+const firstSync = (await sync.runNow()) as SyncSummary | undefined;
+first = false;
 
 let stopStream: (() => Promise<void>) | undefined;
 const lines = [
   'Survey receiver, local stack',
   `  API          ${stack.apiUrl}`,
-  `  DynamoDB     ${stack.dynamoEndpoint} (table ${stack.tableName}${explicitEngine ? '' : ', embedded, in memory'})`,
+  `  DynamoDB     ${stack.dynamoEndpoint} (table ${stack.tableName}${stack.embeddedEngine ? ', embedded, in memory' : ''})`,
   `  Marketplace  ${env.MARKETPLACE_BASE_URL}${stack.marketplace ? ' (local)' : ''}`,
+  `  Signing keys ${env.SIGNING_KEYS_FILE ?? env.SIGNING_KEYS_SECRET_ID ?? 'SIGNING_KEYS'} (current key ${ring.current.kid})`,
+  `  ${firstSync ? describeSync(firstSync) : 'redirect sync failed; see above'}; it runs again every ${env.REDIRECT_SYNC_INTERVAL_MS} ms.`,
 ];
 if (stack.marketplace) {
-  // Until `redirects sync` exists, point every live survey of the local marketplace at this receiver here.
-  const marketplace = marketplaceFromEnvironment();
-  const { rows: surveys } = await marketplace.getAllocatedSurveys();
-  for (const survey of surveys) {
-    await marketplace.setRedirectionForSurvey(
-      survey.surveyId,
-      desiredRedirectSettings(urlsOf(survey.surveyId)),
-    );
-  }
-  lines.push(
-    `  Redirects of live surveys ${surveys.map((s) => s.surveyId).join(', ')} point at the receiver.`,
-  );
   const interval = Number(env.RESPONDENT_INTERVAL_MS);
   if (interval > 0) {
-    const interactive = process.stdout.isTTY;
     stopStream = startRespondentStream(stack.marketplace, interval, (p) => {
       const line = `respondents ${p.respondents} · completes ${p.completes} · redirects ${p.redirectsSent} · postbacks ${p.postbacksSent} · failed deliveries ${p.failures}`;
       if (interactive) process.stdout.write(`\r${line}`);
@@ -63,6 +81,7 @@ lines.push(
   'Try:',
   `  curl -i '${fill(urls.pstbck)}'`,
   `  npm run cli -- attempt --survey ${SAMPLE_SURVEY} --pid ${SAMPLE_PID}`,
+  `  npm run cli -- redirects show --survey ${SAMPLE_SURVEY}`,
   '',
   'Ctrl-C stops.',
 );
@@ -70,6 +89,7 @@ console.log(lines.join('\n'));
 
 const shutdown = async () => {
   await stopStream?.();
+  await sync.stop();
   await stack.stop();
   process.exit(0);
 };

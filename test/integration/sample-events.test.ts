@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
-import { LOCAL_DEFAULTS } from '../../infra/local/defaults';
+import { DEV_KEY_RING } from '../../infra/local/defaults';
 import { type Handler, invoke, jsonBody } from '../support/api-events';
 import { freshTable } from '../support/ledger';
 
@@ -17,7 +17,7 @@ beforeAll(async () => {
   Object.assign(process.env, {
     TABLE_NAME: tableName,
     DYNAMODB_ENDPOINT: endpoint,
-    SIGNING_KEYS: LOCAL_DEFAULTS.SIGNING_KEYS,
+    SIGNING_KEYS: DEV_KEY_RING,
   });
   handlers = {
     redirect: ((await import('../../functions/redirect')) as { handler: Handler }).handler,

@@ -3,6 +3,9 @@
  * the CLI showing the stored attempt, a repeat changing only counters, a tampered signature refused.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -16,6 +19,9 @@ const env = {
   DYNAMODB_PORT: '0',
   MARKETPLACE_PORT: '0',
   RESPONDENT_INTERVAL_MS: '100',
+  REDIRECT_SYNC_INTERVAL_MS: '500',
+  // A key ring of its own, so the test never touches a developer's .local/ ring.
+  SIGNING_KEYS_FILE: join(mkdtempSync(join(tmpdir(), 'receiver-keys-')), 'signing-keys.json'),
   // The local stack must not inherit the test run's table or keys.
   TABLE_NAME: undefined,
   DYNAMODB_ENDPOINT: undefined,
@@ -55,15 +61,17 @@ const printed = (pattern: RegExp) => {
 };
 
 async function cli(...args: string[]) {
-  const dynamo = printed(/DynamoDB\s+(http:\/\/\S+)/);
+  const local = {
+    DYNAMODB_ENDPOINT: printed(/DynamoDB\s+(http:\/\/\S+)/),
+    MARKETPLACE_BASE_URL: printed(/Marketplace\s+(http:\/\/\S+)/),
+    PUBLIC_BASE_URL: printed(/API\s+(http:\/\/\S+)/),
+  };
   try {
-    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], {
-      env: { ...env, DYNAMODB_ENDPOINT: dynamo },
-    });
+    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: { ...env, ...local } });
     return { stdout, code: 0 };
   } catch (error) {
-    const failed = error as { stdout: string; code: number };
-    return { stdout: failed.stdout, code: failed.code };
+    const failed = error as { stdout: string; stderr: string; code: number };
+    return { stdout: failed.stdout, stderr: failed.stderr, code: failed.code };
   }
 }
 
@@ -140,7 +148,7 @@ describe('npm start', () => {
 
   it('points the local marketplace at the receiver and its simulated respondents land in the ledger', async () => {
     const marketplace = printed(/Marketplace\s+(http:\/\/\S+)/);
-    expect(output).toContain('Redirects of live surveys 1001, 1002, 1003 point at the receiver.');
+    expect(output).toContain('redirect sync: 3 applied');
     const transactionsOf = async (surveyId: number) => {
       const response = await fetch(`${marketplace}/_sim/transactions/${surveyId}`);
       return ((await response.json()) as { result: { token: string; PID: string; status: string }[] }).result;
@@ -168,6 +176,39 @@ describe('npm start', () => {
       expect(attempt?.pid).toBe(transaction.PID);
       expect(attempt?.postback?.outcome).toBe(transaction.status === 'Completed' ? 'success' : 'fail');
     }
+  });
+
+  it('configures a new live survey by the next sync, with no manual step, and its respondents land in the ledger', async () => {
+    const marketplace = printed(/Marketplace\s+(http:\/\/\S+)/);
+    const created = await fetch(`${marketplace}/_sim/surveys`, {
+      method: 'POST',
+      body: JSON.stringify({ surveyId: 2001, cpi: '2.40' }),
+    });
+    expect(created.status).toBe(201);
+    let shown: { differences: unknown[]; registration?: { verified: boolean } } | undefined;
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const result = await cli('redirects', 'show', '--survey', '2001', '--json');
+      if (!result.stdout)
+        throw new Error(`redirects show printed nothing: ${'stderr' in result ? result.stderr : ''}`);
+      shown = JSON.parse(result.stdout);
+      if (result.code === 0 && shown?.registration?.verified) break;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    expect(shown?.differences).toEqual([]);
+    expect(shown?.registration?.verified).toBe(true);
+
+    const sent = await fetch(`${marketplace}/_sim/respondents`, {
+      method: 'POST',
+      body: JSON.stringify({ surveyId: 2001, count: 3 }),
+    });
+    const { attempts } = (await sent.json()) as { attempts: { token: string; pid: string }[] };
+    const recorded = JSON.parse((await cli('attempts', '--survey', '2001', '--json')).stdout) as {
+      token: string;
+    }[];
+    // The background stream sends respondents to the new survey too; ours must all be there.
+    expect(recorded.map((a) => a.token)).toEqual(expect.arrayContaining(attempts.map((a) => a.token)));
+    expect(attempts).toHaveLength(3);
   });
 
   it('stops on SIGTERM', async () => {

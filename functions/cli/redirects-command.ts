@@ -1,0 +1,190 @@
+import { randomBytes } from 'node:crypto';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import {
+  failuresOf,
+  type RedirectConfiguration,
+  redirectConfiguration,
+  type SurveyResult,
+} from '../core/redirect-configuration';
+import type { PostbackMethod } from '../core/redirect-settings';
+import { cliContext } from './context';
+import { surveyIdOption } from './options';
+
+interface Common {
+  dryRun?: boolean;
+  json?: boolean;
+  successMethod?: PostbackMethod;
+  failMethod?: PostbackMethod;
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
+const methodOption = (value: string): PostbackMethod => {
+  const upper = value.toUpperCase();
+  if (upper !== 'GET' && upper !== 'POST') throw new InvalidArgumentError('must be GET or POST');
+  return upper;
+};
+
+/** `redirects ...`: point surveys' redirects and postbacks at this receiver, check them, rotate the signing key. */
+export function redirectsCommand(): Command {
+  const redirects = new Command('redirects').description(
+    "configure surveys' redirects and postbacks at the marketplace",
+  );
+  const withCommon = (command: Command) =>
+    command
+      .option('--dry-run', 'print the marketplace calls instead of making them; change nothing')
+      .option('--json', 'print JSON')
+      .addOption(new Option('--success-method <method>', 'success postback method').argParser(methodOption))
+      .addOption(new Option('--fail-method <method>', 'fail postback method').argParser(methodOption));
+
+  withCommon(redirects.command('apply'))
+    .description("apply a survey's seven URLs and postback methods, then read them back and compare")
+    .requiredOption('--survey <id>', 'survey id (repeat for several)', collect)
+    .option('--force', 'apply even when the registry says it is already in place')
+    .action(
+      async (
+        options: Common & {
+          survey: string[];
+          force?: boolean;
+          successMethod?: PostbackMethod;
+          failMethod?: PostbackMethod;
+        },
+      ) => {
+        const configuration = configure(options);
+        report(await configuration.apply(options.survey, options), options);
+      },
+    );
+
+  withCommon(redirects.command('sync'))
+    .description('configure every live survey created or updated since the last sync, and retry failed ones')
+    .action(async (options: Common) => {
+      const result = await configure(options).sync(options);
+      if (options.json) console.log(JSON.stringify(result, null, 2));
+      else {
+        console.log(`since ${result.since}: ${result.discovered} new or changed, ${result.retried} to retry`);
+        for (const row of result.malformed)
+          console.log(`  unreadable survey row ${row.index}: ${row.problem}`);
+        if (result.checkpoint) console.log(`checkpoint moved to ${result.checkpoint}`);
+      }
+      report(result.results, { ...options, json: false, quietList: options.json });
+    });
+
+  redirects
+    .command('show')
+    .description('what the marketplace has for a survey against what this receiver expects')
+    .requiredOption('--survey <id>', 'survey id', surveyIdOption)
+    .option('--json', 'print JSON')
+    .action(async (options: { survey: string; json?: boolean }) => {
+      const comparison = await configure({}).show(options.survey);
+      if (options.json) console.log(JSON.stringify(comparison, null, 2));
+      else {
+        const r = comparison.registration;
+        console.log(`survey ${comparison.surveyId}  live: ${comparison.live}`);
+        console.log(
+          `registry: ${r ? `${r.state}, key ${r.kid ?? '-'}, applied ${r.appliedAt ?? '-'}, ${r.verified ? 'verified' : 'not verified'}${r.lastError ? `, last error: ${r.lastError}` : ''}` : 'not registered'}`,
+        );
+        for (const [field, expected] of Object.entries(comparison.expected)) {
+          const actual = comparison.actual[field as keyof typeof comparison.actual];
+          const same = comparison.differences.every((d) => d.field !== field);
+          console.log(
+            `${same ? '  ' : '✗ '}${field.padEnd(19)} ${same ? expected : `expected ${expected}\n${' '.repeat(22)}actual   ${actual ?? '(none)'}`}`,
+          );
+        }
+        console.log(
+          comparison.differences.length === 0
+            ? 'the marketplace agrees'
+            : `${comparison.differences.length} fields differ`,
+        );
+      }
+      if (comparison.differences.length > 0) process.exitCode = 1;
+    });
+
+  withCommon(redirects.command('remove'))
+    .description("delete a survey's own redirects (the supplier's global ones apply again)")
+    .requiredOption('--survey <id>', 'survey id (repeat for several)', collect)
+    .action(async (options: Common & { survey: string[] }) => {
+      report(await configure(options).remove(options.survey, options), options);
+    });
+
+  withCommon(redirects.command('rotate'))
+    .description('add a signing key, make it current, re-apply every active survey; old keys retire later')
+    .option('--key-id <kid>', 'id of the new key (default: the next k<n>)')
+    .option(
+      '--retire-in-hours <hours>',
+      'how long URLs signed with the old keys stay accepted',
+      (v) => {
+        const hours = Number(v);
+        if (!Number.isFinite(hours) || hours <= 0)
+          throw new InvalidArgumentError('must be a positive number of hours');
+        return hours;
+      },
+      168,
+    )
+    .action(async (options: Common & { keyId?: string; retireInHours: number }) => {
+      const configuration = configure(options);
+      const rotation = await configuration.rotate(
+        {
+          ...(options.keyId ? { kid: options.keyId } : {}),
+          secret: randomBytes(48).toString('base64url'),
+          retireAt: new Date(Date.now() + options.retireInHours * 3_600_000),
+        },
+        options,
+      );
+      console.log(
+        `${options.dryRun ? 'would rotate' : 'rotated'}: new key ${rotation.kid}; ${rotation.previousKid} and older keys accepted until ${rotation.retireAt}`,
+      );
+      report(rotation.results, options);
+    });
+
+  return redirects;
+}
+
+function configure(options: {
+  successMethod?: PostbackMethod;
+  failMethod?: PostbackMethod;
+}): RedirectConfiguration {
+  const context = cliContext();
+  const env = process.env;
+  const interactive = process.stderr.isTTY;
+  return redirectConfiguration({
+    marketplace: context.marketplace(),
+    registry: context.registry,
+    keyRing: context.keyRing,
+    saveKeyRing: (ring) => context.keyRingStore.save(ring),
+    publicBaseUrl: context.publicBaseUrl,
+    methods: {
+      success: options.successMethod ?? methodOption(env.POSTBACK_METHOD_SUCCESS ?? 'GET'),
+      fail: options.failMethod ?? methodOption(env.POSTBACK_METHOD_FAIL ?? 'GET'),
+    },
+    onResult: (_result, done, total) => {
+      if (interactive && total > 1)
+        process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);
+    },
+  });
+}
+
+/** Prints the results and sets a non-zero exit code, with a summary of which surveys failed and why. */
+function report(results: readonly SurveyResult[], options: Common & { quietList?: boolean | undefined }) {
+  if (options.json) console.log(JSON.stringify(results, null, 2));
+  else if (!options.quietList) {
+    for (const result of results) {
+      const detail =
+        result.status === 'failed'
+          ? result.error
+          : result.status === 'skipped' || result.status === 'deferred'
+            ? result.reason
+            : result.status === 'would-apply' || result.status === 'would-remove'
+              ? `${result.call.method} ${result.call.path}${result.call.body ? ` ${JSON.stringify(result.call.body)}` : ''}`
+              : result.status === 'applied'
+                ? `key ${result.kid}, verified`
+                : '';
+      console.log(`${result.surveyId.padEnd(12)} ${result.status.padEnd(12)} ${detail}`);
+    }
+  }
+  const failed = failuresOf(results);
+  if (failed.length > 0) {
+    console.error(
+      `${failed.length} of ${results.length} surveys failed: ${failed.map((f) => f.surveyId).join(', ')}`,
+    );
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,345 @@
+/**
+ * Pointing surveys' redirects and postbacks at this receiver, and keeping them there: apply (always all nine
+ * fields, then read back and compare), remove, show, sync new surveys from a checkpoint, and rotate the signing
+ * key. Orchestration only: the marketplace, the registry and the key ring are handed in.
+ */
+import type { SurveyRegistration, SurveyRegistry } from './ledger-store';
+import { type MalformedRow, type MarketplaceClient, MarketplaceError } from './marketplace-client';
+import type { RedirectSettings, Survey } from './marketplace-records';
+import {
+  desiredRedirectSettings,
+  type FieldDifference,
+  type PostbackMethods,
+  settingsDifferences,
+  settingsFingerprint,
+} from './redirect-settings';
+import { type KeyRing, rotateKeyRing } from './signing';
+import { buildSurveyUrls } from './survey-urls';
+
+export const SYNC_CHECKPOINT = 'redirect-sync';
+/** The checkpoint is set this far before the run began, so clock skew with the marketplace loses no survey. */
+export const SYNC_OVERLAP_MS = 60_000;
+
+/** A marketplace call this product makes (or, in a dry run, would make). */
+export interface PlannedCall {
+  readonly method: 'PUT' | 'DELETE';
+  readonly path: string;
+  readonly body?: RedirectSettings;
+}
+
+export type SurveyResult =
+  | { readonly surveyId: string; readonly status: 'applied'; readonly kid: string }
+  | { readonly surveyId: string; readonly status: 'unchanged' }
+  | { readonly surveyId: string; readonly status: 'removed' }
+  | { readonly surveyId: string; readonly status: 'would-apply' | 'would-remove'; readonly call: PlannedCall }
+  | { readonly surveyId: string; readonly status: 'skipped'; readonly reason: string }
+  | { readonly surveyId: string; readonly status: 'deferred'; readonly reason: string }
+  | { readonly surveyId: string; readonly status: 'failed'; readonly error: string };
+
+export interface SyncReport {
+  readonly since: string;
+  /** The new checkpoint, or undefined when it did not move (dry run, or nothing could be processed). */
+  readonly checkpoint?: string;
+  readonly discovered: number;
+  readonly retried: number;
+  readonly malformed: readonly MalformedRow[];
+  readonly results: readonly SurveyResult[];
+}
+
+export interface SurveyComparison {
+  readonly surveyId: string;
+  readonly live: boolean | 'unknown';
+  readonly expected: Required<RedirectSettings>;
+  readonly actual: RedirectSettings;
+  readonly differences: readonly FieldDifference[];
+  readonly registration?: SurveyRegistration;
+}
+
+export interface RotationReport {
+  readonly kid: string;
+  readonly previousKid: string;
+  readonly retireAt: string;
+  readonly results: readonly SurveyResult[];
+}
+
+export interface RedirectConfigurationDeps {
+  readonly marketplace: MarketplaceClient;
+  readonly registry: SurveyRegistry;
+  readonly keyRing: () => Promise<KeyRing>;
+  /** Saves a rotated ring where the receivers read it (needed by rotate only). */
+  readonly saveKeyRing?: (ring: KeyRing) => Promise<void>;
+  readonly publicBaseUrl: string;
+  readonly methods: PostbackMethods;
+  readonly now?: () => Date;
+  /** Surveys worked on at once (the marketplace client limits its own calls too). */
+  readonly concurrency?: number;
+  /** Where sync starts before its first checkpoint. */
+  readonly initialSince?: Date;
+  readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
+}
+
+export interface RunOptions {
+  readonly dryRun?: boolean;
+  /** Apply even when the registry says the survey is already configured and verified. */
+  readonly force?: boolean;
+  /** Stop taking up new surveys after this instant (a Lambda's deadline). */
+  readonly deadline?: Date;
+}
+
+class VerificationFailed extends Error {
+  constructor(readonly differences: readonly FieldDifference[]) {
+    // Field names only: the values are signed URLs, and a postback URL is a credential.
+    super(`read-back differs in ${differences.map((d) => d.field).join(', ')}`);
+  }
+}
+
+export function redirectConfiguration(deps: RedirectConfigurationDeps) {
+  const now = deps.now ?? (() => new Date());
+  const concurrency = deps.concurrency ?? 4;
+
+  const desiredFor = (surveyId: string, ring: KeyRing) =>
+    desiredRedirectSettings(buildSurveyUrls(deps.publicBaseUrl, surveyId, ring), deps.methods);
+
+  async function applyOne(surveyId: string, ring: KeyRing, options: RunOptions): Promise<SurveyResult> {
+    const desired = desiredFor(surveyId, ring);
+    const fingerprint = settingsFingerprint(desired);
+    const registration = await deps.registry.get(surveyId);
+    if (
+      !options.force &&
+      registration?.state === 'active' &&
+      registration.verified &&
+      registration.fingerprint === fingerprint
+    ) {
+      return { surveyId, status: 'unchanged' };
+    }
+    if (options.dryRun) {
+      return {
+        surveyId,
+        status: 'would-apply',
+        call: { method: 'PUT', path: `/supply/setRedirectionForSurvey/${surveyId}`, body: desired },
+      };
+    }
+    const at = now().toISOString();
+    try {
+      await deps.marketplace.setRedirectionForSurvey(surveyId, desired);
+      const differences = settingsDifferences(desired, await deps.marketplace.getSurveyRedirects(surveyId));
+      if (differences.length > 0) throw new VerificationFailed(differences);
+      await deps.registry.put({
+        surveyId,
+        state: 'active',
+        fingerprint,
+        kid: ring.current.kid,
+        appliedAt: at,
+        verified: true,
+        verifiedAt: at,
+        failures: 0,
+        updatedAt: at,
+      });
+      return { surveyId, status: 'applied', kid: ring.current.kid };
+    } catch (error) {
+      if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
+      await deps.registry.put({
+        surveyId,
+        state: 'active',
+        fingerprint,
+        kid: ring.current.kid,
+        appliedAt: at,
+        verified: false,
+        lastError: error.message,
+        lastErrorAt: at,
+        failures: (registration?.failures ?? 0) + 1,
+        updatedAt: at,
+      });
+      return { surveyId, status: 'failed', error: error.message };
+    }
+  }
+
+  /** Runs `work` over the ids with bounded concurrency, in order, stopping at the deadline. */
+  async function each(
+    ids: readonly string[],
+    options: RunOptions,
+    work: (id: string) => Promise<SurveyResult>,
+  ) {
+    const results: SurveyResult[] = new Array(ids.length);
+    let next = 0;
+    let done = 0;
+    const worker = async () => {
+      while (next < ids.length) {
+        const index = next++;
+        const surveyId = ids[index] as string;
+        const result =
+          options.deadline && now() >= options.deadline
+            ? ({ surveyId, status: 'deferred', reason: 'time budget used up; next run' } as const)
+            : await work(surveyId);
+        results[index] = result;
+        deps.onResult?.(result, ++done, ids.length);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, ids.length) }, worker));
+    return results;
+  }
+
+  return {
+    /** Applies and verifies the redirects of each survey; unchanged, verified surveys make no call. */
+    async apply(surveyIds: readonly string[], options: RunOptions = {}): Promise<SurveyResult[]> {
+      const ring = await deps.keyRing();
+      return each(surveyIds, options, (surveyId) => applyOne(surveyId, ring, options));
+    },
+
+    /** Deletes the survey-level redirects (the supplier's global ones apply again) and records it. */
+    async remove(surveyIds: readonly string[], options: RunOptions = {}): Promise<SurveyResult[]> {
+      return each(surveyIds, options, async (surveyId) => {
+        if (options.dryRun) {
+          return {
+            surveyId,
+            status: 'would-remove',
+            call: { method: 'DELETE', path: `/supply/surveySpecificRedirects/${surveyId}` },
+          };
+        }
+        const registration = await deps.registry.get(surveyId);
+        const at = now().toISOString();
+        try {
+          await deps.marketplace.deleteSurveyRedirects(surveyId);
+          await deps.registry.put({
+            surveyId,
+            state: 'removed',
+            removedAt: at,
+            verified: false,
+            failures: 0,
+            updatedAt: at,
+          });
+          return { surveyId, status: 'removed' };
+        } catch (error) {
+          if (!(error instanceof MarketplaceError)) throw error;
+          await deps.registry.put({
+            ...(registration ?? { surveyId, state: 'active', verified: false }),
+            lastError: `remove: ${error.message}`,
+            lastErrorAt: at,
+            failures: (registration?.failures ?? 0) + 1,
+            updatedAt: at,
+          });
+          return { surveyId, status: 'failed', error: error.message };
+        }
+      });
+    },
+
+    /** What the marketplace has for a survey against what this product expects. */
+    async show(surveyId: string): Promise<SurveyComparison> {
+      const ring = await deps.keyRing();
+      const expected = desiredFor(surveyId, ring);
+      const [actual, lookup, registration] = await Promise.all([
+        deps.marketplace.getSurveyRedirects(surveyId),
+        deps.marketplace.getAllocatedSurveyById(surveyId).catch(() => undefined),
+        deps.registry.get(surveyId),
+      ]);
+      return {
+        surveyId,
+        live: lookup ? lookup.live : 'unknown',
+        expected,
+        actual,
+        differences: settingsDifferences(expected, actual),
+        ...(registration ? { registration } : {}),
+      };
+    },
+
+    /**
+     * Configures surveys created or updated since the checkpoint, and retries registered surveys that are not
+     * verified yet (unless the marketplace now reports them Paused/Closed). Surveys an operator removed are left
+     * alone. The checkpoint moves only once every survey up to it was applied or had its failure recorded.
+     */
+    async sync(options: RunOptions = {}): Promise<SyncReport> {
+      const startedAt = now();
+      const since =
+        (await deps.registry.checkpoint(SYNC_CHECKPOINT)) ?? (deps.initialSince ?? new Date(0)).toISOString();
+      const listed = await deps.marketplace.getAllocatedSurveysByDate(new Date(since));
+      const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
+      const ring = await deps.keyRing();
+
+      // New or changed surveys, oldest change first, so a deferred tail can be picked up where this run stopped.
+      const discovered = new Map<string, number | undefined>();
+      for (const survey of listed.rows) discovered.set(survey.surveyId, changedAt(survey));
+      for (const row of listed.malformed)
+        if (row.reference && /^\d+$/.test(row.reference)) discovered.set(row.reference, undefined);
+      const ordered = [...discovered.entries()].sort(([, a], [, b]) => (a ?? 0) - (b ?? 0)).map(([id]) => id);
+      const retry = [...registrations.values()].filter(
+        (r) => r.state === 'active' && !r.verified && !discovered.has(r.surveyId),
+      );
+
+      const results = await each([...ordered, ...retry.map((r) => r.surveyId)], options, async (surveyId) => {
+        if (registrations.get(surveyId)?.state === 'removed') {
+          return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
+        }
+        if (!discovered.has(surveyId)) {
+          let lookup: Awaited<ReturnType<MarketplaceClient['getAllocatedSurveyById']>>;
+          try {
+            lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
+          } catch (error) {
+            if (error instanceof MarketplaceError)
+              return { surveyId, status: 'failed', error: error.message };
+            throw error;
+          }
+          if (!lookup.live)
+            return { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` };
+        }
+        return applyOne(surveyId, ring, options);
+      });
+
+      let checkpoint: string | undefined;
+      if (!options.dryRun) {
+        const firstDeferred = ordered.findIndex((_, i) => results[i]?.status === 'deferred');
+        let to = startedAt.getTime() - SYNC_OVERLAP_MS;
+        if (firstDeferred >= 0) {
+          const changed = discovered.get(ordered[firstDeferred] as string);
+          to = changed === undefined ? Number.NEGATIVE_INFINITY : Math.min(to, changed - 1);
+        }
+        if (Number.isFinite(to) && to > Date.parse(since)) {
+          const iso = new Date(to).toISOString();
+          if (await deps.registry.advanceCheckpoint(SYNC_CHECKPOINT, iso)) checkpoint = iso;
+        }
+      }
+      return {
+        since,
+        ...(checkpoint ? { checkpoint } : {}),
+        discovered: ordered.length,
+        retried: retry.length,
+        malformed: listed.malformed,
+        results,
+      };
+    },
+
+    /**
+     * Adds a new signing key, makes it current, saves the ring, and re-applies every active survey with it.
+     * Keys signing until now stay accepted until `retireAt`, then are refused.
+     */
+    async rotate(
+      rotation: { kid?: string; secret: string; retireAt: Date },
+      options: RunOptions = {},
+    ): Promise<RotationReport> {
+      if (!deps.saveKeyRing) throw new Error('this key ring cannot be saved from here');
+      const ring = await deps.keyRing();
+      const next = rotateKeyRing(ring, { ...rotation, now: now() });
+      const active = (await deps.registry.list()).filter((r) => r.state === 'active').map((r) => r.surveyId);
+      if (!options.dryRun) await deps.saveKeyRing(next);
+      const results = await each(active, options, (surveyId) => applyOne(surveyId, next, options));
+      return {
+        kid: next.current.kid,
+        previousKid: ring.current.kid,
+        retireAt: rotation.retireAt.toISOString(),
+        results,
+      };
+    },
+  };
+}
+
+export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
+
+/** When the marketplace last created or changed a survey, in epoch ms. */
+function changedAt(survey: Survey): number | undefined {
+  const times = [survey.createdAt?.utc, survey.modifiedAt?.utc]
+    .filter((t): t is string => !!t)
+    .map(Date.parse);
+  return times.length > 0 ? Math.max(...times) : undefined;
+}
+
+/** Whether a run left anything failed (or, for sync, deferred counts as fine: the next run takes it up). */
+export const failuresOf = (results: readonly SurveyResult[]) => results.filter((r) => r.status === 'failed');
