@@ -1,19 +1,44 @@
 /**
- * The receiver, deployed: the ledger table, the signing key ring, the functions and the HTTP API in front.
+ * The receiver, deployed: the ledger table, the signing key ring, the receiver functions and the HTTP API in
+ * front, and the scheduled redirect sync with the marketplace token it needs.
  */
-import { CfnOutput, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
-import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import {
+  Annotations,
+  type CfnElement,
+  CfnOutput,
+  Duration,
+  RemovalPolicy,
+  Stack,
+  type StackProps,
+  Validations,
+} from 'aws-cdk-lib';
+import { Schedule, ScheduleExpression } from 'aws-cdk-lib/aws-scheduler';
+import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
+import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { templateProblem } from '../functions/core/landing-page';
 import type { LANDING_VARIABLES } from '../functions/lambda/config';
 import { HitApi } from './constructs/hit-api';
 import { LedgerTable } from './constructs/ledger-table';
 import { ReceiverFunction } from './constructs/receiver-function';
-import { FUNCTIONS } from './routes';
+import { FUNCTIONS, SCHEDULED_FUNCTIONS } from './routes';
+
+export interface MarketplaceSettings {
+  /** The supplier host; without it the sync is deployed with its schedule disabled. */
+  readonly baseUrl?: string;
+  readonly apiVersion?: 'v1' | 'v2';
+  /** An existing secret holding the access token; by default the stack creates one to be filled in. */
+  readonly tokenSecretName?: string;
+}
 
 export interface ReceiverStackProps extends StackProps {
   /** Landing URL templates by environment variable name (LANDING_URL_SUCCESS ...), for the redirect function. */
   readonly landingUrls?: Partial<Record<(typeof LANDING_VARIABLES)[keyof typeof LANDING_VARIABLES], string>>;
+  readonly marketplace?: MarketplaceSettings;
+  /** How often the redirect sync runs (default 15 minutes). */
+  readonly redirectSyncRate?: Duration;
+  /** Postback methods configured at the marketplace (default GET for both). */
+  readonly postbackMethods?: { readonly success?: 'GET' | 'POST'; readonly fail?: 'GET' | 'POST' };
 }
 
 export class ReceiverStack extends Stack {
@@ -22,6 +47,9 @@ export class ReceiverStack extends Stack {
   readonly redirect: ReceiverFunction;
   readonly postback: ReceiverFunction;
   readonly api: HitApi;
+  readonly marketplaceToken: ISecret;
+  readonly redirectSync: ReceiverFunction;
+  readonly redirectSyncSchedule: Schedule;
 
   constructor(scope: Construct, id: string, props: ReceiverStackProps = {}) {
     super(scope, id, props);
@@ -61,9 +89,54 @@ export class ReceiverStack extends Stack {
       functions: { redirect: this.redirect.function, postback: this.postback.function },
     });
 
+    const marketplace = props.marketplace ?? {};
+    this.marketplaceToken = marketplace.tokenSecretName
+      ? Secret.fromSecretNameV2(this, 'marketplace-token', marketplace.tokenSecretName)
+      : new Secret(this, 'marketplace-token', {
+          description:
+            "The marketplace's supplier API access token (x-access-token); put the real value after deploying",
+          removalPolicy: RemovalPolicy.RETAIN,
+        });
+    this.redirectSync = new ReceiverFunction(this, 'redirect-sync', {
+      ...SCHEDULED_FUNCTIONS['redirect-sync'],
+      timeout: Duration.minutes(5),
+      environment: {
+        PUBLIC_BASE_URL: this.api.url,
+        MARKETPLACE_BASE_URL: marketplace.baseUrl ?? 'https://marketplace.invalid',
+        MARKETPLACE_API_VERSION: marketplace.apiVersion ?? 'v1',
+        POSTBACK_METHOD_SUCCESS: props.postbackMethods?.success ?? 'GET',
+        POSTBACK_METHOD_FAIL: props.postbackMethods?.fail ?? 'GET',
+      },
+    })
+      .bindLedger(
+        this.ledger.table,
+        ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
+        {
+          indexQuery: true,
+        },
+      )
+      .bindSigningKeys(this.signingKeys)
+      .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken);
+    this.redirectSyncSchedule = new Schedule(this, 'redirect-sync-schedule', {
+      description: 'Runs the redirect sync',
+      schedule: ScheduleExpression.rate(props.redirectSyncRate ?? Duration.minutes(15)),
+      // A missed run is not retried: the next one starts from the same checkpoint.
+      target: new LambdaInvoke(this.redirectSync.function, {
+        retryAttempts: 0,
+        maxEventAge: Duration.minutes(10),
+      }),
+      enabled: marketplace.baseUrl !== undefined,
+    });
+    if (!marketplace.baseUrl) {
+      Annotations.of(this.redirectSyncSchedule).addInfo(
+        'MARKETPLACE_BASE_URL was not set at synth: the redirect sync schedule is disabled',
+      );
+    }
+
     new CfnOutput(this, 'ApiUrl', { value: this.api.url, description: 'PUBLIC_BASE_URL for the CLI' });
     new CfnOutput(this, 'TableName', { value: this.ledger.table.tableName });
     new CfnOutput(this, 'SigningKeysSecretArn', { value: this.signingKeys.secretArn });
+    new CfnOutput(this, 'MarketplaceTokenSecretArn', { value: this.marketplaceToken.secretArn });
 
     this.suppressAcceptedFindings();
   }
@@ -80,7 +153,20 @@ export class ReceiverStack extends Stack {
       reason:
         'The ring is rotated by key id (a new key is added and surveys are re-pointed before the old one retires); an automatic rotation would invalidate URLs already configured at the marketplace.',
     });
-    for (const fn of [this.redirect, this.postback]) {
+    const syncFunctionId = this.getLogicalId(this.redirectSync.function.node.defaultChild as CfnElement);
+    Validations.of(this).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${syncFunctionId}.Arn>:*]`,
+      reason:
+        "The scheduler's target role may invoke the sync function's versions and aliases; the wildcard is limited to that one function.",
+    });
+    if (this.marketplaceToken instanceof Secret) {
+      Validations.of(this.marketplaceToken).acknowledge({
+        id: 'AwsSolutions-SMG4',
+        reason:
+          'The token is issued by the marketplace; it is replaced by hand when the marketplace issues a new one.',
+      });
+    }
+    for (const fn of [this.redirect, this.postback, this.redirectSync]) {
       Validations.of(fn).acknowledge({
         id: 'AwsSolutions-L1',
         reason: 'nodejs22.x is the runtime this product is built and tested for.',

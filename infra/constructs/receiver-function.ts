@@ -16,6 +16,7 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { LEDGER } from '../../functions/core/ledger-schema';
 import { REPO_ROOT } from '../paths';
 
 export interface ReceiverFunctionProps {
@@ -29,7 +30,12 @@ export interface ReceiverFunctionProps {
 }
 
 /** The DynamoDB actions a function may take on the ledger. */
-export type LedgerAction = 'dynamodb:UpdateItem' | 'dynamodb:PutItem' | 'dynamodb:Query' | 'dynamodb:GetItem';
+export type LedgerAction =
+  | 'dynamodb:UpdateItem'
+  | 'dynamodb:PutItem'
+  | 'dynamodb:Query'
+  | 'dynamodb:GetItem'
+  | 'dynamodb:BatchGetItem';
 
 export class ReceiverFunction extends Construct {
   readonly function: NodejsFunction;
@@ -84,18 +90,39 @@ export class ReceiverFunction extends Construct {
     });
   }
 
-  /** Gives the function the ledger's name and exactly the actions listed, on the table itself. */
-  bindLedger(table: ITableV2, actions: readonly LedgerAction[]): this {
+  /**
+   * Gives the function the ledger's name and exactly the actions listed, on the table itself; `indexQuery`
+   * adds Query on the day index (and only that index).
+   */
+  bindLedger(
+    table: ITableV2,
+    actions: readonly LedgerAction[],
+    options: { indexQuery?: boolean } = {},
+  ): this {
     this.function.addEnvironment('TABLE_NAME', table.tableName);
     this.role.addToPrincipalPolicy(
       new PolicyStatement({ effect: Effect.ALLOW, actions: [...actions], resources: [table.tableArn] }),
     );
+    if (options.indexQuery) {
+      this.role.addToPrincipalPolicy(
+        new PolicyStatement({
+          effect: Effect.ALLOW,
+          actions: ['dynamodb:Query'],
+          resources: [`${table.tableArn}/index/${LEDGER.index.name}`],
+        }),
+      );
+    }
     return this;
   }
 
   /** Gives the function the signing key ring's location and read access to that secret only. */
   bindSigningKeys(secret: ISecret): this {
-    this.function.addEnvironment('SIGNING_KEYS_SECRET_ID', secret.secretArn);
+    return this.bindSecret('SIGNING_KEYS_SECRET_ID', secret);
+  }
+
+  /** Puts a secret's ARN in an environment variable and lets the function read that secret, nothing else. */
+  bindSecret(variable: string, secret: ISecret): this {
+    this.function.addEnvironment(variable, secret.secretArn);
     this.role.addToPrincipalPolicy(
       new PolicyStatement({
         effect: Effect.ALLOW,

@@ -1,7 +1,7 @@
 /**
  * What the deployed stack must guarantee, one concern per test, read from the synthesized template.
  */
-import { App, Stack } from 'aws-cdk-lib';
+import { App, Duration, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpUrlIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -18,6 +18,9 @@ beforeAll(() => {
   const app = new App();
   stack = new ReceiverStack(app, 'Test', {
     landingUrls: { LANDING_URL_SUCCESS: 'https://panel.example.com/done?pid={pid}' },
+    marketplace: { baseUrl: 'https://supplier.marketplace.example', apiVersion: 'v2' },
+    redirectSyncRate: Duration.minutes(30),
+    postbackMethods: { fail: 'POST' },
   });
   template = Template.fromStack(stack);
 }, 60_000);
@@ -28,7 +31,7 @@ const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
 /** The synthesized AWS::Lambda::Function of a house function. */
 function functionResource(fn: ReceiverFunction) {
   const resource = template.toJSON().Resources[logicalId(fn.function)];
-  return resource as { Properties: { Environment: { Variables: Record<string, unknown> } } };
+  return resource as { Properties: { Environment: { Variables: Record<string, unknown> }; Timeout?: number } };
 }
 
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
@@ -89,7 +92,7 @@ describe('ledger table', () => {
 describe('functions', () => {
   it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
     const functions = template.findResources('AWS::Lambda::Function');
-    expect(Object.keys(functions)).toHaveLength(2);
+    expect(Object.keys(functions)).toHaveLength(3);
     for (const fn of Object.values(functions) as { Properties: Record<string, unknown> }[]) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -103,7 +106,7 @@ describe('functions', () => {
   it('get the table name and the key ring secret id, never the keys themselves', () => {
     const tableRef = { Ref: logicalId(stack.ledger.table) };
     const secretRef = { Ref: logicalId(stack.signingKeys) };
-    for (const fn of [stack.redirect, stack.postback]) {
+    for (const fn of [stack.redirect, stack.postback, stack.redirectSync]) {
       const variables = functionResource(fn).Properties.Environment.Variables;
       expect(variables.TABLE_NAME).toEqual(tableRef);
       expect(variables.SIGNING_KEYS_SECRET_ID).toEqual(secretRef);
@@ -161,6 +164,55 @@ describe('least privilege', () => {
     }[]) {
       expect(role.Properties.ManagedPolicyArns).toBeUndefined();
     }
+  });
+});
+
+describe('redirect sync', () => {
+  it('runs on the configured schedule, enabled, invoking the sync function without retries', () => {
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(30 minutes)',
+      State: 'ENABLED',
+      Target: Match.objectLike({
+        Arn: { 'Fn::GetAtt': [logicalId(stack.redirectSync.function), 'Arn'] },
+        RetryPolicy: Match.objectLike({ MaximumRetryAttempts: 0 }),
+      }),
+    });
+  });
+
+  it('is deployed with its schedule disabled when no marketplace URL was given', () => {
+    const bare = Template.fromStack(new ReceiverStack(new App(), 'Bare'));
+    bare.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpression: 'rate(15 minutes)', State: 'DISABLED' });
+  });
+
+  it('gets the marketplace settings, the API URL and the token secret, never the token', () => {
+    const variables = functionResource(stack.redirectSync).Properties.Environment.Variables;
+    expect(variables).toMatchObject({
+      MARKETPLACE_BASE_URL: 'https://supplier.marketplace.example',
+      MARKETPLACE_API_VERSION: 'v2',
+      MARKETPLACE_TOKEN_SECRET_ID: { Ref: logicalId(stack.marketplaceToken as import('aws-cdk-lib/aws-secretsmanager').Secret) },
+      POSTBACK_METHOD_SUCCESS: 'GET',
+      POSTBACK_METHOD_FAIL: 'POST',
+    });
+    expect(JSON.stringify(variables.PUBLIC_BASE_URL)).toContain(logicalId(stack.api.api));
+    expect(variables).not.toHaveProperty('MARKETPLACE_ACCESS_TOKEN');
+  });
+
+  it('may read and write registry items, query only the day index, and read its two secrets', () => {
+    const statements = statementsOf(stack.redirectSync);
+    expect(actionsOf(statements)).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+      'secretsmanager:GetSecretValue',
+    ]);
+    const query = statements.find((s) => actionsOf([s]).includes('dynamodb:Query'));
+    expect(JSON.stringify(query?.Resource)).toContain('/index/gsi1');
+    expect(functionResource(stack.redirectSync).Properties).toMatchObject({ Timeout: 300 });
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseKeyRing, sign, verify } from '../../functions/core/signing';
+import { parseKeyRing, rotateKeyRing, serializeKeyRing, sign, verify } from '../../functions/core/signing';
 
 const ring = parseKeyRing(
   JSON.stringify({
@@ -99,5 +99,54 @@ describe('signatures', () => {
     expect(verify(ring, target, 'k1', signature, new Date('2026-12-01T00:00:00Z'))).toMatchObject({
       reason: 'retired-key',
     });
+  });
+});
+
+describe('rotation', () => {
+  const now = new Date('2026-11-21T12:00:00Z');
+  const base = parseKeyRing(JSON.stringify({ current: 'k1', k1: 'a'.repeat(32) }));
+
+  it('adds the next key as current and retires the old one at the given time', () => {
+    const rotated = rotateKeyRing(base, {
+      secret: 'n'.repeat(40),
+      retireAt: new Date('2026-11-28T12:00:00Z'),
+      now,
+    });
+    expect(rotated.current.kid).toBe('k2');
+    expect(rotated.keys.get('k1')?.retireAt?.toISOString()).toBe('2026-11-28T12:00:00.000Z');
+    expect(parseKeyRing(serializeKeyRing(rotated))).toEqual(rotated);
+  });
+
+  it('keeps an earlier retirement, and forgets keys retired long ago', () => {
+    const once = rotateKeyRing(base, {
+      secret: 'n'.repeat(40),
+      retireAt: new Date('2026-11-22T00:00:00Z'),
+      now,
+    });
+    const twice = rotateKeyRing(once, {
+      secret: 'm'.repeat(40),
+      retireAt: new Date('2026-12-30T00:00:00Z'),
+      now,
+    });
+    expect(twice.keys.get('k1')?.retireAt?.toISOString()).toBe('2026-11-22T00:00:00.000Z');
+    const later = rotateKeyRing(twice, {
+      secret: 'o'.repeat(40),
+      retireAt: new Date('2027-03-01T00:00:00Z'),
+      now: new Date('2027-02-01T00:00:00Z'),
+    });
+    // k1 and k2 retired more than 30 days before this rotation; k3 retires with it.
+    expect([...later.keys.keys()].sort()).toEqual(['k3', 'k4']);
+  });
+
+  it('refuses a duplicate key id, a short secret and a retirement in the past', () => {
+    expect(() =>
+      rotateKeyRing(base, { kid: 'k1', secret: 'n'.repeat(40), retireAt: new Date('2027-01-01'), now }),
+    ).toThrow(/already/);
+    expect(() => rotateKeyRing(base, { secret: 'short', retireAt: new Date('2027-01-01'), now })).toThrow(
+      /at least/,
+    );
+    expect(() =>
+      rotateKeyRing(base, { secret: 'n'.repeat(40), retireAt: new Date('2026-01-01'), now }),
+    ).toThrow(/future/);
   });
 });

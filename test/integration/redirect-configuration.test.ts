@@ -1,0 +1,396 @@
+/**
+ * Redirect configuration against the local marketplace and the embedded engine: apply and verify, merge
+ * semantics, idempotence, remove, sync checkpoints and failures, dry runs, and key rotation end to end.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createSurveyRegistry,
+  type SurveyRegistry,
+} from '../../functions/core/ledger-store';
+import { createMarketplaceClient, type MarketplaceClient } from '../../functions/core/marketplace-client';
+import {
+  type RedirectConfigurationDeps,
+  redirectConfiguration,
+  SYNC_CHECKPOINT,
+} from '../../functions/core/redirect-configuration';
+import { type KeyRing, parseKeyRing, serializeKeyRing } from '../../functions/core/signing';
+import {
+  type LocalMarketplace,
+  NO_API_FAULTS,
+  startLocalMarketplace,
+} from '../../infra/local/marketplace/server';
+import { apiEvent, type Handler, invoke } from '../support/api-events';
+import { freshTable } from '../support/ledger';
+
+const TOKEN = 'redirect-config-token';
+const BASE = 'https://hits.test';
+let marketplace: LocalMarketplace;
+let registry: SurveyRegistry;
+let endpoint: string;
+let tableName: string;
+let ring: KeyRing;
+let calls: string[];
+
+const countingClient = (): MarketplaceClient => {
+  const counting: typeof fetch = async (input, init) => {
+    const url = new URL(String(input));
+    calls.push(`${init?.method ?? 'GET'} ${url.pathname.replace(/^\/api\/v1/, '')}`);
+    return fetch(input, init);
+  };
+  return createMarketplaceClient({
+    baseUrl: marketplace.url,
+    accessToken: () => TOKEN,
+    fetch: counting,
+    retries: 1,
+    minBackoffMs: 1,
+    maxBackoffMs: 2,
+    timeoutMs: 1000,
+  });
+};
+
+const configure = (overrides: Partial<RedirectConfigurationDeps> = {}) =>
+  redirectConfiguration({
+    marketplace: countingClient(),
+    registry,
+    keyRing: async () => ring,
+    saveKeyRing: async (next) => {
+      ring = next;
+    },
+    publicBaseUrl: BASE,
+    methods: { success: 'GET', fail: 'POST' },
+    ...overrides,
+  });
+
+beforeAll(async () => {
+  ({ endpoint, tableName } = await freshTable());
+  registry = createSurveyRegistry(createDocumentClient({ endpoint }), tableName);
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN, seed: 3, seedSurveys: false });
+});
+afterAll(() => marketplace.stop());
+beforeEach(() => {
+  calls = [];
+  ring = parseKeyRing(JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-redirect-tests-000' }));
+  marketplace.apiFaults = { ...NO_API_FAULTS };
+});
+
+describe('apply', () => {
+  it('sends all nine fields, reads them back, and records a verified registration', async () => {
+    marketplace.state.addSurvey({ surveyId: 5001 });
+    const [result] = await configure().apply(['5001']);
+    expect(result).toEqual({ surveyId: '5001', status: 'applied', kid: 'k1' });
+    expect(calls).toEqual([
+      'PUT /supply/setRedirectionForSurvey/5001',
+      'GET /supply/surveySpecificRedirects/5001',
+    ]);
+    const settings = marketplace.state.effectiveRedirects(5001);
+    expect(settings.pstbck).toMatch(
+      /^https:\/\/hits\.test\/postback\/5001\/success\?pid=\[%%pid%%\]&token=\[%%token%%\]&kid=k1&sig=/,
+    );
+    expect(settings).toMatchObject({ pstBckSuccessMethod: 'GET', pstBckFailMethod: 'POST' });
+    expect(await registry.get('5001')).toMatchObject({
+      state: 'active',
+      verified: true,
+      kid: 'k1',
+      failures: 0,
+    });
+  });
+
+  it('overwrites a stale field an earlier configuration left behind (the marketplace merges)', async () => {
+    marketplace.state.addSurvey({ surveyId: 5002 });
+    marketplace.state.setRedirects(5002, {
+      qTUrl: 'https://old-receiver.example/q',
+      pstBckFailMethod: 'GET',
+    });
+    await configure().apply(['5002']);
+    expect(marketplace.state.effectiveRedirects(5002).qTUrl).toMatch(
+      /^https:\/\/hits\.test\/redirect\/5002\/quality/,
+    );
+    expect(marketplace.state.effectiveRedirects(5002).pstBckFailMethod).toBe('POST');
+  });
+
+  it('makes no call to re-apply an unchanged, verified survey; --force does', async () => {
+    marketplace.state.addSurvey({ surveyId: 5003 });
+    await configure().apply(['5003']);
+    calls = [];
+    expect(await configure().apply(['5003'])).toEqual([{ surveyId: '5003', status: 'unchanged' }]);
+    expect(calls).toEqual([]);
+    expect((await configure().apply(['5003'], { force: true }))[0]?.status).toBe('applied');
+  });
+
+  it('a read-back that differs is a failure, recorded without the URLs', async () => {
+    marketplace.state.addSurvey({ surveyId: 5004 });
+    const original = marketplace.state.setRedirects.bind(marketplace.state);
+    marketplace.state.setRedirects = (id, request) =>
+      original(id, { ...request, sUrl: 'https://tampered.example/s' });
+    try {
+      const [result] = await configure().apply(['5004']);
+      expect(result).toEqual({ surveyId: '5004', status: 'failed', error: 'read-back differs in sUrl' });
+      const registration = await registry.get('5004');
+      expect(registration).toMatchObject({
+        verified: false,
+        failures: 1,
+        lastError: 'read-back differs in sUrl',
+      });
+    } finally {
+      marketplace.state.setRedirects = original;
+    }
+  });
+
+  it('reports a marketplace error per survey and carries on with the others', async () => {
+    marketplace.state.addSurvey({ surveyId: 5005 });
+    const results = await configure().apply(['5005', '5999']);
+    expect(results[0]?.status).toBe('applied');
+    expect(results[1]).toMatchObject({
+      surveyId: '5999',
+      status: 'failed',
+      error: expect.stringMatching(/HTTP 404: Survey 5999 not found/),
+    });
+    expect(await registry.get('5999')).toMatchObject({ verified: false, failures: 1 });
+  });
+
+  it('a dry run prints the call and changes nothing', async () => {
+    marketplace.state.addSurvey({ surveyId: 5006 });
+    const [result] = await configure().apply(['5006'], { dryRun: true });
+    expect(result).toMatchObject({
+      status: 'would-apply',
+      call: { method: 'PUT', path: '/supply/setRedirectionForSurvey/5006' },
+    });
+    expect(result?.status === 'would-apply' && Object.keys(result.call.body ?? {})).toHaveLength(9);
+    expect(calls).toEqual([]);
+    expect(await registry.get('5006')).toBeUndefined();
+  });
+});
+
+describe('show and remove', () => {
+  it('show compares field by field; remove brings the global redirects back and is recorded', async () => {
+    marketplace.state.addSurvey({ surveyId: 5101 });
+    const configuration = configure();
+    await configuration.apply(['5101']);
+    expect((await configuration.show('5101')).differences).toEqual([]);
+    expect(await configuration.remove(['5101'])).toEqual([{ surveyId: '5101', status: 'removed' }]);
+    expect(marketplace.state.effectiveRedirects(5101).sUrl).toBe('');
+    expect(await registry.get('5101')).toMatchObject({ state: 'removed', verified: false });
+    const after = await configuration.show('5101');
+    expect(after.differences.map((d) => d.field)).toContain('pstbck');
+    expect(after.live).toBe(true);
+  });
+});
+
+describe('sync', () => {
+  it('configures new live surveys, resumes after a failure without skipping any, and leaves others alone', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const sync = (overrides: Partial<RedirectConfigurationDeps> = {}) =>
+      configure({ registry: syncRegistry, ...overrides }).sync();
+
+    const first = await sync();
+    const known = first.results.map((r) => r.surveyId);
+    expect(first.checkpoint).toBeDefined();
+    expect(await syncRegistry.checkpoint(SYNC_CHECKPOINT)).toBe(first.checkpoint);
+
+    // Nothing new: no survey is touched again.
+    calls = [];
+    const quiet = await sync();
+    expect(quiet.results.filter((r) => r.status === 'applied')).toEqual([]);
+    expect(calls.filter((c) => c.startsWith('PUT'))).toEqual([]);
+
+    // The marketplace fails the listing: the checkpoint stays where it was.
+    marketplace.state.addSurvey({ surveyId: 5201 });
+    marketplace.state.addSurvey({ surveyId: 5202, live: false });
+    const before = await syncRegistry.checkpoint(SYNC_CHECKPOINT);
+    marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
+    await expect(sync()).rejects.toThrow(/HTTP 503/);
+    expect(await syncRegistry.checkpoint(SYNC_CHECKPOINT)).toBe(before);
+
+    // Back up: the new live survey is configured, the paused one left alone.
+    marketplace.apiFaults = { ...NO_API_FAULTS };
+    const resumed = await sync();
+    expect(resumed.results).toContainEqual({ surveyId: '5201', status: 'applied', kid: 'k1' });
+    expect(resumed.results.map((r) => r.surveyId)).not.toContain('5202');
+    expect(known).not.toContain('5201');
+  });
+
+  it('retries a survey whose apply failed on the next run, and skips it once the marketplace pauses it', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    // Far enough back that the checkpoint (run start minus the overlap) moves past it.
+    const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - 120_000) };
+    // Created before the checkpoint the first run will set, so the second run finds 5301 only through the registry.
+    marketplace.state.addSurvey({ surveyId: 5301 }, new Date(Date.now() - 100_000));
+    marketplace.state.addSurvey({ surveyId: 5302 }, new Date(Date.now() - 100_000));
+    const original = marketplace.state.setRedirects.bind(marketplace.state);
+    marketplace.state.setRedirects = (id, request) => {
+      if (id === 5301) throw new Error('boom');
+      original(id, request);
+    };
+    const failing = await configure(deps).sync();
+    marketplace.state.setRedirects = original;
+    expect(failing.results).toContainEqual(expect.objectContaining({ surveyId: '5301', status: 'failed' }));
+    expect(failing.results).toContainEqual(expect.objectContaining({ surveyId: '5302', status: 'applied' }));
+    expect(failing.checkpoint).toBeDefined();
+
+    const retried = await configure(deps).sync();
+    expect(retried.retried).toBe(1);
+    expect(retried.results).toContainEqual({ surveyId: '5301', status: 'applied', kid: 'k1' });
+
+    // Fails again, then the survey is paused: the next sync leaves it alone.
+    marketplace.state.setRedirects = (id, request) => {
+      if (id === 5301) throw new Error('boom');
+      original(id, request);
+    };
+    await configure(deps).apply(['5301'], { force: true });
+    marketplace.state.setRedirects = original;
+    marketplace.state.setLive(5301, false);
+    const paused = await configure(deps).sync();
+    expect(paused.results).toContainEqual({
+      surveyId: '5301',
+      status: 'skipped',
+      reason: 'marketplace says: Survey 5301 is Paused/Closed',
+    });
+  });
+
+  it('leaves a survey an operator removed alone, even when it changes', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - 5_000) };
+    marketplace.state.addSurvey({ surveyId: 5401 });
+    await configure(deps).sync();
+    await configure(deps).remove(['5401']);
+    marketplace.state.setLive(5401, true);
+    const result = await configure({ ...deps }).sync();
+    expect(result.results).toContainEqual({
+      surveyId: '5401',
+      status: 'skipped',
+      reason: 'redirects were removed by an operator',
+    });
+  });
+
+  it('defers what does not fit the time budget and moves the checkpoint only up to it', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const base = Date.now() - 60_000;
+    marketplace.state.addSurvey({ surveyId: 5501 }, new Date(base + 1_000));
+    marketplace.state.addSurvey({ surveyId: 5502 }, new Date(base + 2_000));
+    const deps = { registry: syncRegistry, initialSince: new Date(base), concurrency: 1 };
+    const report = await configure(deps).sync({ deadline: new Date(0) });
+    expect(report.results.every((r) => r.status === 'deferred')).toBe(true);
+    // Nothing was processed: the checkpoint may move only to just before the first deferred survey.
+    const checkpoint = await syncRegistry.checkpoint(SYNC_CHECKPOINT);
+    expect(checkpoint === undefined || checkpoint < new Date(base + 1_000).toISOString()).toBe(true);
+    const next = await configure(deps).sync();
+    expect(next.results.filter((r) => r.status === 'applied').map((r) => r.surveyId)).toEqual(
+      expect.arrayContaining(['5501', '5502']),
+    );
+  });
+
+  it('a dry run lists what it would apply and moves no checkpoint', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const report = await configure({ registry: syncRegistry }).sync({ dryRun: true });
+    expect(report.results.length).toBeGreaterThan(0);
+    expect(report.results.every((r) => r.status === 'would-apply')).toBe(true);
+    expect(report.checkpoint).toBeUndefined();
+    expect(await syncRegistry.checkpoint(SYNC_CHECKPOINT)).toBeUndefined();
+  });
+});
+
+describe('rotation', () => {
+  it('re-applies every active survey with the new key; old-key hits are accepted until retirement, refused after', async () => {
+    const table = await freshTable();
+    const rotationRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    marketplace.state.addSurvey({ surveyId: 5601 });
+    const deps = { registry: rotationRegistry };
+    await configure(deps).apply(['5601']);
+    const oldUrl = marketplace.state.effectiveRedirects(5601).pstbck as string;
+
+    const retireAt = new Date(Date.now() + 60 * 60_000);
+    const rotation = await configure(deps).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt,
+    });
+    expect(rotation).toMatchObject({
+      kid: 'k2',
+      previousKid: 'k1',
+      results: [{ surveyId: '5601', status: 'applied', kid: 'k2' }],
+    });
+    const newUrl = marketplace.state.effectiveRedirects(5601).pstbck as string;
+    expect(newUrl).toContain('kid=k2');
+    expect(ring.keys.get('k1')?.retireAt?.toISOString()).toBe(retireAt.toISOString());
+
+    // The receiver, reading the rotated ring, accepts both keys now ...
+    Object.assign(process.env, {
+      TABLE_NAME: tableName,
+      DYNAMODB_ENDPOINT: endpoint,
+      SIGNING_KEYS: serializeKeyRing(ring),
+    });
+    const { handler } = (await import('../../functions/postback')) as { handler: Handler };
+    const hit = (url: string, pid: string) =>
+      invoke(handler, apiEvent('GET', url.replace('[%%pid%%]', pid).replace('[%%token%%]', `t-${pid}`)));
+    expect((await hit(oldUrl, 'old-key')).statusCode).toBe(200);
+    expect((await hit(newUrl, 'new-key')).statusCode).toBe(200);
+
+    // ... and refuses the old key once its retirement time has passed.
+    const retired = parseKeyRing(serializeKeyRing(ring));
+    const k1 = retired.keys.get('k1');
+    if (!k1) throw new Error('k1 missing');
+    (retired.keys as Map<string, typeof k1>).set('k1', { ...k1, retireAt: new Date(Date.now() - 1) });
+    const { verify } = await import('../../functions/core/signing');
+    const oldSig =
+      new URL(oldUrl.replace('[%%pid%%]', 'x').replace('[%%token%%]', 'y')).searchParams.get('sig') ??
+      undefined;
+    expect(
+      verify(
+        retired,
+        { channel: 'postback', surveyId: '5601', outcome: 'success' },
+        'k1',
+        oldSig,
+        new Date(),
+      ),
+    ).toEqual({
+      valid: false,
+      reason: 'retired-key',
+    });
+    const store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+    expect((await store.attemptsOf('5601', 'old-key'))[0]?.postback?.outcome).toBe('success');
+  });
+
+  it('a dry run of a rotation saves no key and changes no survey', async () => {
+    const table = await freshTable();
+    const rotationRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    marketplace.state.addSurvey({ surveyId: 5701 });
+    await configure({ registry: rotationRegistry }).apply(['5701']);
+    const before = serializeKeyRing(ring);
+    calls = [];
+    const report = await configure({ registry: rotationRegistry }).rotate(
+      { secret: randomBytes(48).toString('base64url'), retireAt: new Date(Date.now() + 3_600_000) },
+      { dryRun: true },
+    );
+    expect(report.results).toEqual([expect.objectContaining({ surveyId: '5701', status: 'would-apply' })]);
+    expect(serializeKeyRing(ring)).toBe(before);
+    expect(calls).toEqual([]);
+  });
+});
