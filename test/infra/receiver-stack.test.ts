@@ -31,7 +31,9 @@ const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
 /** The synthesized AWS::Lambda::Function of a house function. */
 function functionResource(fn: ReceiverFunction) {
   const resource = template.toJSON().Resources[logicalId(fn.function)];
-  return resource as { Properties: { Environment: { Variables: Record<string, unknown> }; Timeout?: number } };
+  return resource as {
+    Properties: { Environment: { Variables: Record<string, unknown> }; Timeout?: number };
+  };
 }
 
 type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
@@ -181,7 +183,10 @@ describe('redirect sync', () => {
 
   it('is deployed with its schedule disabled when no marketplace URL was given', () => {
     const bare = Template.fromStack(new ReceiverStack(new App(), 'Bare'));
-    bare.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpression: 'rate(15 minutes)', State: 'DISABLED' });
+    bare.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(15 minutes)',
+      State: 'DISABLED',
+    });
   });
 
   it('gets the marketplace settings, the API URL and the token secret, never the token', () => {
@@ -189,7 +194,9 @@ describe('redirect sync', () => {
     expect(variables).toMatchObject({
       MARKETPLACE_BASE_URL: 'https://supplier.marketplace.example',
       MARKETPLACE_API_VERSION: 'v2',
-      MARKETPLACE_TOKEN_SECRET_ID: { Ref: logicalId(stack.marketplaceToken as import('aws-cdk-lib/aws-secretsmanager').Secret) },
+      MARKETPLACE_TOKEN_SECRET_ID: {
+        Ref: logicalId(stack.marketplaceToken as import('aws-cdk-lib/aws-secretsmanager').Secret),
+      },
       POSTBACK_METHOD_SUCCESS: 'GET',
       POSTBACK_METHOD_FAIL: 'POST',
     });

@@ -215,7 +215,9 @@ describe('npm start', () => {
     const result = await cli('redirects', 'apply', '--survey', '1001', '--survey', '9999');
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/^1001\s+unchanged/m);
-    expect(result.stdout).toMatch(/^9999\s+failed\s+PUT \/supply\/setRedirectionForSurvey\/9999: HTTP 404: Survey 9999 not found/m);
+    expect(result.stdout).toMatch(
+      /^9999\s+failed\s+PUT \/supply\/setRedirectionForSurvey\/9999: HTTP 404: Survey 9999 not found/m,
+    );
     expect('stderr' in result && result.stderr).toContain('1 of 2 surveys failed: 9999');
   });
 
