@@ -3,8 +3,8 @@
  * Answers 200 only once the outcome is durably in the ledger; 403 for a bad signature, stored nowhere.
  */
 import { readClaim, readIdentity } from './core/hit-request';
-import { createDocumentClient, createLedgerStore } from './core/ledger-store';
 import { Rejection } from './core/rejection';
+import { createDocumentClient, createLedgerStore } from './core/store';
 import { readReceiverConfig } from './lambda/config';
 import { hitRequestFrom, json, jsonRoute } from './lambda/http';
 import { checkSignature, keyRingSource } from './lambda/key-ring-source';

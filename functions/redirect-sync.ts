@@ -6,8 +6,8 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { createDocumentClient, createSurveyRegistry } from './core/ledger-store';
 import { failuresOf, redirectConfiguration, type SyncReport } from './core/redirect-configuration';
+import { createDocumentClient, createSurveyRegistry } from './core/store';
 import { readRedirectSyncConfig } from './lambda/config';
 import { keyRingSource } from './lambda/key-ring-source';
 import { marketplaceFromEnvironment } from './lambda/marketplace-access';

@@ -5,9 +5,9 @@
  */
 import { readClaim, readIdentity } from './core/hit-request';
 import { landingFor } from './core/landing-page';
-import { createDocumentClient, createLedgerStore } from './core/ledger-store';
 import type { Outcome } from './core/outcome';
 import { Rejection } from './core/rejection';
+import { createDocumentClient, createLedgerStore } from './core/store';
 import { readReceiverConfig } from './lambda/config';
 import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './lambda/http';
 import { checkSignature, keyRingSource } from './lambda/key-ring-source';

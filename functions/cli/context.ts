@@ -4,15 +4,15 @@
  * deployed stack.
  */
 import { applyLocalDefaults } from '../../infra/local/defaults';
+import type { MarketplaceClient } from '../core/marketplace-client';
+import type { KeyRing } from '../core/signing';
 import {
   createDocumentClient,
   createLedgerStore,
   createSurveyRegistry,
   type LedgerStore,
   type SurveyRegistry,
-} from '../core/ledger-store';
-import type { MarketplaceClient } from '../core/marketplace-client';
-import type { KeyRing } from '../core/signing';
+} from '../core/store';
 import { keyRingLocation } from '../lambda/config';
 import { type KeyRingStore, keyRingStore } from '../lambda/key-ring-source';
 import { marketplaceFromEnvironment } from '../lambda/marketplace-access';

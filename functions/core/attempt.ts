@@ -33,14 +33,33 @@ export interface Attempt {
   readonly surveyId: string;
   readonly pid: string;
   readonly token: string;
-  /** UTC ISO-8601 of the first hit on either channel. */
-  readonly firstSeenAt: string;
-  readonly lastSeenAt: string;
+  /** UTC ISO-8601 of the first hit on either channel; absent for an attempt only the marketplace reported. */
+  readonly firstSeenAt?: string;
+  readonly lastSeenAt?: string;
   readonly redirect?: ChannelRecord;
   readonly postback?: ChannelRecord & { readonly source?: HitSource };
   readonly complete: CompleteEvidence;
   /** A channel reported conflicting outcomes, or the two channels disagree on success. */
   readonly conflict: boolean;
+  /** The latest reconciliation verdict and how it got there. */
+  readonly reconciliation?: AttemptReconciliation;
+}
+
+/** Reconciliation's word on an attempt, kept on the attempt: the verdict, what the marketplace said, history. */
+export interface AttemptReconciliation {
+  readonly verdict: string;
+  readonly day: string;
+  readonly detail: Readonly<Record<string, string | boolean>>;
+  readonly at: string;
+  readonly marketplace?: {
+    readonly status: string;
+    readonly verifyToken?: string;
+    readonly cpi: string;
+    readonly clickedAt?: string;
+    readonly completedAt?: string;
+  };
+  /** Every verdict this attempt has had, oldest first; a re-run with the same verdict adds nothing. */
+  readonly history: readonly { readonly verdict: string; readonly day: string; readonly at: string }[];
 }
 
 /** What one hit did: first report of the channel, a repeat of the standing outcome, or a contradiction. */

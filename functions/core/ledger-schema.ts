@@ -8,6 +8,12 @@
  * | rejected hit    | REJECTED#<utc day>          | <at>#<request id> | -                      | -                          |
  * | survey registry | SURVEY#<surveyId>           | REDIRECTS         | SURVEYS                | <surveyId>                 |
  * | checkpoint      | CHECKPOINT#<name>           | CHECKPOINT        | -                      | -                          |
+ * | day summary     | SUMMARY#<surveyId>          | DAY#<pacific day> | SUMMARIES#<pacific day>| <surveyId>                 |
+ * | reconciliation  | SURVEY#<surveyId>           | RECONCILIATION    | -                      | -                          |
+ * | run state       | RUN#<name>                  | STATE             | -                      | -                          |
+ *
+ * `gsi2` is sparse: only attempts whose reconciliation verdict is a discrepancy carry its keys,
+ * gsi2pk `DISCREPANCIES#<pacific day>` and gsi2sk `<surveyId>#<verdict>#<token>`.
  *
  * `gsi1` projects keys only and its keys never change after an item is created, so only an attempt's first
  * hit writes to it: duplicates and later hits cost one table write unit and nothing in the index.
@@ -17,6 +23,7 @@ export const LEDGER = {
   partitionKey: 'pk',
   sortKey: 'sk',
   index: { name: 'gsi1', partitionKey: 'gsi1pk', sortKey: 'gsi1sk' },
+  discrepancyIndex: { name: 'gsi2', partitionKey: 'gsi2pk', sortKey: 'gsi2sk' },
   timeToLive: 'expiresAt',
 } as const;
 
@@ -43,6 +50,24 @@ export const rejectedKey = (at: string, requestId: string) => ({
 export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });
 export const registrationIndexKey = (surveyId: string) => ({ gsi1pk: 'SURVEYS', gsi1sk: surveyId });
 export const checkpointKey = (name: string) => ({ pk: `CHECKPOINT#${name}`, sk: 'CHECKPOINT' });
+
+export const summaryKey = (surveyId: string, day: string) => ({
+  pk: `SUMMARY#${surveyId}`,
+  sk: `DAY#${day}`,
+});
+export const summaryIndexKey = (surveyId: string, day: string) => ({
+  gsi1pk: `SUMMARIES#${day}`,
+  gsi1sk: surveyId,
+});
+export const discrepancyIndexKey = (day: string, surveyId: string, verdict: string, token: string) => ({
+  gsi2pk: `DISCREPANCIES#${day}`,
+  gsi2sk: `${surveyId}#${verdict}#${token}`,
+});
+export const reconciliationStateKey = (surveyId: string) => ({
+  pk: `SURVEY#${surveyId}`,
+  sk: 'RECONCILIATION',
+});
+export const runStateKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'STATE' });
 
 /** Rejected hits are kept for investigation, not for ever. */
 export const REJECTED_RETENTION_DAYS = 90;

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { parseAmount } from './money';
+import type { Outcome } from './outcome';
 import { type PacificTime, parsePacificTime } from './pacific-time';
 
 /** Transaction statuses as the transaction list spells them (with spaces). */
@@ -20,6 +21,27 @@ export const TRANSACTION_STATUSES = [
   'Start Survey DNC',
 ] as const;
 export type TransactionStatus = (typeof TRANSACTION_STATUSES)[number];
+
+/**
+ * The outcome (and so the redirect) each status corresponds to. Terminations after the screener are `fail`;
+ * pre-survey terminations `termination`; did-not-complete statuses `fail`.
+ */
+export const OUTCOME_OF_STATUS: Readonly<Record<TransactionStatus, Outcome>> = {
+  Completed: 'success',
+  Failed: 'fail',
+  'Over Quota': 'overquota',
+  'Pre Survey Over Quota': 'overquota',
+  'Quality Termination': 'quality',
+  'Pre Survey Quality Termination': 'quality',
+  'Pre Survey Termination': 'termination',
+  'Pre Survey DNC': 'fail',
+  'Start Survey DNC': 'fail',
+};
+
+/** The outcome of a status as the marketplace spells it, or undefined for a status this product does not know. */
+export function outcomeOfStatus(status: string): Outcome | undefined {
+  return (OUTCOME_OF_STATUS as Record<string, Outcome>)[status];
+}
 
 export type Parsed<T> =
   | { readonly ok: true; readonly value: T }

@@ -42,3 +42,12 @@ export function sumAmounts(amounts: Iterable<string>): string {
   const text = total.toString().padStart(scale + 1, '0');
   return `${text.slice(0, -scale)}.${text.slice(-scale)}`;
 }
+
+/** Whether two decimal amounts are the same number ("1.5" and "1.50" are), compared exactly. */
+export function sameAmount(a: string, b: string): boolean {
+  const canonical = (amount: string) => {
+    const parsed = parseAmount(amount);
+    return parsed?.replace(/\.?0+$/, '') ?? `invalid:${amount}`;
+  };
+  return canonical(a) === canonical(b);
+}

@@ -3,7 +3,7 @@
  * fields, then read back and compare), remove, show, sync new surveys from a checkpoint, and rotate the signing
  * key. Orchestration only: the marketplace, the registry and the key ring are handed in.
  */
-import type { SurveyRegistration, SurveyRegistry } from './ledger-store';
+
 import { type MalformedRow, type MarketplaceClient, MarketplaceError } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
@@ -14,6 +14,7 @@ import {
   settingsFingerprint,
 } from './redirect-settings';
 import { type KeyRing, rotateKeyRing } from './signing';
+import type { SurveyRegistration, SurveyRegistry } from './store';
 import { buildSurveyUrls } from './survey-urls';
 
 export const SYNC_CHECKPOINT = 'redirect-sync';

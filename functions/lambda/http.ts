@@ -7,8 +7,8 @@ import middy from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import type { HitRequest } from '../core/hit-request';
 import { type Landing, SURVEY_OVER_PAGE } from '../core/landing-page';
-import { StoreUnavailable } from '../core/ledger-store';
 import { Rejection } from '../core/rejection';
+import { StoreUnavailable } from '../core/store';
 import { count, logger } from './observability';
 
 export type ApiEvent = APIGatewayProxyEventV2;

@@ -6,8 +6,8 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Hit } from '../../functions/core/hit-request';
 import { attemptKey } from '../../functions/core/ledger-schema';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
 import type { Outcome } from '../../functions/core/outcome';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
 import { freshTable } from '../support/ledger';
 
 let store: LedgerStore;

@@ -2,8 +2,8 @@
  * Reading the ledger back through the day index, across UTC day boundaries, without scans.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
 import { pacificDayRange } from '../../functions/core/pacific-time';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable } from '../support/ledger';
 

@@ -4,12 +4,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  createDocumentClient,
-  createLedgerStore,
-  createSurveyRegistry,
-  type SurveyRegistry,
-} from '../../functions/core/ledger-store';
 import { createMarketplaceClient, type MarketplaceClient } from '../../functions/core/marketplace-client';
 import {
   type RedirectConfigurationDeps,
@@ -17,6 +11,12 @@ import {
   SYNC_CHECKPOINT,
 } from '../../functions/core/redirect-configuration';
 import { type KeyRing, parseKeyRing, serializeKeyRing } from '../../functions/core/signing';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createSurveyRegistry,
+  type SurveyRegistry,
+} from '../../functions/core/store';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SURVEY_OVER_PAGE } from '../../functions/core/landing-page';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/ledger-store';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 

@@ -3,7 +3,8 @@
  * marketplace does what a real one does: sends the browser to the survey's redirect URL for the outcome,
  * calls the success or fail postback with the configured method, and files the transaction.
  */
-import type { RedirectSettings } from '../../../functions/core/marketplace-records';
+import { outcomeOfStatus } from '../../../functions/core/marketplace-records';
+import { REDIRECT_FIELD } from '../../../functions/core/outcome';
 import type { MarketplaceState, SimTransaction } from './state';
 
 /** Weights of the statuses a respondent ends in. */
@@ -18,19 +19,6 @@ export const DEFAULT_MIX: OutcomeMix = {
   'Pre Survey Over Quota': 5,
   'Start Survey DNC': 5,
   'Pre Survey DNC': 5,
-};
-
-/** Which redirect a status sends the browser to. */
-export const REDIRECT_FOR_STATUS: Readonly<Record<string, keyof RedirectSettings>> = {
-  Completed: 'sUrl',
-  Failed: 'fUrl',
-  'Over Quota': 'oUrl',
-  'Pre Survey Over Quota': 'oUrl',
-  'Quality Termination': 'qTUrl',
-  'Pre Survey Quality Termination': 'qTUrl',
-  'Pre Survey Termination': 'tUrl',
-  'Pre Survey DNC': 'fUrl',
-  'Start Survey DNC': 'fUrl',
 };
 
 /** Knobs of what goes wrong on the way to the supplier. Shares are probabilities in [0, 1]. */
@@ -120,7 +108,7 @@ export class RespondentSimulator {
         .replaceAll('[%%token%%]', encodeURIComponent(transaction.token));
 
     let redirect: Attempt['redirect'];
-    const redirectField = REDIRECT_FOR_STATUS[status] ?? 'fUrl';
+    const redirectField = REDIRECT_FIELD[outcomeOfStatus(status) ?? 'fail'];
     const redirectTemplate = settings[redirectField];
     if (random.chance(this.faults.dropRedirect)) dropped.redirect = true;
     else if (redirectTemplate) {

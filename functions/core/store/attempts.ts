@@ -1,42 +1,33 @@
 /**
- * The ledger in DynamoDB: the only module that speaks to the table.
+ * Attempts and refused hits in the ledger table.
  *
  * Every hit is one UpdateItem with no read before it. The update only ever sets attributes that are not yet
  * there (`if_not_exists`) and adds to counters, so concurrent and repeated hits commute: whatever order they
  * arrive in, the first outcome of each channel stands and the counts are exact.
  */
-import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import {
-  BatchGetCommand,
-  DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  QueryCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   type Attempt,
+  type AttemptReconciliation,
   channelRecord,
   completeEvidence,
   type HitEffect,
   hasConflict,
   hitEffect,
   type Sighting,
-} from './attempt';
-import type { Hit, HitSource } from './hit-request';
+} from '../attempt';
+import type { Hit, HitSource } from '../hit-request';
 import {
   attemptDayKey,
   attemptKey,
   attemptPartition,
-  checkpointKey,
   LEDGER,
   REJECTED_RETENTION_DAYS,
-  registrationIndexKey,
-  registrationKey,
   rejectedKey,
   utcDay,
-} from './ledger-schema';
-import { type Channel, type Outcome, outcomesOf } from './outcome';
+} from '../ledger-schema';
+import { type Channel, type Outcome, outcomesOf } from '../outcome';
+import { batchGet, type Item, queryAll, send } from './dynamo';
 
 /** A hit refused before it could count: a forged or malformed redirect. Kept for investigation only. */
 export interface RejectedHit {
@@ -63,40 +54,6 @@ export interface LedgerStore {
   /** Refused hits of one UTC day, oldest first. */
   rejectedHits(utcDay: string): Promise<RejectedHit[]>;
 }
-
-/** The store could not be reached or is refusing work (throttling, 5xx, timeouts): retry later. */
-export class StoreUnavailable extends Error {
-  override readonly name = 'StoreUnavailable';
-}
-
-export interface DocumentClientOptions {
-  readonly region?: string | undefined;
-  /** A local engine's URL; unset in AWS. */
-  readonly endpoint?: string | undefined;
-  /** Per-request socket timeout; the SDK retries within `maxAttempts`. */
-  readonly requestTimeoutMs?: number;
-  readonly maxAttempts?: number;
-}
-
-/** A document client configured for the ledger. Create once per process. */
-export function createDocumentClient(options: DocumentClientOptions = {}): DynamoDBDocumentClient {
-  const client = new DynamoDBClient({
-    ...(options.region ? { region: options.region } : {}),
-    ...(options.endpoint
-      ? { endpoint: options.endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }
-      : {}),
-    maxAttempts: options.maxAttempts ?? 3,
-    // Without throwOnRequestTimeout the handler only logs a warning and the request waits on for ever.
-    requestHandler: {
-      requestTimeout: options.requestTimeoutMs ?? 2000,
-      connectionTimeout: 1000,
-      throwOnRequestTimeout: true,
-    },
-  });
-  return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
-}
-
-type Item = Record<string, unknown>;
 
 const sightingAt = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_at`;
 const sightingHits = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_hits`;
@@ -210,7 +167,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         tableName,
         keys.map((key) => ({ pk: key.pk, sk: key.sk })),
       );
-      return items.map(attemptFromItem).sort((a, b) => a.firstSeenAt.localeCompare(b.firstSeenAt));
+      return items.map(attemptFromItem).sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
     },
 
     async rejectedHits(day) {
@@ -256,167 +213,30 @@ export function attemptFromItem(item: Item): Attempt {
     surveyId: String(item.surveyId),
     pid: String(item.pid),
     token: String(item.token),
-    firstSeenAt: String(item.firstSeenAt),
-    lastSeenAt: String(item.lastSeenAt),
+    ...(typeof item.firstSeenAt === 'string' ? { firstSeenAt: item.firstSeenAt } : {}),
+    ...(typeof item.lastSeenAt === 'string' ? { lastSeenAt: item.lastSeenAt } : {}),
     ...(redirect ? { redirect } : {}),
     ...(postback ? { postback } : {}),
     complete: completeEvidence(redirect, postback),
     conflict: hasConflict(redirect, postback),
+    ...(typeof item.verdict === 'string' ? { reconciliation: reconciliationFromItem(item) } : {}),
   };
 }
 
-async function queryAll(client: DynamoDBDocumentClient, input: QueryCommand['input']): Promise<Item[]> {
-  const items: Item[] = [];
-  let ExclusiveStartKey: Record<string, unknown> | undefined;
-  do {
-    const page = await send(() => client.send(new QueryCommand({ ...input, ExclusiveStartKey })));
-    items.push(...((page.Items ?? []) as Item[]));
-    ExclusiveStartKey = page.LastEvaluatedKey;
-  } while (ExclusiveStartKey);
-  return items;
-}
-
-/** What this product has configured at the marketplace for one survey. */
-export interface SurveyRegistration {
-  readonly surveyId: string;
-  /** `active`: our redirects should be in place; `removed`: the survey-level redirects were deleted. */
-  readonly state: 'active' | 'removed';
-  /** Fingerprint of the settings last sent, and the key id that signed them. */
-  readonly fingerprint?: string | undefined;
-  readonly kid?: string | undefined;
-  readonly appliedAt?: string | undefined;
-  /** The marketplace read back exactly what was sent. */
-  readonly verified: boolean;
-  readonly verifiedAt?: string | undefined;
-  /** Why the last apply, verify or remove failed; cleared by the next success. */
-  readonly lastError?: string | undefined;
-  readonly lastErrorAt?: string | undefined;
-  /** Failures in a row. */
-  readonly failures: number;
-  readonly removedAt?: string | undefined;
-  readonly updatedAt: string;
-}
-
-export interface SurveyRegistry {
-  get(surveyId: string): Promise<SurveyRegistration | undefined>;
-  put(registration: SurveyRegistration): Promise<void>;
-  /** Every registered survey, by id, through the index. */
-  list(): Promise<SurveyRegistration[]>;
-  /** A named checkpoint (ISO-8601 UTC), or undefined before the first. */
-  checkpoint(name: string): Promise<string | undefined>;
-  /** Moves a checkpoint forward; never backwards, even when two runs race. Returns false if it did not move. */
-  advanceCheckpoint(name: string, to: string): Promise<boolean>;
-}
-
-const REGISTRATION_FIELDS = [
-  'surveyId',
-  'state',
-  'fingerprint',
-  'kid',
-  'appliedAt',
-  'verified',
-  'verifiedAt',
-  'lastError',
-  'lastErrorAt',
-  'failures',
-  'removedAt',
-  'updatedAt',
-] as const;
-
-export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: string): SurveyRegistry {
-  const fromItem = (item: Item): SurveyRegistration =>
-    Object.fromEntries(
-      REGISTRATION_FIELDS.filter((f) => item[f] !== undefined).map((f) => [f, item[f]]),
-    ) as unknown as SurveyRegistration;
+function reconciliationFromItem(item: Item): AttemptReconciliation {
   return {
-    async get(surveyId) {
-      const { Item } = await send(() =>
-        client.send(
-          new GetCommand({ TableName: tableName, Key: registrationKey(surveyId), ConsistentRead: true }),
-        ),
-      );
-      return Item ? fromItem(Item) : undefined;
-    },
-    async put(registration) {
-      await send(() =>
-        client.send(
-          new PutCommand({
-            TableName: tableName,
-            Item: {
-              ...registrationKey(registration.surveyId),
-              ...registrationIndexKey(registration.surveyId),
-              kind: 'survey',
-              ...registration,
-            },
-          }),
-        ),
-      );
-    },
-    async list() {
-      const keys = await queryAll(client, {
-        TableName: tableName,
-        IndexName: LEDGER.index.name,
-        KeyConditionExpression: '#pk = :pk',
-        ExpressionAttributeNames: { '#pk': LEDGER.index.partitionKey },
-        ExpressionAttributeValues: { ':pk': registrationIndexKey('').gsi1pk },
-      });
-      const items = await batchGet(
-        client,
-        tableName,
-        keys.map((key) => ({ pk: key.pk, sk: key.sk })),
-      );
-      return items.map(fromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
-    },
-    async checkpoint(name) {
-      const { Item } = await send(() =>
-        client.send(new GetCommand({ TableName: tableName, Key: checkpointKey(name), ConsistentRead: true })),
-      );
-      return typeof Item?.at === 'string' ? Item.at : undefined;
-    },
-    async advanceCheckpoint(name, to) {
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: checkpointKey(name),
-              UpdateExpression: 'SET #at = :to, kind = :kind, updatedAt = :now',
-              ConditionExpression: 'attribute_not_exists(#at) OR #at < :to',
-              ExpressionAttributeNames: { '#at': 'at' },
-              ExpressionAttributeValues: {
-                ':to': to,
-                ':kind': 'checkpoint',
-                ':now': new Date().toISOString(),
-              },
-            }),
-          ),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
-      }
-    },
+    verdict: String(item.verdict),
+    day: String(item.verdictDay),
+    detail: (item.verdictDetail ?? {}) as AttemptReconciliation['detail'],
+    at: String(item.verdictAt),
+    ...(item.marketplace ? { marketplace: item.marketplace as AttemptReconciliation['marketplace'] } : {}),
+    history: (item.verdictHistory ?? []) as AttemptReconciliation['history'],
   };
 }
 
-/** Reads items by key, 100 per request, retrying what the table leaves unprocessed. */
-async function batchGet(client: DynamoDBDocumentClient, tableName: string, keys: Item[]): Promise<Item[]> {
-  const items: Item[] = [];
-  for (let start = 0; start < keys.length; start += 100) {
-    let pending: Item[] = keys.slice(start, start + 100);
-    for (let round = 0; pending.length > 0; round++) {
-      if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** round)));
-      if (round > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
-      const page = await send(() =>
-        client.send(new BatchGetCommand({ RequestItems: { [tableName]: { Keys: pending } } })),
-      );
-      items.push(...((page.Responses?.[tableName] ?? []) as Item[]));
-      pending = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];
-    }
-  }
-  return items;
-}
+/** When an attempt was first known: first seen here, or clicked in at the marketplace. */
+export const attemptTime = (a: Attempt): string =>
+  a.firstSeenAt ?? a.reconciliation?.marketplace?.clickedAt ?? '';
 
 /** The UTC days an interval [from, to) touches. */
 function utcDaysBetween(from: Date, to: Date): string[] {
@@ -428,38 +248,6 @@ function utcDaysBetween(from: Date, to: Date): string[] {
     day = utcDay(next.toISOString());
   }
   return days;
-}
-
-const TRANSIENT = new Set([
-  'ProvisionedThroughputExceededException',
-  'ThrottlingException',
-  'RequestLimitExceeded',
-  'InternalServerError',
-  'ServiceUnavailable',
-  'TimeoutError',
-  'RequestTimeout',
-  'RequestTimeoutException',
-]);
-
-/** Turns "the store is down or throttling" into StoreUnavailable; anything else is a bug and propagates. */
-async function send<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (error) {
-    if (isTransient(error)) throw new StoreUnavailable('the ledger store is unavailable', { cause: error });
-    throw error;
-  }
-}
-
-function isTransient(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-  const code = (error as { code?: string }).code;
-  return (
-    TRANSIENT.has(error.name) ||
-    (status !== undefined && status >= 500) ||
-    (code !== undefined && /^(ECONN|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)/.test(code))
-  );
 }
 
 /** Raw values from refused hits are attacker-controlled: keep them short and printable. */

@@ -1,0 +1,337 @@
+/**
+ * Reconciling one survey's window: what this receiver recorded against what the marketplace's transaction list
+ * says it pays for. Pure: the caller fetches both sides; this matches them and classifies every attempt.
+ *
+ * Windows are the marketplace's Pacific calendar days, and a transaction belongs to the day its respondent
+ * clicked in. Our side only sees an attempt when it ends, possibly after midnight or hours later, so both sides
+ * are fetched one day wider than the window on each side, matched as a whole, and only the attempts that belong
+ * to the window's days get a verdict: the neighbouring days' runs own the rest.
+ */
+import type { Attempt } from './attempt';
+import type { Transaction } from './marketplace-records';
+import { outcomeOfStatus } from './marketplace-records';
+import { sameAmount, sumAmounts } from './money';
+import { pacificDay, pacificDayRange } from './pacific-time';
+
+export const VERDICT_KINDS = [
+  'matched',
+  'complete_not_received',
+  'complete_not_paid',
+  'invalidated',
+  'status_mismatch',
+  'cpi_mismatch',
+  'not_received',
+  'not_in_marketplace',
+] as const;
+export type VerdictKind = (typeof VERDICT_KINDS)[number];
+
+/** Kinds where money is at stake: a complete one side counts and the other does not, or at another price. */
+export const MONEY_KINDS: ReadonlySet<VerdictKind> = new Set([
+  'complete_not_received',
+  'complete_not_paid',
+  'invalidated',
+  'cpi_mismatch',
+]);
+
+/** What the marketplace's transaction list says about an attempt. */
+export interface MarketplaceView {
+  readonly status: string;
+  readonly verifyToken?: string | undefined;
+  readonly cpi: string;
+  readonly clickedAt?: string | undefined;
+  readonly completedAt?: string | undefined;
+}
+
+export interface Verdict {
+  readonly kind: VerdictKind;
+  /** The Pacific day the attempt belongs to. */
+  readonly day: string;
+  /** Why, in a few facts (what arrived here, what the marketplace says). */
+  readonly detail: Readonly<Record<string, string | boolean>>;
+  readonly matchedBy?: 'token' | 'pid';
+  readonly marketplace?: MarketplaceView;
+}
+
+export interface AttemptVerdict {
+  readonly surveyId: string;
+  readonly pid: string;
+  readonly token: string;
+  readonly verdict: Verdict;
+  /** The ledger's attempt, when this receiver has one. */
+  readonly attempt?: Attempt;
+}
+
+export interface DaySummary {
+  readonly surveyId: string;
+  readonly day: string;
+  readonly here: {
+    readonly attempts: number;
+    readonly postbackCompletes: number;
+    readonly redirectOnlyCompletes: number;
+    readonly nonCompletes: number;
+  };
+  readonly marketplace: {
+    readonly transactions: number;
+    readonly byStatus: Readonly<Record<string, number>>;
+    readonly completes: number;
+    readonly validCompletes: number;
+    readonly pendingCompletes: number;
+    readonly invalidCompletes: number;
+    /** Sum of CPI of Valid completes: what the marketplace owes. */
+    readonly owed: string;
+    /** Sum of CPI of completes still Pending review. */
+    readonly pending: string;
+  };
+  readonly verdicts: Readonly<Partial<Record<VerdictKind, number>>>;
+}
+
+export interface SurveyWindow {
+  readonly surveyId: string;
+  /** The Pacific days this run owns, in order. */
+  readonly days: readonly string[];
+  /** Transactions clicked in from the day before the first day to the day after the last. */
+  readonly transactions: readonly Transaction[];
+  /** Attempts first seen here within the same widened range. */
+  readonly attempts: readonly Attempt[];
+  /** The survey's CPI as this product knows it, to check amounts against. */
+  readonly expectedCpi?: string | undefined;
+}
+
+export interface SurveyWindowResult {
+  readonly verdicts: AttemptVerdict[];
+  readonly summaries: DaySummary[];
+  /** Transactions without a click time: they cannot be placed in a day and are not classified. */
+  readonly undated: number;
+}
+
+/** The Pacific days from `from` to `to`, inclusive. */
+export function pacificDays(from: string, to: string): string[] {
+  const days: string[] = [];
+  for (let day = from; day <= to; day = nextDay(day)) days.push(day);
+  return days;
+}
+
+export function nextDay(day: string, offset = 1): string {
+  const date = new Date(`${day}T12:00:00Z`);
+  date.setUTCDate(date.getUTCDate() + offset);
+  return date.toISOString().slice(0, 10);
+}
+
+/** What to fetch for a window: transaction days and the UTC range of first-seen times, one day wider each side. */
+export function fetchRange(days: readonly string[]): {
+  startDate: string;
+  endDate: string;
+  from: Date;
+  to: Date;
+} {
+  const first = days[0];
+  const last = days[days.length - 1];
+  if (!first || !last) throw new RangeError('a window needs at least one day');
+  const startDate = nextDay(first, -1);
+  const endDate = nextDay(last, 1);
+  return { startDate, endDate, from: pacificDayRange(startDate).start, to: pacificDayRange(endDate).end };
+}
+
+/** Matches the two sides of a survey's window and classifies every attempt that belongs to its days. */
+export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult {
+  const owned = new Set(window.days);
+  const pairs = match(window.transactions, window.attempts);
+  const verdicts: AttemptVerdict[] = [];
+  let undated = 0;
+  for (const { transaction, attempt, matchedBy } of pairs) {
+    const clicked = transaction?.clickedAt?.utc ?? transaction?.startedAt?.utc;
+    if (transaction && !clicked) {
+      undated++;
+      continue;
+    }
+    const seenAt = clicked ?? attempt?.firstSeenAt ?? attempt?.reconciliation?.marketplace?.clickedAt;
+    if (!seenAt) continue;
+    const day = pacificDay(new Date(seenAt));
+    if (!owned.has(day)) continue;
+    const { kind, detail } = classify(transaction, attempt, window.expectedCpi);
+    verdicts.push({
+      surveyId: window.surveyId,
+      pid: transaction?.pid ?? (attempt?.pid as string),
+      token: transaction?.token ?? (attempt?.token as string),
+      verdict: {
+        kind,
+        day,
+        detail,
+        ...(matchedBy ? { matchedBy } : {}),
+        ...(transaction ? { marketplace: viewOf(transaction) } : {}),
+      },
+      ...(attempt ? { attempt } : {}),
+    });
+  }
+  return {
+    verdicts,
+    summaries: window.days.map((day) => summarize(window.surveyId, day, verdicts, window.transactions)),
+    undated,
+  };
+}
+
+interface Pair {
+  transaction?: Transaction;
+  attempt?: Attempt;
+  matchedBy?: 'token' | 'pid';
+}
+
+/** By token first; then by pid where exactly one unmatched attempt and one unmatched transaction share it. */
+function match(transactions: readonly Transaction[], attempts: readonly Attempt[]): Pair[] {
+  const byToken = new Map<string, Attempt[]>();
+  for (const attempt of attempts)
+    byToken.set(attempt.token, [...(byToken.get(attempt.token) ?? []), attempt]);
+  const used = new Set<Attempt>();
+  const pairs: Pair[] = [];
+  const unmatched: Transaction[] = [];
+  for (const transaction of transactions) {
+    const candidates = (byToken.get(transaction.token) ?? []).filter((a) => !used.has(a));
+    const attempt = candidates.find((a) => a.pid === transaction.pid) ?? candidates[0];
+    if (attempt) {
+      used.add(attempt);
+      pairs.push({ transaction, attempt, matchedBy: 'token' });
+    } else {
+      unmatched.push(transaction);
+    }
+  }
+  const leftByPid = groupBy(
+    attempts.filter((a) => !used.has(a)),
+    (a) => a.pid,
+  );
+  const unmatchedByPid = groupBy(unmatched, (t) => t.pid);
+  for (const transaction of unmatched) {
+    const attemptsOfPid = leftByPid.get(transaction.pid) ?? [];
+    const attempt = attemptsOfPid[0];
+    if (attempt && attemptsOfPid.length === 1 && unmatchedByPid.get(transaction.pid)?.length === 1) {
+      used.add(attempt);
+      pairs.push({ transaction, attempt, matchedBy: 'pid' });
+    } else {
+      pairs.push({ transaction });
+    }
+  }
+  for (const attempt of attempts) if (!used.has(attempt)) pairs.push({ attempt });
+  return pairs;
+}
+
+/** The verdict for one attempt, from what each side says. */
+export function classify(
+  transaction: Transaction | undefined,
+  ledgerAttempt: Attempt | undefined,
+  expectedCpi?: string,
+): { kind: VerdictKind; detail: Record<string, string | boolean> } {
+  // An item reconciliation created for a transaction this receiver never heard of is not an attempt seen here.
+  const attempt =
+    ledgerAttempt && (ledgerAttempt.redirect || ledgerAttempt.postback) ? ledgerAttempt : undefined;
+  const postback = attempt?.postback?.outcome;
+  const redirect = attempt?.redirect?.outcome;
+  const evidence =
+    postback === 'success' ? 'postback' : !postback && redirect === 'success' ? 'redirect' : undefined;
+  const here: Record<string, string | boolean> = {
+    postback: postback ?? 'none',
+    redirect: redirect ?? 'none',
+    ...(attempt?.conflict ? { conflict: true } : {}),
+  };
+  if (!transaction) {
+    if (evidence)
+      return { kind: 'complete_not_paid', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+    return { kind: 'not_in_marketplace', detail: here };
+  }
+  const status = transaction.status;
+  const marketplace = { marketplaceStatus: status, verifyToken: transaction.verifyToken ?? 'none' };
+  if (status === 'Completed') {
+    if (transaction.verifyToken?.toLowerCase() === 'invalid') {
+      return {
+        kind: 'invalidated',
+        detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing' },
+      };
+    }
+    if (postback !== 'success') {
+      return {
+        kind: 'complete_not_received',
+        detail: {
+          ...here,
+          ...marketplace,
+          successRedirect: redirect === 'success',
+          attemptHere: attempt !== undefined,
+        },
+      };
+    }
+    if (expectedCpi !== undefined && !sameAmount(transaction.cpi, expectedCpi)) {
+      return { kind: 'cpi_mismatch', detail: { ...here, ...marketplace, expectedCpi, cpi: transaction.cpi } };
+    }
+    return { kind: 'matched', detail: { ...here, ...marketplace } };
+  }
+  if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence } };
+  if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };
+  const outcome = outcomeOfStatus(status);
+  if (!outcome || (redirect && redirect !== outcome)) {
+    return {
+      kind: 'status_mismatch',
+      detail: { ...here, ...marketplace, expectedRedirect: outcome ?? 'unknown status' },
+    };
+  }
+  return { kind: 'matched', detail: { ...here, ...marketplace } };
+}
+
+function viewOf(t: Transaction): MarketplaceView {
+  return {
+    status: t.status,
+    ...(t.verifyToken ? { verifyToken: t.verifyToken } : {}),
+    cpi: t.cpi,
+    ...(t.clickedAt ? { clickedAt: t.clickedAt.utc } : {}),
+    ...(t.completedAt ? { completedAt: t.completedAt.utc } : {}),
+  };
+}
+
+function summarize(
+  surveyId: string,
+  day: string,
+  verdicts: readonly AttemptVerdict[],
+  transactions: readonly Transaction[],
+): DaySummary {
+  const ofDay = verdicts.filter((v) => v.verdict.day === day);
+  const { start, end } = pacificDayRange(day);
+  const dayTransactions = transactions.filter((t) => {
+    const clicked = t.clickedAt?.utc ?? t.startedAt?.utc;
+    return clicked !== undefined && clicked >= start.toISOString() && clicked < end.toISOString();
+  });
+  const completes = dayTransactions.filter((t) => t.status === 'Completed');
+  const verify = (t: Transaction) => t.verifyToken?.toLowerCase() ?? 'pending';
+  const valid = completes.filter((t) => verify(t) === 'valid');
+  const invalid = completes.filter((t) => verify(t) === 'invalid');
+  const pending = completes.filter((t) => verify(t) !== 'valid' && verify(t) !== 'invalid');
+  const byStatus: Record<string, number> = {};
+  for (const t of dayTransactions) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
+  const counts: Partial<Record<VerdictKind, number>> = {};
+  for (const v of ofDay) counts[v.verdict.kind] = (counts[v.verdict.kind] ?? 0) + 1;
+  const attempts = ofDay
+    .map((v) => v.attempt)
+    .filter((a): a is Attempt => a?.redirect !== undefined || a?.postback !== undefined);
+  return {
+    surveyId,
+    day,
+    here: {
+      attempts: attempts.length,
+      postbackCompletes: attempts.filter((a) => a.complete === 'postback-confirmed').length,
+      redirectOnlyCompletes: attempts.filter((a) => a.complete === 'redirect-only').length,
+      nonCompletes: attempts.filter((a) => a.complete === 'none').length,
+    },
+    marketplace: {
+      transactions: dayTransactions.length,
+      byStatus,
+      completes: completes.length,
+      validCompletes: valid.length,
+      pendingCompletes: pending.length,
+      invalidCompletes: invalid.length,
+      owed: sumAmounts(valid.map((t) => t.cpi)),
+      pending: sumAmounts(pending.map((t) => t.cpi)),
+    },
+    verdicts: counts,
+  };
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  return groups;
+}

@@ -1,0 +1,109 @@
+/**
+ * The ledger table's plumbing, shared by the store modules: one document client per process, the error that
+ * means "retry later", and paginated queries and batch reads.
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { BatchGetCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+
+/** The store could not be reached or is refusing work (throttling, 5xx, timeouts): retry later. */
+export class StoreUnavailable extends Error {
+  override readonly name = 'StoreUnavailable';
+}
+
+export interface DocumentClientOptions {
+  readonly region?: string | undefined;
+  /** A local engine's URL; unset in AWS. */
+  readonly endpoint?: string | undefined;
+  /** Per-request socket timeout; the SDK retries within `maxAttempts`. */
+  readonly requestTimeoutMs?: number;
+  readonly maxAttempts?: number;
+}
+
+/** A document client configured for the ledger. Create once per process. */
+export function createDocumentClient(options: DocumentClientOptions = {}): DynamoDBDocumentClient {
+  const client = new DynamoDBClient({
+    ...(options.region ? { region: options.region } : {}),
+    ...(options.endpoint
+      ? { endpoint: options.endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }
+      : {}),
+    maxAttempts: options.maxAttempts ?? 3,
+    // Without throwOnRequestTimeout the handler only logs a warning and the request waits on for ever.
+    requestHandler: {
+      requestTimeout: options.requestTimeoutMs ?? 2000,
+      connectionTimeout: 1000,
+      throwOnRequestTimeout: true,
+    },
+  });
+  return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+}
+
+export type Item = Record<string, unknown>;
+
+/** Every item a query matches, page by page. */
+export async function queryAll(
+  client: DynamoDBDocumentClient,
+  input: QueryCommand['input'],
+): Promise<Item[]> {
+  const items: Item[] = [];
+  let ExclusiveStartKey: Record<string, unknown> | undefined;
+  do {
+    const page = await send(() => client.send(new QueryCommand({ ...input, ExclusiveStartKey })));
+    items.push(...((page.Items ?? []) as Item[]));
+    ExclusiveStartKey = page.LastEvaluatedKey;
+  } while (ExclusiveStartKey);
+  return items;
+}
+
+/** Reads items by key, 100 per request, retrying what the table leaves unprocessed. */
+export async function batchGet(
+  client: DynamoDBDocumentClient,
+  tableName: string,
+  keys: Item[],
+): Promise<Item[]> {
+  const items: Item[] = [];
+  for (let start = 0; start < keys.length; start += 100) {
+    let pending: Item[] = keys.slice(start, start + 100);
+    for (let round = 0; pending.length > 0; round++) {
+      if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** round)));
+      if (round > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
+      const page = await send(() =>
+        client.send(new BatchGetCommand({ RequestItems: { [tableName]: { Keys: pending } } })),
+      );
+      items.push(...((page.Responses?.[tableName] ?? []) as Item[]));
+      pending = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];
+    }
+  }
+  return items;
+}
+
+const TRANSIENT = new Set([
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'RequestLimitExceeded',
+  'InternalServerError',
+  'ServiceUnavailable',
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+]);
+
+/** Turns "the store is down or throttling" into StoreUnavailable; anything else is a bug and propagates. */
+export async function send<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (isTransient(error)) throw new StoreUnavailable('the ledger store is unavailable', { cause: error });
+    throw error;
+  }
+}
+
+function isTransient(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const code = (error as { code?: string }).code;
+  return (
+    TRANSIENT.has(error.name) ||
+    (status !== undefined && status >= 500) ||
+    (code !== undefined && /^(ECONN|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)/.test(code))
+  );
+}

@@ -1,0 +1,132 @@
+/**
+ * The survey registry and checkpoints in the ledger table: what this product configured at the marketplace for
+ * each survey, and how far the scheduled jobs have got.
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { checkpointKey, LEDGER, registrationIndexKey, registrationKey } from '../ledger-schema';
+import { batchGet, type Item, queryAll, send } from './dynamo';
+
+/** What this product has configured at the marketplace for one survey. */
+export interface SurveyRegistration {
+  readonly surveyId: string;
+  /** `active`: our redirects should be in place; `removed`: the survey-level redirects were deleted. */
+  readonly state: 'active' | 'removed';
+  /** Fingerprint of the settings last sent, and the key id that signed them. */
+  readonly fingerprint?: string | undefined;
+  readonly kid?: string | undefined;
+  readonly appliedAt?: string | undefined;
+  /** The marketplace read back exactly what was sent. */
+  readonly verified: boolean;
+  readonly verifiedAt?: string | undefined;
+  /** Why the last apply, verify or remove failed; cleared by the next success. */
+  readonly lastError?: string | undefined;
+  readonly lastErrorAt?: string | undefined;
+  /** Failures in a row. */
+  readonly failures: number;
+  readonly removedAt?: string | undefined;
+  readonly updatedAt: string;
+}
+
+export interface SurveyRegistry {
+  get(surveyId: string): Promise<SurveyRegistration | undefined>;
+  put(registration: SurveyRegistration): Promise<void>;
+  /** Every registered survey, by id, through the index. */
+  list(): Promise<SurveyRegistration[]>;
+  /** A named checkpoint (ISO-8601 UTC), or undefined before the first. */
+  checkpoint(name: string): Promise<string | undefined>;
+  /** Moves a checkpoint forward; never backwards, even when two runs race. Returns false if it did not move. */
+  advanceCheckpoint(name: string, to: string): Promise<boolean>;
+}
+
+const REGISTRATION_FIELDS = [
+  'surveyId',
+  'state',
+  'fingerprint',
+  'kid',
+  'appliedAt',
+  'verified',
+  'verifiedAt',
+  'lastError',
+  'lastErrorAt',
+  'failures',
+  'removedAt',
+  'updatedAt',
+] as const;
+
+export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: string): SurveyRegistry {
+  const fromItem = (item: Item): SurveyRegistration =>
+    Object.fromEntries(
+      REGISTRATION_FIELDS.filter((f) => item[f] !== undefined).map((f) => [f, item[f]]),
+    ) as unknown as SurveyRegistration;
+  return {
+    async get(surveyId) {
+      const { Item } = await send(() =>
+        client.send(
+          new GetCommand({ TableName: tableName, Key: registrationKey(surveyId), ConsistentRead: true }),
+        ),
+      );
+      return Item ? fromItem(Item) : undefined;
+    },
+    async put(registration) {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...registrationKey(registration.surveyId),
+              ...registrationIndexKey(registration.surveyId),
+              kind: 'survey',
+              ...registration,
+            },
+          }),
+        ),
+      );
+    },
+    async list() {
+      const keys = await queryAll(client, {
+        TableName: tableName,
+        IndexName: LEDGER.index.name,
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': LEDGER.index.partitionKey },
+        ExpressionAttributeValues: { ':pk': registrationIndexKey('').gsi1pk },
+      });
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((key) => ({ pk: key.pk, sk: key.sk })),
+      );
+      return items.map(fromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
+    },
+    async checkpoint(name) {
+      const { Item } = await send(() =>
+        client.send(new GetCommand({ TableName: tableName, Key: checkpointKey(name), ConsistentRead: true })),
+      );
+      return typeof Item?.at === 'string' ? Item.at : undefined;
+    },
+    async advanceCheckpoint(name, to) {
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: checkpointKey(name),
+              UpdateExpression: 'SET #at = :to, kind = :kind, updatedAt = :now',
+              ConditionExpression: 'attribute_not_exists(#at) OR #at < :to',
+              ExpressionAttributeNames: { '#at': 'at' },
+              ExpressionAttributeValues: {
+                ':to': to,
+                ':kind': 'checkpoint',
+                ':now': new Date().toISOString(),
+              },
+            }),
+          ),
+        );
+        return true;
+      } catch (error) {
+        if (error instanceof ConditionalCheckFailedException) return false;
+        throw error;
+      }
+    },
+  };
+}
