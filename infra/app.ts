@@ -28,6 +28,12 @@ new ReceiverStack(app, process.env.STACK_NAME ?? 'SurveyReceiver', {
   ...(process.env.REDIRECT_SYNC_RATE_MINUTES
     ? { redirectSyncRate: Duration.minutes(Number(process.env.REDIRECT_SYNC_RATE_MINUTES)) }
     : {}),
+  ...(process.env.RECONCILE_RATE_MINUTES
+    ? { reconcileRate: Duration.minutes(Number(process.env.RECONCILE_RATE_MINUTES)) }
+    : {}),
+  ...(process.env.RECONCILE_WINDOW_DAYS
+    ? { reconcileWindowDays: Number(process.env.RECONCILE_WINDOW_DAYS) }
+    : {}),
   postbackMethods: {
     success: method(process.env.POSTBACK_METHOD_SUCCESS),
     fail: method(process.env.POSTBACK_METHOD_FAIL),

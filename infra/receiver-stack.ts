@@ -35,6 +35,9 @@ export interface ReceiverStackProps extends StackProps {
   /** Landing URL templates by environment variable name (LANDING_URL_SUCCESS ...), for the redirect function. */
   readonly landingUrls?: Partial<Record<(typeof LANDING_VARIABLES)[keyof typeof LANDING_VARIABLES], string>>;
   readonly marketplace?: MarketplaceSettings;
+  /** How often reconciliation runs (default hourly) and how many trailing Pacific days it re-checks (default 7). */
+  readonly reconcileRate?: Duration;
+  readonly reconcileWindowDays?: number;
   /** How often the redirect sync runs (default 15 minutes). */
   readonly redirectSyncRate?: Duration;
   /** Postback methods configured at the marketplace (default GET for both). */
@@ -50,6 +53,8 @@ export class ReceiverStack extends Stack {
   readonly marketplaceToken: ISecret;
   readonly redirectSync: ReceiverFunction;
   readonly redirectSyncSchedule: Schedule;
+  readonly reconcile: ReceiverFunction;
+  readonly reconcileSchedule: Schedule;
 
   constructor(scope: Construct, id: string, props: ReceiverStackProps = {}) {
     super(scope, id, props);
@@ -127,7 +132,42 @@ export class ReceiverStack extends Stack {
       }),
       enabled: marketplace.baseUrl !== undefined,
     });
+    const marketplaceEnvironment = {
+      MARKETPLACE_BASE_URL: marketplace.baseUrl ?? 'https://marketplace.invalid',
+      MARKETPLACE_API_VERSION: marketplace.apiVersion ?? 'v1',
+    };
+    this.reconcile = new ReceiverFunction(this, 'reconcile', {
+      ...SCHEDULED_FUNCTIONS.reconcile,
+      functionName: `${this.stackName}-reconcile`,
+      timeout: Duration.minutes(15),
+      memorySize: 512,
+      environment: {
+        ...marketplaceEnvironment,
+        RECONCILE_WINDOW_DAYS: String(props.reconcileWindowDays ?? 7),
+      },
+    })
+      .bindLedger(
+        this.ledger.table,
+        ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
+        {
+          indexQuery: true,
+        },
+      )
+      .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken)
+      .allowSelfInvoke();
+    this.reconcileSchedule = new Schedule(this, 'reconcile-schedule', {
+      description: 'Runs reconciliation over the trailing window',
+      schedule: ScheduleExpression.rate(props.reconcileRate ?? Duration.hours(1)),
+      target: new LambdaInvoke(this.reconcile.function, {
+        retryAttempts: 0,
+        maxEventAge: Duration.minutes(30),
+      }),
+      enabled: marketplace.baseUrl !== undefined,
+    });
     if (!marketplace.baseUrl) {
+      Annotations.of(this.reconcileSchedule).addInfo(
+        'MARKETPLACE_BASE_URL was not set at synth: the reconciliation schedule is disabled',
+      );
       Annotations.of(this.redirectSyncSchedule).addInfo(
         'MARKETPLACE_BASE_URL was not set at synth: the redirect sync schedule is disabled',
       );
@@ -166,7 +206,13 @@ export class ReceiverStack extends Stack {
           'The token is issued by the marketplace; it is replaced by hand when the marketplace issues a new one.',
       });
     }
-    for (const fn of [this.redirect, this.postback, this.redirectSync]) {
+    const reconcileFunctionId = this.getLogicalId(this.reconcile.function.node.defaultChild as CfnElement);
+    Validations.of(this).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${reconcileFunctionId}.Arn>:*]`,
+      reason:
+        "The scheduler's target role may invoke the reconcile function's versions and aliases; the wildcard is limited to that one function.",
+    });
+    for (const fn of [this.redirect, this.postback, this.redirectSync, this.reconcile]) {
       Validations.of(fn).acknowledge({
         id: 'AwsSolutions-L1',
         reason: 'nodejs22.x is the runtime this product is built and tested for.',

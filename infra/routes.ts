@@ -18,6 +18,10 @@ export const SCHEDULED_FUNCTIONS = {
     entry: 'functions/redirect-sync.ts',
     description: "Points new live surveys' redirects and postbacks at the receiver",
   },
+  reconcile: {
+    entry: 'functions/reconcile.ts',
+    description: "Reconciles the ledger against the marketplace's transaction list",
+  },
 } as const;
 
 export type ScheduledFunctionName = keyof typeof SCHEDULED_FUNCTIONS;

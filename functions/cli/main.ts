@@ -4,6 +4,7 @@
 import { Command } from 'commander';
 import { attemptCommand } from './attempt-command';
 import { attemptsCommand } from './attempts-command';
+import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
 import { urlsCommand } from './urls-command';
@@ -15,7 +16,8 @@ const program = new Command('cli')
   .addCommand(attemptCommand())
   .addCommand(attemptsCommand())
   .addCommand(rejectedCommand())
-  .addCommand(redirectsCommand());
+  .addCommand(redirectsCommand())
+  .addCommand(reconcileCommand());
 
 try {
   await program.parseAsync(process.argv);

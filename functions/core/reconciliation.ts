@@ -95,6 +95,11 @@ export interface SurveyWindow {
   readonly attempts: readonly Attempt[];
   /** The survey's CPI as this product knows it, to check amounts against. */
   readonly expectedCpi?: string | undefined;
+  /**
+   * A discrepancy involving anything that happened at or after this instant is not judged yet: the other side
+   * may simply not have caught up (a postback still being retried, a transaction list that lags).
+   */
+  readonly settledBefore?: Date;
 }
 
 export interface SurveyWindowResult {
@@ -102,6 +107,8 @@ export interface SurveyWindowResult {
   readonly summaries: DaySummary[];
   /** Transactions without a click time: they cannot be placed in a day and are not classified. */
   readonly undated: number;
+  /** Discrepancies too recent to judge; the next run looks again. */
+  readonly awaiting: number;
 }
 
 /** The Pacific days from `from` to `to`, inclusive. */
@@ -138,6 +145,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const pairs = match(window.transactions, window.attempts);
   const verdicts: AttemptVerdict[] = [];
   let undated = 0;
+  let awaiting = 0;
+  const settled = window.settledBefore?.toISOString();
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction?.clickedAt?.utc ?? transaction?.startedAt?.utc;
     if (transaction && !clicked) {
@@ -149,6 +158,16 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const day = pacificDay(new Date(seenAt));
     if (!owned.has(day)) continue;
     const { kind, detail } = classify(transaction, attempt, window.expectedCpi);
+    if (kind !== 'matched' && settled !== undefined) {
+      const latest = [transaction?.completedAt?.utc, clicked, attempt?.lastSeenAt]
+        .filter((t): t is string => !!t)
+        .sort()
+        .pop();
+      if (latest !== undefined && latest >= settled) {
+        awaiting++;
+        continue;
+      }
+    }
     verdicts.push({
       surveyId: window.surveyId,
       pid: transaction?.pid ?? (attempt?.pid as string),
@@ -167,6 +186,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     verdicts,
     summaries: window.days.map((day) => summarize(window.surveyId, day, verdicts, window.transactions)),
     undated,
+    awaiting,
   };
 }
 

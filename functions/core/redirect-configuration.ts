@@ -101,16 +101,26 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   const desiredFor = (surveyId: string, ring: KeyRing) =>
     desiredRedirectSettings(buildSurveyUrls(deps.publicBaseUrl, surveyId, ring), deps.methods);
 
-  async function applyOne(surveyId: string, ring: KeyRing, options: RunOptions): Promise<SurveyResult> {
+  /** Applies one survey's settings; `cpi` is the survey's price as just listed, kept for reconciliation. */
+  async function applyOne(
+    surveyId: string,
+    ring: KeyRing,
+    options: RunOptions,
+    cpi?: string,
+  ): Promise<SurveyResult> {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
     const registration = await deps.registry.get(surveyId);
+    const expectedCpi = cpi ?? registration?.expectedCpi;
     if (
       !options.force &&
       registration?.state === 'active' &&
       registration.verified &&
       registration.fingerprint === fingerprint
     ) {
+      if (!options.dryRun && cpi !== undefined && cpi !== registration.expectedCpi) {
+        await deps.registry.put({ ...registration, expectedCpi: cpi, updatedAt: now().toISOString() });
+      }
       return { surveyId, status: 'unchanged' };
     }
     if (options.dryRun) {
@@ -134,6 +144,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         verified: true,
         verifiedAt: at,
         failures: 0,
+        ...(expectedCpi ? { expectedCpi } : {}),
         updatedAt: at,
       });
       return { surveyId, status: 'applied', kid: ring.current.kid };
@@ -149,6 +160,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         lastError: error.message,
         lastErrorAt: at,
         failures: (registration?.failures ?? 0) + 1,
+        ...(expectedCpi ? { expectedCpi } : {}),
         updatedAt: at,
       });
       return { surveyId, status: 'failed', error: error.message };
@@ -258,7 +270,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
       // New or changed surveys, oldest change first, so a deferred tail can be picked up where this run stopped.
       const discovered = new Map<string, number | undefined>();
-      for (const survey of listed.rows) discovered.set(survey.surveyId, changedAt(survey));
+      const prices = new Map<string, string>();
+      for (const survey of listed.rows) {
+        discovered.set(survey.surveyId, changedAt(survey));
+        prices.set(survey.surveyId, survey.cpi);
+      }
       for (const row of listed.malformed)
         if (row.reference && /^\d+$/.test(row.reference)) discovered.set(row.reference, undefined);
       const ordered = [...discovered.entries()].sort(([, a], [, b]) => (a ?? 0) - (b ?? 0)).map(([id]) => id);
@@ -282,7 +298,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           if (!lookup.live)
             return { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` };
         }
-        return applyOne(surveyId, ring, options);
+        return applyOne(surveyId, ring, options, prices.get(surveyId));
       });
 
       let checkpoint: string | undefined;

@@ -154,3 +154,35 @@ export function keyRingLocation(env: {
   if (env.SIGNING_KEYS_FILE) return { file: env.SIGNING_KEYS_FILE };
   return { inline: env.SIGNING_KEYS as string };
 }
+
+const reconcileEnvironment = base.extend({
+  /** The trailing window each scheduled run re-checks, in Pacific days including today. */
+  RECONCILE_WINDOW_DAYS: z.coerce.number().int().min(1).max(62).default(7),
+  RECONCILE_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
+  /** `self`: a run cut short by the Lambda's deadline invokes the function again to resume at once. */
+  RECONCILE_CONTINUE: z.enum(['self', 'next-schedule']).default('self'),
+  /** A discrepancy must have been quiet this long before it is judged (postback retries, list lag). */
+  RECONCILE_SETTLE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(600),
+});
+
+export interface ReconcileConfig extends Omit<StoreConfig, 'keyRing'> {
+  readonly windowDays: number;
+  readonly concurrency: number;
+  readonly continueSelf: boolean;
+  readonly settleMs: number;
+}
+
+/** The reconciliation function's configuration (it needs no signing keys). */
+export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): ReconcileConfig {
+  const values = parse(reconcileEnvironment, env);
+  return {
+    tableName: values.TABLE_NAME,
+    region: values.AWS_REGION,
+    dynamoEndpoint: values.DYNAMODB_ENDPOINT,
+    storeTimeoutMs: values.STORE_TIMEOUT_MS,
+    windowDays: values.RECONCILE_WINDOW_DAYS,
+    concurrency: values.RECONCILE_CONCURRENCY,
+    continueSelf: values.RECONCILE_CONTINUE === 'self',
+    settleMs: values.RECONCILE_SETTLE_SECONDS * 1000,
+  };
+}

@@ -22,7 +22,8 @@ export type Counter =
   | 'StoreUnavailable'
   | 'RedirectNotRecorded'
   | 'InternalError'
-  | 'RedirectSyncFailures';
+  | 'RedirectSyncFailures'
+  | 'ReconcileFailures';
 
 export function count(counter: Counter, dimensions: Record<string, string> = {}): void {
   const single = metrics.singleMetric();

@@ -29,6 +29,13 @@ export class LedgerTable extends Construct {
           // Keys only: the index is written once per attempt, never by later hits (see ledger-schema.ts).
           projectionType: ProjectionType.KEYS_ONLY,
         },
+        {
+          indexName: LEDGER.discrepancyIndex.name,
+          partitionKey: key(LEDGER.discrepancyIndex.partitionKey),
+          sortKey: key(LEDGER.discrepancyIndex.sortKey),
+          // Sparse: only attempts whose verdict is a discrepancy carry these keys; hits never change them.
+          projectionType: ProjectionType.KEYS_ONLY,
+        },
       ],
     });
   }

@@ -2,7 +2,7 @@
  * The house Lambda function: every default fixed once (runtime, architecture, ESM bundle, logging) and
  * permissions granted together with the configuration that needs them, never more than the function uses.
  */
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type { ITableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Effect, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import {
@@ -27,6 +27,8 @@ export interface ReceiverFunctionProps {
   readonly timeout?: Duration;
   readonly environment?: Record<string, string>;
   readonly logRetention?: RetentionDays;
+  /** A fixed physical name, for a function that must know its own ARN without a reference cycle. */
+  readonly functionName?: string;
 }
 
 /** The DynamoDB actions a function may take on the ledger. */
@@ -41,9 +43,11 @@ export class ReceiverFunction extends Construct {
   readonly function: NodejsFunction;
   readonly role: Role;
   readonly logGroup: LogGroup;
+  private readonly fixedName: string | undefined;
 
   constructor(scope: Construct, id: string, props: ReceiverFunctionProps) {
     super(scope, id);
+    this.fixedName = props.functionName;
     this.logGroup = new LogGroup(this, 'logs', {
       retention: props.logRetention ?? RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
@@ -58,6 +62,7 @@ export class ReceiverFunction extends Construct {
       projectRoot: REPO_ROOT,
       depsLockFilePath: `${REPO_ROOT}/package-lock.json`,
       description: props.description,
+      ...(props.functionName ? { functionName: props.functionName } : {}),
       runtime: Runtime.NODEJS_22_X,
       architecture: Architecture.ARM_64,
       memorySize: props.memorySize ?? 256,
@@ -112,6 +117,28 @@ export class ReceiverFunction extends Construct {
         }),
       );
     }
+    return this;
+  }
+
+  /** Lets the function invoke itself (to continue a long run), by a name-built ARN so no reference cycle forms. */
+  allowSelfInvoke(): this {
+    const name = this.fixedName;
+    if (!name)
+      throw new Error(`${this.node.path}: a function that invokes itself needs a fixed functionName`);
+    this.role.addToPrincipalPolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: ['lambda:InvokeFunction'],
+        resources: [
+          Stack.of(this).formatArn({
+            service: 'lambda',
+            resource: 'function',
+            resourceName: name,
+            arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+          }),
+        ],
+      }),
+    );
     return this;
   }
 

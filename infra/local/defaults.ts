@@ -18,6 +18,12 @@ export const LOCAL_DEFAULTS = {
   MARKETPLACE_SEED: '20261121',
   /** The redirect sync runs this often locally, in ms (every 15 minutes in AWS); 0 runs it once at start. */
   REDIRECT_SYNC_INTERVAL_MS: '10000',
+  /** Scheduled reconciliation runs this often locally, in ms (hourly in AWS); 0 turns it off. */
+  RECONCILE_INTERVAL_MS: '60000',
+  /** Locally a run cut short waits for the next schedule instead of invoking itself. */
+  RECONCILE_CONTINUE: 'next-schedule',
+  /** Locally, discrepancies are judged once quiet for this long (ten minutes in AWS). */
+  RECONCILE_SETTLE_SECONDS: '5',
   /** One simulated respondent this often, in ms; 0 sends none. */
   RESPONDENT_INTERVAL_MS: '2000',
   POWERTOOLS_DEV: 'true',

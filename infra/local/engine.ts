@@ -41,13 +41,20 @@ export async function ensureLedgerTable(
     region,
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
   });
-  const { partitionKey, sortKey, index } = LEDGER;
+  const { partitionKey, sortKey, index, discrepancyIndex } = LEDGER;
   try {
     await client.send(
       new CreateTableCommand({
         TableName: tableName,
         BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [partitionKey, sortKey, index.partitionKey, index.sortKey].map((name) => ({
+        AttributeDefinitions: [
+          partitionKey,
+          sortKey,
+          index.partitionKey,
+          index.sortKey,
+          discrepancyIndex.partitionKey,
+          discrepancyIndex.sortKey,
+        ].map((name) => ({
           AttributeName: name,
           AttributeType: 'S',
         })),
@@ -61,6 +68,14 @@ export async function ensureLedgerTable(
             KeySchema: [
               { AttributeName: index.partitionKey, KeyType: 'HASH' },
               { AttributeName: index.sortKey, KeyType: 'RANGE' },
+            ],
+            Projection: { ProjectionType: 'KEYS_ONLY' },
+          },
+          {
+            IndexName: discrepancyIndex.name,
+            KeySchema: [
+              { AttributeName: discrepancyIndex.partitionKey, KeyType: 'HASH' },
+              { AttributeName: discrepancyIndex.sortKey, KeyType: 'RANGE' },
             ],
             Projection: { ProjectionType: 'KEYS_ONLY' },
           },

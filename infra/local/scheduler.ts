@@ -1,6 +1,6 @@
 /**
- * A local stand-in for EventBridge Scheduler: runs a scheduled function now and then every interval, one run at
- * a time, with a Lambda-like context and deadline.
+ * A local stand-in for EventBridge Scheduler: runs a scheduled function every interval (and on demand), one run
+ * at a time, with a Lambda-like context and deadline.
  */
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { buildSurveyUrls } from '../../functions/core/survey-urls';
 import { keyRingLocation } from '../../functions/lambda/config';
 import { keyRingSource } from '../../functions/lambda/key-ring-source';
+import type { ReconcileSummary } from '../../functions/reconcile';
 import type { SyncSummary } from '../../functions/redirect-sync';
 import { startRespondentStream } from './marketplace/stream';
 import { startLocalSchedule } from './scheduler';
@@ -49,6 +50,28 @@ const sync = await startLocalSchedule(
 );
 const firstSync = (await sync.runNow()) as SyncSummary | undefined;
 first = false;
+const reconcileInterval = Number(env.RECONCILE_INTERVAL_MS);
+const reconcile =
+  reconcileInterval > 0
+    ? await startLocalSchedule(
+        'reconcile',
+        reconcileInterval,
+        (result, error) => {
+          if (error)
+            console.log(
+              `${interactive ? '\n' : ''}reconciliation failed: ${error instanceof Error ? error.message : String(error)}`,
+            );
+          else if (result && 'verdicts' in (result as object)) {
+            const r = result as ReconcileSummary & { verdicts: Record<string, number> };
+            const found = Object.entries(r.verdicts)
+              .map(([kind, n]) => `${n} ${kind}`)
+              .join(', ');
+            console.log(`${interactive ? '\n' : ''}reconciliation: ${found || 'nothing to reconcile yet'}`);
+          }
+        },
+        900_000,
+      )
+    : undefined;
 
 let stopStream: (() => Promise<void>) | undefined;
 const lines = [
@@ -58,6 +81,9 @@ const lines = [
   `  Marketplace  ${env.MARKETPLACE_BASE_URL}${stack.marketplace ? ' (local)' : ''}`,
   `  Signing keys ${env.SIGNING_KEYS_FILE ?? env.SIGNING_KEYS_SECRET_ID ?? 'SIGNING_KEYS'} (current key ${ring.current.kid})`,
   `  ${firstSync ? describeSync(firstSync) : 'redirect sync failed; see above'}; it runs again every ${env.REDIRECT_SYNC_INTERVAL_MS} ms.`,
+  reconcile
+    ? `  Reconciliation runs every ${reconcileInterval} ms (or now: npm run cli -- reconcile).`
+    : '  Scheduled reconciliation is off (RECONCILE_INTERVAL_MS=0); npm run cli -- reconcile runs it.',
 ];
 if (stack.marketplace) {
   const interval = Number(env.RESPONDENT_INTERVAL_MS);
@@ -90,6 +116,7 @@ console.log(lines.join('\n'));
 const shutdown = async () => {
   await stopStream?.();
   await sync.stop();
+  await reconcile?.stop();
   await stack.stop();
   process.exit(0);
 };

@@ -54,7 +54,7 @@ const actionsOf = (statements: Statement[]) =>
   statements.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action])).sort();
 
 describe('ledger table', () => {
-  it('is on-demand, keyed pk/sk, with the keys-only day index and a TTL attribute', () => {
+  it('is on-demand, keyed pk/sk, with the keys-only day and discrepancy indexes and a TTL attribute', () => {
     template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       BillingMode: 'PAY_PER_REQUEST',
       KeySchema: [
@@ -67,6 +67,14 @@ describe('ledger table', () => {
           KeySchema: [
             { AttributeName: 'gsi1pk', KeyType: 'HASH' },
             { AttributeName: 'gsi1sk', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
+        }),
+        Match.objectLike({
+          IndexName: 'gsi2',
+          KeySchema: [
+            { AttributeName: 'gsi2pk', KeyType: 'HASH' },
+            { AttributeName: 'gsi2sk', KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'KEYS_ONLY' },
         }),
@@ -94,7 +102,7 @@ describe('ledger table', () => {
 describe('functions', () => {
   it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
     const functions = template.findResources('AWS::Lambda::Function');
-    expect(Object.keys(functions)).toHaveLength(3);
+    expect(Object.keys(functions)).toHaveLength(4);
     for (const fn of Object.values(functions) as { Properties: Record<string, unknown> }[]) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -220,6 +228,43 @@ describe('redirect sync', () => {
     const query = statements.find((s) => actionsOf([s]).includes('dynamodb:Query'));
     expect(JSON.stringify(query?.Resource)).toContain('/index/gsi1');
     expect(functionResource(stack.redirectSync).Properties).toMatchObject({ Timeout: 300 });
+  });
+});
+
+describe('reconciliation', () => {
+  it('runs hourly by default, enabled, without retries', () => {
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(1 hour)',
+      State: 'ENABLED',
+      Target: Match.objectLike({ Arn: { 'Fn::GetAtt': [logicalId(stack.reconcile.function), 'Arn'] } }),
+    });
+  });
+
+  it('has 15 minutes, the window setting and the marketplace settings, and no signing keys', () => {
+    const fn = template.toJSON().Resources[logicalId(stack.reconcile.function)].Properties;
+    expect(fn).toMatchObject({ Timeout: 900, MemorySize: 512, FunctionName: 'Test-reconcile' });
+    expect(fn.Environment.Variables).toMatchObject({
+      RECONCILE_WINDOW_DAYS: '7',
+      MARKETPLACE_API_VERSION: 'v2',
+    });
+    expect(fn.Environment.Variables).not.toHaveProperty('SIGNING_KEYS_SECRET_ID');
+  });
+
+  it('may read and write ledger items, query the day index, read the token, and invoke only itself', () => {
+    const statements = statementsOf(stack.reconcile);
+    expect(actionsOf(statements)).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:GetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query',
+      'dynamodb:UpdateItem',
+      'lambda:InvokeFunction',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'secretsmanager:GetSecretValue',
+    ]);
+    const invoke = statements.find((s) => actionsOf([s]).includes('lambda:InvokeFunction'));
+    expect(JSON.stringify(invoke?.Resource)).toContain(':function:Test-reconcile');
   });
 });
 

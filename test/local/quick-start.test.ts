@@ -221,6 +221,30 @@ describe('npm start', () => {
     expect('stderr' in result && result.stderr).toContain('1 of 2 surveys failed: 9999');
   });
 
+  it('reconcile summarises verdicts, and exits non-zero naming a survey it could not reconcile', async () => {
+    const marketplace = printed(/Marketplace\s+(http:\/\/\S+)/);
+    const clean = await cli('reconcile', '--survey', '1001', '--settle-seconds', '0');
+    expect(clean.code).toBe(0);
+    expect(clean.stdout).toMatch(
+      /reconciled \d{4}-\d{2}-\d{2}\.\.\d{4}-\d{2}-\d{2} \(Pacific days\): 1 surveys/,
+    );
+    expect(clean.stdout).toMatch(/^ {2}matched\s+\d+/m);
+
+    await fetch(`${marketplace}/_sim/faults`, {
+      method: 'PUT',
+      body: JSON.stringify({ api: { serverError: 1 } }),
+    });
+    try {
+      const failed = await cli('reconcile', '--survey', '1002');
+      expect(failed.code).toBe(1);
+      expect('stderr' in failed && failed.stderr).toMatch(
+        /1 of 1 surveys could not be reconciled: 1002 \(.*HTTP 503/,
+      );
+    } finally {
+      await fetch(`${marketplace}/_sim/faults`, { method: 'PUT', body: JSON.stringify({ api: {} }) });
+    }
+  });
+
   it('stops on SIGTERM', async () => {
     server.kill('SIGTERM');
     const code = await new Promise((resolve) => server.once('exit', resolve));

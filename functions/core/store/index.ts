@@ -4,4 +4,5 @@
  */
 export * from './attempts';
 export * from './dynamo';
+export * from './reconciliation';
 export * from './registry';

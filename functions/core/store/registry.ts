@@ -25,6 +25,8 @@ export interface SurveyRegistration {
   /** Failures in a row. */
   readonly failures: number;
   readonly removedAt?: string | undefined;
+  /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
+  readonly expectedCpi?: string | undefined;
   readonly updatedAt: string;
 }
 
@@ -51,6 +53,7 @@ const REGISTRATION_FIELDS = [
   'lastErrorAt',
   'failures',
   'removedAt',
+  'expectedCpi',
   'updatedAt',
 ] as const;
 

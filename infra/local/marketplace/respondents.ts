@@ -4,6 +4,7 @@
  * calls the success or fail postback with the configured method, and files the transaction.
  */
 import { outcomeOfStatus } from '../../../functions/core/marketplace-records';
+import { sumAmounts } from '../../../functions/core/money';
 import { REDIRECT_FIELD } from '../../../functions/core/outcome';
 import type { MarketplaceState, SimTransaction } from './state';
 
@@ -33,6 +34,10 @@ export interface DeliveryFaults {
   postbackDelayMs: [number, number];
   /** Transactions filed without the supplier ever being told. */
   phantom: number;
+  /** Non-completes for which the success redirect and postback are sent anyway (an extra complete here). */
+  falseComplete: number;
+  /** Completes filed at a CPI other than the survey's (0.10 more). */
+  cpiDrift: number;
 }
 
 export const NO_DELIVERY_FAULTS: DeliveryFaults = {
@@ -41,6 +46,8 @@ export const NO_DELIVERY_FAULTS: DeliveryFaults = {
   dropRedirect: 0,
   postbackDelayMs: [0, 0],
   phantom: 0,
+  falseComplete: 0,
+  cpiDrift: 0,
 };
 
 /** How a POST postback carries its values: in the query only, or also in a JSON or form body. */
@@ -98,8 +105,17 @@ export class RespondentSimulator {
     };
     state.transactions.push(transaction);
     const dropped = { redirect: false, postback: false };
-    if (random.chance(this.faults.phantom))
+    if (completedAt && random.chance(this.faults.cpiDrift)) {
+      transaction.cpi = sumAmounts([survey.cpi, '0.10']);
+      state.inject(transaction, 'cpi-drift');
+    }
+    if (random.chance(this.faults.phantom)) {
+      state.inject(transaction, 'phantom');
       return { transaction, postbacks: [], dropped: { redirect: true, postback: true } };
+    }
+    // The marketplace tells the supplier "success" for an attempt it files as something else.
+    const reported = !completedAt && random.chance(this.faults.falseComplete) ? 'Completed' : status;
+    if (reported !== status) state.inject(transaction, 'false-complete');
 
     const settings = state.effectiveRedirects(survey.surveyId);
     const fill = (url: string) =>
@@ -108,10 +124,12 @@ export class RespondentSimulator {
         .replaceAll('[%%token%%]', encodeURIComponent(transaction.token));
 
     let redirect: Attempt['redirect'];
-    const redirectField = REDIRECT_FIELD[outcomeOfStatus(status) ?? 'fail'];
+    const redirectField = REDIRECT_FIELD[outcomeOfStatus(reported) ?? 'fail'];
     const redirectTemplate = settings[redirectField];
-    if (random.chance(this.faults.dropRedirect)) dropped.redirect = true;
-    else if (redirectTemplate) {
+    if (random.chance(this.faults.dropRedirect)) {
+      dropped.redirect = true;
+      state.inject(transaction, 'dropped-redirect');
+    } else if (redirectTemplate) {
       const url = fill(redirectTemplate);
       const response = await this.send(url, { redirect: 'manual', signal: AbortSignal.timeout(10_000) });
       await response.arrayBuffer();
@@ -120,14 +138,17 @@ export class RespondentSimulator {
     }
 
     const postbacks: Attempt['postbacks'] = [];
-    const success = status === 'Completed';
+    const success = reported === 'Completed';
     const postbackTemplate = success ? settings.pstbck : settings.pstbck_fail;
     const method = (
       (success ? settings.pstBckSuccessMethod : settings.pstBckFailMethod) ?? 'GET'
     ).toUpperCase();
-    if (random.chance(this.faults.dropPostback)) dropped.postback = true;
-    else if (postbackTemplate) {
+    if (random.chance(this.faults.dropPostback)) {
+      dropped.postback = true;
+      state.inject(transaction, 'dropped-postback');
+    } else if (postbackTemplate) {
       const times = random.chance(this.faults.repeatPostback) ? 2 : 1;
+      if (times > 1) state.inject(transaction, 'repeated-postback');
       const [minDelay, maxDelay] = this.faults.postbackDelayMs;
       const delay = random.between(minDelay, maxDelay);
       if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));

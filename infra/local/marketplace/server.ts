@@ -476,6 +476,20 @@ export async function startLocalMarketplace(options: LocalMarketplaceOptions): P
       if (input.mix) respondents.mix = input.mix as OutcomeMix;
       return ok({ apiFaults: marketplace.apiFaults, delivery: respondents.faults });
     }
+    const injectedOfSurvey = /^\/_sim\/injected\/(\d+)$/.exec(path);
+    if (method === 'GET' && injectedOfSurvey) {
+      const surveyId = Number(injectedOfSurvey[1]);
+      const result = state
+        .transactionsOf(surveyId)
+        .filter((t) => state.injections.has(t.token))
+        .map((t) => ({
+          token: t.token,
+          pid: t.pid,
+          status: t.status,
+          injected: state.injections.get(t.token),
+        }));
+      return ok({ result });
+    }
     const transactionsOfSurvey = /^\/_sim\/transactions\/(\d+)$/.exec(path);
     if (method === 'GET' && transactionsOfSurvey) {
       const surveyId = Number(transactionsOfSurvey[1]);

@@ -25,6 +25,17 @@ export interface SimSurvey {
 
 export type VerifyState = 'Pending' | 'Valid' | 'Invalid';
 
+/** A fault the local marketplace injected into an attempt, so tests can check reconciliation finds each one. */
+export type Injection =
+  | 'phantom'
+  | 'false-complete'
+  | 'dropped-redirect'
+  | 'dropped-postback'
+  | 'repeated-postback'
+  | 'cpi-drift'
+  | 'invalidated'
+  | 'status-changed';
+
 export interface SimTransaction {
   surveyId: number;
   token: string;
@@ -39,6 +50,8 @@ export interface SimTransaction {
   verifiedAt?: Date;
   /** Whether the supplier was ever told (redirect or postback sent). False for phantom transactions. */
   notified: boolean;
+  /** Set when the complete was filed at another price than the survey's. */
+  cpi?: string;
 }
 
 export class MarketplaceState {
@@ -48,8 +61,14 @@ export class MarketplaceState {
   );
   readonly surveyRedirects = new Map<number, RedirectSettings>();
   readonly transactions: SimTransaction[] = [];
+  /** What was injected into each attempt, by token. */
+  readonly injections = new Map<string, Injection[]>();
 
   constructor(readonly random: Random) {}
+
+  inject(transaction: SimTransaction, injection: Injection): void {
+    this.injections.set(transaction.token, [...(this.injections.get(transaction.token) ?? []), injection]);
+  }
 
   addSurvey(survey: Partial<SimSurvey> & { surveyId: number }, now = new Date()): SimSurvey {
     const full: SimSurvey = {
@@ -129,9 +148,11 @@ export class MarketplaceState {
       if (this.random.chance(options.statusChangeShare ?? 0)) {
         t.status = 'Quality Termination';
         t.verifyToken = 'Invalid';
+        this.inject(t, 'status-changed');
         counts.changed++;
       } else if (this.random.chance(options.invalidShare ?? 0)) {
         t.verifyToken = 'Invalid';
+        this.inject(t, 'invalidated');
         counts.invalid++;
       } else {
         t.verifyToken = 'Valid';
@@ -206,7 +227,7 @@ export function transactionView(t: SimTransaction, survey: SimSurvey | undefined
     ip: t.ip,
     verifyToken: t.verifyToken,
     termReason: t.termReason,
-    CPI: t.status === 'Completed' ? (survey?.cpi ?? '0.00') : 0,
+    CPI: t.status === 'Completed' ? (t.cpi ?? survey?.cpi ?? '0.00') : 0,
     PID: t.pid,
     token: t.token,
     st_date_time: formatPacificTime(t.clickedAt),

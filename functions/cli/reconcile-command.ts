@@ -1,0 +1,101 @@
+import { Command } from 'commander';
+import { pacificDay } from '../core/pacific-time';
+import { reconciler, totals } from '../core/reconciler';
+import { MONEY_KINDS, VERDICT_KINDS } from '../core/reconciliation';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+} from '../core/store';
+import { cliContext } from './context';
+import { dayOption, surveyIdOption } from './options';
+
+const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
+
+/** `reconcile --from <day> --to <day> [--survey <id> ...]`: reconcile Pacific days against the marketplace. */
+export function reconcileCommand(): Command {
+  return new Command('reconcile')
+    .description("reconcile the ledger against the marketplace's transactions for Pacific days [from, to]")
+    .option('--from <YYYY-MM-DD>', 'first Pacific day (default: today)', dayOption)
+    .option('--to <YYYY-MM-DD>', 'last Pacific day (default: --from)', dayOption)
+    .option(
+      '--survey <id>',
+      'only this survey (repeat for several; default: every registered survey)',
+      collect,
+    )
+    .option('--concurrency <n>', 'surveys at once', (v) => Number(v), 4)
+    .option(
+      '--settle-seconds <s>',
+      'judge a discrepancy only once it has been quiet this long (default: RECONCILE_SETTLE_SECONDS, else 600)',
+      (v) => Number(v),
+    )
+    .option('--json', 'print the full report as JSON')
+    .action(
+      async (options: {
+        from?: string;
+        to?: string;
+        survey?: string[];
+        concurrency: number;
+        settleSeconds?: number;
+        json?: boolean;
+      }) => {
+        const context = cliContext();
+        const env = process.env;
+        const client = createDocumentClient({ region: env.AWS_REGION, endpoint: env.DYNAMODB_ENDPOINT });
+        const table = env.TABLE_NAME as string;
+        const interactive = process.stderr.isTTY;
+        const engine = reconciler({
+          marketplace: context.marketplace(),
+          attempts: createLedgerStore(client, table),
+          registry: createSurveyRegistry(client, table),
+          results: createReconciliationStore(client, table),
+          concurrency: options.concurrency,
+          settleMs: (options.settleSeconds ?? Number(env.RECONCILE_SETTLE_SECONDS ?? 600)) * 1000,
+          onSurvey: (outcome, done, total) => {
+            if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);
+            else if (outcome.status === 'failed')
+              console.error(`survey ${outcome.surveyId} failed: ${outcome.error}`);
+          },
+        });
+        const from = options.from ?? pacificDay(new Date());
+        const to = options.to ?? from;
+        const report = await engine.run(from, to, options.survey);
+        const sum = totals(report.outcomes);
+        if (options.json) {
+          console.log(JSON.stringify({ ...report, totals: sum }, null, 2));
+        } else {
+          console.log(
+            `reconciled ${from}..${to} (Pacific days): ${sum.reconciled} surveys, ${sum.transactions} transactions, ${sum.attempts} attempts here`,
+          );
+          for (const kind of VERDICT_KINDS) {
+            const n = sum.verdicts[kind] ?? 0;
+            if (n > 0)
+              console.log(
+                `  ${kind.padEnd(22)} ${String(n).padStart(7)}${MONEY_KINDS.has(kind) ? '  (money)' : ''}`,
+              );
+          }
+          console.log(
+            `  verdicts new ${sum.new}, changed ${sum.changed}; ${sum.awaiting} too recent to judge yet`,
+          );
+          for (const outcome of report.outcomes) {
+            for (const change of outcome.changed)
+              console.log(
+                `  survey ${outcome.surveyId} token ${change.token}: ${change.from} -> ${change.to}`,
+              );
+            if (outcome.malformedRows > 0)
+              console.log(
+                `  survey ${outcome.surveyId}: ${outcome.malformedRows} unreadable transaction rows skipped`,
+              );
+          }
+        }
+        const failed = report.outcomes.filter((o) => o.status === 'failed');
+        if (failed.length > 0) {
+          console.error(
+            `${failed.length} of ${report.outcomes.length} surveys could not be reconciled: ${failed.map((f) => `${f.surveyId} (${f.error})`).join('; ')}`,
+          );
+          process.exitCode = 1;
+        }
+      },
+    );
+}

@@ -1,0 +1,321 @@
+/**
+ * Runs reconciliation: for each survey and window, fetch the marketplace's transactions and the ledger's
+ * attempts, classify (reconciliation.ts), and write verdicts and day summaries. One survey's window is held in
+ * memory at a time; a survey the marketplace answers with an error is marked failed and retried later, never
+ * counted as zero transactions, and never stops the others. A long run records how far it got so the next
+ * invocation resumes there.
+ */
+import type { MarketplaceClient } from './marketplace-client';
+import { pacificDay } from './pacific-time';
+import { fetchRange, nextDay, pacificDays, reconcileSurveyWindow, type VerdictKind } from './reconciliation';
+import type { LedgerStore, ReconciliationStore, RunState, SurveyRegistry, VerdictChange } from './store';
+
+export const SCHEDULED_RUN = 'reconcile';
+
+export interface ReconcilerDeps {
+  readonly marketplace: MarketplaceClient;
+  readonly attempts: LedgerStore;
+  readonly registry: SurveyRegistry;
+  readonly results: ReconciliationStore;
+  readonly now?: () => Date;
+  /** Surveys reconciled at once. */
+  readonly concurrency?: number;
+  /** Verdict writes in flight at once within a survey. */
+  readonly writeConcurrency?: number;
+  readonly onSurvey?: (outcome: SurveyOutcome, done: number, total: number) => void;
+  /** How long a discrepancy must have been quiet before it is judged (the other side may still catch up). */
+  readonly settleMs?: number;
+}
+
+export interface SurveyOutcome {
+  readonly surveyId: string;
+  readonly status: 'reconciled' | 'failed' | 'deferred';
+  readonly days: readonly string[];
+  readonly error?: string;
+  readonly transactions: number;
+  readonly attempts: number;
+  readonly malformedRows: number;
+  readonly undated: number;
+  /** Discrepancies too recent to judge this run. */
+  readonly awaiting: number;
+  readonly verdicts: Partial<Record<VerdictKind, number>>;
+  /** Verdicts written for the first time, changed (history grew), or refreshed with newer marketplace facts. */
+  readonly changes: Readonly<Record<Exclude<VerdictChange, 'unchanged'>, number>>;
+  /** The first few verdicts that changed, to show what moved. */
+  readonly changed: readonly { token: string; from: string; to: string }[];
+}
+
+export interface RunReport {
+  readonly runId: string;
+  readonly days: readonly string[];
+  readonly outcomes: readonly SurveyOutcome[];
+  /** False when the run stopped at its deadline; the next invocation resumes it. */
+  readonly complete: boolean;
+}
+
+export interface RunOptions {
+  readonly deadline?: Date;
+  readonly runId?: string;
+}
+
+const emptyOutcome = (
+  surveyId: string,
+  days: readonly string[],
+  status: SurveyOutcome['status'],
+  error?: string,
+): SurveyOutcome => ({
+  surveyId,
+  status,
+  days,
+  ...(error ? { error } : {}),
+  transactions: 0,
+  attempts: 0,
+  malformedRows: 0,
+  undated: 0,
+  awaiting: 0,
+  verdicts: {},
+  changes: { new: 0, changed: 0, refreshed: 0 },
+  changed: [],
+});
+
+export function reconciler(deps: ReconcilerDeps) {
+  const now = deps.now ?? (() => new Date());
+  const concurrency = deps.concurrency ?? 4;
+  const writeConcurrency = deps.writeConcurrency ?? 16;
+
+  /** Reconciles one survey over the days (grouped into contiguous windows) and records its state. */
+  async function reconcileSurvey(
+    surveyId: string,
+    days: readonly string[],
+    runId: string,
+  ): Promise<SurveyOutcome> {
+    const state = await deps.results.surveyState(surveyId);
+    const allDays = [...new Set([...days, ...(state?.failedDays ?? [])])].sort();
+    const at = now();
+    try {
+      const registration = await deps.registry.get(surveyId);
+      const outcome = {
+        ...emptyOutcome(surveyId, allDays, 'reconciled'),
+        verdicts: {} as Partial<Record<VerdictKind, number>>,
+      };
+      const changes = { new: 0, changed: 0, refreshed: 0 };
+      const changed: { token: string; from: string; to: string }[] = [];
+      for (const window of contiguous(allDays)) {
+        const range = fetchRange(window);
+        const settledBefore = new Date(now().getTime() - (deps.settleMs ?? 0));
+        const listed = await deps.marketplace.getSurveyTransactions(surveyId, {
+          startDate: range.startDate,
+          endDate: range.endDate,
+        });
+        const attempts = await deps.attempts.attemptsOfSurvey(surveyId, range.from, range.to);
+        const result = reconcileSurveyWindow({
+          surveyId,
+          days: window,
+          transactions: listed.rows,
+          attempts,
+          expectedCpi: registration?.expectedCpi,
+          settledBefore,
+        });
+        outcome.transactions += listed.rows.length;
+        outcome.attempts += attempts.length;
+        outcome.malformedRows += listed.malformed.length;
+        outcome.undated += result.undated;
+        outcome.awaiting += result.awaiting;
+        await inParallel(result.verdicts, writeConcurrency, async (entry) => {
+          const change = await deps.results.recordVerdict(entry, at);
+          outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
+          if (change === 'unchanged') return;
+          changes[change]++;
+          if (change === 'changed' && changed.length < 20) {
+            changed.push({
+              token: entry.token,
+              from: entry.attempt?.reconciliation?.verdict ?? '-',
+              to: entry.verdict.kind,
+            });
+          }
+        });
+        for (const summary of result.summaries) await deps.results.putDaySummary(summary, at, runId);
+      }
+      await deps.results.putSurveyState({ surveyId, lastReconciledAt: at.toISOString(), failedDays: [] });
+      return { ...outcome, changes, changed };
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      // The window is not "zero transactions": it is unknown, and retried with the next run whatever its days.
+      await deps.results
+        .putSurveyState({
+          surveyId,
+          ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
+          failedDays: allDays,
+          lastError: message,
+          lastErrorAt: at.toISOString(),
+        })
+        .catch(() => undefined);
+      return emptyOutcome(surveyId, allDays, 'failed', message);
+    }
+  }
+
+  /** Reconciles surveys in order, `concurrency` at a time, taking up no new survey after the deadline. */
+  async function reconcileSurveys(
+    surveys: readonly string[],
+    days: readonly string[],
+    runId: string,
+    options: RunOptions & { onProgress?: (cursor: number) => Promise<void> } = {},
+  ): Promise<SurveyOutcome[]> {
+    const outcomes: SurveyOutcome[] = new Array(surveys.length);
+    let next = 0;
+    let done = 0;
+    let settled = 0;
+    const finished = new Set<number>();
+    const worker = async () => {
+      while (next < surveys.length) {
+        const index = next++;
+        const surveyId = surveys[index] as string;
+        const outcome =
+          options.deadline && now() >= options.deadline
+            ? emptyOutcome(surveyId, days, 'deferred')
+            : await reconcileSurvey(surveyId, days, runId);
+        outcomes[index] = outcome;
+        if (outcome.status !== 'deferred') {
+          finished.add(index);
+          while (finished.has(settled)) settled++;
+          await options.onProgress?.(settled);
+        }
+        deps.onSurvey?.(outcome, ++done, surveys.length);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, surveys.length) }, worker));
+    return outcomes;
+  }
+
+  return {
+    reconcileSurvey,
+
+    /** Reconciles the given surveys (default: every registered survey) over Pacific days [from, to]. */
+    async run(
+      from: string,
+      to: string,
+      surveyIds?: readonly string[],
+      options: RunOptions = {},
+    ): Promise<RunReport> {
+      const days = pacificDays(from, to);
+      if (days.length === 0) throw new RangeError('from must not be after to');
+      const surveys = surveyIds ?? (await registeredSurveys(days));
+      const runId = options.runId ?? `manual-${now().toISOString()}`;
+      const outcomes = await reconcileSurveys(surveys, days, runId, options);
+      return { runId, days, outcomes, complete: outcomes.every((o) => o.status !== 'deferred') };
+    },
+
+    /**
+     * The scheduled run: the trailing `windowDays` Pacific days through today, for every registered survey.
+     * Resumes an unfinished run instead of starting another; returns undefined when another invocation holds it.
+     */
+    async scheduled(windowDays: number, options: { deadline: Date }): Promise<RunReport | undefined> {
+      const started = now();
+      let state = await deps.results.runState(SCHEDULED_RUN);
+      if (!state || state.finishedAt) {
+        const today = pacificDay(started);
+        const days = pacificDays(nextDay(today, 1 - windowDays), today);
+        state = {
+          runId: started.toISOString(),
+          days,
+          surveys: await registeredSurveys(days),
+          cursor: 0,
+          startedAt: started.toISOString(),
+        };
+        await deps.results.putRunState(SCHEDULED_RUN, state);
+      }
+      const run: RunState = state;
+      if (!(await deps.results.acquireRun(SCHEDULED_RUN, run.runId, started, options.deadline)))
+        return undefined;
+      let cursor = run.cursor;
+      const remaining = run.surveys.slice(run.cursor);
+      const outcomes = await reconcileSurveys(remaining, run.days, run.runId, {
+        deadline: options.deadline,
+        onProgress: async (settled) => {
+          if (run.cursor + settled > cursor) {
+            cursor = run.cursor + settled;
+            await deps.results.putRunState(SCHEDULED_RUN, {
+              ...run,
+              cursor,
+              leaseUntil: options.deadline.toISOString(),
+            });
+          }
+        },
+      });
+      const complete = outcomes.every((o) => o.status !== 'deferred');
+      await deps.results.putRunState(SCHEDULED_RUN, {
+        ...run,
+        cursor,
+        ...(complete ? { finishedAt: now().toISOString() } : {}),
+        leaseUntil: new Date(0).toISOString(),
+      });
+      return { runId: run.runId, days: run.days, outcomes, complete };
+    },
+  };
+
+  /** Surveys with redirects here: active ones, and removed ones that may still have attempts in the window. */
+  async function registeredSurveys(days: readonly string[]): Promise<string[]> {
+    const first = days[0] ?? '';
+    return (await deps.registry.list())
+      .filter(
+        (r) =>
+          r.state === 'active' ||
+          (r.removedAt !== undefined && pacificDay(new Date(r.removedAt)) >= nextDay(first, -1)),
+      )
+      .map((r) => r.surveyId);
+  }
+}
+
+export type Reconciler = ReturnType<typeof reconciler>;
+
+/** Totals over a run's survey outcomes. */
+export function totals(outcomes: readonly SurveyOutcome[]) {
+  const verdicts: Partial<Record<VerdictKind, number>> = {};
+  const sum = {
+    surveys: outcomes.length,
+    reconciled: 0,
+    failed: 0,
+    deferred: 0,
+    transactions: 0,
+    attempts: 0,
+    malformedRows: 0,
+    awaiting: 0,
+    changed: 0,
+    new: 0,
+  };
+  for (const o of outcomes) {
+    sum[o.status]++;
+    sum.transactions += o.transactions;
+    sum.attempts += o.attempts;
+    sum.malformedRows += o.malformedRows;
+    sum.awaiting += o.awaiting;
+    sum.changed += o.changes.changed;
+    sum.new += o.changes.new;
+    for (const [kind, n] of Object.entries(o.verdicts))
+      verdicts[kind as VerdictKind] = (verdicts[kind as VerdictKind] ?? 0) + (n ?? 0);
+  }
+  return { ...sum, verdicts };
+}
+
+/** Splits sorted days into runs of consecutive days. */
+function contiguous(days: readonly string[]): string[][] {
+  const windows: string[][] = [];
+  for (const day of days) {
+    const last = windows[windows.length - 1];
+    if (last && nextDay(last[last.length - 1] as string) === day) last.push(day);
+    else windows.push([day]);
+  }
+  return windows;
+}
+
+async function inParallel<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await work(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}

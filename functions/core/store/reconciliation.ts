@@ -1,0 +1,312 @@
+/**
+ * Reconciliation results in the ledger table: verdicts on the attempts (with their history), day summaries per
+ * survey, each survey's reconciliation state, and the state of a long run so it can resume.
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { Attempt } from '../attempt';
+import {
+  attemptDayKey,
+  attemptKey,
+  discrepancyIndexKey,
+  LEDGER,
+  reconciliationStateKey,
+  runStateKey,
+  summaryIndexKey,
+  summaryKey,
+} from '../ledger-schema';
+import type { AttemptVerdict, DaySummary, VerdictKind } from '../reconciliation';
+import { attemptFromItem } from './attempts';
+import { batchGet, type Item, queryAll, send } from './dynamo';
+
+/** What recording a verdict did: a first verdict, a different one (history grows), fresher facts, or nothing. */
+export type VerdictChange = 'new' | 'changed' | 'refreshed' | 'unchanged';
+
+export interface StoredDaySummary extends DaySummary {
+  readonly reconciledAt: string;
+  readonly runId: string;
+}
+
+/** Where reconciling one survey stands. */
+export interface SurveyReconciliationState {
+  readonly surveyId: string;
+  readonly lastReconciledAt?: string | undefined;
+  /** Pacific days whose last reconciliation failed, to be retried whatever the window. */
+  readonly failedDays: readonly string[];
+  readonly lastError?: string | undefined;
+  readonly lastErrorAt?: string | undefined;
+}
+
+/** A run that may span several invocations: what it covers and how far it got. */
+export interface RunState {
+  readonly runId: string;
+  readonly days: readonly string[];
+  readonly surveys: readonly string[];
+  /** Surveys before this index are done. */
+  readonly cursor: number;
+  readonly startedAt: string;
+  readonly finishedAt?: string | undefined;
+  /** An invocation working on the run holds it until then. */
+  readonly leaseUntil?: string | undefined;
+}
+
+export interface ReconciliationStore {
+  /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
+  recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
+  putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
+  /** The summaries of a Pacific day, for all surveys (or the ones listed), through the index. */
+  daySummaries(day: string): Promise<StoredDaySummary[]>;
+  /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
+  discrepancies(day: string, surveyId?: string): Promise<Attempt[]>;
+  surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
+  putSurveyState(state: SurveyReconciliationState): Promise<void>;
+  runState(name: string): Promise<RunState | undefined>;
+  putRunState(name: string, state: RunState): Promise<void>;
+  /** Takes the run for one invocation until `until`; false when another invocation holds it. */
+  acquireRun(name: string, runId: string, now: Date, until: Date): Promise<boolean>;
+}
+
+/** Equal as data, whatever order the store returned the keys in. */
+const same = (a: unknown, b: unknown) => canonical(a ?? null) === canonical(b ?? null);
+const canonical = (value: unknown): string =>
+  value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? `{${Object.keys(value)
+        .sort()
+        .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+        .join(',')}}`
+    : JSON.stringify(value);
+
+export function createReconciliationStore(
+  client: DynamoDBDocumentClient,
+  tableName: string,
+): ReconciliationStore {
+  const getItem = async (key: Record<string, string>) =>
+    (await send(() => client.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }))))
+      .Item;
+
+  return {
+    async recordVerdict(entry, at) {
+      const { verdict } = entry;
+      const existing = entry.attempt?.reconciliation;
+      const marketplace = verdict.marketplace;
+      const sameVerdict = existing?.verdict === verdict.kind && existing.day === verdict.day;
+      if (sameVerdict && same(existing?.detail, verdict.detail) && same(existing?.marketplace, marketplace))
+        return 'unchanged';
+      const key = entry.attempt
+        ? attemptKey(entry.attempt.surveyId, entry.attempt.pid, entry.attempt.token)
+        : attemptKey(entry.surveyId, entry.pid, entry.token);
+      const now = at.toISOString();
+      const facts = {
+        ':detail': verdict.detail,
+        ':marketplace': marketplace ?? null,
+        ':now': now,
+      };
+      if (sameVerdict) {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: key,
+              UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
+              ExpressionAttributeValues: facts,
+            }),
+          ),
+        );
+        return 'refreshed';
+      }
+      // Items for transactions this receiver never saw are placed in the day index by their click time.
+      const placedAt = entry.attempt?.firstSeenAt ?? marketplace?.clickedAt ?? now;
+      const day = attemptDayKey(entry.surveyId, placedAt);
+      const discrepancy = verdict.kind !== 'matched';
+      const index = discrepancyIndexKey(
+        verdict.day,
+        entry.surveyId,
+        verdict.kind,
+        key.sk.replace(/^TOKEN#/, ''),
+      );
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: key,
+              UpdateExpression:
+                [
+                  'SET kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId)',
+                  'pid = if_not_exists(pid, :pid), #token = if_not_exists(#token, :token)',
+                  'gsi1pk = if_not_exists(gsi1pk, :gsi1pk), gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
+                  'verdict = :verdict, verdictDay = :day, verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
+                  'verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry)',
+                  ...(discrepancy ? ['gsi2pk = :gsi2pk, gsi2sk = :gsi2sk'] : []),
+                ].join(', ') + (discrepancy ? '' : ' REMOVE gsi2pk, gsi2sk'),
+              ConditionExpression:
+                'attribute_not_exists(verdict) OR verdict <> :verdict OR verdictDay <> :day',
+              ExpressionAttributeNames: { '#token': 'token' },
+              ExpressionAttributeValues: {
+                ...facts,
+                ':kind': 'attempt',
+                ':surveyId': entry.surveyId,
+                ':pid': entry.attempt?.pid ?? entry.pid,
+                ':token': entry.attempt?.token ?? entry.token,
+                ':gsi1pk': day.gsi1pk,
+                ':gsi1sk': day.gsi1sk,
+                ':verdict': verdict.kind,
+                ':day': verdict.day,
+                ':empty': [],
+                ':entry': [{ verdict: verdict.kind, day: verdict.day, at: now }],
+                ...(discrepancy ? { ':gsi2pk': index.gsi2pk, ':gsi2sk': index.gsi2sk } : {}),
+              },
+            }),
+          ),
+        );
+        return existing ? 'changed' : 'new';
+      } catch (error) {
+        // Another run wrote the same verdict first: nothing to add.
+        if (error instanceof ConditionalCheckFailedException) return 'unchanged';
+        throw error;
+      }
+    },
+
+    async putDaySummary(summary, at, runId) {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...summaryKey(summary.surveyId, summary.day),
+              ...summaryIndexKey(summary.surveyId, summary.day),
+              kind: 'summary',
+              ...summary,
+              reconciledAt: at.toISOString(),
+              runId,
+            },
+          }),
+        ),
+      );
+    },
+
+    async daySummaries(day) {
+      const keys = await queryAll(client, {
+        TableName: tableName,
+        IndexName: LEDGER.index.name,
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': LEDGER.index.partitionKey },
+        ExpressionAttributeValues: { ':pk': summaryIndexKey('', day).gsi1pk },
+      });
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+      );
+      return items.map(summaryFromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
+    },
+
+    async discrepancies(day, surveyId) {
+      const { discrepancyIndex: index } = LEDGER;
+      const keys = await queryAll(client, {
+        TableName: tableName,
+        IndexName: index.name,
+        KeyConditionExpression: surveyId ? '#pk = :pk AND begins_with(#sk, :survey)' : '#pk = :pk',
+        ExpressionAttributeNames: {
+          '#pk': index.partitionKey,
+          ...(surveyId ? { '#sk': index.sortKey } : {}),
+        },
+        ExpressionAttributeValues: {
+          ':pk': discrepancyIndexKey(day, '', '', '').gsi2pk,
+          ...(surveyId ? { ':survey': `${surveyId}#` } : {}),
+        },
+      });
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+      );
+      return items
+        .map(attemptFromItem)
+        .sort((a, b) => `${a.surveyId}#${a.token}`.localeCompare(`${b.surveyId}#${b.token}`));
+    },
+
+    async surveyState(surveyId) {
+      const item = await getItem(reconciliationStateKey(surveyId));
+      if (!item) return undefined;
+      return {
+        surveyId,
+        lastReconciledAt: item.lastReconciledAt as string | undefined,
+        failedDays: (item.failedDays as string[] | undefined) ?? [],
+        lastError: item.lastError as string | undefined,
+        lastErrorAt: item.lastErrorAt as string | undefined,
+      };
+    },
+
+    async putSurveyState(state) {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...reconciliationStateKey(state.surveyId),
+              kind: 'reconciliation',
+              ...state,
+              failedDays: [...state.failedDays],
+            },
+            // Undefined optional fields are dropped by the client's marshalling.
+          }),
+        ),
+      );
+    },
+
+    async runState(name) {
+      const item = await getItem(runStateKey(name));
+      return item
+        ? (Object.fromEntries(
+            Object.entries(item).filter(([k]) => !['pk', 'sk', 'kind'].includes(k)),
+          ) as unknown as RunState)
+        : undefined;
+    },
+
+    async putRunState(name, state) {
+      await send(() =>
+        client.send(
+          new PutCommand({ TableName: tableName, Item: { ...runStateKey(name), kind: 'run', ...state } }),
+        ),
+      );
+    },
+
+    async acquireRun(name, runId, now, until) {
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: runStateKey(name),
+              UpdateExpression: 'SET leaseUntil = :until',
+              ConditionExpression:
+                'runId = :runId AND (attribute_not_exists(leaseUntil) OR leaseUntil < :now)',
+              ExpressionAttributeValues: {
+                ':until': until.toISOString(),
+                ':runId': runId,
+                ':now': now.toISOString(),
+              },
+            }),
+          ),
+        );
+        return true;
+      } catch (error) {
+        if (error instanceof ConditionalCheckFailedException) return false;
+        throw error;
+      }
+    },
+  };
+}
+
+function summaryFromItem(item: Item): StoredDaySummary {
+  return {
+    surveyId: String(item.surveyId),
+    day: String(item.day),
+    here: item.here as DaySummary['here'],
+    marketplace: item.marketplace as DaySummary['marketplace'],
+    verdicts: (item.verdicts ?? {}) as Partial<Record<VerdictKind, number>>,
+    reconciledAt: String(item.reconciledAt),
+    runId: String(item.runId),
+  };
+}

@@ -1,0 +1,294 @@
+/**
+ * The reconciler against the local marketplace and the embedded engine: verdicts and summaries written,
+ * idempotent re-runs, statuses that change after the fact, failures isolated and retried, and runs that resume.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createMarketplaceClient } from '../../functions/core/marketplace-client';
+import { pacificDay } from '../../functions/core/pacific-time';
+import { reconciler, SCHEDULED_RUN } from '../../functions/core/reconciler';
+import { nextDay } from '../../functions/core/reconciliation';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+  type LedgerStore,
+  type ReconciliationStore,
+  type SurveyRegistry,
+} from '../../functions/core/store';
+import {
+  type LocalMarketplace,
+  NO_API_FAULTS,
+  startLocalMarketplace,
+} from '../../infra/local/marketplace/server';
+import type { SimTransaction } from '../../infra/local/marketplace/state';
+import { freshTable } from '../support/ledger';
+
+const TOKEN = 'reconciler-token';
+let marketplace: LocalMarketplace;
+let attempts: LedgerStore;
+let registry: SurveyRegistry;
+let results: ReconciliationStore;
+let sequence = 0;
+
+const today = pacificDay(new Date());
+const engine = (overrides: Partial<Parameters<typeof reconciler>[0]> = {}) =>
+  reconciler({
+    marketplace: createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 1,
+      minBackoffMs: 1,
+      maxBackoffMs: 2,
+    }),
+    attempts,
+    registry,
+    results,
+    ...overrides,
+  });
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  const client = createDocumentClient({ endpoint });
+  attempts = createLedgerStore(client, tableName);
+  registry = createSurveyRegistry(client, tableName);
+  results = createReconciliationStore(client, tableName);
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
+});
+afterAll(() => marketplace.stop());
+beforeEach(() => {
+  marketplace.apiFaults = { ...NO_API_FAULTS };
+});
+
+async function survey(surveyId: number, cpi = '1.50') {
+  marketplace.state.addSurvey({ surveyId, cpi });
+  const at = new Date().toISOString();
+  await registry.put({
+    surveyId: String(surveyId),
+    state: 'active',
+    verified: true,
+    failures: 0,
+    expectedCpi: cpi,
+    updatedAt: at,
+  });
+}
+
+/** A transaction at the marketplace, and optionally what arrived here for it. */
+async function attempt(
+  surveyId: number,
+  status: string,
+  here?: { postback?: 'success' | 'fail'; redirect?: 'success' | 'fail' | 'overquota' },
+) {
+  const token = `tok-${surveyId}-${++sequence}`;
+  const pid = `pid-${sequence}`;
+  const clickedAt = new Date(Date.now() - 30 * 60_000);
+  const transaction: SimTransaction = {
+    surveyId,
+    token,
+    pid,
+    status,
+    ip: '198.51.100.1',
+    trackId: token,
+    termReason: '',
+    clickedAt,
+    ...(status === 'Completed' ? { completedAt: new Date(Date.now() - 20 * 60_000) } : {}),
+    verifyToken: 'Pending',
+    notified: true,
+  };
+  marketplace.state.transactions.push(transaction);
+  for (const [channel, outcome] of Object.entries(here ?? {})) {
+    await attempts.recordHit(
+      {
+        channel: channel as 'postback',
+        surveyId: String(surveyId),
+        outcome: outcome as 'success',
+        pid,
+        token,
+        source: 'query',
+      },
+      new Date(Date.now() - 15 * 60_000),
+    );
+  }
+  return { token, pid, transaction };
+}
+
+describe('a reconciliation run', () => {
+  it('writes a verdict on every attempt and a summary per day, and a re-run changes nothing', async () => {
+    await survey(7001, '2.00');
+    const good = await attempt(7001, 'Completed', { postback: 'success', redirect: 'success' });
+    const missing = await attempt(7001, 'Completed', { redirect: 'success' });
+    const unseen = await attempt(7001, 'Over Quota');
+    const first = await engine().run(today, today, ['7001']);
+    expect(first.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      transactions: 3,
+      verdicts: { matched: 1, complete_not_received: 1, not_received: 1 },
+      changes: { new: 3 },
+    });
+
+    expect((await attempts.attemptsOf('7001', good.pid))[0]?.reconciliation).toMatchObject({
+      verdict: 'matched',
+      day: today,
+      history: [{ verdict: 'matched' }],
+    });
+    expect((await attempts.attemptsOf('7001', missing.pid))[0]?.reconciliation).toMatchObject({
+      verdict: 'complete_not_received',
+      detail: { successRedirect: true },
+      marketplace: { status: 'Completed', cpi: '2.00', verifyToken: 'Pending' },
+    });
+    // The transaction never seen here now has an attempt in the ledger, carrying its verdict.
+    expect((await attempts.attemptsOf('7001', unseen.pid))[0]).toMatchObject({
+      complete: 'none',
+      reconciliation: { verdict: 'not_received' },
+    });
+
+    const [summary] = (await results.daySummaries(today)).filter((s) => s.surveyId === '7001');
+    expect(summary).toMatchObject({
+      here: { attempts: 2, postbackCompletes: 1, redirectOnlyCompletes: 1 },
+      marketplace: { completes: 2, pending: '4.00', owed: '0.00' },
+    });
+    expect((await results.discrepancies(today, '7001')).map((a) => a.token).sort()).toEqual(
+      [missing.token, unseen.token].sort(),
+    );
+
+    const again = await engine().run(today, today, ['7001']);
+    expect(again.outcomes[0]?.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
+    expect((await attempts.attemptsOf('7001', good.pid))[0]?.reconciliation?.history).toHaveLength(1);
+  });
+
+  it('keeps the history of a verdict that changes after the fact, and refreshes facts that change without it', async () => {
+    await survey(7002);
+    const reversed = await attempt(7002, 'Completed', { postback: 'success' });
+    const approved = await attempt(7002, 'Completed', { postback: 'success' });
+    await engine().run(today, today, ['7002']);
+    reversed.transaction.verifyToken = 'Invalid';
+    approved.transaction.verifyToken = 'Valid';
+    const later = await engine().run(today, today, ['7002']);
+    expect(later.outcomes[0]?.changes).toEqual({ new: 0, changed: 1, refreshed: 1 });
+    expect(later.outcomes[0]?.changed).toEqual([
+      { token: reversed.token, from: 'matched', to: 'invalidated' },
+    ]);
+    const history = (await attempts.attemptsOf('7002', reversed.pid))[0]?.reconciliation?.history ?? [];
+    expect(history.map((h) => h.verdict)).toEqual(['matched', 'invalidated']);
+    expect((await attempts.attemptsOf('7002', approved.pid))[0]?.reconciliation).toMatchObject({
+      verdict: 'matched',
+      marketplace: { verifyToken: 'Valid' },
+    });
+    expect((await results.daySummaries(today)).find((s) => s.surveyId === '7002')?.marketplace).toMatchObject(
+      { owed: '1.50', invalidCompletes: 1 },
+    );
+    expect((await results.discrepancies(today, '7002')).map((a) => a.token)).toEqual([reversed.token]);
+  });
+
+  it('a marketplace error fails that survey only, never as zero transactions, and the failed days are retried later', async () => {
+    await survey(7003);
+    await survey(7004);
+    const here = await attempt(7003, 'Completed', { postback: 'success' });
+    await attempt(7004, 'Completed', { postback: 'success' });
+    const failing = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: (input, init) =>
+        String(input).includes('/7003')
+          ? Promise.resolve(new Response('{"apiStatus":"Failure","msg":"Internal error"}', { status: 500 }))
+          : fetch(input, init),
+    });
+    const report = await engine({ marketplace: failing }).run(today, today, ['7003', '7004']);
+    expect(report.outcomes.map((o) => [o.surveyId, o.status])).toEqual([
+      ['7003', 'failed'],
+      ['7004', 'reconciled'],
+    ]);
+    expect(report.outcomes[0]?.error).toMatch(/HTTP 500: Internal error/);
+    expect((await attempts.attemptsOf('7003', here.pid))[0]?.reconciliation).toBeUndefined();
+    expect(await results.surveyState('7003')).toMatchObject({
+      failedDays: [today],
+      lastError: expect.stringMatching(/HTTP 500/),
+    });
+
+    // A later run for another window still picks up the failed day.
+    const tomorrow = nextDay(today);
+    const retried = await engine().run(tomorrow, tomorrow, ['7003']);
+    expect(retried.outcomes[0]).toMatchObject({ status: 'reconciled', days: [today, tomorrow] });
+    expect((await attempts.attemptsOf('7003', here.pid))[0]?.reconciliation?.verdict).toBe('matched');
+    expect((await results.surveyState('7003'))?.failedDays).toEqual([]);
+  });
+
+  it('"No data found" is zero transactions: what arrived here is then not in the marketplace', async () => {
+    await survey(7005);
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7005',
+        outcome: 'success',
+        pid: 'lonely',
+        token: 'lonely-1',
+        source: 'query',
+      },
+      new Date(Date.now() - 3_600_000),
+    );
+    const report = await engine().run(today, today, ['7005']);
+    expect(report.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      transactions: 0,
+      verdicts: { complete_not_paid: 1 },
+    });
+  });
+
+  it('reports unreadable transaction rows instead of counting them', async () => {
+    await survey(7006);
+    const good = {
+      token: 'g1',
+      PID: 'g',
+      status: 'Completed',
+      CPI: '1.50',
+      verifyToken: 'Pending',
+      clkDateTime: '',
+    };
+    const click = new Date(Date.now() - 3_600_000);
+    good.clkDateTime = (await import('../../functions/core/pacific-time')).formatPacificTime(click);
+    const broken = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      fetch: async () =>
+        new Response(
+          JSON.stringify({ apiStatus: 'success', result: [good, { ...good, token: 'g2', CPI: 'n/a' }] }),
+          { status: 200 },
+        ),
+    });
+    const report = await engine({ marketplace: broken }).run(today, today, ['7006']);
+    expect(report.outcomes[0]).toMatchObject({
+      transactions: 1,
+      malformedRows: 1,
+      verdicts: { complete_not_received: 1 },
+    });
+  });
+});
+
+describe('the scheduled run', () => {
+  it('stops at its deadline, records its cursor, and the next invocation resumes it; a held run is left alone', async () => {
+    const past = new Date(0);
+    const cut = await engine().scheduled(2, { deadline: past });
+    expect(cut?.complete).toBe(false);
+    expect(cut?.outcomes.every((o) => o.status === 'deferred')).toBe(true);
+    const state = await results.runState(SCHEDULED_RUN);
+    expect(state).toMatchObject({ cursor: 0, days: [nextDay(today, -1), today] });
+    expect(state?.finishedAt).toBeUndefined();
+
+    // Another invocation holds the run: this one does nothing.
+    const runId = state?.runId as string;
+    expect(await results.acquireRun(SCHEDULED_RUN, runId, new Date(), new Date(Date.now() + 60_000))).toBe(
+      true,
+    );
+    expect(await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) })).toBeUndefined();
+    await results.putRunState(SCHEDULED_RUN, {
+      ...(state as NonNullable<typeof state>),
+      leaseUntil: new Date(0).toISOString(),
+    });
+
+    const resumed = await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(resumed).toMatchObject({ runId, complete: true });
+    expect(resumed?.outcomes.length).toBe(state?.surveys.length);
+    expect((await results.runState(SCHEDULED_RUN))?.finishedAt).toBeDefined();
+  });
+});

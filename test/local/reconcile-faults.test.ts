@@ -1,0 +1,166 @@
+/**
+ * The whole local stack with the marketplace's faults on: respondents flow through the real receivers, the
+ * buyer reviews, and reconciliation for today finds exactly the discrepancies the marketplace injected; a re-run
+ * changes nothing.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMarketplaceClient } from '../../functions/core/marketplace-client';
+import { pacificDay } from '../../functions/core/pacific-time';
+import { type Reconciler, reconciler } from '../../functions/core/reconciler';
+import type { VerdictKind } from '../../functions/core/reconciliation';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+  type LedgerStore,
+  type ReconciliationStore,
+} from '../../functions/core/store';
+import { lambdaContext } from '../../infra/local/api-gateway';
+import type { LocalMarketplace } from '../../infra/local/marketplace/server';
+import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+let stack: LocalStack;
+let marketplace: LocalMarketplace;
+let engine: Reconciler;
+let attempts: LedgerStore;
+let results: ReconciliationStore;
+const SURVEYS = [1001, 1002, 1003];
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  Object.assign(process.env, {
+    PORT: '0',
+    MARKETPLACE_PORT: '0',
+    DYNAMODB_ENDPOINT: endpoint,
+    TABLE_NAME: tableName,
+    SIGNING_KEYS: TEST_KEY_RING,
+    MARKETPLACE_SEED: '424242',
+  });
+  stack = await startLocalStack();
+  marketplace = stack.marketplace as LocalMarketplace;
+  // The scheduled sync points the marketplace's live surveys at the receivers and records their CPIs.
+  const { handler: sync } = (await import('../../functions/redirect-sync')) as {
+    handler: (event: unknown, context: unknown) => Promise<{ counts: Record<string, number> }>;
+  };
+  expect((await sync({}, lambdaContext('redirect-sync', 'sync', 300_000))).counts.applied).toBe(3);
+
+  const client = createDocumentClient({ endpoint });
+  attempts = createLedgerStore(client, tableName);
+  results = createReconciliationStore(client, tableName);
+  engine = reconciler({
+    marketplace: createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => process.env.MARKETPLACE_ACCESS_TOKEN as string,
+    }),
+    attempts,
+    registry: createSurveyRegistry(client, tableName),
+    results,
+  });
+
+  marketplace.respondents.faults = {
+    ...marketplace.respondents.faults,
+    dropPostback: 0.08,
+    repeatPostback: 0.08,
+    phantom: 0.05,
+    falseComplete: 0.05,
+    cpiDrift: 0.05,
+  };
+  for (let i = 0; i < 240; i++)
+    await marketplace.respondents.respondent({ surveyId: SURVEYS[i % 3] as number });
+  marketplace.state.review({ invalidShare: 0.1, statusChangeShare: 0.05 });
+}, 120_000);
+
+afterAll(() => stack.stop());
+
+/** What reconciliation must conclude for a transaction, from what the marketplace injected into it. */
+function expectedVerdict(t: SimTransaction, injected: readonly Injection[]): VerdictKind {
+  const has = (i: Injection) => injected.includes(i);
+  const complete = t.status === 'Completed';
+  if (has('phantom'))
+    return complete
+      ? t.verifyToken === 'Invalid'
+        ? 'invalidated'
+        : 'complete_not_received'
+      : 'not_received';
+  if (complete && t.verifyToken === 'Invalid') return 'invalidated';
+  if (has('status-changed') || has('false-complete')) return 'complete_not_paid';
+  if (complete && has('dropped-postback')) return 'complete_not_received';
+  if (complete && has('cpi-drift')) return 'cpi_mismatch';
+  return 'matched';
+}
+
+describe('reconciliation with faults on', () => {
+  it('finds exactly the discrepancies the marketplace injected, and nothing else', async () => {
+    const today = pacificDay(new Date());
+    const report = await engine.run(today, today);
+    expect(report.outcomes.map((o) => o.status)).toEqual(['reconciled', 'reconciled', 'reconciled']);
+
+    const injectedKinds = new Set([...marketplace.state.injections.values()].flat());
+    for (const kind of [
+      'phantom',
+      'false-complete',
+      'dropped-postback',
+      'repeated-postback',
+      'cpi-drift',
+      'invalidated',
+      'status-changed',
+    ]) {
+      expect(injectedKinds, `the run should exercise ${kind}`).toContain(kind);
+    }
+
+    let checked = 0;
+    for (const surveyId of SURVEYS) {
+      for (const t of marketplace.state.transactionsOf(surveyId)) {
+        const injected = marketplace.state.injections.get(t.token) ?? [];
+        const [attempt] = (await attempts.attemptsOf(String(surveyId), t.pid)).filter(
+          (a) => a.token === t.token,
+        );
+        expect(attempt?.reconciliation?.verdict, `${t.token} ${t.status} ${injected.join(',')}`).toBe(
+          expectedVerdict(t, injected),
+        );
+        if (injected.includes('repeated-postback') && !injected.includes('phantom'))
+          expect(attempt?.postback?.hits).toBe(2);
+        checked++;
+      }
+    }
+    expect(checked).toBe(240);
+
+    // The discrepancy list is exactly the injected ones.
+    const listed = await results.discrepancies(today);
+    const expectedTokens = SURVEYS.flatMap((surveyId) =>
+      marketplace.state
+        .transactionsOf(surveyId)
+        .filter((t) => expectedVerdict(t, marketplace.state.injections.get(t.token) ?? []) !== 'matched')
+        .map((t) => t.token),
+    );
+    expect(listed.map((a) => a.token).sort()).toEqual(expectedTokens.sort());
+  });
+
+  it('summaries agree with the marketplace: owed is the sum of CPI of valid completes, exactly', async () => {
+    const today = pacificDay(new Date());
+    const summaries = (await results.daySummaries(today)).filter((s) => SURVEYS.includes(Number(s.surveyId)));
+    for (const summary of summaries) {
+      const survey = marketplace.state.surveys.get(Number(summary.surveyId));
+      const valid = marketplace.state
+        .transactionsOf(Number(summary.surveyId))
+        .filter((t) => t.status === 'Completed' && t.verifyToken === 'Valid');
+      // Worked out independently, in integer cents.
+      const cents = valid.reduce(
+        (sum, t) => sum + BigInt((t.cpi ?? survey?.cpi ?? '0.00').replace('.', '')),
+        0n,
+      );
+      expect(summary.marketplace.validCompletes).toBe(valid.length);
+      expect(summary.marketplace.owed).toBe(`${cents / 100n}.${String(cents % 100n).padStart(2, '0')}`);
+    }
+  });
+
+  it('a re-run changes nothing', async () => {
+    const today = pacificDay(new Date());
+    const again = await engine.run(today, today);
+    for (const outcome of again.outcomes)
+      expect(outcome.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
+  });
+});

@@ -1,0 +1,289 @@
+/**
+ * Classification and windows, on hand-built attempts and transactions: every verdict kind, matching by token
+ * and by pid, midnight, daylight-saving days and late finishers, and exact sums.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Attempt } from '../../functions/core/attempt';
+import type { Transaction } from '../../functions/core/marketplace-records';
+import { formatPacificTime, pacificWallToUtc, parsePacificTime } from '../../functions/core/pacific-time';
+import {
+  classify,
+  fetchRange,
+  pacificDays,
+  reconcileSurveyWindow,
+} from '../../functions/core/reconciliation';
+import { attemptFromItem } from '../../functions/core/store';
+
+const at = (iso: string) => parsePacificTime(formatPacificTime(new Date(iso)));
+
+function transaction(
+  token: string,
+  status: string,
+  clicked: string,
+  extra: Partial<Transaction> = {},
+): Transaction {
+  return {
+    token,
+    pid: `p-${token}`,
+    status,
+    cpi: status === 'Completed' ? '1.25' : '0.00',
+    verifyToken: 'Pending',
+    clickedAt: at(clicked),
+    ...(status === 'Completed' ? { completedAt: at(clicked) } : {}),
+    ...extra,
+  };
+}
+
+/** An attempt as the ledger holds it, from the channel outcomes seen. */
+function attempt(
+  token: string,
+  seen: string,
+  channels: { redirect?: string; postback?: string },
+  pid = `p-${token}`,
+): Attempt {
+  const item: Record<string, unknown> = { surveyId: '1', pid, token, firstSeenAt: seen, lastSeenAt: seen };
+  for (const [channel, outcome] of Object.entries(channels)) {
+    item[`${channel}Outcome`] = outcome;
+    item[`${channel}_${outcome}_at`] = seen;
+    item[`${channel}_${outcome}_hits`] = 1;
+  }
+  return attemptFromItem(item);
+}
+
+const DAY = '2026-11-21';
+const noon = '2026-11-21T20:00:00.000Z'; // 12:00 PST
+
+describe('classification', () => {
+  it.each([
+    [
+      'a postback-confirmed complete the marketplace counts',
+      transaction('a', 'Completed', noon),
+      { postback: 'success', redirect: 'success' },
+      'matched',
+    ],
+    [
+      'a complete only a redirect reported',
+      transaction('a', 'Completed', noon),
+      { redirect: 'success' },
+      'complete_not_received',
+    ],
+    ['a complete nothing reported', transaction('a', 'Completed', noon), undefined, 'complete_not_received'],
+    [
+      'a complete the marketplace invalidated',
+      transaction('a', 'Completed', noon, { verifyToken: 'Invalid' }),
+      { postback: 'success' },
+      'invalidated',
+    ],
+    [
+      'a postback complete the marketplace files as a termination',
+      transaction('a', 'Quality Termination', noon),
+      { postback: 'success' },
+      'complete_not_paid',
+    ],
+    [
+      'a redirect-only complete the marketplace files as a termination',
+      transaction('a', 'Failed', noon),
+      { redirect: 'success' },
+      'complete_not_paid',
+    ],
+    ['a complete here with no transaction', undefined, { postback: 'success' }, 'complete_not_paid'],
+    [
+      'over quota here, quality termination there',
+      transaction('a', 'Quality Termination', noon),
+      { redirect: 'overquota', postback: 'fail' },
+      'status_mismatch',
+    ],
+    [
+      'a fail postback for any non-complete',
+      transaction('a', 'Over Quota', noon),
+      { postback: 'fail' },
+      'matched',
+    ],
+    [
+      'the redirect the status implies',
+      transaction('a', 'Pre Survey Termination', noon),
+      { redirect: 'termination' },
+      'matched',
+    ],
+    ['a non-complete never heard of here', transaction('a', 'Over Quota', noon), undefined, 'not_received'],
+    [
+      'a non-complete here the marketplace does not list',
+      undefined,
+      { redirect: 'fail' },
+      'not_in_marketplace',
+    ],
+  ] as const)('%s: %s', (_, t, channels, kind) => {
+    expect(classify(t, channels ? attempt('a', noon, channels) : undefined).kind).toBe(kind);
+  });
+
+  it('says whether a success redirect arrived for a complete whose postback did not', () => {
+    expect(
+      classify(transaction('a', 'Completed', noon), attempt('a', noon, { redirect: 'success' })).detail,
+    ).toMatchObject({
+      successRedirect: true,
+      attemptHere: true,
+    });
+    expect(classify(transaction('a', 'Completed', noon), undefined).detail).toMatchObject({
+      successRedirect: false,
+      attemptHere: false,
+    });
+  });
+
+  it('says whether a complete not paid arrived by postback or only by redirect', () => {
+    expect(classify(undefined, attempt('a', noon, { postback: 'success' })).detail).toMatchObject({
+      evidence: 'postback',
+      marketplaceStatus: 'missing',
+    });
+    expect(
+      classify(transaction('a', 'Failed', noon), attempt('a', noon, { redirect: 'success' })).detail,
+    ).toMatchObject({
+      evidence: 'redirect',
+      marketplaceStatus: 'Failed',
+    });
+  });
+
+  it('checks the amount of a matched complete where the CPI is known, exactly', () => {
+    const t = transaction('a', 'Completed', noon, { cpi: '1.30' });
+    const a = attempt('a', noon, { postback: 'success' });
+    expect(classify(t, a, '1.25')).toMatchObject({
+      kind: 'cpi_mismatch',
+      detail: { expectedCpi: '1.25', cpi: '1.30' },
+    });
+    expect(classify(t, a, '1.3').kind).toBe('matched');
+    expect(classify(t, a).kind).toBe('matched');
+  });
+});
+
+describe('windows', () => {
+  it('fetch one Pacific day more on each side', () => {
+    expect(fetchRange(['2026-11-21', '2026-11-22'])).toEqual({
+      startDate: '2026-11-20',
+      endDate: '2026-11-23',
+      from: new Date('2026-11-20T08:00:00.000Z'),
+      to: new Date('2026-11-24T08:00:00.000Z'),
+    });
+    expect(pacificDays('2026-10-31', '2026-11-02')).toEqual(['2026-10-31', '2026-11-01', '2026-11-02']);
+  });
+
+  it('a respondent who clicks in before midnight and finishes after belongs to the first day, with no false discrepancy', () => {
+    const clicked = new Date(pacificWallToUtc(2026, 11, 21, 23, 55)).toISOString();
+    const finished = new Date(pacificWallToUtc(2026, 11, 22, 0, 20)).toISOString();
+    const window = {
+      surveyId: '1',
+      transactions: [transaction('late', 'Completed', clicked, { completedAt: at(finished) })],
+      attempts: [attempt('late', finished, { postback: 'success', redirect: 'success' })],
+    };
+    const first = reconcileSurveyWindow({ ...window, days: ['2026-11-21'] });
+    expect(first.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+      ['late', 'matched', '2026-11-21'],
+    ]);
+    // The next day's run sees the same pair and leaves it to the day it belongs to.
+    expect(reconcileSurveyWindow({ ...window, days: ['2026-11-22'] }).verdicts).toEqual([]);
+  });
+
+  it('a respondent who finishes hours later is matched, not reported missing on either side', () => {
+    const clicked = '2026-11-21T20:00:00.000Z';
+    const finished = '2026-11-22T04:30:00.000Z'; // eight and a half hours later
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [transaction('slow', 'Completed', clicked, { completedAt: at(finished) })],
+      attempts: [attempt('slow', finished, { postback: 'success' })],
+    });
+    expect(result.verdicts.map((v) => v.verdict.kind)).toEqual(['matched']);
+  });
+
+  it.each([
+    ['spring forward', '2026-03-08', '2026-03-08T09:59:00.000Z', '2026-03-08T10:01:00.000Z'],
+    ['fall back', '2026-11-01', '2026-11-01T08:30:00.000Z', '2026-11-01T09:30:00.000Z'],
+  ])(
+    'daylight saving (%s): attempts on both sides of the change belong to the day',
+    (_, day, before, after) => {
+      const result = reconcileSurveyWindow({
+        surveyId: '1',
+        days: [day],
+        transactions: [transaction('b', 'Completed', before), transaction('c', 'Over Quota', after)],
+        attempts: [
+          attempt('b', before, { postback: 'success' }),
+          attempt('c', after, { redirect: 'overquota' }),
+        ],
+      });
+      expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+        ['b', 'matched', day],
+        ['c', 'matched', day],
+      ]);
+    },
+  );
+
+  it('falls back to the pid when the token differs, only where that is unambiguous', () => {
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [
+        transaction('t1', 'Completed', noon, { pid: 'solo' }),
+        transaction('t2', 'Completed', noon, { pid: 'twice' }),
+        transaction('t3', 'Completed', noon, { pid: 'twice' }),
+      ],
+      attempts: [
+        attempt('x1', noon, { postback: 'success' }, 'solo'),
+        attempt('x2', noon, { postback: 'success' }, 'twice'),
+      ],
+    });
+    const byToken = Object.fromEntries(
+      result.verdicts.map((v) => [v.token, [v.verdict.kind, v.verdict.matchedBy ?? '-']]),
+    );
+    expect(byToken).toEqual({
+      t1: ['matched', 'pid'],
+      t2: ['complete_not_received', '-'],
+      t3: ['complete_not_received', '-'],
+      x2: ['complete_not_paid', '-'],
+    });
+  });
+
+  it('leaves discrepancies too recent to judge for the next run, but records agreement at once', () => {
+    const recent = '2026-11-21T21:59:00.000Z';
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [transaction('fresh', 'Completed', recent), transaction('agreed', 'Completed', recent)],
+      attempts: [attempt('agreed', recent, { postback: 'success' })],
+      settledBefore: new Date('2026-11-21T21:55:00.000Z'),
+    });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind])).toEqual([['agreed', 'matched']]);
+    expect(result.awaiting).toBe(1);
+  });
+});
+
+describe('day summaries', () => {
+  it('count both sides and sum the CPI of valid completes exactly', () => {
+    const transactions = [
+      ...Array.from({ length: 10 }, (_, i) =>
+        transaction(`v${i}`, 'Completed', noon, { cpi: '0.10', verifyToken: 'Valid' }),
+      ),
+      transaction('p', 'Completed', noon, { cpi: '2.675' }),
+      transaction('i', 'Completed', noon, { cpi: '5.00', verifyToken: 'Invalid' }),
+      transaction('o', 'Over Quota', noon),
+    ];
+    const attempts = transactions
+      .filter((t) => t.token !== 'o')
+      .map((t) => attempt(t.token, noon, { postback: 'success' }));
+    attempts.push(attempt('r', noon, { redirect: 'success' }));
+    const [summary] = reconcileSurveyWindow({ surveyId: '1', days: [DAY], transactions, attempts }).summaries;
+    expect(summary).toEqual({
+      surveyId: '1',
+      day: DAY,
+      here: { attempts: 13, postbackCompletes: 12, redirectOnlyCompletes: 1, nonCompletes: 0 },
+      marketplace: {
+        transactions: 13,
+        byStatus: { Completed: 12, 'Over Quota': 1 },
+        completes: 12,
+        validCompletes: 10,
+        pendingCompletes: 1,
+        invalidCompletes: 1,
+        owed: '1.00',
+        pending: '2.675',
+      },
+      verdicts: { matched: 11, invalidated: 1, not_received: 1, complete_not_paid: 1 },
+    });
+  });
+});
