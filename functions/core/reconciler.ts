@@ -89,11 +89,13 @@ export function reconciler(deps: ReconcilerDeps) {
     days: readonly string[],
     runId: string,
   ): Promise<SurveyOutcome> {
-    const state = await deps.results.surveyState(surveyId);
+    const [state, registration] = await Promise.all([
+      deps.results.surveyState(surveyId),
+      deps.registry.get(surveyId).catch(() => undefined),
+    ]);
     const allDays = [...new Set([...days, ...(state?.failedDays ?? [])])].sort();
     const at = now();
     try {
-      const registration = await deps.registry.get(surveyId);
       const outcome = {
         ...emptyOutcome(surveyId, allDays, 'reconciled'),
         verdicts: {} as Partial<Record<VerdictKind, number>>,
@@ -103,11 +105,14 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const window of contiguous(allDays)) {
         const range = fetchRange(window);
         const settledBefore = new Date(now().getTime() - (deps.settleMs ?? 0));
-        const listed = await deps.marketplace.getSurveyTransactions(surveyId, {
-          startDate: range.startDate,
-          endDate: range.endDate,
-        });
-        const attempts = await deps.attempts.attemptsOfSurvey(surveyId, range.from, range.to);
+        // Both sides at once; if the marketplace fails, the ledger read is simply discarded.
+        const [listed, attempts] = await Promise.all([
+          deps.marketplace.getSurveyTransactions(surveyId, {
+            startDate: range.startDate,
+            endDate: range.endDate,
+          }),
+          deps.attempts.attemptsOfSurvey(surveyId, range.from, range.to),
+        ]);
         const result = reconcileSurveyWindow({
           surveyId,
           days: window,
@@ -134,7 +139,7 @@ export function reconciler(deps: ReconcilerDeps) {
             });
           }
         });
-        for (const summary of result.summaries) await deps.results.putDaySummary(summary, at, runId);
+        await Promise.all(result.summaries.map((summary) => deps.results.putDaySummary(summary, at, runId)));
       }
       await deps.results.putSurveyState({ surveyId, lastReconciledAt: at.toISOString(), failedDays: [] });
       return { ...outcome, changes, changed };

@@ -7,7 +7,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Hit } from '../../functions/core/hit-request';
 import { attemptKey } from '../../functions/core/ledger-schema';
 import type { Outcome } from '../../functions/core/outcome';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  firstHitItem,
+  type LedgerStore,
+} from '../../functions/core/store';
 import { freshTable } from '../support/ledger';
 
 let store: LedgerStore;
@@ -74,5 +79,24 @@ describe('attempt item size', () => {
       all,
     );
     expect(size).toBeLessThanOrEqual(1024);
+  });
+});
+
+describe('bulk-loaded attempts', () => {
+  it('firstHitItem is exactly what a first hit writes', async () => {
+    const hit = {
+      channel: 'postback',
+      surveyId: '424',
+      outcome: 'fail',
+      pid: 'bulk-1',
+      token: 'bulk-token-1',
+      source: 'form',
+    } as const;
+    const at = new Date('2026-11-21T10:00:00.000Z');
+    await store.recordHit(hit, at);
+    const { Item } = await client.send(
+      new GetCommand({ TableName: tableName, Key: attemptKey(hit.surveyId, hit.pid, hit.token) }),
+    );
+    expect(Item).toEqual(firstHitItem(hit, at));
   });
 });

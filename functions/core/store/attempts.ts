@@ -191,6 +191,28 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
   };
 }
 
+/**
+ * The item a first hit creates on an empty key: what `recordHit` writes when nothing was there. For bulk
+ * loading (benchmarks, imports); a test keeps the two identical.
+ */
+export function firstHitItem(hit: Hit, at: Date): Item {
+  const now = at.toISOString();
+  return {
+    ...attemptKey(hit.surveyId, hit.pid, hit.token),
+    ...attemptDayKey(hit.surveyId, now),
+    kind: 'attempt',
+    surveyId: hit.surveyId,
+    pid: hit.pid,
+    token: hit.token,
+    firstSeenAt: now,
+    lastSeenAt: now,
+    [standingOutcome(hit.channel)]: hit.outcome,
+    [sightingAt(hit.channel, hit.outcome)]: now,
+    [sightingHits(hit.channel, hit.outcome)]: 1,
+    ...(hit.channel === 'postback' ? { postbackSource: hit.source } : {}),
+  };
+}
+
 /** Reads an attempt item back into the domain's shape. */
 export function attemptFromItem(item: Item): Attempt {
   const record = (channel: Channel) => {

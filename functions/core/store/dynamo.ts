@@ -22,7 +22,8 @@ export interface DocumentClientOptions {
 /** A document client configured for the ledger. Create once per process. */
 export function createDocumentClient(options: DocumentClientOptions = {}): DynamoDBDocumentClient {
   const client = new DynamoDBClient({
-    ...(options.region ? { region: options.region } : {}),
+    // A local engine needs some region to sign with; in AWS the runtime's region applies.
+    ...(options.region ? { region: options.region } : options.endpoint ? { region: 'us-east-1' } : {}),
     ...(options.endpoint
       ? { endpoint: options.endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }
       : {}),

@@ -1,0 +1,104 @@
+/**
+ * One measured reconciliation (or its floor) in a fresh process: wall time, peak memory, calls made.
+ * Usage: reconcile-runner <floor|reconcile> <surveys> (fixture details in BENCH_FIXTURE as JSON).
+ */
+import '../../infra/local/environment';
+import { createMarketplaceClient } from '../../functions/core/marketplace-client';
+import { reconciler } from '../../functions/core/reconciler';
+import { fetchRange } from '../../functions/core/reconciliation';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+} from '../../functions/core/store';
+
+const [mode = 'reconcile', count = '8'] = process.argv.slice(2);
+const fixture = JSON.parse(process.env.BENCH_FIXTURE ?? '{}') as {
+  endpoint: string;
+  marketplaceUrl: string;
+  tableName: string;
+  token: string;
+  day: string;
+};
+const surveyIds = Array.from({ length: Number(count) }, (_, s) => String(90_000 + s));
+
+let marketplaceCalls = 0;
+const counting: typeof fetch = (input, init) => {
+  marketplaceCalls++;
+  return fetch(input, init);
+};
+let storeRequests = 0;
+const client = createDocumentClient({ endpoint: fixture.endpoint });
+client.middlewareStack.add(
+  (next) => async (args) => {
+    storeRequests++;
+    return next(args);
+  },
+  { step: 'initialize', name: 'countRequests' },
+);
+const marketplace = createMarketplaceClient({
+  baseUrl: fixture.marketplaceUrl,
+  accessToken: () => fixture.token,
+  fetch: counting,
+});
+const attempts = createLedgerStore(client, fixture.tableName);
+
+let peakRss = 0;
+let peakHeap = 0;
+// With --expose-gc (the memory runs), each sample first collects garbage: the figure is what is retained.
+const collect = (globalThis as { gc?: () => void }).gc;
+const sample = () => {
+  collect?.();
+  const m = process.memoryUsage();
+  peakRss = Math.max(peakRss, m.rss);
+  peakHeap = Math.max(peakHeap, m.heapUsed);
+};
+const sampler = setInterval(sample, collect ? 100 : 20);
+const started = performance.now();
+let items = 0;
+
+if (mode === 'floor') {
+  // Just paging both sides, four surveys at a time, as the reconciler does; no comparing, no writing.
+  const range = fetchRange([fixture.day]);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < surveyIds.length) {
+        const surveyId = surveyIds[next++] as string;
+        const listed = await marketplace.getSurveyTransactions(surveyId, {
+          startDate: range.startDate,
+          endDate: range.endDate,
+        });
+        const here = await attempts.attemptsOfSurvey(surveyId, range.from, range.to);
+        items += listed.rows.length + here.length;
+      }
+    }),
+  );
+} else {
+  const engine = reconciler({
+    marketplace,
+    attempts,
+    registry: createSurveyRegistry(client, fixture.tableName),
+    results: createReconciliationStore(client, fixture.tableName),
+  });
+  const report = await engine.run(fixture.day, fixture.day, surveyIds);
+  const failed = report.outcomes.filter((o) => o.status !== 'reconciled');
+  if (failed.length > 0) throw new Error(`not reconciled: ${JSON.stringify(failed[0])}`);
+  items = report.outcomes.reduce((sum, o) => sum + o.transactions + o.attempts, 0);
+}
+const wallMs = performance.now() - started;
+clearInterval(sampler);
+sample();
+console.log(
+  JSON.stringify({
+    mode,
+    surveys: surveyIds.length,
+    wallMs,
+    peakRssMb: peakRss / 2 ** 20,
+    peakHeapMb: peakHeap / 2 ** 20,
+    items,
+    marketplaceCalls,
+    storeRequests,
+  }),
+);
