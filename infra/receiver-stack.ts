@@ -50,6 +50,7 @@ export class ReceiverStack extends Stack {
   readonly redirect: ReceiverFunction;
   readonly postback: ReceiverFunction;
   readonly api: HitApi;
+  readonly finance: ReceiverFunction;
   readonly marketplaceToken: ISecret;
   readonly redirectSync: ReceiverFunction;
   readonly redirectSyncSchedule: Schedule;
@@ -90,8 +91,21 @@ export class ReceiverStack extends Stack {
       .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
       .bindSigningKeys(this.signingKeys);
 
+    this.finance = new ReceiverFunction(this, 'finance', {
+      ...FUNCTIONS.finance,
+      memorySize: 512,
+      timeout: Duration.seconds(29),
+    }).bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], {
+      indexQuery: true,
+      discrepancyIndexQuery: true,
+    });
+
     this.api = new HitApi(this, 'hit-api', {
-      functions: { redirect: this.redirect.function, postback: this.postback.function },
+      functions: {
+        redirect: this.redirect.function,
+        postback: this.postback.function,
+        finance: this.finance.function,
+      },
     });
 
     const marketplace = props.marketplace ?? {};
@@ -212,7 +226,7 @@ export class ReceiverStack extends Stack {
       reason:
         "The scheduler's target role may invoke the reconcile function's versions and aliases; the wildcard is limited to that one function.",
     });
-    for (const fn of [this.redirect, this.postback, this.redirectSync, this.reconcile]) {
+    for (const fn of [this.redirect, this.postback, this.redirectSync, this.reconcile, this.finance]) {
       Validations.of(fn).acknowledge({
         id: 'AwsSolutions-L1',
         reason: 'nodejs22.x is the runtime this product is built and tested for.',

@@ -8,6 +8,10 @@ import { HIT_PATHS } from '../functions/core/survey-urls';
 export const FUNCTIONS = {
   redirect: { entry: 'functions/redirect.ts', description: 'Records redirect hits and sends respondents on' },
   postback: { entry: 'functions/postback.ts', description: 'Records the marketplace postbacks' },
+  finance: {
+    entry: 'functions/finance.ts',
+    description: "Answers finance's questions from the reconciliation",
+  },
 } as const;
 
 export type FunctionName = keyof typeof FUNCTIONS;
@@ -32,12 +36,35 @@ export interface Route {
   readonly function: FunctionName;
   /** Steady requests per second and burst allowed on the route in AWS. */
   readonly throttle: { readonly rate: number; readonly burst: number };
+  /** `iam`: callers must sign with SigV4 (finance); absent: the handler authenticates (signed URLs). */
+  readonly auth?: 'iam';
 }
 
 export const ROUTES: readonly Route[] = [
   { method: 'GET', path: HIT_PATHS.redirect, function: 'redirect', throttle: { rate: 500, burst: 1000 } },
   { method: 'GET', path: HIT_PATHS.postback, function: 'postback', throttle: { rate: 500, burst: 1000 } },
   { method: 'POST', path: HIT_PATHS.postback, function: 'postback', throttle: { rate: 500, burst: 1000 } },
+  {
+    method: 'GET',
+    path: '/finance/summary',
+    function: 'finance',
+    throttle: { rate: 10, burst: 20 },
+    auth: 'iam',
+  },
+  {
+    method: 'GET',
+    path: '/finance/discrepancies',
+    function: 'finance',
+    throttle: { rate: 10, burst: 20 },
+    auth: 'iam',
+  },
+  {
+    method: 'GET',
+    path: '/finance/attempts/{surveyId}',
+    function: 'finance',
+    throttle: { rate: 10, burst: 20 },
+    auth: 'iam',
+  },
 ];
 
 export const routeKey = (route: Route): string => `${route.method} ${route.path}`;

@@ -7,6 +7,7 @@ import { attemptsCommand } from './attempts-command';
 import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
+import { reportCommand } from './report-command';
 import { urlsCommand } from './urls-command';
 
 const program = new Command('cli')
@@ -17,7 +18,8 @@ const program = new Command('cli')
   .addCommand(attemptsCommand())
   .addCommand(rejectedCommand())
   .addCommand(redirectsCommand())
-  .addCommand(reconcileCommand());
+  .addCommand(reconcileCommand())
+  .addCommand(reportCommand());
 
 try {
   await program.parseAsync(process.argv);

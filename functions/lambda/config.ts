@@ -186,3 +186,41 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     settleMs: values.RECONCILE_SETTLE_SECONDS * 1000,
   };
 }
+
+const financeEnvironment = base
+  .extend({
+    /** `iam`: API Gateway checks SigV4 and the handler insists it did (AWS); `bearer`: FINANCE_API_TOKEN (local). */
+    FINANCE_AUTH: z.enum(['iam', 'bearer']).default('iam'),
+    FINANCE_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  })
+  .superRefine((env, ctx) => {
+    if (env.FINANCE_AUTH === 'bearer' && !env.FINANCE_API_TOKEN) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['FINANCE_API_TOKEN'],
+        message: 'is required when FINANCE_AUTH is bearer',
+      });
+    }
+    if (env.FINANCE_AUTH === 'bearer' && env.AWS_LAMBDA_FUNCTION_NAME) {
+      ctx.addIssue({ code: 'custom', path: ['FINANCE_AUTH'], message: 'must be iam in Lambda' });
+    }
+  });
+
+export interface FinanceConfig extends Omit<StoreConfig, 'keyRing'> {
+  readonly auth: { readonly mode: 'iam' } | { readonly mode: 'bearer'; readonly token: string };
+}
+
+/** The finance API's configuration. */
+export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): FinanceConfig {
+  const values = parse(financeEnvironment, env);
+  return {
+    tableName: values.TABLE_NAME,
+    region: values.AWS_REGION,
+    dynamoEndpoint: values.DYNAMODB_ENDPOINT,
+    storeTimeoutMs: values.STORE_TIMEOUT_MS,
+    auth:
+      values.FINANCE_AUTH === 'bearer'
+        ? { mode: 'bearer', token: values.FINANCE_API_TOKEN as string }
+        : { mode: 'iam' },
+  };
+}

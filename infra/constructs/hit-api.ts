@@ -1,6 +1,7 @@
 /**
- * The public HTTP API the marketplace and respondents' browsers call: one route per entry of the route table,
- * each throttled, with access logs that never record the query string (it carries the URL's signature).
+ * The HTTP API: one route per entry of the route table, each throttled; the hit routes open to the marketplace
+ * and respondents' browsers (the handler checks the URL's signature), the finance routes behind IAM (SigV4).
+ * Access logs never record the query string (it carries the URL's signature).
  */
 import { RemovalPolicy } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
@@ -11,6 +12,7 @@ import {
   HttpStage,
   LogGroupLogDestination,
 } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -71,11 +73,13 @@ export class HitApi extends Construct {
       }
       return integration;
     };
+    const iam = new HttpIamAuthorizer();
     for (const route of ROUTES) {
       this.api.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
         integration: integrationFor(route.function),
+        ...(route.auth === 'iam' ? { authorizer: iam } : {}),
       });
     }
     // RouteSettings is free-form JSON in the L1, so its keys are written as CloudFormation spells them.

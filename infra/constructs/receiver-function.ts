@@ -96,24 +96,28 @@ export class ReceiverFunction extends Construct {
   }
 
   /**
-   * Gives the function the ledger's name and exactly the actions listed, on the table itself; `indexQuery`
-   * adds Query on the day index (and only that index).
+   * Gives the function the ledger's name and exactly the actions listed, on the table itself; `indexQuery` and
+   * `discrepancyIndexQuery` add Query on those indexes (and only those).
    */
   bindLedger(
     table: ITableV2,
     actions: readonly LedgerAction[],
-    options: { indexQuery?: boolean } = {},
+    options: { indexQuery?: boolean; discrepancyIndexQuery?: boolean } = {},
   ): this {
     this.function.addEnvironment('TABLE_NAME', table.tableName);
     this.role.addToPrincipalPolicy(
       new PolicyStatement({ effect: Effect.ALLOW, actions: [...actions], resources: [table.tableArn] }),
     );
-    if (options.indexQuery) {
+    const indexes = [
+      ...(options.indexQuery ? [LEDGER.index.name] : []),
+      ...(options.discrepancyIndexQuery ? [LEDGER.discrepancyIndex.name] : []),
+    ];
+    if (indexes.length > 0) {
       this.role.addToPrincipalPolicy(
         new PolicyStatement({
           effect: Effect.ALLOW,
           actions: ['dynamodb:Query'],
-          resources: [`${table.tableArn}/index/${LEDGER.index.name}`],
+          resources: indexes.map((name) => `${table.tableArn}/index/${name}`),
         }),
       );
     }

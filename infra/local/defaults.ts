@@ -26,6 +26,9 @@ export const LOCAL_DEFAULTS = {
   RECONCILE_SETTLE_SECONDS: '5',
   /** One simulated respondent this often, in ms; 0 sends none. */
   RESPONDENT_INTERVAL_MS: '2000',
+  /** The finance API checks this bearer token locally (IAM in AWS). */
+  FINANCE_AUTH: 'bearer',
+  FINANCE_API_TOKEN: 'local-finance-token-change-me',
   POWERTOOLS_DEV: 'true',
   POWERTOOLS_LOG_LEVEL: 'WARN',
   /** The SDK warns that its 2027 releases need Node 22; Lambda runs 22 already, local shells may not. */

@@ -51,6 +51,8 @@ export interface LedgerStore {
   attemptsOf(surveyId: string, pid: string): Promise<Attempt[]>;
   /** Attempts of a survey first seen in [from, to), oldest first, through the day index (no scan). */
   attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]>;
+  /** The attempt of a survey with this token, first seen (or clicked in) within [from, to), through the day index. */
+  attemptByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt | undefined>;
   /** Refused hits of one UTC day, oldest first. */
   rejectedHits(utcDay: string): Promise<RejectedHit[]>;
 }
@@ -168,6 +170,30 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         keys.map((key) => ({ pk: key.pk, sk: key.sk })),
       );
       return items.map(attemptFromItem).sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
+    },
+
+    async attemptByToken(surveyId, token, from, to) {
+      const { index } = LEDGER;
+      for (const day of utcDaysBetween(from, to)) {
+        const [key] = await queryAll(client, {
+          TableName: tableName,
+          IndexName: index.name,
+          KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :survey)',
+          // The index holds keys only, the table's among them: the token is in the sort key.
+          FilterExpression: 'sk = :token',
+          ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+          ExpressionAttributeValues: {
+            ':pk': attemptDayKey(surveyId, `${day}T00:00:00.000Z`).gsi1pk,
+            ':survey': `${surveyId}#`,
+            ':token': attemptKey(surveyId, '', token).sk,
+          },
+        });
+        if (key) {
+          const [item] = await batchGet(client, tableName, [{ pk: key.pk, sk: key.sk }]);
+          return item ? attemptFromItem(item) : undefined;
+        }
+      }
+      return undefined;
     },
 
     async rejectedHits(day) {

@@ -3,7 +3,13 @@
  * survey, each survey's reconciliation state, and the state of a long run so it can resume.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
 import type { Attempt } from '../attempt';
 import {
   attemptDayKey,
@@ -58,6 +64,11 @@ export interface ReconciliationStore {
   daySummaries(day: string): Promise<StoredDaySummary[]>;
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
   discrepancies(day: string, surveyId?: string): Promise<Attempt[]>;
+  /** One page of a day's discrepancies, optionally of one survey and one kind, in key order. */
+  discrepancyPage(
+    day: string,
+    options: { surveyId?: string; kind?: string; limit: number; startKey?: Record<string, unknown> },
+  ): Promise<{ attempts: Attempt[]; lastKey?: Record<string, unknown> }>;
   surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
   putSurveyState(state: SurveyReconciliationState): Promise<void>;
   runState(name: string): Promise<RunState | undefined>;
@@ -224,6 +235,56 @@ export function createReconciliationStore(
       return items
         .map(attemptFromItem)
         .sort((a, b) => `${a.surveyId}#${a.token}`.localeCompare(`${b.surveyId}#${b.token}`));
+    },
+
+    async discrepancyPage(day, options) {
+      const { discrepancyIndex: index } = LEDGER;
+      const prefix = options.surveyId
+        ? `${options.surveyId}#${options.kind ? `${options.kind}#` : ''}`
+        : undefined;
+      // A kind without a survey cannot be a key condition, and a key cannot be filtered on: the kind is read
+      // from each key here, and the page ends at the last key looked at.
+      const kindOf = (key: Item) => String(key[index.sortKey]).split('#')[1];
+      const keys: Item[] = [];
+      let startKey = options.startKey;
+      do {
+        const page = await send(() =>
+          client.send(
+            new QueryCommand({
+              TableName: tableName,
+              IndexName: index.name,
+              KeyConditionExpression: prefix ? '#pk = :pk AND begins_with(#sk, :prefix)' : '#pk = :pk',
+              ExpressionAttributeNames: {
+                '#pk': index.partitionKey,
+                ...(prefix ? { '#sk': index.sortKey } : {}),
+              },
+              ExpressionAttributeValues: {
+                ':pk': discrepancyIndexKey(day, '', '', '').gsi2pk,
+                ...(prefix ? { ':prefix': prefix } : {}),
+              },
+              Limit: options.limit - keys.length,
+              ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+            }),
+          ),
+        );
+        const found = (page.Items ?? []) as Item[];
+        keys.push(
+          ...(options.kind && !options.surveyId
+            ? found.filter((key) => kindOf(key) === options.kind)
+            : found),
+        );
+        startKey = page.LastEvaluatedKey;
+      } while (startKey && keys.length < options.limit);
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+      );
+      const order = new Map(keys.map((k, i) => [`${k.pk}|${k.sk}`, i]));
+      const attempts = items
+        .sort((a, b) => (order.get(`${a.pk}|${a.sk}`) ?? 0) - (order.get(`${b.pk}|${b.sk}`) ?? 0))
+        .map(attemptFromItem);
+      return { attempts, ...(startKey ? { lastKey: startKey } : {}) };
     },
 
     async surveyState(surveyId) {

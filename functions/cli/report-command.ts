@@ -1,0 +1,74 @@
+import { writeFile } from 'node:fs/promises';
+import { Command, InvalidArgumentError } from 'commander';
+import { finance, readPeriod } from '../core/finance';
+import { pacificDay } from '../core/pacific-time';
+import { Rejection } from '../core/rejection';
+import { discrepanciesCsv, summaryCsv } from '../core/report-csv';
+import { reportHtml } from '../core/report-html';
+import { createDocumentClient, createLedgerStore, createReconciliationStore } from '../core/store';
+import { cliContext } from './context';
+import { dayOption, surveyIdOption } from './options';
+
+const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
+const choice = (allowed: readonly string[]) => (value: string) => {
+  if (!allowed.includes(value)) throw new InvalidArgumentError(`must be one of ${allowed.join(', ')}`);
+  return value;
+};
+
+/** `report --from <day> --to <day>`: finance's report of a period as JSON, CSV or a self-contained HTML file. */
+export function reportCommand(): Command {
+  return new Command('report')
+    .description('what the marketplace owes, what is missing or disputed, for Pacific days [from, to]')
+    .option('--from <YYYY-MM-DD>', 'first Pacific day (default: today)', dayOption)
+    .option('--to <YYYY-MM-DD>', 'last Pacific day (default: --from)', dayOption)
+    .option('--survey <id>', 'only this survey (repeat for several)', collect)
+    .option('--format <format>', 'json, csv or html', choice(['json', 'csv', 'html']), 'json')
+    .option(
+      '--table <table>',
+      'for csv: summary (per survey and day) or discrepancies',
+      choice(['summary', 'discrepancies']),
+      'summary',
+    )
+    .option('--out <file>', 'write to this file instead of standard output')
+    .action(
+      async (options: {
+        from?: string;
+        to?: string;
+        survey?: string[];
+        format: string;
+        table: string;
+        out?: string;
+      }) => {
+        cliContext();
+        const env = process.env;
+        const client = createDocumentClient({ region: env.AWS_REGION, endpoint: env.DYNAMODB_ENDPOINT });
+        const table = env.TABLE_NAME as string;
+        const queries = finance({
+          attempts: createLedgerStore(client, table),
+          results: createReconciliationStore(client, table),
+        });
+        const from = options.from ?? pacificDay(new Date());
+        let period: ReturnType<typeof readPeriod>;
+        try {
+          period = readPeriod(from, options.to ?? from);
+        } catch (error) {
+          throw new Error(error instanceof Rejection ? error.message : String(error));
+        }
+        const report = await queries.report(period, options.survey);
+        const output =
+          options.format === 'html'
+            ? reportHtml(report)
+            : options.format === 'csv'
+              ? options.table === 'discrepancies'
+                ? discrepanciesCsv(report.discrepancies)
+                : summaryCsv(report.days)
+              : `${JSON.stringify(report, null, 2)}\n`;
+        if (options.out) {
+          await writeFile(options.out, output);
+          console.error(`wrote ${options.out}`);
+        } else {
+          process.stdout.write(output);
+        }
+      },
+    );
+}

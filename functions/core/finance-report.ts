@@ -1,0 +1,184 @@
+/**
+ * Finance's answers, from what reconciliation stored: per survey and per Pacific day what was completed here
+ * and counted by the marketplace, what it owes (exact decimals), what is disputed, and when it was last checked.
+ * Pure: the caller reads the day summaries and discrepancies; this shapes them for JSON, CSV and HTML.
+ */
+import type { Attempt } from './attempt';
+import { sumAmounts } from './money';
+import { MONEY_KINDS, VERDICT_KINDS, type VerdictKind } from './reconciliation';
+import type { StoredDaySummary } from './store';
+
+/** Every day in these reports is a marketplace (US Pacific) calendar day. */
+export const REPORT_TIME_ZONE = 'America/Los_Angeles';
+
+export interface Totals {
+  readonly completesPostback: number;
+  readonly completesRedirectOnly: number;
+  readonly marketplaceCompletes: number;
+  readonly validCompletes: number;
+  readonly pendingCompletes: number;
+  readonly invalidCompletes: number;
+  /** Sum of CPI of valid completes. */
+  readonly owed: string;
+  /** Sum of CPI of completes the buyer has not reviewed yet. */
+  readonly pending: string;
+  readonly discrepancies: Readonly<Partial<Record<VerdictKind, number>>>;
+}
+
+export interface SurveyDayRow extends Totals {
+  readonly surveyId: string;
+  readonly day: string;
+  readonly lastReconciledAt: string;
+}
+
+export interface SurveyTotals extends Totals {
+  readonly surveyId: string;
+  readonly days: number;
+  readonly lastReconciledAt: string;
+}
+
+export interface Discrepancy {
+  readonly surveyId: string;
+  readonly pid: string;
+  readonly token: string;
+  readonly kind: VerdictKind;
+  readonly day: string;
+  readonly money: boolean;
+  readonly marketplaceStatus: string;
+  readonly verifyToken: string;
+  readonly cpi: string;
+  /** What arrived here: postback and redirect outcomes. */
+  readonly postback: string;
+  readonly redirect: string;
+  readonly since: string;
+}
+
+export interface FinanceReport {
+  readonly timeZone: typeof REPORT_TIME_ZONE;
+  readonly from: string;
+  readonly to: string;
+  readonly generatedAt: string;
+  readonly totals: Totals & { readonly surveys: number };
+  readonly surveys: readonly SurveyTotals[];
+  readonly days: readonly SurveyDayRow[];
+  readonly discrepancies: readonly Discrepancy[];
+}
+
+/** One survey-day of a summary, as a row. */
+export function dayRow(summary: StoredDaySummary): SurveyDayRow {
+  const discrepancies: Partial<Record<VerdictKind, number>> = {};
+  for (const kind of VERDICT_KINDS) {
+    const n = summary.verdicts[kind];
+    if (kind !== 'matched' && n) discrepancies[kind] = n;
+  }
+  return {
+    surveyId: summary.surveyId,
+    day: summary.day,
+    completesPostback: summary.here.postbackCompletes,
+    completesRedirectOnly: summary.here.redirectOnlyCompletes,
+    marketplaceCompletes: summary.marketplace.completes,
+    validCompletes: summary.marketplace.validCompletes,
+    pendingCompletes: summary.marketplace.pendingCompletes,
+    invalidCompletes: summary.marketplace.invalidCompletes,
+    owed: summary.marketplace.owed,
+    pending: summary.marketplace.pending,
+    discrepancies,
+    lastReconciledAt: summary.reconciledAt,
+  };
+}
+
+/** Adds up rows exactly (counts as integers, amounts as decimals). */
+export function addUp(rows: readonly Totals[]): Totals {
+  const discrepancies: Partial<Record<VerdictKind, number>> = {};
+  for (const row of rows) {
+    for (const [kind, n] of Object.entries(row.discrepancies)) {
+      discrepancies[kind as VerdictKind] = (discrepancies[kind as VerdictKind] ?? 0) + (n ?? 0);
+    }
+  }
+  const count = (
+    key:
+      | 'completesPostback'
+      | 'completesRedirectOnly'
+      | 'marketplaceCompletes'
+      | 'validCompletes'
+      | 'pendingCompletes'
+      | 'invalidCompletes',
+  ) => rows.reduce((sum, row) => sum + row[key], 0);
+  return {
+    completesPostback: count('completesPostback'),
+    completesRedirectOnly: count('completesRedirectOnly'),
+    marketplaceCompletes: count('marketplaceCompletes'),
+    validCompletes: count('validCompletes'),
+    pendingCompletes: count('pendingCompletes'),
+    invalidCompletes: count('invalidCompletes'),
+    owed: sumAmounts(rows.map((row) => row.owed)),
+    pending: sumAmounts(rows.map((row) => row.pending)),
+    discrepancies,
+  };
+}
+
+/** A discrepancy as finance lists it, from the attempt carrying the verdict. */
+export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
+  const verdict = attempt.reconciliation;
+  if (!verdict || verdict.verdict === 'matched') return undefined;
+  const kind = verdict.verdict as VerdictKind;
+  return {
+    surveyId: attempt.surveyId,
+    pid: attempt.pid,
+    token: attempt.token,
+    kind,
+    day: verdict.day,
+    money: MONEY_KINDS.has(kind),
+    marketplaceStatus: verdict.marketplace?.status ?? 'missing',
+    verifyToken: verdict.marketplace?.verifyToken ?? '',
+    cpi: verdict.marketplace?.cpi ?? '',
+    postback: attempt.postback?.outcome ?? 'none',
+    redirect: attempt.redirect?.outcome ?? 'none',
+    since: verdict.history.find((h) => h.verdict === verdict.verdict)?.at ?? verdict.at,
+  };
+}
+
+/** The whole report for a period, from its survey-day rows and its discrepant attempts. */
+export function financeReport(
+  from: string,
+  to: string,
+  rows: readonly SurveyDayRow[],
+  discrepancies: readonly Attempt[],
+  generatedAt: Date,
+): FinanceReport {
+  const days = [...rows].sort(
+    (a, b) => a.day.localeCompare(b.day) || Number(a.surveyId) - Number(b.surveyId),
+  );
+  const bySurvey = new Map<string, SurveyDayRow[]>();
+  for (const row of days) bySurvey.set(row.surveyId, [...(bySurvey.get(row.surveyId) ?? []), row]);
+  const surveys = [...bySurvey.entries()]
+    .sort(([a], [b]) => Number(a) - Number(b))
+    .map(([surveyId, rows]) => ({
+      surveyId,
+      days: rows.length,
+      ...addUp(rows),
+      lastReconciledAt:
+        rows
+          .map((r) => r.lastReconciledAt)
+          .sort()
+          .pop() ?? '',
+    }));
+  return {
+    timeZone: REPORT_TIME_ZONE,
+    from,
+    to,
+    generatedAt: generatedAt.toISOString(),
+    totals: { surveys: surveys.length, ...addUp(days) },
+    surveys,
+    days,
+    discrepancies: discrepancies
+      .map(discrepancyOf)
+      .filter((d): d is Discrepancy => d !== undefined)
+      .sort(
+        (a, b) =>
+          a.day.localeCompare(b.day) ||
+          Number(a.surveyId) - Number(b.surveyId) ||
+          a.token.localeCompare(b.token),
+      ),
+  };
+}

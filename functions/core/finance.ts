@@ -1,0 +1,163 @@
+/**
+ * Finance's three questions over the stored reconciliation: the summary of a period, the discrepancy list
+ * (filtered and paginated), and one attempt's whole story. Every read goes through an index, day by day.
+ */
+import type { Attempt } from './attempt';
+import {
+  type Discrepancy,
+  dayRow,
+  discrepancyOf,
+  type FinanceReport,
+  financeReport,
+  type SurveyDayRow,
+} from './finance-report';
+import { pacificDayRange } from './pacific-time';
+import { nextDay, pacificDays, VERDICT_KINDS } from './reconciliation';
+import { badRequest } from './rejection';
+import type { LedgerStore, ReconciliationStore } from './store';
+
+/** The longest period one request may cover. */
+export const MAX_PERIOD_DAYS = 92;
+export const MAX_PAGE = 1000;
+
+export interface Period {
+  readonly from: string;
+  readonly to: string;
+}
+
+/** Checks a period from user input: two dates, in order, not too long. Throws a 400 naming the problem. */
+export function readPeriod(from: string | undefined, to: string | undefined): Period {
+  for (const [name, value] of [
+    ['from', from],
+    ['to', to],
+  ] as const) {
+    if (!value) throw badRequest(`${name} is missing (a Pacific day, YYYY-MM-DD)`);
+    if (
+      !/^\d{4}-\d{2}-\d{2}$/.test(value) ||
+      new Date(`${value}T12:00:00Z`).toISOString().slice(0, 10) !== value
+    ) {
+      throw badRequest(`${name} must be a date YYYY-MM-DD`);
+    }
+  }
+  const days = pacificDays(from as string, to as string);
+  if (days.length === 0) throw badRequest('from must not be after to');
+  if (days.length > MAX_PERIOD_DAYS) throw badRequest(`a period may cover at most ${MAX_PERIOD_DAYS} days`);
+  return { from: from as string, to: to as string };
+}
+
+export function readKind(kind: string | undefined): string | undefined {
+  if (kind === undefined || kind === '') return undefined;
+  if (!(VERDICT_KINDS as readonly string[]).includes(kind) || kind === 'matched') {
+    throw badRequest(`kind must be one of ${VERDICT_KINDS.filter((k) => k !== 'matched').join(', ')}`);
+  }
+  return kind;
+}
+
+interface Cursor {
+  /** The day the next page starts in, and where in it. */
+  readonly d: string;
+  readonly k?: Record<string, unknown>;
+}
+
+const encodeCursor = (cursor: Cursor) => Buffer.from(JSON.stringify(cursor)).toString('base64url');
+function decodeCursor(value: string, period: Period): Cursor {
+  try {
+    const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor;
+    if (typeof cursor.d === 'string' && cursor.d >= period.from && cursor.d <= period.to) return cursor;
+  } catch {
+    // fall through
+  }
+  throw badRequest('cursor is not one this API returned for this period');
+}
+
+export function finance(deps: {
+  readonly attempts: LedgerStore;
+  readonly results: ReconciliationStore;
+  readonly now?: () => Date;
+}) {
+  const now = deps.now ?? (() => new Date());
+
+  async function summaryRows(period: Period, surveyIds?: readonly string[]): Promise<SurveyDayRow[]> {
+    const wanted = surveyIds && surveyIds.length > 0 ? new Set(surveyIds) : undefined;
+    const perDay = await Promise.all(
+      pacificDays(period.from, period.to).map((day) => deps.results.daySummaries(day)),
+    );
+    return perDay
+      .flat()
+      .filter((s) => !wanted || wanted.has(s.surveyId))
+      .map(dayRow);
+  }
+
+  async function allDiscrepancies(period: Period, surveyIds?: readonly string[]): Promise<Attempt[]> {
+    const days = pacificDays(period.from, period.to);
+    const lists = await Promise.all(
+      days.flatMap((day) =>
+        surveyIds && surveyIds.length > 0
+          ? surveyIds.map((surveyId) => deps.results.discrepancies(day, surveyId))
+          : [deps.results.discrepancies(day)],
+      ),
+    );
+    return lists.flat();
+  }
+
+  return {
+    summaryRows,
+
+    /** The whole report of a period (all discrepancies): what the CLI renders as JSON, CSV or HTML. */
+    async report(period: Period, surveyIds?: readonly string[]): Promise<FinanceReport> {
+      const [rows, discrepancies] = await Promise.all([
+        summaryRows(period, surveyIds),
+        allDiscrepancies(period, surveyIds),
+      ]);
+      return financeReport(period.from, period.to, rows, discrepancies, now());
+    },
+
+    /** One page of discrepancies, oldest day first; `nextCursor` continues it. */
+    async discrepancyPage(
+      period: Period,
+      options: { surveyId?: string; kind?: string; limit: number; cursor?: string },
+    ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
+      const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
+      let cursor: Cursor | undefined = options.cursor
+        ? decodeCursor(options.cursor, period)
+        : { d: period.from };
+      const items: Discrepancy[] = [];
+      while (cursor && items.length < limit) {
+        const page = await deps.results.discrepancyPage(cursor.d, {
+          ...(options.surveyId ? { surveyId: options.surveyId } : {}),
+          ...(options.kind ? { kind: options.kind } : {}),
+          limit: limit - items.length,
+          ...(cursor.k ? { startKey: cursor.k } : {}),
+        });
+        items.push(...page.attempts.map(discrepancyOf).filter((d): d is Discrepancy => d !== undefined));
+        if (page.lastKey) cursor = { d: cursor.d, k: page.lastKey };
+        else cursor = cursor.d < period.to ? { d: nextDay(cursor.d) } : undefined;
+      }
+      return { items, ...(cursor ? { nextCursor: encodeCursor(cursor) } : {}) };
+    },
+
+    /**
+     * One respondent's attempts at a survey by pid, or the attempt with a token (looked for among attempts first
+     * seen in the period, default the last 31 days).
+     */
+    async attempts(
+      surveyId: string,
+      by: { pid?: string; token?: string },
+      period?: Period,
+    ): Promise<Attempt[]> {
+      if (by.pid) {
+        const found = await deps.attempts.attemptsOf(surveyId, by.pid);
+        return by.token ? found.filter((a) => a.token === by.token) : found;
+      }
+      if (!by.token) throw badRequest('give pid or token');
+      const to = period ? pacificDayRange(period.to).end : new Date(now().getTime() + 86_400_000);
+      const from = period
+        ? pacificDayRange(nextDay(period.from, -1)).start
+        : new Date(now().getTime() - 31 * 86_400_000);
+      const attempt = await deps.attempts.attemptByToken(surveyId, by.token, from, to);
+      return attempt ? [attempt] : [];
+    },
+  };
+}
+
+export type Finance = ReturnType<typeof finance>;

@@ -1,0 +1,91 @@
+/**
+ * Finance reports as CSV: RFC 4180 quoting (csv-stringify), one header row of stable snake_case names, amounts
+ * as decimal strings, and no cell a spreadsheet would read as a formula.
+ */
+import { stringify } from 'csv-stringify/sync';
+import type { Discrepancy, SurveyDayRow } from './finance-report';
+import { VERDICT_KINDS } from './reconciliation';
+
+const DISCREPANCY_KINDS = VERDICT_KINDS.filter((kind) => kind !== 'matched');
+
+/** A cell starting with = + - @ (or a tab or carriage return) is a formula to a spreadsheet: quote it out. */
+export function neutralize(value: string): string {
+  return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+}
+
+function table(header: readonly string[], rows: readonly (readonly (string | number | boolean)[])[]): string {
+  return stringify([header, ...rows.map((row) => row.map((cell) => neutralize(String(cell))))], {
+    quoted_match: /[",\r\n']/,
+    record_delimiter: '\r\n',
+  });
+}
+
+export const SUMMARY_COLUMNS = [
+  'survey_id',
+  'day',
+  'completes_postback',
+  'completes_redirect_only',
+  'marketplace_completes',
+  'valid_completes',
+  'pending_completes',
+  'invalid_completes',
+  'owed',
+  'pending_amount',
+  ...DISCREPANCY_KINDS.map((kind) => `discrepancies_${kind}`),
+  'last_reconciled_at',
+] as const;
+
+export function summaryCsv(rows: readonly SurveyDayRow[]): string {
+  return table(
+    SUMMARY_COLUMNS,
+    rows.map((r) => [
+      r.surveyId,
+      r.day,
+      r.completesPostback,
+      r.completesRedirectOnly,
+      r.marketplaceCompletes,
+      r.validCompletes,
+      r.pendingCompletes,
+      r.invalidCompletes,
+      r.owed,
+      r.pending,
+      ...DISCREPANCY_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
+      r.lastReconciledAt,
+    ]),
+  );
+}
+
+export const DISCREPANCY_COLUMNS = [
+  'survey_id',
+  'day',
+  'pid',
+  'token',
+  'kind',
+  'money',
+  'marketplace_status',
+  'verify_token',
+  'cpi',
+  'postback',
+  'redirect',
+  'since',
+] as const;
+
+export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
+  return table(
+    DISCREPANCY_COLUMNS,
+    rows.map((d) => [
+      d.surveyId,
+      d.day,
+      d.pid,
+      d.token,
+      d.kind,
+      d.money,
+      d.marketplaceStatus,
+      d.verifyToken,
+      d.cpi,
+      d.postback,
+      d.redirect,
+      d.since,
+    ]),
+  );
+}

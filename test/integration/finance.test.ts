@@ -1,0 +1,335 @@
+/**
+ * The finance API on the embedded engine: authorization (missing, wrong, right; bearer locally, IAM in AWS),
+ * summaries with hand-computed exact sums, filters, pagination, CSV (escaping and formula injection), and one
+ * attempt's story by pid or token.
+ */
+import { parse } from 'csv-parse/sync';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import type { AttemptVerdict, DaySummary, VerdictKind } from '../../functions/core/reconciliation';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  type LedgerStore,
+  type ReconciliationStore,
+} from '../../functions/core/store';
+import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
+import { freshTable } from '../support/ledger';
+
+const TOKEN = 'finance-test-token-0123456789';
+const D1 = '2026-11-20';
+const D2 = '2026-11-21';
+let handler: Handler;
+let attempts: LedgerStore;
+let results: ReconciliationStore;
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+const get = (url: string, headers: Record<string, string> = auth) =>
+  invoke(handler, apiEvent('GET', url, { headers }));
+
+function summary(
+  surveyId: string,
+  day: string,
+  owed: string,
+  pending: string,
+  verdicts: Partial<Record<VerdictKind, number>>,
+): DaySummary {
+  return {
+    surveyId,
+    day,
+    here: { attempts: 10, postbackCompletes: 6, redirectOnlyCompletes: 1, nonCompletes: 3 },
+    marketplace: {
+      transactions: 10,
+      byStatus: { Completed: 7, Failed: 3 },
+      completes: 7,
+      validCompletes: 4,
+      pendingCompletes: 2,
+      invalidCompletes: 1,
+      owed,
+      pending,
+    },
+    verdicts,
+  };
+}
+
+async function discrepancy(
+  surveyId: string,
+  day: string,
+  token: string,
+  kind: VerdictKind,
+  status = 'Completed',
+) {
+  const pid = `pid-${token}`;
+  await attempts.recordHit(
+    { channel: 'postback', surveyId, outcome: 'success', pid, token, source: 'query' },
+    new Date(`${day}T20:00:00Z`),
+  );
+  const [attempt] = await attempts.attemptsOf(surveyId, pid);
+  const entry: AttemptVerdict = {
+    surveyId,
+    pid,
+    token,
+    verdict: {
+      kind,
+      day,
+      detail: {},
+      marketplace: { status, verifyToken: 'Invalid', cpi: '1.10', clickedAt: `${day}T19:00:00.000Z` },
+    },
+    ...(attempt ? { attempt } : {}),
+  };
+  await results.recordVerdict(entry, new Date(`${day}T23:00:00Z`));
+}
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  const client = createDocumentClient({ endpoint });
+  attempts = createLedgerStore(client, tableName);
+  results = createReconciliationStore(client, tableName);
+  await results.putDaySummary(
+    summary('8001', D1, '0.10', '1.20', { matched: 8, invalidated: 1, complete_not_paid: 1 }),
+    new Date(`${D1}T23:00:00Z`),
+    'run-1',
+  );
+  await results.putDaySummary(
+    summary('8001', D2, '0.20', '0.05', { matched: 9, invalidated: 1 }),
+    new Date(`${D2}T23:00:00Z`),
+    'run-2',
+  );
+  await results.putDaySummary(
+    summary('8002', D2, '1234.567', '0.00', { matched: 10 }),
+    new Date(`${D2}T22:00:00Z`),
+    'run-2',
+  );
+  await discrepancy('8001', D1, 'a1', 'invalidated');
+  await discrepancy('8001', D1, 'a2', 'complete_not_paid', '=HYPERLINK("http://evil.example","x")');
+  await discrepancy('8001', D2, 'a3', 'invalidated');
+  await discrepancy('8002', D2, 'b1', 'cpi_mismatch', 'Completed, "verified"');
+  await discrepancy('8002', D2, 'b2', 'invalidated');
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: endpoint,
+    FINANCE_AUTH: 'bearer',
+    FINANCE_API_TOKEN: TOKEN,
+  });
+  ({ handler } = (await import('../../functions/finance')) as { handler: Handler });
+});
+
+describe('authorization', () => {
+  it('refuses a call without credentials (401) or with the wrong token (403), and says nothing more', async () => {
+    const missing = await get(`/finance/summary?from=${D1}&to=${D2}`, {});
+    expect(missing.statusCode).toBe(401);
+    expect(jsonBody(missing)).toEqual({ error: 'unauthorized', message: 'authentication required' });
+    const wrong = await get(`/finance/summary?from=${D1}&to=${D2}`, {
+      authorization: `Bearer ${TOKEN.replace(/.$/, 'x')}`,
+    });
+    expect(wrong.statusCode).toBe(403);
+    expect(jsonBody(wrong)).toEqual({ error: 'forbidden', message: 'not authorized' });
+    const basic = await get(`/finance/summary?from=${D1}&to=${D2}`, { authorization: `Basic ${TOKEN}` });
+    expect(basic.statusCode).toBe(401);
+  });
+
+  it('in IAM mode, answers only requests API Gateway says were signed', async () => {
+    vi.resetModules();
+    process.env.FINANCE_AUTH = 'iam';
+    const { handler: iamHandler } = (await import('../../functions/finance')) as { handler: Handler };
+    process.env.FINANCE_AUTH = 'bearer';
+    const unsigned = apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`, { headers: auth });
+    expect((await invoke(iamHandler, unsigned)).statusCode).toBe(403);
+    const signed = apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`);
+    (signed.requestContext as unknown as { authorizer: unknown }).authorizer = {
+      iam: { userArn: 'arn:aws:iam::123456789012:user/finance', accountId: '123456789012' },
+    };
+    expect((await invoke(iamHandler, signed)).statusCode).toBe(200);
+  });
+});
+
+describe('summary', () => {
+  it('adds up per survey and over the period, exactly', async () => {
+    const result = await get(`/finance/summary?from=${D1}&to=${D2}`);
+    expect(result.statusCode).toBe(200);
+    const body = jsonBody(result) as {
+      totals: Record<string, unknown>;
+      surveys: Record<string, unknown>[];
+      timeZone: string;
+    };
+    expect(body.timeZone).toBe('America/Los_Angeles');
+    // 0.10 + 0.20 + 1234.567 = 1234.867; pending 1.20 + 0.05 + 0.00 = 1.25
+    expect(body.totals).toMatchObject({
+      surveys: 2,
+      owed: '1234.867',
+      pending: '1.25',
+      completesPostback: 18,
+      completesRedirectOnly: 3,
+      marketplaceCompletes: 21,
+      validCompletes: 12,
+      invalidCompletes: 3,
+      discrepancies: { invalidated: 2, complete_not_paid: 1 },
+    });
+    expect(body.surveys).toEqual([
+      expect.objectContaining({
+        surveyId: '8001',
+        owed: '0.30',
+        pending: '1.25',
+        lastReconciledAt: `${D2}T23:00:00.000Z`,
+      }),
+      expect.objectContaining({ surveyId: '8002', owed: '1234.567', pending: '0.00' }),
+    ]);
+  });
+
+  it('filters by survey and by period', async () => {
+    const one = jsonBody(await get(`/finance/summary?from=${D2}&to=${D2}&survey=8001`)) as {
+      totals: { owed: string };
+      days: unknown[];
+    };
+    expect(one.totals.owed).toBe('0.20');
+    expect(one.days).toHaveLength(1);
+    const both = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001,8002`)) as {
+      totals: { surveys: number };
+    };
+    expect(both.totals.surveys).toBe(2);
+  });
+
+  it('answers CSV with a stable header and decimal strings', async () => {
+    const result = await get(`/finance/summary?from=${D1}&to=${D2}`, { ...auth, accept: 'text/csv' });
+    expect(result.headers?.['content-type']).toBe('text/csv; charset=utf-8');
+    const rows = parse(String(result.body), { columns: true }) as Record<string, string>[];
+    expect(Object.keys(rows[0] ?? {})).toEqual([
+      'survey_id',
+      'day',
+      'completes_postback',
+      'completes_redirect_only',
+      'marketplace_completes',
+      'valid_completes',
+      'pending_completes',
+      'invalid_completes',
+      'owed',
+      'pending_amount',
+      'discrepancies_complete_not_received',
+      'discrepancies_complete_not_paid',
+      'discrepancies_invalidated',
+      'discrepancies_status_mismatch',
+      'discrepancies_cpi_mismatch',
+      'discrepancies_not_received',
+      'discrepancies_not_in_marketplace',
+      'last_reconciled_at',
+    ]);
+    expect(rows.map((r) => [r.survey_id, r.day, r.owed])).toEqual([
+      ['8001', D1, '0.10'],
+      ['8001', D2, '0.20'],
+      ['8002', D2, '1234.567'],
+    ]);
+    expect(String(result.body).split('\r\n')[0]?.startsWith('survey_id,day,')).toBe(true);
+  });
+
+  it.each([
+    ['from missing', `/finance/summary?to=${D2}`, 'from is missing (a Pacific day, YYYY-MM-DD)'],
+    ['a malformed date', `/finance/summary?from=2026-02-30&to=${D2}`, 'from must be a date YYYY-MM-DD'],
+    ['from after to', `/finance/summary?from=${D2}&to=${D1}`, 'from must not be after to'],
+    [
+      'a period too long',
+      '/finance/summary?from=2026-01-01&to=2026-12-31',
+      'a period may cover at most 92 days',
+    ],
+    [
+      'a malformed survey',
+      `/finance/summary?from=${D1}&to=${D2}&survey=abc`,
+      'survey: surveyId must be a positive integer of at most 12 digits',
+    ],
+    ['an unknown format', `/finance/summary?from=${D1}&to=${D2}&format=xml`, 'format must be json or csv'],
+  ])('refuses %s with a 400 naming it', async (_, url, message) => {
+    const result = await get(url);
+    expect(result.statusCode).toBe(400);
+    expect(jsonBody(result)).toEqual({ error: 'bad_request', message });
+  });
+});
+
+describe('discrepancies', () => {
+  it('lists every discrepancy of the period by day, survey, kind and token, with the facts behind it', async () => {
+    const body = jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D2}`)) as {
+      items: Record<string, unknown>[];
+    };
+    expect(body.items.map((d) => d.token)).toEqual(['a2', 'a1', 'a3', 'b1', 'b2']);
+    expect(body.items[1]).toMatchObject({
+      surveyId: '8001',
+      pid: 'pid-a1',
+      kind: 'invalidated',
+      day: D1,
+      money: true,
+      cpi: '1.10',
+    });
+  });
+
+  it('filters by kind, by survey, and by both', async () => {
+    const tokens = async (query: string) =>
+      (
+        jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D2}&${query}`)) as {
+          items: { token: string }[];
+        }
+      ).items.map((d) => d.token);
+    expect(await tokens('kind=invalidated')).toEqual(['a1', 'a3', 'b2']);
+    expect(await tokens('survey=8002')).toEqual(['b1', 'b2']);
+    expect(await tokens('survey=8001&kind=complete_not_paid')).toEqual(['a2']);
+    expect(await tokens('kind=status_mismatch')).toEqual([]);
+  });
+
+  it('pages with a cursor: every item once, in order', async () => {
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const body = jsonBody(
+        await get(
+          `/finance/discrepancies?from=${D1}&to=${D2}&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        ),
+      ) as { items: { token: string }[]; nextCursor?: string };
+      expect(body.items.length).toBeLessThanOrEqual(2);
+      seen.push(...body.items.map((d) => d.token));
+      cursor = body.nextCursor;
+      pages++;
+    } while (cursor && pages < 10);
+    expect(seen).toEqual(['a2', 'a1', 'a3', 'b1', 'b2']);
+  });
+
+  it('refuses a forged cursor, a bad limit and an unknown kind', async () => {
+    for (const [query, message] of [
+      ['cursor=bm9wZQ', 'cursor is not one this API returned for this period'],
+      ['limit=0', 'limit must be an integer from 1 to 1000'],
+      ['kind=matched', expect.stringMatching(/^kind must be one of complete_not_received, /)],
+    ] as const) {
+      const result = await get(`/finance/discrepancies?from=${D1}&to=${D2}&${query}`);
+      expect(result.statusCode).toBe(400);
+      expect(jsonBody(result).message).toEqual(message);
+    }
+  });
+
+  it('as CSV: quotes what needs quoting and neutralises formulas', async () => {
+    const result = await get(`/finance/discrepancies?from=${D1}&to=${D2}&format=csv`);
+    const body = String(result.body);
+    const rows = parse(body, { columns: true }) as Record<string, string>[];
+    expect(rows.find((r) => r.token === 'a2')?.marketplace_status).toBe(
+      `'=HYPERLINK("http://evil.example","x")`,
+    );
+    expect(rows.find((r) => r.token === 'b1')?.marketplace_status).toBe('Completed, "verified"');
+    expect(body).not.toMatch(/(^|,)=HYPERLINK/m);
+    expect(rows.every((r) => !/^[=+\-@]/.test(Object.values(r).join('')))).toBe(true);
+  });
+});
+
+describe('one attempt', () => {
+  it('by pid or by token, with its hits and verdict history; 404 when unknown', async () => {
+    const byPid = jsonBody(await get('/finance/attempts/8001?pid=pid-a1')) as {
+      attempts: Record<string, unknown>[];
+    };
+    expect(byPid.attempts[0]).toMatchObject({
+      token: 'a1',
+      postback: { outcome: 'success', hits: 1 },
+      reconciliation: { verdict: 'invalidated', history: [{ verdict: 'invalidated' }] },
+    });
+    const byToken = jsonBody(await get(`/finance/attempts/8002?token=b1&from=${D1}&to=${D2}`)) as {
+      attempts: { pid: string }[];
+    };
+    expect(byToken.attempts.map((a) => a.pid)).toEqual(['pid-b1']);
+    expect((await get(`/finance/attempts/8002?token=nope&from=${D1}&to=${D2}`)).statusCode).toBe(404);
+    expect((await get('/finance/attempts/8002')).statusCode).toBe(400);
+  });
+});
