@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { type IdentifierField, identifierProblem } from '../core/identifiers';
+import { isCalendarDay } from '../core/pacific-time';
 
 const identifier = (field: IdentifierField) => (value: string) => {
   const problem = identifierProblem(field, value);
@@ -12,7 +13,7 @@ export const pidOption = identifier('pid');
 export const tokenOption = identifier('token');
 
 export function dayOption(value: string): string {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`))) {
+  if (!isCalendarDay(value)) {
     throw new InvalidArgumentError('must be a date YYYY-MM-DD');
   }
   return value;

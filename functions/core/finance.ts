@@ -11,7 +11,7 @@ import {
   financeReport,
   type SurveyDayRow,
 } from './finance-report';
-import { pacificDayRange } from './pacific-time';
+import { isCalendarDay, pacificDayRange } from './pacific-time';
 import { nextDay, pacificDays, VERDICT_KINDS } from './reconciliation';
 import { badRequest } from './rejection';
 import type { LedgerStore, ReconciliationStore } from './store';
@@ -32,10 +32,7 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
     ['to', to],
   ] as const) {
     if (!value) throw badRequest(`${name} is missing (a Pacific day, YYYY-MM-DD)`);
-    if (
-      !/^\d{4}-\d{2}-\d{2}$/.test(value) ||
-      new Date(`${value}T12:00:00Z`).toISOString().slice(0, 10) !== value
-    ) {
+    if (!isCalendarDay(value)) {
       throw badRequest(`${name} must be a date YYYY-MM-DD`);
     }
   }

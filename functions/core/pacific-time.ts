@@ -101,3 +101,13 @@ export function pacificDayRange(day: string): { start: Date; end: Date } {
     end: new Date(pacificWallToUtc(next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate())),
   };
 }
+
+/** A real calendar date written YYYY-MM-DD (no 2026-02-30). */
+export function isCalendarDay(value: string): boolean {
+  const date = new Date(`${value}T12:00:00Z`);
+  return (
+    /^\d{4}-\d{2}-\d{2}$/.test(value) &&
+    !Number.isNaN(date.getTime()) &&
+    date.toISOString().slice(0, 10) === value
+  );
+}

@@ -102,7 +102,7 @@ describe('ledger table', () => {
 describe('functions', () => {
   it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
     const functions = template.findResources('AWS::Lambda::Function');
-    expect(Object.keys(functions)).toHaveLength(4);
+    expect(Object.keys(functions)).toHaveLength(5);
     for (const fn of Object.values(functions) as { Properties: Record<string, unknown> }[]) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -265,6 +265,39 @@ describe('reconciliation', () => {
     ]);
     const invoke = statements.find((s) => actionsOf([s]).includes('lambda:InvokeFunction'));
     expect(JSON.stringify(invoke?.Resource)).toContain(':function:Test-reconcile');
+  });
+});
+
+describe('finance API', () => {
+  const routes = () =>
+    Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
+      (r) => (r as { Properties: { RouteKey: string; AuthorizationType?: string } }).Properties,
+    );
+
+  it('puts every /finance/ route behind IAM (SigV4), and no hit route', () => {
+    for (const route of routes()) {
+      if (route.RouteKey.includes(' /finance/'))
+        expect(route.AuthorizationType, route.RouteKey).toBe('AWS_IAM');
+      else expect(route.AuthorizationType ?? 'NONE', route.RouteKey).toBe('NONE');
+    }
+    expect(routes().filter((r) => r.RouteKey.includes(' /finance/'))).toHaveLength(3);
+  });
+
+  it('the finance function may only read: query the table and both indexes, batch-read items, write its logs', () => {
+    const statements = statementsOf(stack.finance);
+    expect(actionsOf(statements)).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:Query',
+      'dynamodb:Query',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+    ]);
+    const indexQuery = statements.find((s) => JSON.stringify(s.Resource).includes('/index/'));
+    expect(JSON.stringify(indexQuery?.Resource)).toContain('/index/gsi1');
+    expect(JSON.stringify(indexQuery?.Resource)).toContain('/index/gsi2');
+    const variables = functionResource(stack.finance).Properties.Environment.Variables;
+    expect(variables).not.toHaveProperty('FINANCE_API_TOKEN');
+    expect(variables.FINANCE_AUTH ?? 'iam').toBe('iam');
   });
 });
 

@@ -3,8 +3,16 @@
  * buyer reviews, and reconciliation for today finds exactly the discrepancies the marketplace injected; a re-run
  * changes nothing.
  */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMarketplaceClient } from '../../functions/core/marketplace-client';
+import { sumAmounts } from '../../functions/core/money';
 import { pacificDay } from '../../functions/core/pacific-time';
 import { type Reconciler, reconciler } from '../../functions/core/reconciler';
 import type { VerdictKind } from '../../functions/core/reconciliation';
@@ -20,7 +28,11 @@ import { lambdaContext } from '../../infra/local/api-gateway';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import { printToPdf, renderedDom } from '../support/chromium';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+const run = promisify(execFile);
+const TSX = 'node_modules/.bin/tsx';
 
 let stack: LocalStack;
 let marketplace: LocalMarketplace;
@@ -156,6 +168,84 @@ describe('reconciliation with faults on', () => {
       expect(summary.marketplace.owed).toBe(`${cents / 100n}.${String(cents % 100n).padStart(2, '0')}`);
     }
   });
+
+  it('finance gets the same numbers from the API, the CLI (JSON, CSV, HTML) and the marketplace', async () => {
+    const today = pacificDay(new Date());
+    const auth = { authorization: `Bearer ${process.env.FINANCE_API_TOKEN}` };
+    const api = async (path: string, headers: Record<string, string> = {}) => {
+      const response = await fetch(`${stack.apiUrl}${path}`, { headers: { ...auth, ...headers } });
+      expect(response.status).toBe(200);
+      return response;
+    };
+    // What the marketplace itself says is owed, in integer cents.
+    const cents = SURVEYS.flatMap((id) => marketplace.state.transactionsOf(id))
+      .filter((t) => t.status === 'Completed' && t.verifyToken === 'Valid')
+      .reduce(
+        (sum, t) =>
+          sum + BigInt((t.cpi ?? marketplace.state.surveys.get(t.surveyId)?.cpi ?? '0.00').replace('.', '')),
+        0n,
+      );
+    const owed = `${cents / 100n}.${String(cents % 100n).padStart(2, '0')}`;
+    const expectedTokens = SURVEYS.flatMap((surveyId) =>
+      marketplace.state
+        .transactionsOf(surveyId)
+        .filter((t) => expectedVerdict(t, marketplace.state.injections.get(t.token) ?? []) !== 'matched')
+        .map((t) => t.token),
+    ).sort();
+
+    const summary = (await (await api(`/finance/summary?from=${today}&to=${today}`)).json()) as {
+      totals: { owed: string };
+    };
+    expect(summary.totals.owed).toBe(owed);
+    const listed: string[] = [];
+    let cursor = '';
+    do {
+      const page = (await (
+        await api(`/finance/discrepancies?from=${today}&to=${today}&limit=7${cursor}`)
+      ).json()) as {
+        items: { token: string }[];
+        nextCursor?: string;
+      };
+      listed.push(...page.items.map((d) => d.token));
+      cursor = page.nextCursor ? `&cursor=${page.nextCursor}` : '';
+    } while (cursor);
+    expect(listed.sort()).toEqual(expectedTokens);
+    const csv = await (
+      await api(`/finance/summary?from=${today}&to=${today}`, { accept: 'text/csv' })
+    ).text();
+    const csvOwed = (parse(csv, { columns: true }) as { owed: string }[]).map((r) => r.owed);
+
+    const dir = mkdtempSync(join(tmpdir(), 'report-'));
+    const cli = (...args: string[]) =>
+      run(TSX, ['functions/cli/main.ts', 'report', '--from', today, '--to', today, ...args], {
+        env: process.env,
+      });
+    const json = JSON.parse((await cli()).stdout) as {
+      timeZone: string;
+      totals: { owed: string };
+      surveys: unknown[];
+      discrepancies: { token: string }[];
+    };
+    expect(json.timeZone).toBe('America/Los_Angeles');
+    expect(json.totals.owed).toBe(owed);
+    expect(json.surveys).toHaveLength(3);
+    expect(json.discrepancies.map((d) => d.token).sort()).toEqual(expectedTokens);
+    const cliCsv = (await cli('--format', 'csv')).stdout;
+    expect((parse(cliCsv, { columns: true }) as { owed: string }[]).map((r) => r.owed)).toEqual(csvOwed);
+    expect(sumAmounts(csvOwed)).toBe(owed);
+
+    const file = join(dir, 'report.html');
+    await cli('--format', 'html', '--out', file);
+    const dom = await renderedDom(pathToFileURL(file).href);
+    expect(dom).toMatch(new RegExp(`id="owed">Owed \\(valid completes\\)<b>${owed.replace('.', '\\.')}</b>`));
+    expect(dom).toContain(`id="discrepancy-count">Discrepancies<b>${expectedTokens.length}</b>`);
+    expect(dom.match(/<tr( class="money")?><td>\d{4}-\d{2}-\d{2}<\/td>/g)?.length).toBe(
+      expectedTokens.length,
+    );
+    expect(dom.match(/<rect class="(here|marketplace)"/g)?.length).toBe(2);
+    await printToPdf(pathToFileURL(file).href, join(dir, 'report.pdf'));
+    expect(readFileSync(join(dir, 'report.pdf')).subarray(0, 5).toString()).toBe('%PDF-');
+  }, 120_000);
 
   it('a re-run changes nothing', async () => {
     const today = pacificDay(new Date());

@@ -1,0 +1,121 @@
+import { parse } from 'csv-parse/sync';
+import { describe, expect, it } from 'vitest';
+import { readPeriod } from '../../functions/core/finance';
+import { addUp, financeReport, type SurveyDayRow } from '../../functions/core/finance-report';
+import { Rejection } from '../../functions/core/rejection';
+import { discrepanciesCsv, neutralize, summaryCsv } from '../../functions/core/report-csv';
+import { reportHtml } from '../../functions/core/report-html';
+
+const row = (
+  surveyId: string,
+  day: string,
+  owed: string,
+  extra: Partial<SurveyDayRow> = {},
+): SurveyDayRow => ({
+  surveyId,
+  day,
+  completesPostback: 3,
+  completesRedirectOnly: 1,
+  marketplaceCompletes: 4,
+  validCompletes: 2,
+  pendingCompletes: 1,
+  invalidCompletes: 1,
+  owed,
+  pending: '0.10',
+  discrepancies: { invalidated: 1 },
+  lastReconciledAt: `${day}T23:00:00.000Z`,
+  ...extra,
+});
+
+describe('totals', () => {
+  it('add counts as integers and amounts as exact decimals', () => {
+    const rows = Array.from({ length: 10 }, (_, i) => row('1', `2026-11-${String(i + 10)}`, '0.10'));
+    expect(addUp(rows)).toMatchObject({
+      owed: '1.00',
+      pending: '1.00',
+      completesPostback: 30,
+      discrepancies: { invalidated: 10 },
+    });
+  });
+});
+
+describe('CSV', () => {
+  it.each([
+    ['=SUM(A1:A9)', "'=SUM(A1:A9)"],
+    ['+1', "'+1"],
+    ['-2', "'-2"],
+    ['@cmd', "'@cmd"],
+    ['\ttab', "'\ttab"],
+    ['1.25', '1.25'],
+    ['Over Quota', 'Over Quota'],
+  ])('neutralises %j', (cell, expected) => {
+    expect(neutralize(cell)).toBe(expected);
+  });
+
+  it('round-trips through an RFC 4180 parser, quoting commas, quotes and line breaks', () => {
+    const report = financeReport(
+      '2026-11-20',
+      '2026-11-21',
+      [row('1', '2026-11-20', '1.50')],
+      [],
+      new Date('2026-11-22T00:00:00Z'),
+    );
+    const csv = summaryCsv(report.days);
+    expect(csv.endsWith('\r\n')).toBe(true);
+    const [parsed] = parse(csv, { columns: true }) as Record<string, string>[];
+    expect(parsed).toMatchObject({
+      survey_id: '1',
+      day: '2026-11-20',
+      owed: '1.50',
+      discrepancies_invalidated: '1',
+    });
+    const tricky = discrepanciesCsv([
+      {
+        surveyId: '1',
+        pid: 'p',
+        token: 't',
+        kind: 'status_mismatch',
+        day: '2026-11-20',
+        money: false,
+        marketplaceStatus: 'a, "b"\nc',
+        verifyToken: '',
+        cpi: '0.00',
+        postback: 'fail',
+        redirect: 'overquota',
+        since: '2026-11-20T23:00:00.000Z',
+      },
+    ]);
+    expect((parse(tricky, { columns: true }) as Record<string, string>[])[0]?.marketplace_status).toBe(
+      'a, "b"\nc',
+    );
+  });
+});
+
+describe('periods', () => {
+  it('accept a valid period and refuse the rest with a 400', () => {
+    expect(readPeriod('2026-11-01', '2026-11-30')).toEqual({ from: '2026-11-01', to: '2026-11-30' });
+    for (const [from, to] of [
+      [undefined, '2026-11-01'],
+      ['2026-13-01', '2026-11-01'],
+      ['2026-11-02', '2026-11-01'],
+    ] as const) {
+      expect(() => readPeriod(from, to)).toThrow(Rejection);
+    }
+  });
+});
+
+describe('HTML report', () => {
+  it('is self-contained: no script, no external asset, everything escaped', () => {
+    const html = reportHtml(
+      financeReport(
+        '2026-11-20',
+        '2026-11-21',
+        [row('1', '2026-11-20', '1.50')],
+        [],
+        new Date('2026-11-22T00:00:00Z'),
+      ),
+    );
+    expect(html).not.toMatch(/<script|<link|src=|url\(|@import|https?:\/\//i);
+    expect(html).toContain('time zone America/Los_Angeles');
+  });
+});
