@@ -6,8 +6,10 @@
 import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { financeQueries } from './finance-queries';
 
 const run = promisify(execFile);
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const sizes = (process.env.BENCH_SURVEYS ?? '8,16,32').split(',').map(Number);
 const perSurvey = Number(process.env.BENCH_PER_SURVEY ?? 1000);
 const repeat = Number(process.env.BENCH_REPEAT ?? 3);
@@ -123,5 +125,18 @@ results.reconciliation = reconciliation;
 console.table(reconciliation.rows);
 console.log('first run (writes every verdict):');
 console.table([reconciliation.first]);
+const financeOptions = {
+  surveys: Number(process.env.BENCH_FINANCE_SURVEYS ?? 1000),
+  days: Number(process.env.BENCH_FINANCE_DAYS ?? 30),
+  discrepanciesPerSurveyDay: 2,
+  repeat,
+};
+console.log(
+  `\nFinance queries (${financeOptions.days} days x ${financeOptions.surveys} surveys; medians of ${repeat})`,
+);
+const financeResults = await financeQueries(financeOptions);
+results.finance = financeResults;
+console.error(`finance fixture seeded in ${fmt(financeResults.seedSeconds, 1)} s`);
+console.table(financeResults.rows);
 console.log(`benchmarks took ${fmt((Date.now() - started) / 1000)} s`);
 if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify(results, null, 2)}\n`);

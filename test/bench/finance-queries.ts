@@ -1,0 +1,207 @@
+/**
+ * Finance queries over a month of 1,000 surveys: the period summary and a page of discrepancies, against a floor
+ * that reads the same index keys and items with bare document-client calls and does nothing with them.
+ */
+import { fork } from 'node:child_process';
+import { BatchWriteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { finance } from '../../functions/core/finance';
+import { discrepancyIndexKey, summaryIndexKey, summaryKey } from '../../functions/core/ledger-schema';
+import { nextDay, pacificDays } from '../../functions/core/reconciliation';
+import {
+  batchGet,
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  firstHitItem,
+  queryAll,
+} from '../../functions/core/store';
+import { ensureLedgerTable } from '../../infra/local/engine';
+
+export interface FinanceBenchOptions {
+  readonly surveys: number;
+  readonly days: number;
+  readonly discrepanciesPerSurveyDay: number;
+  readonly repeat: number;
+}
+
+const median = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+
+export async function financeQueries(options: FinanceBenchOptions) {
+  const engineProcess = fork('test/bench/engine-process.ts', [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const { endpoint } = await new Promise<{ endpoint: string }>((resolve) =>
+    engineProcess.once('message', (m) => resolve(m as { endpoint: string })),
+  );
+  try {
+    const tableName = 'bench-finance';
+    await ensureLedgerTable(endpoint, tableName);
+    let requests = 0;
+    const client = createDocumentClient({ endpoint, requestTimeoutMs: 30_000 });
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        requests++;
+        return next(args);
+      },
+      { step: 'initialize', name: 'countRequests' },
+    );
+    const from = '2026-10-01';
+    const to = nextDay(from, options.days - 1);
+    const days = pacificDays(from, to);
+
+    // Seed: a summary per survey and day, and a few discrepant attempts each.
+    const seeded = Date.now();
+    const items: Record<string, unknown>[] = [];
+    for (const day of days) {
+      for (let s = 0; s < options.surveys; s++) {
+        const surveyId = String(50_000 + s);
+        items.push({
+          ...summaryKey(surveyId, day),
+          ...summaryIndexKey(surveyId, day),
+          kind: 'summary',
+          surveyId,
+          day,
+          here: { attempts: 1000, postbackCompletes: 600, redirectOnlyCompletes: 5, nonCompletes: 395 },
+          marketplace: {
+            transactions: 1000,
+            byStatus: { Completed: 600 },
+            completes: 600,
+            validCompletes: 400,
+            pendingCompletes: 190,
+            invalidCompletes: 10,
+            owed: '700.00',
+            pending: '332.50',
+          },
+          verdicts: { matched: 990, invalidated: options.discrepanciesPerSurveyDay },
+          reconciledAt: `${day}T23:00:00.000Z`,
+          runId: 'bench',
+        });
+        for (let d = 0; d < options.discrepanciesPerSurveyDay; d++) {
+          const token = `${surveyId}-${day}-${d}`;
+          const hit = firstHitItem(
+            { channel: 'postback', surveyId, outcome: 'success', pid: `p-${token}`, token, source: 'query' },
+            new Date(`${day}T20:00:00Z`),
+          );
+          items.push({
+            ...hit,
+            verdict: 'invalidated',
+            verdictDay: day,
+            verdictDetail: {},
+            verdictAt: `${day}T23:00:00.000Z`,
+            marketplace: { status: 'Completed', verifyToken: 'Invalid', cpi: '1.75' },
+            verdictHistory: [{ verdict: 'invalidated', day, at: `${day}T23:00:00.000Z` }],
+            ...discrepancyIndexKey(day, surveyId, 'invalidated', token),
+          });
+        }
+      }
+    }
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < items.length) {
+          const start = next;
+          next += 25;
+          let pending = items.slice(start, start + 25).map((Item) => ({ PutRequest: { Item } }));
+          while (pending.length > 0) {
+            const result = await client.send(
+              new BatchWriteCommand({ RequestItems: { [tableName]: pending } }),
+            );
+            pending = (result.UnprocessedItems?.[tableName] ?? []) as typeof pending;
+          }
+        }
+      }),
+    );
+    const seedSeconds = (Date.now() - seeded) / 1000;
+
+    const queries = finance({
+      attempts: createLedgerStore(client, tableName),
+      results: createReconciliationStore(client, tableName),
+    });
+    const time = async (work: () => Promise<unknown>) => {
+      const before = requests;
+      const started = performance.now();
+      await work();
+      return { ms: performance.now() - started, requests: requests - before };
+    };
+    const floorSummary = async () => {
+      // The same day-by-day reads, all days at once, as the finance queries make them.
+      await Promise.all(
+        days.map(async (day) => {
+          const keys = await queryAll(client, {
+            TableName: tableName,
+            IndexName: 'gsi1',
+            KeyConditionExpression: 'gsi1pk = :pk',
+            ExpressionAttributeValues: { ':pk': summaryIndexKey('', day).gsi1pk },
+          });
+          await batchGet(
+            client,
+            tableName,
+            keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+          );
+        }),
+      );
+    };
+    const floorPage = async () => {
+      const page = await client.send(
+        new QueryCommand({
+          TableName: tableName,
+          IndexName: 'gsi2',
+          KeyConditionExpression: 'gsi2pk = :pk',
+          ExpressionAttributeValues: { ':pk': discrepancyIndexKey(from, '', '', '').gsi2pk },
+          Limit: 100,
+        }),
+      );
+      await batchGet(
+        client,
+        tableName,
+        (page.Items ?? []).map((k) => ({ pk: k.pk, sk: k.sk })),
+      );
+    };
+    const runs = {
+      summary: [] as number[],
+      summaryFloor: [] as number[],
+      page: [] as number[],
+      pageFloor: [] as number[],
+    };
+    let summaryRequests = 0;
+    let pageRequests = 0;
+    let rows = 0;
+    for (let i = 0; i < options.repeat; i++) {
+      runs.summaryFloor.push((await time(floorSummary)).ms);
+      const summary = await time(async () => {
+        rows = (await queries.summaryRows({ from, to })).length;
+      });
+      runs.summary.push(summary.ms);
+      summaryRequests = summary.requests;
+      runs.pageFloor.push((await time(floorPage)).ms);
+      const page = await time(() => queries.discrepancyPage({ from, to }, { limit: 100 }));
+      runs.page.push(page.ms);
+      pageRequests = page.requests;
+    }
+    return {
+      seedSeconds,
+      rows: [
+        {
+          query: `summary, ${options.days} days x ${options.surveys} surveys`,
+          itemsRead: rows,
+          floorMs: median(runs.summaryFloor).toFixed(0),
+          ms: median(runs.summary).toFixed(0),
+          ratio: (median(runs.summary) / median(runs.summaryFloor)).toFixed(2),
+          storeRequests: summaryRequests,
+        },
+        {
+          query: 'discrepancies, first page of 100',
+          itemsRead: 100,
+          floorMs: median(runs.pageFloor).toFixed(0),
+          ms: median(runs.page).toFixed(0),
+          ratio: (median(runs.page) / median(runs.pageFloor)).toFixed(2),
+          storeRequests: pageRequests,
+        },
+      ],
+    };
+  } finally {
+    engineProcess.disconnect();
+  }
+}
