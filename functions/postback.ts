@@ -1,31 +1,28 @@
 /**
  * Postbacks: the marketplace's server reporting an attempt's success or fail, over GET or POST.
- * Answers 200 only once the outcome is durably in the ledger; 403 for a bad signature, stored nowhere.
+ * Answers 200 only once the outcome is durable: in the ledger, or, while the ledger is unavailable, in the
+ * buffer the drainer empties into it. 403 for a bad signature or a source outside the allow-list, stored nowhere.
  */
 import { readClaim, readIdentity } from './core/hit-request';
 import { Rejection } from './core/rejection';
-import { createDocumentClient, createLedgerStore } from './core/store';
-import { readReceiverConfig } from './lambda/config';
-import { hitRequestFrom, json, jsonRoute } from './lambda/http';
-import { checkSignature, keyRingSource } from './lambda/key-ring-source';
+import { StoreUnavailable } from './core/store';
+import { describe, hitRequestFrom, json, jsonRoute } from './lambda/http';
+import { checkSignature } from './lambda/key-ring-source';
 import { count, logger } from './lambda/observability';
+import { receiverContext } from './lambda/receiver-context';
 
-const config = readReceiverConfig();
-const store = createLedgerStore(
-  createDocumentClient({
-    region: config.region,
-    endpoint: config.dynamoEndpoint,
-    requestTimeoutMs: config.storeTimeoutMs,
-  }),
-  config.tableName,
-);
-const keyRing = keyRingSource(config.keyRing);
+const { store, keyRing, buffer, postbackSources } = receiverContext();
 
 export const handler = jsonRoute(async (event) => {
   const request = hitRequestFrom(event);
   const sourceIp = event.requestContext.http.sourceIp;
   try {
     const { claim, query } = readClaim('postback', request);
+    if (postbackSources && !postbackSources(sourceIp)) {
+      logger.warn('postback refused: source', { ...claim.target, sourceIp });
+      count('RejectedSource');
+      throw new Rejection(403, 'forbidden', 'source address not allowed');
+    }
     const check = await checkSignature(keyRing, claim, new Date());
     if (!check.valid) {
       logger.warn('postback refused: signature', {
@@ -42,7 +39,28 @@ export const handler = jsonRoute(async (event) => {
       );
     }
     const identity = readIdentity(request, query);
-    const { attempt, effect } = await store.recordHit({ ...claim.target, ...identity }, new Date());
+    const hit = { ...claim.target, ...identity };
+    const at = new Date();
+    let recorded: Awaited<ReturnType<typeof store.recordHit>>;
+    try {
+      recorded = await store.recordHit(hit, at);
+    } catch (error) {
+      if (!(error instanceof StoreUnavailable) || !buffer) throw error;
+      // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
+      try {
+        const buffered = await buffer.put(hit, at);
+        logger.warn('postback buffered: the ledger is unavailable', {
+          id: buffered.id,
+          error: describe(error),
+        });
+        count('BufferedHits', { channel: 'postback' });
+        return json(200, { ok: true, effect: 'buffered' });
+      } catch (bufferError) {
+        logger.error('postback neither recorded nor buffered', { error: describe(bufferError) });
+        throw error;
+      }
+    }
+    const { attempt, effect } = recorded;
     if (effect === 'conflict') {
       logger.warn('postback conflicts with the standing outcome', {
         ...claim.target,

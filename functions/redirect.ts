@@ -7,22 +7,12 @@ import { readClaim, readIdentity } from './core/hit-request';
 import { landingFor } from './core/landing-page';
 import type { Outcome } from './core/outcome';
 import { Rejection } from './core/rejection';
-import { createDocumentClient, createLedgerStore } from './core/store';
-import { readReceiverConfig } from './lambda/config';
 import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './lambda/http';
-import { checkSignature, keyRingSource } from './lambda/key-ring-source';
+import { checkSignature } from './lambda/key-ring-source';
 import { count, logger } from './lambda/observability';
+import { receiverContext } from './lambda/receiver-context';
 
-const config = readReceiverConfig();
-const store = createLedgerStore(
-  createDocumentClient({
-    region: config.region,
-    endpoint: config.dynamoEndpoint,
-    requestTimeoutMs: config.storeTimeoutMs,
-  }),
-  config.tableName,
-);
-const keyRing = keyRingSource(config.keyRing);
+const { config, store, keyRing, buffer } = receiverContext();
 
 export const handler = respondentRoute(async (event, context) => {
   const request = hitRequestFrom(event);
@@ -59,7 +49,20 @@ export const handler = respondentRoute(async (event, context) => {
         count('ConflictingHit', { channel: 'redirect' });
       }
     } catch (error) {
-      // The respondent is not kept waiting for the store; the log line keeps the hit for recovery.
+      // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
+      if (buffer) {
+        try {
+          const buffered = await buffer.put(hit, at);
+          logger.warn('redirect hit buffered: the ledger is unavailable', {
+            id: buffered.id,
+            error: describe(error),
+          });
+          count('BufferedHits', { channel: 'redirect' });
+          return;
+        } catch {
+          // fall through to the log line
+        }
+      }
       logger.error('redirect hit not recorded', {
         ...hitFields(hit),
         at: at.toISOString(),

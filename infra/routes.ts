@@ -68,3 +68,8 @@ export const ROUTES: readonly Route[] = [
 ];
 
 export const routeKey = (route: Route): string => `${route.method} ${route.path}`;
+
+/** The functions fed by a queue. */
+export const QUEUE_FUNCTIONS = {
+  'drain-buffer': { entry: 'functions/drain-buffer.ts', description: 'Writes buffered hits to the ledger' },
+} as const;

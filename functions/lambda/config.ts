@@ -66,7 +66,17 @@ function checkKeyRingSource(env: z.infer<typeof base>, ctx: z.RefinementCtx) {
 const landingShape = Object.fromEntries(
   Object.values(LANDING_VARIABLES).map((name) => [name, landingTemplate]),
 ) as Record<(typeof LANDING_VARIABLES)[keyof typeof LANDING_VARIABLES], typeof landingTemplate>;
-const receiverEnvironment = base.extend(landingShape).superRefine(checkKeyRingSource);
+const receiverEnvironment = base
+  .extend({
+    ...landingShape,
+    /** The durable buffer for hits the ledger cannot take right now (SQS queue URL). */
+    HIT_BUFFER_QUEUE_URL: z.url().optional(),
+    /** A local SQS stand-in; unset in AWS. */
+    SQS_ENDPOINT: z.url().optional(),
+    /** Address ranges postbacks may come from, comma-separated; unset: any. */
+    POSTBACK_SOURCE_CIDRS: z.string().optional(),
+  })
+  .superRefine(checkKeyRingSource);
 
 const method = z.enum(['GET', 'POST']).default('GET');
 const syncEnvironment = base
@@ -91,6 +101,8 @@ export interface StoreConfig {
 
 export interface ReceiverConfig extends StoreConfig {
   readonly landing: LandingTemplates;
+  readonly buffer?: { readonly queueUrl: string; readonly endpoint?: string | undefined } | undefined;
+  readonly postbackSources?: string | undefined;
 }
 
 export interface RedirectSyncConfig extends StoreConfig {
@@ -127,7 +139,14 @@ export function readReceiverConfig(env: NodeJS.ProcessEnv = process.env): Receiv
     const template = values[LANDING_VARIABLES[outcome]];
     if (template) landing[outcome] = template;
   }
-  return { ...storeConfig(values), landing };
+  return {
+    ...storeConfig(values),
+    landing,
+    ...(values.HIT_BUFFER_QUEUE_URL
+      ? { buffer: { queueUrl: values.HIT_BUFFER_QUEUE_URL, endpoint: values.SQS_ENDPOINT } }
+      : {}),
+    postbackSources: values.POSTBACK_SOURCE_CIDRS,
+  };
 }
 
 /** The redirect sync function's configuration (the marketplace's is read by marketplace-access). */
@@ -222,5 +241,16 @@ export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): Finance
       values.FINANCE_AUTH === 'bearer'
         ? { mode: 'bearer', token: values.FINANCE_API_TOKEN as string }
         : { mode: 'iam' },
+  };
+}
+
+/** The drainer's configuration: the ledger only. */
+export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): Omit<StoreConfig, 'keyRing'> {
+  const values = parse(base, env);
+  return {
+    tableName: values.TABLE_NAME,
+    region: values.AWS_REGION,
+    dynamoEndpoint: values.DYNAMODB_ENDPOINT,
+    storeTimeoutMs: Math.max(values.STORE_TIMEOUT_MS, 3000),
   };
 }

@@ -23,7 +23,10 @@ export type Counter =
   | 'RedirectNotRecorded'
   | 'InternalError'
   | 'RedirectSyncFailures'
-  | 'ReconcileFailures';
+  | 'ReconcileFailures'
+  | 'BufferedHits'
+  | 'BufferedHitNotRecorded'
+  | 'RejectedSource';
 
 export function count(counter: Counter, dimensions: Record<string, string> = {}): void {
   const single = metrics.singleMetric();

@@ -3,11 +3,12 @@
  * the ledger table, the API with the real handlers, and the local marketplace (unless MARKETPLACE_BASE_URL
  * points at a real one). Used by `npm start` and by the tests.
  */
-import { FUNCTIONS, type FunctionName } from '../routes';
+import { FUNCTIONS, type FunctionName, QUEUE_FUNCTIONS } from '../routes';
 import { type LambdaHandler, type LocalApi, startApiGateway } from './api-gateway';
 import { applyLocalDefaults } from './defaults';
 import { type Engine, ensureLedgerTable, startEngine } from './engine';
 import { type LocalMarketplace, startLocalMarketplace } from './marketplace/server';
+import { type LocalQueue, pollQueue, type SqsHandler, startLocalQueue } from './queue';
 
 export interface LocalStack {
   readonly apiUrl: string;
@@ -17,6 +18,10 @@ export interface LocalStack {
   readonly embeddedEngine: boolean;
   /** The local marketplace, when this stack runs one. */
   readonly marketplace?: LocalMarketplace;
+  /** The hit buffer and its drainer. */
+  readonly buffer: LocalQueue;
+  /** Delivers everything the buffer holds to the drainer now. */
+  drainBuffer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -52,6 +57,15 @@ export async function startLocalStack(): Promise<LocalStack> {
       stops.push(marketplace.stop);
     }
     await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
+    const buffer = await startLocalQueue({ host: env.LOCAL_HOST });
+    stops.push(buffer.stop);
+    env.HIT_BUFFER_QUEUE_URL = buffer.queueUrl;
+    env.SQS_ENDPOINT = buffer.endpoint;
+    const { handler: drain } = (await import(`../../${QUEUE_FUNCTIONS['drain-buffer'].entry}`)) as {
+      handler: SqsHandler;
+    };
+    const drainer = pollQueue(buffer, drain, { background: env.LOCAL_DRAINER !== 'manual' });
+    stops.push(drainer.stop);
     const api: LocalApi = await startApiGateway(await loadHandlers(), env.LOCAL_HOST, Number(env.PORT));
     stops.push(api.stop);
     if (env.PUBLIC_BASE_URL?.endsWith(':0')) env.PUBLIC_BASE_URL = api.url;
@@ -60,6 +74,8 @@ export async function startLocalStack(): Promise<LocalStack> {
       dynamoEndpoint: env.DYNAMODB_ENDPOINT as string,
       tableName: env.TABLE_NAME as string,
       embeddedEngine,
+      buffer,
+      drainBuffer: () => drainer.drain(),
       ...(marketplace ? { marketplace } : {}),
       stop: stopAll,
     };

@@ -5,6 +5,7 @@
  * there (`if_not_exists`) and adds to counters, so concurrent and repeated hits commute: whatever order they
  * arrive in, the first outcome of each channel stands and the counts are exact.
  */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   type Attempt,
@@ -45,6 +46,11 @@ export interface RejectedHit {
 export interface LedgerStore {
   /** Records one verified hit and returns the attempt as it stands afterwards. One write, no read. */
   recordHit(hit: Hit, at: Date): Promise<{ attempt: Attempt; effect: HitEffect }>;
+  /**
+   * Records a hit that waited in the buffer, once however often it is delivered: the buffer id is remembered on
+   * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat.
+   */
+  recordBufferedHit(hit: Hit, at: Date, bufferId: string): Promise<boolean>;
   /** Keeps a refused hit apart from the attempts; it is never an outcome. */
   recordRejectedHit(rejected: RejectedHit): Promise<void>;
   /** The attempts of one respondent in one survey (one, unless the respondent entered more than once). */
@@ -64,51 +70,36 @@ const standingOutcome = (channel: Channel) => `${channel}Outcome`;
 export function createLedgerStore(client: DynamoDBDocumentClient, tableName: string): LedgerStore {
   return {
     async recordHit(hit, at) {
-      const now = at.toISOString();
-      const set = [
-        'kind = :kind',
-        'surveyId = :surveyId',
-        'pid = :pid',
-        '#token = :token',
-        'firstSeenAt = if_not_exists(firstSeenAt, :now)',
-        'lastSeenAt = :now',
-        'gsi1pk = if_not_exists(gsi1pk, :gsi1pk)',
-        'gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
-        '#standing = if_not_exists(#standing, :outcome)',
-        '#sightingAt = if_not_exists(#sightingAt, :now)',
-      ];
-      if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
-      const day = attemptDayKey(hit.surveyId, now);
       const { Attributes } = await send(() =>
-        client.send(
-          new UpdateCommand({
-            TableName: tableName,
-            Key: attemptKey(hit.surveyId, hit.pid, hit.token),
-            UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
-            ExpressionAttributeNames: {
-              '#token': 'token',
-              '#standing': standingOutcome(hit.channel),
-              '#sightingAt': sightingAt(hit.channel, hit.outcome),
-              '#sightingHits': sightingHits(hit.channel, hit.outcome),
-            },
-            ExpressionAttributeValues: {
-              ':kind': 'attempt',
-              ':surveyId': hit.surveyId,
-              ':pid': hit.pid,
-              ':token': hit.token,
-              ':now': now,
-              ':gsi1pk': day.gsi1pk,
-              ':gsi1sk': day.gsi1sk,
-              ':outcome': hit.outcome,
-              ':one': 1,
-              ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),
-            },
-            ReturnValues: 'ALL_NEW',
-          }),
-        ),
+        client.send(new UpdateCommand({ ...hitUpdate(hit, at), TableName: tableName })),
       );
       const attempt = attemptFromItem(Attributes ?? {});
       return { attempt, effect: hitEffect(attempt, hit.channel, hit.outcome) };
+    },
+
+    async recordBufferedHit(hit, at, bufferId) {
+      const update = { ...hitUpdate(hit, at), TableName: tableName };
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              ...update,
+              UpdateExpression: `${update.UpdateExpression}, bufferedIds :bufferId`,
+              ConditionExpression: 'attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :id)',
+              ExpressionAttributeValues: {
+                ...update.ExpressionAttributeValues,
+                ':bufferId': new Set([bufferId]),
+                ':id': bufferId,
+              },
+              ReturnValues: 'NONE',
+            }),
+          ),
+        );
+        return true;
+      } catch (error) {
+        if (error instanceof ConditionalCheckFailedException) return false;
+        throw error;
+      }
     },
 
     async recordRejectedHit(rejected) {
@@ -214,6 +205,49 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         sourceIp: optionalString(item.sourceIp),
       }));
     },
+  };
+}
+
+/** The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. */
+function hitUpdate(hit: Hit, at: Date) {
+  const now = at.toISOString();
+  const set = [
+    'kind = :kind',
+    'surveyId = :surveyId',
+    'pid = :pid',
+    '#token = :token',
+    'firstSeenAt = if_not_exists(firstSeenAt, :now)',
+    'lastSeenAt = :now',
+    'gsi1pk = if_not_exists(gsi1pk, :gsi1pk)',
+    'gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
+    '#standing = if_not_exists(#standing, :outcome)',
+    '#sightingAt = if_not_exists(#sightingAt, :now)',
+  ];
+  if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
+  const day = attemptDayKey(hit.surveyId, now);
+  return {
+    TableName: '',
+    Key: attemptKey(hit.surveyId, hit.pid, hit.token),
+    UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
+    ExpressionAttributeNames: {
+      '#token': 'token',
+      '#standing': standingOutcome(hit.channel),
+      '#sightingAt': sightingAt(hit.channel, hit.outcome),
+      '#sightingHits': sightingHits(hit.channel, hit.outcome),
+    } as Record<string, string>,
+    ExpressionAttributeValues: {
+      ':kind': 'attempt',
+      ':surveyId': hit.surveyId,
+      ':pid': hit.pid,
+      ':token': hit.token,
+      ':now': now,
+      ':gsi1pk': day.gsi1pk,
+      ':gsi1sk': day.gsi1sk,
+      ':outcome': hit.outcome,
+      ':one': 1,
+      ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),
+    } as Record<string, unknown>,
+    ReturnValues: 'ALL_NEW' as const,
   };
 }
 

@@ -1,0 +1,163 @@
+/**
+ * Never lose an acknowledged hit: the whole local stack with the store failing (throttling, 5xx, silence) from
+ * a proxy in front of the engine. Every postback answered 2xx is in the ledger once the drainer has run, exactly
+ * once however often it was delivered; every respondent got their redirect; with the buffer down too, postbacks
+ * answer 503 so the marketplace retries.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import { filledUrl } from '../support/api-events';
+import { type EngineProxy, type Fault, startEngineProxy } from '../support/engine-proxy';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+let stack: LocalStack;
+let proxy: EngineProxy;
+let ledger: LedgerStore;
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  proxy = await startEngineProxy(endpoint);
+  Object.assign(process.env, {
+    PORT: '0',
+    MARKETPLACE_PORT: '0',
+    DYNAMODB_ENDPOINT: proxy.endpoint,
+    TABLE_NAME: tableName,
+    SIGNING_KEYS: TEST_KEY_RING,
+    STORE_TIMEOUT_MS: '150',
+    LOCAL_DRAINER: 'manual',
+    LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}',
+  });
+  stack = await startLocalStack();
+  ledger = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+}, 60_000);
+afterAll(async () => {
+  await stack.stop();
+  await proxy.stop();
+});
+
+const url = (
+  channel: 'postback' | 'redirect',
+  ids: { pid: string; token: string },
+  outcome: 'success' | 'fail' = 'success',
+) => filledUrl(TEST_KEY_RING, channel, '6006', outcome, ids).replace('https://hits.test', stack.apiUrl);
+
+describe('with the store failing', () => {
+  it.each(['throttle', 'server-error', 'hang'] as Fault[])(
+    '(%s) every acknowledged hit reaches the ledger once the drainer runs, exactly once',
+    async (fault) => {
+      proxy.faults(() => fault);
+      const sent = Array.from({ length: 12 }, () => ({
+        pid: `p-${randomUUID().slice(0, 8)}`,
+        token: randomUUID(),
+      }));
+      const answers = await Promise.all(
+        sent.flatMap((ids) => [
+          fetch(url('postback', ids)).then(async (r) => ({
+            kind: 'postback',
+            status: r.status,
+            body: (await r.json()) as { effect?: string },
+          })),
+          // The same postback again: a retry by the marketplace while the ledger is down.
+          fetch(url('postback', ids)).then(async (r) => ({
+            kind: 'postback',
+            status: r.status,
+            body: (await r.json()) as { effect?: string },
+          })),
+          fetch(url('redirect', ids), { redirect: 'manual' }).then(async (r) => ({
+            kind: 'redirect',
+            status: r.status,
+            location: r.headers.get('location'),
+          })),
+        ]),
+      );
+      for (const answer of answers) {
+        if (answer.kind === 'postback') {
+          expect(answer.status).toBe(200);
+          expect((answer as { body: { effect?: string } }).body.effect).toBe('buffered');
+        } else {
+          expect(answer.status).toBe(302);
+          expect((answer as { location: string | null }).location).toMatch(
+            /^https:\/\/panel\.example\.com\/thanks\?pid=p-/,
+          );
+        }
+      }
+      expect(stack.buffer.depth().waiting).toBe(36);
+
+      proxy.faults(undefined);
+      await stack.drainBuffer();
+      expect(stack.buffer.depth()).toEqual({ waiting: 0, deadLetters: 0 });
+      for (const ids of sent) {
+        const [attempt] = await ledger.attemptsOf('6006', ids.pid);
+        // Two buffered postbacks and one buffered redirect: each counted once, as they were sent.
+        expect(attempt?.postback).toMatchObject({ outcome: 'success', hits: 2 });
+        expect(attempt?.redirect).toMatchObject({ outcome: 'success', hits: 1 });
+      }
+    },
+    60_000,
+  );
+
+  it('a buffered hit delivered twice by the queue is recorded once', async () => {
+    const ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    proxy.faults(() => 'throttle');
+    expect((await fetch(url('postback', ids))).status).toBe(200);
+    proxy.faults(undefined);
+    const { handler } = (await import('../../functions/drain-buffer')) as {
+      handler: (event: unknown, context: unknown) => Promise<{ batchItemFailures: unknown[] }>;
+    };
+    // Read the message without deleting it, deliver it twice, then let the poller deliver it a third time.
+    const response = await fetch(stack.buffer.endpoint, {
+      method: 'POST',
+      headers: { 'x-amz-target': 'AmazonSQS.ReceiveMessage', 'content-type': 'application/x-amz-json-1.0' },
+      body: JSON.stringify({ QueueUrl: stack.buffer.queueUrl, MaxNumberOfMessages: 1, VisibilityTimeout: 0 }),
+    });
+    const [message] = ((await response.json()) as { Messages: { MessageId: string; Body: string }[] })
+      .Messages;
+    const event = {
+      Records: [
+        { messageId: message?.MessageId, body: message?.Body, attributes: { ApproximateReceiveCount: '1' } },
+      ],
+    };
+    const { lambdaContext } = await import('../../infra/local/api-gateway');
+    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    await stack.drainBuffer();
+    expect((await ledger.attemptsOf('6006', ids.pid))[0]?.postback?.hits).toBe(1);
+  });
+
+  it('a buffered hit the store still refuses is retried, then dead-lettered, never dropped', async () => {
+    const ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    proxy.faults(() => 'server-error');
+    expect((await fetch(url('postback', ids))).status).toBe(200);
+    for (let i = 0; i < 8 && stack.buffer.depth().deadLetters === 0; i++) {
+      await stack.drainBuffer();
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+    }
+    proxy.faults(undefined);
+    expect(stack.buffer.depth()).toEqual({ waiting: 0, deadLetters: 1 });
+    expect(JSON.parse(stack.buffer.deadLetters()[0] as string).hit).toMatchObject({
+      pid: ids.pid,
+      token: ids.token,
+    });
+  }, 30_000);
+
+  it('with the buffer down as well, a postback is not acknowledged: 503, so the marketplace retries', async () => {
+    const saved = process.env.HIT_BUFFER_QUEUE_URL;
+    proxy.faults(() => 'throttle');
+    await stack.buffer.stop();
+    try {
+      const response = await fetch(url('postback', { pid: 'p-nobuffer', token: randomUUID() }));
+      expect(response.status).toBe(503);
+      expect(await response.json()).toMatchObject({ error: 'unavailable' });
+      // The respondent still gets their redirect.
+      const redirect = await fetch(url('redirect', { pid: 'p-nobuffer', token: randomUUID() }), {
+        redirect: 'manual',
+      });
+      expect(redirect.status).toBe(302);
+    } finally {
+      proxy.faults(undefined);
+      process.env.HIT_BUFFER_QUEUE_URL = saved;
+    }
+  });
+});
