@@ -19,9 +19,11 @@ import type { Construct } from 'constructs';
 import { templateProblem } from '../functions/core/landing-page';
 import type { LANDING_VARIABLES } from '../functions/lambda/config';
 import { HitApi } from './constructs/hit-api';
+import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
+import { Operations } from './constructs/operations';
 import { ReceiverFunction } from './constructs/receiver-function';
-import { FUNCTIONS, SCHEDULED_FUNCTIONS } from './routes';
+import { FUNCTIONS, QUEUE_FUNCTIONS, SCHEDULED_FUNCTIONS } from './routes';
 
 export interface MarketplaceSettings {
   /** The supplier host; without it the sync is deployed with its schedule disabled. */
@@ -38,6 +40,8 @@ export interface ReceiverStackProps extends StackProps {
   /** How often reconciliation runs (default hourly) and how many trailing Pacific days it re-checks (default 7). */
   readonly reconcileRate?: Duration;
   readonly reconcileWindowDays?: number;
+  /** Address ranges postbacks may come from (POSTBACK_SOURCE_CIDRS); default any. */
+  readonly postbackSourceCidrs?: string;
   /** How often the redirect sync runs (default 15 minutes). */
   readonly redirectSyncRate?: Duration;
   /** Postback methods configured at the marketplace (default GET for both). */
@@ -51,6 +55,9 @@ export class ReceiverStack extends Stack {
   readonly postback: ReceiverFunction;
   readonly api: HitApi;
   readonly finance: ReceiverFunction;
+  readonly buffer: HitBuffer;
+  readonly drainer: ReceiverFunction;
+  readonly operations: Operations;
   readonly marketplaceToken: ISecret;
   readonly redirectSync: ReceiverFunction;
   readonly redirectSyncSchedule: Schedule;
@@ -90,6 +97,16 @@ export class ReceiverStack extends Stack {
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
       .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
       .bindSigningKeys(this.signingKeys);
+
+    this.buffer = new HitBuffer(this, 'hit-buffer');
+    for (const receiver of [this.redirect, this.postback]) this.buffer.bindSender(receiver);
+    if (props.postbackSourceCidrs)
+      this.postback.function.addEnvironment('POSTBACK_SOURCE_CIDRS', props.postbackSourceCidrs);
+    this.drainer = new ReceiverFunction(this, 'drain-buffer', {
+      ...QUEUE_FUNCTIONS['drain-buffer'],
+      timeout: Duration.seconds(30),
+    }).bindLedger(this.ledger.table, ['dynamodb:UpdateItem']);
+    this.buffer.bindDrainer(this.drainer);
 
     this.finance = new ReceiverFunction(this, 'finance', {
       ...FUNCTIONS.finance,
@@ -187,6 +204,25 @@ export class ReceiverStack extends Stack {
       );
     }
 
+    this.operations = new Operations(this, 'operations', {
+      api: this.api.api,
+      buffer: this.buffer.queue,
+      deadLetters: this.buffer.deadLetters,
+      functions: {
+        redirect: this.redirect.function,
+        postback: this.postback.function,
+        'drain-buffer': this.drainer.function,
+        'redirect-sync': this.redirectSync.function,
+        reconcile: this.reconcile.function,
+        finance: this.finance.function,
+      },
+    });
+    new CfnOutput(this, 'AlarmTopicArn', {
+      value: this.operations.topic.topicArn,
+      description: 'Subscribe to receive alarms',
+    });
+    new CfnOutput(this, 'DeadLetterQueueUrl', { value: this.buffer.deadLetters.queueUrl });
+
     new CfnOutput(this, 'ApiUrl', { value: this.api.url, description: 'PUBLIC_BASE_URL for the CLI' });
     new CfnOutput(this, 'TableName', { value: this.ledger.table.tableName });
     new CfnOutput(this, 'SigningKeysSecretArn', { value: this.signingKeys.secretArn });
@@ -226,7 +262,19 @@ export class ReceiverStack extends Stack {
       reason:
         "The scheduler's target role may invoke the reconcile function's versions and aliases; the wildcard is limited to that one function.",
     });
-    for (const fn of [this.redirect, this.postback, this.redirectSync, this.reconcile, this.finance]) {
+    Validations.of(this.buffer.deadLetters).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason:
+        'This is the dead-letter queue of the hit buffer; what lands here waits for an operator (alarm dead-letters).',
+    });
+    for (const fn of [
+      this.redirect,
+      this.postback,
+      this.redirectSync,
+      this.reconcile,
+      this.finance,
+      this.drainer,
+    ]) {
       Validations.of(fn).acknowledge({
         id: 'AwsSolutions-L1',
         reason: 'nodejs22.x is the runtime this product is built and tested for.',

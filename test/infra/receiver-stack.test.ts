@@ -102,7 +102,7 @@ describe('ledger table', () => {
 describe('functions', () => {
   it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
     const functions = template.findResources('AWS::Lambda::Function');
-    expect(Object.keys(functions)).toHaveLength(5);
+    expect(Object.keys(functions)).toHaveLength(6);
     for (const fn of Object.values(functions) as { Properties: Record<string, unknown> }[]) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -141,22 +141,24 @@ describe('functions', () => {
 });
 
 describe('least privilege', () => {
-  it('the redirect function may only update and put ledger items, read the key ring and write its logs', () => {
+  it('the redirect function may only update and put ledger items, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.redirect))).toEqual([
       'dynamodb:PutItem',
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
       'secretsmanager:GetSecretValue',
+      'sqs:SendMessage',
     ]);
   });
 
-  it('the postback function may only update ledger items, read the key ring and write its logs', () => {
+  it('the postback function may only update ledger items, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.postback))).toEqual([
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
       'secretsmanager:GetSecretValue',
+      'sqs:SendMessage',
     ]);
   });
 
@@ -298,6 +300,60 @@ describe('finance API', () => {
     const variables = functionResource(stack.finance).Properties.Environment.Variables;
     expect(variables).not.toHaveProperty('FINANCE_API_TOKEN');
     expect(variables.FINANCE_AUTH ?? 'iam').toBe('iam');
+  });
+});
+
+describe('hit buffer', () => {
+  it('is an encrypted, SSL-only queue with a dead-letter queue after five receives', () => {
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      SqsManagedSseEnabled: true,
+      VisibilityTimeout: 60,
+      RedrivePolicy: {
+        deadLetterTargetArn: { 'Fn::GetAtt': [logicalId(stack.buffer.deadLetters), 'Arn'] },
+        maxReceiveCount: 5,
+      },
+    });
+    const policies = Object.values(template.findResources('AWS::SQS::QueuePolicy'));
+    expect(JSON.stringify(policies)).toContain('aws:SecureTransport');
+  });
+
+  it('receivers get its URL and may only send to it; the drainer is fed from it with per-message failures', () => {
+    const queueRef = { Ref: logicalId(stack.buffer.queue) };
+    for (const fn of [stack.redirect, stack.postback]) {
+      expect(functionResource(fn).Properties.Environment.Variables.HIT_BUFFER_QUEUE_URL).toEqual(queueRef);
+      const send = statementsOf(fn).find((s) => actionsOf([s]).includes('sqs:SendMessage'));
+      expect(send?.Resource).toEqual({ 'Fn::GetAtt': [logicalId(stack.buffer.queue), 'Arn'] });
+    }
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      FunctionName: { Ref: logicalId(stack.drainer.function) },
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BatchSize: 10,
+    });
+    expect(actionsOf(statementsOf(stack.drainer)).filter((a) => a.startsWith('dynamodb:'))).toEqual([
+      'dynamodb:UpdateItem',
+    ]);
+  });
+});
+
+describe('operations', () => {
+  it('alarms on 5xx rate, buffer age, dead letters, reconciliation failures, unrecorded redirects and function errors', () => {
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map(
+      (a) => (a as { Properties: { AlarmDescription: string; AlarmActions: unknown[] } }).Properties,
+    );
+    const described = alarms.map((a) => a.AlarmDescription).join('\n');
+    for (const topic of [
+      '5xx',
+      'buffer',
+      'dead-letter queue',
+      'Reconciliation',
+      'Redirect hits were neither recorded',
+    ]) {
+      expect(described).toContain(topic);
+    }
+    expect(alarms).toHaveLength(5 + 6);
+    for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
+    template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
+    template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });
 });
 

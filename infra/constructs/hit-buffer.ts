@@ -1,0 +1,56 @@
+/**
+ * The durable buffer behind the ledger: an encrypted SQS queue the receivers send to when DynamoDB refuses a
+ * hit, a dead-letter queue for what the drainer still cannot write after five tries, and the drainer itself.
+ */
+import { Duration } from 'aws-cdk-lib';
+import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import type { ReceiverFunction } from './receiver-function';
+
+export const MAX_RECEIVES = 5;
+
+export class HitBuffer extends Construct {
+  readonly queue: Queue;
+  readonly deadLetters: Queue;
+
+  constructor(scope: Construct, id: string) {
+    super(scope, id);
+    const common = {
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+    };
+    this.deadLetters = new Queue(this, 'dead-letters', common);
+    this.queue = new Queue(this, 'queue', {
+      ...common,
+      // Longer than the drainer's timeout, so a batch in flight is not delivered twice meanwhile.
+      visibilityTimeout: Duration.seconds(60),
+      deadLetterQueue: { queue: this.deadLetters, maxReceiveCount: MAX_RECEIVES },
+    });
+  }
+
+  /** Lets a receiver put hits in the buffer: its URL in the environment, SendMessage on this queue only. */
+  bindSender(fn: ReceiverFunction): void {
+    fn.function.addEnvironment('HIT_BUFFER_QUEUE_URL', this.queue.queueUrl);
+    fn.role.addToPrincipalPolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: ['sqs:SendMessage'],
+        resources: [this.queue.queueArn],
+      }),
+    );
+  }
+
+  /** Feeds the drainer from the queue, reporting per-message failures so one bad hit does not hold the batch. */
+  bindDrainer(fn: ReceiverFunction): void {
+    fn.function.addEventSource(
+      new SqsEventSource(this.queue, {
+        batchSize: 10,
+        maxBatchingWindow: Duration.seconds(1),
+        reportBatchItemFailures: true,
+      }),
+    );
+  }
+}
