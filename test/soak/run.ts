@@ -1,0 +1,155 @@
+/**
+ * `npm run soak`: the durability suite at size. The whole local stack, with the store behind a proxy that
+ * throttles, fails and stalls a share of requests; SOAK_HITS hits (default 100,000: postbacks, redirects and
+ * replays of both) from SOAK_SENDERS concurrent senders. Then the faults stop, the buffer drains, and every
+ * acknowledged hit is looked up in the ledger. Prints the figures RELIABILITY.md records; exits non-zero on loss.
+ */
+import '../../infra/local/environment';
+import { randomUUID } from 'node:crypto';
+import { createDocumentClient, createLedgerStore } from '../../functions/core/store';
+import { DEV_KEY_RING } from '../../infra/local/defaults';
+import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
+import { startLocalStack } from '../../infra/local/stack';
+import { filledUrl } from '../support/api-events';
+import { startEngineProxy } from '../support/engine-proxy';
+
+const HITS = Number(process.env.SOAK_HITS ?? 100_000);
+const SENDERS = Number(process.env.SOAK_SENDERS ?? 32);
+const FAULTS = { throttle: 0.05, 'server-error': 0.02, hang: 0.002 };
+
+const engine = await startEngine();
+const tableName = 'soak-ledger';
+await ensureLedgerTable(engine.endpoint, tableName);
+const proxy = await startEngineProxy(engine.endpoint);
+let injected = 0;
+let draw = 0;
+proxy.faults((operation) => {
+  if (operation !== 'UpdateItem') return undefined;
+  // Outages rather than scattered errors: in every 1,000 writes, a run of 50 throttled, 20 failing and 2 stalled,
+  // long enough to outlast the SDK's retries. A fixed pattern, so every run injects the same faults.
+  const slot = draw++ % 1000;
+  const fault =
+    slot < FAULTS.throttle * 1000
+      ? 'throttle'
+      : slot < (FAULTS.throttle + FAULTS['server-error']) * 1000
+        ? 'server-error'
+        : slot < (FAULTS.throttle + FAULTS['server-error'] + FAULTS.hang) * 1000
+          ? 'hang'
+          : undefined;
+  if (fault) injected++;
+  return fault;
+});
+Object.assign(process.env, {
+  PORT: '0',
+  MARKETPLACE_PORT: '0',
+  DYNAMODB_ENDPOINT: proxy.endpoint,
+  TABLE_NAME: tableName,
+  SIGNING_KEYS: DEV_KEY_RING,
+  STORE_TIMEOUT_MS: '200',
+  SIGNING_KEYS_FILE: '',
+  RESPONDENT_INTERVAL_MS: '0',
+  POWERTOOLS_LOG_LEVEL: 'ERROR',
+});
+// The local defaults (applied at import) chose an embedded engine and a key file; this run brings its own.
+delete process.env.SIGNING_KEYS_FILE;
+delete process.env.LOCAL_ENGINE;
+const stack = await startLocalStack();
+
+// Each attempt: a success or fail postback and its redirect, each sent once or replayed.
+const attempts = Math.ceil(HITS / 4);
+interface Expected {
+  pid: string;
+  token: string;
+  outcome: 'success' | 'fail';
+  postbacks: number;
+  redirects: number;
+}
+const expected: Expected[] = [];
+const requests: { url: string; attempt: number; channel: 'postback' | 'redirect' }[] = [];
+for (let i = 0; i < attempts && requests.length < HITS; i++) {
+  const ids = { pid: `soak-${i}`, token: randomUUID() };
+  const outcome = i % 3 === 0 ? 'fail' : 'success';
+  expected.push({ ...ids, outcome, postbacks: 0, redirects: 0 });
+  for (let copy = 0; copy < 2 && requests.length < HITS; copy++) {
+    requests.push({
+      url: filledUrl(DEV_KEY_RING, 'postback', '8888', outcome, ids),
+      attempt: i,
+      channel: 'postback',
+    });
+    requests.push({
+      url: filledUrl(DEV_KEY_RING, 'redirect', '8888', outcome, ids),
+      attempt: i,
+      channel: 'redirect',
+    });
+  }
+}
+for (let i = requests.length - 1; i > 0; i--) {
+  const j = (i * 2654435761) % (i + 1);
+  [requests[i], requests[j]] = [requests[j] as (typeof requests)[0], requests[i] as (typeof requests)[0]];
+}
+
+const statusCounts: Record<number, number> = {};
+let buffered = 0;
+let next = 0;
+const started = Date.now();
+await Promise.all(
+  Array.from({ length: SENDERS }, async () => {
+    while (next < requests.length) {
+      const request = requests[next++] as (typeof requests)[0];
+      const response = await fetch(request.url.replace('https://hits.test', stack.apiUrl), {
+        redirect: 'manual',
+      });
+      const text = await response.text();
+      statusCounts[response.status] = (statusCounts[response.status] ?? 0) + 1;
+      const record = expected[request.attempt] as Expected;
+      if (request.channel === 'postback' && response.status === 200) {
+        record.postbacks++;
+        if (text.includes('"buffered"')) buffered++;
+      }
+      if (request.channel === 'redirect' && (response.status === 302 || response.status === 200))
+        record.redirects++;
+    }
+  }),
+);
+const sendSeconds = (Date.now() - started) / 1000;
+proxy.faults(undefined);
+await stack.drainBuffer();
+for (let i = 0; i < 100 && stack.buffer.depth().waiting > 0; i++)
+  await new Promise((resolve) => setTimeout(resolve, 200));
+
+const ledger = createLedgerStore(createDocumentClient({ endpoint: engine.endpoint }), tableName);
+let lost = 0;
+let miscounted = 0;
+let cursor = 0;
+await Promise.all(
+  Array.from({ length: 16 }, async () => {
+    while (cursor < expected.length) {
+      const e = expected[cursor++] as Expected;
+      const [attempt] = await ledger.attemptsOf('8888', e.pid);
+      const postbacks = attempt?.postback?.hits ?? 0;
+      const redirects = attempt?.redirect?.hits ?? 0;
+      if (postbacks < e.postbacks || redirects < e.redirects)
+        lost += e.postbacks - postbacks + (e.redirects - redirects);
+      else if (postbacks !== e.postbacks || redirects !== e.redirects) miscounted++;
+    }
+  }),
+);
+const figures = {
+  hitsSent: requests.length,
+  senders: SENDERS,
+  faultsInjected: injected,
+  postbacksBuffered: buffered,
+  answers: statusCounts,
+  fiveHundreds: Object.entries(statusCounts)
+    .filter(([s]) => Number(s) >= 500)
+    .reduce((sum, [, n]) => sum + n, 0),
+  acknowledgedHitsLost: lost,
+  attemptsMiscounted: miscounted,
+  deadLetters: stack.buffer.depth().deadLetters,
+  hitsPerSecond: Math.round(requests.length / sendSeconds),
+};
+console.log(JSON.stringify(figures, null, 2));
+await stack.stop();
+await proxy.stop();
+await engine.stop();
+process.exit(lost === 0 && miscounted === 0 && figures.deadLetters === 0 ? 0 : 1);
