@@ -43,12 +43,12 @@ export const handler = jsonRoute(async (event) => {
     const at = new Date();
     let recorded: Awaited<ReturnType<typeof store.recordHit>>;
     try {
-      recorded = await store.recordHit(hit, at);
+      recorded = await store.recordHit(hit, at, event.requestContext.requestId);
     } catch (error) {
       if (!(error instanceof StoreUnavailable) || !buffer) throw error;
       // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
       try {
-        const buffered = await buffer.put(hit, at);
+        const buffered = await buffer.put(hit, at, event.requestContext.requestId);
         logger.warn('postback buffered: the ledger is unavailable', {
           id: buffered.id,
           error: describe(error),

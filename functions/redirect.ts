@@ -40,7 +40,7 @@ export const handler = respondentRoute(async (event, context) => {
 
   async function record(hit: Parameters<typeof store.recordHit>[0]) {
     try {
-      const { attempt, effect } = await store.recordHit(hit, at);
+      const { attempt, effect } = await store.recordHit(hit, at, event.requestContext.requestId);
       if (effect === 'conflict') {
         logger.warn('redirect conflicts with the standing outcome', {
           ...hitFields(hit),
@@ -52,7 +52,7 @@ export const handler = respondentRoute(async (event, context) => {
       // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
       if (buffer) {
         try {
-          const buffered = await buffer.put(hit, at);
+          const buffered = await buffer.put(hit, at, event.requestContext.requestId);
           logger.warn('redirect hit buffered: the ledger is unavailable', {
             id: buffered.id,
             error: describe(error),

@@ -3,7 +3,6 @@
  * put on an SQS queue and acknowledged; the drainer writes it to the ledger later, once. If even the queue cannot
  * take it, the hit is not acknowledged (the postback answers 503 and the marketplace retries).
  */
-import { randomUUID } from 'node:crypto';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import type { Hit } from '../core/hit-request';
@@ -18,7 +17,8 @@ export interface BufferedHit {
 }
 
 export interface HitBuffer {
-  put(hit: Hit, at: Date): Promise<BufferedHit>;
+  /** Buffers a hit under its request's id, the id its live write carried, so it is never counted twice. */
+  put(hit: Hit, at: Date, id: string): Promise<BufferedHit>;
 }
 
 export function sqsHitBuffer(
@@ -34,8 +34,8 @@ export function sqsHitBuffer(
     requestHandler: { requestTimeout: 1000, connectionTimeout: 500, throwOnRequestTimeout: true },
   });
   return {
-    async put(hit, at) {
-      const buffered: BufferedHit = { id: randomUUID(), at: at.toISOString(), hit };
+    async put(hit, at, id) {
+      const buffered: BufferedHit = { id, at: at.toISOString(), hit };
       await client.send(
         new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: JSON.stringify(buffered) }),
       );
@@ -48,7 +48,7 @@ const identifier = (field: 'surveyId' | 'pid' | 'token') =>
   z.string().refine((value) => identifierProblem(field, value) === undefined, `invalid ${field}`);
 
 const bufferedHitSchema = z.object({
-  id: z.uuid(),
+  id: z.string().min(1).max(100),
   at: z.iso.datetime(),
   hit: z.object({
     channel: z.enum(['redirect', 'postback']),

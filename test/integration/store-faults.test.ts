@@ -111,6 +111,16 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
   });
 
+  it('a write applied whose answer was lost is not counted again when the SDK retries it', async () => {
+    const start = proxy.operations.length;
+    proxy.faults((_, index) => (index === start ? 'lost-answer' : undefined));
+    const result = await invoke(postback, apiEvent('GET', postbackUrl()));
+    expect(result.statusCode).toBe(200);
+    expect(proxy.operations.slice(start)[0]).toBe('UpdateItem');
+    expect(proxy.operations.length - start).toBeGreaterThanOrEqual(2);
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+  });
+
   it('the respondent is redirected promptly while the store hangs', async () => {
     proxy.faults(() => 'hang');
     const started = Date.now();

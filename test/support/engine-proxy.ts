@@ -5,7 +5,8 @@
 import { createServer, request as forward } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type Fault = 'throttle' | 'server-error' | 'hang';
+/** `lost-answer`: the request reaches the engine and is applied, but its answer never reaches the client. */
+export type Fault = 'throttle' | 'server-error' | 'hang' | 'lost-answer';
 export type FaultPlan = (operation: string, index: number) => Fault | undefined;
 
 export interface EngineProxy {
@@ -45,6 +46,22 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
     if (fault === 'hang') {
       hanging.add(res);
       req.resume();
+      return;
+    }
+    if (fault === 'lost-answer') {
+      hanging.add(res);
+      const upstream = forward(
+        {
+          host: targetUrl.hostname,
+          port: targetUrl.port,
+          method: req.method,
+          path: req.url,
+          headers: req.headers,
+        },
+        (answer) => answer.resume(),
+      );
+      upstream.on('error', () => undefined);
+      req.pipe(upstream);
       return;
     }
     if (fault) {

@@ -6,7 +6,7 @@
  * arrive in, the first outcome of each channel stands and the counts are exact.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   type Attempt,
   type AttemptReconciliation,
@@ -45,7 +45,7 @@ export interface RejectedHit {
 
 export interface LedgerStore {
   /** Records one verified hit and returns the attempt as it stands afterwards. One write, no read. */
-  recordHit(hit: Hit, at: Date): Promise<{ attempt: Attempt; effect: HitEffect }>;
+  recordHit(hit: Hit, at: Date, hitId?: string): Promise<{ attempt: Attempt; effect: HitEffect }>;
   /**
    * Records a hit that waited in the buffer, once however often it is delivered: the buffer id is remembered on
    * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat.
@@ -69,27 +69,41 @@ const standingOutcome = (channel: Channel) => `${channel}Outcome`;
 
 export function createLedgerStore(client: DynamoDBDocumentClient, tableName: string): LedgerStore {
   return {
-    async recordHit(hit, at) {
-      const { Attributes } = await send(() =>
-        client.send(new UpdateCommand({ ...hitUpdate(hit, at), TableName: tableName })),
-      );
-      const attempt = attemptFromItem(Attributes ?? {});
-      return { attempt, effect: hitEffect(attempt, hit.channel, hit.outcome) };
+    async recordHit(hit, at, hitId) {
+      try {
+        const { Attributes } = await send(() =>
+          client.send(new UpdateCommand({ ...hitUpdate(hit, at, hitId), TableName: tableName })),
+        );
+        const attempt = attemptFromItem(Attributes ?? {});
+        return { attempt, effect: hitEffect(attempt, hit.channel, hit.outcome) };
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+        // This very request was applied already (an earlier attempt of it timed out after the write): read back.
+        const { Item } = await send(() =>
+          client.send(
+            new GetCommand({
+              TableName: tableName,
+              Key: attemptKey(hit.surveyId, hit.pid, hit.token),
+              ConsistentRead: true,
+            }),
+          ),
+        );
+        return { attempt: attemptFromItem(Item ?? {}), effect: 'duplicate' };
+      }
     },
 
     async recordBufferedHit(hit, at, bufferId) {
-      const update = { ...hitUpdate(hit, at), TableName: tableName };
+      const update = { ...hitUpdate(hit, at, bufferId), TableName: tableName };
       try {
         await send(() =>
           client.send(
             new UpdateCommand({
               ...update,
               UpdateExpression: `${update.UpdateExpression}, bufferedIds :bufferId`,
-              ConditionExpression: 'attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :id)',
+              ConditionExpression: `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`,
               ExpressionAttributeValues: {
                 ...update.ExpressionAttributeValues,
                 ':bufferId': new Set([bufferId]),
-                ':id': bufferId,
               },
               ReturnValues: 'NONE',
             }),
@@ -208,8 +222,12 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
   };
 }
 
-/** The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. */
-function hitUpdate(hit: Hit, at: Date) {
+/**
+ * The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. With a
+ * hit id (the request's), the write is also conditional on not being the last one applied, so an SDK retry of a
+ * request whose first attempt timed out after the write does not count the hit twice.
+ */
+function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const now = at.toISOString();
   const set = [
     'kind = :kind',
@@ -224,8 +242,10 @@ function hitUpdate(hit: Hit, at: Date) {
     '#sightingAt = if_not_exists(#sightingAt, :now)',
   ];
   if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
+  if (hitId) set.push('lastHitId = :hitId');
   const day = attemptDayKey(hit.surveyId, now);
   return {
+    ...(hitId ? { ConditionExpression: 'attribute_not_exists(lastHitId) OR lastHitId <> :hitId' } : {}),
     TableName: '',
     Key: attemptKey(hit.surveyId, hit.pid, hit.token),
     UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
@@ -246,6 +266,7 @@ function hitUpdate(hit: Hit, at: Date) {
       ':outcome': hit.outcome,
       ':one': 1,
       ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),
+      ...(hitId ? { ':hitId': hitId } : {}),
     } as Record<string, unknown>,
     ReturnValues: 'ALL_NEW' as const,
   };
