@@ -5,6 +5,7 @@
  * there (`if_not_exists`) and adds to counters, so concurrent and repeated hits commute: whatever order they
  * arrive in, the first outcome of each channel stands and the counts are exact.
  */
+import { createHash } from 'node:crypto';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
@@ -224,8 +225,10 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
 
 /**
  * The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. With a
- * hit id (the request's), the write is also conditional on not being the last one applied, so an SDK retry of a
- * request whose first attempt timed out after the write does not count the hit twice.
+ * hit id (the request's), a write that was applied but whose answer was lost is not counted again when retried
+ * or replayed from the buffer. Postbacks remember every id (a 48-bit digest each: the marketplace's few retries
+ * keep the set small); redirects, which anyone holding the URL can repeat at will, remember only the last id, so
+ * no one can grow an item by refreshing.
  */
 function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const now = at.toISOString();
@@ -242,13 +245,22 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
     '#sightingAt = if_not_exists(#sightingAt, :now)',
   ];
   if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
-  if (hitId) set.push('lastHitId = :hitId');
+  const remember = hitId ? (hit.channel === 'postback' ? 'set' : 'last') : undefined;
+  const digest = hitId ? createHash('sha256').update(hitId).digest('base64url').slice(0, 8) : '';
+  if (remember === 'last') set.push('lastHitId = :hitId');
   const day = attemptDayKey(hit.surveyId, now);
   return {
-    ...(hitId ? { ConditionExpression: 'attribute_not_exists(lastHitId) OR lastHitId <> :hitId' } : {}),
+    ...(remember === 'set'
+      ? {
+          ConditionExpression: 'attribute_not_exists(postbackHitIds) OR NOT contains(postbackHitIds, :hitId)',
+        }
+      : {}),
+    ...(remember === 'last'
+      ? { ConditionExpression: 'attribute_not_exists(lastHitId) OR lastHitId <> :hitId' }
+      : {}),
     TableName: '',
     Key: attemptKey(hit.surveyId, hit.pid, hit.token),
-    UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
+    UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one${remember === 'set' ? ', postbackHitIds :hitIds' : ''}`,
     ExpressionAttributeNames: {
       '#token': 'token',
       '#standing': standingOutcome(hit.channel),
@@ -266,7 +278,8 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
       ':outcome': hit.outcome,
       ':one': 1,
       ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),
-      ...(hitId ? { ':hitId': hitId } : {}),
+      ...(remember ? { ':hitId': digest } : {}),
+      ...(remember === 'set' ? { ':hitIds': new Set([digest]) } : {}),
     } as Record<string, unknown>,
     ReturnValues: 'ALL_NEW' as const,
   };
