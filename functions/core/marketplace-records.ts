@@ -3,10 +3,11 @@
  * or number, missing optional fields, extra fields ignored, Pacific-time strings parsed to UTC with the raw
  * string kept. A row that cannot be read is reported with the reason; it is never turned into a zero.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { parseAmount } from './money';
 import type { Outcome } from './outcome';
 import { type PacificTime, parsePacificTime } from './pacific-time';
+import { describeIssues } from './validation';
 
 /** Transaction statuses as the transaction list spells them (with spaces). */
 export const TRANSACTION_STATUSES = [
@@ -47,50 +48,53 @@ export type Parsed<T> =
   | { readonly ok: true; readonly value: T }
   | { readonly ok: false; readonly problem: string };
 
-const amount = z.unknown().transform((value, ctx) => {
-  const parsed = parseAmount(value);
-  if (parsed === undefined) {
-    ctx.addIssue({ code: 'custom', message: `is not an amount: ${JSON.stringify(value)?.slice(0, 40)}` });
-    return z.NEVER;
-  }
-  return parsed;
-});
-
-/** A Pacific-time field: absent or empty is undefined; anything else must parse. */
-const pacificTime = z
-  .string()
-  .nullable()
-  .optional()
-  .transform((value, ctx): PacificTime | undefined => {
-    if (value === null || value === undefined || value.trim() === '') return undefined;
-    const parsed = parsePacificTime(value);
-    if (!parsed) {
-      ctx.addIssue({
+const amount = z.pipe(
+  z.unknown(),
+  z.transform((value, ctx) => {
+    const parsed = parseAmount(value);
+    if (parsed === undefined) {
+      ctx.issues.push({
         code: 'custom',
-        message: `is not a marketplace time: ${JSON.stringify(value.slice(0, 40))}`,
+        message: `is not an amount: ${JSON.stringify(value)?.slice(0, 40)}`,
+        input: value,
       });
       return z.NEVER;
     }
     return parsed;
-  });
+  }),
+);
 
-const integer = z.union([
-  z.number().int(),
-  z
-    .string()
-    .regex(/^-?\d+$/)
-    .transform(Number),
-]);
-const text = z.union([z.string(), z.number().transform(String)]);
-const optionalText = z
-  .union([z.string(), z.number().transform(String), z.null()])
-  .optional()
-  .transform((v) => v ?? undefined);
+/** A Pacific-time field: absent or empty is undefined; anything else must parse. */
+const pacificTime = z.pipe(
+  z.optional(z.nullable(z.string())),
+  z.transform((value: string | null | undefined, ctx): PacificTime | undefined => {
+    if (value === null || value === undefined || value.trim() === '') return undefined;
+    const parsed = parsePacificTime(value);
+    if (!parsed) {
+      ctx.issues.push({
+        code: 'custom',
+        message: `is not a marketplace time: ${JSON.stringify(value.slice(0, 40))}`,
+        input: value,
+      });
+      return z.NEVER;
+    }
+    return parsed;
+  }),
+);
+
+const integer = z.union([z.int(), z.pipe(z.string().check(z.regex(/^-?\d+$/)), z.transform(Number))]);
+const numberAsText = z.pipe(z.number(), z.transform(String));
+const text = z.union([z.string(), numberAsText]);
+const optionalText = z.pipe(
+  z.optional(z.union([z.string(), numberAsText, z.null()])),
+  z.transform((v: string | null | undefined) => v ?? undefined),
+);
+const nonEmpty = z.string().check(z.minLength(1, 'is empty'));
 
 const transactionSchema = z.object({
-  token: z.string().min(1, 'is empty'),
-  PID: text.pipe(z.string().min(1, 'is empty')),
-  status: z.string().min(1, 'is empty'),
+  token: nonEmpty,
+  PID: z.pipe(text, nonEmpty),
+  status: nonEmpty,
   CPI: amount,
   verifyToken: optionalText,
   termReason: optionalText,
@@ -126,7 +130,7 @@ export interface Transaction {
 
 export function parseTransaction(raw: unknown): Parsed<Transaction> {
   const parsed = transactionSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error) };
+  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error, 3) };
   const t = parsed.data;
   return {
     ok: true,
@@ -148,26 +152,24 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
   };
 }
 
-const targetingSchema = z
-  .object({
-    QuestionId: integer.optional(),
-    QuestionKey: z.string().optional(),
-    QuestionText: z.string().optional(),
-    QuestionType: z.string().optional(),
-    QuestionCategory: z.string().optional(),
-    Options: z.array(z.record(z.string(), z.unknown())).optional(),
-  })
-  .loose();
+const targetingSchema = z.looseObject({
+  QuestionId: z.optional(integer),
+  QuestionKey: z.optional(z.string()),
+  QuestionText: z.optional(z.string()),
+  QuestionType: z.optional(z.string()),
+  QuestionCategory: z.optional(z.string()),
+  Options: z.optional(z.array(z.record(z.string(), z.unknown()))),
+});
 
 const surveySchema = z.object({
   surveyId: integer,
   surveyName: optionalText,
-  N: integer.optional(),
-  remainingN: integer.optional(),
-  supCmps: integer.optional(),
-  isRevShr: z.boolean().optional(),
-  LOI: integer.optional(),
-  IR: integer.optional(),
+  N: z.optional(integer),
+  remainingN: z.optional(integer),
+  supCmps: z.optional(integer),
+  isRevShr: z.optional(z.boolean()),
+  LOI: z.optional(integer),
+  IR: z.optional(integer),
   Country: optionalText,
   CountryCode: optionalText,
   Language: optionalText,
@@ -176,22 +178,22 @@ const surveySchema = z.object({
   deviceType: optionalText,
   createdDate: pacificTime,
   modifiedDate: pacificTime,
-  reContact: z.boolean().optional(),
+  reContact: z.optional(z.boolean()),
   entryLink: optionalText,
   testEntryLink: optionalText,
-  targeting: z.array(targetingSchema).optional(),
+  targeting: z.optional(z.array(targetingSchema)),
   CPI: amount,
-  isQuota: z.boolean().optional(),
+  isQuota: z.optional(z.boolean()),
   jobCategory: optionalText,
-  isPIIRequired: z.boolean().optional(),
-  JobId: integer.optional(),
-  BuyerId: integer.optional(),
+  isPIIRequired: z.optional(z.boolean()),
+  JobId: z.optional(integer),
+  BuyerId: z.optional(integer),
   expected_end_date: optionalText,
-  duplicateSurveyIds: z.array(integer).optional(),
+  duplicateSurveyIds: z.optional(z.array(integer)),
   duplicateCheckLevel: optionalText,
-  statuses: z.array(z.string()).optional(),
-  numberOfCompletes: integer.optional(),
-  numberOfStarts: integer.optional(),
+  statuses: z.optional(z.array(z.string())),
+  numberOfCompletes: z.optional(integer),
+  numberOfStarts: z.optional(integer),
   globalBuyerConversion: optionalText,
   globalMedianLOI: optionalText,
 });
@@ -226,7 +228,7 @@ export interface Survey {
 
 export function parseSurvey(raw: unknown): Parsed<Survey> {
   const parsed = surveySchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error) };
+  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error, 3) };
   const s = parsed.data;
   return {
     ok: true,
@@ -286,31 +288,22 @@ export function parseRedirectSettings(raw: unknown): Parsed<RedirectSettings> {
   return { ok: true, value: settings };
 }
 
-const quotaSchema = z
-  .object({
-    id: integer,
-    quotaN: integer.optional(),
-    title: optionalText,
-    quotaName: optionalText,
-    quotaStatus: optionalText,
-    RemainingN: integer.optional(),
-    cmp: integer.optional(),
-    clk: integer.optional(),
-    targeting: z.record(z.string(), z.unknown()).optional(),
-  })
-  .loose();
+const quotaSchema = z.looseObject({
+  id: integer,
+  quotaN: z.optional(integer),
+  title: optionalText,
+  quotaName: optionalText,
+  quotaStatus: optionalText,
+  RemainingN: z.optional(integer),
+  cmp: z.optional(integer),
+  clk: z.optional(integer),
+  targeting: z.optional(z.record(z.string(), z.unknown())),
+});
 export type SurveyQuota = z.infer<typeof quotaSchema>;
 
 export function parseQuota(raw: unknown): Parsed<SurveyQuota> {
   const parsed = quotaSchema.safeParse(raw);
   return parsed.success
     ? { ok: true, value: parsed.data }
-    : { ok: false, problem: describeIssues(parsed.error) };
-}
-
-function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .slice(0, 3)
-    .map((issue) => `${issue.path.join('.') || '(row)'} ${issue.message}`)
-    .join('; ');
+    : { ok: false, problem: describeIssues(parsed.error, 3) };
 }

@@ -8,8 +8,9 @@
  * Keys rotate by id. A key ring holds every key that is still accepted; `current` names the one that signs.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import type { Channel, Outcome } from './outcome';
+import { describeIssues } from './validation';
 
 export const KEY_ID_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
 /** base64url of a 32-byte HMAC-SHA256, unpadded. */
@@ -43,12 +44,14 @@ export type SignatureCheck =
       readonly reason: 'missing' | 'malformed' | 'unknown-key' | 'retired-key' | 'mismatch';
     };
 
-const keyRingDocument = z
-  .object({
-    current: z.string().regex(KEY_ID_PATTERN, 'current must name a key id'),
-    retire: z.record(z.string().regex(KEY_ID_PATTERN), z.iso.datetime({ offset: true })).optional(),
-  })
-  .catchall(z.unknown());
+const keyId = (message?: string) => z.string().check(z.regex(KEY_ID_PATTERN, message));
+const keyRingDocument = z.catchall(
+  z.object({
+    current: keyId('current must name a key id'),
+    retire: z.optional(z.record(keyId(), z.iso.datetime({ offset: true }))),
+  }),
+  z.unknown(),
+);
 
 /**
  * Parses a key ring from its stored JSON form:
@@ -64,12 +67,8 @@ export function parseKeyRing(json: string): KeyRing {
     throw new KeyRingError('signing key ring is not valid JSON');
   }
   const parsed = keyRingDocument.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new KeyRingError(
-      `signing key ring is invalid at ${issue?.path.join('.') || '(root)'}: ${issue?.message}`,
-    );
-  }
+  if (!parsed.success)
+    throw new KeyRingError(`signing key ring is invalid: ${describeIssues(parsed.error, 1)}`);
   const { current, retire = {}, ...rest } = parsed.data;
   const keys = new Map<string, SigningKey>();
   for (const [kid, secret] of Object.entries(rest)) {

@@ -2,10 +2,11 @@
  * Configuration of the functions, read from the environment once per container. A missing or invalid value
  * fails the cold start with a message naming the variable; no request ever sees a half-configured handler.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { type LandingTemplates, templateProblem } from '../core/landing-page';
 import { OUTCOMES } from '../core/outcome';
 import type { PostbackMethods } from '../core/redirect-settings';
+import { describeIssues, filled, wholeNumber } from '../core/validation';
 import type { KeyRingLocation } from './key-ring-source';
 
 export const LANDING_VARIABLES = {
@@ -16,32 +17,38 @@ export const LANDING_VARIABLES = {
   termination: 'LANDING_URL_TERMINATION',
 } as const;
 
-const landingTemplate = z
-  .string()
-  .optional()
-  .transform((value) => (value === '' ? undefined : value))
-  .superRefine((value, ctx) => {
-    const problem = value === undefined ? undefined : templateProblem(value);
-    if (problem) ctx.addIssue({ code: 'custom', message: `landing URL template ${problem}` });
-  });
+const landingTemplate = z.pipe(
+  z.pipe(
+    z.optional(z.string()),
+    z.transform((value: string | undefined) => (value === '' ? undefined : value)),
+  ),
+  z.optional(
+    z.string().check(
+      z.superRefine((value, ctx) => {
+        const problem = templateProblem(value);
+        if (problem) ctx.addIssue({ code: 'custom', message: `landing URL template ${problem}` });
+      }),
+    ),
+  ),
+);
 
 /** What every function that touches the ledger and the key ring needs. */
 const base = z.object({
-  TABLE_NAME: z.string().min(1, 'is required'),
-  AWS_REGION: z.string().min(1).default('us-east-1'),
+  TABLE_NAME: filled('is required'),
+  AWS_REGION: z._default(filled(), 'us-east-1'),
   /** A local engine; unset in AWS. */
-  DYNAMODB_ENDPOINT: z.url().optional(),
-  STORE_TIMEOUT_MS: z.coerce.number().int().min(50).max(30_000).default(1000),
+  DYNAMODB_ENDPOINT: z.optional(z.url()),
+  STORE_TIMEOUT_MS: wholeNumber(50, 30_000, 1000),
   /** Secrets Manager secret holding the signing key ring (AWS). */
-  SIGNING_KEYS_SECRET_ID: z.string().min(1).optional(),
+  SIGNING_KEYS_SECRET_ID: z.optional(filled()),
   /** A file holding the signing key ring (the local stack). */
-  SIGNING_KEYS_FILE: z.string().min(1).optional(),
+  SIGNING_KEYS_FILE: z.optional(filled()),
   /** The signing key ring itself (tests). */
-  SIGNING_KEYS: z.string().min(1).optional(),
-  AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
+  SIGNING_KEYS: z.optional(filled()),
+  AWS_LAMBDA_FUNCTION_NAME: z.optional(z.string()),
 });
 
-function checkKeyRingSource(env: z.infer<typeof base>, ctx: z.RefinementCtx) {
+function checkKeyRingSource(env: z.infer<typeof base>, ctx: z.core.$RefinementCtx) {
   const sources = [env.SIGNING_KEYS_SECRET_ID, env.SIGNING_KEYS_FILE, env.SIGNING_KEYS].filter(
     Boolean,
   ).length;
@@ -66,30 +73,30 @@ function checkKeyRingSource(env: z.infer<typeof base>, ctx: z.RefinementCtx) {
 const landingShape = Object.fromEntries(
   Object.values(LANDING_VARIABLES).map((name) => [name, landingTemplate]),
 ) as Record<(typeof LANDING_VARIABLES)[keyof typeof LANDING_VARIABLES], typeof landingTemplate>;
-const receiverEnvironment = base
-  .extend({
+const receiverEnvironment = z
+  .extend(base, {
     ...landingShape,
     /** The durable buffer for hits the ledger cannot take right now (SQS queue URL). */
-    HIT_BUFFER_QUEUE_URL: z.url().optional(),
+    HIT_BUFFER_QUEUE_URL: z.optional(z.url()),
     /** A local SQS stand-in; unset in AWS. */
-    SQS_ENDPOINT: z.url().optional(),
+    SQS_ENDPOINT: z.optional(z.url()),
     /** Address ranges postbacks may come from, comma-separated; unset: any. */
-    POSTBACK_SOURCE_CIDRS: z.string().optional(),
+    POSTBACK_SOURCE_CIDRS: z.optional(z.string()),
   })
-  .superRefine(checkKeyRingSource);
+  .check(z.superRefine(checkKeyRingSource));
 
-const method = z.enum(['GET', 'POST']).default('GET');
-const syncEnvironment = base
-  .extend({
+const method = z._default(z.enum(['GET', 'POST']), 'GET');
+const syncEnvironment = z
+  .extend(base, {
     /** The receiver's public URL, which the survey URLs are built on. */
     PUBLIC_BASE_URL: z.url('must be the receiver API URL'),
     POSTBACK_METHOD_SUCCESS: method,
     POSTBACK_METHOD_FAIL: method,
-    REDIRECT_SYNC_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
+    REDIRECT_SYNC_CONCURRENCY: wholeNumber(1, 32, 4),
     /** Where the first sync starts looking (default: every live survey). */
-    REDIRECT_SYNC_INITIAL_SINCE: z.iso.datetime().optional(),
+    REDIRECT_SYNC_INITIAL_SINCE: z.optional(z.iso.datetime()),
   })
-  .superRefine(checkKeyRingSource);
+  .check(z.superRefine(checkKeyRingSource));
 
 export interface StoreConfig {
   readonly tableName: string;
@@ -112,12 +119,9 @@ export interface RedirectSyncConfig extends StoreConfig {
   readonly initialSince?: Date | undefined;
 }
 
-function parse<T extends z.ZodType>(schema: T, env: NodeJS.ProcessEnv): z.infer<T> {
+function parse<T extends z.ZodMiniType>(schema: T, env: NodeJS.ProcessEnv): z.infer<T> {
   const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
-    throw new Error(`invalid configuration: ${problems.join('; ')}`);
-  }
+  if (!parsed.success) throw new Error(`invalid configuration: ${describeIssues(parsed.error)}`);
   return parsed.data;
 }
 
@@ -174,14 +178,14 @@ export function keyRingLocation(env: {
   return { inline: env.SIGNING_KEYS as string };
 }
 
-const reconcileEnvironment = base.extend({
+const reconcileEnvironment = z.extend(base, {
   /** The trailing window each scheduled run re-checks, in Pacific days including today. */
-  RECONCILE_WINDOW_DAYS: z.coerce.number().int().min(1).max(62).default(7),
-  RECONCILE_CONCURRENCY: z.coerce.number().int().min(1).max(32).default(4),
+  RECONCILE_WINDOW_DAYS: wholeNumber(1, 62, 7),
+  RECONCILE_CONCURRENCY: wholeNumber(1, 32, 4),
   /** `self`: a run cut short by the Lambda's deadline invokes the function again to resume at once. */
-  RECONCILE_CONTINUE: z.enum(['self', 'next-schedule']).default('self'),
+  RECONCILE_CONTINUE: z._default(z.enum(['self', 'next-schedule']), 'self'),
   /** A discrepancy must have been quiet this long before it is judged (postback retries, list lag). */
-  RECONCILE_SETTLE_SECONDS: z.coerce.number().int().min(0).max(86_400).default(600),
+  RECONCILE_SETTLE_SECONDS: wholeNumber(0, 86_400, 600),
 });
 
 export interface ReconcileConfig extends Omit<StoreConfig, 'keyRing'> {
@@ -206,24 +210,26 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
   };
 }
 
-const financeEnvironment = base
-  .extend({
+const financeEnvironment = z
+  .extend(base, {
     /** `iam`: API Gateway checks SigV4 and the handler insists it did (AWS); `bearer`: FINANCE_API_TOKEN (local). */
-    FINANCE_AUTH: z.enum(['iam', 'bearer']).default('iam'),
-    FINANCE_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+    FINANCE_AUTH: z._default(z.enum(['iam', 'bearer']), 'iam'),
+    FINANCE_API_TOKEN: z.optional(z.string().check(z.minLength(16, 'must be at least 16 characters'))),
   })
-  .superRefine((env, ctx) => {
-    if (env.FINANCE_AUTH === 'bearer' && !env.FINANCE_API_TOKEN) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['FINANCE_API_TOKEN'],
-        message: 'is required when FINANCE_AUTH is bearer',
-      });
-    }
-    if (env.FINANCE_AUTH === 'bearer' && env.AWS_LAMBDA_FUNCTION_NAME) {
-      ctx.addIssue({ code: 'custom', path: ['FINANCE_AUTH'], message: 'must be iam in Lambda' });
-    }
-  });
+  .check(
+    z.superRefine((env, ctx) => {
+      if (env.FINANCE_AUTH === 'bearer' && !env.FINANCE_API_TOKEN) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['FINANCE_API_TOKEN'],
+          message: 'is required when FINANCE_AUTH is bearer',
+        });
+      }
+      if (env.FINANCE_AUTH === 'bearer' && env.AWS_LAMBDA_FUNCTION_NAME) {
+        ctx.addIssue({ code: 'custom', path: ['FINANCE_AUTH'], message: 'must be iam in Lambda' });
+      }
+    }),
+  );
 
 export interface FinanceConfig extends Omit<StoreConfig, 'keyRing'> {
   readonly auth: { readonly mode: 'iam' } | { readonly mode: 'bearer'; readonly token: string };

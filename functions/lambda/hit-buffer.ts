@@ -4,10 +4,11 @@
  * take it, the hit is not acknowledged (the postback answers 503 and the marketplace retries).
  */
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import type { Hit } from '../core/hit-request';
 import { identifierProblem } from '../core/identifiers';
 import { OUTCOMES } from '../core/outcome';
+import { describeIssues } from '../core/validation';
 
 /** A hit as it waits in the buffer: an id that makes its replay idempotent, and when it arrived. */
 export interface BufferedHit {
@@ -45,10 +46,10 @@ export function sqsHitBuffer(
 }
 
 const identifier = (field: 'surveyId' | 'pid' | 'token') =>
-  z.string().refine((value) => identifierProblem(field, value) === undefined, `invalid ${field}`);
+  z.string().check(z.refine((value) => identifierProblem(field, value) === undefined, `invalid ${field}`));
 
 const bufferedHitSchema = z.object({
-  id: z.string().min(1).max(100),
+  id: z.string().check(z.minLength(1), z.maxLength(100)),
   at: z.iso.datetime(),
   hit: z.object({
     channel: z.enum(['redirect', 'postback']),
@@ -62,5 +63,7 @@ const bufferedHitSchema = z.object({
 
 /** Reads a buffered hit back, validating it as strictly as the receivers validated it the first time. */
 export function parseBufferedHit(body: string): BufferedHit {
-  return bufferedHitSchema.parse(JSON.parse(body)) as BufferedHit;
+  const parsed = bufferedHitSchema.safeParse(JSON.parse(body));
+  if (!parsed.success) throw new Error(`invalid buffered hit: ${describeIssues(parsed.error)}`);
+  return parsed.data as BufferedHit;
 }

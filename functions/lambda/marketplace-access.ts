@@ -6,53 +6,54 @@
 
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { getParameter } from '@aws-lambda-powertools/parameters/ssm';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { createMarketplaceClient, type MarketplaceClient } from '../core/marketplace-client';
+import { describeIssues, filled, wholeNumber } from '../core/validation';
 
 export const TOKEN_CACHE_SECONDS = 300;
 
 const environment = z
   .object({
     MARKETPLACE_BASE_URL: z.url('must be the marketplace supplier host URL'),
-    MARKETPLACE_API_VERSION: z.enum(['v1', 'v2']).default('v1'),
-    MARKETPLACE_ACCESS_TOKEN: z.string().min(1).optional(),
-    MARKETPLACE_TOKEN_SECRET_ID: z.string().min(1).optional(),
-    MARKETPLACE_TOKEN_PARAMETER: z.string().min(1).optional(),
-    MARKETPLACE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
-    MARKETPLACE_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
-    MARKETPLACE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
-    AWS_LAMBDA_FUNCTION_NAME: z.string().optional(),
+    MARKETPLACE_API_VERSION: z._default(z.enum(['v1', 'v2']), 'v1'),
+    MARKETPLACE_ACCESS_TOKEN: z.optional(filled()),
+    MARKETPLACE_TOKEN_SECRET_ID: z.optional(filled()),
+    MARKETPLACE_TOKEN_PARAMETER: z.optional(filled()),
+    MARKETPLACE_TIMEOUT_MS: wholeNumber(100, 120_000, 10_000),
+    MARKETPLACE_RETRIES: wholeNumber(0, 10, 4),
+    MARKETPLACE_CONCURRENCY: wholeNumber(1, 64, 4),
+    AWS_LAMBDA_FUNCTION_NAME: z.optional(z.string()),
   })
-  .superRefine((env, ctx) => {
-    const sources = [
-      env.MARKETPLACE_ACCESS_TOKEN,
-      env.MARKETPLACE_TOKEN_SECRET_ID,
-      env.MARKETPLACE_TOKEN_PARAMETER,
-    ];
-    if (sources.filter(Boolean).length !== 1) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['MARKETPLACE_TOKEN_SECRET_ID'],
-        message:
-          'set exactly one of MARKETPLACE_TOKEN_SECRET_ID, MARKETPLACE_TOKEN_PARAMETER, MARKETPLACE_ACCESS_TOKEN',
-      });
-    }
-    if (env.MARKETPLACE_ACCESS_TOKEN && env.AWS_LAMBDA_FUNCTION_NAME) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['MARKETPLACE_ACCESS_TOKEN'],
-        message: 'must not be set in Lambda; use a secret',
-      });
-    }
-  });
+  .check(
+    z.superRefine((env, ctx) => {
+      const sources = [
+        env.MARKETPLACE_ACCESS_TOKEN,
+        env.MARKETPLACE_TOKEN_SECRET_ID,
+        env.MARKETPLACE_TOKEN_PARAMETER,
+      ];
+      if (sources.filter(Boolean).length !== 1) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['MARKETPLACE_TOKEN_SECRET_ID'],
+          message:
+            'set exactly one of MARKETPLACE_TOKEN_SECRET_ID, MARKETPLACE_TOKEN_PARAMETER, MARKETPLACE_ACCESS_TOKEN',
+        });
+      }
+      if (env.MARKETPLACE_ACCESS_TOKEN && env.AWS_LAMBDA_FUNCTION_NAME) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['MARKETPLACE_ACCESS_TOKEN'],
+          message: 'must not be set in Lambda; use a secret',
+        });
+      }
+    }),
+  );
 
 /** Reads the marketplace settings and builds the client. Throws naming the bad variables, never their values. */
 export function marketplaceFromEnvironment(env: NodeJS.ProcessEnv = process.env): MarketplaceClient {
   const parsed = environment.safeParse(env);
   if (!parsed.success) {
-    throw new Error(
-      `invalid marketplace configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ')}`,
-    );
+    throw new Error(`invalid marketplace configuration: ${describeIssues(parsed.error)}`);
   }
   const config = parsed.data;
   return createMarketplaceClient({

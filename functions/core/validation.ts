@@ -1,0 +1,24 @@
+/**
+ * Run-time validation shared by every module that reads outside data: zod in its tree-shakeable form
+ * (`zod/mini`, a fraction of the full library's size and load time, which every cold start pays), with the
+ * English messages the full library would bring, and one way to turn a failure into a sentence.
+ */
+import { en } from 'zod/locales';
+import * as z from 'zod/mini';
+
+z.config(en());
+
+/** A non-empty string (an environment variable set to "" is as good as unset). */
+export const filled = (message?: string) => z.string().check(z.minLength(1, message));
+
+/** A whole number within bounds, read from its string form, with a default when absent. */
+export const wholeNumber = (min: number, max: number, fallback: number) =>
+  z._default(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max))), fallback);
+
+/** The first `limit` issues as "path message", joined: names the field and the problem, never the value. */
+export function describeIssues(error: z.core.$ZodError, limit = Number.POSITIVE_INFINITY): string {
+  return error.issues
+    .slice(0, limit)
+    .map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')} ${issue.message}` : issue.message))
+    .join('; ');
+}

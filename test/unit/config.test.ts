@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { readFinanceConfig, readReceiverConfig, readReconcileConfig } from '../../functions/lambda/config';
+
+const receiver = { TABLE_NAME: 'ledger', SIGNING_KEYS: '{"current":"k1"}' };
+
+describe('configuration', () => {
+  it('applies defaults and treats an empty landing URL as unset', () => {
+    expect(readReceiverConfig({ ...receiver, LANDING_URL_SUCCESS: '' })).toMatchObject({
+      tableName: 'ledger',
+      region: 'us-east-1',
+      storeTimeoutMs: 1000,
+      keyRing: { inline: receiver.SIGNING_KEYS },
+      landing: {},
+    });
+    expect(readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_SETTLE_SECONDS: '30' })).toMatchObject({
+      windowDays: 7,
+      concurrency: 4,
+      continueSelf: true,
+      settleMs: 30_000,
+    });
+  });
+
+  it.each([
+    [{ SIGNING_KEYS: 'x' }, /TABLE_NAME Invalid input: expected string/],
+    [{ ...receiver, TABLE_NAME: '' }, /TABLE_NAME is required/],
+    [{ ...receiver, STORE_TIMEOUT_MS: 'soon' }, /STORE_TIMEOUT_MS Invalid input: expected number/],
+    [{ ...receiver, STORE_TIMEOUT_MS: '12.5' }, /STORE_TIMEOUT_MS Invalid input: expected int/],
+    [{ ...receiver, STORE_TIMEOUT_MS: '10' }, /STORE_TIMEOUT_MS Too small: expected number to be >=50/],
+    [{ ...receiver, LANDING_URL_FAIL: 'ftp://x' }, /LANDING_URL_FAIL landing URL template/],
+    [{ ...receiver, SIGNING_KEYS_FILE: 'ring.json' }, /set exactly one of SIGNING_KEYS_SECRET_ID/],
+    [{ ...receiver, AWS_LAMBDA_FUNCTION_NAME: 'redirect' }, /SIGNING_KEYS must not be set in Lambda/],
+  ])('names the variable and the problem: %o', (env, message) => {
+    expect(() => readReceiverConfig(env)).toThrow(message);
+  });
+
+  it('requires a bearer token of some length locally and IAM in Lambda', () => {
+    expect(() => readFinanceConfig({ TABLE_NAME: 't', FINANCE_AUTH: 'bearer' })).toThrow(
+      /FINANCE_API_TOKEN is required when FINANCE_AUTH is bearer/,
+    );
+    expect(() =>
+      readFinanceConfig({ TABLE_NAME: 't', FINANCE_AUTH: 'bearer', FINANCE_API_TOKEN: 'short' }),
+    ).toThrow(/at least 16 characters/);
+    expect(() =>
+      readFinanceConfig({
+        TABLE_NAME: 't',
+        FINANCE_AUTH: 'bearer',
+        FINANCE_API_TOKEN: 'x'.repeat(16),
+        AWS_LAMBDA_FUNCTION_NAME: 'finance',
+      }),
+    ).toThrow(/FINANCE_AUTH must be iam in Lambda/);
+    expect(readFinanceConfig({ TABLE_NAME: 't' }).auth).toEqual({ mode: 'iam' });
+  });
+});
