@@ -12,12 +12,27 @@ import {
   Runtime,
   SystemLogLevel,
 } from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type BundlingOptions, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { LEDGER } from '../../functions/core/ledger-schema';
 import { REPO_ROOT } from '../paths';
+
+/** How every function is bundled: one minified ESM file per function, the SDK inside it. */
+export const BUNDLING = {
+  format: OutputFormat.ESM,
+  target: 'node22',
+  minify: true,
+  sourceMap: true,
+  sourcesContent: false,
+  mainFields: ['module', 'main'],
+  // The SDK is bundled, not taken from the runtime: the version we test is the version that runs, and
+  // tree-shaking keeps the bundle smaller than the runtime's full copy would load.
+  externalModules: [],
+  banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+  forceDockerBundling: false,
+} as const satisfies BundlingOptions;
 
 export interface ReceiverFunctionProps {
   /** Entry file, relative to the repository root. */
@@ -79,19 +94,7 @@ export class ReceiverFunction extends Construct {
         POWERTOOLS_LOG_LEVEL: 'INFO',
         ...props.environment,
       },
-      bundling: {
-        format: OutputFormat.ESM,
-        target: 'node22',
-        minify: true,
-        sourceMap: true,
-        sourcesContent: false,
-        mainFields: ['module', 'main'],
-        // The SDK is bundled, not taken from the runtime: the version we test is the version that runs, and
-        // tree-shaking keeps the bundle smaller than the runtime's full copy would load.
-        externalModules: [],
-        banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
-        forceDockerBundling: false,
-      },
+      bundling: BUNDLING,
     });
   }
 

@@ -1,142 +1,157 @@
 /**
- * `npm run bench`: every benchmark, each figure a median over several runs with its floor measured in the same
- * run and the ratio between them. Sizes and repeats can be set with BENCH_SURVEYS (e.g. "8,16,32"),
- * BENCH_PER_SURVEY and BENCH_REPEAT. Results print as a table and as JSON (BENCH_JSON=path to save them).
+ * `npm run bench`: every benchmark, each figure a median over several runs next to its floor measured in the same
+ * run, with the ratio between them. BENCH_ONLY picks sections (cold,hot,writes,throughput,reconcile,finance,cost);
+ * sizes and repeats are set with the variables below. Prints tables; BENCH_JSON=path saves the results as JSON.
  */
-import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { promisify } from 'node:util';
+import { coldStart } from './cold-start';
+import { ASSUMPTIONS, costPerMillionHits, PRICES } from './cost';
 import { financeQueries } from './finance-queries';
+import { localThroughput } from './local-throughput';
+import { fmt, median, runInProcess } from './measure';
+import { reconciliationScale } from './reconciliation-scale';
 
-const run = promisify(execFile);
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
-const sizes = (process.env.BENCH_SURVEYS ?? '8,16,32').split(',').map(Number);
-const perSurvey = Number(process.env.BENCH_PER_SURVEY ?? 1000);
-const repeat = Number(process.env.BENCH_REPEAT ?? 3);
-const env = {
-  ...process.env,
-  AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-  POWERTOOLS_LOG_LEVEL: 'ERROR',
+const numbers = (value: string) => value.split(',').map(Number);
+const settings = {
+  only: new Set((process.env.BENCH_ONLY ?? 'cold,hot,writes,throughput,reconcile,finance,cost').split(',')),
+  repeat: Number(process.env.BENCH_REPEAT ?? 3),
+  coldRuns: Number(process.env.BENCH_COLD_RUNS ?? 15),
+  senders: numbers(process.env.BENCH_SENDERS ?? '1,8,32'),
+  throughputHits: Number(process.env.BENCH_THROUGHPUT_HITS ?? 3000),
+  surveys: numbers(process.env.BENCH_SURVEYS ?? '8,16,32'),
+  perSurvey: Number(process.env.BENCH_PER_SURVEY ?? 1000),
+  financeSurveys: Number(process.env.BENCH_FINANCE_SURVEYS ?? 1000),
+  financeDays: Number(process.env.BENCH_FINANCE_DAYS ?? 30),
+};
+const TARGETS = { coldStartRatio: 1.3, hotPathUs: 100, costUsd: 2.5 };
+
+const started = Date.now();
+const results: Record<string, unknown> = { settings: { ...settings, only: [...settings.only] } };
+const section = (name: string, title: string) => {
+  if (!settings.only.has(name)) return false;
+  console.log(`\n${title}`);
+  return true;
 };
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-};
-const fmt = (n: number, digits = 0) => n.toFixed(digits);
-
-interface RunnerResult {
-  mode: string;
-  surveys: number;
-  wallMs: number;
-  peakRssMb: number;
-  peakHeapMb: number;
-  items: number;
-  marketplaceCalls: number;
-  storeRequests: number;
+if (section('cold', `1. Cold start (median import of ${settings.coldRuns} fresh processes per bundle)`)) {
+  const cold = await coldStart({
+    runs: settings.coldRuns,
+    sizeTarget: TARGETS.coldStartRatio,
+    importTarget: TARGETS.coldStartRatio,
+  });
+  results.coldStart = cold;
+  console.table(cold.rows);
+  console.log('what the redirect bundle holds beyond the floor:');
+  console.table(cold.redirectExtra);
 }
 
-async function reconciliationScale() {
-  const largest = Math.max(...sizes);
-  const fixture: ChildProcess = fork('test/bench/fixture.ts', [String(largest), String(perSurvey)], {
-    execArgv: ['--import', 'tsx'],
-    env,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+interface HotPath {
+  bare: { cpuUs: number; wallUs: number };
+  redirect: { cpuUs: number; wallUs: number };
+  postback: { cpuUs: number; wallUs: number };
+  redirectResponseBytes: number;
+}
+if (section('hot', '2. Hot path (CPU per hit in one process; medians of 7 rounds of 5,000 hits)')) {
+  const handler = await runInProcess<HotPath>('test/bench/hot-path.ts', ['handler']);
+  const sdk = await runInProcess<HotPath>('test/bench/hot-path.ts', ['sdk']);
+  results.hotPath = { handler, sdk };
+  const row = (store: string, run: HotPath, kind: 'redirect' | 'postback') => ({
+    hit: kind,
+    store,
+    floorUs: fmt(run.bare.cpuUs, 2),
+    cpuUs: fmt(run[kind].cpuUs, 1),
+    ratio: fmt(run[kind].cpuUs / run.bare.cpuUs, 0),
+    target: store === 'at send' ? (run[kind].cpuUs < TARGETS.hotPathUs ? 'met' : 'missed') : 'n/a',
   });
-  const seeded = Date.now();
-  const details = await new Promise<Record<string, string>>((resolve, reject) => {
-    fixture.once('message', (message) => resolve(message as Record<string, string>));
-    fixture.once('exit', (code) => reject(new Error(`fixture exited with ${code}`)));
+  console.table([
+    row('at send', handler, 'redirect'),
+    row('at send', handler, 'postback'),
+    row('at socket', sdk, 'redirect'),
+    row('at socket', sdk, 'postback'),
+  ]);
+}
+
+interface WriteCostRow {
+  hit: string;
+  tableWriteUnits: number;
+  indexWriteUnits: number;
+}
+if (section('writes', '3. Write cost (requests and capacity per hit, from the engine)')) {
+  const writes = await runInProcess<{ rows: WriteCostRow[] }>('test/bench/write-cost.ts');
+  results.writeCost = writes;
+  console.table(writes.rows);
+}
+
+if (
+  section(
+    'throughput',
+    `4. Local throughput (${settings.throughputHits} hits per run; stack and engine in processes of their own)`,
+  )
+) {
+  const throughput = await localThroughput({ senders: settings.senders, hits: settings.throughputHits });
+  results.throughput = throughput;
+  console.table(throughput.rows);
+}
+
+if (
+  section(
+    'reconcile',
+    `5. Reconciliation scale (${settings.perSurvey} transactions and attempts per survey; medians of ${settings.repeat})`,
+  )
+) {
+  const reconciliation = await reconciliationScale(settings.surveys, settings.perSurvey, settings.repeat);
+  results.reconciliation = reconciliation;
+  console.table(reconciliation.rows);
+  console.log('first run (writes every verdict):');
+  console.table([reconciliation.first]);
+}
+
+if (
+  section(
+    'finance',
+    `6. Finance queries (${settings.financeDays} days x ${settings.financeSurveys} surveys; medians of ${settings.repeat})`,
+  )
+) {
+  const finance = await financeQueries({
+    surveys: settings.financeSurveys,
+    days: settings.financeDays,
+    discrepanciesPerSurveyDay: 2,
+    repeat: settings.repeat,
   });
-  console.error(
-    `fixture: ${largest} surveys x ${perSurvey} attempts seeded in ${fmt((Date.now() - seeded) / 1000, 1)} s`,
-  );
-  const measure = async (
-    mode: 'floor' | 'reconcile',
-    surveys: number,
-    retained = false,
-  ): Promise<RunnerResult> => {
-    const flags = ['--import', 'tsx', ...(retained ? ['--expose-gc'] : [])];
-    const { stdout } = await run(
-      process.execPath,
-      [...flags, 'test/bench/reconcile-runner.ts', mode, String(surveys)],
-      {
-        env: { ...env, BENCH_FIXTURE: JSON.stringify(details) },
-        maxBuffer: 1 << 20,
-      },
-    );
-    return JSON.parse(stdout.trim().split('\n').pop() as string) as RunnerResult;
-  };
-  try {
-    const rows: Record<string, unknown>[] = [];
-    // The first run writes a verdict on every attempt; later runs of the same window write only what changed.
-    const first = await measure('reconcile', largest);
-    for (const size of sizes) {
-      const floors: RunnerResult[] = [];
-      const steady: RunnerResult[] = [];
-      for (let i = 0; i < repeat; i++) {
-        floors.push(await measure('floor', size));
-        steady.push(await measure('reconcile', size));
-      }
-      // A separate run that collects garbage before each memory sample: what the run holds, not what it churns.
-      const retained = await measure('reconcile', size, true);
-      const floorMs = median(floors.map((r) => r.wallMs));
-      const steadyMs = median(steady.map((r) => r.wallMs));
-      rows.push({
-        surveys: size,
-        items: steady[0]?.items,
-        floorMs: fmt(floorMs),
-        reconcileMs: fmt(steadyMs),
-        ratio: fmt(steadyMs / floorMs, 2),
-        floorPeakHeapMb: fmt(median(floors.map((r) => r.peakHeapMb)), 1),
-        reconcilePeakHeapMb: fmt(median(steady.map((r) => r.peakHeapMb)), 1),
-        reconcilePeakRssMb: fmt(median(steady.map((r) => r.peakRssMb)), 1),
-        retainedHeapMb: fmt(retained.peakHeapMb, 1),
-        marketplaceCalls: steady[0]?.marketplaceCalls,
-        storeRequests: steady[0]?.storeRequests,
-      });
-    }
-    const perSurveyMs = first.wallMs / largest;
-    return {
-      first: {
-        surveys: largest,
-        wallMs: fmt(first.wallMs),
-        perSurveyMs: fmt(perSurveyMs),
-        peakHeapMb: fmt(first.peakHeapMb, 1),
-        storeRequests: first.storeRequests,
-        marketplaceCalls: first.marketplaceCalls,
-        extrapolated1000SurveysMin: fmt((perSurveyMs * 1000) / 60_000, 1),
-      },
-      rows,
+  results.finance = finance;
+  console.error(`finance fixture seeded in ${fmt(finance.seedSeconds, 1)} s`);
+  console.table(finance.rows);
+}
+
+const cold = results.coldStart as Awaited<ReturnType<typeof coldStart>> | undefined;
+const hot = results.hotPath as { sdk: HotPath } | undefined;
+const writes = results.writeCost as { rows: WriteCostRow[] } | undefined;
+if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
+  if (!cold || !hot || !writes) {
+    console.log('needs the cold, hot and writes sections in the same run');
+  } else {
+    const units = (name: string) => {
+      const row = writes.rows.find((r) => r.hit === name);
+      if (!row) throw new Error(`write cost has no row "${name}"`);
+      return row.tableWriteUnits + row.indexWriteUnits;
     };
-  } finally {
-    fixture.disconnect();
+    const memoryMb = Number(cold.rows.find((r) => r.function === 'redirect')?.memoryMb);
+    const cost = costPerMillionHits({
+      memoryMb,
+      cpuUsPerHit: median([hot.sdk.redirect.cpuUs, hot.sdk.postback.cpuUs]),
+      importMs: median([cold.importMs.redirect ?? 0, cold.importMs.postback ?? 0]),
+      firstHitWriteUnits: units('redirect, first hit of an attempt'),
+      secondHitWriteUnits: units('postback, same attempt'),
+      responseBytes: hot.sdk.redirectResponseBytes,
+    });
+    results.cost = { ...cost, prices: PRICES, assumptions: ASSUMPTIONS };
+    console.table(cost.lines);
+    console.log(
+      `total: USD ${fmt(cost.totalUsd, 2)} per million hits (target under ${fmt(TARGETS.costUsd, 2)}: ${cost.totalUsd < TARGETS.costUsd ? 'met' : 'missed'}); assumptions: ${JSON.stringify(ASSUMPTIONS)}`,
+    );
   }
 }
 
-const started = Date.now();
-const results: Record<string, unknown> = {};
-console.log(`Reconciliation scale (${perSurvey} transactions and attempts per survey; medians of ${repeat})`);
-const reconciliation = await reconciliationScale();
-results.reconciliation = reconciliation;
-console.table(reconciliation.rows);
-console.log('first run (writes every verdict):');
-console.table([reconciliation.first]);
-const financeOptions = {
-  surveys: Number(process.env.BENCH_FINANCE_SURVEYS ?? 1000),
-  days: Number(process.env.BENCH_FINANCE_DAYS ?? 30),
-  discrepanciesPerSurveyDay: 2,
-  repeat,
-};
-console.log(
-  `\nFinance queries (${financeOptions.days} days x ${financeOptions.surveys} surveys; medians of ${repeat})`,
-);
-const financeResults = await financeQueries(financeOptions);
-results.finance = financeResults;
-console.error(`finance fixture seeded in ${fmt(financeResults.seedSeconds, 1)} s`);
-console.table(financeResults.rows);
-console.log(`benchmarks took ${fmt((Date.now() - started) / 1000)} s`);
+console.log(`\nbenchmarks took ${fmt((Date.now() - started) / 1000)} s`);
 if (process.env.BENCH_JSON) writeFileSync(process.env.BENCH_JSON, `${JSON.stringify(results, null, 2)}\n`);

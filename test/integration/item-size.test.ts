@@ -14,6 +14,7 @@ import {
   firstHitItem,
   type LedgerStore,
 } from '../../functions/core/store';
+import { itemSize } from '../support/item-size';
 import { freshTable } from '../support/ledger';
 
 let store: LedgerStore;
@@ -26,19 +27,6 @@ beforeAll(async () => {
   client = createDocumentClient({ endpoint: table.endpoint });
   store = createLedgerStore(client, tableName);
 });
-
-/** DynamoDB's item size: attribute name bytes plus value bytes (numbers: about one byte per two digits, plus one). */
-function itemSize(item: Record<string, unknown>): number {
-  let size = 0;
-  for (const [name, value] of Object.entries(item)) {
-    size += Buffer.byteLength(name);
-    size +=
-      typeof value === 'number'
-        ? Math.ceil(String(value).replace(/^-|\./g, '').length / 2) + 1
-        : Buffer.byteLength(String(value));
-  }
-  return size;
-}
 
 async function sizeAfter(
   ids: { surveyId: string; pid: string; token: string },

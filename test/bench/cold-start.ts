@@ -1,0 +1,203 @@
+/**
+ * Cold start: every function bundle as `cdk synth` builds it, its size and the time a fresh Node process takes
+ * to import it (module evaluation and client construction), against a floor bundle built by the same construct
+ * that holds only the DynamoDB document client and a constant handler. Each import runs in the environment the
+ * synthesized template gives the function, with placeholders for deploy-time values; the bundles are imported
+ * in a shuffled order each round so drift on a noisy machine falls on all of them alike.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { build, type Metafile } from 'esbuild';
+import { BUNDLING } from '../../infra/constructs/receiver-function';
+import { BENCH_ENV, median } from './measure';
+
+const exec = promisify(execFile);
+
+interface Bundle {
+  readonly name: string;
+  readonly file: string;
+  readonly memoryMb: number;
+  readonly env: Record<string, string>;
+}
+
+interface FunctionProperties {
+  Code: { S3Key: string };
+  MemorySize?: number;
+  Environment?: { Variables?: Record<string, unknown> };
+}
+type Template = {
+  Resources: Record<
+    string,
+    { Type: string; Properties: FunctionProperties; Metadata?: Record<string, unknown> }
+  >;
+};
+
+/** A deploy-time value as it would look in the deployed function's environment. */
+function placeholder(template: Template, value: unknown): string {
+  if (typeof value === 'string') return value;
+  const ref = (value as { Ref?: string }).Ref;
+  if (ref) {
+    if (ref === 'AWS::URLSuffix') return 'amazonaws.com';
+    if (ref === 'AWS::Region') return 'us-east-1';
+    const type = template.Resources[ref]?.Type ?? '';
+    if (type === 'AWS::SQS::Queue') return `https://sqs.us-east-1.amazonaws.com/123456789012/${ref}`;
+    if (type === 'AWS::SecretsManager::Secret')
+      return `arn:aws:secretsmanager:us-east-1:123456789012:secret:${ref}-AbCdEf`;
+    return ref.toLowerCase().slice(0, 24);
+  }
+  const join = (value as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
+  if (join) return join[1].map((part) => placeholder(template, part)).join(join[0]);
+  const attribute = (value as { 'Fn::GetAtt'?: [string, string] })['Fn::GetAtt'];
+  if (attribute) return `${attribute[0]}-${attribute[1]}`.toLowerCase();
+  return JSON.stringify(value);
+}
+
+/** The functions of a synthesized cloud assembly: bundle file, memory and environment. */
+function bundlesOf(assembly: string): Bundle[] {
+  const bundles: Bundle[] = [];
+  for (const file of readdirSync(assembly).filter((f) => f.endsWith('.template.json'))) {
+    const template = JSON.parse(readFileSync(join(assembly, file), 'utf8')) as Template;
+    for (const [id, resource] of Object.entries(template.Resources)) {
+      if (resource.Type !== 'AWS::Lambda::Function') continue;
+      const key = String(resource.Properties.Code.S3Key);
+      const path = String(resource.Metadata?.['aws:cdk:path'] ?? id).split('/');
+      const variables = resource.Properties.Environment?.Variables ?? {};
+      bundles.push({
+        name: path[1] ?? id,
+        file: join(assembly, `asset.${key.replace(/\.zip$/, '')}`, 'index.mjs'),
+        memoryMb: Number(resource.Properties.MemorySize ?? 128),
+        env: Object.fromEntries(
+          Object.entries(variables).map(([name, value]) => [name, placeholder(template, value)]),
+        ),
+      });
+    }
+  }
+  return bundles;
+}
+
+/** The environment Lambda gives a function besides its own variables. */
+const lambdaEnv = (bundle: Bundle) => ({
+  PATH: process.env.PATH ?? '',
+  AWS_REGION: 'us-east-1',
+  AWS_DEFAULT_REGION: 'us-east-1',
+  AWS_EXECUTION_ENV: 'AWS_Lambda_nodejs22.x',
+  AWS_LAMBDA_FUNCTION_NAME: bundle.name,
+  AWS_LAMBDA_FUNCTION_MEMORY_SIZE: String(bundle.memoryMb),
+  AWS_ACCESS_KEY_ID: 'ASIABENCHMARK',
+  AWS_SECRET_ACCESS_KEY: 'benchmark',
+  AWS_SESSION_TOKEN: 'benchmark',
+  AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+  ...bundle.env,
+});
+
+async function importMs(bundle: Bundle): Promise<number> {
+  const { stdout } = await exec(
+    process.execPath,
+    ['test/bench/import-probe.mjs', pathToFileURL(bundle.file).href],
+    { env: lambdaEnv(bundle) },
+  );
+  return Number(stdout.trim());
+}
+
+/** Minified bytes by package, from a metafile: where a bundle's size goes. */
+function bytesByPackage(metafile: Metafile): Map<string, number> {
+  const sizes = new Map<string, number>();
+  for (const output of Object.values(metafile.outputs)) {
+    for (const [path, input] of Object.entries(output.inputs)) {
+      const inModules = path.split('node_modules/').pop() as string;
+      const name = path.includes('node_modules/')
+        ? inModules
+            .split('/')
+            .slice(0, inModules.startsWith('@') ? 2 : 1)
+            .join('/')
+        : 'this product';
+      sizes.set(name, (sizes.get(name) ?? 0) + input.bytesInOutput);
+    }
+  }
+  return sizes;
+}
+
+/** What a receiver bundle holds beyond the floor, by package, built with the house bundling options. */
+async function composition(entry: string): Promise<{ name: string; kB: string }[]> {
+  const bundle = (file: string) =>
+    build({
+      entryPoints: [file],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: BUNDLING.target,
+      minify: BUNDLING.minify,
+      mainFields: [...BUNDLING.mainFields],
+      banner: { js: BUNDLING.banner },
+      outfile: 'index.mjs',
+      write: false,
+      metafile: true,
+      logLevel: 'silent',
+    });
+  const [floor, receiver] = await Promise.all([bundle('test/bench/floor/handler.ts'), bundle(entry)]);
+  const base = bytesByPackage(floor.metafile);
+  return [...bytesByPackage(receiver.metafile)]
+    .map(([name, bytes]) => ({ name, extra: bytes - (base.get(name) ?? 0) }))
+    .filter((row) => row.extra >= 1000)
+    .sort((a, b) => b.extra - a.extra)
+    .map((row) => ({ name: row.name, kB: (row.extra / 1000).toFixed(1) }));
+}
+
+export async function coldStart(options: { runs: number; sizeTarget: number; importTarget: number }) {
+  const workdir = mkdtempSync(join(tmpdir(), 'bench-cold-start-'));
+  try {
+    const synth = (outdir: string, app?: string) =>
+      exec('npx', ['cdk', 'synth', '--quiet', ...(app ? ['--app', app] : []), '--output', outdir], {
+        env: BENCH_ENV,
+        maxBuffer: 16 << 20,
+      });
+    await Promise.all([
+      synth(join(workdir, 'product')),
+      synth(join(workdir, 'floor'), 'npx tsx test/bench/floor/app.ts'),
+    ]);
+    const [floor] = bundlesOf(join(workdir, 'floor'));
+    if (!floor) throw new Error('the floor app synthesized no function');
+    const bundles = [floor, ...bundlesOf(join(workdir, 'product'))];
+    const samples = new Map<string, number[]>(bundles.map((b) => [b.name, []]));
+    for (const bundle of bundles) await importMs(bundle); // the first import warms the file cache
+    for (let round = 0; round < options.runs; round++) {
+      for (const bundle of [...bundles].sort(() => Math.random() - 0.5))
+        samples.get(bundle.name)?.push(await importMs(bundle));
+    }
+    const floorBytes = statSync(floor.file).size;
+    const floorMs = median(samples.get(floor.name) ?? []);
+    const receivers = new Set(['redirect', 'postback']);
+    const rows = bundles.map((bundle) => {
+      const bytes = statSync(bundle.file).size;
+      const ms = median(samples.get(bundle.name) ?? []);
+      const isFloor = bundle === floor;
+      return {
+        function: isFloor ? 'floor (document client only)' : bundle.name,
+        memoryMb: bundle.memoryMb,
+        kB: (bytes / 1000).toFixed(0),
+        sizeRatio: (bytes / floorBytes).toFixed(2),
+        importMs: ms.toFixed(1),
+        importRatio: (ms / floorMs).toFixed(2),
+        target: isFloor
+          ? ''
+          : receivers.has(bundle.name)
+            ? bytes / floorBytes <= options.sizeTarget && ms / floorMs <= options.importTarget
+              ? 'met'
+              : 'missed'
+            : 'n/a',
+      };
+    });
+    return {
+      runs: options.runs,
+      rows,
+      redirectExtra: await composition(resolve('functions/redirect.ts')),
+      importMs: Object.fromEntries(bundles.map((b) => [b.name, median(samples.get(b.name) ?? [])])),
+    };
+  } finally {
+    rmSync(workdir, { recursive: true, force: true });
+  }
+}

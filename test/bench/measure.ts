@@ -1,0 +1,43 @@
+/** What the benchmarks share: medians, number formatting, a signing key ring, and runners in processes of their own. */
+import { fork } from 'node:child_process';
+
+export const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
+
+export const fmt = (n: number, digits = 0): string => n.toFixed(digits);
+
+export const BENCH_KEY_RING = JSON.stringify({
+  current: 'b1',
+  b1: 'benchmark-signing-key-0123456789abcdefghij',
+});
+
+/** The environment every benchmark process gets: no SDK version warning, quiet logs unless a bench says otherwise. */
+export const BENCH_ENV = {
+  ...process.env,
+  AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+  POWERTOOLS_LOG_LEVEL: 'ERROR',
+};
+
+/**
+ * Runs a TypeScript module in a fresh Node process (its output discarded, as a Lambda's would be) and resolves
+ * with the first message it sends; rejects if it exits first.
+ */
+export function runInProcess<T>(module: string, args: string[] = [], env = BENCH_ENV): Promise<T> {
+  const child = fork(module, args, {
+    execArgv: ['--import', 'tsx'],
+    env,
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  return new Promise<T>((resolve, reject) => {
+    child.once('message', (message) => {
+      resolve(message as T);
+      child.disconnect();
+    });
+    child.once('exit', (code) => reject(new Error(`${module} exited with ${code} before reporting`)));
+  });
+}
