@@ -130,7 +130,8 @@ export interface Transaction {
 
 export function parseTransaction(raw: unknown): Parsed<Transaction> {
   const parsed = transactionSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error, 3) };
+  if (!parsed.success)
+    return { ok: false, problem: describeIssues(parsed.error, { limit: 3, whole: '(row)' }) };
   const t = parsed.data;
   return {
     ok: true,
@@ -228,7 +229,8 @@ export interface Survey {
 
 export function parseSurvey(raw: unknown): Parsed<Survey> {
   const parsed = surveySchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, problem: describeIssues(parsed.error, 3) };
+  if (!parsed.success)
+    return { ok: false, problem: describeIssues(parsed.error, { limit: 3, whole: '(row)' }) };
   const s = parsed.data;
   return {
     ok: true,
@@ -305,5 +307,5 @@ export function parseQuota(raw: unknown): Parsed<SurveyQuota> {
   const parsed = quotaSchema.safeParse(raw);
   return parsed.success
     ? { ok: true, value: parsed.data }
-    : { ok: false, problem: describeIssues(parsed.error, 3) };
+    : { ok: false, problem: describeIssues(parsed.error, { limit: 3, whole: '(row)' }) };
 }

@@ -47,7 +47,7 @@ export type SignatureCheck =
 const keyId = (message?: string) => z.string().check(z.regex(KEY_ID_PATTERN, message));
 const keyRingDocument = z.catchall(
   z.object({
-    current: keyId('current must name a key id'),
+    current: keyId('must name a key id'),
     retire: z.optional(z.record(keyId(), z.iso.datetime({ offset: true }))),
   }),
   z.unknown(),
@@ -68,7 +68,7 @@ export function parseKeyRing(json: string): KeyRing {
   }
   const parsed = keyRingDocument.safeParse(raw);
   if (!parsed.success)
-    throw new KeyRingError(`signing key ring is invalid: ${describeIssues(parsed.error, 1)}`);
+    throw new KeyRingError(`signing key ring is invalid: ${describeIssues(parsed.error, { limit: 1 })}`);
   const { current, retire = {}, ...rest } = parsed.data;
   const keys = new Map<string, SigningKey>();
   for (const [kid, secret] of Object.entries(rest)) {

@@ -11,14 +11,23 @@ z.config(en());
 /** A non-empty string (an environment variable set to "" is as good as unset). */
 export const filled = (message?: string) => z.string().check(z.minLength(1, message));
 
-/** A whole number within bounds, read from its string form, with a default when absent. */
+/** A whole number within bounds, read from its string form, with a default when absent or empty. */
 export const wholeNumber = (min: number, max: number, fallback: number) =>
-  z._default(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max))), fallback);
+  z.pipe(
+    z.transform((value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value)),
+    z._default(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max))), fallback),
+  );
 
-/** The first `limit` issues as "path message", joined: names the field and the problem, never the value. */
-export function describeIssues(error: z.core.$ZodError, limit = Number.POSITIVE_INFINITY): string {
+/**
+ * The first `limit` issues as "path message", joined: names the field and the problem, never the value. An issue
+ * with the whole input is named `whole` (e.g. "(row)").
+ */
+export function describeIssues(
+  error: z.core.$ZodError,
+  { limit = Number.POSITIVE_INFINITY, whole = '(root)' }: { limit?: number; whole?: string } = {},
+): string {
   return error.issues
     .slice(0, limit)
-    .map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')} ${issue.message}` : issue.message))
+    .map((issue) => `${issue.path.join('.') || whole} ${issue.message}`)
     .join('; ');
 }

@@ -12,6 +12,9 @@ describe('configuration', () => {
       keyRing: { inline: receiver.SIGNING_KEYS },
       landing: {},
     });
+    expect(readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_WINDOW_DAYS: '' })).toMatchObject({
+      windowDays: 7,
+    });
     expect(readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_SETTLE_SECONDS: '30' })).toMatchObject({
       windowDays: 7,
       concurrency: 4,
