@@ -28,7 +28,7 @@ function started(child: ChildProcess): Promise<Record<string, string>> {
   });
 }
 
-async function inParallel(count: number, senders: number, send: (index: number) => Promise<void>) {
+async function sendConcurrently(count: number, senders: number, send: (index: number) => Promise<void>) {
   let next = 0;
   const latencies: number[] = [];
   const begun = performance.now();
@@ -75,7 +75,7 @@ export async function localThroughput(options: { senders: number[]; hits: number
       ]);
       const floorIds = hits.map((hit) => ({ ...hit, pid: `${hit.pid}-f` }));
       const engineBefore = cpuMs(engine.pid as number);
-      const floor = await inParallel(floorIds.length, senders, async (i) => {
+      const floor = await sendConcurrently(floorIds.length, senders, async (i) => {
         await store.recordHit(floorIds[i] as Hit, new Date(), randomUUID());
       });
       const floorEngineMs = cpuMs(engine.pid as number) - engineBefore;
@@ -88,7 +88,7 @@ export async function localThroughput(options: { senders: number[]; hits: number
       );
       const before = { stack: cpuMs(stack.pid as number), engine: cpuMs(engine.pid as number) };
       let failures = 0;
-      const run = await inParallel(urls.length, senders, async (i) => {
+      const run = await sendConcurrently(urls.length, senders, async (i) => {
         const response = await fetch(urls[i] as string, { redirect: 'manual' });
         await response.arrayBuffer();
         if (response.status !== 200 && response.status !== 302) failures++;
