@@ -2,7 +2,6 @@
  * Finance queries over a month of 1,000 surveys: the period summary and a page of discrepancies, against a floor
  * that reads the same index keys and items with bare document-client calls and does nothing with them.
  */
-import { fork } from 'node:child_process';
 import { BatchWriteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { finance } from '../../functions/core/finance';
 import { discrepancyIndexKey, summaryIndexKey, summaryKey } from '../../functions/core/ledger-schema';
@@ -16,6 +15,7 @@ import {
   queryAll,
 } from '../../functions/core/store';
 import { ensureLedgerTable } from '../../infra/local/engine';
+import { median, startEngineProcess } from './measure';
 
 export interface FinanceBenchOptions {
   readonly surveys: number;
@@ -24,17 +24,8 @@ export interface FinanceBenchOptions {
   readonly repeat: number;
 }
 
-const median = (values: number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
-
 export async function financeQueries(options: FinanceBenchOptions) {
-  const engineProcess = fork('test/bench/engine-process.ts', [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const { endpoint } = await new Promise<{ endpoint: string }>((resolve) =>
-    engineProcess.once('message', (m) => resolve(m as { endpoint: string })),
-  );
+  const { process: engineProcess, endpoint } = await startEngineProcess();
   try {
     const tableName = 'bench-finance';
     await ensureLedgerTable(endpoint, tableName);

@@ -4,14 +4,14 @@
  * handlers' (with the adapter and the SDK), the engine's is the store's. The floor is the engine alone: the same
  * number of hit writes sent straight through the store by N concurrent writers.
  */
-import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Hit } from '../../functions/core/hit-request';
 import { createDocumentClient, createLedgerStore } from '../../functions/core/store';
 import { ensureLedgerTable } from '../../infra/local/engine';
 import { filledUrl } from '../support/api-events';
-import { BENCH_ENV, BENCH_KEY_RING, median } from './measure';
+import { BENCH_ENV, BENCH_KEY_RING, firstMessage, median, startEngineProcess } from './measure';
 
 const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
@@ -19,13 +19,6 @@ const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK']).toString().
 function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-}
-
-function started(child: ChildProcess): Promise<Record<string, string>> {
-  return new Promise((resolve, reject) => {
-    child.once('message', (message) => resolve(message as Record<string, string>));
-    child.once('exit', (code) => reject(new Error(`exited with ${code} before reporting`)));
-  });
 }
 
 async function sendConcurrently(count: number, senders: number, send: (index: number) => Promise<void>) {
@@ -46,12 +39,7 @@ async function sendConcurrently(count: number, senders: number, send: (index: nu
 }
 
 export async function localThroughput(options: { senders: number[]; hits: number }) {
-  const engine = fork('test/bench/engine-process.ts', [], {
-    execArgv: ['--import', 'tsx'],
-    env: BENCH_ENV,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const { endpoint } = (await started(engine)) as { endpoint: string };
+  const { process: engine, endpoint } = await startEngineProcess();
   const tableName = 'bench-throughput';
   await ensureLedgerTable(endpoint, tableName);
   const stack = fork('test/bench/stack-process.ts', [endpoint, tableName], {
@@ -60,7 +48,7 @@ export async function localThroughput(options: { senders: number[]; hits: number
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   try {
-    const { apiUrl } = (await started(stack)) as { apiUrl: string };
+    const { apiUrl } = await firstMessage<{ apiUrl: string }>(stack);
     const store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
     const rows = [];
     for (const senders of options.senders) {

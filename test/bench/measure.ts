@@ -1,5 +1,5 @@
 /** What the benchmarks share: medians, number formatting, a signing key ring, and runners in processes of their own. */
-import { fork } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 
 export const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -40,4 +40,23 @@ export function runInProcess<T>(module: string, args: string[] = [], env = BENCH
     });
     child.once('exit', (code) => reject(new Error(`${module} exited with ${code} before reporting`)));
   });
+}
+
+/** The first message a child process sends; rejects if it exits first. */
+export function firstMessage<T>(child: ChildProcess): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    child.once('message', (message) => resolve(message as T));
+    child.once('exit', (code) => reject(new Error(`exited with ${code} before reporting`)));
+  });
+}
+
+/** The embedded engine in a process of its own, so a benchmark's CPU figures are its client's, not the engine's. */
+export async function startEngineProcess(): Promise<{ process: ChildProcess; endpoint: string }> {
+  const child = fork('test/bench/engine-process.ts', [], {
+    execArgv: ['--import', 'tsx'],
+    env: BENCH_ENV,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const { endpoint } = await firstMessage<{ endpoint: string }>(child);
+  return { process: child, endpoint };
 }
