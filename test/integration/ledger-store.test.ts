@@ -1,18 +1,25 @@
 /**
  * Reading the ledger back through the day index, across UTC day boundaries, without scans.
  */
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { attemptKey } from '../../functions/core/ledger-schema';
 import { pacificDayRange } from '../../functions/core/pacific-time';
 import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import { MAX_BUFFERED_IDS } from '../../functions/core/store/attempts';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable } from '../support/ledger';
 
 let store: LedgerStore;
 let proxy: EngineProxy;
+let documents: ReturnType<typeof createDocumentClient>;
+let table: string;
 
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
   proxy = await startEngineProxy(endpoint);
+  documents = createDocumentClient({ endpoint });
+  table = tableName;
   store = createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), tableName);
   const hit = (surveyId: string, token: string, at: string) =>
     store.recordHit(
@@ -55,5 +62,29 @@ describe('attempts of a survey over a window', () => {
     expect(
       await store.attemptsOfSurvey('700', new Date('2026-12-01T00:00:00Z'), new Date('2026-12-02T00:00:00Z')),
     ).toEqual([]);
+  });
+});
+
+describe('buffered hits', () => {
+  it('remember at most MAX_BUFFERED_IDS digests, every distinct one counted, each repeat refused', async () => {
+    const hit = {
+      channel: 'redirect',
+      surveyId: '701',
+      outcome: 'success',
+      pid: 'p-buffered',
+      token: 't-buffered',
+      source: 'query',
+    } as const;
+    const at = new Date('2026-11-21T12:00:00.000Z');
+    const ids = Array.from({ length: MAX_BUFFERED_IDS + 4 }, (_, i) => `buffer-message-${i}`);
+    for (const id of ids) expect(await store.recordBufferedHit(hit, at, id)).toBe(true);
+    // Replays of remembered ids change nothing.
+    for (const id of ids.slice(0, MAX_BUFFERED_IDS))
+      expect(await store.recordBufferedHit(hit, at, id)).toBe(false);
+    const { Item } = await documents.send(
+      new GetCommand({ TableName: table, Key: attemptKey('701', 'p-buffered', 't-buffered') }),
+    );
+    expect((Item?.bufferedIds as Set<string>).size).toBe(MAX_BUFFERED_IDS);
+    expect((await store.attemptsOf('701', 'p-buffered'))[0]?.redirect?.hits).toBe(ids.length);
   });
 });

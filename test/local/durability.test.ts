@@ -126,6 +126,36 @@ describe('with the store failing', () => {
     expect((await ledger.attemptsOf('6006', ids.pid))[0]?.postback?.hits).toBe(1);
   });
 
+  it('a buffered redirect A, a live redirect B, then A replayed: counted twice, not three times', async () => {
+    const ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    proxy.faults(() => 'throttle');
+    expect((await fetch(url('redirect', ids), { redirect: 'manual' })).status).toBe(302);
+    proxy.faults(undefined);
+    const { handler } = (await import('../../functions/drain-buffer')) as {
+      handler: (event: unknown, context: unknown) => Promise<{ batchItemFailures: unknown[] }>;
+    };
+    const response = await fetch(stack.buffer.endpoint, {
+      method: 'POST',
+      headers: { 'x-amz-target': 'AmazonSQS.ReceiveMessage', 'content-type': 'application/x-amz-json-1.0' },
+      body: JSON.stringify({ QueueUrl: stack.buffer.queueUrl, MaxNumberOfMessages: 1, VisibilityTimeout: 0 }),
+    });
+    const [message] = ((await response.json()) as { Messages: { MessageId: string; Body: string }[] })
+      .Messages;
+    const event = {
+      Records: [
+        { messageId: message?.MessageId, body: message?.Body, attributes: { ApproximateReceiveCount: '1' } },
+      ],
+    };
+    const { lambdaContext } = await import('../../infra/local/api-gateway');
+    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    // B: the respondent reloads the redirect while the store is up.
+    expect((await fetch(url('redirect', ids), { redirect: 'manual' })).status).toBe(302);
+    // A again: the queue delivers it once more (and the poller may too).
+    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    await stack.drainBuffer();
+    expect((await ledger.attemptsOf('6006', ids.pid))[0]?.redirect?.hits).toBe(2);
+  });
+
   it('a buffered hit the store still refuses is retried, then dead-lettered, never dropped', async () => {
     const ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
     proxy.faults(() => 'server-error');

@@ -64,6 +64,16 @@ export interface LedgerStore {
   rejectedHits(utcDay: string): Promise<RejectedHit[]>;
 }
 
+/**
+ * Buffered hits remembered per attempt. A buffered hit only exists while the store was failing, so a genuine
+ * attempt has one or two; the bound keeps the item within its write unit (16 digests of 8 characters) whatever
+ * a flood of redirects during an outage does.
+ */
+export const MAX_BUFFERED_IDS = 16;
+
+/** A 48-bit digest of a hit or buffer id: what an attempt remembers of it. */
+const hitDigest = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 8);
+
 const sightingAt = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_at`;
 const sightingHits = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_hits`;
 const standingOutcome = (channel: Channel) => `${channel}Outcome`;
@@ -95,17 +105,44 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
 
     async recordBufferedHit(hit, at, bufferId) {
       const update = { ...hitUpdate(hit, at, bufferId), TableName: tableName };
+      const digest = hitDigest(bufferId);
+      const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;
+      try {
+        // The set holds the same digest the condition tests, and at most MAX_BUFFERED_IDS of them.
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              ...update,
+              UpdateExpression: `${update.UpdateExpression}, bufferedIds :bufferIds`,
+              ConditionExpression: `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR (NOT contains(bufferedIds, :hitId) AND size(bufferedIds) < :maxBuffered))`,
+              ExpressionAttributeValues: {
+                ...update.ExpressionAttributeValues,
+                ':hitId': digest,
+                ':bufferIds': new Set([digest]),
+                ':maxBuffered': MAX_BUFFERED_IDS,
+              },
+              ReturnValues: 'NONE',
+            }),
+          ),
+        );
+        return true;
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      }
+      // Refused: either a repeat, or the set is full. Only a full set without this digest still counts the hit,
+      // now without remembering it (a replay of it could then count again; the item stays bounded).
+      const { Item } = await send(() =>
+        client.send(new GetCommand({ TableName: tableName, Key: update.Key, ConsistentRead: true })),
+      );
+      const held = Item?.bufferedIds instanceof Set ? (Item.bufferedIds as Set<string>) : new Set<string>();
+      if (held.size < MAX_BUFFERED_IDS || held.has(digest)) return false;
       try {
         await send(() =>
           client.send(
             new UpdateCommand({
               ...update,
-              UpdateExpression: `${update.UpdateExpression}, bufferedIds :bufferId`,
-              ConditionExpression: `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`,
-              ExpressionAttributeValues: {
-                ...update.ExpressionAttributeValues,
-                ':bufferId': new Set([bufferId]),
-              },
+              ConditionExpression: notHeld,
+              ExpressionAttributeValues: { ...update.ExpressionAttributeValues, ':hitId': digest },
               ReturnValues: 'NONE',
             }),
           ),
@@ -246,7 +283,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   ];
   if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
   const remember = hitId ? (hit.channel === 'postback' ? 'set' : 'last') : undefined;
-  const digest = hitId ? createHash('sha256').update(hitId).digest('base64url').slice(0, 8) : '';
+  const digest = hitId ? hitDigest(hitId) : '';
   if (remember === 'last') set.push('lastHitId = :hitId');
   const day = attemptDayKey(hit.surveyId, now);
   return {
