@@ -1,30 +1,46 @@
 /**
  * The identifiers a hit carries, and what this product accepts for each.
  *
- * pid and token are restricted to URL-unreserved characters so they can never break a key, a URL or a
- * log line, and bounded so an attempt's ledger item stays within one DynamoDB write unit.
+ * The survey id is ours and strictly numeric. pid and token are the supplier's: the signature proves a hit is
+ * genuine, so their shape is not this product's business. Any Unicode text the marketplace can substitute is
+ * accepted; refused is only what cannot be an identifier: a missing value, an unsubstituted placeholder,
+ * control characters (they would split a log line or a CSV row) or text that is not well-formed Unicode, and
+ * anything over the byte bound.
+ *
+ * The bounds (64 bytes of UTF-8 for a pid, 72 for a token: the marketplace's tokens are hex-like, a UUID is 36)
+ * keep an attempt within one 1 KB DynamoDB write unit for the hits of every day (redirect, postback, a retry of
+ * each) even with ids made wholly of characters the keys must escape (`#`, `%`, three bytes each in a key):
+ * test/integration/item-size.test.ts measures that worst case at 992 bytes; 100-byte tokens measured 1104.
+ * Keys escape their delimiters (ledger-schema.ts `keyPart`), so every value keys unambiguously.
  */
 
 export const SURVEY_ID_PATTERN = /^[1-9][0-9]{0,11}$/;
-export const PID_PATTERN = /^[A-Za-z0-9._~-]{1,64}$/;
-export const TOKEN_PATTERN = /^[A-Za-z0-9._~-]{1,100}$/;
+export const PID_MAX_BYTES = 64;
+export const TOKEN_MAX_BYTES = 72;
 
 /** What the marketplace leaves in a URL when it did not substitute a placeholder. */
 const PLACEHOLDER = /\[%%\w+%%\]/;
+/** C0, DEL and C1 controls; lone surrogates (not Unicode text, and not storable as UTF-8). */
+const CONTROL = /\p{Cc}/u;
+const LONE_SURROGATE = /\p{Cs}/u;
 
 export type IdentifierField = 'surveyId' | 'pid' | 'token';
 
-const RULES: Record<IdentifierField, { pattern: RegExp; describe: string }> = {
-  surveyId: { pattern: SURVEY_ID_PATTERN, describe: 'a positive integer of at most 12 digits' },
-  pid: { pattern: PID_PATTERN, describe: '1 to 64 characters from A-Z a-z 0-9 . _ ~ -' },
-  token: { pattern: TOKEN_PATTERN, describe: '1 to 100 characters from A-Z a-z 0-9 . _ ~ -' },
+const MAX_BYTES: Record<Exclude<IdentifierField, 'surveyId'>, number> = {
+  pid: PID_MAX_BYTES,
+  token: TOKEN_MAX_BYTES,
 };
 
 /** Why a value is not an acceptable identifier, or undefined when it is. */
 export function identifierProblem(field: IdentifierField, value: string | undefined): string | undefined {
   if (value === undefined || value === '') return `${field} is missing`;
   if (PLACEHOLDER.test(value)) return `${field} is an unsubstituted placeholder`;
-  const rule = RULES[field];
-  if (!rule.pattern.test(value)) return `${field} must be ${rule.describe}`;
+  if (field === 'surveyId') {
+    return SURVEY_ID_PATTERN.test(value) ? undefined : `${field} must be a positive integer of at most 12 digits`;
+  }
+  if (CONTROL.test(value)) return `${field} must not contain control characters`;
+  if (LONE_SURROGATE.test(value)) return `${field} must be well-formed Unicode text`;
+  const max = MAX_BYTES[field];
+  if (Buffer.byteLength(value, 'utf8') > max) return `${field} must be at most ${max} bytes of UTF-8`;
   return undefined;
 }

@@ -12,6 +12,8 @@
  * | reconciliation  | SURVEY#<surveyId>           | RECONCILIATION    | -                      | -                          |
  * | run state       | RUN#<name>                  | STATE             | -                      | -                          |
  *
+ * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes).
+ *
  * `gsi2` is sparse: only attempts whose reconciliation verdict is a discrepancy carry its keys,
  * gsi2pk `DISCREPANCIES#<pacific day>` and gsi2sk `<surveyId>#<verdict>#<token>`.
  *
@@ -30,12 +32,21 @@ export const LEDGER = {
 /** UTC calendar day of an ISO-8601 instant: the bucket of the day index. */
 export const utcDay = (iso: string): string => iso.slice(0, 10);
 
+/**
+ * A supplier's value inside a key: `%` and the delimiter `#` are percent-escaped, so no value can look like
+ * another value plus a key part. Everything else (any other Unicode) stays as it is, so the ids accepted before
+ * (A-Z a-z 0-9 . _ ~ -) key to themselves and items written then are still found.
+ */
+export const keyPart = (value: string): string => value.replace(/[%#]/g, (c) => (c === '%' ? '%25' : '%23'));
+
 export const attemptKey = (surveyId: string, pid: string, token: string) => ({
-  pk: `ATTEMPT#${surveyId}#${pid}`,
-  sk: `TOKEN#${token}`,
+  pk: attemptPartition(surveyId, pid),
+  sk: `TOKEN#${keyPart(token)}`,
 });
 
-export const attemptPartition = (surveyId: string, pid: string): string => `ATTEMPT#${surveyId}#${pid}`;
+export function attemptPartition(surveyId: string, pid: string): string {
+  return `ATTEMPT#${surveyId}#${keyPart(pid)}`;
+}
 
 export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({
   gsi1pk: `ATTEMPTS#${utcDay(firstSeenAt)}`,
@@ -61,7 +72,7 @@ export const summaryIndexKey = (surveyId: string, day: string) => ({
 });
 export const discrepancyIndexKey = (day: string, surveyId: string, verdict: string, token: string) => ({
   gsi2pk: `DISCREPANCIES#${day}`,
-  gsi2sk: `${surveyId}#${verdict}#${token}`,
+  gsi2sk: `${surveyId}#${verdict}#${keyPart(token)}`,
 });
 export const reconciliationStateKey = (surveyId: string) => ({
   pk: `SURVEY#${surveyId}`,

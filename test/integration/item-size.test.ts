@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Hit } from '../../functions/core/hit-request';
+import { PID_MAX_BYTES, TOKEN_MAX_BYTES } from '../../functions/core/identifiers';
 import { attemptKey } from '../../functions/core/ledger-schema';
 import type { Outcome } from '../../functions/core/outcome';
 import {
@@ -39,7 +40,9 @@ async function sizeAfter(
   const { Item } = await client.send(
     new GetCommand({ TableName: tableName, Key: attemptKey(ids.surveyId, ids.pid, ids.token) }),
   );
-  return itemSize(Item ?? {});
+  const size = itemSize(Item ?? {});
+  if (process.env.PRINT_ITEM_SIZES) console.log(`${ids.pid.slice(0, 8)}: ${size} bytes`);
+  return size;
 }
 
 describe('attempt item size', () => {
@@ -66,6 +69,23 @@ describe('attempt item size', () => {
     ];
     const size = await sizeAfter(
       { surveyId: '12345678', pid: 'panel-0000000000002', token: '9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d' },
+      all,
+    );
+    expect(size).toBeLessThanOrEqual(1024);
+  });
+});
+
+describe('the identifier bound', () => {
+  it('ids at the byte bound, made of characters keys must escape, still fit one write unit', async () => {
+    // The hits of every day: a redirect, a postback retried once, and a respondent who came back to the link.
+    const all: [Hit['channel'], Outcome][] = [
+      ['redirect', 'success'],
+      ['postback', 'success'],
+      ['postback', 'success'],
+      ['redirect', 'success'],
+    ];
+    const size = await sizeAfter(
+      { surveyId: '999999999999', pid: '%'.repeat(PID_MAX_BYTES), token: '#'.repeat(TOKEN_MAX_BYTES) },
       all,
     );
     expect(size).toBeLessThanOrEqual(1024);

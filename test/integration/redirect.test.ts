@@ -41,6 +41,21 @@ const rejectedFor = async (token: string) =>
   (await store.rejectedHits(new Date().toISOString().slice(0, 10))).filter((hit) => hit.token === token);
 
 describe('a signed redirect hit', () => {
+  it.each(['dGVzdC0x+/Q==', 'a@b.com', '12345|x', 'user 1', 'a#b%2F&c=d', 'Zoë 👩‍👩‍👧'])(
+    'with the supplier pid %j is recorded and the landing page gets the pid percent-encoded',
+    async (pid) => {
+      ids = { pid, token: randomUUID() };
+      const result = await invoke(redirect, apiEvent('GET', redirectUrl('success')));
+      expect(result.statusCode).toBe(302);
+      const location = new URL(String(result.headers?.location));
+      expect(location.searchParams.get('pid')).toBe(pid);
+      expect(location.searchParams.get('survey')).toBe('2002');
+      expect(result.headers?.location).toContain(`pid=${encodeURIComponent(pid)}&`);
+      const [attempt] = await store.attemptsOf('2002', pid);
+      expect(attempt).toMatchObject({ pid, token: ids.token, redirect: { outcome: 'success', hits: 1 } });
+    },
+  );
+
   it('is recorded as a redirect-only complete and sends the respondent to the landing page', async () => {
     const result = await invoke(redirect, apiEvent('GET', redirectUrl('success')));
     expect(result.statusCode).toBe(302);
@@ -108,14 +123,14 @@ describe('a redirect hit that does not check out', () => {
   });
 
   it('with a malformed pid answers the plain page, never an error, and stores nothing as an outcome', async () => {
-    const url = redirectUrl('success').replace(`pid=${ids.pid}`, 'pid=%3Cscript%3E');
+    const url = redirectUrl('success').replace(`pid=${ids.pid}`, 'pid=%3Cscript%3E%0A');
     const result = await invoke(redirect, apiEvent('GET', url));
     expect(result.statusCode).toBe(200);
     expect(result.body).toBe(SURVEY_OVER_PAGE);
     expect(await rejectedFor(ids.token)).toEqual([
       expect.objectContaining({
-        reason: 'pid must be 1 to 64 characters from A-Z a-z 0-9 . _ ~ -',
-        pid: '<script>',
+        reason: 'pid must not contain control characters',
+        pid: '<script>?',
       }),
     ]);
   });

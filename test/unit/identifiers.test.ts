@@ -1,5 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { identifierProblem } from '../../functions/core/identifiers';
+import { attemptKey, keyPart } from '../../functions/core/ledger-schema';
 
 describe('identifiers', () => {
   it.each([
@@ -8,7 +10,15 @@ describe('identifiers', () => {
     ['pid', 'abc-DEF_1.2~x'],
     ['pid', 'p'.repeat(64)],
     ['token', '550e8400-e29b-41d4-a716-446655440000'],
-    ['token', 't'.repeat(100)],
+    ['token', 't'.repeat(72)],
+    // The supplier's shapes: base64, e-mail, delimiters, spaces, any script, emoji.
+    ['pid', 'dGVzdC0x+/Q=='],
+    ['pid', 'a@b.com'],
+    ['pid', '12345|x'],
+    ['pid', 'user 1'],
+    ['pid', 'a#b%23'],
+    ['pid', 'é'.repeat(32)],
+    ['token', '👩‍👩‍👧‍👦 ユーザー'],
   ] as const)('accept %s %s', (field, value) => {
     expect(identifierProblem(field, value)).toBeUndefined();
   });
@@ -21,14 +31,34 @@ describe('identifiers', () => {
     ['surveyId', '1e3', 'positive integer'],
     ['surveyId', '1234567890123', 'positive integer'],
     ['pid', '[%%pid%%]', 'unsubstituted placeholder'],
-    ['pid', 'a b', 'characters'],
-    ['pid', 'a#b', 'characters'],
-    ['pid', 'p'.repeat(65), 'characters'],
+    ['pid', 'p'.repeat(65), 'at most 64 bytes'],
+    ['pid', 'é'.repeat(33), 'at most 64 bytes'],
+    ['pid', 'a\nb', 'control characters'],
+    ['pid', 'a\u0085b', 'control characters'],
+    ['pid', 'a\ud800b', 'well-formed Unicode'],
     ['token', '[%%token%%]', 'unsubstituted placeholder'],
-    ['token', 't'.repeat(101), 'characters'],
-    ['token', 'tok\u0000en', 'characters'],
+    ['token', 't'.repeat(73), 'at most 72 bytes'],
+    ['token', 'tok\u0000en', 'control characters'],
   ] as const)('refuse %s %j, saying why', (field, value, why) => {
     expect(identifierProblem(field, value)).toContain(why);
     expect(identifierProblem(field, value)).toContain(field);
+  });
+});
+
+describe('key parts', () => {
+  it('ids accepted before key to themselves, so items already written are found', () => {
+    expect(attemptKey('12', 'abc-DEF_1.2~x', '550e8400-e29b')).toEqual({
+      pk: 'ATTEMPT#12#abc-DEF_1.2~x',
+      sk: 'TOKEN#550e8400-e29b',
+    });
+  });
+
+  it('any two different values key differently, delimiters included', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'grapheme' }), (a, b) => {
+        if (a !== b) expect(keyPart(a)).not.toBe(keyPart(b));
+        expect(keyPart(a)).not.toContain('#');
+      }),
+    );
   });
 });
