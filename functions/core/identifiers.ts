@@ -36,7 +36,9 @@ export function identifierProblem(field: IdentifierField, value: string | undefi
   if (value === undefined || value === '') return `${field} is missing`;
   if (PLACEHOLDER.test(value)) return `${field} is an unsubstituted placeholder`;
   if (field === 'surveyId') {
-    return SURVEY_ID_PATTERN.test(value) ? undefined : `${field} must be a positive integer of at most 12 digits`;
+    return SURVEY_ID_PATTERN.test(value)
+      ? undefined
+      : `${field} must be a positive integer of at most 12 digits`;
   }
   if (CONTROL.test(value)) return `${field} must not contain control characters`;
   if (LONE_SURROGATE.test(value)) return `${field} must be well-formed Unicode text`;

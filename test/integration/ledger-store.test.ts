@@ -88,3 +88,30 @@ describe('buffered hits', () => {
     expect((await store.attemptsOf('701', 'p-buffered'))[0]?.redirect?.hits).toBe(ids.length);
   });
 });
+
+describe('index writes', () => {
+  // dynalite reports no index write units, so the product's side is checked instead: DynamoDB writes a
+  // keys-only index only when an item's index key attributes change, and a later hit never changes them.
+  it('a later hit on an attempt leaves its index keys exactly as the first hit wrote them', async () => {
+    const hit = {
+      channel: 'postback',
+      surveyId: '702',
+      outcome: 'success',
+      pid: 'p-index #%',
+      token: 't-index',
+      source: 'query',
+    } as const;
+    const indexKeys = async () => {
+      const { Item = {} } = await documents.send(
+        new GetCommand({ TableName: table, Key: attemptKey('702', hit.pid, hit.token) }),
+      );
+      return { gsi1pk: Item.gsi1pk, gsi1sk: Item.gsi1sk, gsi2pk: Item.gsi2pk, gsi2sk: Item.gsi2sk };
+    };
+    await store.recordHit(hit, new Date('2026-11-21T12:00:00.000Z'));
+    const first = await indexKeys();
+    expect(first.gsi1pk).toBe('ATTEMPTS#2026-11-21');
+    await store.recordHit(hit, new Date('2026-11-23T12:00:00.000Z'));
+    await store.recordHit({ ...hit, channel: 'redirect' }, new Date('2026-11-23T12:00:01.000Z'));
+    expect(await indexKeys()).toEqual(first);
+  });
+});

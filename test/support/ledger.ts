@@ -5,7 +5,7 @@ import { ensureLedgerTable } from '../../infra/local/engine';
 
 export async function freshTable(): Promise<{ endpoint: string; tableName: string }> {
   const endpoint = inject('dynamoEndpoint');
-  const tableName = `ledger-${randomUUID().slice(0, 8)}`;
+  const tableName = `ledger-${randomUUID()}`;
   await ensureLedgerTable(endpoint, tableName);
   return { endpoint, tableName };
 }

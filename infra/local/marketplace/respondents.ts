@@ -64,7 +64,10 @@ export interface RespondentOptions {
   readonly surveyId: number;
   /** Forces the status instead of drawing it from the mix. */
   readonly status?: string;
+  /** Any text a panel issues (percent-encoded into the URLs, as the real marketplace does). */
   readonly pid?: string;
+  /** Forces the transaction token (the marketplace's own are UUIDs). */
+  readonly token?: string;
   /** When the respondent clicked in (defaults to now minus the LOI for completes). */
   readonly clickedAt?: Date;
   readonly completedAt?: Date;
@@ -92,7 +95,7 @@ export class RespondentSimulator {
     const completedAt = status === 'Completed' ? (options.completedAt ?? now) : undefined;
     const transaction: SimTransaction = {
       surveyId: survey.surveyId,
-      token: random.uuid(),
+      token: options.token ?? random.uuid(),
       pid: options.pid ?? `sim-${random.between(100000, 999999)}`,
       status,
       ip: `198.51.100.${random.between(1, 254)}`,

@@ -235,7 +235,7 @@ export function transactionView(t: SimTransaction, survey: SimSurvey | undefined
     completeDateTime: t.completedAt ? formatPacificTime(t.completedAt) : '',
     status: t.status,
     trackId: t.trackId,
-    surveyUrl: `https://marketplace.local/entry/${t.surveyId}?pid=${t.pid}`,
+    surveyUrl: `https://marketplace.local/entry/${t.surveyId}?pid=${encodeURIComponent(t.pid)}`,
     ...(t.verifiedAt ? { verifiedTknDt: formatPacificTime(t.verifiedAt) } : {}),
   };
 }

@@ -1,0 +1,120 @@
+/**
+ * Whatever pid and token the marketplace substitutes, the hit is recorded, readable by the CLI's lookup and
+ * matched by reconciliation: arbitrary Unicode ids (graphemes, delimiters, spaces) through the whole local
+ * stack, from the local marketplace's respondent to the reconciled verdict.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { identifierProblem } from '../../functions/core/identifiers';
+import { LEDGER } from '../../functions/core/ledger-schema';
+import { createMarketplaceClient } from '../../functions/core/marketplace-client';
+import { pacificDay } from '../../functions/core/pacific-time';
+import { reconciler } from '../../functions/core/reconciler';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+  type LedgerStore,
+} from '../../functions/core/store';
+import { lambdaContext } from '../../infra/local/api-gateway';
+import type { LocalMarketplace } from '../../infra/local/marketplace/server';
+import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
+
+let stack: LocalStack;
+let marketplace: LocalMarketplace;
+let ledger: LedgerStore;
+let client: ReturnType<typeof createDocumentClient>;
+let table: string;
+const SURVEY = 1001;
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  table = tableName;
+  Object.assign(process.env, {
+    PORT: '0',
+    MARKETPLACE_PORT: '0',
+    DYNAMODB_ENDPOINT: endpoint,
+    TABLE_NAME: tableName,
+    SIGNING_KEYS: TEST_KEY_RING,
+    MARKETPLACE_SEED: '777',
+  });
+  stack = await startLocalStack();
+  marketplace = stack.marketplace as LocalMarketplace;
+  const { handler: sync } = (await import('../../functions/redirect-sync')) as {
+    handler: (event: unknown, context: unknown) => Promise<{ counts: Record<string, number> }>;
+  };
+  expect((await sync({}, lambdaContext('redirect-sync', 'sync', 300_000))).counts.applied).toBeGreaterThan(0);
+  client = createDocumentClient({ endpoint });
+  ledger = createLedgerStore(client, tableName);
+}, 120_000);
+afterAll(() => stack.stop());
+
+/** What a panel may issue: any graphemes, delimiters and spaces included, within the accepted bound. */
+const supplierId = (field: 'pid' | 'token') =>
+  fc
+    .oneof(
+      fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }),
+      fc.string({
+        unit: fc.constantFrom('#', '%', '+', '/', '=', '|', ' ', '&', '?', '@', 'é', '👩‍👩‍👧'),
+        minLength: 1,
+      }),
+    )
+    .filter((value) => identifierProblem(field, value) === undefined);
+
+describe('supplier ids through the local stack', () => {
+  it('a completed respondent with any pid and token is recorded, found by pid, and reconciled as matched', async () => {
+    const seen: { pid: string; token: string }[] = [];
+    await fc.assert(
+      fc.asyncProperty(supplierId('pid'), supplierId('token'), async (pid, token) => {
+        if (seen.some((s) => s.token === token || s.pid === pid)) return;
+        const { transaction, dropped } = await marketplace.respondents.respondent({
+          surveyId: SURVEY,
+          status: 'Completed',
+          pid,
+          token,
+        });
+        expect(dropped).toEqual({ redirect: false, postback: false });
+        expect(transaction.pid).toBe(pid);
+        // The lookup `npm run cli -- attempt --survey <id> --pid <pid>` makes.
+        const attempts = (await ledger.attemptsOf(String(SURVEY), pid)).filter((a) => a.token === token);
+        expect(attempts).toHaveLength(1);
+        expect(attempts[0]).toMatchObject({
+          pid,
+          token,
+          complete: 'postback-confirmed',
+          redirect: { outcome: 'success' },
+          postback: { outcome: 'success' },
+        });
+        seen.push({ pid, token });
+      }),
+      { numRuns: 12 },
+    );
+    expect(seen.length).toBeGreaterThan(0);
+
+    const today = pacificDay(new Date());
+    const report = await reconciler({
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => process.env.MARKETPLACE_ACCESS_TOKEN as string,
+      }),
+      attempts: ledger,
+      registry: createSurveyRegistry(client, table),
+      results: createReconciliationStore(client, table),
+    }).run(today, today);
+    expect(report.outcomes.every((o) => o.status === 'reconciled')).toBe(true);
+    for (const { pid, token } of seen) {
+      const [attempt] = (await ledger.attemptsOf(String(SURVEY), pid)).filter((a) => a.token === token);
+      expect(attempt?.reconciliation?.verdict, JSON.stringify({ pid, token })).toBe('matched');
+    }
+  }, 120_000);
+
+  it('no item carries an empty-string index key (DynamoDB refuses them; the embedded engine would not)', async () => {
+    const { ScanCommand } = await import('@aws-sdk/lib-dynamodb');
+    const { Items = [] } = await client.send(new ScanCommand({ TableName: table }));
+    expect(Items.length).toBeGreaterThan(0);
+    const keys = [LEDGER.index, LEDGER.discrepancyIndex].flatMap((i) => [i.partitionKey, i.sortKey]);
+    for (const item of Items) for (const key of keys) expect(item[key], `${item.pk} ${key}`).not.toBe('');
+  });
+});
