@@ -3,6 +3,8 @@
  * matched by reconciliation: arbitrary Unicode ids (graphemes, delimiters, spaces) through the whole local
  * stack, from the local marketplace's respondent to the reconciled verdict.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { identifierProblem } from '../../functions/core/identifiers';
@@ -27,11 +29,14 @@ let marketplace: LocalMarketplace;
 let ledger: LedgerStore;
 let client: ReturnType<typeof createDocumentClient>;
 let table: string;
+let endpoint: string;
+const run = promisify(execFile);
 const SURVEY = 1001;
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
+  const { endpoint: engine, tableName } = await freshTable();
   table = tableName;
+  endpoint = engine;
   Object.assign(process.env, {
     PORT: '0',
     MARKETPLACE_PORT: '0',
@@ -109,6 +114,27 @@ describe('supplier ids through the local stack', () => {
       expect(attempt?.reconciliation?.verdict, JSON.stringify({ pid, token })).toBe('matched');
     }
   }, 120_000);
+
+  it.each(['dGVzdC0x+/Q==', 'a@b.com', '12345|x', 'user 1'])(
+    '`npm run cli -- attempt --survey <id> --pid %s` finds the attempt',
+    async (pid) => {
+      const { transaction } = await marketplace.respondents.respondent({
+        surveyId: SURVEY,
+        status: 'Completed',
+        pid,
+      });
+      const { stdout } = await run(
+        'node_modules/.bin/tsx',
+        ['functions/cli/main.ts', 'attempt', '--survey', String(SURVEY), '--pid', pid, '--json'],
+        { env: { ...process.env, DYNAMODB_ENDPOINT: endpoint, TABLE_NAME: table } },
+      );
+      const found = (JSON.parse(stdout) as { pid: string; token: string }[]).filter(
+        (a) => a.token === transaction.token,
+      );
+      expect(found).toEqual([expect.objectContaining({ pid, complete: 'postback-confirmed' })]);
+    },
+    30_000,
+  );
 
   it('no item carries an empty-string index key (DynamoDB refuses them; the embedded engine would not)', async () => {
     const { ScanCommand } = await import('@aws-sdk/lib-dynamodb');
