@@ -135,6 +135,17 @@ describe('a redirect hit that does not check out', () => {
     ]);
   });
 
+  it('with a pid over the bound is kept apart, its pid clipped to well-formed text', async () => {
+    const pid = `a${'👩'.repeat(60)}`;
+    const url = redirectUrl('success').replace(`pid=${ids.pid}`, `pid=${encodeURIComponent(pid)}`);
+    const result = await invoke(redirect, apiEvent('GET', url));
+    expect(result.statusCode).toBe(200);
+    const [rejected] = await rejectedFor(ids.token);
+    expect(rejected?.reason).toBe('pid must be at most 64 bytes of UTF-8');
+    expect(pid.startsWith(rejected?.pid ?? '-')).toBe(true);
+    expect(rejected?.pid).not.toMatch(/\p{Cs}/u);
+  });
+
   it('with an unknown outcome answers the plain page', async () => {
     const url = redirectUrl('success').replace('/success?', '/complete?');
     const result = await invoke(redirect, apiEvent('GET', url));

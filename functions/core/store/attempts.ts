@@ -403,11 +403,15 @@ function utcDaysBetween(from: Date, to: Date): string[] {
   return days;
 }
 
-/** Raw values from refused hits are attacker-controlled: keep them short and printable. */
+/**
+ * Raw values from refused hits are attacker-controlled: keep them short, printable and well-formed (cut
+ * between code points, never inside a surrogate pair, which DynamoDB would refuse as invalid UTF-8).
+ */
 function clip(value: string | undefined): string | undefined {
   if (value === undefined || value === '') return undefined;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping control characters is the point
-  return value.replace(/[\u0000-\u001f\u007f]/g, '?').slice(0, 100);
+  return Array.from(value.replace(/[\p{Cc}\p{Cs}]/gu, '?'))
+    .slice(0, 100)
+    .join('');
 }
 
 const optionalString = (value: unknown): string | undefined =>
