@@ -1,13 +1,13 @@
 import { Command } from 'commander';
 import { pacificDay } from '../core/pacific-time';
 import { reconciler, totals } from '../core/reconciler';
-import { MONEY_KINDS, VERDICT_KINDS } from '../core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
 } from '../core/store';
+import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../core/verdict-kinds';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
 
@@ -72,7 +72,7 @@ export function reconcileCommand(): Command {
             const n = sum.verdicts[kind] ?? 0;
             if (n > 0)
               console.log(
-                `  ${kind.padEnd(22)} ${String(n).padStart(7)}${MONEY_KINDS.has(kind) ? '  (money)' : ''}`,
+                `  ${kind.padEnd(22)} ${String(n).padStart(7)}${MONEY_KINDS.has(kind) ? '  (money)' : CLAIM_KINDS.has(kind) ? '  (unverified claim, not money: a burst is a forgery signal)' : ''}`,
               );
           }
           console.log(

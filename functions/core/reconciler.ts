@@ -7,8 +7,9 @@
  */
 import type { MarketplaceClient } from './marketplace-client';
 import { pacificDay } from './pacific-time';
-import { fetchRange, nextDay, pacificDays, reconcileSurveyWindow, type VerdictKind } from './reconciliation';
+import { fetchRange, nextDay, pacificDays, reconcileSurveyWindow } from './reconciliation';
 import type { LedgerStore, ReconciliationStore, RunState, SurveyRegistry, VerdictChange } from './store';
+import type { VerdictKind } from './verdict-kinds';
 
 export const SCHEDULED_RUN = 'reconcile';
 

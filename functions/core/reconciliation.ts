@@ -12,26 +12,7 @@ import type { Transaction } from './marketplace-records';
 import { outcomeOfStatus } from './marketplace-records';
 import { sameAmount, sumAmounts } from './money';
 import { pacificDay, pacificDayRange } from './pacific-time';
-
-export const VERDICT_KINDS = [
-  'matched',
-  'complete_not_received',
-  'complete_not_paid',
-  'invalidated',
-  'status_mismatch',
-  'cpi_mismatch',
-  'not_received',
-  'not_in_marketplace',
-] as const;
-export type VerdictKind = (typeof VERDICT_KINDS)[number];
-
-/** Kinds where money is at stake: a complete one side counts and the other does not, or at another price. */
-export const MONEY_KINDS: ReadonlySet<VerdictKind> = new Set([
-  'complete_not_received',
-  'complete_not_paid',
-  'invalidated',
-  'cpi_mismatch',
-]);
+import { CLAIM_KINDS, type VerdictKind } from './verdict-kinds';
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -67,6 +48,7 @@ export interface DaySummary {
   readonly here: {
     readonly attempts: number;
     readonly postbackCompletes: number;
+    /** Completes only a browser reported, unverified claims (which anyone can send) excepted. */
     readonly redirectOnlyCompletes: number;
     readonly nonCompletes: number;
   };
@@ -251,9 +233,17 @@ export function classify(
     redirect: redirect ?? 'none',
     ...(attempt?.conflict ? { conflict: true } : {}),
   };
+  // A success redirect the fail postback contradicts: only a browser claims a complete, and neither the
+  // marketplace's server nor (below) its transaction list agrees. Visible, never money.
+  const contradicted = redirect === 'success' && postback === 'fail';
   if (!transaction) {
-    if (evidence)
+    if (evidence === 'postback')
       return { kind: 'complete_not_paid', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+    // A browser's success claim with nothing behind it: anyone holding the static success URL can send one.
+    if (evidence === 'redirect')
+      return { kind: 'unverified_claim', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+    if (contradicted)
+      return { kind: 'contradicted_claim', detail: { ...here, marketplaceStatus: 'missing' } };
     return { kind: 'not_in_marketplace', detail: here };
   }
   const status = transaction.status;
@@ -282,6 +272,7 @@ export function classify(
     return { kind: 'matched', detail: { ...here, ...marketplace } };
   }
   if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence } };
+  if (contradicted) return { kind: 'contradicted_claim', detail: { ...here, ...marketplace } };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };
   const outcome = outcomeOfStatus(status);
   if (!outcome || (redirect && redirect !== outcome)) {
@@ -327,13 +318,18 @@ function summarize(
   const attempts = ofDay
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a?.redirect !== undefined || a?.postback !== undefined);
+  // A browser's success claim nothing backs is not a complete here: it is counted among the claims.
+  const backed = ofDay
+    .filter((v) => !CLAIM_KINDS.has(v.verdict.kind))
+    .map((v) => v.attempt)
+    .filter((a): a is Attempt => a !== undefined);
   return {
     surveyId,
     day,
     here: {
       attempts: attempts.length,
       postbackCompletes: attempts.filter((a) => a.complete === 'postback-confirmed').length,
-      redirectOnlyCompletes: attempts.filter((a) => a.complete === 'redirect-only').length,
+      redirectOnlyCompletes: backed.filter((a) => a.complete === 'redirect-only').length,
       nonCompletes: attempts.filter((a) => a.complete === 'none').length,
     },
     marketplace: {

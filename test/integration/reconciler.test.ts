@@ -3,10 +3,13 @@
  * idempotent re-runs, statuses that change after the fact, failures isolated and retried, and runs that resume.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { finance } from '../../functions/core/finance';
 import { createMarketplaceClient } from '../../functions/core/marketplace-client';
 import { pacificDay } from '../../functions/core/pacific-time';
 import { reconciler, SCHEDULED_RUN } from '../../functions/core/reconciler';
 import { nextDay } from '../../functions/core/reconciliation';
+import { discrepanciesCsv, summaryCsv } from '../../functions/core/report-csv';
+import { reportHtml } from '../../functions/core/report-html';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -16,6 +19,7 @@ import {
   type ReconciliationStore,
   type SurveyRegistry,
 } from '../../functions/core/store';
+import { MONEY_KINDS } from '../../functions/core/verdict-kinds';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
@@ -262,6 +266,76 @@ describe('a reconciliation run', () => {
       malformedRows: 1,
       verdicts: { complete_not_received: 1 },
     });
+  });
+});
+
+describe('forged success redirects', () => {
+  it('leave every money figure and money discrepancy count unchanged, and show apart as unverified claims', async () => {
+    await survey(7101, '1.75');
+    await attempt(7101, 'Completed', { postback: 'success', redirect: 'success' });
+    await attempt(7101, 'Completed', { redirect: 'success' });
+    const reviewed = await attempt(7101, 'Completed', { postback: 'success' });
+    reviewed.transaction.verifyToken = 'Valid';
+    const invalid = await attempt(7101, 'Completed', { postback: 'success' });
+    invalid.transaction.verifyToken = 'Invalid';
+    // A respondent who typed the success URL after failing: the fail postback and the marketplace contradict it.
+    const typed = await attempt(7101, 'Failed', { postback: 'fail', redirect: 'success' });
+    const queries = finance({ attempts, results });
+    const period = { from: today, to: today };
+    const moneyOf = async () => {
+      const report = await queries.report(period, ['7101']);
+      const { claims: _claims, ...totals } = report.totals;
+      return {
+        report,
+        money: {
+          totals,
+          moneyDiscrepancies: report.discrepancies.filter((d) => d.money),
+          discrepanciesCsv: discrepanciesCsv(report.discrepancies),
+          summaryMoney: summaryCsv(report.days)
+            .split('\r\n')
+            .map((line) => line.split(',').slice(0, 18).join(',')),
+        },
+      };
+    };
+    await engine().run(today, today, ['7101']);
+    const before = await moneyOf();
+    expect(before.money.totals).toMatchObject({ owed: '1.75', pending: '3.50', moneyDiscrepancies: 2 });
+    expect(before.report.claims.map((c) => [c.token, c.kind, c.money])).toEqual([
+      [typed.token, 'contradicted_claim', false],
+    ]);
+
+    // Twenty requests reusing the static success redirect URL with made-up ids.
+    for (let i = 1; i <= 20; i++) {
+      await attempts.recordHit(
+        {
+          channel: 'redirect',
+          surveyId: '7101',
+          outcome: 'success',
+          pid: `forger${i}`,
+          token: 'static-token',
+          source: 'query',
+        },
+        new Date(Date.now() - 10 * 60_000),
+      );
+    }
+    const run = await engine().run(today, today, ['7101']);
+    expect(run.outcomes[0]?.verdicts).toMatchObject({ unverified_claim: 20 });
+    expect(
+      Object.entries(run.outcomes[0]?.verdicts ?? {}).filter(([kind]) => MONEY_KINDS.has(kind as never)),
+    ).toEqual(Object.entries({ complete_not_received: 1, invalidated: 1 }));
+
+    const after = await moneyOf();
+    expect(after.money).toEqual(before.money);
+    expect(after.report.totals.claims).toEqual({ unverified_claim: 20, contradicted_claim: 1 });
+    expect(after.report.claims.filter((c) => c.kind === 'unverified_claim')).toHaveLength(20);
+    expect(after.report.claims.every((c) => !c.money)).toBe(true);
+    expect(reportHtml(after.report)).toMatch(/id="claim-count">Unverified success claims<b>21<\/b>/);
+    expect(reportHtml(after.report)).toMatch(/id="money-discrepancy-count">Money discrepancies<b>2<\/b>/);
+    // The default discrepancy list is not flooded; the claims are there when asked for by kind.
+    const page = await queries.discrepancyPage(period, { surveyId: '7101', limit: 100 });
+    expect(page.items.map((d) => d.kind).sort()).toEqual(['complete_not_received', 'invalidated']);
+    const claims = await queries.discrepancyPage(period, { kind: 'unverified_claim', limit: 100 });
+    expect(claims.items.filter((d) => d.surveyId === '7101')).toHaveLength(20);
   });
 });
 

@@ -23,6 +23,8 @@ const row = (
   owed,
   pending: '0.10',
   discrepancies: { invalidated: 1 },
+  moneyDiscrepancies: 1,
+  claims: {},
   lastReconciledAt: `${day}T23:00:00.000Z`,
   ...extra,
 });

@@ -88,6 +88,30 @@ describe('classification', () => {
     ],
     ['a complete here with no transaction', undefined, { postback: 'success' }, 'complete_not_paid'],
     [
+      'a success redirect alone, with no postback and no transaction (anyone can send one)',
+      undefined,
+      { redirect: 'success' },
+      'unverified_claim',
+    ],
+    [
+      'a success redirect the fail postback and the transaction contradict',
+      transaction('a', 'Failed', noon),
+      { redirect: 'success', postback: 'fail' },
+      'contradicted_claim',
+    ],
+    [
+      'a success redirect the fail postback contradicts, with no transaction',
+      undefined,
+      { redirect: 'success', postback: 'fail' },
+      'contradicted_claim',
+    ],
+    [
+      'a success redirect with a fail postback for a complete the marketplace counts',
+      transaction('a', 'Completed', noon),
+      { redirect: 'success', postback: 'fail' },
+      'complete_not_received',
+    ],
+    [
       'over quota here, quality termination there',
       transaction('a', 'Quality Termination', noon),
       { redirect: 'overquota', postback: 'fail' },
@@ -272,7 +296,7 @@ describe('day summaries', () => {
     expect(summary).toEqual({
       surveyId: '1',
       day: DAY,
-      here: { attempts: 13, postbackCompletes: 12, redirectOnlyCompletes: 1, nonCompletes: 0 },
+      here: { attempts: 13, postbackCompletes: 12, redirectOnlyCompletes: 0, nonCompletes: 0 },
       marketplace: {
         transactions: 13,
         byStatus: { Completed: 12, 'Over Quota': 1 },
@@ -283,7 +307,7 @@ describe('day summaries', () => {
         owed: '1.00',
         pending: '2.675',
       },
-      verdicts: { matched: 11, invalidated: 1, not_received: 1, complete_not_paid: 1 },
+      verdicts: { matched: 11, invalidated: 1, not_received: 1, unverified_claim: 1 },
     });
   });
 });

@@ -21,7 +21,8 @@ import {
   summaryIndexKey,
   summaryKey,
 } from '../ledger-schema';
-import type { AttemptVerdict, DaySummary, VerdictKind } from '../reconciliation';
+import type { AttemptVerdict, DaySummary } from '../reconciliation';
+import type { VerdictKind } from '../verdict-kinds';
 import { attemptFromItem } from './attempts';
 import { batchGet, type Item, queryAll, send } from './dynamo';
 
@@ -67,7 +68,14 @@ export interface ReconciliationStore {
   /** One page of a day's discrepancies, optionally of one survey and one kind, in key order. */
   discrepancyPage(
     day: string,
-    options: { surveyId?: string; kind?: string; limit: number; startKey?: Record<string, unknown> },
+    options: {
+      surveyId?: string;
+      kind?: string;
+      /** Kinds to leave out (read from each key, as a key cannot be filtered on). */
+      excludeKinds?: readonly string[];
+      limit: number;
+      startKey?: Record<string, unknown>;
+    },
   ): Promise<{ attempts: Attempt[]; lastKey?: Record<string, unknown> }>;
   surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
   putSurveyState(state: SurveyReconciliationState): Promise<void>;
@@ -269,9 +277,11 @@ export function createReconciliationStore(
         );
         const found = (page.Items ?? []) as Item[];
         keys.push(
-          ...(options.kind && !options.surveyId
-            ? found.filter((key) => kindOf(key) === options.kind)
-            : found),
+          ...found.filter(
+            (key) =>
+              (!options.kind || options.surveyId || kindOf(key) === options.kind) &&
+              !options.excludeKinds?.includes(kindOf(key) as string),
+          ),
         );
         startKey = page.LastEvaluatedKey;
       } while (startKey && keys.length < options.limit);
