@@ -37,6 +37,7 @@ const engine = reconciler({
   results: createReconciliationStore(client, config.tableName),
   concurrency: config.concurrency,
   settleMs: config.settleMs,
+  lookbackDays: config.lookbackDays,
 });
 let lambda: LambdaClient | undefined;
 

@@ -1,4 +1,4 @@
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { pacificDay } from '../core/pacific-time';
 import { reconciler, totals } from '../core/reconciler';
 import {
@@ -12,6 +12,14 @@ import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
+
+/** Days of look-back: a whole number from 0 to 62, as the reconcile function accepts. */
+function lookbackDaysOption(value: string): number {
+  const days = Number(value);
+  if (!/^\d+$/.test(value) || days > 62)
+    throw new InvalidArgumentError('must be a whole number from 0 to 62');
+  return days;
+}
 
 /** `reconcile --from <day> --to <day> [--survey <id> ...]`: reconcile Pacific days against the marketplace. */
 export function reconcileCommand(): Command {
@@ -30,6 +38,11 @@ export function reconcileCommand(): Command {
       'judge a discrepancy only once it has been quiet this long (default: RECONCILE_SETTLE_SECONDS, else 600)',
       (v) => Number(v),
     )
+    .option(
+      '--lookback-days <n>',
+      'look for transactions this many Pacific days before the window (default: RECONCILE_LOOKBACK_DAYS, else 7)',
+      lookbackDaysOption,
+    )
     .option('--json', 'print the full report as JSON')
     .action(
       async (options: {
@@ -38,6 +51,7 @@ export function reconcileCommand(): Command {
         survey?: string[];
         concurrency: number;
         settleSeconds?: number;
+        lookbackDays?: number;
         json?: boolean;
       }) => {
         const context = cliContext();
@@ -52,6 +66,7 @@ export function reconcileCommand(): Command {
           results: createReconciliationStore(client, table),
           concurrency: options.concurrency,
           settleMs: (options.settleSeconds ?? Number(env.RECONCILE_SETTLE_SECONDS ?? 600)) * 1000,
+          lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),
           onSurvey: (outcome, done, total) => {
             if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);
             else if (outcome.status === 'failed')

@@ -7,8 +7,11 @@ import type { Attempt } from '../../functions/core/attempt';
 import type { Transaction } from '../../functions/core/marketplace-records';
 import { formatPacificTime, pacificWallToUtc, parsePacificTime } from '../../functions/core/pacific-time';
 import {
+  attemptKeysToRead,
   classify,
   fetchRange,
+  lookbackRange,
+  needsLookback,
   pacificDays,
   reconcileSurveyWindow,
 } from '../../functions/core/reconciliation';
@@ -275,6 +278,66 @@ describe('windows', () => {
     });
     expect(result.verdicts.map((v) => [v.token, v.verdict.kind])).toEqual([['agreed', 'matched']]);
     expect(result.awaiting).toBe(1);
+  });
+});
+
+describe('late finishers', () => {
+  const clicked = '2026-11-18T20:00:00.000Z'; // three Pacific days before DAY
+  const late = attempt('late', noon, { postback: 'success' });
+
+  it('the look-back covers the days before the window the window does not fetch', () => {
+    expect(lookbackRange(['2026-11-21', '2026-11-22'], 7)).toEqual({
+      startDate: '2026-11-13',
+      endDate: '2026-11-19',
+    });
+    expect(lookbackRange(['2026-11-21'], 0)).toBeUndefined();
+  });
+
+  it("a window's transaction whose attempt was first seen later is read by its key", () => {
+    const window = {
+      days: ['2026-11-18'],
+      transactions: [transaction('late', 'Completed', clicked), transaction('seen', 'Completed', clicked)],
+      attempts: [attempt('seen', clicked, { postback: 'success' })],
+    };
+    expect(attemptKeysToRead(window)).toEqual([{ pid: 'p-late', token: 'late' }]);
+    const result = reconcileSurveyWindow({ surveyId: '1', ...window, attempts: [...window.attempts, late] });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+      ['late', 'matched', '2026-11-18'],
+      ['seen', 'matched', '2026-11-18'],
+    ]);
+  });
+
+  it('an attempt whose transaction is on a look-back day is left to that day, and never judged missing', () => {
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 7 };
+    expect(needsLookback(window)).toBe(true);
+    const result = reconcileSurveyWindow({ ...window, earlier: [transaction('late', 'Completed', clicked)] });
+    expect(result.verdicts).toEqual([]);
+    expect(result.earlier).toBe(1);
+  });
+
+  it('without a transaction within the look-back, the verdict says from which day it looked', () => {
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 1 };
+    const result = reconcileSurveyWindow({ ...window, earlier: [transaction('late', 'Completed', clicked)] });
+    expect(result.verdicts.map((v) => [v.verdict.kind, v.verdict.detail.searchedFrom])).toEqual([
+      ['complete_not_paid', '2026-11-19'],
+    ]);
+  });
+
+  it('an attempt an earlier run matched belongs to its transaction day, not to the day it was first seen', () => {
+    const judged = {
+      ...late,
+      reconciliation: {
+        verdict: 'matched',
+        day: '2026-11-18',
+        detail: {},
+        at: noon,
+        marketplace: { status: 'Completed', cpi: '1.25', clickedAt: clicked },
+        history: [{ verdict: 'matched', day: '2026-11-18', at: noon }],
+      },
+    };
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [judged], lookbackDays: 0 };
+    expect(needsLookback(window)).toBe(false);
+    expect(reconcileSurveyWindow(window).verdicts).toEqual([]);
   });
 });
 

@@ -58,6 +58,8 @@ export interface RunState {
 }
 
 export interface ReconciliationStore {
+  /** The attempts with these keys (pid and token of a survey), by point reads in batches; missing ones left out. */
+  attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
   recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
@@ -104,6 +106,15 @@ export function createReconciliationStore(
       .Item;
 
   return {
+    async attemptsByKey(surveyId, keys) {
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((k) => attemptKey(surveyId, k.pid, k.token)),
+      );
+      return items.map(attemptFromItem);
+    },
+
     async recordVerdict(entry, at) {
       const { verdict } = entry;
       const existing = entry.attempt?.reconciliation;
