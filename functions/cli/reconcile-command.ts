@@ -93,6 +93,9 @@ export function reconcileCommand(): Command {
           console.log(
             `  verdicts new ${sum.new}, changed ${sum.changed}; ${sum.awaiting} too recent to judge yet`,
           );
+          console.log(
+            `  late finishers: ${sum.readByKey} attempts read by key, ${sum.lookbacks} look-back calls, ${sum.earlier} attempts left to their earlier click day`,
+          );
           for (const outcome of report.outcomes) {
             for (const change of outcome.changed)
               console.log(

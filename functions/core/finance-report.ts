@@ -56,6 +56,8 @@ export interface Discrepancy {
   readonly postback: string;
   readonly redirect: string;
   readonly since: string;
+  /** Without a transaction: the first Pacific day one was looked for from (an older one is beyond the look-back). */
+  readonly searchedFrom: string;
 }
 
 export interface FinanceReport {
@@ -160,6 +162,7 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
     postback: attempt.postback?.outcome ?? 'none',
     redirect: attempt.redirect?.outcome ?? 'none',
     since: verdict.history.find((h) => h.verdict === verdict.verdict)?.at ?? verdict.at,
+    searchedFrom: typeof verdict.detail.searchedFrom === 'string' ? verdict.detail.searchedFrom : '',
   };
 }
 

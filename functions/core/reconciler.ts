@@ -326,6 +326,9 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     attempts: 0,
     malformedRows: 0,
     awaiting: 0,
+    readByKey: 0,
+    lookbacks: 0,
+    earlier: 0,
     changed: 0,
     new: 0,
   };
@@ -335,6 +338,9 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.attempts += o.attempts;
     sum.malformedRows += o.malformedRows;
     sum.awaiting += o.awaiting;
+    sum.readByKey += o.readByKey;
+    sum.lookbacks += o.lookbacks;
+    sum.earlier += o.earlier;
     sum.changed += o.changes.changed;
     sum.new += o.changes.new;
     for (const [kind, n] of Object.entries(o.verdicts))

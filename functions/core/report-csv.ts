@@ -70,6 +70,7 @@ export const DISCREPANCY_COLUMNS = [
   'postback',
   'redirect',
   'since',
+  'searched_from',
 ] as const;
 
 export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
@@ -88,6 +89,7 @@ export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
       d.postback,
       d.redirect,
       d.since,
+      d.searchedFrom,
     ]),
   );
 }

@@ -424,6 +424,19 @@ describe('verdicts whatever the window', () => {
       expect(narrow.outcomes[0]?.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
     }
     expect(await verdicts(7204)).toEqual(expected);
+
+    // Finance sees how far back a missing transaction was looked for.
+    const report = await finance({ attempts, results }).report({ from: days[0] as string, to: today }, [
+      '7201',
+    ]);
+    const unpaid = report.discrepancies.find((d) => d.pid === 'unpaid-4');
+    expect(unpaid).toMatchObject({
+      kind: 'complete_not_paid',
+      money: true,
+      searchedFrom: nextDay(day(4, 30), -8),
+    });
+    expect(discrepanciesCsv(report.discrepancies).split('\r\n')[0]).toMatch(/,since,searched_from$/);
+    expect(reportHtml(report)).toContain(`(none since ${nextDay(day(4, 30), -8)})`);
   });
 
   it('finds a late finisher by a point read, and looks back once per survey window before judging', async () => {

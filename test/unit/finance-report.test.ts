@@ -85,6 +85,7 @@ describe('CSV', () => {
         postback: 'fail',
         redirect: 'overquota',
         since: '2026-11-20T23:00:00.000Z',
+        searchedFrom: '',
       },
     ]);
     expect((parse(tricky, { columns: true }) as Record<string, string>[])[0]?.marketplace_status).toBe(
