@@ -26,7 +26,8 @@ import {
   startLocalMarketplace,
 } from '../../infra/local/marketplace/server';
 import type { SimTransaction } from '../../infra/local/marketplace/state';
-import { freshTable } from '../support/ledger';
+import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 const TOKEN = 'reconciler-token';
 let marketplace: LocalMarketplace;
@@ -34,6 +35,7 @@ let attempts: LedgerStore;
 let registry: SurveyRegistry;
 let results: ReconciliationStore;
 let sequence = 0;
+let redirect: Handler;
 
 const today = pacificDay(new Date());
 const engine = (overrides: Partial<Parameters<typeof reconciler>[0]> = {}) =>
@@ -58,6 +60,12 @@ beforeAll(async () => {
   registry = createSurveyRegistry(client, tableName);
   results = createReconciliationStore(client, tableName);
   marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: endpoint,
+    SIGNING_KEYS: TEST_KEY_RING,
+  });
+  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
 });
 afterAll(() => marketplace.stop());
 beforeEach(() => {
@@ -497,20 +505,16 @@ describe('forged success redirects', () => {
       [typed.token, 'contradicted_claim', false],
     ]);
 
-    // Twenty requests reusing the static success redirect URL with made-up ids.
+    // Twenty requests reusing the static success redirect URL (its signature covers neither pid nor token)
+    // with made-up ids: each is a properly signed redirect hit, recorded as a redirect-only complete.
     for (let i = 1; i <= 20; i++) {
-      await attempts.recordHit(
-        {
-          channel: 'redirect',
-          surveyId: '7101',
-          outcome: 'success',
-          pid: `forger${i}`,
-          token: 'static-token',
-          source: 'query',
-        },
-        new Date(Date.now() - 10 * 60_000),
-      );
+      const url = filledUrl(TEST_KEY_RING, 'redirect', '7101', 'success', {
+        pid: `forger${i}`,
+        token: 'static-token',
+      });
+      expect((await invoke(redirect, apiEvent('GET', url))).statusCode).toBeLessThan(400);
     }
+    expect((await attempts.attemptsOf('7101', 'forger20'))[0]?.complete).toBe('redirect-only');
     const run = await engine().run(today, today, ['7101']);
     expect(run.outcomes[0]?.verdicts).toMatchObject({ unverified_claim: 20 });
     expect(
