@@ -10,13 +10,13 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { type RunReport, reconciler, totals } from './core/reconciler';
-import { VERDICT_KINDS } from './core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
 } from './core/store';
+import { VERDICT_KINDS } from './core/verdict-kinds';
 import { readReconcileConfig } from './lambda/config';
 import { marketplaceFromEnvironment } from './lambda/marketplace-access';
 import { count, logger, metrics } from './lambda/observability';
@@ -37,6 +37,7 @@ const engine = reconciler({
   results: createReconciliationStore(client, config.tableName),
   concurrency: config.concurrency,
   settleMs: config.settleMs,
+  lookbackDays: config.lookbackDays,
 });
 let lambda: LambdaClient | undefined;
 

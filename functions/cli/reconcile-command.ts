@@ -1,17 +1,25 @@
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { pacificDay } from '../core/pacific-time';
 import { reconciler, totals } from '../core/reconciler';
-import { MONEY_KINDS, VERDICT_KINDS } from '../core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
 } from '../core/store';
+import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../core/verdict-kinds';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
+
+/** Days of look-back: a whole number from 0 to 62, as the reconcile function accepts. */
+function lookbackDaysOption(value: string): number {
+  const days = Number(value);
+  if (!/^\d+$/.test(value) || days > 62)
+    throw new InvalidArgumentError('must be a whole number from 0 to 62');
+  return days;
+}
 
 /** `reconcile --from <day> --to <day> [--survey <id> ...]`: reconcile Pacific days against the marketplace. */
 export function reconcileCommand(): Command {
@@ -30,6 +38,11 @@ export function reconcileCommand(): Command {
       'judge a discrepancy only once it has been quiet this long (default: RECONCILE_SETTLE_SECONDS, else 600)',
       (v) => Number(v),
     )
+    .option(
+      '--lookback-days <n>',
+      'look for transactions this many Pacific days before the window (default: RECONCILE_LOOKBACK_DAYS, else 7)',
+      lookbackDaysOption,
+    )
     .option('--json', 'print the full report as JSON')
     .action(
       async (options: {
@@ -38,6 +51,7 @@ export function reconcileCommand(): Command {
         survey?: string[];
         concurrency: number;
         settleSeconds?: number;
+        lookbackDays?: number;
         json?: boolean;
       }) => {
         const context = cliContext();
@@ -52,6 +66,7 @@ export function reconcileCommand(): Command {
           results: createReconciliationStore(client, table),
           concurrency: options.concurrency,
           settleMs: (options.settleSeconds ?? Number(env.RECONCILE_SETTLE_SECONDS ?? 600)) * 1000,
+          lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),
           onSurvey: (outcome, done, total) => {
             if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);
             else if (outcome.status === 'failed')
@@ -72,11 +87,14 @@ export function reconcileCommand(): Command {
             const n = sum.verdicts[kind] ?? 0;
             if (n > 0)
               console.log(
-                `  ${kind.padEnd(22)} ${String(n).padStart(7)}${MONEY_KINDS.has(kind) ? '  (money)' : ''}`,
+                `  ${kind.padEnd(22)} ${String(n).padStart(7)}${MONEY_KINDS.has(kind) ? '  (money)' : CLAIM_KINDS.has(kind) ? '  (unverified claim, not money: a burst is a forgery signal)' : ''}`,
               );
           }
           console.log(
             `  verdicts new ${sum.new}, changed ${sum.changed}; ${sum.awaiting} too recent to judge yet`,
+          );
+          console.log(
+            `  late finishers: ${sum.readByKey} attempts read by key, ${sum.lookbacks} look-back calls, ${sum.earlier} attempts left to their earlier click day`,
           );
           for (const outcome of report.outcomes) {
             for (const change of outcome.changed)

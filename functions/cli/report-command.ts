@@ -25,8 +25,8 @@ export function reportCommand(): Command {
     .option('--format <format>', 'json, csv or html', choice(['json', 'csv', 'html']), 'json')
     .option(
       '--table <table>',
-      'for csv: summary (per survey and day) or discrepancies',
-      choice(['summary', 'discrepancies']),
+      'for csv: summary (per survey and day), discrepancies, or claims (success redirects nothing backs)',
+      choice(['summary', 'discrepancies', 'claims']),
       'summary',
     )
     .option('--out <file>', 'write to this file instead of standard output')
@@ -61,7 +61,9 @@ export function reportCommand(): Command {
             : options.format === 'csv'
               ? options.table === 'discrepancies'
                 ? discrepanciesCsv(report.discrepancies)
-                : summaryCsv(report.days)
+                : options.table === 'claims'
+                  ? discrepanciesCsv(report.claims)
+                  : summaryCsv(report.days)
               : `${JSON.stringify(report, null, 2)}\n`;
         if (options.out) {
           await writeFile(options.out, output);

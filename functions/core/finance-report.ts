@@ -5,8 +5,8 @@
  */
 import type { Attempt } from './attempt';
 import { sumAmounts } from './money';
-import { MONEY_KINDS, VERDICT_KINDS, type VerdictKind } from './reconciliation';
 import type { StoredDaySummary } from './store';
+import { CLAIM_KINDS, DISCREPANCY_KINDS, MONEY_KINDS, type VerdictKind } from './verdict-kinds';
 
 /** Every day in these reports is a marketplace (US Pacific) calendar day. */
 export const REPORT_TIME_ZONE = 'America/Los_Angeles';
@@ -22,7 +22,12 @@ export interface Totals {
   readonly owed: string;
   /** Sum of CPI of completes the buyer has not reviewed yet. */
   readonly pending: string;
+  /** Discrepancies by kind, unverified success claims excepted (they are in `claims`). */
   readonly discrepancies: Readonly<Partial<Record<VerdictKind, number>>>;
+  /** Discrepancies of the money kinds: what finance has to chase. Forged redirects never change it. */
+  readonly moneyDiscrepancies: number;
+  /** Success redirects nothing backs (`unverified_claim`, `contradicted_claim`), by kind: a forgery signal. */
+  readonly claims: Readonly<Partial<Record<VerdictKind, number>>>;
 }
 
 export interface SurveyDayRow extends Totals {
@@ -51,6 +56,8 @@ export interface Discrepancy {
   readonly postback: string;
   readonly redirect: string;
   readonly since: string;
+  /** Without a transaction: the first Pacific day one was looked for from (an older one is beyond the look-back). */
+  readonly searchedFrom: string;
 }
 
 export interface FinanceReport {
@@ -61,15 +68,19 @@ export interface FinanceReport {
   readonly totals: Totals & { readonly surveys: number };
   readonly surveys: readonly SurveyTotals[];
   readonly days: readonly SurveyDayRow[];
+  /** Money and other discrepancies, unverified claims excepted. */
   readonly discrepancies: readonly Discrepancy[];
+  /** Unverified success claims, listed apart: a burst of them is a forgery signal, not a debt. */
+  readonly claims: readonly Discrepancy[];
 }
 
 /** One survey-day of a summary, as a row. */
 export function dayRow(summary: StoredDaySummary): SurveyDayRow {
   const discrepancies: Partial<Record<VerdictKind, number>> = {};
-  for (const kind of VERDICT_KINDS) {
+  const claims: Partial<Record<VerdictKind, number>> = {};
+  for (const kind of DISCREPANCY_KINDS) {
     const n = summary.verdicts[kind];
-    if (kind !== 'matched' && n) discrepancies[kind] = n;
+    if (n) (CLAIM_KINDS.has(kind) ? claims : discrepancies)[kind] = n;
   }
   return {
     surveyId: summary.surveyId,
@@ -83,18 +94,16 @@ export function dayRow(summary: StoredDaySummary): SurveyDayRow {
     owed: summary.marketplace.owed,
     pending: summary.marketplace.pending,
     discrepancies,
+    moneyDiscrepancies: moneyCount(discrepancies),
+    claims,
     lastReconciledAt: summary.reconciledAt,
   };
 }
 
 /** Adds up rows exactly (counts as integers, amounts as decimals). */
 export function addUp(rows: readonly Totals[]): Totals {
-  const discrepancies: Partial<Record<VerdictKind, number>> = {};
-  for (const row of rows) {
-    for (const [kind, n] of Object.entries(row.discrepancies)) {
-      discrepancies[kind as VerdictKind] = (discrepancies[kind as VerdictKind] ?? 0) + (n ?? 0);
-    }
-  }
+  const discrepancies = sumCounts(rows.map((row) => row.discrepancies));
+  const claims = sumCounts(rows.map((row) => row.claims));
   const count = (
     key:
       | 'completesPostback'
@@ -114,8 +123,26 @@ export function addUp(rows: readonly Totals[]): Totals {
     owed: sumAmounts(rows.map((row) => row.owed)),
     pending: sumAmounts(rows.map((row) => row.pending)),
     discrepancies,
+    moneyDiscrepancies: moneyCount(discrepancies),
+    claims,
   };
 }
+
+function sumCounts(
+  counts: readonly Readonly<Partial<Record<VerdictKind, number>>>[],
+): Partial<Record<VerdictKind, number>> {
+  const sum: Partial<Record<VerdictKind, number>> = {};
+  for (const byKind of counts)
+    for (const [kind, n] of Object.entries(byKind))
+      sum[kind as VerdictKind] = (sum[kind as VerdictKind] ?? 0) + (n ?? 0);
+  return sum;
+}
+
+const moneyCount = (byKind: Readonly<Partial<Record<VerdictKind, number>>>): number =>
+  Object.entries(byKind).reduce(
+    (sum, [kind, n]) => sum + (MONEY_KINDS.has(kind as VerdictKind) ? (n ?? 0) : 0),
+    0,
+  );
 
 /** A discrepancy as finance lists it, from the attempt carrying the verdict. */
 export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
@@ -135,6 +162,7 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
     postback: attempt.postback?.outcome ?? 'none',
     redirect: attempt.redirect?.outcome ?? 'none',
     since: verdict.history.find((h) => h.verdict === verdict.verdict)?.at ?? verdict.at,
+    searchedFrom: typeof verdict.detail.searchedFrom === 'string' ? verdict.detail.searchedFrom : '',
   };
 }
 
@@ -163,6 +191,15 @@ export function financeReport(
           .sort()
           .pop() ?? '',
     }));
+  const listed = discrepancies
+    .map(discrepancyOf)
+    .filter((d): d is Discrepancy => d !== undefined)
+    .sort(
+      (a, b) =>
+        a.day.localeCompare(b.day) ||
+        Number(a.surveyId) - Number(b.surveyId) ||
+        a.token.localeCompare(b.token),
+    );
   return {
     timeZone: REPORT_TIME_ZONE,
     from,
@@ -171,14 +208,7 @@ export function financeReport(
     totals: { surveys: surveys.length, ...addUp(days) },
     surveys,
     days,
-    discrepancies: discrepancies
-      .map(discrepancyOf)
-      .filter((d): d is Discrepancy => d !== undefined)
-      .sort(
-        (a, b) =>
-          a.day.localeCompare(b.day) ||
-          Number(a.surveyId) - Number(b.surveyId) ||
-          a.token.localeCompare(b.token),
-      ),
+    discrepancies: listed.filter((d) => !CLAIM_KINDS.has(d.kind)),
+    claims: listed.filter((d) => CLAIM_KINDS.has(d.kind)),
   };
 }

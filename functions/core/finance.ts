@@ -12,9 +12,10 @@ import {
   type SurveyDayRow,
 } from './finance-report';
 import { isCalendarDay, pacificDayRange } from './pacific-time';
-import { nextDay, pacificDays, VERDICT_KINDS } from './reconciliation';
+import { nextDay, pacificDays } from './reconciliation';
 import { badRequest } from './rejection';
 import type { LedgerStore, ReconciliationStore } from './store';
+import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from './verdict-kinds';
 
 /** The longest period one request may cover. */
 export const MAX_PERIOD_DAYS = 92;
@@ -44,8 +45,8 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
 
 export function readKind(kind: string | undefined): string | undefined {
   if (kind === undefined || kind === '') return undefined;
-  if (!(VERDICT_KINDS as readonly string[]).includes(kind) || kind === 'matched') {
-    throw badRequest(`kind must be one of ${VERDICT_KINDS.filter((k) => k !== 'matched').join(', ')}`);
+  if (!isVerdictKind(kind) || kind === 'matched') {
+    throw badRequest(`kind must be one of ${DISCREPANCY_KINDS.join(', ')}`);
   }
   return kind;
 }
@@ -109,7 +110,10 @@ export function finance(deps: {
       return financeReport(period.from, period.to, rows, discrepancies, now());
     },
 
-    /** One page of discrepancies, oldest day first; `nextCursor` continues it. */
+    /**
+     * One page of discrepancies, oldest day first; `nextCursor` continues it. Unverified success claims are left
+     * out unless asked for by kind: anyone can send them, and they must not bury what finance has to chase.
+     */
     async discrepancyPage(
       period: Period,
       options: { surveyId?: string; kind?: string; limit: number; cursor?: string },
@@ -122,7 +126,7 @@ export function finance(deps: {
       while (cursor && items.length < limit) {
         const page = await deps.results.discrepancyPage(cursor.d, {
           ...(options.surveyId ? { surveyId: options.surveyId } : {}),
-          ...(options.kind ? { kind: options.kind } : {}),
+          ...(options.kind ? { kind: options.kind } : { excludeKinds: [...CLAIM_KINDS] }),
           limit: limit - items.length,
           ...(cursor.k ? { startKey: cursor.k } : {}),
         });

@@ -7,8 +7,18 @@
  */
 import type { MarketplaceClient } from './marketplace-client';
 import { pacificDay } from './pacific-time';
-import { fetchRange, nextDay, pacificDays, reconcileSurveyWindow, type VerdictKind } from './reconciliation';
+import {
+  attemptKeysToRead,
+  DEFAULT_LOOKBACK_DAYS,
+  fetchRange,
+  lookbackRange,
+  needsLookback,
+  nextDay,
+  pacificDays,
+  reconcileSurveyWindow,
+} from './reconciliation';
 import type { LedgerStore, ReconciliationStore, RunState, SurveyRegistry, VerdictChange } from './store';
+import type { VerdictKind } from './verdict-kinds';
 
 export const SCHEDULED_RUN = 'reconcile';
 
@@ -25,6 +35,11 @@ export interface ReconcilerDeps {
   readonly onSurvey?: (outcome: SurveyOutcome, done: number, total: number) => void;
   /** How long a discrepancy must have been quiet before it is judged (the other side may still catch up). */
   readonly settleMs?: number;
+  /**
+   * How many Pacific days before a window's attempts their transactions are looked for, in one date-range call
+   * per survey window (default 7; 0 turns the look-back off).
+   */
+  readonly lookbackDays?: number;
 }
 
 export interface SurveyOutcome {
@@ -38,6 +53,12 @@ export interface SurveyOutcome {
   readonly undated: number;
   /** Discrepancies too recent to judge this run. */
   readonly awaiting: number;
+  /** Attempts of the window's transactions first seen outside it, found by their key. */
+  readonly readByKey: number;
+  /** Look-back calls made (at most one per contiguous window). */
+  readonly lookbacks: number;
+  /** Attempts whose transaction was clicked in before the window, left to that day's run. */
+  readonly earlier: number;
   readonly verdicts: Partial<Record<VerdictKind, number>>;
   /** Verdicts written for the first time, changed (history grew), or refreshed with newer marketplace facts. */
   readonly changes: Readonly<Record<Exclude<VerdictChange, 'unchanged'>, number>>;
@@ -73,6 +94,9 @@ const emptyOutcome = (
   malformedRows: 0,
   undated: 0,
   awaiting: 0,
+  readByKey: 0,
+  lookbacks: 0,
+  earlier: 0,
   verdicts: {},
   changes: { new: 0, changed: 0, refreshed: 0 },
   changed: [],
@@ -82,6 +106,7 @@ export function reconciler(deps: ReconcilerDeps) {
   const now = deps.now ?? (() => new Date());
   const concurrency = deps.concurrency ?? 4;
   const writeConcurrency = deps.writeConcurrency ?? 16;
+  const lookbackDays = deps.lookbackDays ?? DEFAULT_LOOKBACK_DAYS;
 
   /** Reconciles one survey over the days (grouped into contiguous windows) and records its state. */
   async function reconcileSurvey(
@@ -106,26 +131,42 @@ export function reconciler(deps: ReconcilerDeps) {
         const range = fetchRange(window);
         const settledBefore = new Date(now().getTime() - (deps.settleMs ?? 0));
         // Both sides at once; if the marketplace fails, the ledger read is simply discarded.
-        const [listed, attempts] = await Promise.all([
+        const [listed, seen] = await Promise.all([
           deps.marketplace.getSurveyTransactions(surveyId, {
             startDate: range.startDate,
             endDate: range.endDate,
           }),
           deps.attempts.attemptsOfSurvey(surveyId, range.from, range.to),
         ]);
-        const result = reconcileSurveyWindow({
+        // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
+        // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
+        const keys = attemptKeysToRead({ days: window, transactions: listed.rows, attempts: seen });
+        const byKey = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
+        const attempts = [...seen, ...byKey];
+        const sides = {
           surveyId,
           days: window,
           transactions: listed.rows,
           attempts,
           expectedCpi: registration?.expectedCpi,
           settledBefore,
-        });
+          lookbackDays,
+        };
+        // Attempts with no transaction in the window: look through the days before it before judging them.
+        const lookback = lookbackRange(window, lookbackDays);
+        const earlier =
+          lookback && needsLookback(sides)
+            ? await deps.marketplace.getSurveyTransactions(surveyId, lookback)
+            : undefined;
+        const result = reconcileSurveyWindow({ ...sides, earlier: earlier?.rows ?? [] });
         outcome.transactions += listed.rows.length;
         outcome.attempts += attempts.length;
-        outcome.malformedRows += listed.malformed.length;
+        outcome.malformedRows += listed.malformed.length + (earlier?.malformed.length ?? 0);
         outcome.undated += result.undated;
         outcome.awaiting += result.awaiting;
+        outcome.readByKey += byKey.length;
+        outcome.lookbacks += earlier ? 1 : 0;
+        outcome.earlier += result.earlier;
         await inParallel(result.verdicts, writeConcurrency, async (entry) => {
           const change = await deps.results.recordVerdict(entry, at);
           outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
@@ -285,6 +326,9 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     attempts: 0,
     malformedRows: 0,
     awaiting: 0,
+    readByKey: 0,
+    lookbacks: 0,
+    earlier: 0,
     changed: 0,
     new: 0,
   };
@@ -294,6 +338,9 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.attempts += o.attempts;
     sum.malformedRows += o.malformedRows;
     sum.awaiting += o.awaiting;
+    sum.readByKey += o.readByKey;
+    sum.lookbacks += o.lookbacks;
+    sum.earlier += o.earlier;
     sum.changed += o.changes.changed;
     sum.new += o.changes.new;
     for (const [kind, n] of Object.entries(o.verdicts))

@@ -6,32 +6,19 @@
  * clicked in. Our side only sees an attempt when it ends, possibly after midnight or hours later, so both sides
  * are fetched one day wider than the window on each side, matched as a whole, and only the attempts that belong
  * to the window's days get a verdict: the neighbouring days' runs own the rest.
+ *
+ * A verdict must not depend on the window: a respondent may finish, or a postback arrive, days after the click.
+ * A transaction of the window whose attempt was first seen outside it is found by the attempt's key (the caller
+ * reads the keys `attemptKeysToRead` names); an attempt of the window with no transaction in it is looked for
+ * among the transactions of the days before (`lookbackRange`), and one found there belongs to that earlier day,
+ * whose own run judges it.
  */
 import type { Attempt } from './attempt';
 import type { Transaction } from './marketplace-records';
 import { outcomeOfStatus } from './marketplace-records';
 import { sameAmount, sumAmounts } from './money';
 import { pacificDay, pacificDayRange } from './pacific-time';
-
-export const VERDICT_KINDS = [
-  'matched',
-  'complete_not_received',
-  'complete_not_paid',
-  'invalidated',
-  'status_mismatch',
-  'cpi_mismatch',
-  'not_received',
-  'not_in_marketplace',
-] as const;
-export type VerdictKind = (typeof VERDICT_KINDS)[number];
-
-/** Kinds where money is at stake: a complete one side counts and the other does not, or at another price. */
-export const MONEY_KINDS: ReadonlySet<VerdictKind> = new Set([
-  'complete_not_received',
-  'complete_not_paid',
-  'invalidated',
-  'cpi_mismatch',
-]);
+import { CLAIM_KINDS, type VerdictKind } from './verdict-kinds';
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -67,6 +54,7 @@ export interface DaySummary {
   readonly here: {
     readonly attempts: number;
     readonly postbackCompletes: number;
+    /** Completes only a browser reported, unverified claims (which anyone can send) excepted. */
     readonly redirectOnlyCompletes: number;
     readonly nonCompletes: number;
   };
@@ -93,6 +81,16 @@ export interface SurveyWindow {
   readonly transactions: readonly Transaction[];
   /** Attempts first seen here within the same widened range. */
   readonly attempts: readonly Attempt[];
+  /**
+   * Transactions clicked in on the look-back days before the window (`lookbackRange`), searched by token for the
+   * window's attempts that have none in it.
+   */
+  readonly earlier?: readonly Transaction[];
+  /**
+   * How many Pacific days before an attempt's own and the day before it the caller looked for its transaction
+   * (0, the default: the window's margin only). Stated on each verdict without a transaction as `searchedFrom`.
+   */
+  readonly lookbackDays?: number;
   /** The survey's CPI as this product knows it, to check amounts against. */
   readonly expectedCpi?: string | undefined;
   /**
@@ -109,7 +107,12 @@ export interface SurveyWindowResult {
   readonly undated: number;
   /** Discrepancies too recent to judge; the next run looks again. */
   readonly awaiting: number;
+  /** Attempts whose transaction was clicked in before the window: the run of that day judges them. */
+  readonly earlier: number;
 }
+
+/** The default look-back: a week, as far as a resumed survey or re-sent postbacks are expected to lag. */
+export const DEFAULT_LOOKBACK_DAYS = 7;
 
 /** The Pacific days from `from` to `to`, inclusive. */
 export function pacificDays(from: string, to: string): string[] {
@@ -139,13 +142,69 @@ export function fetchRange(days: readonly string[]): {
   return { startDate, endDate, from: pacificDayRange(startDate).start, to: pacificDayRange(endDate).end };
 }
 
+/**
+ * The look-back call for a window: the `lookbackDays` Pacific days before the day the window already fetches
+ * before its first. Undefined when there is none to make.
+ */
+export function lookbackRange(
+  days: readonly string[],
+  lookbackDays: number,
+): { startDate: string; endDate: string } | undefined {
+  const first = days[0];
+  if (!first || lookbackDays < 1) return undefined;
+  return { startDate: nextDay(first, -1 - lookbackDays), endDate: nextDay(first, -2) };
+}
+
+/**
+ * The attempts to read by key (survey, pid, token) before matching: those of the window's own transactions for
+ * which no attempt with that token was found among the attempts first seen in the window. A point read each,
+ * however late the attempt was first seen.
+ */
+export function attemptKeysToRead(
+  window: Pick<SurveyWindow, 'days' | 'transactions' | 'attempts'>,
+): { pid: string; token: string }[] {
+  const owned = new Set(window.days);
+  const tokens = new Set(window.attempts.map((a) => a.token));
+  const keys = new Map<string, { pid: string; token: string }>();
+  for (const t of window.transactions) {
+    const clicked = t.clickedAt?.utc ?? t.startedAt?.utc;
+    if (!clicked || tokens.has(t.token) || !owned.has(pacificDay(new Date(clicked)))) continue;
+    keys.set(JSON.stringify([t.pid, t.token]), { pid: t.pid, token: t.token });
+  }
+  return [...keys.values()];
+}
+
+/** Whether some attempt of the window would be judged without a transaction: then the look-back is worth its call. */
+export function needsLookback(window: SurveyWindow): boolean {
+  const owned = new Set(window.days);
+  return match(window.transactions, window.attempts).some(
+    ({ transaction, attempt }) =>
+      !transaction && attempt && arrivedHere(attempt) && owned.has(attemptDay(attempt) ?? ''),
+  );
+}
+
+/** Something reached this receiver for the attempt (not only an item reconciliation created). */
+const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || attempt.postback !== undefined;
+
+/**
+ * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
+ * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
+ */
+const attemptDay = (attempt: Attempt): string | undefined => {
+  const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;
+  return at ? pacificDay(new Date(at)) : undefined;
+};
+
 /** Matches the two sides of a survey's window and classifies every attempt that belongs to its days. */
 export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult {
   const owned = new Set(window.days);
   const pairs = match(window.transactions, window.attempts);
+  const lookbackDays = window.lookbackDays ?? 0;
+  const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
   const verdicts: AttemptVerdict[] = [];
   let undated = 0;
   let awaiting = 0;
+  let earlier = 0;
   const settled = window.settledBefore?.toISOString();
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction?.clickedAt?.utc ?? transaction?.startedAt?.utc;
@@ -153,11 +212,25 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       undated++;
       continue;
     }
-    const seenAt = clicked ?? attempt?.firstSeenAt ?? attempt?.reconciliation?.marketplace?.clickedAt;
-    if (!seenAt) continue;
-    const day = pacificDay(new Date(seenAt));
-    if (!owned.has(day)) continue;
-    const { kind, detail } = classify(transaction, attempt, window.expectedCpi);
+    const day = clicked ? pacificDay(new Date(clicked)) : attempt && attemptDay(attempt);
+    if (!day || !owned.has(day)) continue;
+    // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
+    const searchedFrom = nextDay(day, -1 - lookbackDays);
+    if (!transaction && attempt && arrivedHere(attempt)) {
+      const candidates = (earlierByToken.get(attempt.token) ?? []).filter((t) => {
+        const at = t.clickedAt?.utc ?? t.startedAt?.utc;
+        return at !== undefined && pacificDay(new Date(at)) >= searchedFrom;
+      });
+      if (candidates.length > 0) {
+        // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
+        earlier++;
+        continue;
+      }
+    }
+    const classified = classify(transaction, attempt, window.expectedCpi);
+    const { kind } = classified;
+    // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
+    const detail = transaction ? classified.detail : { ...classified.detail, searchedFrom };
     if (kind !== 'matched' && settled !== undefined) {
       const latest = [transaction?.completedAt?.utc, clicked, attempt?.lastSeenAt]
         .filter((t): t is string => !!t)
@@ -187,6 +260,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     summaries: window.days.map((day) => summarize(window.surveyId, day, verdicts, window.transactions)),
     undated,
     awaiting,
+    earlier,
   };
 }
 
@@ -251,9 +325,17 @@ export function classify(
     redirect: redirect ?? 'none',
     ...(attempt?.conflict ? { conflict: true } : {}),
   };
+  // A success redirect the fail postback contradicts: only a browser claims a complete, and neither the
+  // marketplace's server nor (below) its transaction list agrees. Visible, never money.
+  const contradicted = redirect === 'success' && postback === 'fail';
   if (!transaction) {
-    if (evidence)
+    if (evidence === 'postback')
       return { kind: 'complete_not_paid', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+    // A browser's success claim with nothing behind it: anyone holding the static success URL can send one.
+    if (evidence === 'redirect')
+      return { kind: 'unverified_claim', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+    if (contradicted)
+      return { kind: 'contradicted_claim', detail: { ...here, marketplaceStatus: 'missing' } };
     return { kind: 'not_in_marketplace', detail: here };
   }
   const status = transaction.status;
@@ -282,6 +364,7 @@ export function classify(
     return { kind: 'matched', detail: { ...here, ...marketplace } };
   }
   if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence } };
+  if (contradicted) return { kind: 'contradicted_claim', detail: { ...here, ...marketplace } };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };
   const outcome = outcomeOfStatus(status);
   if (!outcome || (redirect && redirect !== outcome)) {
@@ -327,13 +410,18 @@ function summarize(
   const attempts = ofDay
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a?.redirect !== undefined || a?.postback !== undefined);
+  // A browser's success claim nothing backs is not a complete here: it is counted among the claims.
+  const backed = ofDay
+    .filter((v) => !CLAIM_KINDS.has(v.verdict.kind))
+    .map((v) => v.attempt)
+    .filter((a): a is Attempt => a !== undefined);
   return {
     surveyId,
     day,
     here: {
       attempts: attempts.length,
       postbackCompletes: attempts.filter((a) => a.complete === 'postback-confirmed').length,
-      redirectOnlyCompletes: attempts.filter((a) => a.complete === 'redirect-only').length,
+      redirectOnlyCompletes: backed.filter((a) => a.complete === 'redirect-only').length,
       nonCompletes: attempts.filter((a) => a.complete === 'none').length,
     },
     marketplace: {

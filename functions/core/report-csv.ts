@@ -4,9 +4,7 @@
  */
 import { stringify } from 'csv-stringify/sync';
 import type { Discrepancy, SurveyDayRow } from './finance-report';
-import { VERDICT_KINDS } from './reconciliation';
-
-const DISCREPANCY_KINDS = VERDICT_KINDS.filter((kind) => kind !== 'matched');
+import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from './verdict-kinds';
 
 /** A cell starting with = + - @ (or a tab or carriage return) is a formula to a spreadsheet: quote it out. */
 export function neutralize(value: string): string {
@@ -31,7 +29,9 @@ export const SUMMARY_COLUMNS = [
   'invalid_completes',
   'owed',
   'pending_amount',
-  ...DISCREPANCY_KINDS.map((kind) => `discrepancies_${kind}`),
+  ...LISTED_DISCREPANCY_KINDS.map((kind) => `discrepancies_${kind}`),
+  'money_discrepancies',
+  ...[...CLAIM_KINDS].map((kind) => `claims_${kind}`),
   'last_reconciled_at',
 ] as const;
 
@@ -49,7 +49,9 @@ export function summaryCsv(rows: readonly SurveyDayRow[]): string {
       r.invalidCompletes,
       r.owed,
       r.pending,
-      ...DISCREPANCY_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
+      ...LISTED_DISCREPANCY_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
+      r.moneyDiscrepancies,
+      ...[...CLAIM_KINDS].map((kind) => r.claims[kind] ?? 0),
       r.lastReconciledAt,
     ]),
   );
@@ -68,6 +70,7 @@ export const DISCREPANCY_COLUMNS = [
   'postback',
   'redirect',
   'since',
+  'searched_from',
 ] as const;
 
 export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
@@ -86,6 +89,7 @@ export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
       d.postback,
       d.redirect,
       d.since,
+      d.searchedFrom,
     ]),
   );
 }

@@ -1,10 +1,11 @@
 /**
  * The finance report as one self-contained HTML file: totals, a daily chart of completes here against completes
- * the marketplace counts (inline SVG), per-survey totals and the discrepancy table. No script and no external
+ * the marketplace counts (inline SVG), per-survey totals, the discrepancy table and, apart, the success claims
+ * nothing backs (a forgery signal, never money). No script and no external
  * asset, so it opens offline and prints as it shows.
  */
-import type { FinanceReport } from './finance-report';
-import { MONEY_KINDS, VERDICT_KINDS } from './reconciliation';
+import type { Discrepancy, FinanceReport } from './finance-report';
+import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, MONEY_KINDS } from './verdict-kinds';
 
 const html = (value: unknown) =>
   String(value).replace(
@@ -51,19 +52,24 @@ ${bars}
 
 export function reportHtml(report: FinanceReport): string {
   const t = report.totals;
-  const kinds = VERDICT_KINDS.filter((kind) => kind !== 'matched');
+  const kinds = LISTED_DISCREPANCY_KINDS;
   const surveyRows = report.surveys
     .map(
       (s) =>
         `<tr><td>${html(s.surveyId)}</td><td class="n">${s.completesPostback}</td><td class="n">${s.completesRedirectOnly}</td><td class="n">${s.marketplaceCompletes}</td><td class="n">${s.validCompletes}</td><td class="n">${s.invalidCompletes}</td><td class="n">${html(s.owed)}</td><td class="n">${html(s.pending)}</td><td class="n">${Object.values(s.discrepancies).reduce((a, n) => a + (n ?? 0), 0)}</td><td>${html(s.lastReconciledAt)}</td></tr>`,
     )
     .join('\n');
-  const discrepancyRows = report.discrepancies
-    .map(
-      (d) =>
-        `<tr${d.money ? ' class="money"' : ''}><td>${html(d.day)}</td><td>${html(d.surveyId)}</td><td>${html(d.pid)}</td><td class="token">${html(d.token)}</td><td>${html(d.kind)}</td><td>${html(d.marketplaceStatus)}${d.verifyToken ? ` (${html(d.verifyToken)})` : ''}</td><td class="n">${html(d.cpi)}</td><td>${html(d.postback)} / ${html(d.redirect)}</td></tr>`,
-    )
-    .join('\n');
+  const rowsOf = (list: readonly Discrepancy[]) =>
+    list
+      .map(
+        (d) =>
+          `<tr${d.money ? ' class="money"' : ''}><td>${html(d.day)}</td><td>${html(d.surveyId)}</td><td>${html(d.pid)}</td><td class="token">${html(d.token)}</td><td>${html(d.kind)}</td><td>${html(d.marketplaceStatus)}${d.verifyToken ? ` (${html(d.verifyToken)})` : ''}${d.searchedFrom ? ` (none since ${html(d.searchedFrom)})` : ''}</td><td class="n">${html(d.cpi)}</td><td>${html(d.postback)} / ${html(d.redirect)}</td></tr>`,
+      )
+      .join('\n');
+  const discrepancyRows = rowsOf(report.discrepancies);
+  const claimCounts = [...CLAIM_KINDS]
+    .map((kind) => `<li>${html(kind)}: <strong>${t.claims[kind] ?? 0}</strong></li>`)
+    .join('');
   const kindCounts = kinds
     .map(
       (kind) =>
@@ -97,7 +103,9 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="completes-here">Completes here (postback)<b>${t.completesPostback}</b></div>
 <div class="card" id="completes-marketplace">Completes counted by the marketplace<b>${t.marketplaceCompletes}</b></div>
 <div class="card" id="invalidated">Invalidated<b>${t.invalidCompletes}</b></div>
+<div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
+<div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>
 </div>
 <h2>Completes per day</h2>
 ${dailyChart(report)}
@@ -112,6 +120,13 @@ ${surveyRows}
 <table id="discrepancies"><thead><tr><th>Day</th><th>Survey</th><th>PID</th><th>Token</th><th>Kind</th><th>Marketplace</th><th>CPI</th><th>Here (postback / redirect)</th></tr></thead>
 <tbody>
 ${discrepancyRows}
+</tbody></table>
+<h2>Unverified success claims</h2>
+<p class="meta">Success redirects that no signed postback and no marketplace transaction back, or that both contradict. Anyone who has seen the success URL can send one: they are never money, and a burst of them is a sign of forgery.</p>
+<ul>${claimCounts}</ul>
+<table id="claims"><thead><tr><th>Day</th><th>Survey</th><th>PID</th><th>Token</th><th>Kind</th><th>Marketplace</th><th>CPI</th><th>Here (postback / redirect)</th></tr></thead>
+<tbody>
+${rowsOf(report.claims)}
 </tbody></table>
 </body>
 </html>

@@ -186,6 +186,8 @@ const reconcileEnvironment = z.extend(base, {
   RECONCILE_CONTINUE: z._default(z.enum(['self', 'next-schedule']), 'self'),
   /** A discrepancy must have been quiet this long before it is judged (postback retries, list lag). */
   RECONCILE_SETTLE_SECONDS: wholeNumber(0, 86_400, 600),
+  /** How many Pacific days before a window an attempt's transaction is looked for (0: none). */
+  RECONCILE_LOOKBACK_DAYS: wholeNumber(0, 62, 7),
 });
 
 export interface ReconcileConfig extends Omit<StoreConfig, 'keyRing'> {
@@ -193,6 +195,7 @@ export interface ReconcileConfig extends Omit<StoreConfig, 'keyRing'> {
   readonly concurrency: number;
   readonly continueSelf: boolean;
   readonly settleMs: number;
+  readonly lookbackDays: number;
 }
 
 /** The reconciliation function's configuration (it needs no signing keys). */
@@ -207,6 +210,7 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     concurrency: values.RECONCILE_CONCURRENCY,
     continueSelf: values.RECONCILE_CONTINUE === 'self',
     settleMs: values.RECONCILE_SETTLE_SECONDS * 1000,
+    lookbackDays: values.RECONCILE_LOOKBACK_DAYS,
   };
 }
 

@@ -5,7 +5,7 @@
  */
 import { parse } from 'csv-parse/sync';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AttemptVerdict, DaySummary, VerdictKind } from '../../functions/core/reconciliation';
+import type { AttemptVerdict, DaySummary } from '../../functions/core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -13,6 +13,7 @@ import {
   type LedgerStore,
   type ReconciliationStore,
 } from '../../functions/core/store';
+import type { VerdictKind } from '../../functions/core/verdict-kinds';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
 import { freshTable } from '../support/ledger';
 
@@ -211,6 +212,9 @@ describe('summary', () => {
       'discrepancies_cpi_mismatch',
       'discrepancies_not_received',
       'discrepancies_not_in_marketplace',
+      'money_discrepancies',
+      'claims_unverified_claim',
+      'claims_contradicted_claim',
       'last_reconciled_at',
     ]);
     expect(rows.map((r) => [r.survey_id, r.day, r.owed])).toEqual([

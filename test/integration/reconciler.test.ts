@@ -3,10 +3,13 @@
  * idempotent re-runs, statuses that change after the fact, failures isolated and retried, and runs that resume.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { finance } from '../../functions/core/finance';
 import { createMarketplaceClient } from '../../functions/core/marketplace-client';
 import { pacificDay } from '../../functions/core/pacific-time';
 import { reconciler, SCHEDULED_RUN } from '../../functions/core/reconciler';
-import { nextDay } from '../../functions/core/reconciliation';
+import { nextDay, pacificDays } from '../../functions/core/reconciliation';
+import { discrepanciesCsv, summaryCsv } from '../../functions/core/report-csv';
+import { reportHtml } from '../../functions/core/report-html';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -16,13 +19,15 @@ import {
   type ReconciliationStore,
   type SurveyRegistry,
 } from '../../functions/core/store';
+import { MONEY_KINDS } from '../../functions/core/verdict-kinds';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
   startLocalMarketplace,
 } from '../../infra/local/marketplace/server';
 import type { SimTransaction } from '../../infra/local/marketplace/state';
-import { freshTable } from '../support/ledger';
+import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 const TOKEN = 'reconciler-token';
 let marketplace: LocalMarketplace;
@@ -30,6 +35,7 @@ let attempts: LedgerStore;
 let registry: SurveyRegistry;
 let results: ReconciliationStore;
 let sequence = 0;
+let redirect: Handler;
 
 const today = pacificDay(new Date());
 const engine = (overrides: Partial<Parameters<typeof reconciler>[0]> = {}) =>
@@ -54,6 +60,12 @@ beforeAll(async () => {
   registry = createSurveyRegistry(client, tableName);
   results = createReconciliationStore(client, tableName);
   marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
+  Object.assign(process.env, {
+    TABLE_NAME: tableName,
+    DYNAMODB_ENDPOINT: endpoint,
+    SIGNING_KEYS: TEST_KEY_RING,
+  });
+  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
 });
 afterAll(() => marketplace.stop());
 beforeEach(() => {
@@ -262,6 +274,265 @@ describe('a reconciliation run', () => {
       malformedRows: 1,
       verdicts: { complete_not_received: 1 },
     });
+  });
+});
+
+describe('verdicts whatever the window', () => {
+  const NOW = Date.now();
+  const ago = (days: number, minutes: number) => new Date(NOW - days * 86_400_000 - minutes * 60_000);
+  const hit = (surveyId: number, pid: string, token: string, channel: string, outcome: string, at: Date) =>
+    attempts.recordHit(
+      {
+        channel: channel as 'postback',
+        surveyId: String(surveyId),
+        outcome: outcome as 'success',
+        pid,
+        token,
+        source: 'query',
+      },
+      at,
+    );
+
+  /** The same traffic for each survey: prompt and late finishers (1, 3 and 6 days), and genuine discrepancies. */
+  async function traffic(surveyId: number) {
+    await survey(surveyId);
+    const sale = (label: string, status: string, clickedAt: Date, completedAt?: Date) => {
+      const token = `${surveyId}-${label}`;
+      marketplace.state.transactions.push({
+        surveyId,
+        token,
+        pid: label,
+        status,
+        ip: '198.51.100.1',
+        trackId: token,
+        termReason: '',
+        clickedAt,
+        ...(completedAt ? { completedAt } : {}),
+        verifyToken: 'Pending',
+        notified: true,
+      });
+      return token;
+    };
+    for (let k = 0; k <= 6; k++) {
+      const token = sale(`prompt-${k}`, 'Completed', ago(k, 60), ago(k, 40));
+      await hit(surveyId, `prompt-${k}`, token, 'postback', 'success', ago(k, 40));
+      await hit(surveyId, `prompt-${k}`, token, 'redirect', 'success', ago(k, 40));
+      const over = sale(`over-${k}`, 'Over Quota', ago(k, 70));
+      await hit(surveyId, `over-${k}`, over, 'postback', 'fail', ago(k, 65));
+      await hit(surveyId, `over-${k}`, over, 'redirect', 'overquota', ago(k, 65));
+    }
+    // Late finishers: clicked in days ago, their postback (and redirect) arriving only now.
+    for (const k of [1, 3, 6]) {
+      const token = sale(`late-${k}`, 'Completed', ago(k, 60), ago(0, 20));
+      await hit(surveyId, `late-${k}`, token, 'postback', 'success', ago(0, 15));
+      await hit(surveyId, `late-${k}`, token, 'redirect', 'success', ago(0, 15));
+    }
+    const lateFail = sale('late-fail-3', 'Failed', ago(3, 60));
+    await hit(surveyId, 'late-fail-3', lateFail, 'postback', 'fail', ago(0, 15));
+    // Genuine discrepancies: a complete never reported here, a signed complete the marketplace does not list,
+    // a success claim nothing backs, and a complete whose transaction lies beyond the look-back.
+    sale('missing-2', 'Completed', ago(2, 60), ago(2, 50));
+    await hit(surveyId, 'unpaid-4', `${surveyId}-unpaid-4`, 'postback', 'success', ago(4, 30));
+    await hit(surveyId, 'claim-0', `${surveyId}-claim-0`, 'redirect', 'success', ago(0, 30));
+    const ancient = sale('ancient-10', 'Completed', ago(10, 60), ago(0, 20));
+    await hit(surveyId, 'ancient-10', ancient, 'postback', 'success', ago(0, 15));
+  }
+
+  const LABELS = [
+    ...[0, 1, 2, 3, 4, 5, 6].flatMap((k) => [`prompt-${k}`, `over-${k}`]),
+    'late-1',
+    'late-3',
+    'late-6',
+    'late-fail-3',
+    'missing-2',
+    'unpaid-4',
+    'claim-0',
+    'ancient-10',
+  ];
+
+  async function verdicts(surveyId: number) {
+    const out: Record<string, unknown> = {};
+    for (const label of LABELS) {
+      const [found] = await attempts.attemptsOf(String(surveyId), label);
+      const r = found?.reconciliation;
+      out[label] = r && {
+        verdict: r.verdict,
+        day: r.day,
+        searchedFrom: r.detail.searchedFrom,
+        changes: r.history.length,
+      };
+    }
+    return out;
+  }
+
+  it('one-day, two-day and seven-day windows give the same verdicts, none of them false', async () => {
+    const today = pacificDay(ago(0, 0));
+    const days = pacificDays(pacificDay(ago(6, 70)), today);
+    const day = (k: number, minutes = 60) => pacificDay(ago(k, minutes));
+    const runs: Record<number, string[][]> = {
+      // One day at a time, oldest first; then newest first; then pairs of days; then the whole week at once.
+      7201: days.map((d) => [d, d]),
+      7202: [...days].reverse().map((d) => [d, d]),
+      7203: days.map((d, i) => (i % 2 === 0 ? [d, days[i + 1] ?? d] : [])).filter((w) => w.length > 0),
+      7204: [[days[0] as string, today]],
+    };
+    const found: Record<string, unknown>[] = [];
+    for (const [surveyId, windows] of Object.entries(runs)) {
+      await traffic(Number(surveyId));
+      for (const [from, to] of windows) {
+        const report = await engine().run(from as string, to as string, [surveyId]);
+        expect(report.outcomes[0]?.status).toBe('reconciled');
+      }
+      found.push(await verdicts(Number(surveyId)));
+    }
+
+    const expected: Record<string, unknown> = {};
+    for (let k = 0; k <= 6; k++) {
+      expected[`prompt-${k}`] = { verdict: 'matched', day: day(k), changes: 1 };
+      expected[`over-${k}`] = { verdict: 'matched', day: day(k, 70), changes: 1 };
+    }
+    for (const k of [1, 3, 6]) expected[`late-${k}`] = { verdict: 'matched', day: day(k), changes: 1 };
+    expected['late-fail-3'] = { verdict: 'matched', day: day(3), changes: 1 };
+    expected['missing-2'] = { verdict: 'complete_not_received', day: day(2), changes: 1 };
+    expected['unpaid-4'] = {
+      verdict: 'complete_not_paid',
+      day: day(4, 30),
+      searchedFrom: nextDay(day(4, 30), -8),
+      changes: 1,
+    };
+    expected['claim-0'] = {
+      verdict: 'unverified_claim',
+      day: day(0, 30),
+      searchedFrom: nextDay(day(0, 30), -8),
+      changes: 1,
+    };
+    // Clicked in ten days ago: beyond the look-back of today's attempt, and the verdict says how far it looked.
+    expected['ancient-10'] = {
+      verdict: 'complete_not_paid',
+      day: day(0, 15),
+      searchedFrom: nextDay(day(0, 15), -8),
+      changes: 1,
+    };
+    for (const result of found) expect(result).toEqual(expected);
+
+    // The day summaries agree too, whichever windows wrote them.
+    const summaries = async (surveyId: string) =>
+      Promise.all(
+        days.map(async (d) => {
+          const s = (await results.daySummaries(d)).find((x) => x.surveyId === surveyId);
+          return s && { here: s.here, marketplace: s.marketplace, verdicts: s.verdicts };
+        }),
+      );
+    const reference = await summaries('7201');
+    for (const surveyId of ['7202', '7203', '7204']) expect(await summaries(surveyId)).toEqual(reference);
+
+    // A narrow ad-hoc run after the wide one changes nothing: not today alone, not a late finisher's day alone.
+    for (const d of [today, day(3), day(6)]) {
+      const narrow = await engine().run(d, d, ['7204']);
+      expect(narrow.outcomes[0]?.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
+    }
+    expect(await verdicts(7204)).toEqual(expected);
+
+    // Finance sees how far back a missing transaction was looked for.
+    const report = await finance({ attempts, results }).report({ from: days[0] as string, to: today }, [
+      '7201',
+    ]);
+    const unpaid = report.discrepancies.find((d) => d.pid === 'unpaid-4');
+    expect(unpaid).toMatchObject({
+      kind: 'complete_not_paid',
+      money: true,
+      searchedFrom: nextDay(day(4, 30), -8),
+    });
+    expect(discrepanciesCsv(report.discrepancies).split('\r\n')[0]).toMatch(/,since,searched_from$/);
+    expect(reportHtml(report)).toContain(`(none since ${nextDay(day(4, 30), -8)})`);
+  });
+
+  it('finds a late finisher by a point read, and looks back once per survey window before judging', async () => {
+    await traffic(7205);
+    const today = pacificDay(ago(0, 0));
+    const lateDay = pacificDay(ago(3, 60));
+    const first = await engine({ lookbackDays: 7 }).run(today, today, ['7205']);
+    // late-3, late-6 and late-fail-3 were clicked in before the window: left to their days' runs.
+    expect(first.outcomes[0]).toMatchObject({ lookbacks: 1, earlier: 3 });
+    const own = await engine().run(lateDay, lateDay, ['7205']);
+    expect(own.outcomes[0]).toMatchObject({ readByKey: 2, lookbacks: 0, verdicts: { matched: 4 } });
+    // Once judged, an attempt belongs to its transaction's day: today's run no longer looks back for it.
+    const again = await engine({ lookbackDays: 7 }).run(today, today, ['7205']);
+    expect(again.outcomes[0]).toMatchObject({ lookbacks: 1, earlier: 1 });
+    // Without a look-back, today's run cannot see the late finisher's transaction, and says how far it looked.
+    const blind = await engine({ lookbackDays: 0 }).run(today, today, ['7205']);
+    expect(blind.outcomes[0]).toMatchObject({ lookbacks: 0, earlier: 0 });
+    const [late6] = await attempts.attemptsOf('7205', 'late-6');
+    expect(late6?.reconciliation).toMatchObject({
+      verdict: 'complete_not_paid',
+      detail: { searchedFrom: nextDay(today, -1) },
+    });
+  });
+});
+
+describe('forged success redirects', () => {
+  it('leave every money figure and money discrepancy count unchanged, and show apart as unverified claims', async () => {
+    await survey(7101, '1.75');
+    await attempt(7101, 'Completed', { postback: 'success', redirect: 'success' });
+    await attempt(7101, 'Completed', { redirect: 'success' });
+    const reviewed = await attempt(7101, 'Completed', { postback: 'success' });
+    reviewed.transaction.verifyToken = 'Valid';
+    const invalid = await attempt(7101, 'Completed', { postback: 'success' });
+    invalid.transaction.verifyToken = 'Invalid';
+    // A respondent who typed the success URL after failing: the fail postback and the marketplace contradict it.
+    const typed = await attempt(7101, 'Failed', { postback: 'fail', redirect: 'success' });
+    const queries = finance({ attempts, results });
+    const period = { from: today, to: today };
+    const moneyOf = async () => {
+      const report = await queries.report(period, ['7101']);
+      const { claims: _claims, ...totals } = report.totals;
+      return {
+        report,
+        money: {
+          totals,
+          moneyDiscrepancies: report.discrepancies.filter((d) => d.money),
+          discrepanciesCsv: discrepanciesCsv(report.discrepancies),
+          summaryMoney: summaryCsv(report.days)
+            .split('\r\n')
+            .map((line) => line.split(',').slice(0, 18).join(',')),
+        },
+      };
+    };
+    await engine().run(today, today, ['7101']);
+    const before = await moneyOf();
+    expect(before.money.totals).toMatchObject({ owed: '1.75', pending: '3.50', moneyDiscrepancies: 2 });
+    expect(before.report.claims.map((c) => [c.token, c.kind, c.money])).toEqual([
+      [typed.token, 'contradicted_claim', false],
+    ]);
+
+    // Twenty requests reusing the static success redirect URL (its signature covers neither pid nor token)
+    // with made-up ids: each is a properly signed redirect hit, recorded as a redirect-only complete.
+    for (let i = 1; i <= 20; i++) {
+      const url = filledUrl(TEST_KEY_RING, 'redirect', '7101', 'success', {
+        pid: `forger${i}`,
+        token: 'static-token',
+      });
+      expect((await invoke(redirect, apiEvent('GET', url))).statusCode).toBeLessThan(400);
+    }
+    expect((await attempts.attemptsOf('7101', 'forger20'))[0]?.complete).toBe('redirect-only');
+    const run = await engine().run(today, today, ['7101']);
+    expect(run.outcomes[0]?.verdicts).toMatchObject({ unverified_claim: 20 });
+    expect(
+      Object.entries(run.outcomes[0]?.verdicts ?? {}).filter(([kind]) => MONEY_KINDS.has(kind as never)),
+    ).toEqual(Object.entries({ complete_not_received: 1, invalidated: 1 }));
+
+    const after = await moneyOf();
+    expect(after.money).toEqual(before.money);
+    expect(after.report.totals.claims).toEqual({ unverified_claim: 20, contradicted_claim: 1 });
+    expect(after.report.claims.filter((c) => c.kind === 'unverified_claim')).toHaveLength(20);
+    expect(after.report.claims.every((c) => !c.money)).toBe(true);
+    expect(reportHtml(after.report)).toMatch(/id="claim-count">Unverified success claims<b>21<\/b>/);
+    expect(reportHtml(after.report)).toMatch(/id="money-discrepancy-count">Money discrepancies<b>2<\/b>/);
+    // The default discrepancy list is not flooded; the claims are there when asked for by kind.
+    const page = await queries.discrepancyPage(period, { surveyId: '7101', limit: 100 });
+    expect(page.items.map((d) => d.kind).sort()).toEqual(['complete_not_received', 'invalidated']);
+    const claims = await queries.discrepancyPage(period, { kind: 'unverified_claim', limit: 100 });
+    expect(claims.items.filter((d) => d.surveyId === '7101')).toHaveLength(20);
   });
 });
 

@@ -15,7 +15,6 @@ import { createMarketplaceClient } from '../../functions/core/marketplace-client
 import { sumAmounts } from '../../functions/core/money';
 import { pacificDay } from '../../functions/core/pacific-time';
 import { type Reconciler, reconciler } from '../../functions/core/reconciler';
-import type { VerdictKind } from '../../functions/core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -24,6 +23,7 @@ import {
   type LedgerStore,
   type ReconciliationStore,
 } from '../../functions/core/store';
+import type { VerdictKind } from '../../functions/core/verdict-kinds';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';

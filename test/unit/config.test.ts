@@ -20,7 +20,12 @@ describe('configuration', () => {
       concurrency: 4,
       continueSelf: true,
       settleMs: 30_000,
+      lookbackDays: 7,
     });
+    expect(readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_LOOKBACK_DAYS: '0' }).lookbackDays).toBe(0);
+    expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_LOOKBACK_DAYS: '63' })).toThrow(
+      /RECONCILE_LOOKBACK_DAYS Too big/,
+    );
   });
 
   it.each([

@@ -23,6 +23,8 @@ const row = (
   owed,
   pending: '0.10',
   discrepancies: { invalidated: 1 },
+  moneyDiscrepancies: 1,
+  claims: {},
   lastReconciledAt: `${day}T23:00:00.000Z`,
   ...extra,
 });
@@ -83,6 +85,7 @@ describe('CSV', () => {
         postback: 'fail',
         redirect: 'overquota',
         since: '2026-11-20T23:00:00.000Z',
+        searchedFrom: '',
       },
     ]);
     expect((parse(tricky, { columns: true }) as Record<string, string>[])[0]?.marketplace_status).toBe(

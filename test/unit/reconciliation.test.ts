@@ -7,8 +7,11 @@ import type { Attempt } from '../../functions/core/attempt';
 import type { Transaction } from '../../functions/core/marketplace-records';
 import { formatPacificTime, pacificWallToUtc, parsePacificTime } from '../../functions/core/pacific-time';
 import {
+  attemptKeysToRead,
   classify,
   fetchRange,
+  lookbackRange,
+  needsLookback,
   pacificDays,
   reconcileSurveyWindow,
 } from '../../functions/core/reconciliation';
@@ -87,6 +90,30 @@ describe('classification', () => {
       'complete_not_paid',
     ],
     ['a complete here with no transaction', undefined, { postback: 'success' }, 'complete_not_paid'],
+    [
+      'a success redirect alone, with no postback and no transaction (anyone can send one)',
+      undefined,
+      { redirect: 'success' },
+      'unverified_claim',
+    ],
+    [
+      'a success redirect the fail postback and the transaction contradict',
+      transaction('a', 'Failed', noon),
+      { redirect: 'success', postback: 'fail' },
+      'contradicted_claim',
+    ],
+    [
+      'a success redirect the fail postback contradicts, with no transaction',
+      undefined,
+      { redirect: 'success', postback: 'fail' },
+      'contradicted_claim',
+    ],
+    [
+      'a success redirect with a fail postback for a complete the marketplace counts',
+      transaction('a', 'Completed', noon),
+      { redirect: 'success', postback: 'fail' },
+      'complete_not_received',
+    ],
     [
       'over quota here, quality termination there',
       transaction('a', 'Quality Termination', noon),
@@ -254,6 +281,66 @@ describe('windows', () => {
   });
 });
 
+describe('late finishers', () => {
+  const clicked = '2026-11-18T20:00:00.000Z'; // three Pacific days before DAY
+  const late = attempt('late', noon, { postback: 'success' });
+
+  it('the look-back covers the days before the window the window does not fetch', () => {
+    expect(lookbackRange(['2026-11-21', '2026-11-22'], 7)).toEqual({
+      startDate: '2026-11-13',
+      endDate: '2026-11-19',
+    });
+    expect(lookbackRange(['2026-11-21'], 0)).toBeUndefined();
+  });
+
+  it("a window's transaction whose attempt was first seen later is read by its key", () => {
+    const window = {
+      days: ['2026-11-18'],
+      transactions: [transaction('late', 'Completed', clicked), transaction('seen', 'Completed', clicked)],
+      attempts: [attempt('seen', clicked, { postback: 'success' })],
+    };
+    expect(attemptKeysToRead(window)).toEqual([{ pid: 'p-late', token: 'late' }]);
+    const result = reconcileSurveyWindow({ surveyId: '1', ...window, attempts: [...window.attempts, late] });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+      ['late', 'matched', '2026-11-18'],
+      ['seen', 'matched', '2026-11-18'],
+    ]);
+  });
+
+  it('an attempt whose transaction is on a look-back day is left to that day, and never judged missing', () => {
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 7 };
+    expect(needsLookback(window)).toBe(true);
+    const result = reconcileSurveyWindow({ ...window, earlier: [transaction('late', 'Completed', clicked)] });
+    expect(result.verdicts).toEqual([]);
+    expect(result.earlier).toBe(1);
+  });
+
+  it('without a transaction within the look-back, the verdict says from which day it looked', () => {
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 1 };
+    const result = reconcileSurveyWindow({ ...window, earlier: [transaction('late', 'Completed', clicked)] });
+    expect(result.verdicts.map((v) => [v.verdict.kind, v.verdict.detail.searchedFrom])).toEqual([
+      ['complete_not_paid', '2026-11-19'],
+    ]);
+  });
+
+  it('an attempt an earlier run matched belongs to its transaction day, not to the day it was first seen', () => {
+    const judged = {
+      ...late,
+      reconciliation: {
+        verdict: 'matched',
+        day: '2026-11-18',
+        detail: {},
+        at: noon,
+        marketplace: { status: 'Completed', cpi: '1.25', clickedAt: clicked },
+        history: [{ verdict: 'matched', day: '2026-11-18', at: noon }],
+      },
+    };
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [judged], lookbackDays: 0 };
+    expect(needsLookback(window)).toBe(false);
+    expect(reconcileSurveyWindow(window).verdicts).toEqual([]);
+  });
+});
+
 describe('day summaries', () => {
   it('count both sides and sum the CPI of valid completes exactly', () => {
     const transactions = [
@@ -272,7 +359,7 @@ describe('day summaries', () => {
     expect(summary).toEqual({
       surveyId: '1',
       day: DAY,
-      here: { attempts: 13, postbackCompletes: 12, redirectOnlyCompletes: 1, nonCompletes: 0 },
+      here: { attempts: 13, postbackCompletes: 12, redirectOnlyCompletes: 0, nonCompletes: 0 },
       marketplace: {
         transactions: 13,
         byStatus: { Completed: 12, 'Over Quota': 1 },
@@ -283,7 +370,7 @@ describe('day summaries', () => {
         owed: '1.00',
         pending: '2.675',
       },
-      verdicts: { matched: 11, invalidated: 1, not_received: 1, complete_not_paid: 1 },
+      verdicts: { matched: 11, invalidated: 1, not_received: 1, unverified_claim: 1 },
     });
   });
 });

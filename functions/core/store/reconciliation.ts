@@ -21,7 +21,8 @@ import {
   summaryIndexKey,
   summaryKey,
 } from '../ledger-schema';
-import type { AttemptVerdict, DaySummary, VerdictKind } from '../reconciliation';
+import type { AttemptVerdict, DaySummary } from '../reconciliation';
+import type { VerdictKind } from '../verdict-kinds';
 import { attemptFromItem } from './attempts';
 import { batchGet, type Item, queryAll, send } from './dynamo';
 
@@ -57,6 +58,8 @@ export interface RunState {
 }
 
 export interface ReconciliationStore {
+  /** The attempts with these keys (pid and token of a survey), by point reads in batches; missing ones left out. */
+  attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
   recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
@@ -67,7 +70,14 @@ export interface ReconciliationStore {
   /** One page of a day's discrepancies, optionally of one survey and one kind, in key order. */
   discrepancyPage(
     day: string,
-    options: { surveyId?: string; kind?: string; limit: number; startKey?: Record<string, unknown> },
+    options: {
+      surveyId?: string;
+      kind?: string;
+      /** Kinds to leave out (read from each key, as a key cannot be filtered on). */
+      excludeKinds?: readonly string[];
+      limit: number;
+      startKey?: Record<string, unknown>;
+    },
   ): Promise<{ attempts: Attempt[]; lastKey?: Record<string, unknown> }>;
   surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
   putSurveyState(state: SurveyReconciliationState): Promise<void>;
@@ -96,6 +106,15 @@ export function createReconciliationStore(
       .Item;
 
   return {
+    async attemptsByKey(surveyId, keys) {
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((k) => attemptKey(surveyId, k.pid, k.token)),
+      );
+      return items.map(attemptFromItem);
+    },
+
     async recordVerdict(entry, at) {
       const { verdict } = entry;
       const existing = entry.attempt?.reconciliation;
@@ -269,9 +288,11 @@ export function createReconciliationStore(
         );
         const found = (page.Items ?? []) as Item[];
         keys.push(
-          ...(options.kind && !options.surveyId
-            ? found.filter((key) => kindOf(key) === options.kind)
-            : found),
+          ...found.filter(
+            (key) =>
+              (!options.kind || options.surveyId || kindOf(key) === options.kind) &&
+              !options.excludeKinds?.includes(kindOf(key) as string),
+          ),
         );
         startKey = page.LastEvaluatedKey;
       } while (startKey && keys.length < options.limit);
