@@ -34,6 +34,9 @@ new ReceiverStack(app, process.env.STACK_NAME ?? 'SurveyReceiver', {
   ...(process.env.RECONCILE_WINDOW_DAYS
     ? { reconcileWindowDays: Number(process.env.RECONCILE_WINDOW_DAYS) }
     : {}),
+  ...(process.env.RECEIVER_RESERVED_CONCURRENCY
+    ? { receiverReservedConcurrency: Number(process.env.RECEIVER_RESERVED_CONCURRENCY) }
+    : {}),
   ...(process.env.POSTBACK_SOURCE_CIDRS ? { postbackSourceCidrs: process.env.POSTBACK_SOURCE_CIDRS } : {}),
   postbackMethods: {
     success: method(process.env.POSTBACK_METHOD_SUCCESS),

@@ -12,6 +12,7 @@ import {
   type StackProps,
   Validations,
 } from 'aws-cdk-lib';
+import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { Schedule, ScheduleExpression } from 'aws-cdk-lib/aws-scheduler';
 import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -46,6 +47,11 @@ export interface ReceiverStackProps extends StackProps {
   readonly redirectSyncRate?: Duration;
   /** Postback methods configured at the marketplace (default GET for both). */
   readonly postbackMethods?: { readonly success?: 'GET' | 'POST'; readonly fail?: 'GET' | 'POST' };
+  /**
+   * Concurrency reserved for each receiver (default 50; 0 reserves none), so the drainer and the scheduled jobs
+   * can never take the executions the hits need. The account needs this much twice plus 100 unreserved.
+   */
+  readonly receiverReservedConcurrency?: number;
 }
 
 export class ReceiverStack extends Stack {
@@ -97,6 +103,13 @@ export class ReceiverStack extends Stack {
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
       .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
       .bindSigningKeys(this.signingKeys);
+
+    const reserved = props.receiverReservedConcurrency ?? 50;
+    if (!Number.isInteger(reserved) || reserved < 0)
+      throw new Error('receiverReservedConcurrency must be a whole number, 0 or more');
+    if (reserved > 0)
+      for (const receiver of [this.redirect, this.postback])
+        (receiver.function.node.defaultChild as CfnFunction).reservedConcurrentExecutions = reserved;
 
     this.buffer = new HitBuffer(this, 'hit-buffer');
     for (const receiver of [this.redirect, this.postback]) this.buffer.bindSender(receiver);

@@ -255,12 +255,38 @@ export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): Finance
 }
 
 /** The drainer's configuration: the ledger only. */
-export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): Omit<StoreConfig, 'keyRing'> {
-  const values = parse(base, env);
+/** The drainer's configuration: the ledger, and how it backs off while the ledger is down. */
+export interface DrainConfig extends Omit<StoreConfig, 'keyRing'> {
+  /** The buffer's URL, for stretching a failed message's visibility; unset, SQS's own timeout applies. */
+  readonly queueUrl: string | undefined;
+  readonly sqsEndpoint: string | undefined;
+  readonly backoff: { readonly baseSeconds: number; readonly maxSeconds: number };
+  /** How long the drainer leaves the ledger alone after it answered StoreUnavailable. */
+  readonly circuitSeconds: number;
+}
+
+const drain = z.object({
+  ...base.shape,
+  HIT_BUFFER_QUEUE_URL: z.optional(z.url()),
+  SQS_ENDPOINT: z.optional(z.url()),
+  DRAIN_BACKOFF_BASE_SECONDS: wholeNumber(1, 43_200, 60),
+  DRAIN_BACKOFF_MAX_SECONDS: wholeNumber(1, 43_200, 7_200),
+  DRAIN_CIRCUIT_SECONDS: wholeNumber(0, 3_600, 30),
+});
+
+export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): DrainConfig {
+  const values = parse(drain, env);
   return {
     tableName: values.TABLE_NAME,
     region: values.AWS_REGION,
     dynamoEndpoint: values.DYNAMODB_ENDPOINT,
     storeTimeoutMs: Math.max(values.STORE_TIMEOUT_MS, 3000),
+    queueUrl: values.HIT_BUFFER_QUEUE_URL,
+    sqsEndpoint: values.SQS_ENDPOINT,
+    backoff: {
+      baseSeconds: values.DRAIN_BACKOFF_BASE_SECONDS,
+      maxSeconds: Math.max(values.DRAIN_BACKOFF_MAX_SECONDS, values.DRAIN_BACKOFF_BASE_SECONDS),
+    },
+    circuitSeconds: values.DRAIN_CIRCUIT_SECONDS,
   };
 }

@@ -3,7 +3,7 @@
  * put on an SQS queue and acknowledged; the drainer writes it to the ledger later, once. If even the queue cannot
  * take it, the hit is not acknowledged (the postback answers 503 and the marketplace retries).
  */
-import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import * as z from 'zod/mini';
 import type { Hit } from '../core/hit-request';
 import { identifierProblem } from '../core/identifiers';
@@ -22,11 +22,47 @@ export interface HitBuffer {
   put(hit: Hit, at: Date, id: string): Promise<BufferedHit>;
 }
 
-export function sqsHitBuffer(
+/** Receives before SQS parks a buffered hit in the dead-letter queue (the queue's redrive policy). */
+export const BUFFER_MAX_RECEIVES = 12;
+
+/**
+ * How long a buffered hit the ledger refused waits before its next delivery: doubling from `baseSeconds` with
+ * every receive, at most `maxSeconds`. With the defaults (60 s doubling to 2 h) and the queue's 12 receives, a
+ * hit waits out about 12 hours of ledger outage before it is parked in the dead-letter queue.
+ */
+export function redeliveryDelaySeconds(
+  receives: number,
+  backoff: { readonly baseSeconds: number; readonly maxSeconds: number },
+): number {
+  const exponent = Math.min(Math.max(receives, 1) - 1, 30);
+  return Math.min(backoff.baseSeconds * 2 ** exponent, backoff.maxSeconds, 43_200);
+}
+
+/** Stretches a received message's invisibility, so its next delivery waits (SQS allows at most 12 hours). */
+export interface BufferRedelivery {
+  delay(receiptHandle: string, seconds: number): Promise<void>;
+}
+
+export function sqsRedelivery(
   queueUrl: string,
   options: { endpoint?: string | undefined; region?: string } = {},
-): HitBuffer {
-  const client = new SQSClient({
+): BufferRedelivery {
+  const client = sqsClient(options);
+  return {
+    async delay(receiptHandle, seconds) {
+      await client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: receiptHandle,
+          VisibilityTimeout: seconds,
+        }),
+      );
+    },
+  };
+}
+
+function sqsClient(options: { endpoint?: string | undefined; region?: string }) {
+  return new SQSClient({
     ...(options.region ? { region: options.region } : options.endpoint ? { region: 'us-east-1' } : {}),
     ...(options.endpoint
       ? { endpoint: options.endpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }
@@ -34,6 +70,13 @@ export function sqsHitBuffer(
     maxAttempts: 2,
     requestHandler: { requestTimeout: 1000, connectionTimeout: 500, throwOnRequestTimeout: true },
   });
+}
+
+export function sqsHitBuffer(
+  queueUrl: string,
+  options: { endpoint?: string | undefined; region?: string } = {},
+): HitBuffer {
+  const client = sqsClient(options);
   return {
     async put(hit, at, id) {
       const buffered: BufferedHit = { id, at: at.toISOString(), hit };

@@ -1,15 +1,15 @@
 /**
  * The durable buffer behind the ledger: an encrypted SQS queue the receivers send to when DynamoDB refuses a
- * hit, a dead-letter queue for what the drainer still cannot write after five tries, and the drainer itself.
+ * hit, a dead-letter queue for what the drainer still cannot write after twelve receives (about 12 hours of
+ * outage with the drainer's backoff), and the drainer itself, at most two at once so a dead ledger is not hammered.
  */
 import { Duration } from 'aws-cdk-lib';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { BUFFER_MAX_RECEIVES } from '../../functions/lambda/hit-buffer';
 import type { ReceiverFunction } from './receiver-function';
-
-export const MAX_RECEIVES = 5;
 
 export class HitBuffer extends Construct {
   readonly queue: Queue;
@@ -27,7 +27,7 @@ export class HitBuffer extends Construct {
       ...common,
       // Longer than the drainer's timeout, so a batch in flight is not delivered twice meanwhile.
       visibilityTimeout: Duration.seconds(60),
-      deadLetterQueue: { queue: this.deadLetters, maxReceiveCount: MAX_RECEIVES },
+      deadLetterQueue: { queue: this.deadLetters, maxReceiveCount: BUFFER_MAX_RECEIVES },
     });
   }
 
@@ -45,11 +45,21 @@ export class HitBuffer extends Construct {
 
   /** Feeds the drainer from the queue, reporting per-message failures so one bad hit does not hold the batch. */
   bindDrainer(fn: ReceiverFunction): void {
+    // The drainer stretches a refused hit's visibility (its backoff), on this queue only.
+    fn.function.addEnvironment('HIT_BUFFER_QUEUE_URL', this.queue.queueUrl);
+    fn.role.addToPrincipalPolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: ['sqs:ChangeMessageVisibility'],
+        resources: [this.queue.queueArn],
+      }),
+    );
     fn.function.addEventSource(
       new SqsEventSource(this.queue, {
         batchSize: 10,
         maxBatchingWindow: Duration.seconds(1),
         reportBatchItemFailures: true,
+        maxConcurrency: 2,
       }),
     );
   }

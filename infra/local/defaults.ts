@@ -29,6 +29,10 @@ export const LOCAL_DEFAULTS = {
   /** The finance API checks this bearer token locally (IAM in AWS). */
   FINANCE_AUTH: 'bearer',
   FINANCE_API_TOKEN: 'local-finance-token-change-me',
+  /** The drainer's backoff, scaled down locally (60 s doubling to 2 h, circuit 30 s in AWS). */
+  DRAIN_BACKOFF_BASE_SECONDS: '1',
+  DRAIN_BACKOFF_MAX_SECONDS: '2',
+  DRAIN_CIRCUIT_SECONDS: '1',
   POWERTOOLS_DEV: 'true',
   POWERTOOLS_LOG_LEVEL: 'WARN',
   /** The SDK warns that its 2027 releases need Node 22; Lambda runs 22 already, local shells may not. */

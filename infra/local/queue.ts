@@ -1,6 +1,6 @@
 /**
  * A local stand-in for SQS, speaking its JSON protocol (SendMessage, ReceiveMessage, DeleteMessage,
- * GetQueueAttributes) so the product's real SQS client works against it, and a poller that delivers batches
+ * GetQueueAttributes, ChangeMessageVisibility) so the product's real SQS client works against it, and a poller that delivers batches
  * to a handler as Lambda's event source mapping does: partial batch failures, visibility timeout, and a
  * dead-letter queue after `maxReceiveCount` receives.
  */
@@ -8,6 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { BUFFER_MAX_RECEIVES } from '../../functions/lambda/hit-buffer';
 import { lambdaContext } from './api-gateway';
 
 interface Message {
@@ -38,7 +39,7 @@ export async function startLocalQueue(
     ['hits', []],
     ['hits-dlq', []],
   ]);
-  const maxReceiveCount = options.maxReceiveCount ?? 5;
+  const maxReceiveCount = options.maxReceiveCount ?? BUFFER_MAX_RECEIVES;
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -81,6 +82,16 @@ export async function startLocalQueue(
             Attributes: { ApproximateReceiveCount: String(m.receives), SentTimestamp: String(m.sentAt) },
           })),
         });
+      }
+      case 'ChangeMessageVisibility': {
+        const message = queue.find((m) => m.receipt === input.ReceiptHandle);
+        if (!message)
+          return reply(400, {
+            __type: 'com.amazonaws.sqs#ReceiptHandleIsInvalid',
+            message: 'no message has that receipt handle',
+          });
+        message.visibleAt = now + Number(input.VisibilityTimeout ?? 0) * 1000;
+        return reply(200, {});
       }
       case 'DeleteMessage': {
         const index = queue.findIndex((m) => m.receipt === input.ReceiptHandle);

@@ -32,7 +32,11 @@ const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
 function functionResource(fn: ReceiverFunction) {
   const resource = template.toJSON().Resources[logicalId(fn.function)];
   return resource as {
-    Properties: { Environment: { Variables: Record<string, unknown> }; Timeout?: number };
+    Properties: {
+      Environment: { Variables: Record<string, unknown> };
+      Timeout?: number;
+      ReservedConcurrentExecutions?: number;
+    };
   };
 }
 
@@ -304,13 +308,13 @@ describe('finance API', () => {
 });
 
 describe('hit buffer', () => {
-  it('is an encrypted, SSL-only queue with a dead-letter queue after five receives', () => {
+  it('is an encrypted, SSL-only queue with a dead-letter queue after twelve receives', () => {
     template.hasResourceProperties('AWS::SQS::Queue', {
       SqsManagedSseEnabled: true,
       VisibilityTimeout: 60,
       RedrivePolicy: {
         deadLetterTargetArn: { 'Fn::GetAtt': [logicalId(stack.buffer.deadLetters), 'Arn'] },
-        maxReceiveCount: 5,
+        maxReceiveCount: 12,
       },
     });
     const policies = Object.values(template.findResources('AWS::SQS::QueuePolicy'));
@@ -328,10 +332,29 @@ describe('hit buffer', () => {
       FunctionName: { Ref: logicalId(stack.drainer.function) },
       FunctionResponseTypes: ['ReportBatchItemFailures'],
       BatchSize: 10,
+      // At most two drainers at once: a dead ledger is not hammered, and the receivers keep their executions.
+      ScalingConfig: { MaximumConcurrency: 2 },
     });
     expect(actionsOf(statementsOf(stack.drainer)).filter((a) => a.startsWith('dynamodb:'))).toEqual([
       'dynamodb:UpdateItem',
     ]);
+  });
+
+  it('the drainer may stretch visibility on the buffer only (its backoff), and knows the queue', () => {
+    const change = statementsOf(stack.drainer).find((s) =>
+      actionsOf([s]).includes('sqs:ChangeMessageVisibility'),
+    );
+    expect(change?.Resource).toEqual({ 'Fn::GetAtt': [logicalId(stack.buffer.queue), 'Arn'] });
+    expect(functionResource(stack.drainer).Properties.Environment.Variables.HIT_BUFFER_QUEUE_URL).toEqual({
+      Ref: logicalId(stack.buffer.queue),
+    });
+  });
+
+  it('reserves concurrency for the receivers, so the drainer and the schedules cannot starve them', () => {
+    for (const fn of [stack.redirect, stack.postback])
+      expect(functionResource(fn).Properties.ReservedConcurrentExecutions).toBe(50);
+    for (const fn of [stack.drainer, stack.reconcile, stack.redirectSync, stack.finance])
+      expect(functionResource(fn).Properties).not.toHaveProperty('ReservedConcurrentExecutions');
   });
 });
 

@@ -156,13 +156,44 @@ describe('with the store failing', () => {
     expect((await ledger.attemptsOf('6006', ids.pid))[0]?.redirect?.hits).toBe(2);
   });
 
-  it('a buffered hit the store still refuses is retried, then dead-lettered, never dropped', async () => {
+  it('an outage ten times the visibility timeout: the drainer backs off, nothing is dead-lettered, each hit once', async () => {
+    // Locally the queue's visibility is 1 s and the backoff 1 s doubling to 2 s over 12 receives (60 s doubling
+    // to 2 h in AWS): before the backoff, five receives a second apart parked these hits after about 5 s.
+    const sent = Array.from({ length: 10 }, () => ({
+      pid: `p-${randomUUID().slice(0, 8)}`,
+      token: randomUUID(),
+    }));
+    proxy.faults(() => 'server-error');
+    for (const ids of sent) {
+      expect((await fetch(url('postback', ids))).status).toBe(200);
+      expect((await fetch(url('redirect', ids), { redirect: 'manual' })).status).toBe(302);
+    }
+    const outageEnds = Date.now() + 10_000;
+    while (Date.now() < outageEnds) {
+      await stack.drainBuffer(); // what the poller does, as often as it would
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(stack.buffer.depth()).toEqual({ waiting: 20, deadLetters: 0 });
+    proxy.faults(undefined);
+    for (let i = 0; i < 40 && stack.buffer.depth().waiting > 0; i++) {
+      await stack.drainBuffer();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(stack.buffer.depth()).toEqual({ waiting: 0, deadLetters: 0 });
+    for (const ids of sent) {
+      const [attempt] = await ledger.attemptsOf('6006', ids.pid);
+      expect(attempt?.postback).toMatchObject({ outcome: 'success', hits: 1 });
+      expect(attempt?.redirect).toMatchObject({ outcome: 'success', hits: 1 });
+    }
+  }, 60_000);
+
+  it('a buffered hit the store still refuses past every receive is dead-lettered, never dropped', async () => {
     const ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
     proxy.faults(() => 'server-error');
     expect((await fetch(url('postback', ids))).status).toBe(200);
-    for (let i = 0; i < 8 && stack.buffer.depth().deadLetters === 0; i++) {
+    for (let i = 0; i < 150 && stack.buffer.depth().deadLetters === 0; i++) {
       await stack.drainBuffer();
-      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await new Promise((resolve) => setTimeout(resolve, 200));
     }
     proxy.faults(undefined);
     expect(stack.buffer.depth()).toEqual({ waiting: 0, deadLetters: 1 });
@@ -170,7 +201,7 @@ describe('with the store failing', () => {
       pid: ids.pid,
       token: ids.token,
     });
-  }, 30_000);
+  }, 60_000);
 
   it('with the buffer down as well, a postback is not acknowledged: 503, so the marketplace retries', async () => {
     const saved = process.env.HIT_BUFFER_QUEUE_URL;
