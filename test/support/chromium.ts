@@ -1,37 +1,75 @@
-/** Debian's headless Chromium, run the way this machine allows (no sandbox as root, no background network). */
-import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+/**
+ * A real headless Chromium for the tests that look at what a person sees, with nothing installed by hand: the
+ * system's Chromium when there is one (`CHROMIUM_PATH`, else /usr/bin/chromium), otherwise the Chromium that the
+ * npm package @sparticuz/chromium ships, with the NSS libraries it carries when the system has none.
+ * `TEST_BROWSER=packaged` forces the packaged one, `packaged-libs` also its libraries. Driven over the DevTools protocol by puppeteer-core.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { type Browser, launch } from 'puppeteer-core';
 
-const run = promisify(execFile);
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SYSTEM_CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
-const flags = () => [
-  '--headless',
-  '--no-sandbox',
+const FLAGS = [
+  '--no-sandbox', // tests run as root on CI machines
   '--disable-gpu',
   '--disable-quic',
   '--no-first-run',
   '--disable-background-networking',
   '--disable-component-update',
   '--disable-sync',
-  `--user-data-dir=${mkdtempSync(join(tmpdir(), 'chromium-'))}`,
 ];
 
+/** Whether the dynamic linker already knows the NSS libraries Chromium links against. */
+function systemHasNss(): boolean {
+  try {
+    return execFileSync('ldconfig', ['-p'], { encoding: 'utf8' }).includes('libnss3.so');
+  } catch {
+    return false;
+  }
+}
+
+async function packagedChromium(): Promise<{ path: string; env: NodeJS.ProcessEnv }> {
+  const { default: Chromium, inflate } = await import('@sparticuz/chromium');
+  const path = await Chromium.executablePath();
+  const env = { ...process.env };
+  if (process.env.TEST_BROWSER === 'packaged-libs' || !systemHasNss()) {
+    // The package's Amazon Linux 2023 libraries (NSS and what it needs), unpacked beside the binary.
+    const bin = join(import.meta.dirname, '../../node_modules/@sparticuz/chromium/bin/al2023.tar.br');
+    await inflate(bin);
+    const lib = join(tmpdir(), 'al2023', 'lib');
+    env.LD_LIBRARY_PATH = [lib, env.LD_LIBRARY_PATH].filter(Boolean).join(':');
+  }
+  return { path, env };
+}
+
+/** Starts the browser; the caller closes it. */
+async function browser(): Promise<Browser> {
+  if (!process.env.TEST_BROWSER?.startsWith('packaged') && existsSync(SYSTEM_CHROMIUM))
+    return launch({ executablePath: SYSTEM_CHROMIUM, headless: true, args: FLAGS });
+  const packaged = await packagedChromium();
+  return launch({ executablePath: packaged.path, headless: 'shell', args: FLAGS, env: packaged.env });
+}
+
+async function withPage<T>(url: string, use: (page: import('puppeteer-core').Page) => Promise<T>) {
+  const instance = await browser();
+  try {
+    const page = await instance.newPage();
+    await page.goto(url, { waitUntil: 'load', timeout: 60_000 });
+    return await use(page);
+  } finally {
+    await instance.close();
+  }
+}
+
 /** The DOM of a page after Chromium loaded and laid it out. */
-export async function renderedDom(url: string): Promise<string> {
-  const { stdout } = await run(CHROMIUM, [...flags(), '--dump-dom', url], {
-    maxBuffer: 32 << 20,
-    timeout: 60_000,
-  });
-  return stdout;
+export function renderedDom(url: string): Promise<string> {
+  return withPage(url, (page) => page.content());
 }
 
 /** Prints a page to PDF, as a person pressing Print would get it. */
 export async function printToPdf(url: string, pdf: string): Promise<void> {
-  await run(CHROMIUM, [...flags(), '--no-pdf-header-footer', `--print-to-pdf=${pdf}`, url], {
-    timeout: 60_000,
-  });
+  await withPage(url, (page) => page.pdf({ path: pdf, printBackground: true }));
 }
