@@ -1,0 +1,132 @@
+/**
+ * Deployment settings: one typed, validated, checked-in entry per environment under `environments` in cdk.json's
+ * context, chosen with `-c env=<name>`. Nothing is read from the shell, so the same command always deploys the
+ * same stack: a redeploy from a shell that lacks some variable cannot silently disable the schedules or point at
+ * a placeholder marketplace. Without `-c env`, the `example` environment synthesizes offline (CI, the template
+ * tests); every other environment must name its account, region and marketplace, or synth fails naming the setting.
+ */
+import { Duration } from 'aws-cdk-lib';
+import * as z from 'zod';
+import { templateProblem } from '../functions/core/landing-page';
+import { LANDING_VARIABLES } from '../functions/lambda/config';
+import type { ReceiverStackProps } from './receiver-stack';
+
+export const EXAMPLE_ENVIRONMENT = 'example';
+
+const method = z.enum(['GET', 'POST']);
+const landingTemplate = z.string().superRefine((value, ctx) => {
+  const problem = templateProblem(value);
+  if (problem) ctx.addIssue({ code: 'custom', message: `landing URL template ${problem}` });
+});
+
+const environmentSchema = z
+  .object({
+    stackName: z
+      .string()
+      .regex(/^[A-Za-z][A-Za-z0-9-]{0,127}$/)
+      .default('SurveyReceiver'),
+    account: z
+      .string()
+      .regex(/^\d{12}$/, 'must be a 12-digit AWS account id')
+      .optional(),
+    region: z
+      .string()
+      .regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as us-east-1')
+      .optional(),
+    marketplace: z
+      .object({
+        baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+        apiVersion: z.enum(['v1', 'v2']).default('v1'),
+        tokenSecretName: z.string().min(1).optional(),
+      })
+      .strict()
+      .default({ apiVersion: 'v1' }),
+    postbackMethods: z
+      .object({ success: method.default('GET'), fail: method.default('GET') })
+      .strict()
+      .default({ success: 'GET', fail: 'GET' }),
+    redirectSyncRateMinutes: z.int().min(1).max(1440).default(15),
+    reconcileRateMinutes: z.int().min(1).max(1440).default(60),
+    reconcileWindowDays: z.int().min(1).max(31).default(7),
+    postbackSourceCidrs: z.string().min(1).optional(),
+    landingUrls: z
+      .object({
+        success: landingTemplate.optional(),
+        fail: landingTemplate.optional(),
+        overquota: landingTemplate.optional(),
+        quality: landingTemplate.optional(),
+        termination: landingTemplate.optional(),
+      })
+      .strict()
+      .default({}),
+    receiverReservedConcurrency: z.int().min(0).max(1000).default(50),
+    alarmEmail: z.email().optional(),
+  })
+  .strict();
+
+export type EnvironmentSettings = z.infer<typeof environmentSchema>;
+
+/** Thrown when the chosen environment's settings are missing or invalid; the message names each setting. */
+export class SettingsError extends Error {
+  override readonly name = 'SettingsError';
+}
+
+/**
+ * The settings of environment `name` from the `environments` context, validated. A real environment (any but
+ * `example`) must give account, region and marketplace.baseUrl.
+ */
+export function readEnvironmentSettings(environments: unknown, name: string): EnvironmentSettings {
+  const known = environments && typeof environments === 'object' ? Object.keys(environments) : [];
+  const raw = (environments as Record<string, unknown> | undefined)?.[name];
+  if (raw === undefined)
+    throw new SettingsError(
+      `no environment "${name}" under "environments" in cdk.json (known: ${known.join(', ') || 'none'})`,
+    );
+  const parsed = environmentSchema.safeParse(raw);
+  if (!parsed.success)
+    throw new SettingsError(
+      `environment "${name}": ${parsed.error.issues
+        .map((issue) => `${issue.path.join('.') || '(root)'} ${issue.message}`)
+        .join('; ')}`,
+    );
+  const settings = parsed.data;
+  if (name !== EXAMPLE_ENVIRONMENT) {
+    const missing = [
+      ...(settings.account ? [] : ['account']),
+      ...(settings.region ? [] : ['region']),
+      ...(settings.marketplace.baseUrl ? [] : ['marketplace.baseUrl']),
+    ];
+    if (missing.length > 0)
+      throw new SettingsError(`environment "${name}" is missing required settings: ${missing.join(', ')}`);
+  }
+  return settings;
+}
+
+/** The stack's properties for an environment's settings. */
+export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & { stackName: string } {
+  const landingUrls = Object.fromEntries(
+    Object.entries(settings.landingUrls)
+      .filter(([, template]) => template)
+      .map(([outcome, template]) => [LANDING_VARIABLES[outcome as keyof typeof LANDING_VARIABLES], template]),
+  );
+  return {
+    stackName: settings.stackName,
+    landingUrls,
+    marketplace: {
+      apiVersion: settings.marketplace.apiVersion,
+      ...(settings.marketplace.baseUrl ? { baseUrl: settings.marketplace.baseUrl } : {}),
+      ...(settings.marketplace.tokenSecretName
+        ? { tokenSecretName: settings.marketplace.tokenSecretName }
+        : {}),
+    },
+    redirectSyncRate: Duration.minutes(settings.redirectSyncRateMinutes),
+    reconcileRate: Duration.minutes(settings.reconcileRateMinutes),
+    reconcileWindowDays: settings.reconcileWindowDays,
+    ...(settings.postbackSourceCidrs ? { postbackSourceCidrs: settings.postbackSourceCidrs } : {}),
+    postbackMethods: settings.postbackMethods,
+    receiverReservedConcurrency: settings.receiverReservedConcurrency,
+    ...(settings.account && settings.region
+      ? { env: { account: settings.account, region: settings.region } }
+      : {}),
+  };
+}

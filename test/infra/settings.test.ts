@@ -1,0 +1,86 @@
+/**
+ * Deployment settings: one checked-in environment per deployment, validated at synth, so a redeploy from any
+ * shell deploys the same stack, and a real environment missing a required setting fails synth naming it.
+ */
+
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { readEnvironmentSettings, SettingsError, stackProps } from '../../infra/settings';
+
+const run = promisify(execFile);
+const environments = JSON.parse(readFileSync('cdk.json', 'utf8')).context.environments as Record<
+  string,
+  Record<string, unknown>
+>;
+const production = environments.production as Record<string, unknown>;
+
+describe('readEnvironmentSettings', () => {
+  it('reads every checked-in environment', () => {
+    for (const name of Object.keys(environments))
+      expect(() => readEnvironmentSettings(environments, name)).not.toThrow();
+  });
+
+  it('fills defaults and turns them into stack properties', () => {
+    const props = stackProps(readEnvironmentSettings(environments, 'production'));
+    expect(props.env).toEqual({ account: '123456789012', region: 'us-east-1' });
+    expect(props.marketplace?.baseUrl).toBe('https://marketplace.example.com');
+    expect(props.reconcileRate?.toMinutes()).toBe(60);
+    expect(props.landingUrls).toEqual({ LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}' });
+    expect(props.receiverReservedConcurrency).toBe(50);
+  });
+
+  it.each([
+    ['account', { account: undefined }],
+    ['region', { region: undefined }],
+    ['marketplace.baseUrl', { marketplace: { apiVersion: 'v1' } }],
+  ])('a real environment without %s fails, naming it', (setting, change) => {
+    const broken = { prod: { ...production, ...change } };
+    expect(() => readEnvironmentSettings(broken, 'prod')).toThrow(SettingsError);
+    expect(() => readEnvironmentSettings(broken, 'prod')).toThrow(`missing required settings: ${setting}`);
+  });
+
+  it('an invalid or unknown setting fails, naming it', () => {
+    expect(() =>
+      readEnvironmentSettings({ prod: { ...production, reconcileWindowDays: 0 } }, 'prod'),
+    ).toThrow(/reconcileWindowDays/);
+    expect(() =>
+      readEnvironmentSettings({ prod: { ...production, postbackMethods: { success: 'PUT' } } }, 'prod'),
+    ).toThrow(/postbackMethods\.success/);
+    expect(() => readEnvironmentSettings({ prod: { ...production, schedule: 'x' } }, 'prod')).toThrow(
+      /schedule/,
+    );
+    expect(() =>
+      readEnvironmentSettings(
+        { prod: { ...production, landingUrls: { success: 'ftp://x/{nope}' } } },
+        'prod',
+      ),
+    ).toThrow(/landingUrls\.success/);
+  });
+
+  it('an environment that is not there fails, listing those that are', () => {
+    expect(() => readEnvironmentSettings(environments, 'staging')).toThrow(
+      'no environment "staging" under "environments" in cdk.json (known: example, production)',
+    );
+  });
+});
+
+describe('cdk synth', () => {
+  it('fails for an environment missing a required setting, naming it, whatever the shell holds', async () => {
+    const broken = JSON.stringify({ prod: { ...production, marketplace: { apiVersion: 'v1' } } });
+    const failure = await run('node_modules/.bin/tsx', ['infra/app.ts'], {
+      env: {
+        ...process.env,
+        MARKETPLACE_BASE_URL: 'https://ignored.example.com',
+        CDK_CONTEXT_JSON: JSON.stringify({ env: 'prod', environments: JSON.parse(broken) }),
+        CDK_OUTDIR: '/tmp/cdk-settings-test',
+      },
+    }).then(
+      () => undefined,
+      (error: { stderr: string; code: number }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toContain('environment "prod" is missing required settings: marketplace.baseUrl');
+  }, 60_000);
+});
