@@ -80,7 +80,8 @@ export const handler = jsonRoute(async (event) => {
     return json(200, { ok: true, effect, outcome: attempt.postback?.outcome });
   } catch (error) {
     if (error instanceof Rejection && error.status !== 403) {
-      logger.warn('postback refused: input', { status: error.status, message: error.message, sourceIp });
+      // `reason`, not `message`: the Logger reserves `message` for the log line's own text and drops the key.
+      logger.warn('postback refused: input', { status: error.status, reason: error.message, sourceIp });
       count('RejectedPostback', { reason: 'input' });
     }
     throw error;

@@ -11,6 +11,7 @@ import {
   financeReport,
   type SurveyDayRow,
 } from './finance-report';
+import { discrepancyIndexKey } from './ledger-schema';
 import { isCalendarDay, pacificDayRange } from './pacific-time';
 import { nextDay, pacificDays } from './reconciliation';
 import { badRequest } from './rejection';
@@ -57,11 +58,42 @@ interface Cursor {
   readonly k?: Record<string, unknown>;
 }
 
+const CURSOR_KEY_NAMES = ['gsi2pk', 'gsi2sk', 'pk', 'sk'];
+const isIndexKeyOf = (key: unknown, day: string): key is Record<string, unknown> => {
+  if (!key || typeof key !== 'object' || Array.isArray(key)) return false;
+  const entries = Object.entries(key);
+  return (
+    entries.length === CURSOR_KEY_NAMES.length &&
+    entries.every(
+      ([name, value]) =>
+        CURSOR_KEY_NAMES.includes(name) &&
+        typeof value === 'string' &&
+        value.length > 0 &&
+        value.length <= 1024,
+    ) &&
+    (key as Record<string, unknown>).gsi2pk === discrepancyIndexKey(day, '', '', '').gsi2pk
+  );
+};
+
 const encodeCursor = (cursor: Cursor) => Buffer.from(JSON.stringify(cursor)).toString('base64url');
+/**
+ * Reads a cursor back. Its key goes to DynamoDB as the page's start, so it must be exactly what a page of that
+ * day's discrepancy index returns (the table's and the index's keys, strings, in that day's partition): anything
+ * else is refused here as a 400, never passed on to fail as a 500.
+ */
 function decodeCursor(value: string, period: Period): Cursor {
   try {
     const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor;
-    if (typeof cursor.d === 'string' && cursor.d >= period.from && cursor.d <= period.to) return cursor;
+    if (
+      cursor &&
+      typeof cursor === 'object' &&
+      typeof cursor.d === 'string' &&
+      isCalendarDay(cursor.d) &&
+      cursor.d >= period.from &&
+      cursor.d <= period.to &&
+      (cursor.k === undefined || isIndexKeyOf(cursor.k, cursor.d))
+    )
+      return cursor.k === undefined ? { d: cursor.d } : { d: cursor.d, k: cursor.k };
   } catch {
     // fall through
   }

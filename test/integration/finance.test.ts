@@ -297,9 +297,24 @@ describe('discrepancies', () => {
   it('refuses a forged cursor, a bad limit and an unknown kind', async () => {
     for (const [query, message] of [
       ['cursor=bm9wZQ', 'cursor is not one this API returned for this period'],
+      // Well-formed JSON with a day in the period but a key DynamoDB would refuse (a 500 before).
+      ...[
+        { d: D1, k: { pk: 1 } },
+        { d: D1, k: { gsi2pk: `DISCREPANCIES#${D1}`, gsi2sk: 'x', pk: 'p', sk: 's', extra: 'e' } },
+        { d: D1, k: { gsi2pk: `DISCREPANCIES#${D2}`, gsi2sk: 'x', pk: 'p', sk: 's' } },
+        { d: D1, k: [1, 2] },
+        { d: `${D1}T00`, k: undefined },
+        null,
+      ].map(
+        (cursor) =>
+          [
+            `cursor=${Buffer.from(JSON.stringify(cursor)).toString('base64url')}`,
+            'cursor is not one this API returned for this period',
+          ] as const,
+      ),
       ['limit=0', 'limit must be an integer from 1 to 1000'],
       ['kind=matched', expect.stringMatching(/^kind must be one of complete_not_received, /)],
-    ] as const) {
+    ]) {
       const result = await get(`/finance/discrepancies?from=${D1}&to=${D2}&${query}`);
       expect(result.statusCode).toBe(400);
       expect(jsonBody(result).message).toEqual(message);

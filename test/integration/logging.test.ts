@@ -59,6 +59,26 @@ describe('logs and metrics', () => {
     for (const secret of secrets) expect(output).not.toContain(secret);
   });
 
+  it('a postback refused for its input is logged with the reason, on one line', async () => {
+    const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
+      pid: '[%%pid%%]',
+      token: randomUUID(),
+    });
+    capture();
+    const result = await invoke(postback, apiEvent('GET', url));
+    vi.restoreAllMocks();
+    expect(result.statusCode).toBe(400);
+    const line =
+      written
+        .join('')
+        .split('\n')
+        .find((l) => l.includes('postback refused: input')) ?? '';
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    expect(entry.reason).toBe(JSON.parse(result.body as string).message);
+    expect(String(entry.reason)).toMatch(/pid/);
+    expect(written.join('')).not.toMatch(/reserved key|message.*overwrite|cannot be used/i);
+  });
+
   it('a recorded postback and a rejected redirect log no signature, no key and no query string', async () => {
     const ids = { pid: 'p-log2', token: randomUUID() };
     const good = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', ids);
