@@ -6,14 +6,19 @@ import { stringify } from 'csv-stringify/sync';
 import type { Discrepancy, SurveyDayRow } from './finance-report';
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from './verdict-kinds';
 
-/** A cell starting with = + - @ (or a tab or carriage return) is a formula to a spreadsheet: quote it out. */
+/**
+ * A cell a spreadsheet would run as a formula gets a leading `'`: one starting with = + - @, a tab or a carriage
+ * return, also after leading spaces (spreadsheets trim them), and with the fullwidth forms ＝ ＋ － ＠ that some
+ * spreadsheets fold to ASCII. Applied to every cell, whoever wrote it (receiver, marketplace or respondent).
+ */
 export function neutralize(value: string): string {
-  return /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /^[\t\r]|^[\s\u3000]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]/.test(value) ? `'${value}` : value;
 }
 
 function table(header: readonly string[], rows: readonly (readonly (string | number | boolean)[])[]): string {
   return stringify([header, ...rows.map((row) => row.map((cell) => neutralize(String(cell))))], {
-    quoted_match: /[",\r\n']/,
+    // `;` too: a spreadsheet set to split on semicolons would otherwise start a new cell (`a;=1+1`) inside one.
+    quoted_match: /[",;\r\n']/,
     record_delimiter: '\r\n',
   });
 }

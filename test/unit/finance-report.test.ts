@@ -50,8 +50,29 @@ describe('CSV', () => {
     ['\ttab', "'\ttab"],
     ['1.25', '1.25'],
     ['Over Quota', 'Over Quota'],
+    [' =1+1', "' =1+1"],
+    ['\u3000+1', "'\u3000+1"],
+    ['＝1+1', "'＝1+1"],
+    ['＠SUM(1)', "'＠SUM(1)"],
+    ['a;=1+1', 'a;=1+1'],
+    ['a@b.com', 'a@b.com'],
   ])('neutralises %j', (cell, expected) => {
     expect(neutralize(cell)).toBe(expected);
+  });
+
+  it('quotes a cell holding a semicolon, so a semicolon-splitting spreadsheet keeps it whole', () => {
+    const discrepancy = {
+      surveyId: '1',
+      day: '2026-11-20',
+      kind: 'status_mismatch',
+      pid: 'a;=1+1',
+      token: ' =2+2',
+    } as unknown as Parameters<typeof discrepanciesCsv>[0][number];
+    const csv = discrepanciesCsv([discrepancy]);
+    expect(csv).toContain('"a;=1+1"');
+    expect(csv).toContain("' =2+2");
+    const [parsed] = parse(csv, { columns: true }) as Record<string, string>[];
+    expect(parsed?.pid).toBe('a;=1+1');
   });
 
   it('round-trips through an RFC 4180 parser, quoting commas, quotes and line breaks', () => {
