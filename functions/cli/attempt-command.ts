@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import type { Attempt } from '../core/attempt';
 import { cliContext } from './context';
 import { pidOption, surveyIdOption, tokenOption } from './options';
+import { say, sayJson } from './terminal';
 
 /** `attempt --survey <id> --pid <pid>`: what the ledger holds for a respondent's attempts at a survey. */
 export function attemptCommand(): Command {
@@ -17,11 +18,11 @@ export function attemptCommand(): Command {
         (attempt) => !options.token || attempt.token === options.token,
       );
       if (options.json) {
-        console.log(JSON.stringify(attempts, null, 2));
+        sayJson(attempts);
       } else if (attempts.length === 0) {
-        console.log(`no attempt of pid ${options.pid} at survey ${options.survey}`);
+        say(`no attempt of pid ${options.pid} at survey ${options.survey}`);
       } else {
-        console.log(attempts.map(describeAttempt).join('\n\n'));
+        say(attempts.map(describeAttempt).join('\n\n'));
       }
       if (attempts.length === 0) process.exitCode = 1;
     });

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
+import { say, sayJson } from './terminal';
 
 /** `attempts --survey <id> [--day <YYYY-MM-DD>]`: a survey's attempts first seen on a UTC day. */
 export function attemptsCommand(): Command {
@@ -16,12 +17,12 @@ export function attemptsCommand(): Command {
       const to = new Date(from.getTime() + 86_400_000);
       const attempts = await store.attemptsOfSurvey(options.survey, from, to);
       if (options.json) {
-        console.log(JSON.stringify(attempts, null, 2));
+        sayJson(attempts);
         return;
       }
-      if (attempts.length === 0) console.log(`no attempts at survey ${options.survey} on ${day}`);
+      if (attempts.length === 0) say(`no attempts at survey ${options.survey} on ${day}`);
       for (const a of attempts) {
-        console.log(
+        say(
           `${a.firstSeenAt}  pid ${a.pid}  token ${a.token}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,
         );
       }

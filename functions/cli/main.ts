@@ -8,6 +8,7 @@ import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
 import { reportCommand } from './report-command';
+import { complain } from './terminal';
 import { urlsCommand } from './urls-command';
 
 const program = new Command('cli')
@@ -24,6 +25,6 @@ const program = new Command('cli')
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
+  complain(`error: ${error instanceof Error ? error.message : String(error)}`);
   process.exitCode = 1;
 }

@@ -10,6 +10,7 @@ import {
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../core/verdict-kinds';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
+import { complain, say, sayJson } from './terminal';
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 
@@ -70,7 +71,7 @@ export function reconcileCommand(): Command {
           onSurvey: (outcome, done, total) => {
             if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);
             else if (outcome.status === 'failed')
-              console.error(`survey ${outcome.surveyId} failed: ${outcome.error}`);
+              complain(`survey ${outcome.surveyId} failed: ${outcome.error}`);
           },
         });
         const from = options.from ?? pacificDay(new Date());
@@ -78,38 +79,34 @@ export function reconcileCommand(): Command {
         const report = await engine.run(from, to, options.survey);
         const sum = totals(report.outcomes);
         if (options.json) {
-          console.log(JSON.stringify({ ...report, totals: sum }, null, 2));
+          sayJson({ ...report, totals: sum });
         } else {
-          console.log(
+          say(
             `reconciled ${from}..${to} (Pacific days): ${sum.reconciled} surveys, ${sum.transactions} transactions, ${sum.attempts} attempts here`,
           );
           for (const kind of VERDICT_KINDS) {
             const n = sum.verdicts[kind] ?? 0;
             if (n > 0)
-              console.log(
+              say(
                 `  ${kind.padEnd(22)} ${String(n).padStart(7)}${MONEY_KINDS.has(kind) ? '  (money)' : CLAIM_KINDS.has(kind) ? '  (unverified claim, not money: a burst is a forgery signal)' : ''}`,
               );
           }
-          console.log(
-            `  verdicts new ${sum.new}, changed ${sum.changed}; ${sum.awaiting} too recent to judge yet`,
-          );
-          console.log(
+          say(`  verdicts new ${sum.new}, changed ${sum.changed}; ${sum.awaiting} too recent to judge yet`);
+          say(
             `  late finishers: ${sum.readByKey} attempts read by key, ${sum.lookbacks} look-back calls, ${sum.earlier} attempts left to their earlier click day`,
           );
           for (const outcome of report.outcomes) {
             for (const change of outcome.changed)
-              console.log(
-                `  survey ${outcome.surveyId} token ${change.token}: ${change.from} -> ${change.to}`,
-              );
+              say(`  survey ${outcome.surveyId} token ${change.token}: ${change.from} -> ${change.to}`);
             if (outcome.malformedRows > 0)
-              console.log(
+              say(
                 `  survey ${outcome.surveyId}: ${outcome.malformedRows} unreadable transaction rows skipped`,
               );
           }
         }
         const failed = report.outcomes.filter((o) => o.status === 'failed');
         if (failed.length > 0) {
-          console.error(
+          complain(
             `${failed.length} of ${report.outcomes.length} surveys could not be reconciled: ${failed.map((f) => `${f.surveyId} (${f.error})`).join('; ')}`,
           );
           process.exitCode = 1;

@@ -9,6 +9,7 @@ import {
 import type { PostbackMethod } from '../core/redirect-settings';
 import { cliContext } from './context';
 import { surveyIdOption } from './options';
+import { complain, say, sayJson } from './terminal';
 
 interface Common {
   dryRun?: boolean;
@@ -58,12 +59,11 @@ export function redirectsCommand(): Command {
     .description('configure every live survey created or updated since the last sync, and retry failed ones')
     .action(async (options: Common) => {
       const result = await configure(options).sync(options);
-      if (options.json) console.log(JSON.stringify(result, null, 2));
+      if (options.json) sayJson(result);
       else {
-        console.log(`since ${result.since}: ${result.discovered} new or changed, ${result.retried} to retry`);
-        for (const row of result.malformed)
-          console.log(`  unreadable survey row ${row.index}: ${row.problem}`);
-        if (result.checkpoint) console.log(`checkpoint moved to ${result.checkpoint}`);
+        say(`since ${result.since}: ${result.discovered} new or changed, ${result.retried} to retry`);
+        for (const row of result.malformed) say(`  unreadable survey row ${row.index}: ${row.problem}`);
+        if (result.checkpoint) say(`checkpoint moved to ${result.checkpoint}`);
       }
       report(result.results, { ...options, json: false, quietList: options.json });
     });
@@ -75,21 +75,21 @@ export function redirectsCommand(): Command {
     .option('--json', 'print JSON')
     .action(async (options: { survey: string; json?: boolean }) => {
       const comparison = await configure({}).show(options.survey);
-      if (options.json) console.log(JSON.stringify(comparison, null, 2));
+      if (options.json) sayJson(comparison);
       else {
         const r = comparison.registration;
-        console.log(`survey ${comparison.surveyId}  live: ${comparison.live}`);
-        console.log(
+        say(`survey ${comparison.surveyId}  live: ${comparison.live}`);
+        say(
           `registry: ${r ? `${r.state}, key ${r.kid ?? '-'}, applied ${r.appliedAt ?? '-'}, ${r.verified ? 'verified' : 'not verified'}${r.lastError ? `, last error: ${r.lastError}` : ''}` : 'not registered'}`,
         );
         for (const [field, expected] of Object.entries(comparison.expected)) {
           const actual = comparison.actual[field as keyof typeof comparison.actual];
           const same = comparison.differences.every((d) => d.field !== field);
-          console.log(
+          say(
             `${same ? '  ' : '✗ '}${field.padEnd(19)} ${same ? expected : `expected ${expected}\n${' '.repeat(22)}actual   ${actual ?? '(none)'}`}`,
           );
         }
-        console.log(
+        say(
           comparison.differences.length === 0
             ? 'the marketplace agrees'
             : `${comparison.differences.length} fields differ`,
@@ -129,7 +129,7 @@ export function redirectsCommand(): Command {
         },
         options,
       );
-      console.log(
+      say(
         `${options.dryRun ? 'would rotate' : 'rotated'}: new key ${rotation.kid}; ${rotation.previousKid} and older keys accepted until ${rotation.retireAt}`,
       );
       report(rotation.results, options);
@@ -164,7 +164,7 @@ function configure(options: {
 
 /** Prints the results and sets a non-zero exit code, with a summary of which surveys failed and why. */
 function report(results: readonly SurveyResult[], options: Common & { quietList?: boolean | undefined }) {
-  if (options.json) console.log(JSON.stringify(results, null, 2));
+  if (options.json) sayJson(results);
   else if (!options.quietList) {
     for (const result of results) {
       const detail =
@@ -177,12 +177,12 @@ function report(results: readonly SurveyResult[], options: Common & { quietList?
               : result.status === 'applied'
                 ? `key ${result.kid}, verified`
                 : '';
-      console.log(`${result.surveyId.padEnd(12)} ${result.status.padEnd(12)} ${detail}`);
+      say(`${result.surveyId.padEnd(12)} ${result.status.padEnd(12)} ${detail}`);
     }
   }
   const failed = failuresOf(results);
   if (failed.length > 0) {
-    console.error(
+    complain(
       `${failed.length} of ${results.length} surveys failed: ${failed.map((f) => f.surveyId).join(', ')}`,
     );
     process.exitCode = 1;

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { cliContext } from './context';
 import { dayOption } from './options';
+import { say, sayJson } from './terminal';
 
 /** `rejected --day <YYYY-MM-DD>`: refused redirect hits of a UTC day, for investigating forgeries and broken links. */
 export function rejectedCommand(): Command {
@@ -12,12 +13,12 @@ export function rejectedCommand(): Command {
       const { store } = cliContext();
       const rejected = await store.rejectedHits(options.day);
       if (options.json) {
-        console.log(JSON.stringify(rejected, null, 2));
+        sayJson(rejected);
         return;
       }
-      if (rejected.length === 0) console.log(`no rejected hits on ${options.day}`);
+      if (rejected.length === 0) say(`no rejected hits on ${options.day}`);
       for (const hit of rejected) {
-        console.log(
+        say(
           `${hit.at}  ${hit.reason}  survey=${hit.surveyId ?? '-'} outcome=${hit.outcome ?? '-'} pid=${hit.pid ?? '-'} token=${hit.token ?? '-'} ip=${hit.sourceIp ?? '-'}`,
         );
       }

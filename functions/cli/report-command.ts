@@ -8,6 +8,7 @@ import { reportHtml } from '../core/report-html';
 import { createDocumentClient, createLedgerStore, createReconciliationStore } from '../core/store';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
+import { complain } from './terminal';
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 const choice = (allowed: readonly string[]) => (value: string) => {
@@ -67,7 +68,7 @@ export function reportCommand(): Command {
               : `${JSON.stringify(report, null, 2)}\n`;
         if (options.out) {
           await writeFile(options.out, output);
-          console.error(`wrote ${options.out}`);
+          complain(`wrote ${options.out}`);
         } else {
           process.stdout.write(output);
         }

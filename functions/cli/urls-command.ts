@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { buildSurveyUrls } from '../core/survey-urls';
 import { cliContext } from './context';
 import { surveyIdOption } from './options';
+import { say, sayJson } from './terminal';
 
 /** `urls --survey <id>`: the seven signed URLs of a survey, placeholders left in. */
 export function urlsCommand(): Command {
@@ -18,10 +19,10 @@ export function urlsCommand(): Command {
         await context.keyRing(),
       );
       if (options.json) {
-        console.log(JSON.stringify(urls, null, 2));
+        sayJson(urls);
         return;
       }
       const width = Math.max(...Object.keys(urls).map((field) => field.length));
-      for (const [field, url] of Object.entries(urls)) console.log(`${field.padEnd(width)}  ${url}`);
+      for (const [field, url] of Object.entries(urls)) say(`${field.padEnd(width)}  ${url}`);
     });
 }

@@ -1,0 +1,33 @@
+/** What the CLI prints is safe for a terminal: control characters from outside show as text. */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { printable, say, sayJson } from '../../functions/cli/terminal';
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('printable', () => {
+  it('writes ANSI escapes, carriage returns, DEL and C1 controls as \\u escapes, keeping line feeds', () => {
+    expect(printable('a\u001b[2Jb')).toBe('a\\u001b[2Jb');
+    expect(printable('x\ry\tz\u007f\u009b31m')).toBe('x\\u000dy\\u0009z\\u007f\\u009b31m');
+    expect(printable('line one\nline two')).toBe('line one\nline two');
+    expect(printable('dGVzdC0x+/Q== a@b.com 12345|x user 1 é 😀')).toBe(
+      'dGVzdC0x+/Q== a@b.com 12345|x user 1 é 😀',
+    );
+  });
+});
+
+describe('say and sayJson', () => {
+  it('print nothing a terminal would act on, and JSON that still parses to the same value', () => {
+    const lines: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((line: string) => void lines.push(line));
+    const reason = 'bad sig\u001b[2J\u001b[H\u009b31m';
+    say(`rejected: ${reason}`);
+    sayJson({ reason });
+    const controls = (line: string) =>
+      [...line].filter((c) => {
+        const code = c.codePointAt(0) as number;
+        return (code < 0x20 && code !== 0x0a) || (code >= 0x7f && code <= 0x9f);
+      });
+    for (const line of lines) expect(controls(line)).toEqual([]);
+    expect(JSON.parse(lines[1] as string)).toEqual({ reason });
+  });
+});
