@@ -146,6 +146,24 @@ describe('a redirect hit that does not check out', () => {
     expect(rejected?.pid).not.toMatch(/\p{Cs}/u);
   });
 
+  it('stores every field of a rejected hit bounded, however long the reason it was refused for', async () => {
+    await store.recordRejectedHit({
+      at: new Date().toISOString(),
+      requestId: 'r'.repeat(5000),
+      channel: 'redirect',
+      reason: `survey id must be digits, not ${'x'.repeat(4045)}`,
+      surveyId: 's'.repeat(5000),
+      pid: 'p'.repeat(5000),
+      token: ids.token,
+      sourceIp: '1'.repeat(5000),
+    });
+    const [rejected] = await rejectedFor(ids.token);
+    expect(rejected?.reason).toHaveLength(200);
+    expect(rejected?.reason.startsWith('survey id must be digits, not x')).toBe(true);
+    for (const field of [rejected?.requestId, rejected?.surveyId, rejected?.pid, rejected?.sourceIp])
+      expect(field).toHaveLength(100);
+  });
+
   it('with an unknown outcome answers the plain page', async () => {
     const url = redirectUrl('success').replace('/success?', '/complete?');
     const result = await invoke(redirect, apiEvent('GET', url));

@@ -155,18 +155,20 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
     },
 
     async recordRejectedHit(rejected) {
+      const requestId = clip(rejected.requestId) ?? 'unknown';
       const expiresAt = Math.floor(Date.parse(rejected.at) / 1000) + REJECTED_RETENTION_DAYS * 86_400;
       await send(() =>
         client.send(
           new PutCommand({
             TableName: tableName,
             Item: {
-              ...rejectedKey(rejected.at, rejected.requestId),
+              ...rejectedKey(rejected.at, requestId),
               kind: 'rejected',
               at: rejected.at,
-              requestId: rejected.requestId,
+              requestId,
               channel: rejected.channel,
-              reason: rejected.reason,
+              // The reason can quote the input it refused: bounded like every other field.
+              reason: clip(rejected.reason, 200) ?? 'unknown',
               surveyId: clip(rejected.surveyId),
               outcome: clip(rejected.outcome),
               pid: clip(rejected.pid),
@@ -407,10 +409,10 @@ function utcDaysBetween(from: Date, to: Date): string[] {
  * Raw values from refused hits are attacker-controlled: keep them short, printable and well-formed (cut
  * between code points, never inside a surrogate pair, which DynamoDB would refuse as invalid UTF-8).
  */
-function clip(value: string | undefined): string | undefined {
+function clip(value: string | undefined, characters = 100): string | undefined {
   if (value === undefined || value === '') return undefined;
   return Array.from(value.replace(/[\p{Cc}\p{Cs}]/gu, '?'))
-    .slice(0, 100)
+    .slice(0, characters)
     .join('');
 }
 
