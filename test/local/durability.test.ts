@@ -43,6 +43,29 @@ const url = (
   outcome: 'success' | 'fail' = 'success',
 ) => filledUrl(TEST_KEY_RING, channel, '6006', outcome, ids).replace('https://hits.test', stack.apiUrl);
 
+/**
+ * Receives the buffer's next message without deleting it (visible again at once) and returns a function that
+ * hands it to the drainer, as SQS redelivering it would; it resolves with the batch's failures.
+ */
+async function takeBufferedMessage(): Promise<() => Promise<unknown[]>> {
+  const { handler } = (await import('../../functions/drain-buffer')) as {
+    handler: (event: unknown, context: unknown) => Promise<{ batchItemFailures: unknown[] }>;
+  };
+  const { lambdaContext } = await import('../../infra/local/api-gateway');
+  const response = await fetch(stack.buffer.endpoint, {
+    method: 'POST',
+    headers: { 'x-amz-target': 'AmazonSQS.ReceiveMessage', 'content-type': 'application/x-amz-json-1.0' },
+    body: JSON.stringify({ QueueUrl: stack.buffer.queueUrl, MaxNumberOfMessages: 1, VisibilityTimeout: 0 }),
+  });
+  const [message] = ((await response.json()) as { Messages: { MessageId: string; Body: string }[] }).Messages;
+  const event = {
+    Records: [
+      { messageId: message?.MessageId, body: message?.Body, attributes: { ApproximateReceiveCount: '1' } },
+    ],
+  };
+  return async () => (await handler(event, lambdaContext('drain'))).batchItemFailures;
+}
+
 describe('with the store failing', () => {
   it.each(['throttle', 'server-error', 'hang'] as Fault[])(
     '(%s) every acknowledged hit reaches the ledger once the drainer runs, exactly once',
@@ -103,25 +126,10 @@ describe('with the store failing', () => {
     proxy.faults(() => 'throttle');
     expect((await fetch(url('postback', ids))).status).toBe(200);
     proxy.faults(undefined);
-    const { handler } = (await import('../../functions/drain-buffer')) as {
-      handler: (event: unknown, context: unknown) => Promise<{ batchItemFailures: unknown[] }>;
-    };
     // Read the message without deleting it, deliver it twice, then let the poller deliver it a third time.
-    const response = await fetch(stack.buffer.endpoint, {
-      method: 'POST',
-      headers: { 'x-amz-target': 'AmazonSQS.ReceiveMessage', 'content-type': 'application/x-amz-json-1.0' },
-      body: JSON.stringify({ QueueUrl: stack.buffer.queueUrl, MaxNumberOfMessages: 1, VisibilityTimeout: 0 }),
-    });
-    const [message] = ((await response.json()) as { Messages: { MessageId: string; Body: string }[] })
-      .Messages;
-    const event = {
-      Records: [
-        { messageId: message?.MessageId, body: message?.Body, attributes: { ApproximateReceiveCount: '1' } },
-      ],
-    };
-    const { lambdaContext } = await import('../../infra/local/api-gateway');
-    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
-    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    const deliver = await takeBufferedMessage();
+    expect(await deliver()).toEqual([]);
+    expect(await deliver()).toEqual([]);
     await stack.drainBuffer();
     expect((await ledger.attemptsOf('6006', ids.pid))[0]?.postback?.hits).toBe(1);
   });
@@ -131,27 +139,12 @@ describe('with the store failing', () => {
     proxy.faults(() => 'throttle');
     expect((await fetch(url('redirect', ids), { redirect: 'manual' })).status).toBe(302);
     proxy.faults(undefined);
-    const { handler } = (await import('../../functions/drain-buffer')) as {
-      handler: (event: unknown, context: unknown) => Promise<{ batchItemFailures: unknown[] }>;
-    };
-    const response = await fetch(stack.buffer.endpoint, {
-      method: 'POST',
-      headers: { 'x-amz-target': 'AmazonSQS.ReceiveMessage', 'content-type': 'application/x-amz-json-1.0' },
-      body: JSON.stringify({ QueueUrl: stack.buffer.queueUrl, MaxNumberOfMessages: 1, VisibilityTimeout: 0 }),
-    });
-    const [message] = ((await response.json()) as { Messages: { MessageId: string; Body: string }[] })
-      .Messages;
-    const event = {
-      Records: [
-        { messageId: message?.MessageId, body: message?.Body, attributes: { ApproximateReceiveCount: '1' } },
-      ],
-    };
-    const { lambdaContext } = await import('../../infra/local/api-gateway');
-    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    const deliver = await takeBufferedMessage();
+    expect(await deliver()).toEqual([]);
     // B: the respondent reloads the redirect while the store is up.
     expect((await fetch(url('redirect', ids), { redirect: 'manual' })).status).toBe(302);
     // A again: the queue delivers it once more (and the poller may too).
-    expect((await handler(event, lambdaContext('drain'))).batchItemFailures).toEqual([]);
+    expect(await deliver()).toEqual([]);
     await stack.drainBuffer();
     expect((await ledger.attemptsOf('6006', ids.pid))[0]?.redirect?.hits).toBe(2);
   });
