@@ -5,7 +5,6 @@
  */
 
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
@@ -19,7 +18,7 @@ import {
 import { VERDICT_KINDS } from './core/verdict-kinds';
 import { readReconcileConfig } from './lambda/config';
 import { marketplaceFromEnvironment } from './lambda/marketplace-access';
-import { count, logger, metrics } from './lambda/observability';
+import { count, logger, publish } from './lambda/observability';
 
 /** Stop taking up surveys this long before the deadline, to finish the ones in hand and save the cursor. */
 const DEADLINE_MARGIN_MS = 60_000;
@@ -66,16 +65,11 @@ export const handler = middy<unknown, ReconcileSummary>()
       return { busy: true };
     }
     const summary = summarize(report);
-    const run = metrics.singleMetric();
-    run.addMetric('ReconciledSurveys', MetricUnit.Count, summary.reconciled);
-    run.addMetric('ReconcileFailedSurveys', MetricUnit.Count, summary.failed);
-    run.addMetric('ReconciledTransactions', MetricUnit.Count, summary.transactions);
-    run.addMetric('VerdictChanges', MetricUnit.Count, summary.changed + summary.new);
-    for (const kind of VERDICT_KINDS) {
-      const verdict = metrics.singleMetric();
-      verdict.addDimension('verdict', kind);
-      verdict.addMetric('Verdicts', MetricUnit.Count, summary.verdicts[kind] ?? 0);
-    }
+    publish('ReconciledSurveys', summary.reconciled, {});
+    publish('ReconcileFailedSurveys', summary.failed, {});
+    publish('ReconciledTransactions', summary.transactions, {});
+    publish('VerdictChanges', summary.changed + summary.new, {});
+    for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });
     if (summary.failed > 0) {
       count('ReconcileFailures');
       logger.warn('reconciliation run finished with failed surveys', { ...summary });

@@ -11,7 +11,7 @@ import { createDocumentClient, createSurveyRegistry } from './core/store';
 import { readRedirectSyncConfig } from './lambda/config';
 import { keyRingSource } from './lambda/key-ring-source';
 import { marketplaceFromEnvironment } from './lambda/marketplace-access';
-import { count, logger, metrics } from './lambda/observability';
+import { count, logger, publish } from './lambda/observability';
 
 const DEADLINE_MARGIN_MS = 30_000;
 
@@ -61,8 +61,7 @@ export const handler = middy<unknown, SyncSummary>()
   .handler(async (_event: unknown, context: Context) => {
     const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
     const summary = summarize(await configuration.sync({ deadline }));
-    const single = metrics.singleMetric();
-    single.addMetric('RedirectsApplied', 'Count', summary.counts.applied ?? 0);
+    publish('RedirectsApplied', summary.counts.applied ?? 0, {});
     if (summary.failed.length > 0) {
       count('RedirectSyncFailures');
       logger.warn('redirect sync finished with failures', { ...summary });

@@ -52,6 +52,8 @@ export interface ReceiverStackProps extends StackProps {
    * can never take the executions the hits need. The account needs this much twice plus 100 unreserved.
    */
   readonly receiverReservedConcurrency?: number;
+  /** An address subscribed to the alarm topic. */
+  readonly alarmEmail?: string;
 }
 
 export class ReceiverStack extends Stack {
@@ -210,10 +212,10 @@ export class ReceiverStack extends Stack {
     });
     if (!marketplace.baseUrl) {
       Annotations.of(this.reconcileSchedule).addInfo(
-        'MARKETPLACE_BASE_URL was not set at synth: the reconciliation schedule is disabled',
+        'marketplace.baseUrl is not set for this environment: the reconciliation schedule is disabled',
       );
       Annotations.of(this.redirectSyncSchedule).addInfo(
-        'MARKETPLACE_BASE_URL was not set at synth: the redirect sync schedule is disabled',
+        'marketplace.baseUrl is not set for this environment: the redirect sync schedule is disabled',
       );
     }
 
@@ -229,6 +231,7 @@ export class ReceiverStack extends Stack {
         reconcile: this.reconcile.function,
         finance: this.finance.function,
       },
+      ...(props.alarmEmail ? { alarmEmail: props.alarmEmail } : {}),
     });
     new CfnOutput(this, 'AlarmTopicArn', {
       value: this.operations.topic.topicArn,

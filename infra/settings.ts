@@ -125,6 +125,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     ...(settings.postbackSourceCidrs ? { postbackSourceCidrs: settings.postbackSourceCidrs } : {}),
     postbackMethods: settings.postbackMethods,
     receiverReservedConcurrency: settings.receiverReservedConcurrency,
+    ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
     ...(settings.account && settings.region
       ? { env: { account: settings.account, region: settings.region } }
       : {}),

@@ -4,32 +4,38 @@
  * failures log at WARN or ERROR and count as metrics.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import {
+  type DimensionsOf,
+  METRIC_CATALOGUE,
+  METRIC_NAMESPACE,
+  type MetricName,
+  SERVICE_NAME,
+} from './metric-catalogue';
 
-const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? 'survey-receiver';
+const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? SERVICE_NAME;
 
 export const logger = new Logger({ serviceName });
-export const metrics = new Metrics({
-  namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'SurveyReceiver',
+const metrics = new Metrics({
+  namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? METRIC_NAMESPACE,
   serviceName,
 });
 
-/** The counters the receiver publishes. */
-export type Counter =
-  | 'RejectedPostback'
-  | 'RejectedRedirect'
-  | 'ConflictingHit'
-  | 'StoreUnavailable'
-  | 'RedirectNotRecorded'
-  | 'InternalError'
-  | 'RedirectSyncFailures'
-  | 'ReconcileFailures'
-  | 'BufferedHits'
-  | 'BufferedHitNotRecorded'
-  | 'RejectedSource';
-
-export function count(counter: Counter, dimensions: Record<string, string> = {}): void {
+/**
+ * Publishes one value of a catalogued metric, at once, with exactly the dimensions the catalogue gives it (the
+ * types refuse any other), so the dashboard and alarms built from the same catalogue read what is published.
+ */
+export function publish<N extends MetricName>(name: N, value: number, dimensions: DimensionsOf<N>): void {
   const single = metrics.singleMetric();
-  for (const [name, value] of Object.entries(dimensions)) single.addDimension(name, value);
-  single.addMetric(counter, MetricUnit.Count, 1);
+  for (const [dimension, dimensionValue] of Object.entries(dimensions as Record<string, string>))
+    single.addDimension(dimension, dimensionValue);
+  single.addMetric(name, METRIC_CATALOGUE[name].unit, value);
+}
+
+/** Counts one occurrence of a catalogued event. */
+export function count<N extends MetricName>(
+  name: N,
+  ...dimensions: keyof DimensionsOf<N> extends never ? [] : [DimensionsOf<N>]
+): void {
+  publish(name, 1, (dimensions[0] ?? {}) as DimensionsOf<N>);
 }

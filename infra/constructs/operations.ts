@@ -2,7 +2,7 @@
  * What an operator watches: alarms on what would lose money or hide a failure, published to an encrypted SNS
  * topic, and one CloudWatch dashboard with the same figures.
  */
-import { Duration, Stack } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import {
   Alarm,
@@ -13,43 +13,93 @@ import {
   MathExpression,
   Metric,
   TreatMissingData,
+  type Unit,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import { Alias } from 'aws-cdk-lib/aws-kms';
+import { ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Queue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import {
+  dimensionSets,
+  METRIC_CATALOGUE,
+  METRIC_NAMESPACE,
+  type MetricName,
+} from '../../functions/lambda/metric-catalogue';
 
 export interface OperationsProps {
   readonly api: HttpApi;
   readonly buffer: Queue;
   readonly deadLetters: Queue;
   readonly functions: Record<string, IFunction>;
+  /** An address subscribed to the alarm topic (it must confirm the e-mail AWS sends). */
+  readonly alarmEmail?: string;
 }
 
-const NAMESPACE = 'SurveyReceiver';
-const appMetric = (metricName: string, period = Duration.minutes(5)) =>
-  new Metric({
-    namespace: NAMESPACE,
-    metricName,
-    dimensionsMap: { service: 'survey-receiver' },
-    statistic: 'Sum',
+/**
+ * A catalogued metric as published, one line per dimension combination (a `reason`, a `channel`): CloudWatch
+ * only returns the exact dimension set a metric was published with.
+ */
+export function catalogued(name: MetricName, period = Duration.minutes(5)): Metric[] {
+  return dimensionSets(name).map(
+    (dimensionsMap) =>
+      new Metric({
+        namespace: METRIC_NAMESPACE,
+        metricName: name,
+        dimensionsMap,
+        statistic: 'Sum',
+        period,
+        unit: METRIC_CATALOGUE[name].unit as Unit,
+        label: [
+          name,
+          ...Object.entries(dimensionsMap)
+            .filter(([d]) => d !== 'service')
+            .map(([, v]) => v),
+        ].join(' '),
+      }),
+  );
+}
+
+/** The sum over all of a catalogued metric's dimension combinations, for an alarm. */
+function cataloguedTotal(name: MetricName, period = Duration.minutes(5)): IMetric {
+  const [only, ...more] = catalogued(name, period);
+  if (!only) throw new Error(`${name} has no dimension set`);
+  if (more.length === 0) return only;
+  const usingMetrics = Object.fromEntries([only, ...more].map((metric, i) => [`m${i}`, metric]));
+  return new MathExpression({
+    expression: Object.keys(usingMetrics).join(' + '),
+    usingMetrics,
+    label: name,
     period,
   });
+}
 
 export class Operations extends Construct {
   readonly topic: Topic;
+  readonly key: Key;
   readonly alarms: Alarm[] = [];
   readonly dashboard: Dashboard;
 
   constructor(scope: Construct, id: string, props: OperationsProps) {
     super(scope, id);
+    // CloudWatch cannot publish to a topic under the AWS-managed SNS key (its policy cannot be changed), so the
+    // topic has its own key whose policy lets CloudWatch use it.
+    this.key = new Key(this, 'alarm-key', {
+      description: 'Encrypts the survey receiver alarm topic',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.DESTROY,
+      pendingWindow: Duration.days(7),
+    });
+    this.key.grant(new ServicePrincipal('cloudwatch.amazonaws.com'), 'kms:Decrypt', 'kms:GenerateDataKey*');
     this.topic = new Topic(this, 'alarms', {
       displayName: 'Survey receiver alarms',
       enforceSSL: true,
-      masterKey: Alias.fromAliasName(this, 'sns-key', 'alias/aws/sns'),
+      masterKey: this.key,
     });
+    if (props.alarmEmail) this.topic.addSubscription(new EmailSubscription(props.alarmEmail));
     const alarm = (name: string, description: string, metric: IMetric, threshold: number) => {
       const created = new Alarm(this, name, {
         alarmDescription: description,
@@ -96,13 +146,13 @@ export class Operations extends Construct {
     alarm(
       'reconciliation-failures',
       'Reconciliation could not reconcile a survey (the marketplace answered with errors); it retries every run.',
-      appMetric('ReconcileFailedSurveys', Duration.hours(1)),
+      cataloguedTotal('ReconcileFailedSurveys', Duration.hours(1)),
       1,
     );
     alarm(
       'redirects-not-recorded',
       'Redirect hits were neither recorded nor buffered; the log holds them ("redirect hit not recorded").',
-      appMetric('RedirectNotRecorded'),
+      cataloguedTotal('RedirectNotRecorded'),
       1,
     );
     for (const [name, fn] of Object.entries(props.functions)) {
@@ -122,13 +172,15 @@ export class Operations extends Construct {
       new GraphWidget({ title: '5xx rate (%)', left: [errorRate], width: 12 }),
       new GraphWidget({
         title: 'Hits refused, conflicting, buffered',
-        left: [
-          'RejectedPostback',
-          'RejectedRedirect',
-          'RejectedSource',
-          'ConflictingHit',
-          'BufferedHits',
-        ].map((m) => appMetric(m)),
+        left: (
+          [
+            'RejectedPostback',
+            'RejectedRedirect',
+            'RejectedSource',
+            'ConflictingHit',
+            'BufferedHits',
+          ] as const
+        ).flatMap((m) => catalogued(m)),
         width: 12,
       }),
       new GraphWidget({
@@ -142,9 +194,28 @@ export class Operations extends Construct {
       }),
       new GraphWidget({
         title: 'Reconciliation',
-        left: ['ReconciledSurveys', 'ReconcileFailedSurveys', 'VerdictChanges'].map((m) =>
-          appMetric(m, Duration.hours(1)),
+        left: (['ReconciledSurveys', 'ReconcileFailedSurveys', 'VerdictChanges'] as const).flatMap((m) =>
+          catalogued(m, Duration.hours(1)),
         ),
+        width: 12,
+      }),
+      new GraphWidget({
+        title: 'Verdicts per reconciliation run',
+        left: catalogued('Verdicts', Duration.hours(1)),
+        width: 12,
+      }),
+      new GraphWidget({
+        title: 'Ledger unavailable, hits not recorded, internal errors',
+        left: (
+          ['StoreUnavailable', 'BufferedHitNotRecorded', 'RedirectNotRecorded', 'InternalError'] as const
+        ).flatMap((m) => catalogued(m)),
+        width: 12,
+      }),
+      new GraphWidget({
+        title: 'Redirect sync and reconciliation failures',
+        left: (
+          ['RedirectsApplied', 'RedirectSyncFailures', 'ReconcileFailures', 'ReconciledTransactions'] as const
+        ).flatMap((m) => catalogued(m, Duration.hours(1))),
         width: 12,
       }),
       new GraphWidget({

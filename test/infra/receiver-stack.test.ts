@@ -1,5 +1,6 @@
 /**
- * What the deployed stack must guarantee, one concern per test, read from the synthesized template.
+ * What the deployed stack must guarantee, one concern per test, read from the synthesized template. These stacks
+ * skip bundling (the template does not depend on the bundle's contents); bundling.test.ts bundles once.
  */
 import { App, Duration, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
@@ -7,6 +8,13 @@ import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpUrlIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  dimensionSets,
+  inCatalogue,
+  METRIC_CATALOGUE,
+  METRIC_NAMESPACE,
+  type MetricName,
+} from '../../functions/lambda/metric-catalogue';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
 import { ReceiverStack } from '../../infra/receiver-stack';
 import { ROUTES, routeKey } from '../../infra/routes';
@@ -14,9 +22,13 @@ import { ROUTES, routeKey } from '../../infra/routes';
 let stack: ReceiverStack;
 let template: Template;
 
+/** An app that synthesizes templates without running esbuild for the functions. */
+const templateApp = () => new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
 beforeAll(() => {
-  const app = new App();
+  const app = templateApp();
   stack = new ReceiverStack(app, 'Test', {
+    alarmEmail: 'oncall@panel.example.com',
     landingUrls: { LANDING_URL_SUCCESS: 'https://panel.example.com/done?pid={pid}' },
     marketplace: { baseUrl: 'https://supplier.marketplace.example', apiVersion: 'v2' },
     redirectSyncRate: Duration.minutes(30),
@@ -139,7 +151,8 @@ describe('functions', () => {
 
   it('refuse a bad landing template at synth time', () => {
     expect(
-      () => new ReceiverStack(new App(), 'Bad', { landingUrls: { LANDING_URL_FAIL: 'javascript:alert(1)' } }),
+      () =>
+        new ReceiverStack(templateApp(), 'Bad', { landingUrls: { LANDING_URL_FAIL: 'javascript:alert(1)' } }),
     ).toThrow(/LANDING_URL_FAIL must be an http\(s\) URL/);
   });
 });
@@ -196,7 +209,7 @@ describe('redirect sync', () => {
   });
 
   it('is deployed with its schedule disabled when no marketplace URL was given', () => {
-    const bare = Template.fromStack(new ReceiverStack(new App(), 'Bare'));
+    const bare = Template.fromStack(new ReceiverStack(templateApp(), 'Bare'));
     bare.hasResourceProperties('AWS::Scheduler::Schedule', {
       ScheduleExpression: 'rate(15 minutes)',
       State: 'DISABLED',
@@ -375,10 +388,113 @@ describe('operations', () => {
     }
     expect(alarms).toHaveLength(5 + 6);
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
-    template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: Match.anyValue() });
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });
+
+  it('CloudWatch can publish to the alarm topic: its key is customer-managed and lets CloudWatch use it', () => {
+    const keyId = logicalId(stack.operations.key);
+    template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: { 'Fn::GetAtt': [keyId, 'Arn'] } });
+    const key = template.toJSON().Resources[keyId] as {
+      Properties: {
+        EnableKeyRotation: boolean;
+        KeyPolicy: { Statement: Statement[] & { Principal?: unknown }[] };
+      };
+    };
+    expect(key.Properties.EnableKeyRotation).toBe(true);
+    const forCloudWatch = key.Properties.KeyPolicy.Statement.filter(
+      (s) =>
+        JSON.stringify((s as { Principal?: unknown }).Principal) ===
+        JSON.stringify({ Service: 'cloudwatch.amazonaws.com' }),
+    );
+    expect(actionsOf(forCloudWatch)).toEqual(['kms:Decrypt', 'kms:GenerateDataKey*']);
+    expect(forCloudWatch.every((s) => s.Effect === 'Allow')).toBe(true);
+  });
+
+  it('subscribes the configured address to the alarm topic, and none when none is configured', () => {
+    template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'oncall@panel.example.com',
+      TopicArn: { Ref: logicalId(stack.operations.topic) },
+    });
+    const bare = Template.fromStack(new ReceiverStack(templateApp(), 'NoEmail'));
+    bare.resourceCountIs('AWS::SNS::Subscription', 0);
+  });
+
+  it('every custom metric the dashboard and alarms read is one the functions publish, dimensions and all', () => {
+    const read = customMetricsRead(template);
+    expect(read.length).toBeGreaterThan(10);
+    for (const metric of read)
+      expect(inCatalogue(metric.name, metric.dimensions), JSON.stringify(metric)).toBe(true);
+  });
+
+  it('the dashboard shows every catalogued metric under every dimension value it is published with', () => {
+    const read = new Set(
+      customMetricsRead(template).map((m) => `${m.name} ${JSON.stringify(sorted(m.dimensions))}`),
+    );
+    for (const name of Object.keys(METRIC_CATALOGUE) as MetricName[])
+      for (const dimensions of dimensionSets(name))
+        expect(read, `${name} ${JSON.stringify(dimensions)}`).toContain(
+          `${name} ${JSON.stringify(sorted(dimensions))}`,
+        );
+  });
+
+  it('the catalogue check is live: a widget with a dimension nothing publishes is found', () => {
+    expect(inCatalogue('RejectedPostback', { service: 'survey-receiver' })).toBe(false);
+    expect(inCatalogue('BufferedHits', { service: 'survey-receiver', channel: 'carrier-pigeon' })).toBe(
+      false,
+    );
+    expect(inCatalogue('BufferedHits', { service: 'survey-receiver', channel: 'postback' })).toBe(true);
+  });
 });
+
+const sorted = (record: Record<string, string>) =>
+  Object.fromEntries(Object.entries(record).sort(([a], [b]) => a.localeCompare(b)));
+
+/**
+ * Every metric in the namespace the functions publish to that the template reads: the dashboard's widgets (its
+ * body is a JSON string CloudFormation joins) and the alarms (plain or metric-math).
+ */
+function customMetricsRead(from: Template): { name: string; dimensions: Record<string, string> }[] {
+  const found: { name: string; dimensions: Record<string, string> }[] = [];
+  const [dashboard] = Object.values(from.findResources('AWS::CloudWatch::Dashboard')) as {
+    Properties: { DashboardBody: unknown };
+  }[];
+  const body = flattenJoin(dashboard?.Properties.DashboardBody);
+  const widgets = (JSON.parse(body) as { widgets: { properties: { metrics?: unknown[][] } }[] }).widgets;
+  for (const widget of widgets)
+    for (const line of widget.properties.metrics ?? []) {
+      const [namespace, name, ...rest] = line;
+      if (namespace !== METRIC_NAMESPACE) continue;
+      const dimensions: Record<string, string> = {};
+      for (let i = 0; i + 1 < rest.length && typeof rest[i] === 'string'; i += 2)
+        dimensions[rest[i] as string] = rest[i + 1] as string;
+      found.push({ name: String(name), dimensions });
+    }
+  type Dimension = { Name: string; Value: string };
+  type MetricStat = { Namespace?: string; MetricName: string; Dimensions?: Dimension[] };
+  const add = (metric: MetricStat) => {
+    if (metric.Namespace !== METRIC_NAMESPACE) return;
+    found.push({
+      name: metric.MetricName,
+      dimensions: Object.fromEntries((metric.Dimensions ?? []).map((d) => [d.Name, d.Value])),
+    });
+  };
+  for (const alarm of Object.values(from.findResources('AWS::CloudWatch::Alarm')) as {
+    Properties: MetricStat & { Metrics?: { MetricStat?: { Metric: MetricStat } }[] };
+  }[]) {
+    add(alarm.Properties);
+    for (const query of alarm.Properties.Metrics ?? []) if (query.MetricStat) add(query.MetricStat.Metric);
+  }
+  return found;
+}
+
+/** The dashboard body with its Fn::Join references replaced by placeholders, as one JSON string. */
+function flattenJoin(value: unknown): string {
+  if (typeof value === 'string') return value;
+  const join = (value as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
+  if (!join) return '"?"';
+  return join[1].map((part) => (typeof part === 'string' ? part : 'ref')).join(join[0]);
+}
 
 describe('signing keys', () => {
   it('live in Secrets Manager, generated, and survive a stack delete', () => {

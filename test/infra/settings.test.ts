@@ -84,3 +84,17 @@ describe('cdk synth', () => {
     expect(failure?.stderr).toContain('environment "prod" is missing required settings: marketplace.baseUrl');
   }, 60_000);
 });
+
+describe('feature flags', () => {
+  it('cdk.json sets every flag `cdk init` writes for the installed aws-cdk-lib, at its recommended value', () => {
+    // An upgrade of aws-cdk-lib that recommends new flags fails here until they are reviewed and adopted.
+    const recommended = JSON.parse(
+      readFileSync('node_modules/aws-cdk-lib/recommended-feature-flags.json', 'utf8'),
+    ) as Record<string, unknown>;
+    const { environments: _, ...context } = JSON.parse(readFileSync('cdk.json', 'utf8')).context as Record<
+      string,
+      unknown
+    >;
+    expect(context).toEqual(recommended);
+  });
+});

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { inCatalogue } from '../../functions/lambda/metric-catalogue';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
@@ -97,5 +98,57 @@ describe('logs and metrics', () => {
     expect(output).not.toContain(goodSig);
     expect(output).not.toContain('sig=');
     for (const secret of secrets) expect(output).not.toContain(secret);
+  });
+});
+
+describe('published metrics', () => {
+  /** The metrics in the embedded-metric-format lines written: name and full dimension map. */
+  function publishedMetrics(output: string) {
+    type Emf = { _aws: { CloudWatchMetrics: { Dimensions: string[][]; Metrics: { Name: string }[] }[] } };
+    return output
+      .split('\n')
+      .filter((line) => line.includes('"_aws"'))
+      .flatMap((line) => {
+        const entry = JSON.parse(line) as Emf & Record<string, unknown>;
+        return entry._aws.CloudWatchMetrics.flatMap((directive) =>
+          directive.Metrics.flatMap((metric) =>
+            directive.Dimensions.map((set) => ({
+              name: metric.Name,
+              dimensions: Object.fromEntries(set.map((d) => [d, String(entry[d])])),
+            })),
+          ),
+        );
+      });
+  }
+
+  it('every metric the receivers publish is in the catalogue the dashboard and alarms are built from', async () => {
+    const ids = { pid: 'p-metric', token: randomUUID() };
+    const good = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', ids);
+    const forged = good.replace(/sig=[\w-]+/, `sig=${'Q'.repeat(43)}`);
+    const badInput = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
+      pid: '[%%pid%%]',
+      token: 'x',
+    });
+    const badRedirect = filledUrl(TEST_KEY_RING, 'redirect', '5005', 'success', ids).replace(
+      /sig=[\w-]+/,
+      'sig=x',
+    );
+    const conflicting = filledUrl(TEST_KEY_RING, 'postback', '5005', 'fail', ids);
+    capture();
+    await invoke(postback, apiEvent('GET', good));
+    await invoke(postback, apiEvent('GET', forged));
+    await invoke(postback, apiEvent('GET', badInput));
+    await invoke(redirect, apiEvent('GET', badRedirect));
+    await invoke(postback, apiEvent('GET', conflicting));
+    vi.restoreAllMocks();
+    const published = publishedMetrics(written.join(''));
+    expect(published.map((m) => m.name).sort()).toEqual([
+      'ConflictingHit',
+      'RejectedPostback',
+      'RejectedPostback',
+      'RejectedRedirect',
+    ]);
+    for (const metric of published)
+      expect(inCatalogue(metric.name, metric.dimensions), JSON.stringify(metric)).toBe(true);
   });
 });

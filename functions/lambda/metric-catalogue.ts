@@ -1,0 +1,115 @@
+/**
+ * Every custom metric the functions publish: its name, unit and the closed set of values each of its dimensions
+ * takes. The functions emit only through this catalogue (`observability.ts`), and the dashboard and alarms
+ * (`infra/constructs/operations.ts`) read only from it, so a widget cannot ask CloudWatch for a dimension set
+ * that nothing emits (such a widget stays empty and such an alarm never fires). Pure data: the infrastructure
+ * imports it without loading Powertools.
+ */
+import { VERDICT_KINDS } from '../core/verdict-kinds';
+
+export const METRIC_NAMESPACE = 'SurveyReceiver';
+export const SERVICE_NAME = 'survey-receiver';
+
+/** Powertools adds `service` to every metric; the catalogue lists the dimensions beyond it. */
+export const SERVICE_DIMENSION = 'service';
+
+const CHANNELS = ['redirect', 'postback'] as const;
+
+export const METRIC_CATALOGUE = {
+  RejectedPostback: {
+    unit: 'Count',
+    dimensions: { reason: ['signature', 'input'] },
+    about: 'postbacks refused: a bad or missing signature, or input that fails validation',
+  },
+  RejectedRedirect: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'redirect hits refused (forged, stale or malformed)',
+  },
+  RejectedSource: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'postbacks from an address outside the allow-list',
+  },
+  ConflictingHit: {
+    unit: 'Count',
+    dimensions: { channel: CHANNELS },
+    about: 'hits that contradict what the ledger holds for their attempt',
+  },
+  BufferedHits: {
+    unit: 'Count',
+    dimensions: { channel: CHANNELS },
+    about: 'hits acknowledged while the ledger was unavailable, parked in the buffer',
+  },
+  BufferedHitNotRecorded: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'buffered hits the drainer could not write yet (retried with back-off)',
+  },
+  StoreUnavailable: { unit: 'Count', dimensions: {}, about: 'requests that found the ledger unavailable' },
+  RedirectNotRecorded: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'redirect hits neither recorded nor buffered (logged in full)',
+  },
+  InternalError: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'requests answered 500 for a fault of this service',
+  },
+  RedirectsApplied: { unit: 'Count', dimensions: {}, about: 'surveys whose redirects a sync run applied' },
+  RedirectSyncFailures: { unit: 'Count', dimensions: {}, about: 'redirect sync runs with a failed survey' },
+  ReconciledSurveys: { unit: 'Count', dimensions: {}, about: 'surveys a reconciliation run reconciled' },
+  ReconcileFailedSurveys: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'surveys a reconciliation run could not reconcile',
+  },
+  ReconciledTransactions: { unit: 'Count', dimensions: {}, about: 'marketplace transactions read' },
+  VerdictChanges: { unit: 'Count', dimensions: {}, about: 'verdicts a reconciliation run wrote or changed' },
+  Verdicts: {
+    unit: 'Count',
+    dimensions: { verdict: VERDICT_KINDS },
+    about: 'attempts per verdict in a reconciliation run',
+  },
+  ReconcileFailures: { unit: 'Count', dimensions: {}, about: 'reconciliation runs with a failed survey' },
+} as const satisfies Record<string, MetricSpec>;
+
+export interface MetricSpec {
+  readonly unit: 'Count';
+  readonly dimensions: Readonly<Record<string, readonly string[]>>;
+  readonly about: string;
+}
+
+export type MetricName = keyof typeof METRIC_CATALOGUE;
+
+/** The dimensions a metric must be published with: each one named, with a value from its set. */
+export type DimensionsOf<N extends MetricName> = {
+  -readonly [D in keyof (typeof METRIC_CATALOGUE)[N]['dimensions']]: (typeof METRIC_CATALOGUE)[N]['dimensions'][D] extends readonly (infer V)[]
+    ? V
+    : never;
+};
+
+/**
+ * Every dimension combination a metric is published under, `service` included: what a dashboard lists to show
+ * all of it.
+ */
+export function dimensionSets(name: MetricName): Record<string, string>[] {
+  let sets: Record<string, string>[] = [{ [SERVICE_DIMENSION]: SERVICE_NAME }];
+  for (const [dimension, values] of Object.entries(
+    METRIC_CATALOGUE[name].dimensions as MetricSpec['dimensions'],
+  ))
+    sets = sets.flatMap((set) => values.map((value) => ({ ...set, [dimension]: value })));
+  return sets;
+}
+
+/** Whether a published or read metric (name and full dimension map) is one the catalogue names. */
+export function inCatalogue(name: string, dimensions: Record<string, string>): boolean {
+  if (!Object.hasOwn(METRIC_CATALOGUE, name)) return false;
+  const spec = METRIC_CATALOGUE[name as MetricName] as MetricSpec;
+  const { [SERVICE_DIMENSION]: service, ...rest } = dimensions;
+  if (service !== SERVICE_NAME) return false;
+  const expected = Object.keys(spec.dimensions).sort();
+  if (expected.join() !== Object.keys(rest).sort().join()) return false;
+  return expected.every((d) => (spec.dimensions[d] as readonly string[]).includes(rest[d] as string));
+}

@@ -1,0 +1,37 @@
+/**
+ * The one synth that bundles: every function's asset is a single minified ESM file, runnable on its own, with no
+ * source map shipped beside it. The template tests skip bundling; this one runs esbuild for six functions, so it
+ * has a timeout that fits a loaded two-core machine.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App } from 'aws-cdk-lib';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ReceiverStack } from '../../infra/receiver-stack';
+
+const outdir = mkdtempSync(join(tmpdir(), 'receiver-bundle-'));
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+describe('bundled functions', () => {
+  it('each function ships one ESM index.mjs and nothing else', { timeout: 180_000 }, () => {
+    const app = new App({ outdir });
+    const stack = new ReceiverStack(app, 'Bundled');
+    const assembly = app.synth();
+    const template = assembly.getStackByName(stack.stackName).template as {
+      Resources: Record<string, { Type: string; Properties: { Code?: { S3Key?: string } } }>;
+    };
+    // A function's code is the zip of the staged directory asset.<hash>.
+    const assets = Object.values(template.Resources)
+      .filter((r) => r.Type === 'AWS::Lambda::Function')
+      .map((r) => `asset.${r.Properties.Code?.S3Key?.replace(/\.zip$/, '')}`);
+    expect(assets).toHaveLength(6);
+    for (const asset of assets) {
+      const files = readdirSync(join(outdir, asset));
+      expect(files).toEqual(['index.mjs']);
+      const code = readFileSync(join(outdir, asset, 'index.mjs'), 'utf8');
+      expect(code).toMatch(/export\s*\{[^}]*\bhandler\b/);
+      expect(code).not.toContain('sourceMappingURL');
+    }
+  });
+});
