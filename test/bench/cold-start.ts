@@ -22,6 +22,8 @@ interface Bundle {
   readonly file: string;
   readonly memoryMb: number;
   readonly env: Record<string, string>;
+  /** Node options the function would run with (only the source-mapped variant has any). */
+  readonly nodeOptions?: readonly string[];
 }
 
 interface FunctionProperties {
@@ -97,10 +99,32 @@ const lambdaEnv = (bundle: Bundle) => ({
 async function importMs(bundle: Bundle): Promise<number> {
   const { stdout } = await exec(
     process.execPath,
-    ['test/bench/import-probe.mjs', pathToFileURL(bundle.file).href],
+    [...(bundle.nodeOptions ?? []), 'test/bench/import-probe.mjs', pathToFileURL(bundle.file).href],
     { env: lambdaEnv(bundle) },
   );
   return Number(stdout.trim());
+}
+
+/**
+ * The postback bundle as it would ship with a linked source map, run with `--enable-source-maps` (without that
+ * flag nothing reads the map): what shipping source maps would cost at every cold start.
+ */
+async function withSourceMap(bundle: Bundle, outdir: string): Promise<Bundle> {
+  const file = join(outdir, 'index.mjs');
+  await build({
+    entryPoints: ['functions/postback.ts'],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: BUNDLING.target,
+    minify: BUNDLING.minify,
+    mainFields: [...BUNDLING.mainFields],
+    banner: { js: BUNDLING.banner },
+    sourcemap: 'linked',
+    outfile: file,
+    logLevel: 'silent',
+  });
+  return { ...bundle, name: 'postback + source map', file, nodeOptions: ['--enable-source-maps'] };
 }
 
 /** Minified bytes by package, from a metafile: where a bundle's size goes. */
@@ -161,7 +185,10 @@ export async function coldStart(options: { runs: number; sizeTarget: number; imp
     ]);
     const [floor] = bundlesOf(join(workdir, 'floor'));
     if (!floor) throw new Error('the floor app synthesized no function');
-    const bundles = [floor, ...bundlesOf(join(workdir, 'product'))];
+    const product = bundlesOf(join(workdir, 'product'));
+    const postback = product.find((b) => b.name === 'postback');
+    if (!postback) throw new Error('the product synthesized no postback function');
+    const bundles = [floor, ...product, await withSourceMap(postback, join(workdir, 'mapped'))];
     const samples = new Map<string, number[]>(bundles.map((b) => [b.name, []]));
     for (const bundle of bundles) await importMs(bundle); // the first import warms the file cache
     for (let round = 0; round < options.runs; round++) {
@@ -178,7 +205,9 @@ export async function coldStart(options: { runs: number; sizeTarget: number; imp
       return {
         function: isFloor ? 'floor (document client only)' : bundle.name,
         memoryMb: bundle.memoryMb,
-        kB: (bytes / 1000).toFixed(0),
+        kB:
+          (bytes / 1000).toFixed(0) +
+          (bundle.nodeOptions ? ` + ${(statSync(`${bundle.file}.map`).size / 1000).toFixed(0)} map` : ''),
         sizeRatio: (bytes / floorBytes).toFixed(2),
         importMs: ms.toFixed(1),
         importRatio: (ms / floorMs).toFixed(2),
