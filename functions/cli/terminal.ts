@@ -4,18 +4,9 @@
  * cursor or clear an operator's screen. Line breaks of the CLI's own layout are kept.
  */
 
-// C0 controls but the line feed, DEL, and the C1 controls (U+009B is a complete escape sequence introducer).
-const isControl = (code: number) => (code < 0x20 && code !== 0x0a) || (code >= 0x7f && code <= 0x9f);
+import { printable } from '../core/printable';
 
-/** The text with every control character but the line feed written as a `\uXXXX` escape. */
-export function printable(text: string): string {
-  let out = '';
-  for (const c of text) {
-    const code = c.codePointAt(0) as number;
-    out += isControl(code) ? `\\u${code.toString(16).padStart(4, '0')}` : c;
-  }
-  return out;
-}
+export { printable };
 
 /** Prints one line (or block) of human-readable output. */
 export function say(text: string): void {

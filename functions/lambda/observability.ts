@@ -5,6 +5,7 @@
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { printable } from '../core/printable';
 import {
   type DimensionsOf,
   METRIC_CATALOGUE,
@@ -15,7 +16,12 @@ import {
 
 const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? SERVICE_NAME;
 
-export const logger = new Logger({ serviceName });
+// Every string field is written through `printable`: JSON escapes C0 controls but a log viewer shows them decoded,
+// and it does not escape DEL or the C1 controls at all.
+export const logger = new Logger({
+  serviceName,
+  jsonReplacerFn: (_key, value) => (typeof value === 'string' ? printable(value) : value),
+});
 const metrics = new Metrics({
   namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? METRIC_NAMESPACE,
   serviceName,

@@ -10,6 +10,7 @@ import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let postback: Handler;
 let redirect: Handler;
+let logger: typeof import('../../functions/lambda/observability')['logger'];
 let written: string[] = [];
 
 beforeAll(async () => {
@@ -23,6 +24,7 @@ beforeAll(async () => {
   });
   ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
   ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+  ({ logger } = await import('../../functions/lambda/observability'));
 });
 
 function capture() {
@@ -150,5 +152,25 @@ describe('published metrics', () => {
     ]);
     for (const metric of published)
       expect(inCatalogue(metric.name, metric.dimensions), JSON.stringify(metric)).toBe(true);
+  });
+});
+
+describe('text from outside in the log', () => {
+  it('control characters in any logged field are written as \\u escapes: none reaches the log raw', async () => {
+    const hostile = 'a\u001b[2Jb\u009b2Jc\u007fd\re';
+    capture();
+    logger.warn('probe', { field: hostile, nested: { list: [hostile] } });
+    const badRedirect = filledUrl(TEST_KEY_RING, 'redirect', '5005', 'success', {
+      pid: hostile,
+      token: 't',
+    }).replace(/sig=[\w-]+/, 'sig=x');
+    await invoke(redirect, apiEvent('GET', badRedirect));
+    vi.restoreAllMocks();
+    const output = written.join('');
+    expect(output).toContain('redirect hit rejected');
+    expect(output.replace(/\n/g, '')).not.toMatch(/\p{Cc}/u);
+    const probe = JSON.parse(output.split('\n').find((l) => l.includes('"probe"')) ?? '{}');
+    expect(probe.field).toBe('a\\u001b[2Jb\\u009b2Jc\\u007fd\\u000de');
+    expect(probe.nested.list[0]).toBe(probe.field);
   });
 });

@@ -1,0 +1,20 @@
+/**
+ * Text that came from outside (pids, tokens, refusal reasons, marketplace fields) made safe to show: a control
+ * character sent in a query parameter must read as text in a terminal or a log viewer, never move the cursor or
+ * clear a screen. The CLI prints through it and the functions' logger writes every string field through it.
+ */
+
+// C0 controls but the line feed, DEL, and the C1 controls (U+009B is a complete escape sequence introducer).
+const ANY_CONTROL = /\p{Cc}/u; // C0, DEL and C1: the quick test before the walk
+const isControl = (code: number) => (code < 0x20 && code !== 0x0a) || (code >= 0x7f && code <= 0x9f);
+
+/** The text with every control character but the line feed written as a `\uXXXX` escape. */
+export function printable(text: string): string {
+  if (!ANY_CONTROL.test(text)) return text;
+  let out = '';
+  for (const c of text) {
+    const code = c.codePointAt(0) as number;
+    out += isControl(code) ? `\\u${code.toString(16).padStart(4, '0')}` : c;
+  }
+  return out;
+}
