@@ -6,7 +6,7 @@
 import { readClaim, readIdentity } from './core/hit-request';
 import { landingFor } from './core/landing-page';
 import type { Outcome } from './core/outcome';
-import { Rejection } from './core/rejection';
+import { type RefusalCode, Rejection, signatureRefusal } from './core/rejection';
 import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './lambda/http';
 import { checkSignature } from './lambda/key-ring-source';
 import { count, logger } from './lambda/observability';
@@ -18,7 +18,7 @@ export const handler = respondentRoute(async (event, context) => {
   const request = hitRequestFrom(event);
   const at = new Date();
   const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};
-  let refusal: string | undefined;
+  let refusal: { code: RefusalCode; reason: string } | undefined;
   try {
     const { claim, query } = readClaim('redirect', request);
     claimed.surveyId = claim.target.surveyId;
@@ -29,11 +29,11 @@ export const handler = respondentRoute(async (event, context) => {
     if (check.valid) {
       await record({ ...claim.target, ...identity });
     } else {
-      refusal = `signature ${check.reason}`;
+      refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
     }
   } catch (error) {
     if (!(error instanceof Rejection)) throw error;
-    refusal = error.message;
+    refusal = { code: error.code, reason: error.message };
   }
   if (refusal) await reject(refusal);
   return respondentAnswer(landingFor(config.landing, claimed));
@@ -72,12 +72,13 @@ export const handler = respondentRoute(async (event, context) => {
     }
   }
 
-  async function reject(reason: string) {
+  async function reject({ code, reason }: { code: RefusalCode; reason: string }) {
     const params = new URLSearchParams(request.rawQueryString);
     const rejected = {
       at: at.toISOString(),
       requestId: context.awsRequestId,
       channel: 'redirect' as const,
+      code,
       reason,
       surveyId: request.pathParameters.surveyId,
       outcome: request.pathParameters.outcome,
@@ -85,12 +86,17 @@ export const handler = respondentRoute(async (event, context) => {
       token: params.get('token') ?? undefined,
       sourceIp: event.requestContext.http.sourceIp,
     };
-    logger.warn('redirect hit rejected', { reason, surveyId: claimed.surveyId, outcome: claimed.outcome });
+    logger.warn('redirect hit rejected', {
+      code,
+      reason,
+      surveyId: claimed.surveyId,
+      outcome: claimed.outcome,
+    });
     count('RejectedRedirect');
     try {
       await store.recordRejectedHit(rejected);
     } catch (error) {
-      logger.error('rejected redirect hit not recorded', { reason, error: describe(error) });
+      logger.error('rejected redirect hit not recorded', { code, reason, error: describe(error) });
     }
   }
 });

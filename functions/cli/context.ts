@@ -1,9 +1,9 @@
 /**
  * What every CLI command needs: the store, the key ring, the marketplace and the public base URL. By default the
  * CLI talks to the local stack; with RECEIVER_TARGET=aws it uses the AWS credentials and the variables of the
- * deployed stack.
+ * deployed stack. The hit buffer's dead-letter queue has a context of its own, as it needs none of the rest.
  */
-import { applyLocalDefaults } from '../../infra/local/defaults';
+import { applyLocalDefaults, localQueueUrls } from '../../infra/local/defaults';
 import type { MarketplaceClient } from '../core/marketplace-client';
 import type { KeyRing } from '../core/signing';
 import {
@@ -14,6 +14,7 @@ import {
   type SurveyRegistry,
 } from '../core/store';
 import { keyRingLocation } from '../lambda/config';
+import { type DeadLetters, sqsDeadLetters } from '../lambda/hit-buffer';
 import { type KeyRingStore, keyRingStore } from '../lambda/key-ring-source';
 import { marketplaceFromEnvironment } from '../lambda/marketplace-access';
 
@@ -51,4 +52,36 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
       return marketplace;
     },
   };
+}
+
+/**
+ * The hit buffer's dead-letter queue. Locally, the stand-in's at SQS_ENDPOINT (what `npm start` prints as "Hit
+ * buffer"; http://127.0.0.1:9324 by default). In AWS, DEAD_LETTER_QUEUE_URL: the stack's DeadLetterQueueUrl output,
+ * in whose region the queue is addressed whatever AWS_REGION says. The buffer queue is found from it (SQS's
+ * redrive policy), so one URL is all an operator gives.
+ */
+export function cliDeadLetters(env: NodeJS.ProcessEnv = process.env): DeadLetters {
+  if (env.RECEIVER_TARGET !== 'aws') {
+    applyLocalDefaults(env);
+    const endpoint = env.SQS_ENDPOINT as string;
+    return sqsDeadLetters(localQueueUrls(endpoint).deadLetterUrl, { endpoint, region: env.AWS_REGION });
+  }
+  const url = env.DEAD_LETTER_QUEUE_URL;
+  if (!url)
+    throw new Error('set DEAD_LETTER_QUEUE_URL, the stack output DeadLetterQueueUrl (RECEIVER_TARGET=aws)');
+  return sqsDeadLetters(url, { region: regionOfQueue(url) ?? env.AWS_REGION });
+}
+
+/** The region in a queue URL (`https://sqs.<region>.amazonaws.com/...` or the older `https://<region>.queue...`). */
+function regionOfQueue(url: string): string | undefined {
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    throw new Error(`DEAD_LETTER_QUEUE_URL is not a URL: ${url}`);
+  }
+  return (
+    /^sqs\.([a-z0-9-]+)\.amazonaws\.com/.exec(host)?.[1] ??
+    /^([a-z0-9-]+)\.queue\.amazonaws\.com/.exec(host)?.[1]
+  );
 }

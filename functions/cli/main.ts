@@ -4,6 +4,7 @@
 import { Command } from 'commander';
 import { attemptCommand } from './attempt-command';
 import { attemptsCommand } from './attempts-command';
+import { bufferCommand } from './buffer-command';
 import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
@@ -20,7 +21,8 @@ const program = new Command('cli')
   .addCommand(rejectedCommand())
   .addCommand(redirectsCommand())
   .addCommand(reconcileCommand())
-  .addCommand(reportCommand());
+  .addCommand(reportCommand())
+  .addCommand(bufferCommand());
 
 try {
   await program.parseAsync(process.argv);

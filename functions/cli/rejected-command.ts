@@ -3,7 +3,10 @@ import { cliContext } from './context';
 import { dayOption } from './options';
 import { say, sayJson } from './terminal';
 
-/** `rejected --day <YYYY-MM-DD>`: refused redirect hits of a UTC day, for investigating forgeries and broken links. */
+/**
+ * `rejected --day <YYYY-MM-DD>`: refused redirect hits of a UTC day, for investigating forgeries and broken links.
+ * They are kept counted: one line per source address, refusal code and minute, with its first hit as the sample.
+ */
 export function rejectedCommand(): Command {
   return new Command('rejected')
     .description('list the redirect hits refused on a UTC day (bad signature or malformed)')
@@ -16,11 +19,16 @@ export function rejectedCommand(): Command {
         sayJson(rejected);
         return;
       }
-      if (rejected.length === 0) say(`no rejected hits on ${options.day}`);
+      if (rejected.length === 0) {
+        say(`no rejected hits on ${options.day}`);
+        return;
+      }
       for (const hit of rejected) {
         say(
-          `${hit.at}  ${hit.reason}  survey=${hit.surveyId ?? '-'} outcome=${hit.outcome ?? '-'} pid=${hit.pid ?? '-'} token=${hit.token ?? '-'} ip=${hit.sourceIp ?? '-'}`,
+          `${hit.at}  ${hit.hits} × ${hit.code ?? '-'}  ip=${hit.sourceIp ?? '-'}  first: ${hit.reason}  survey=${hit.surveyId ?? '-'} outcome=${hit.outcome ?? '-'} pid=${hit.pid ?? '-'} token=${hit.token ?? '-'}`,
         );
       }
+      const total = rejected.reduce((sum, hit) => sum + hit.hits, 0);
+      say(`${total} rejected hits on ${options.day} (${rejected.length} per source, code and minute)`);
     });
 }

@@ -2,17 +2,21 @@
  * The single-table layout of the ledger: key attributes, the index, and how each kind of item is keyed.
  * Shared by the store, the CDK stack and the local engine so the three cannot drift apart.
  *
- * | item            | pk                          | sk                | gsi1pk                 | gsi1sk                     |
- * |-----------------|-----------------------------|-------------------|------------------------|----------------------------|
- * | attempt         | ATTEMPT#<surveyId>#<pid>    | TOKEN#<token>     | ATTEMPTS#<utc day>     | <surveyId>#<firstSeenAt>   |
- * | rejected hit    | REJECTED#<utc day>          | <at>#<request id> | -                      | -                          |
- * | survey registry | SURVEY#<surveyId>           | REDIRECTS         | SURVEYS                | <surveyId>                 |
- * | checkpoint      | CHECKPOINT#<name>           | CHECKPOINT        | -                      | -                          |
- * | day summary     | SUMMARY#<surveyId>          | DAY#<pacific day> | SUMMARIES#<pacific day>| <surveyId>                 |
- * | reconciliation  | SURVEY#<surveyId>           | RECONCILIATION    | -                      | -                          |
- * | run state       | RUN#<name>                  | STATE             | -                      | -                          |
+ * | item            | pk                       | sk                           | gsi1pk                  | gsi1sk                   |
+ * |-----------------|--------------------------|------------------------------|-------------------------|--------------------------|
+ * | attempt         | ATTEMPT#<surveyId>#<pid> | TOKEN#<token>                | ATTEMPTS#<utc day>      | <surveyId>#<firstSeenAt> |
+ * | rejected hits   | REJECTED#<utc day>       | <utc minute>#<code>#<source> | -                       | -                        |
+ * | survey registry | SURVEY#<surveyId>        | REDIRECTS                    | SURVEYS                 | <surveyId>               |
+ * | checkpoint      | CHECKPOINT#<name>        | CHECKPOINT                   | -                       | -                        |
+ * | day summary     | SUMMARY#<surveyId>       | DAY#<pacific day>            | SUMMARIES#<pacific day> | <surveyId>               |
+ * | reconciliation  | SURVEY#<surveyId>        | RECONCILIATION               | -                       | -                        |
+ * | run state       | RUN#<name>               | STATE                        | -                       | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes).
+ *
+ * Refused hits are counted: one item per source address, refusal code and UTC minute (`YYYY-MM-DDTHH:MM`), holding
+ * the first hit as a sample and a `hits` counter. Items written before that have sk `<at>#<request id>`, one hit
+ * each; they are read the same way and expire like the rest.
  *
  * `gsi2` is sparse: only attempts whose reconciliation verdict is a discrepancy carry its keys,
  * gsi2pk `DISCREPANCIES#<pacific day>` and gsi2sk `<surveyId>#<verdict>#<token>`.
@@ -53,9 +57,10 @@ export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({
   gsi1sk: `${surveyId}#${firstSeenAt}`,
 });
 
-export const rejectedKey = (at: string, requestId: string) => ({
+/** The item that counts a source's refused hits of one code in the UTC minute of `at`. */
+export const rejectedKey = (at: string, code: string, source: string) => ({
   pk: `REJECTED#${utcDay(at)}`,
-  sk: `${at}#${requestId}`,
+  sk: `${at.slice(0, 16)}#${keyPart(code)}#${keyPart(source)}`,
 });
 
 export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });

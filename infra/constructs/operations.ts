@@ -136,7 +136,7 @@ export class Operations extends Construct {
     );
     alarm(
       'dead-letters',
-      'Buffered hits the drainer could not write after five tries are in the dead-letter queue: replay them (see README, Operations).',
+      'Buffered hits the drainer could not write after 12 receives (about 12 hours of ledger outage) are in the dead-letter queue: fix the cause, then npm run cli -- buffer redrive (safe to run twice; see README, Operations).',
       props.deadLetters.metricApproximateNumberOfMessagesVisible({
         period: Duration.minutes(5),
         statistic: 'Maximum',

@@ -10,6 +10,8 @@ export const LOCAL_DEFAULTS = {
   LOCAL_HOST: '127.0.0.1',
   PORT: '3000',
   DYNAMODB_PORT: '8000',
+  /** The hit buffer's stand-in for SQS (ElasticMQ's usual port), so the CLI finds its queues. */
+  SQS_PORT: '9324',
   TABLE_NAME: 'survey-ledger',
   AWS_REGION: 'us-east-1',
   /** The local marketplace (started unless MARKETPLACE_BASE_URL points at another one). */
@@ -70,5 +72,12 @@ export function applyLocalDefaults(env: NodeJS.ProcessEnv = process.env): NodeJS
     env.MARKETPLACE_BASE_URL = `http://${env.LOCAL_HOST}:${env.MARKETPLACE_PORT}`;
   }
   env.PUBLIC_BASE_URL ??= `http://${env.LOCAL_HOST}:${env.PORT}`;
+  env.SQS_ENDPOINT ??= `http://${env.LOCAL_HOST}:${env.SQS_PORT}`;
   return env;
 }
+
+/** The URLs of the local hit buffer's queues at the stand-in's endpoint. */
+export const localQueueUrls = (sqsEndpoint: string) => ({
+  queueUrl: `${sqsEndpoint}/000000000000/hits`,
+  deadLetterUrl: `${sqsEndpoint}/000000000000/hits-dlq`,
+});

@@ -1,8 +1,9 @@
 /**
- * A local stand-in for SQS, speaking its JSON protocol (SendMessage, ReceiveMessage, DeleteMessage,
- * GetQueueAttributes, ChangeMessageVisibility) so the product's real SQS client works against it, and a poller that delivers batches
- * to a handler as Lambda's event source mapping does: partial batch failures, visibility timeout, and a
- * dead-letter queue after `maxReceiveCount` receives.
+ * A local stand-in for SQS, speaking its JSON protocol (SendMessage and SendMessageBatch, ReceiveMessage,
+ * DeleteMessage and DeleteMessageBatch, ChangeMessageVisibility, GetQueueAttributes, ListDeadLetterSourceQueues)
+ * so the product's real SQS client works against it, and a poller that delivers batches to a handler as Lambda's
+ * event source mapping does: partial batch failures, visibility timeout, and a dead-letter queue after
+ * `maxReceiveCount` receives.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -10,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { BUFFER_MAX_RECEIVES } from '../../functions/lambda/hit-buffer';
 import { lambdaContext } from './api-gateway';
+import { localQueueUrls } from './defaults';
 
 interface Message {
   id: string;
@@ -40,6 +42,7 @@ export async function startLocalQueue(
     ['hits-dlq', []],
   ]);
   const maxReceiveCount = options.maxReceiveCount ?? BUFFER_MAX_RECEIVES;
+  let urls = localQueueUrls('');
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -57,13 +60,24 @@ export async function startLocalQueue(
     if (!queue)
       return reply(400, { __type: 'com.amazonaws.sqs#QueueDoesNotExist', message: 'no such queue' });
     const now = Date.now();
+    const send = (body: string) => {
+      const id = randomUUID();
+      queue.push({ id, body, visibleAt: now, receives: 0, sentAt: now });
+      return { MessageId: id, MD5OfMessageBody: md5(body) };
+    };
+    const remove = (receipt: unknown) => {
+      const index = queue.findIndex((m) => m.receipt === receipt);
+      if (index >= 0) queue.splice(index, 1);
+    };
+    const entries = () => (Array.isArray(input.Entries) ? input.Entries : []) as Record<string, unknown>[];
     switch (operation) {
-      case 'SendMessage': {
-        const body = String(input.MessageBody ?? '');
-        const id = randomUUID();
-        queue.push({ id, body, visibleAt: now, receives: 0, sentAt: now });
-        return reply(200, { MessageId: id, MD5OfMessageBody: md5(body) });
-      }
+      case 'SendMessage':
+        return reply(200, send(String(input.MessageBody ?? '')));
+      case 'SendMessageBatch':
+        return reply(200, {
+          Successful: entries().map((entry) => ({ Id: entry.Id, ...send(String(entry.MessageBody ?? '')) })),
+          Failed: [],
+        });
       case 'ReceiveMessage': {
         const max = Number(input.MaxNumberOfMessages ?? 1);
         const visibility = Number(input.VisibilityTimeout ?? 30) * 1000;
@@ -93,13 +107,23 @@ export async function startLocalQueue(
         message.visibleAt = now + Number(input.VisibilityTimeout ?? 0) * 1000;
         return reply(200, {});
       }
-      case 'DeleteMessage': {
-        const index = queue.findIndex((m) => m.receipt === input.ReceiptHandle);
-        if (index >= 0) queue.splice(index, 1);
+      case 'DeleteMessage':
+        remove(input.ReceiptHandle);
         return reply(200, {});
+      case 'DeleteMessageBatch':
+        for (const entry of entries()) remove(entry.ReceiptHandle);
+        return reply(200, { Successful: entries().map((entry) => ({ Id: entry.Id })), Failed: [] });
+      case 'GetQueueAttributes': {
+        const visible = queue.filter((m) => m.visibleAt <= now).length;
+        return reply(200, {
+          Attributes: {
+            ApproximateNumberOfMessages: String(visible),
+            ApproximateNumberOfMessagesNotVisible: String(queue.length - visible),
+          },
+        });
       }
-      case 'GetQueueAttributes':
-        return reply(200, { Attributes: { ApproximateNumberOfMessages: String(queue.length) } });
+      case 'ListDeadLetterSourceQueues':
+        return reply(200, { queueUrls: name === 'hits-dlq' ? [urls.queueUrl] : [] });
       default:
         return reply(400, { __type: 'com.amazonaws.sqs#UnsupportedOperation', message: operation });
     }
@@ -107,6 +131,7 @@ export async function startLocalQueue(
   server.listen(options.port ?? 0, options.host ?? '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   const endpoint = `http://${options.host ?? '127.0.0.1'}:${(server.address() as AddressInfo).port}`;
+  urls = localQueueUrls(endpoint);
   // Receives beyond the limit move a message to the dead-letter queue, as a redrive policy does.
   const redrive = setInterval(() => {
     const hits = queues.get('hits') as Message[];
@@ -121,8 +146,7 @@ export async function startLocalQueue(
   }, 100);
   return {
     endpoint,
-    queueUrl: `${endpoint}/000000000000/hits`,
-    deadLetterUrl: `${endpoint}/000000000000/hits-dlq`,
+    ...urls,
     depth: () => ({
       waiting: queues.get('hits')?.length ?? 0,
       deadLetters: queues.get('hits-dlq')?.length ?? 0,

@@ -26,7 +26,8 @@ export interface LocalStack {
 }
 
 /**
- * Starts the stack on the ports in the environment (PORT, DYNAMODB_PORT, MARKETPLACE_PORT; 0 picks free ones).
+ * Starts the stack on the ports in the environment (PORT, DYNAMODB_PORT, MARKETPLACE_PORT, SQS_PORT; 0 picks free
+ * ones). LOCAL_BUFFER_MAX_RECEIVES, when set, dead-letters buffered hits sooner than the deployed queue does.
  * The handlers read their configuration from the environment when first imported, so it is completed first.
  */
 export async function startLocalStack(): Promise<LocalStack> {
@@ -57,7 +58,11 @@ export async function startLocalStack(): Promise<LocalStack> {
       stops.push(marketplace.stop);
     }
     await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
-    const buffer = await startLocalQueue({ host: env.LOCAL_HOST });
+    const buffer = await startLocalQueue({
+      host: env.LOCAL_HOST,
+      port: Number(env.SQS_PORT),
+      ...(env.LOCAL_BUFFER_MAX_RECEIVES ? { maxReceiveCount: Number(env.LOCAL_BUFFER_MAX_RECEIVES) } : {}),
+    });
     stops.push(buffer.stop);
     env.HIT_BUFFER_QUEUE_URL = buffer.queueUrl;
     env.SQS_ENDPOINT = buffer.endpoint;

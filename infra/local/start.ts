@@ -79,6 +79,7 @@ const lines = [
   `  API          ${stack.apiUrl}`,
   `  DynamoDB     ${stack.dynamoEndpoint} (table ${stack.tableName}${stack.embeddedEngine ? ', embedded, in memory' : ''})`,
   `  Marketplace  ${env.MARKETPLACE_BASE_URL}${stack.marketplace ? ' (local)' : ''}`,
+  `  Hit buffer   ${stack.buffer.endpoint} (SQS stand-in: queue hits, dead letters hits-dlq; npm run cli -- buffer redrive)`,
   `  Signing keys ${env.SIGNING_KEYS_FILE ?? env.SIGNING_KEYS_SECRET_ID ?? 'SIGNING_KEYS'} (current key ${ring.current.kid})`,
   `  ${firstSync ? describeSync(firstSync) : 'redirect sync failed; see above'}; it runs again every ${env.REDIRECT_SYNC_INTERVAL_MS} ms.`,
   reconcile

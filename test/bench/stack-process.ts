@@ -10,6 +10,7 @@ const [endpoint, tableName] = process.argv.slice(2);
 Object.assign(process.env, {
   PORT: '0',
   MARKETPLACE_PORT: '0',
+  SQS_PORT: '0',
   DYNAMODB_ENDPOINT: endpoint,
   TABLE_NAME: tableName,
   SIGNING_KEYS: BENCH_KEY_RING,

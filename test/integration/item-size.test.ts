@@ -7,7 +7,7 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Hit } from '../../functions/core/hit-request';
 import { PID_MAX_BYTES, TOKEN_MAX_BYTES } from '../../functions/core/identifiers';
-import { attemptKey } from '../../functions/core/ledger-schema';
+import { attemptKey, rejectedKey } from '../../functions/core/ledger-schema';
 import type { Outcome } from '../../functions/core/outcome';
 import {
   createDocumentClient,
@@ -89,6 +89,36 @@ describe('the identifier bound', () => {
       all,
     );
     expect(size).toBeLessThanOrEqual(1024);
+  });
+});
+
+describe('rejected hits item size', () => {
+  it('a record of refused hits at every bound, in 4-byte characters, stays under 4 KB however many it counts', async () => {
+    const wide = (n: number) => '👩'.repeat(n);
+    const at = '2026-11-21T10:00:00.000Z';
+    const rejected = {
+      at,
+      requestId: wide(5000),
+      channel: 'redirect',
+      code: 'signature_unknown_key',
+      reason: wide(5000),
+      surveyId: wide(5000),
+      outcome: wide(5000),
+      pid: wide(5000),
+      token: wide(5000),
+      sourceIp: wide(5000),
+    } as const;
+    for (let i = 0; i < 3; i++) await store.recordRejectedHit(rejected);
+    const { Item } = await client.send(
+      new GetCommand({
+        TableName: tableName,
+        Key: rejectedKey(at, rejected.code, wide(100)),
+      }),
+    );
+    expect(Item?.hits).toBe(3);
+    const size = itemSize(Item ?? {});
+    if (process.env.PRINT_ITEM_SIZES) console.log(`rejected, worst case: ${size} bytes`);
+    expect(size).toBeLessThanOrEqual(4096);
   });
 });
 

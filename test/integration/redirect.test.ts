@@ -3,7 +3,8 @@
  * verified hits become outcomes; refused ones are kept apart.
  */
 import { randomUUID } from 'node:crypto';
-import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SURVEY_OVER_PAGE } from '../../functions/core/landing-page';
 import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
@@ -12,9 +13,11 @@ import { freshTable, TEST_KEY_RING } from '../support/ledger';
 let redirect: Handler;
 let postback: Handler;
 let store: LedgerStore;
+let table: { endpoint: string; tableName: string };
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
+  table = await freshTable();
+  const { endpoint, tableName } = table;
   Object.assign(process.env, {
     TABLE_NAME: tableName,
     DYNAMODB_ENDPOINT: endpoint,
@@ -37,8 +40,11 @@ const redirectUrl = (
   survey = '2002',
 ) => filledUrl(TEST_KEY_RING, 'redirect', survey, outcome, ids);
 
-const rejectedFor = async (token: string) =>
-  (await store.rejectedHits(new Date().toISOString().slice(0, 10))).filter((hit) => hit.token === token);
+/** A source address of the test's own: refused hits are counted per source, so tests cannot see each other's. */
+const freshSource = () => `2001:db8::${randomUUID().slice(0, 4)}:${randomUUID().slice(0, 4)}`;
+
+const rejectedFrom = async (sourceIp: string, day = new Date().toISOString().slice(0, 10)) =>
+  (await store.rejectedHits(day)).filter((hit) => hit.sourceIp === sourceIp);
 
 describe('a signed redirect hit', () => {
   it.each(['dGVzdC0x+/Q==', 'a@b.com', '12345|x', 'user 1', 'a#b%2F&c=d', 'Zoë 👩‍👩‍👧'])(
@@ -98,39 +104,59 @@ describe('a signed redirect hit', () => {
 });
 
 describe('a redirect hit that does not check out', () => {
+  let sourceIp: string;
+  beforeEach(() => {
+    sourceIp = freshSource();
+  });
+  const refused = (url: string) => invoke(redirect, apiEvent('GET', url, { sourceIp }));
+
   it('with a bad signature still redirects, is stored as rejected and never as an outcome', async () => {
     const forged = redirectUrl('success').replace(/sig=[^&]+/, `sig=${'B'.repeat(43)}`);
-    const result = await invoke(redirect, apiEvent('GET', forged, { sourceIp: '203.0.113.50' }));
+    const result = await refused(forged);
     expect(result.statusCode).toBe(302);
     expect(result.headers?.location).toContain(`pid=${ids.pid}`);
     expect(await store.attemptsOf('2002', ids.pid)).toEqual([]);
-    expect(await rejectedFor(ids.token)).toEqual([
+    expect(await rejectedFrom(sourceIp)).toEqual([
       expect.objectContaining({
+        code: 'signature_mismatch',
         reason: 'signature mismatch',
         surveyId: '2002',
         outcome: 'success',
         pid: ids.pid,
-        sourceIp: '203.0.113.50',
+        token: ids.token,
+        sourceIp,
+        hits: 1,
       }),
     ]);
   });
 
   it("with another survey's signature is rejected", async () => {
     const forged = redirectUrl('success', '2003').replace('/2003/', '/2002/');
-    await invoke(redirect, apiEvent('GET', forged));
+    await refused(forged);
     expect(await store.attemptsOf('2002', ids.pid)).toEqual([]);
-    expect(await rejectedFor(ids.token)).toHaveLength(1);
+    expect(await rejectedFrom(sourceIp)).toEqual([
+      expect.objectContaining({ code: 'signature_mismatch', token: ids.token, hits: 1 }),
+    ]);
+  });
+
+  it('without a signature is rejected as such', async () => {
+    await refused(redirectUrl('success').replace(/&?sig=[^&]+/, ''));
+    expect(await rejectedFrom(sourceIp)).toEqual([
+      expect.objectContaining({ code: 'signature_missing', reason: 'signature missing', hits: 1 }),
+    ]);
   });
 
   it('with a malformed pid answers the plain page, never an error, and stores nothing as an outcome', async () => {
     const url = redirectUrl('success').replace(`pid=${ids.pid}`, 'pid=%3Cscript%3E%0A');
-    const result = await invoke(redirect, apiEvent('GET', url));
+    const result = await refused(url);
     expect(result.statusCode).toBe(200);
     expect(result.body).toBe(SURVEY_OVER_PAGE);
-    expect(await rejectedFor(ids.token)).toEqual([
+    expect(await rejectedFrom(sourceIp)).toEqual([
       expect.objectContaining({
+        code: 'bad_request',
         reason: 'pid must not contain control characters',
         pid: '<script>?',
+        token: ids.token,
       }),
     ]);
   });
@@ -138,36 +164,175 @@ describe('a redirect hit that does not check out', () => {
   it('with a pid over the bound is kept apart, its pid clipped to well-formed text', async () => {
     const pid = `a${'👩'.repeat(60)}`;
     const url = redirectUrl('success').replace(`pid=${ids.pid}`, `pid=${encodeURIComponent(pid)}`);
-    const result = await invoke(redirect, apiEvent('GET', url));
+    const result = await refused(url);
     expect(result.statusCode).toBe(200);
-    const [rejected] = await rejectedFor(ids.token);
+    const [rejected] = await rejectedFrom(sourceIp);
     expect(rejected?.reason).toBe('pid must be at most 64 bytes of UTF-8');
     expect(pid.startsWith(rejected?.pid ?? '-')).toBe(true);
     expect(rejected?.pid).not.toMatch(/\p{Cs}/u);
   });
 
   it('stores every field of a rejected hit bounded, however long the reason it was refused for', async () => {
+    const longSource = `${sourceIp}${'1'.repeat(5000)}`;
     await store.recordRejectedHit({
       at: new Date().toISOString(),
       requestId: 'r'.repeat(5000),
       channel: 'redirect',
+      code: 'bad_request',
       reason: `survey id must be digits, not ${'x'.repeat(4045)}`,
       surveyId: 's'.repeat(5000),
       pid: 'p'.repeat(5000),
       token: ids.token,
-      sourceIp: '1'.repeat(5000),
+      sourceIp: longSource,
     });
-    const [rejected] = await rejectedFor(ids.token);
+    const [rejected] = (await store.rejectedHits(new Date().toISOString().slice(0, 10))).filter(
+      (hit) => hit.token === ids.token,
+    );
     expect(rejected?.reason).toHaveLength(200);
     expect(rejected?.reason.startsWith('survey id must be digits, not x')).toBe(true);
     for (const field of [rejected?.requestId, rejected?.surveyId, rejected?.pid, rejected?.sourceIp])
       expect(field).toHaveLength(100);
+    expect(longSource.startsWith(rejected?.sourceIp ?? '-')).toBe(true);
   });
 
   it('with an unknown outcome answers the plain page', async () => {
     const url = redirectUrl('success').replace('/success?', '/complete?');
-    const result = await invoke(redirect, apiEvent('GET', url));
+    const result = await refused(url);
     expect(result.statusCode).toBe(200);
     expect(result.body).toBe(SURVEY_OVER_PAGE);
+    expect(await rejectedFrom(sourceIp)).toEqual([expect.objectContaining({ code: 'bad_request' })]);
+  });
+});
+
+describe('refused redirect hits are counted per source, code and UTC minute', () => {
+  // The middle of a minute, so a slow run cannot split the flood across two.
+  const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 30_000);
+  const day = minute.toISOString().slice(0, 10);
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'], now: minute });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const forged = () =>
+    filledUrl(TEST_KEY_RING, 'redirect', '2002', 'success', {
+      pid: `p-${randomUUID().slice(0, 8)}`,
+      token: randomUUID(),
+    }).replace(/sig=[^&]+/, `sig=${'C'.repeat(43)}`);
+
+  it('50 forged requests from one source in one minute make one item that counts 50, the first as sample', async () => {
+    const sourceIp = freshSource();
+    const urls = Array.from({ length: 50 }, forged);
+    for (const url of urls) {
+      const result = await invoke(redirect, apiEvent('GET', url, { sourceIp }));
+      expect(result.statusCode).toBe(302);
+    }
+    const first = new URL(urls[0] as string).searchParams;
+    expect(await rejectedFrom(sourceIp, day)).toEqual([
+      expect.objectContaining({
+        at: minute.toISOString(),
+        code: 'signature_mismatch',
+        reason: 'signature mismatch',
+        pid: first.get('pid'),
+        token: first.get('token'),
+        sourceIp,
+        hits: 50,
+      }),
+    ]);
+  });
+
+  it('concurrent forged requests from one source count exactly', async () => {
+    const sourceIp = freshSource();
+    await Promise.all(
+      Array.from({ length: 20 }, () => invoke(redirect, apiEvent('GET', forged(), { sourceIp }))),
+    );
+    expect((await rejectedFrom(sourceIp, day)).map((hit) => hit.hits)).toEqual([20]);
+  });
+
+  it('two refusal codes from one source make two items', async () => {
+    const sourceIp = freshSource();
+    for (let i = 0; i < 3; i++) await invoke(redirect, apiEvent('GET', forged(), { sourceIp }));
+    const noPid = forged().replace(/pid=[^&]+/, 'pid=');
+    for (let i = 0; i < 2; i++) await invoke(redirect, apiEvent('GET', noPid, { sourceIp }));
+    const rejected = await rejectedFrom(sourceIp, day);
+    expect(rejected.map((hit) => [hit.code, hit.hits]).sort()).toEqual([
+      ['bad_request', 2],
+      ['signature_mismatch', 3],
+    ]);
+    expect(rejected.find((hit) => hit.code === 'bad_request')?.reason).toBe('pid is missing');
+  });
+
+  it('another source makes another item', async () => {
+    const [one, other] = [freshSource(), freshSource()];
+    for (let i = 0; i < 4; i++) await invoke(redirect, apiEvent('GET', forged(), { sourceIp: one }));
+    await invoke(redirect, apiEvent('GET', forged(), { sourceIp: other }));
+    expect((await rejectedFrom(one, day)).map((hit) => hit.hits)).toEqual([4]);
+    expect((await rejectedFrom(other, day)).map((hit) => hit.hits)).toEqual([1]);
+  });
+
+  it('the next minute makes another item', async () => {
+    const sourceIp = freshSource();
+    await invoke(redirect, apiEvent('GET', forged(), { sourceIp }));
+    vi.setSystemTime(new Date(minute.getTime() + 60_000));
+    await invoke(redirect, apiEvent('GET', forged(), { sourceIp }));
+    await invoke(redirect, apiEvent('GET', forged(), { sourceIp }));
+    expect((await rejectedFrom(sourceIp, day)).map((hit) => [hit.at, hit.hits])).toEqual([
+      [minute.toISOString(), 1],
+      [new Date(minute.getTime() + 60_000).toISOString(), 2],
+    ]);
+  });
+});
+
+describe('rejected hits stored before they were counted', () => {
+  it('are still read, one hit each, among the counted ones', async () => {
+    const sourceIp = freshSource();
+    const day = '2024-05-06';
+    const client = createDocumentClient({ endpoint: table.endpoint });
+    // The previous shape: one item per request, keyed by its time and request id, no code, no counter.
+    for (const [at, requestId] of [
+      ['2024-05-06T10:00:01.000Z', 'req-old-1'],
+      ['2024-05-06T10:00:02.000Z', 'req-old-2'],
+    ] as const)
+      await client.send(
+        new PutCommand({
+          TableName: table.tableName,
+          Item: {
+            pk: `REJECTED#${day}`,
+            sk: `${at}#${requestId}`,
+            kind: 'rejected',
+            at,
+            requestId,
+            channel: 'redirect',
+            reason: 'signature mismatch',
+            surveyId: '2002',
+            outcome: 'success',
+            pid: 'p-old',
+            token: 't-old',
+            sourceIp,
+            expiresAt: Math.floor(Date.parse(at) / 1000) + 90 * 86_400,
+          },
+        }),
+      );
+    await store.recordRejectedHit({
+      at: '2024-05-06T10:00:03.000Z',
+      requestId: 'req-new',
+      channel: 'redirect',
+      code: 'signature_mismatch',
+      reason: 'signature mismatch',
+      sourceIp,
+    });
+    expect(await rejectedFrom(sourceIp, day)).toEqual([
+      expect.objectContaining({
+        at: '2024-05-06T10:00:01.000Z',
+        requestId: 'req-old-1',
+        hits: 1,
+        pid: 'p-old',
+      }),
+      expect.objectContaining({ at: '2024-05-06T10:00:02.000Z', requestId: 'req-old-2', hits: 1 }),
+      expect.objectContaining({ at: '2024-05-06T10:00:03.000Z', code: 'signature_mismatch', hits: 1 }),
+    ]);
+    const [old] = await rejectedFrom(sourceIp, day);
+    expect(old?.code).toBeUndefined();
   });
 });

@@ -18,6 +18,7 @@ const env = {
   PORT: '0',
   DYNAMODB_PORT: '0',
   MARKETPLACE_PORT: '0',
+  SQS_PORT: '0',
   RESPONDENT_INTERVAL_MS: '100',
   REDIRECT_SYNC_INTERVAL_MS: '500',
   // A key ring of its own, so the test never touches a developer's .local/ ring.
@@ -27,6 +28,8 @@ const env = {
   DYNAMODB_ENDPOINT: undefined,
   SIGNING_KEYS: undefined,
   PUBLIC_BASE_URL: undefined,
+  SQS_ENDPOINT: undefined,
+  HIT_BUFFER_QUEUE_URL: undefined,
   MARKETPLACE_BASE_URL: undefined,
   MARKETPLACE_ACCESS_TOKEN: undefined,
 };
@@ -65,6 +68,7 @@ async function cli(...args: string[]) {
     DYNAMODB_ENDPOINT: printed(/DynamoDB\s+(http:\/\/\S+)/),
     MARKETPLACE_BASE_URL: printed(/Marketplace\s+(http:\/\/\S+)/),
     PUBLIC_BASE_URL: printed(/API\s+(http:\/\/\S+)/),
+    SQS_ENDPOINT: printed(/Hit buffer\s+(http:\/\/\S+)/),
   };
   try {
     const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: { ...env, ...local } });
@@ -121,6 +125,22 @@ describe('npm start', () => {
     const response = await fetch(printed(/success redirect\s+(\S+)/), { redirect: 'manual' });
     expect(response.status).toBe(200);
     expect(await response.text()).toContain('This survey is over');
+  });
+
+  it('prints where its hit buffer listens, and the CLI finds the dead-letter queue there', async () => {
+    const endpoint = printed(/Hit buffer\s+(http:\/\/\S+)/);
+    const counted = await cli('buffer', 'redrive', '--dry-run', '--json');
+    expect(counted.code).toBe(0);
+    expect(JSON.parse(counted.stdout)).toEqual({
+      dryRun: true,
+      deadLetterQueueUrl: `${endpoint}/000000000000/hits-dlq`,
+      queueUrl: `${endpoint}/000000000000/hits`,
+      waiting: 0,
+      inFlight: 0,
+    });
+    const moved = await cli('buffer', 'redrive');
+    expect(moved.code).toBe(0);
+    expect(moved.stdout).toContain('moved 0 hits');
   });
 
   it('answers 404 JSON for an unknown route, as API Gateway does', async () => {

@@ -42,6 +42,7 @@ proxy.faults((operation) => {
 Object.assign(process.env, {
   PORT: '0',
   MARKETPLACE_PORT: '0',
+  SQS_PORT: '0',
   DYNAMODB_ENDPOINT: proxy.endpoint,
   TABLE_NAME: tableName,
   SIGNING_KEYS: DEV_KEY_RING,

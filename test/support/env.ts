@@ -3,3 +3,5 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
 process.env.AWS_REGION ??= 'us-east-1';
+// Local stacks started by tests bind free ports; each test file picks its other ports itself.
+process.env.SQS_PORT ??= '0';

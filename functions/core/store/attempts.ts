@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   type Attempt,
   type AttemptReconciliation,
@@ -29,6 +29,7 @@ import {
   utcDay,
 } from '../ledger-schema';
 import { type Channel, type Outcome, outcomesOf } from '../outcome';
+import type { RefusalCode } from '../rejection';
 import { batchGet, type Item, queryAll, send } from './dynamo';
 
 /** A hit refused before it could count: a forged or malformed redirect. Kept for investigation only. */
@@ -36,12 +37,25 @@ export interface RejectedHit {
   readonly at: string;
   readonly requestId: string;
   readonly channel: Channel;
+  /** Short and stable: refused hits are counted per source, code and UTC minute. */
+  readonly code: RefusalCode;
+  /** The refusal in words; it can quote the input, so it is stored clipped. */
   readonly reason: string;
   readonly surveyId?: string | undefined;
   readonly outcome?: string | undefined;
   readonly pid?: string | undefined;
   readonly token?: string | undefined;
   readonly sourceIp?: string | undefined;
+}
+
+/**
+ * Refused hits as kept: one record per source address, code and UTC minute, its first hit as the sample (`at`,
+ * `requestId`, `reason` and the identifiers are that hit's) and `hits` counting all of them.
+ */
+export interface RejectedHits extends Omit<RejectedHit, 'code'> {
+  /** Absent on records written before refusals were counted (one hit each). */
+  readonly code?: string | undefined;
+  readonly hits: number;
 }
 
 export interface LedgerStore {
@@ -52,7 +66,10 @@ export interface LedgerStore {
    * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat.
    */
   recordBufferedHit(hit: Hit, at: Date, bufferId: string): Promise<boolean>;
-  /** Keeps a refused hit apart from the attempts; it is never an outcome. */
+  /**
+   * Keeps a refused hit apart from the attempts; it is never an outcome. One write, no read: the first hit of a
+   * source, code and minute makes the record, the rest only count on it.
+   */
   recordRejectedHit(rejected: RejectedHit): Promise<void>;
   /** The attempts of one respondent in one survey (one, unless the respondent entered more than once). */
   attemptsOf(surveyId: string, pid: string): Promise<Attempt[]>;
@@ -60,8 +77,8 @@ export interface LedgerStore {
   attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]>;
   /** The attempt of a survey with this token, first seen (or clicked in) within [from, to), through the day index. */
   attemptByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt | undefined>;
-  /** Refused hits of one UTC day, oldest first. */
-  rejectedHits(utcDay: string): Promise<RejectedHit[]>;
+  /** Refused hits of one UTC day, counted per source, code and minute, oldest first. */
+  rejectedHits(utcDay: string): Promise<RejectedHits[]>;
 }
 
 /**
@@ -155,26 +172,41 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
     },
 
     async recordRejectedHit(rejected) {
-      const requestId = clip(rejected.requestId) ?? 'unknown';
-      const expiresAt = Math.floor(Date.parse(rejected.at) / 1000) + REJECTED_RETENTION_DAYS * 86_400;
+      const sourceIp = clip(rejected.sourceIp);
+      // Every field is bounded: the reason can quote the input it refused.
+      const sample = {
+        at: rejected.at,
+        requestId: clip(rejected.requestId) ?? 'unknown',
+        channel: rejected.channel,
+        reason: clip(rejected.reason, 200) ?? 'unknown',
+        surveyId: clip(rejected.surveyId),
+        outcome: clip(rejected.outcome),
+        pid: clip(rejected.pid),
+        token: clip(rejected.token),
+        sourceIp,
+        expiresAt: Math.floor(Date.parse(rejected.at) / 1000) + REJECTED_RETENTION_DAYS * 86_400,
+      };
+      const fields = Object.entries(sample).filter(([, value]) => value !== undefined);
       await send(() =>
         client.send(
-          new PutCommand({
+          new UpdateCommand({
             TableName: tableName,
-            Item: {
-              ...rejectedKey(rejected.at, requestId),
-              kind: 'rejected',
-              at: rejected.at,
-              requestId,
-              channel: rejected.channel,
-              // The reason can quote the input it refused: bounded like every other field.
-              reason: clip(rejected.reason, 200) ?? 'unknown',
-              surveyId: clip(rejected.surveyId),
-              outcome: clip(rejected.outcome),
-              pid: clip(rejected.pid),
-              token: clip(rejected.token),
-              sourceIp: clip(rejected.sourceIp),
-              expiresAt,
+            Key: rejectedKey(rejected.at, rejected.code, sourceIp ?? 'unknown'),
+            // The sample is the minute's first hit; later ones only count, so a flood rewrites nothing. (An SDK
+            // retry after a lost answer can count a hit twice: this is a tally for investigation, never money.)
+            UpdateExpression: `SET kind = :kind, #code = :code, ${fields
+              .map(([name]) => `#${name} = if_not_exists(#${name}, :${name})`)
+              .join(', ')} ADD #hits :one`,
+            ExpressionAttributeNames: {
+              '#code': 'code',
+              '#hits': 'hits',
+              ...Object.fromEntries(fields.map(([name]) => [`#${name}`, name])),
+            },
+            ExpressionAttributeValues: {
+              ':kind': 'rejected',
+              ':code': rejected.code,
+              ':one': 1,
+              ...Object.fromEntries(fields.map(([name, value]) => [`:${name}`, value])),
             },
           }),
         ),
@@ -247,17 +279,22 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         KeyConditionExpression: 'pk = :pk',
         ExpressionAttributeValues: { ':pk': `REJECTED#${day}` },
       });
-      return items.map((item) => ({
-        at: String(item.at),
-        requestId: String(item.requestId),
-        channel: item.channel as Channel,
-        reason: String(item.reason),
-        surveyId: optionalString(item.surveyId),
-        outcome: optionalString(item.outcome),
-        pid: optionalString(item.pid),
-        token: optionalString(item.token),
-        sourceIp: optionalString(item.sourceIp),
-      }));
+      return items
+        .map((item) => ({
+          at: String(item.at),
+          requestId: String(item.requestId),
+          channel: item.channel as Channel,
+          code: optionalString(item.code),
+          reason: String(item.reason),
+          surveyId: optionalString(item.surveyId),
+          outcome: optionalString(item.outcome),
+          pid: optionalString(item.pid),
+          token: optionalString(item.token),
+          sourceIp: optionalString(item.sourceIp),
+          // Records written before refusals were counted are one hit each.
+          hits: typeof item.hits === 'number' ? item.hits : 1,
+        }))
+        .sort((a, b) => a.at.localeCompare(b.at));
     },
   };
 }
