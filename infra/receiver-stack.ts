@@ -100,7 +100,7 @@ export class ReceiverStack extends Stack {
         string
       >,
     })
-      .bindLedger(this.ledger.table, ['dynamodb:UpdateItem', 'dynamodb:PutItem'])
+      .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
       .bindSigningKeys(this.signingKeys);
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
       .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])

@@ -158,9 +158,8 @@ describe('functions', () => {
 });
 
 describe('least privilege', () => {
-  it('the redirect function may only update and put ledger items, buffer hits, read the key ring and write its logs', () => {
+  it('the redirect function may only update ledger items, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.redirect))).toEqual([
-      'dynamodb:PutItem',
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',

@@ -1,12 +1,13 @@
 /**
  * Reading the ledger back through the day index, across UTC day boundaries, without scans.
  */
+import { createHash } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { attemptKey } from '../../functions/core/ledger-schema';
 import { pacificDayRange } from '../../functions/core/pacific-time';
 import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
-import { MAX_BUFFERED_IDS } from '../../functions/core/store/attempts';
+import { MAX_BUFFERED_IDS, REDIRECT_ID_SLOTS } from '../../functions/core/store/attempts';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable } from '../support/ledger';
 
@@ -113,5 +114,50 @@ describe('index writes', () => {
     await store.recordHit(hit, new Date('2026-11-23T12:00:00.000Z'));
     await store.recordHit({ ...hit, channel: 'redirect' }, new Date('2026-11-23T12:00:01.000Z'));
     expect(await indexKeys()).toEqual(first);
+  });
+});
+
+describe('redirect request ids', () => {
+  const redirectHit = (token: string) =>
+    ({ channel: 'redirect', surveyId: '701', outcome: 'success', pid: `p-${token}`, token }) as const;
+  const slotOf = (id: string) =>
+    (createHash('sha256').update(id).digest('base64url').codePointAt(0) as number) % REDIRECT_ID_SLOTS;
+  /** Request ids whose digests fall in distinct slots (or in the same slot). */
+  function ids(sameSlot: boolean): [string, string] {
+    const first = 'req-a';
+    for (let i = 0; ; i++) {
+      const other = `req-b${i}`;
+      if ((slotOf(other) === slotOf(first)) === sameSlot) return [first, other];
+    }
+  }
+  const read = async (token: string) =>
+    (await documents.send(new GetCommand({ TableName: table, Key: attemptKey('701', `p-${token}`, token) })))
+      .Item ?? {};
+  const at = new Date('2026-11-21T12:00:00.000Z');
+
+  it('a retried redirect whose answer was lost is not counted again after another request of it came between', async () => {
+    const [a, b] = ids(false);
+    const hit = redirectHit('slots');
+    await store.recordHit(hit, at, a); // applied, its answer lost
+    await store.recordHit(hit, at, b); // the respondent reloads
+    await store.recordHit(hit, at, a); // the SDK retries the first
+    await store.recordHit(hit, at, b);
+    expect((await read('slots')).redirect_success_hits).toBe(2);
+    // The item stays bounded: one remembered id per slot, however often the URL is repeated.
+    for (let i = 0; i < 20; i++) await store.recordHit(hit, at, `reload-${i}`);
+    const after = await read('slots');
+    expect(after.redirect_success_hits).toBe(22);
+    expect(Object.keys(after).filter((k) => k.startsWith('redirectId')).length).toBeLessThanOrEqual(
+      REDIRECT_ID_SLOTS,
+    );
+  });
+
+  it('the remaining bound: when both requests fall in one slot, the retry counts again', async () => {
+    const [a, b] = ids(true);
+    const hit = redirectHit('same-slot');
+    await store.recordHit(hit, at, a);
+    await store.recordHit(hit, at, b);
+    await store.recordHit(hit, at, a);
+    expect((await read('same-slot')).redirect_success_hits).toBe(3);
   });
 });

@@ -91,6 +91,12 @@ export const MAX_BUFFERED_IDS = 16;
 /** A 48-bit digest of a hit or buffer id: what an attempt remembers of it. */
 const hitDigest = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 8);
 
+/** How many redirect request ids an attempt remembers (see hitUpdate). */
+export const REDIRECT_ID_SLOTS = 4;
+/** The attribute holding the remembered redirect id of a digest's slot: `redirectId0` .. `redirectId3`. */
+const redirectIdSlot = (digest: string) =>
+  `redirectId${(digest.codePointAt(0) as number) % REDIRECT_ID_SLOTS}`;
+
 const sightingAt = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_at`;
 const sightingHits = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_hits`;
 const standingOutcome = (channel: Channel) => `${channel}Outcome`;
@@ -303,8 +309,11 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
  * The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. With a
  * hit id (the request's), a write that was applied but whose answer was lost is not counted again when retried
  * or replayed from the buffer. Postbacks remember every id (a 48-bit digest each: the marketplace's few retries
- * keep the set small); redirects, which anyone holding the URL can repeat at will, remember only the last id, so
- * no one can grow an item by refreshing.
+ * keep the set small); redirects, which anyone holding the URL can repeat at will, remember a fixed number of ids,
+ * so no one can grow an item by refreshing: one per slot, the slot chosen by the id's digest. A retried write
+ * whose answer was lost is refused while its slot still holds it, so another request of the same redirect in
+ * between (which with a single "last id" made the retry count again) only counts it twice when it falls in the
+ * same slot, one chance in REDIRECT_ID_SLOTS.
  */
 function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const now = at.toISOString();
@@ -323,7 +332,8 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
   const remember = hitId ? (hit.channel === 'postback' ? 'set' : 'last') : undefined;
   const digest = hitId ? hitDigest(hitId) : '';
-  if (remember === 'last') set.push('lastHitId = :hitId');
+  const slot = remember === 'last' ? redirectIdSlot(digest) : '';
+  if (remember === 'last') set.push(`${slot} = :hitId`);
   const day = attemptDayKey(hit.surveyId, now);
   return {
     ...(remember === 'set'
@@ -332,7 +342,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
         }
       : {}),
     ...(remember === 'last'
-      ? { ConditionExpression: 'attribute_not_exists(lastHitId) OR lastHitId <> :hitId' }
+      ? { ConditionExpression: `attribute_not_exists(${slot}) OR ${slot} <> :hitId` }
       : {}),
     TableName: '',
     Key: attemptKey(hit.surveyId, hit.pid, hit.token),
