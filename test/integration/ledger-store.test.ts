@@ -119,7 +119,14 @@ describe('index writes', () => {
 
 describe('redirect request ids', () => {
   const redirectHit = (token: string) =>
-    ({ channel: 'redirect', surveyId: '701', outcome: 'success', pid: `p-${token}`, token }) as const;
+    ({
+      channel: 'redirect',
+      surveyId: '701',
+      outcome: 'success',
+      pid: `p-${token}`,
+      token,
+      source: 'query',
+    }) as const;
   const slotOf = (id: string) =>
     (createHash('sha256').update(id).digest('base64url').codePointAt(0) as number) % REDIRECT_ID_SLOTS;
   /** Request ids whose digests fall in distinct slots (or in the same slot). */
