@@ -8,15 +8,20 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { createDocumentClient, createLedgerStore, type LedgerStore, StoreUnavailable } from './core/store';
-import { type DrainConfig, readDrainConfig } from './lambda/config';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+  StoreUnavailable,
+} from './ledger/ledger-store';
 import {
   type BufferRedelivery,
   parseBufferedHit,
   redeliveryDelaySeconds,
   sqsRedelivery,
-} from './lambda/hit-buffer';
-import { count, logger } from './lambda/observability';
+} from './runtime/hit-buffer';
+import { count, logger } from './runtime/observability';
+import { type DrainConfig, readDrainConfig } from './runtime/runtime-config';
 
 export interface DrainDependencies {
   readonly store: Pick<LedgerStore, 'recordBufferedHit'>;

@@ -4,14 +4,14 @@
  * bearer token on the local stack; an unauthenticated call learns nothing.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { finance, readKind, readPeriod } from './core/finance';
-import { addUp } from './core/finance-report';
-import { identifierProblem } from './core/identifiers';
-import { badRequest, Rejection } from './core/rejection';
-import { discrepanciesCsv, summaryCsv } from './core/report-csv';
-import { createDocumentClient, createLedgerStore, createReconciliationStore } from './core/store';
-import { readFinanceConfig } from './lambda/config';
-import { type ApiEvent, type ApiResult, json, jsonRoute } from './lambda/http';
+import { finance, readKind, readPeriod } from './finance/finance-queries';
+import { addUp } from './finance/finance-report';
+import { discrepanciesCsv, summaryCsv } from './finance/report-csv';
+import { createDocumentClient, createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
+import { identifierProblem } from './receiving/identifiers';
+import { type ApiEvent, type ApiResult, json, jsonRoute } from './runtime/http-route';
+import { readFinanceConfig } from './runtime/runtime-config';
+import { badRequest, Rejection } from './shared/rejection';
 
 const config = readFinanceConfig();
 const client = createDocumentClient({

@@ -3,13 +3,14 @@
  * Answers 200 only once the outcome is durable: in the ledger, or, while the ledger is unavailable, in the
  * buffer the drainer empties into it. 403 for a bad signature or a source outside the allow-list, stored nowhere.
  */
-import { readClaim, readIdentity } from './core/hit-request';
-import { Rejection } from './core/rejection';
-import { StoreUnavailable } from './core/store';
-import { describe, hitRequestFrom, json, jsonRoute } from './lambda/http';
-import { checkSignature } from './lambda/key-ring-source';
-import { count, logger } from './lambda/observability';
-import { receiverContext } from './lambda/receiver-context';
+
+import { StoreUnavailable } from './ledger/ledger-store';
+import { readClaim, readIdentity } from './receiving/hit-request';
+import { receiverContext } from './runtime/aws-clients';
+import { describe, hitRequestFrom, json, jsonRoute } from './runtime/http-route';
+import { checkSignature } from './runtime/key-ring-source';
+import { count, logger } from './runtime/observability';
+import { Rejection } from './shared/rejection';
 
 const { store, keyRing, buffer, postbackSources } = receiverContext();
 

@@ -8,17 +8,17 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { type RunReport, reconciler, totals } from './core/reconciler';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
-} from './core/store';
-import { VERDICT_KINDS } from './core/verdict-kinds';
-import { readReconcileConfig } from './lambda/config';
-import { marketplaceFromEnvironment } from './lambda/marketplace-access';
-import { count, logger, publish } from './lambda/observability';
+} from './ledger/ledger-store';
+import { type RunReport, reconciler, totals } from './reconciliation/reconciler';
+import { VERDICT_KINDS } from './reconciliation/verdict-kinds';
+import { marketplaceFromEnvironment } from './runtime/marketplace-access';
+import { count, logger, publish } from './runtime/observability';
+import { readReconcileConfig } from './runtime/runtime-config';
 
 /** Stop taking up surveys this long before the deadline, to finish the ones in hand and save the cursor. */
 const DEADLINE_MARGIN_MS = 60_000;

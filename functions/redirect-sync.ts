@@ -6,12 +6,12 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { failuresOf, redirectConfiguration, type SyncReport } from './core/redirect-configuration';
-import { createDocumentClient, createSurveyRegistry } from './core/store';
-import { readRedirectSyncConfig } from './lambda/config';
-import { keyRingSource } from './lambda/key-ring-source';
-import { marketplaceFromEnvironment } from './lambda/marketplace-access';
-import { count, logger, publish } from './lambda/observability';
+import { createDocumentClient, createSurveyRegistry } from './ledger/ledger-store';
+import { failuresOf, redirectConfiguration, type SyncReport } from './marketplace/redirect-configuration';
+import { keyRingSource } from './runtime/key-ring-source';
+import { marketplaceFromEnvironment } from './runtime/marketplace-access';
+import { count, logger, publish } from './runtime/observability';
+import { readRedirectSyncConfig } from './runtime/runtime-config';
 
 const DEADLINE_MARGIN_MS = 30_000;
 

@@ -3,14 +3,14 @@
  * respondent sent on to the panel's landing page at once, whatever happened. A hit whose URL does not check
  * out is kept apart as rejected: a browser's word is a claim, and a forged one is never an outcome.
  */
-import { readClaim, readIdentity } from './core/hit-request';
-import { landingFor } from './core/landing-page';
-import type { Outcome } from './core/outcome';
-import { type RefusalCode, Rejection, signatureRefusal } from './core/rejection';
-import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './lambda/http';
-import { checkSignature } from './lambda/key-ring-source';
-import { count, logger } from './lambda/observability';
-import { receiverContext } from './lambda/receiver-context';
+import { readClaim, readIdentity } from './receiving/hit-request';
+import { landingFor } from './receiving/landing-page';
+import type { Outcome } from './receiving/outcome';
+import { receiverContext } from './runtime/aws-clients';
+import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './runtime/http-route';
+import { checkSignature } from './runtime/key-ring-source';
+import { count, logger } from './runtime/observability';
+import { type RefusalCode, Rejection, signatureRefusal } from './shared/rejection';
 
 const { config, store, keyRing, buffer } = receiverContext();
 

@@ -2,7 +2,7 @@
  * The HTTP routes and the functions behind them: one table read by the CDK stack and by the local API
  * Gateway, so what runs locally is what is deployed.
  */
-import { HIT_PATHS } from '../functions/core/survey-urls';
+import { HIT_PATHS } from '../functions/receiving/survey-urls';
 
 /** The functions behind HTTP routes. */
 export const FUNCTIONS = {

@@ -7,8 +7,8 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import * as z from 'zod';
-import { templateProblem } from '../functions/core/landing-page';
-import { LANDING_VARIABLES } from '../functions/lambda/config';
+import { templateProblem } from '../functions/receiving/landing-page';
+import { LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import type { ReceiverStackProps } from './receiver-stack';
 
 export const EXAMPLE_ENVIRONMENT = 'example';

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import type { Attempt } from '../core/attempt';
+import type { Attempt } from '../receiving/attempt';
 import { cliContext } from './context';
 import { pidOption, surveyIdOption, tokenOption } from './options';
 import { say, sayJson } from './terminal';

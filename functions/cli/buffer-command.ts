@@ -3,7 +3,7 @@
  * back to the buffer, where the drainer records each once. Safe to run twice; `--dry-run` only counts.
  */
 import { Command } from 'commander';
-import type { DeadLetters, RedriveResult } from '../lambda/hit-buffer';
+import type { DeadLetters, RedriveResult } from '../runtime/hit-buffer';
 import { cliDeadLetters } from './context';
 import { complain, say, sayJson } from './terminal';
 

@@ -3,20 +3,21 @@
  * CLI talks to the local stack; with RECEIVER_TARGET=aws it uses the AWS credentials and the variables of the
  * deployed stack. The hit buffer's dead-letter queue has a context of its own, as it needs none of the rest.
  */
-import { applyLocalDefaults, localQueueUrls } from '../../infra/local/defaults';
-import type { MarketplaceClient } from '../core/marketplace-client';
-import type { KeyRing } from '../core/signing';
+
 import {
   createDocumentClient,
   createLedgerStore,
   createSurveyRegistry,
   type LedgerStore,
   type SurveyRegistry,
-} from '../core/store';
-import { keyRingLocation } from '../lambda/config';
-import { type DeadLetters, sqsDeadLetters } from '../lambda/hit-buffer';
-import { type KeyRingStore, keyRingStore } from '../lambda/key-ring-source';
-import { marketplaceFromEnvironment } from '../lambda/marketplace-access';
+} from '../ledger/ledger-store';
+import type { MarketplaceClient } from '../marketplace/marketplace-client';
+import type { KeyRing } from '../receiving/signing';
+import { type DeadLetters, sqsDeadLetters } from '../runtime/hit-buffer';
+import { type KeyRingStore, keyRingStore } from '../runtime/key-ring-source';
+import { applyLocalDefaults, localQueueUrls } from '../runtime/local-stack-defaults';
+import { marketplaceFromEnvironment } from '../runtime/marketplace-access';
+import { keyRingLocation } from '../runtime/runtime-config';
 
 export interface CliContext {
   readonly store: LedgerStore;

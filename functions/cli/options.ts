@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from 'commander';
-import { type IdentifierField, identifierProblem } from '../core/identifiers';
-import { isCalendarDay } from '../core/pacific-time';
+import { isCalendarDay } from '../marketplace/pacific-time';
+import { type IdentifierField, identifierProblem } from '../receiving/identifiers';
 
 const identifier = (field: IdentifierField) => (value: string) => {
   const problem = identifierProblem(field, value);

@@ -1,13 +1,13 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { pacificDay } from '../core/pacific-time';
-import { reconciler, totals } from '../core/reconciler';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
-} from '../core/store';
-import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../core/verdict-kinds';
+} from '../ledger/ledger-store';
+import { pacificDay } from '../marketplace/pacific-time';
+import { reconciler, totals } from '../reconciliation/reconciler';
+import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';

@@ -5,8 +5,8 @@ import {
   type RedirectConfiguration,
   redirectConfiguration,
   type SurveyResult,
-} from '../core/redirect-configuration';
-import type { PostbackMethod } from '../core/redirect-settings';
+} from '../marketplace/redirect-configuration';
+import type { PostbackMethod } from '../marketplace/redirect-settings';
 import { cliContext } from './context';
 import { surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';

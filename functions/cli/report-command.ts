@@ -1,11 +1,11 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError } from 'commander';
-import { finance, readPeriod } from '../core/finance';
-import { pacificDay } from '../core/pacific-time';
-import { Rejection } from '../core/rejection';
-import { discrepanciesCsv, summaryCsv } from '../core/report-csv';
-import { reportHtml } from '../core/report-html';
-import { createDocumentClient, createLedgerStore, createReconciliationStore } from '../core/store';
+import { finance, readPeriod } from '../finance/finance-queries';
+import { discrepanciesCsv, summaryCsv } from '../finance/report-csv';
+import { reportHtml } from '../finance/report-html';
+import { createDocumentClient, createLedgerStore, createReconciliationStore } from '../ledger/ledger-store';
+import { pacificDay } from '../marketplace/pacific-time';
+import { Rejection } from '../shared/rejection';
 import { cliContext } from './context';
 import { dayOption, surveyIdOption } from './options';
 import { complain } from './terminal';

@@ -4,7 +4,7 @@
  * cursor or clear an operator's screen. Line breaks of the CLI's own layout are kept.
  */
 
-import { printable } from '../core/printable';
+import { printable } from '../shared/printable';
 
 export { printable };
 

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { buildSurveyUrls } from '../core/survey-urls';
+import { buildSurveyUrls } from '../receiving/survey-urls';
 import { cliContext } from './context';
 import { surveyIdOption } from './options';
 import { say, sayJson } from './terminal';

@@ -8,7 +8,7 @@ import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { BUFFER_MAX_RECEIVES } from '../../functions/lambda/hit-buffer';
+import { BUFFER_MAX_RECEIVES } from '../../functions/runtime/hit-buffer';
 import type { ReceiverFunction } from './receiver-function';
 
 export class HitBuffer extends Construct {

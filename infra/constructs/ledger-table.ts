@@ -5,7 +5,7 @@
 import { RemovalPolicy } from 'aws-cdk-lib';
 import { AttributeType, Billing, ProjectionType, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
-import { LEDGER } from '../../functions/core/ledger-schema';
+import { LEDGER } from '../../functions/ledger/ledger-schema';
 
 export class LedgerTable extends Construct {
   readonly table: TableV2;

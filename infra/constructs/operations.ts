@@ -28,7 +28,7 @@ import {
   METRIC_CATALOGUE,
   METRIC_NAMESPACE,
   type MetricName,
-} from '../../functions/lambda/metric-catalogue';
+} from '../../functions/runtime/metric-catalogue';
 
 export interface OperationsProps {
   readonly api: HttpApi;

@@ -16,7 +16,7 @@ import { type BundlingOptions, NodejsFunction, OutputFormat } from 'aws-cdk-lib/
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { LEDGER } from '../../functions/core/ledger-schema';
+import { LEDGER } from '../../functions/ledger/ledger-schema';
 import { REPO_ROOT } from '../paths';
 
 /** How every function is bundled: one minified ESM file per function, the SDK inside it. */

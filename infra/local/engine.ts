@@ -11,7 +11,7 @@ import {
   ResourceInUseException,
 } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
-import { LEDGER } from '../../functions/core/ledger-schema';
+import { LEDGER } from '../../functions/ledger/ledger-schema';
 
 export interface Engine {
   readonly endpoint: string;

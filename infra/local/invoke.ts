@@ -3,9 +3,9 @@
  * its result. Uses the engine of a running `npm start` when there is one, otherwise a throwaway embedded one.
  */
 import { readFile } from 'node:fs/promises';
+import { applyLocalDefaults } from '../../functions/runtime/local-stack-defaults';
 import { FUNCTIONS, type FunctionName } from '../routes';
 import { type LambdaHandler, lambdaContext } from './api-gateway';
-import { applyLocalDefaults } from './defaults';
 import { ensureLedgerTable, startEngine } from './engine';
 
 const [name, eventFile] = process.argv.slice(2);

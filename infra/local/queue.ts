@@ -9,9 +9,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { BUFFER_MAX_RECEIVES } from '../../functions/lambda/hit-buffer';
+import { BUFFER_MAX_RECEIVES } from '../../functions/runtime/hit-buffer';
+import { localQueueUrls } from '../../functions/runtime/local-stack-defaults';
 import { lambdaContext } from './api-gateway';
-import { localQueueUrls } from './defaults';
 
 interface Message {
   id: string;

@@ -3,9 +3,10 @@
  * the ledger table, the API with the real handlers, and the local marketplace (unless MARKETPLACE_BASE_URL
  * points at a real one). Used by `npm start` and by the tests.
  */
+
+import { applyLocalDefaults } from '../../functions/runtime/local-stack-defaults';
 import { FUNCTIONS, type FunctionName, QUEUE_FUNCTIONS } from '../routes';
 import { type LambdaHandler, type LocalApi, startApiGateway } from './api-gateway';
-import { applyLocalDefaults } from './defaults';
 import { type Engine, ensureLedgerTable, startEngine } from './engine';
 import { type LocalMarketplace, startLocalMarketplace } from './marketplace/server';
 import { type LocalQueue, pollQueue, type SqsHandler, startLocalQueue } from './queue';

@@ -5,11 +5,11 @@
  */
 import './environment';
 import { randomUUID } from 'node:crypto';
-import { buildSurveyUrls } from '../../functions/core/survey-urls';
-import { keyRingLocation } from '../../functions/lambda/config';
-import { keyRingSource } from '../../functions/lambda/key-ring-source';
+import { buildSurveyUrls } from '../../functions/receiving/survey-urls';
 import type { ReconcileSummary } from '../../functions/reconcile';
 import type { SyncSummary } from '../../functions/redirect-sync';
+import { keyRingSource } from '../../functions/runtime/key-ring-source';
+import { keyRingLocation } from '../../functions/runtime/runtime-config';
 import { startRespondentStream } from './marketplace/stream';
 import { startLocalSchedule } from './scheduler';
 import { startLocalStack } from './stack';

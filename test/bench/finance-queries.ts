@@ -3,9 +3,8 @@
  * that reads the same index keys and items with bare document-client calls and does nothing with them.
  */
 import { BatchWriteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { finance } from '../../functions/core/finance';
-import { discrepancyIndexKey, summaryIndexKey, summaryKey } from '../../functions/core/ledger-schema';
-import { nextDay, pacificDays } from '../../functions/core/reconciliation';
+import { finance } from '../../functions/finance/finance-queries';
+import { discrepancyIndexKey, summaryIndexKey, summaryKey } from '../../functions/ledger/ledger-schema';
 import {
   batchGet,
   createDocumentClient,
@@ -13,7 +12,8 @@ import {
   createReconciliationStore,
   firstHitItem,
   queryAll,
-} from '../../functions/core/store';
+} from '../../functions/ledger/ledger-store';
+import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
 import { ensureLedgerTable } from '../../infra/local/engine';
 import { median, startEngineProcess } from './measure';
 

@@ -6,8 +6,12 @@
  */
 import '../../infra/local/environment';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { formatPacificTime, pacificDay } from '../../functions/core/pacific-time';
-import { createDocumentClient, createSurveyRegistry, firstHitItem } from '../../functions/core/store';
+import {
+  createDocumentClient,
+  createSurveyRegistry,
+  firstHitItem,
+} from '../../functions/ledger/ledger-store';
+import { formatPacificTime, pacificDay } from '../../functions/marketplace/pacific-time';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
 import type { SimTransaction } from '../../infra/local/marketplace/state';

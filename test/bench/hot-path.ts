@@ -9,8 +9,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import type { Channel, Outcome } from '../../functions/core/outcome';
-import { firstHitItem } from '../../functions/core/store';
+import { firstHitItem } from '../../functions/ledger/ledger-store';
+import type { Channel, Outcome } from '../../functions/receiving/outcome';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import { apiEvent, filledUrl, type Handler } from '../support/api-events';
 import { BENCH_KEY_RING, median } from './measure';

@@ -7,8 +7,8 @@
 import { execFileSync, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Hit } from '../../functions/core/hit-request';
-import { createDocumentClient, createLedgerStore } from '../../functions/core/store';
+import { createDocumentClient, createLedgerStore } from '../../functions/ledger/ledger-store';
+import type { Hit } from '../../functions/receiving/hit-request';
 import { ensureLedgerTable } from '../../infra/local/engine';
 import { filledUrl } from '../support/api-events';
 import { BENCH_ENV, BENCH_KEY_RING, firstMessage, median, startEngineProcess } from './measure';

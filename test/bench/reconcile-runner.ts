@@ -3,15 +3,15 @@
  * Usage: reconcile-runner <floor|reconcile> <surveys> (fixture details in BENCH_FIXTURE as JSON).
  */
 import '../../infra/local/environment';
-import { createMarketplaceClient } from '../../functions/core/marketplace-client';
-import { reconciler } from '../../functions/core/reconciler';
-import { fetchRange } from '../../functions/core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
-} from '../../functions/core/store';
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { reconciler } from '../../functions/reconciliation/reconciler';
+import { fetchRange } from '../../functions/reconciliation/verdict-rules';
 
 const [mode = 'reconcile', count = '8'] = process.argv.slice(2);
 const fixture = JSON.parse(process.env.BENCH_FIXTURE ?? '{}') as {

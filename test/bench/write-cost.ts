@@ -7,9 +7,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { attemptKey, LEDGER } from '../../functions/core/ledger-schema';
-import type { Channel, Outcome } from '../../functions/core/outcome';
-import { createDocumentClient } from '../../functions/core/store';
+import { attemptKey, LEDGER } from '../../functions/ledger/ledger-schema';
+import { createDocumentClient } from '../../functions/ledger/ledger-store';
+import type { Channel, Outcome } from '../../functions/receiving/outcome';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { apiEvent, filledUrl, type Handler } from '../support/api-events';

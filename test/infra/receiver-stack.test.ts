@@ -14,7 +14,7 @@ import {
   METRIC_CATALOGUE,
   METRIC_NAMESPACE,
   type MetricName,
-} from '../../functions/lambda/metric-catalogue';
+} from '../../functions/runtime/metric-catalogue';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
 import { ReceiverStack } from '../../infra/receiver-stack';
 import { ROUTES, routeKey } from '../../infra/routes';

@@ -5,15 +5,15 @@
  */
 import { parse } from 'csv-parse/sync';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AttemptVerdict, DaySummary } from '../../functions/core/reconciliation';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   type LedgerStore,
   type ReconciliationStore,
-} from '../../functions/core/store';
-import type { VerdictKind } from '../../functions/core/verdict-kinds';
+} from '../../functions/ledger/ledger-store';
+import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
+import type { AttemptVerdict, DaySummary } from '../../functions/reconciliation/verdict-rules';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
 import { freshTable } from '../support/ledger';
 

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { identifierProblem } from '../../functions/core/identifiers';
+import { identifierProblem } from '../../functions/receiving/identifiers';
 import { buildEvent, type RouteMatch } from '../../infra/local/api-gateway';
 import { ROUTES } from '../../infra/routes';
 import { filledUrl, type Handler, invoke } from '../support/api-events';

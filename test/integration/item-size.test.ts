@@ -5,16 +5,16 @@
 import { randomUUID } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Hit } from '../../functions/core/hit-request';
-import { PID_MAX_BYTES, TOKEN_MAX_BYTES } from '../../functions/core/identifiers';
-import { attemptKey, rejectedKey } from '../../functions/core/ledger-schema';
-import type { Outcome } from '../../functions/core/outcome';
+import { attemptKey, rejectedKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
   firstHitItem,
   type LedgerStore,
-} from '../../functions/core/store';
+} from '../../functions/ledger/ledger-store';
+import type { Hit } from '../../functions/receiving/hit-request';
+import { PID_MAX_BYTES, TOKEN_MAX_BYTES } from '../../functions/receiving/identifiers';
+import type { Outcome } from '../../functions/receiving/outcome';
 import { itemSize } from '../support/item-size';
 import { freshTable } from '../support/ledger';
 

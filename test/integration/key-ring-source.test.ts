@@ -12,8 +12,8 @@ import {
 } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseKeyRing, sign } from '../../functions/core/signing';
-import { checkSignature, keyRingStore } from '../../functions/lambda/key-ring-source';
+import { parseKeyRing, sign } from '../../functions/receiving/signing';
+import { checkSignature, keyRingStore } from '../../functions/runtime/key-ring-source';
 
 const secrets = mockClient(SecretsManagerClient);
 afterAll(() => secrets.restore());

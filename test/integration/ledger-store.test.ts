@@ -4,10 +4,14 @@
 import { createHash } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { attemptKey } from '../../functions/core/ledger-schema';
-import { pacificDayRange } from '../../functions/core/pacific-time';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
-import { MAX_BUFFERED_IDS, REDIRECT_ID_SLOTS } from '../../functions/core/store/attempts';
+import { MAX_BUFFERED_IDS, REDIRECT_ID_SLOTS } from '../../functions/ledger/attempt-store';
+import { attemptKey } from '../../functions/ledger/ledger-schema';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable } from '../support/ledger';
 

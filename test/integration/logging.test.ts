@@ -4,13 +4,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { inCatalogue } from '../../functions/lambda/metric-catalogue';
+import { inCatalogue } from '../../functions/runtime/metric-catalogue';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let postback: Handler;
 let redirect: Handler;
-let logger: typeof import('../../functions/lambda/observability')['logger'];
+let logger: typeof import('../../functions/runtime/observability')['logger'];
 let written: string[] = [];
 
 beforeAll(async () => {
@@ -24,7 +24,7 @@ beforeAll(async () => {
   });
   ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
   ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
-  ({ logger } = await import('../../functions/lambda/observability'));
+  ({ logger } = await import('../../functions/runtime/observability'));
 });
 
 function capture() {

@@ -6,7 +6,7 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { marketplaceFromEnvironment } from '../../functions/lambda/marketplace-access';
+import { marketplaceFromEnvironment } from '../../functions/runtime/marketplace-access';
 import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
 
 const TOKEN = 'token-from-the-vault-0123456789';

@@ -7,8 +7,8 @@ import {
   createMarketplaceClient,
   type MarketplaceClientOptions,
   MarketplaceError,
-} from '../../functions/core/marketplace-client';
-import { pacificDay } from '../../functions/core/pacific-time';
+} from '../../functions/marketplace/marketplace-client';
+import { pacificDay } from '../../functions/marketplace/pacific-time';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,

@@ -3,11 +3,6 @@
  * runs finish or fail clearly, failed surveys are retried later, and no false verdict is ever recorded.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMarketplaceClient } from '../../functions/core/marketplace-client';
-import { pacificDay } from '../../functions/core/pacific-time';
-import { reconciler } from '../../functions/core/reconciler';
-import { redirectConfiguration } from '../../functions/core/redirect-configuration';
-import { parseKeyRing } from '../../functions/core/signing';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -16,7 +11,12 @@ import {
   type LedgerStore,
   type ReconciliationStore,
   type SurveyRegistry,
-} from '../../functions/core/store';
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { redirectConfiguration } from '../../functions/marketplace/redirect-configuration';
+import { parseKeyRing } from '../../functions/receiving/signing';
+import { reconciler } from '../../functions/reconciliation/reconciler';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,

@@ -3,13 +3,9 @@
  * idempotent re-runs, statuses that change after the fact, failures isolated and retried, and runs that resume.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { finance } from '../../functions/core/finance';
-import { createMarketplaceClient } from '../../functions/core/marketplace-client';
-import { pacificDay } from '../../functions/core/pacific-time';
-import { reconciler, SCHEDULED_RUN } from '../../functions/core/reconciler';
-import { nextDay, pacificDays } from '../../functions/core/reconciliation';
-import { discrepanciesCsv, summaryCsv } from '../../functions/core/report-csv';
-import { reportHtml } from '../../functions/core/report-html';
+import { finance } from '../../functions/finance/finance-queries';
+import { discrepanciesCsv, summaryCsv } from '../../functions/finance/report-csv';
+import { reportHtml } from '../../functions/finance/report-html';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -18,8 +14,12 @@ import {
   type LedgerStore,
   type ReconciliationStore,
   type SurveyRegistry,
-} from '../../functions/core/store';
-import { MONEY_KINDS } from '../../functions/core/verdict-kinds';
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
+import { MONEY_KINDS } from '../../functions/reconciliation/verdict-kinds';
+import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
@@ -258,7 +258,7 @@ describe('a reconciliation run', () => {
       clkDateTime: '',
     };
     const click = new Date(Date.now() - 3_600_000);
-    good.clkDateTime = (await import('../../functions/core/pacific-time')).formatPacificTime(click);
+    good.clkDateTime = (await import('../../functions/marketplace/pacific-time')).formatPacificTime(click);
     const broken = createMarketplaceClient({
       baseUrl: marketplace.url,
       accessToken: () => TOKEN,

@@ -4,19 +4,22 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createMarketplaceClient, type MarketplaceClient } from '../../functions/core/marketplace-client';
-import {
-  type RedirectConfigurationDeps,
-  redirectConfiguration,
-  SYNC_CHECKPOINT,
-} from '../../functions/core/redirect-configuration';
-import { type KeyRing, parseKeyRing, serializeKeyRing } from '../../functions/core/signing';
 import {
   createDocumentClient,
   createLedgerStore,
   createSurveyRegistry,
   type SurveyRegistry,
-} from '../../functions/core/store';
+} from '../../functions/ledger/ledger-store';
+import {
+  createMarketplaceClient,
+  type MarketplaceClient,
+} from '../../functions/marketplace/marketplace-client';
+import {
+  type RedirectConfigurationDeps,
+  redirectConfiguration,
+  SYNC_CHECKPOINT,
+} from '../../functions/marketplace/redirect-configuration';
+import { type KeyRing, parseKeyRing, serializeKeyRing } from '../../functions/receiving/signing';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
@@ -355,7 +358,7 @@ describe('rotation', () => {
     const k1 = retired.keys.get('k1');
     if (!k1) throw new Error('k1 missing');
     (retired.keys as Map<string, typeof k1>).set('k1', { ...k1, retireAt: new Date(Date.now() - 1) });
-    const { verify } = await import('../../functions/core/signing');
+    const { verify } = await import('../../functions/receiving/signing');
     const oldSig =
       new URL(oldUrl.replace('[%%pid%%]', 'x').replace('[%%token%%]', 'y')).searchParams.get('sig') ??
       undefined;

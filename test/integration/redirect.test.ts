@@ -5,8 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { SURVEY_OVER_PAGE } from '../../functions/core/landing-page';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
+import { SURVEY_OVER_PAGE } from '../../functions/receiving/landing-page';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 

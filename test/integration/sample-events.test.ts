@@ -3,8 +3,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
-import { DEV_KEY_RING } from '../../infra/local/defaults';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
+import { DEV_KEY_RING } from '../../functions/runtime/local-stack-defaults';
 import { type Handler, invoke, jsonBody } from '../support/api-events';
 import { freshTable } from '../support/ledger';
 

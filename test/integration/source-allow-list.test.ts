@@ -3,7 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseAllowList } from '../../functions/lambda/source-allow-list';
+import { parseAllowList } from '../../functions/runtime/source-allow-list';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 

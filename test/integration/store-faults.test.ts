@@ -8,7 +8,11 @@ import { ProvisionedThroughputExceededException } from '@aws-sdk/client-dynamodb
 import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';

@@ -6,7 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
 import { type EngineProxy, type Fault, startEngineProxy } from '../support/engine-proxy';

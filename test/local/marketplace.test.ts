@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pacificWallToUtc } from '../../functions/core/pacific-time';
+import { pacificWallToUtc } from '../../functions/marketplace/pacific-time';
 import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
 
 const TOKEN = 'marketplace-test-token';

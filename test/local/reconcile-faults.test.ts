@@ -11,10 +11,6 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMarketplaceClient } from '../../functions/core/marketplace-client';
-import { sumAmounts } from '../../functions/core/money';
-import { pacificDay } from '../../functions/core/pacific-time';
-import { type Reconciler, reconciler } from '../../functions/core/reconciler';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -22,8 +18,12 @@ import {
   createSurveyRegistry,
   type LedgerStore,
   type ReconciliationStore,
-} from '../../functions/core/store';
-import type { VerdictKind } from '../../functions/core/verdict-kinds';
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { type Reconciler, reconciler } from '../../functions/reconciliation/reconciler';
+import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
+import { sumAmounts } from '../../functions/shared/money';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';

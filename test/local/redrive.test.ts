@@ -8,7 +8,11 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient, createLedgerStore, type LedgerStore } from '../../functions/core/store';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
 import { type EngineProxy, type Fault, startEngineProxy } from '../support/engine-proxy';

@@ -7,18 +7,18 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { identifierProblem } from '../../functions/core/identifiers';
-import { LEDGER } from '../../functions/core/ledger-schema';
-import { createMarketplaceClient } from '../../functions/core/marketplace-client';
-import { pacificDay } from '../../functions/core/pacific-time';
-import { reconciler } from '../../functions/core/reconciler';
+import { LEDGER } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
   type LedgerStore,
-} from '../../functions/core/store';
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { identifierProblem } from '../../functions/receiving/identifiers';
+import { reconciler } from '../../functions/reconciliation/reconciler';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';

@@ -6,8 +6,8 @@
  */
 import '../../infra/local/environment';
 import { randomUUID } from 'node:crypto';
-import { createDocumentClient, createLedgerStore } from '../../functions/core/store';
-import { DEV_KEY_RING } from '../../infra/local/defaults';
+import { createDocumentClient, createLedgerStore } from '../../functions/ledger/ledger-store';
+import { DEV_KEY_RING } from '../../functions/runtime/local-stack-defaults';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';

@@ -1,8 +1,8 @@
 /** Payload-v2 events for the handlers, built by the same code the local API Gateway uses. */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { Channel, Outcome } from '../../functions/core/outcome';
-import { parseKeyRing } from '../../functions/core/signing';
-import { hitUrl } from '../../functions/core/survey-urls';
+import type { Channel, Outcome } from '../../functions/receiving/outcome';
+import { parseKeyRing } from '../../functions/receiving/signing';
+import { hitUrl } from '../../functions/receiving/survey-urls';
 import { buildEvent, lambdaContext, matchRoute } from '../../infra/local/api-gateway';
 
 export interface EventOptions {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { channelRecord, completeEvidence, hasConflict, hitEffect } from '../../functions/core/attempt';
-import { attemptFromItem } from '../../functions/core/store';
+import { attemptFromItem } from '../../functions/ledger/ledger-store';
+import { channelRecord, completeEvidence, hasConflict, hitEffect } from '../../functions/receiving/attempt';
 
 const at = (minute: number) => `2026-11-21T10:${String(minute).padStart(2, '0')}:00.000Z`;
 

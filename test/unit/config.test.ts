@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { readFinanceConfig, readReceiverConfig, readReconcileConfig } from '../../functions/lambda/config';
+import {
+  readFinanceConfig,
+  readReceiverConfig,
+  readReconcileConfig,
+} from '../../functions/runtime/runtime-config';
 
 const receiver = { TABLE_NAME: 'ledger', SIGNING_KEYS: '{"current":"k1"}' };
 

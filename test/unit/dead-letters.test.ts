@@ -13,7 +13,7 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { cliDeadLetters } from '../../functions/cli/context';
-import { sqsDeadLetters } from '../../functions/lambda/hit-buffer';
+import { sqsDeadLetters } from '../../functions/runtime/hit-buffer';
 
 const sqs = mockClient(SQSClient);
 const DLQ = 'https://sqs.eu-west-1.amazonaws.com/123456789012/hits-dlq';

@@ -4,8 +4,8 @@
  */
 import type { SQSEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { StoreUnavailable } from '../../functions/core/store';
-import { BUFFER_MAX_RECEIVES, redeliveryDelaySeconds } from '../../functions/lambda/hit-buffer';
+import { StoreUnavailable } from '../../functions/ledger/ledger-store';
+import { BUFFER_MAX_RECEIVES, redeliveryDelaySeconds } from '../../functions/runtime/hit-buffer';
 
 process.env.TABLE_NAME ??= 'unit-drain';
 const { createDrainHandler } = await import('../../functions/drain-buffer');

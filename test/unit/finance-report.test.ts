@@ -1,10 +1,10 @@
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { readPeriod } from '../../functions/core/finance';
-import { addUp, financeReport, type SurveyDayRow } from '../../functions/core/finance-report';
-import { Rejection } from '../../functions/core/rejection';
-import { discrepanciesCsv, neutralize, summaryCsv } from '../../functions/core/report-csv';
-import { reportHtml } from '../../functions/core/report-html';
+import { readPeriod } from '../../functions/finance/finance-queries';
+import { addUp, financeReport, type SurveyDayRow } from '../../functions/finance/finance-report';
+import { discrepanciesCsv, neutralize, summaryCsv } from '../../functions/finance/report-csv';
+import { reportHtml } from '../../functions/finance/report-html';
+import { Rejection } from '../../functions/shared/rejection';
 
 const row = (
   surveyId: string,

@@ -4,7 +4,7 @@
  */
 import * as crypto from 'node:crypto';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
-import { parseKeyRing, sign, verify } from '../../functions/core/signing';
+import { parseKeyRing, sign, verify } from '../../functions/receiving/signing';
 
 vi.mock('node:crypto', async (importOriginal) => {
   const actual = await importOriginal<typeof import('node:crypto')>();

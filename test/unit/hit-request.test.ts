@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type HitRequest, MAX_BODY_BYTES, readClaim, readIdentity } from '../../functions/core/hit-request';
-import { Rejection } from '../../functions/core/rejection';
+import {
+  type HitRequest,
+  MAX_BODY_BYTES,
+  readClaim,
+  readIdentity,
+} from '../../functions/receiving/hit-request';
+import { Rejection } from '../../functions/shared/rejection';
 
 const request = (overrides: Partial<HitRequest> = {}): HitRequest => ({
   pathParameters: { surveyId: '1001', outcome: 'success' },

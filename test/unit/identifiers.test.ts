@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { identifierProblem } from '../../functions/core/identifiers';
-import { attemptKey, keyPart } from '../../functions/core/ledger-schema';
+import { attemptKey, keyPart } from '../../functions/ledger/ledger-schema';
+import { identifierProblem } from '../../functions/receiving/identifiers';
 
 describe('identifiers', () => {
   it.each([

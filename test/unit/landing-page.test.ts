@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { landingFor, SURVEY_OVER_PAGE, templateProblem } from '../../functions/core/landing-page';
+import { landingFor, SURVEY_OVER_PAGE, templateProblem } from '../../functions/receiving/landing-page';
 
 describe('landing', () => {
   const templates = {

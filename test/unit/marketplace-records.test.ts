@@ -6,7 +6,7 @@ import {
   parseRedirectSettings,
   parseSurvey,
   parseTransaction,
-} from '../../functions/core/marketplace-records';
+} from '../../functions/marketplace/marketplace-records';
 
 const transaction = {
   ip: '198.51.100.7',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseAmount, sumAmounts } from '../../functions/core/money';
+import { parseAmount, sumAmounts } from '../../functions/shared/money';
 
 describe('amounts', () => {
   it.each([

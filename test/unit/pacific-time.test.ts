@@ -4,7 +4,7 @@ import {
   pacificDay,
   pacificDayRange,
   parsePacificTime,
-} from '../../functions/core/pacific-time';
+} from '../../functions/marketplace/pacific-time';
 
 const utcOf = (raw: string) => parsePacificTime(raw)?.utc;
 

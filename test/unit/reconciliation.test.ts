@@ -3,9 +3,14 @@
  * and by pid, midnight, daylight-saving days and late finishers, and exact sums.
  */
 import { describe, expect, it } from 'vitest';
-import type { Attempt } from '../../functions/core/attempt';
-import type { Transaction } from '../../functions/core/marketplace-records';
-import { formatPacificTime, pacificWallToUtc, parsePacificTime } from '../../functions/core/pacific-time';
+import { attemptFromItem } from '../../functions/ledger/ledger-store';
+import type { Transaction } from '../../functions/marketplace/marketplace-records';
+import {
+  formatPacificTime,
+  pacificWallToUtc,
+  parsePacificTime,
+} from '../../functions/marketplace/pacific-time';
+import type { Attempt } from '../../functions/receiving/attempt';
 import {
   attemptKeysToRead,
   classify,
@@ -14,8 +19,7 @@ import {
   needsLookback,
   pacificDays,
   reconcileSurveyWindow,
-} from '../../functions/core/reconciliation';
-import { attemptFromItem } from '../../functions/core/store';
+} from '../../functions/reconciliation/verdict-rules';
 
 const at = (iso: string) => parsePacificTime(formatPacificTime(new Date(iso)));
 

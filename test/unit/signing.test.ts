@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { parseKeyRing, rotateKeyRing, serializeKeyRing, sign, verify } from '../../functions/core/signing';
+import {
+  parseKeyRing,
+  rotateKeyRing,
+  serializeKeyRing,
+  sign,
+  verify,
+} from '../../functions/receiving/signing';
 
 const ring = parseKeyRing(
   JSON.stringify({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseKeyRing, verify } from '../../functions/core/signing';
-import { buildSurveyUrls } from '../../functions/core/survey-urls';
+import { parseKeyRing, verify } from '../../functions/receiving/signing';
+import { buildSurveyUrls } from '../../functions/receiving/survey-urls';
 
 const ring = parseKeyRing(JSON.stringify({ current: 'k1', k1: 'k'.repeat(40) }));
 

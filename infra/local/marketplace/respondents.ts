@@ -3,9 +3,9 @@
  * marketplace does what a real one does: sends the browser to the survey's redirect URL for the outcome,
  * calls the success or fail postback with the configured method, and files the transaction.
  */
-import { outcomeOfStatus } from '../../../functions/core/marketplace-records';
-import { sumAmounts } from '../../../functions/core/money';
-import { REDIRECT_FIELD } from '../../../functions/core/outcome';
+import { outcomeOfStatus } from '../../../functions/marketplace/marketplace-records';
+import { REDIRECT_FIELD } from '../../../functions/receiving/outcome';
+import { sumAmounts } from '../../../functions/shared/money';
 import type { MarketplaceState, SimTransaction } from './state';
 
 /** Weights of the statuses a respondent ends in. */

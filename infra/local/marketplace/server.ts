@@ -9,7 +9,7 @@ import {
   REDIRECT_SETTING_FIELDS,
   type RedirectSettings,
   TRANSACTION_STATUSES,
-} from '../../../functions/core/marketplace-records';
+} from '../../../functions/marketplace/marketplace-records';
 import { seededRandom } from './random';
 import { type DeliveryFaults, type OutcomeMix, RespondentSimulator } from './respondents';
 import { seedSurveys } from './seed';

@@ -2,8 +2,11 @@
  * What the local marketplace knows: surveys, the supplier's global and per-survey redirect settings, and the
  * transaction list. Pure state and rules; the HTTP server and the respondent simulator sit on top.
  */
-import { REDIRECT_SETTING_FIELDS, type RedirectSettings } from '../../../functions/core/marketplace-records';
-import { formatPacificTime, pacificDayRange } from '../../../functions/core/pacific-time';
+import {
+  REDIRECT_SETTING_FIELDS,
+  type RedirectSettings,
+} from '../../../functions/marketplace/marketplace-records';
+import { formatPacificTime, pacificDayRange } from '../../../functions/marketplace/pacific-time';
 import type { Random } from './random';
 
 export interface SimSurvey {

@@ -4,9 +4,10 @@
  *
  * Pure: works on a transport-neutral request, so the Lambda handlers, the local server and the tests share it.
  */
+
+import { badRequest, Rejection } from '../shared/rejection';
 import { type IdentifierField, identifierProblem } from './identifiers';
 import { type Channel, type Outcome, outcomesOf, parseOutcome } from './outcome';
-import { badRequest, Rejection } from './rejection';
 import type { SignedTarget } from './signing';
 
 /** Postback bodies are a handful of fields; anything larger is not a postback. */

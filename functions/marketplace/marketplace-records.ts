@@ -4,10 +4,10 @@
  * string kept. A row that cannot be read is reported with the reason; it is never turned into a zero.
  */
 import * as z from 'zod/mini';
-import { parseAmount } from './money';
-import type { Outcome } from './outcome';
+import type { Outcome } from '../receiving/outcome';
+import { parseAmount } from '../shared/money';
+import { describeIssues } from '../shared/validation';
 import { type PacificTime, parsePacificTime } from './pacific-time';
-import { describeIssues } from './validation';
 
 /** Transaction statuses as the transaction list spells them (with spaces). */
 export const TRANSACTION_STATUSES = [

@@ -2,7 +2,7 @@
  * The ledger table in DynamoDB: the only code that speaks to it. Attempts and refused hits, the survey registry
  * and checkpoints, and reconciliation results each have a module here; they share one client and its plumbing.
  */
-export * from './attempts';
-export * from './dynamo';
-export * from './reconciliation';
-export * from './registry';
+export * from './attempt-store';
+export * from './document-client';
+export * from './reconciliation-store';
+export * from './survey-registry';

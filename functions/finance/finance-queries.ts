@@ -2,7 +2,14 @@
  * Finance's three questions over the stored reconciliation: the summary of a period, the discrepancy list
  * (filtered and paginated), and one attempt's whole story. Every read goes through an index, day by day.
  */
-import type { Attempt } from './attempt';
+
+import { discrepancyIndexKey } from '../ledger/ledger-schema';
+import type { LedgerStore, ReconciliationStore } from '../ledger/ledger-store';
+import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
+import type { Attempt } from '../receiving/attempt';
+import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
+import { nextDay, pacificDays } from '../reconciliation/verdict-rules';
+import { badRequest } from '../shared/rejection';
 import {
   type Discrepancy,
   dayRow,
@@ -11,12 +18,6 @@ import {
   financeReport,
   type SurveyDayRow,
 } from './finance-report';
-import { discrepancyIndexKey } from './ledger-schema';
-import { isCalendarDay, pacificDayRange } from './pacific-time';
-import { nextDay, pacificDays } from './reconciliation';
-import { badRequest } from './rejection';
-import type { LedgerStore, ReconciliationStore } from './store';
-import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from './verdict-kinds';
 
 /** The longest period one request may cover. */
 export const MAX_PERIOD_DAYS = 92;

@@ -14,10 +14,10 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import * as z from 'zod/mini';
-import type { Hit } from '../core/hit-request';
-import { identifierProblem } from '../core/identifiers';
-import { OUTCOMES } from '../core/outcome';
-import { describeIssues } from '../core/validation';
+import type { Hit } from '../receiving/hit-request';
+import { identifierProblem } from '../receiving/identifiers';
+import { OUTCOMES } from '../receiving/outcome';
+import { describeIssues } from '../shared/validation';
 
 /** A hit as it waits in the buffer: an id that makes its replay idempotent, and when it arrived. */
 export interface BufferedHit {

@@ -5,10 +5,10 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
-import type { HitRequest } from '../core/hit-request';
-import { type Landing, SURVEY_OVER_PAGE } from '../core/landing-page';
-import { Rejection } from '../core/rejection';
-import { StoreUnavailable } from '../core/store';
+import { StoreUnavailable } from '../ledger/ledger-store';
+import type { HitRequest } from '../receiving/hit-request';
+import { type Landing, SURVEY_OVER_PAGE } from '../receiving/landing-page';
+import { Rejection } from '../shared/rejection';
 import { count, logger } from './observability';
 
 export type ApiEvent = APIGatewayProxyEventV2;

@@ -17,8 +17,11 @@ import {
   hasConflict,
   hitEffect,
   type Sighting,
-} from '../attempt';
-import type { Hit, HitSource } from '../hit-request';
+} from '../receiving/attempt';
+import type { Hit, HitSource } from '../receiving/hit-request';
+import { type Channel, type Outcome, outcomesOf } from '../receiving/outcome';
+import type { RefusalCode } from '../shared/rejection';
+import { batchGet, type Item, queryAll, send } from './document-client';
 import {
   attemptDayKey,
   attemptKey,
@@ -27,10 +30,7 @@ import {
   REJECTED_RETENTION_DAYS,
   rejectedKey,
   utcDay,
-} from '../ledger-schema';
-import { type Channel, type Outcome, outcomesOf } from '../outcome';
-import type { RefusalCode } from '../rejection';
-import { batchGet, type Item, queryAll, send } from './dynamo';
+} from './ledger-schema';
 
 /** A hit refused before it could count: a forged or malformed redirect. Kept for investigation only. */
 export interface RejectedHit {

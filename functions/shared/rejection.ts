@@ -2,7 +2,7 @@
  * A request refused for what it is, not for anything that went wrong here. Carries the HTTP status and a
  * message that names the problem; the message never echoes a secret.
  */
-import type { SignatureCheck } from './signing';
+import type { SignatureCheck } from '../receiving/signing';
 
 /** The codes a refusal answers with (`error` in the JSON body): a short, fixed set. */
 export type RejectionCode =

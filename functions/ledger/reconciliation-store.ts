@@ -10,7 +10,11 @@ import {
   QueryCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
-import type { Attempt } from '../attempt';
+import type { Attempt } from '../receiving/attempt';
+import type { VerdictKind } from '../reconciliation/verdict-kinds';
+import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
+import { attemptFromItem } from './attempt-store';
+import { batchGet, type Item, queryAll, send } from './document-client';
 import {
   attemptDayKey,
   attemptKey,
@@ -20,11 +24,7 @@ import {
   runStateKey,
   summaryIndexKey,
   summaryKey,
-} from '../ledger-schema';
-import type { AttemptVerdict, DaySummary } from '../reconciliation';
-import type { VerdictKind } from '../verdict-kinds';
-import { attemptFromItem } from './attempts';
-import { batchGet, type Item, queryAll, send } from './dynamo';
+} from './ledger-schema';
 
 /** What recording a verdict did: a first verdict, a different one (history grows), fresher facts, or nothing. */
 export type VerdictChange = 'new' | 'changed' | 'refreshed' | 'unchanged';

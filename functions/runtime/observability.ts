@@ -5,7 +5,7 @@
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { printable } from '../core/printable';
+import { printable } from '../shared/printable';
 import {
   type DimensionsOf,
   METRIC_CATALOGUE,

@@ -4,8 +4,8 @@
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { checkpointKey, LEDGER, registrationIndexKey, registrationKey } from '../ledger-schema';
-import { batchGet, type Item, queryAll, send } from './dynamo';
+import { batchGet, type Item, queryAll, send } from './document-client';
+import { checkpointKey, LEDGER, registrationIndexKey, registrationKey } from './ledger-schema';
 
 /** What this product has configured at the marketplace for one survey. */
 export interface SurveyRegistration {

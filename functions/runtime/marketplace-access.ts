@@ -7,8 +7,8 @@
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { getParameter } from '@aws-lambda-powertools/parameters/ssm';
 import * as z from 'zod/mini';
-import { createMarketplaceClient, type MarketplaceClient } from '../core/marketplace-client';
-import { describeIssues, filled, wholeNumber } from '../core/validation';
+import { createMarketplaceClient, type MarketplaceClient } from '../marketplace/marketplace-client';
+import { describeIssues, filled, wholeNumber } from '../shared/validation';
 
 export const TOKEN_CACHE_SECONDS = 300;
 

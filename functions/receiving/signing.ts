@@ -9,8 +9,8 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import * as z from 'zod/mini';
+import { describeIssues } from '../shared/validation';
 import type { Channel, Outcome } from './outcome';
-import { describeIssues } from './validation';
 
 export const KEY_ID_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
 /** base64url of a 32-byte HMAC-SHA256, unpadded. */

@@ -4,6 +4,9 @@
  * key. Orchestration only: the marketplace, the registry and the key ring are handed in.
  */
 
+import type { SurveyRegistration, SurveyRegistry } from '../ledger/ledger-store';
+import { type KeyRing, rotateKeyRing } from '../receiving/signing';
+import { buildSurveyUrls } from '../receiving/survey-urls';
 import { type MalformedRow, type MarketplaceClient, MarketplaceError } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
@@ -13,9 +16,6 @@ import {
   settingsDifferences,
   settingsFingerprint,
 } from './redirect-settings';
-import { type KeyRing, rotateKeyRing } from './signing';
-import type { SurveyRegistration, SurveyRegistry } from './store';
-import { buildSurveyUrls } from './survey-urls';
 
 export const SYNC_CHECKPOINT = 'redirect-sync';
 /** The checkpoint is set this far before the run began, so clock skew with the marketplace loses no survey. */

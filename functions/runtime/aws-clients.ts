@@ -2,10 +2,10 @@
  * What both receivers build once per container: configuration, the ledger, the key ring, the durable buffer
  * (when configured) and the postback source allow-list (when configured).
  */
-import { createDocumentClient, createLedgerStore } from '../core/store';
-import { readReceiverConfig } from './config';
+import { createDocumentClient, createLedgerStore } from '../ledger/ledger-store';
 import { type HitBuffer, sqsHitBuffer } from './hit-buffer';
 import { keyRingSource } from './key-ring-source';
+import { readReceiverConfig } from './runtime-config';
 import { parseAllowList } from './source-allow-list';
 
 export function receiverContext() {

@@ -13,11 +13,12 @@
  * among the transactions of the days before (`lookbackRange`), and one found there belongs to that earlier day,
  * whose own run judges it.
  */
-import type { Attempt } from './attempt';
-import type { Transaction } from './marketplace-records';
-import { outcomeOfStatus } from './marketplace-records';
-import { sameAmount, sumAmounts } from './money';
-import { pacificDay, pacificDayRange } from './pacific-time';
+
+import type { Transaction } from '../marketplace/marketplace-records';
+import { outcomeOfStatus } from '../marketplace/marketplace-records';
+import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
+import type { Attempt } from '../receiving/attempt';
+import { sameAmount, sumAmounts } from '../shared/money';
 import { CLAIM_KINDS, type VerdictKind } from './verdict-kinds';
 
 /** What the marketplace's transaction list says about an attempt. */

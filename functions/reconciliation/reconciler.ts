@@ -5,8 +5,17 @@
  * counted as zero transactions, and never stops the others. A long run records how far it got so the next
  * invocation resumes there.
  */
-import type { MarketplaceClient } from './marketplace-client';
-import { pacificDay } from './pacific-time';
+
+import type {
+  LedgerStore,
+  ReconciliationStore,
+  RunState,
+  SurveyRegistry,
+  VerdictChange,
+} from '../ledger/ledger-store';
+import type { MarketplaceClient } from '../marketplace/marketplace-client';
+import { pacificDay } from '../marketplace/pacific-time';
+import type { VerdictKind } from './verdict-kinds';
 import {
   attemptKeysToRead,
   DEFAULT_LOOKBACK_DAYS,
@@ -16,9 +25,7 @@ import {
   nextDay,
   pacificDays,
   reconcileSurveyWindow,
-} from './reconciliation';
-import type { LedgerStore, ReconciliationStore, RunState, SurveyRegistry, VerdictChange } from './store';
-import type { VerdictKind } from './verdict-kinds';
+} from './verdict-rules';
 
 export const SCHEDULED_RUN = 'reconcile';
 

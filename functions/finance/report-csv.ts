@@ -3,8 +3,8 @@
  * as decimal strings, and no cell a spreadsheet would read as a formula.
  */
 import { stringify } from 'csv-stringify/sync';
+import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from '../reconciliation/verdict-kinds';
 import type { Discrepancy, SurveyDayRow } from './finance-report';
-import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from './verdict-kinds';
 
 /**
  * A cell a spreadsheet would run as a formula gets a leading `'`: one starting with = + - @, a tab or a carriage

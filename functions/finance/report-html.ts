@@ -4,8 +4,9 @@
  * nothing backs (a forgery signal, never money). No script and no external
  * asset, so it opens offline and prints as it shows.
  */
+
+import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, MONEY_KINDS } from '../reconciliation/verdict-kinds';
 import type { Discrepancy, FinanceReport } from './finance-report';
-import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, MONEY_KINDS } from './verdict-kinds';
 
 const html = (value: unknown) =>
   String(value).replace(

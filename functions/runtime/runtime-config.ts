@@ -3,10 +3,10 @@
  * fails the cold start with a message naming the variable; no request ever sees a half-configured handler.
  */
 import * as z from 'zod/mini';
-import { type LandingTemplates, templateProblem } from '../core/landing-page';
-import { OUTCOMES } from '../core/outcome';
-import type { PostbackMethods } from '../core/redirect-settings';
-import { describeIssues, filled, wholeNumber } from '../core/validation';
+import type { PostbackMethods } from '../marketplace/redirect-settings';
+import { type LandingTemplates, templateProblem } from '../receiving/landing-page';
+import { OUTCOMES } from '../receiving/outcome';
+import { describeIssues, filled, wholeNumber } from '../shared/validation';
 import type { KeyRingLocation } from './key-ring-source';
 
 export const LANDING_VARIABLES = {

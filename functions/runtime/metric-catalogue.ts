@@ -5,7 +5,7 @@
  * that nothing emits (such a widget stays empty and such an alarm never fires). Pure data: the infrastructure
  * imports it without loading Powertools.
  */
-import { VERDICT_KINDS } from '../core/verdict-kinds';
+import { VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 
 export const METRIC_NAMESPACE = 'SurveyReceiver';
 export const SERVICE_NAME = 'survey-receiver';

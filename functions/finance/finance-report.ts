@@ -3,10 +3,16 @@
  * and counted by the marketplace, what it owes (exact decimals), what is disputed, and when it was last checked.
  * Pure: the caller reads the day summaries and discrepancies; this shapes them for JSON, CSV and HTML.
  */
-import type { Attempt } from './attempt';
-import { sumAmounts } from './money';
-import type { StoredDaySummary } from './store';
-import { CLAIM_KINDS, DISCREPANCY_KINDS, MONEY_KINDS, type VerdictKind } from './verdict-kinds';
+
+import type { StoredDaySummary } from '../ledger/ledger-store';
+import type { Attempt } from '../receiving/attempt';
+import {
+  CLAIM_KINDS,
+  DISCREPANCY_KINDS,
+  MONEY_KINDS,
+  type VerdictKind,
+} from '../reconciliation/verdict-kinds';
+import { sumAmounts } from '../shared/money';
 
 /** Every day in these reports is a marketplace (US Pacific) calendar day. */
 export const REPORT_TIME_ZONE = 'America/Los_Angeles';

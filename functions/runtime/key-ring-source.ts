@@ -8,8 +8,14 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { HitClaim } from '../core/hit-request';
-import { type KeyRing, parseKeyRing, type SignatureCheck, serializeKeyRing, verify } from '../core/signing';
+import type { HitClaim } from '../receiving/hit-request';
+import {
+  type KeyRing,
+  parseKeyRing,
+  type SignatureCheck,
+  serializeKeyRing,
+  verify,
+} from '../receiving/signing';
 import { logger } from './observability';
 
 /** How long a fetched key ring is trusted before it is fetched again. */

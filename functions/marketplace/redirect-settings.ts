@@ -3,8 +3,8 @@
  * the marketplace merges and a field left out would keep whatever an earlier configuration put there.
  */
 import { createHash } from 'node:crypto';
+import type { SurveyUrls } from '../receiving/survey-urls';
 import { REDIRECT_SETTING_FIELDS, type RedirectSettings } from './marketplace-records';
-import type { SurveyUrls } from './survey-urls';
 
 export type PostbackMethod = 'GET' | 'POST';
 
