@@ -1,90 +1,9 @@
 /**
- * Postbacks: the marketplace's server reporting an attempt's success or fail, over GET or POST.
- * Answers 200 only once the outcome is durable: in the ledger, or, while the ledger is unavailable, in the
- * buffer the drainer empties into it. 403 for a bad signature or a source outside the allow-list, stored nowhere.
+ * Postbacks: the marketplace's server reporting an attempt's success or fail, over GET or POST. The Lambda entry:
+ * wires the handler (receiving/postback-handler.ts) to the ledger, key ring, buffer and allow-list the
+ * configuration names, once per container.
  */
-
-import { StoreUnavailable } from './ledger/ledger-store';
-import { readClaim, readIdentity } from './receiving/hit-request';
+import { createPostbackHandler } from './receiving/postback-handler';
 import { receiverContext } from './runtime/aws-clients';
-import { describe, hitRequestFrom, json, jsonRoute } from './runtime/http-route';
-import { checkSignature } from './runtime/key-ring-source';
-import { count, logger } from './runtime/observability';
-import { Rejection } from './shared/rejection';
 
-const { store, keyRing, buffer, postbackSources } = receiverContext();
-
-export const handler = jsonRoute(async (event) => {
-  const request = hitRequestFrom(event);
-  const sourceIp = event.requestContext.http.sourceIp;
-  try {
-    const { claim, query } = readClaim('postback', request);
-    if (postbackSources && !postbackSources(sourceIp)) {
-      logger.warn('postback refused: source', { ...claim.target, sourceIp });
-      count('RejectedSource');
-      throw new Rejection(403, 'forbidden', 'source address not allowed');
-    }
-    const check = await checkSignature(keyRing, claim, new Date());
-    if (!check.valid) {
-      logger.warn('postback refused: signature', {
-        reason: check.reason,
-        ...claim.target,
-        kid: claim.kid,
-        sourceIp,
-      });
-      count('RejectedPostback', { reason: 'signature' });
-      throw new Rejection(
-        403,
-        'forbidden',
-        check.reason === 'missing' ? 'signature is missing' : 'signature is not valid',
-      );
-    }
-    const identity = readIdentity(request, query);
-    const hit = { ...claim.target, ...identity };
-    const at = new Date();
-    let recorded: Awaited<ReturnType<typeof store.recordHit>>;
-    try {
-      recorded = await store.recordHit(hit, at, event.requestContext.requestId);
-    } catch (error) {
-      if (!(error instanceof StoreUnavailable) || !buffer) throw error;
-      // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
-      try {
-        const buffered = await buffer.put(hit, at, event.requestContext.requestId);
-        logger.warn('postback buffered: the ledger is unavailable', {
-          id: buffered.id,
-          error: describe(error),
-        });
-        count('BufferedHits', { channel: 'postback' });
-        return json(200, { ok: true, effect: 'buffered' });
-      } catch (bufferError) {
-        logger.error('postback neither recorded nor buffered', { error: describe(bufferError) });
-        throw error;
-      }
-    }
-    const { attempt, effect } = recorded;
-    if (effect === 'conflict') {
-      logger.warn('postback conflicts with the standing outcome', {
-        ...claim.target,
-        pid: identity.pid,
-        token: identity.token,
-        standing: attempt.postback?.outcome,
-      });
-      count('ConflictingHit', { channel: 'postback' });
-    } else {
-      logger.debug('postback recorded', {
-        ...claim.target,
-        pid: identity.pid,
-        token: identity.token,
-        effect,
-      });
-    }
-    return json(200, { ok: true, effect, outcome: attempt.postback?.outcome });
-  } catch (error) {
-    if (error instanceof Rejection && error.status !== 403) {
-      // `reason`, not `message`: the Logger reserves `message` for the log line's own text and drops the key.
-      logger.warn('postback refused: input', { status: error.status, reason: error.message, sourceIp });
-      count('RejectedPostback', { reason: 'input' });
-    }
-    throw error;
-  }
-});
+export const handler = createPostbackHandler(receiverContext());

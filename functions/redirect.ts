@@ -1,109 +1,11 @@
 /**
- * Redirect hits: a respondent's browser arriving at the end of a survey. The hit is recorded and the
- * respondent sent on to the panel's landing page at once, whatever happened. A hit whose URL does not check
- * out is kept apart as rejected: a browser's word is a claim, and a forged one is never an outcome.
+ * Redirect hits: a respondent's browser arriving at the end of a survey. The Lambda entry: wires the handler
+ * (receiving/redirect-handler.ts) to the ledger, key ring, buffer and landing pages the configuration names, once
+ * per container.
  */
-import { readClaim, readIdentity } from './receiving/hit-request';
-import { landingFor } from './receiving/landing-page';
-import type { Outcome } from './receiving/outcome';
+import { createRedirectHandler } from './receiving/redirect-handler';
 import { receiverContext } from './runtime/aws-clients';
-import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from './runtime/http-route';
-import { checkSignature } from './runtime/key-ring-source';
-import { count, logger } from './runtime/observability';
-import { type RefusalCode, Rejection, signatureRefusal } from './shared/rejection';
 
-const { config, store, keyRing, buffer } = receiverContext();
+const { config, ...dependencies } = receiverContext();
 
-export const handler = respondentRoute(async (event, context) => {
-  const request = hitRequestFrom(event);
-  const at = new Date();
-  const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};
-  let refusal: { code: RefusalCode; reason: string } | undefined;
-  try {
-    const { claim, query } = readClaim('redirect', request);
-    claimed.surveyId = claim.target.surveyId;
-    claimed.outcome = claim.target.outcome;
-    const identity = readIdentity(request, query);
-    claimed.pid = identity.pid;
-    const check = await checkSignature(keyRing, claim, at);
-    if (check.valid) {
-      await record({ ...claim.target, ...identity });
-    } else {
-      refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
-    }
-  } catch (error) {
-    if (!(error instanceof Rejection)) throw error;
-    refusal = { code: error.code, reason: error.message };
-  }
-  if (refusal) await reject(refusal);
-  return respondentAnswer(landingFor(config.landing, claimed));
-
-  async function record(hit: Parameters<typeof store.recordHit>[0]) {
-    try {
-      const { attempt, effect } = await store.recordHit(hit, at, event.requestContext.requestId);
-      if (effect === 'conflict') {
-        logger.warn('redirect conflicts with the standing outcome', {
-          ...hitFields(hit),
-          standing: attempt.redirect?.outcome,
-        });
-        count('ConflictingHit', { channel: 'redirect' });
-      }
-    } catch (error) {
-      // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
-      if (buffer) {
-        try {
-          const buffered = await buffer.put(hit, at, event.requestContext.requestId);
-          logger.warn('redirect hit buffered: the ledger is unavailable', {
-            id: buffered.id,
-            error: describe(error),
-          });
-          count('BufferedHits', { channel: 'redirect' });
-          return;
-        } catch {
-          // fall through to the log line
-        }
-      }
-      logger.error('redirect hit not recorded', {
-        ...hitFields(hit),
-        at: at.toISOString(),
-        error: describe(error),
-      });
-      count('RedirectNotRecorded');
-    }
-  }
-
-  async function reject({ code, reason }: { code: RefusalCode; reason: string }) {
-    const params = new URLSearchParams(request.rawQueryString);
-    const rejected = {
-      at: at.toISOString(),
-      requestId: context.awsRequestId,
-      channel: 'redirect' as const,
-      code,
-      reason,
-      surveyId: request.pathParameters.surveyId,
-      outcome: request.pathParameters.outcome,
-      pid: params.get('pid') ?? undefined,
-      token: params.get('token') ?? undefined,
-      sourceIp: event.requestContext.http.sourceIp,
-    };
-    logger.warn('redirect hit rejected', {
-      code,
-      reason,
-      surveyId: claimed.surveyId,
-      outcome: claimed.outcome,
-    });
-    count('RejectedRedirect');
-    try {
-      await store.recordRejectedHit(rejected);
-    } catch (error) {
-      logger.error('rejected redirect hit not recorded', { code, reason, error: describe(error) });
-    }
-  }
-});
-
-const hitFields = (hit: { surveyId: string; outcome: Outcome; pid: string; token: string }) => ({
-  surveyId: hit.surveyId,
-  outcome: hit.outcome,
-  pid: hit.pid,
-  token: hit.token,
-});
+export const handler = createRedirectHandler({ ...dependencies, landing: config.landing });

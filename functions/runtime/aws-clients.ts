@@ -1,23 +1,40 @@
 /**
- * What both receivers build once per container: configuration, the ledger, the key ring, the durable buffer
- * (when configured) and the postback source allow-list (when configured).
+ * The one place the functions' AWS clients are built from configuration: the ledger's document client and the
+ * stores over it, and what both receivers need (key ring, buffer, allow-list). Each entry file calls these once
+ * per container; tests build the same handlers from the engine's stores instead.
  */
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createDocumentClient, createLedgerStore } from '../ledger/ledger-store';
 import { type HitBuffer, sqsHitBuffer } from './hit-buffer';
 import { keyRingSource } from './key-ring-source';
-import { readReceiverConfig } from './runtime-config';
+import { type LedgerConnection, readReceiverConfig } from './runtime-config';
 import { parseAllowList } from './source-allow-list';
 
+type StoreFactory = (client: DynamoDBDocumentClient, tableName: string) => unknown;
+
+/**
+ * One document client for the configured ledger, and the stores a function asks for over it:
+ * `openLedger(config, { attempts: createLedgerStore, results: createReconciliationStore })`. The stores are named
+ * by the caller so a bundle holds only the store modules its function uses.
+ */
+export function openLedger<const S extends Record<string, StoreFactory>>(
+  connection: LedgerConnection,
+  stores: S,
+): { [K in keyof S]: ReturnType<S[K]> } {
+  const client = createDocumentClient({
+    region: connection.region,
+    endpoint: connection.dynamoEndpoint,
+    requestTimeoutMs: connection.storeTimeoutMs,
+  });
+  return Object.fromEntries(
+    Object.entries(stores).map(([name, create]) => [name, create(client, connection.tableName)]),
+  ) as { [K in keyof S]: ReturnType<S[K]> };
+}
+
+/** What both receivers build once per container, from their configuration. */
 export function receiverContext() {
   const config = readReceiverConfig();
-  const store = createLedgerStore(
-    createDocumentClient({
-      region: config.region,
-      endpoint: config.dynamoEndpoint,
-      requestTimeoutMs: config.storeTimeoutMs,
-    }),
-    config.tableName,
-  );
+  const { store } = openLedger(config, { store: createLedgerStore });
   const buffer: HitBuffer | undefined = config.buffer
     ? sqsHitBuffer(config.buffer.queueUrl, { endpoint: config.buffer.endpoint, region: config.region })
     : undefined;

@@ -98,11 +98,15 @@ const syncEnvironment = z
   })
   .check(z.superRefine(checkKeyRingSource));
 
-export interface StoreConfig {
+/** Where the ledger is and how long a request to it may take: what every function's configuration starts with. */
+export interface LedgerConnection {
   readonly tableName: string;
   readonly region: string;
   readonly dynamoEndpoint?: string | undefined;
   readonly storeTimeoutMs: number;
+}
+
+export interface StoreConfig extends LedgerConnection {
   readonly keyRing: KeyRingLocation;
 }
 
@@ -125,14 +129,18 @@ function parse<T extends z.ZodMiniType>(schema: T, env: NodeJS.ProcessEnv): z.in
   return parsed.data;
 }
 
-function storeConfig(values: z.infer<typeof base>): StoreConfig {
+/** The ledger's part of any function's environment: the one mapping from variables to settings. */
+function ledgerConnection(values: z.infer<typeof base>): LedgerConnection {
   return {
     tableName: values.TABLE_NAME,
     region: values.AWS_REGION,
     dynamoEndpoint: values.DYNAMODB_ENDPOINT,
     storeTimeoutMs: values.STORE_TIMEOUT_MS,
-    keyRing: keyRingLocation(values),
   };
+}
+
+function storeConfig(values: z.infer<typeof base>): StoreConfig {
+  return { ...ledgerConnection(values), keyRing: keyRingLocation(values) };
 }
 
 /** The redirect and postback receivers' configuration. Throws an Error naming every bad variable. */
@@ -190,7 +198,7 @@ const reconcileEnvironment = z.extend(base, {
   RECONCILE_LOOKBACK_DAYS: wholeNumber(0, 62, 7),
 });
 
-export interface ReconcileConfig extends Omit<StoreConfig, 'keyRing'> {
+export interface ReconcileConfig extends LedgerConnection {
   readonly windowDays: number;
   readonly concurrency: number;
   readonly continueSelf: boolean;
@@ -202,10 +210,7 @@ export interface ReconcileConfig extends Omit<StoreConfig, 'keyRing'> {
 export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): ReconcileConfig {
   const values = parse(reconcileEnvironment, env);
   return {
-    tableName: values.TABLE_NAME,
-    region: values.AWS_REGION,
-    dynamoEndpoint: values.DYNAMODB_ENDPOINT,
-    storeTimeoutMs: values.STORE_TIMEOUT_MS,
+    ...ledgerConnection(values),
     windowDays: values.RECONCILE_WINDOW_DAYS,
     concurrency: values.RECONCILE_CONCURRENCY,
     continueSelf: values.RECONCILE_CONTINUE === 'self',
@@ -254,9 +259,8 @@ export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): Finance
   };
 }
 
-/** The drainer's configuration: the ledger only. */
 /** The drainer's configuration: the ledger, and how it backs off while the ledger is down. */
-export interface DrainConfig extends Omit<StoreConfig, 'keyRing'> {
+export interface DrainConfig extends LedgerConnection {
   /** The buffer's URL, for stretching a failed message's visibility; unset, SQS's own timeout applies. */
   readonly queueUrl: string | undefined;
   readonly sqsEndpoint: string | undefined;
@@ -277,9 +281,7 @@ const drain = z.object({
 export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): DrainConfig {
   const values = parse(drain, env);
   return {
-    tableName: values.TABLE_NAME,
-    region: values.AWS_REGION,
-    dynamoEndpoint: values.DYNAMODB_ENDPOINT,
+    ...ledgerConnection(values),
     storeTimeoutMs: Math.max(values.STORE_TIMEOUT_MS, 3000),
     queueUrl: values.HIT_BUFFER_QUEUE_URL,
     sqsEndpoint: values.SQS_ENDPOINT,

@@ -5,9 +5,9 @@
  */
 import './environment';
 import { randomUUID } from 'node:crypto';
+import type { SyncSummary } from '../../functions/marketplace/redirect-sync-handler';
 import { buildSurveyUrls } from '../../functions/receiving/survey-urls';
-import type { ReconcileSummary } from '../../functions/reconcile';
-import type { SyncSummary } from '../../functions/redirect-sync';
+import type { ReconcileRunSummary as ReconcileSummary } from '../../functions/reconciliation/reconcile-handler';
 import { keyRingSource } from '../../functions/runtime/key-ring-source';
 import { keyRingLocation } from '../../functions/runtime/runtime-config';
 import { startRespondentStream } from './marketplace/stream';

@@ -10,6 +10,7 @@ import { buildEvent, type RouteMatch } from '../../infra/local/api-gateway';
 import { ROUTES } from '../../infra/routes';
 import { filledUrl, type Handler, invoke } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let postback: Handler;
@@ -20,13 +21,7 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 300);
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
   proxy = await startEngineProxy(endpoint);
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: proxy.endpoint,
-    SIGNING_KEYS: TEST_KEY_RING,
-  });
-  ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
-  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+  ({ postback, redirect } = await receivers({ endpoint: proxy.endpoint, tableName }));
 });
 afterAll(() => proxy.stop());
 

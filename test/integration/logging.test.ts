@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { inCatalogue } from '../../functions/runtime/metric-catalogue';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import { TEST_KEY_RING } from '../support/ledger';
 
 let postback: Handler;
 let redirect: Handler;
@@ -14,16 +14,11 @@ let logger: typeof import('../../functions/runtime/observability')['logger'];
 let written: string[] = [];
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: endpoint,
-    SIGNING_KEYS: TEST_KEY_RING,
-    POWERTOOLS_LOG_LEVEL: 'DEBUG',
-    POWERTOOLS_METRICS_DISABLED: 'false',
-  });
-  ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
-  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+  // Powertools reads its own settings when the logger and metrics are created, so they are set before the
+  // handlers' modules load; the handlers themselves are built from their dependencies.
+  Object.assign(process.env, { POWERTOOLS_LOG_LEVEL: 'DEBUG', POWERTOOLS_METRICS_DISABLED: 'false' });
+  const { receivers } = await import('../support/handlers');
+  ({ postback, redirect } = await receivers());
   ({ logger } = await import('../../functions/runtime/observability'));
 });
 

@@ -10,6 +10,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let handler: Handler;
@@ -19,12 +20,7 @@ let proxy: EngineProxy;
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
   proxy = await startEngineProxy(endpoint);
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: proxy.endpoint,
-    SIGNING_KEYS: TEST_KEY_RING,
-  });
-  ({ handler } = (await import('../../functions/postback')) as { handler: Handler });
+  ({ postback: handler } = await receivers({ endpoint: proxy.endpoint, tableName }));
   store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
 });
 

@@ -16,7 +16,7 @@ import {
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
-import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { formatPacificTime, pacificDay } from '../../functions/marketplace/pacific-time';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import { MONEY_KINDS } from '../../functions/reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
@@ -27,6 +27,7 @@ import {
 } from '../../infra/local/marketplace/server';
 import type { SimTransaction } from '../../infra/local/marketplace/state';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
+import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 const TOKEN = 'reconciler-token';
@@ -60,12 +61,7 @@ beforeAll(async () => {
   registry = createSurveyRegistry(client, tableName);
   results = createReconciliationStore(client, tableName);
   marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: endpoint,
-    SIGNING_KEYS: TEST_KEY_RING,
-  });
-  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+  ({ redirect } = await receivers({ endpoint, tableName }));
 });
 afterAll(() => marketplace.stop());
 beforeEach(() => {
@@ -258,7 +254,7 @@ describe('a reconciliation run', () => {
       clkDateTime: '',
     };
     const click = new Date(Date.now() - 3_600_000);
-    good.clkDateTime = (await import('../../functions/marketplace/pacific-time')).formatPacificTime(click);
+    good.clkDateTime = formatPacificTime(click);
     const broken = createMarketplaceClient({
       baseUrl: marketplace.url,
       accessToken: () => TOKEN,

@@ -19,13 +19,14 @@ import {
   redirectConfiguration,
   SYNC_CHECKPOINT,
 } from '../../functions/marketplace/redirect-configuration';
-import { type KeyRing, parseKeyRing, serializeKeyRing } from '../../functions/receiving/signing';
+import { type KeyRing, parseKeyRing, serializeKeyRing, verify } from '../../functions/receiving/signing';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
   startLocalMarketplace,
 } from '../../infra/local/marketplace/server';
-import { apiEvent, type Handler, invoke } from '../support/api-events';
+import { apiEvent, invoke } from '../support/api-events';
+import { receivers } from '../support/handlers';
 import { freshTable } from '../support/ledger';
 
 const TOKEN = 'redirect-config-token';
@@ -342,12 +343,7 @@ describe('rotation', () => {
     expect(ring.keys.get('k1')?.retireAt?.toISOString()).toBe(retireAt.toISOString());
 
     // The receiver, reading the rotated ring, accepts both keys now ...
-    Object.assign(process.env, {
-      TABLE_NAME: tableName,
-      DYNAMODB_ENDPOINT: endpoint,
-      SIGNING_KEYS: serializeKeyRing(ring),
-    });
-    const { handler } = (await import('../../functions/postback')) as { handler: Handler };
+    const { postback: handler } = await receivers({ endpoint, tableName, keyRing: serializeKeyRing(ring) });
     const hit = (url: string, pid: string) =>
       invoke(handler, apiEvent('GET', url.replace('[%%pid%%]', pid).replace('[%%token%%]', `t-${pid}`)));
     expect((await hit(oldUrl, 'old-key')).statusCode).toBe(200);
@@ -358,7 +354,6 @@ describe('rotation', () => {
     const k1 = retired.keys.get('k1');
     if (!k1) throw new Error('k1 missing');
     (retired.keys as Map<string, typeof k1>).set('k1', { ...k1, retireAt: new Date(Date.now() - 1) });
-    const { verify } = await import('../../functions/receiving/signing');
     const oldSig =
       new URL(oldUrl.replace('[%%pid%%]', 'x').replace('[%%token%%]', 'y')).searchParams.get('sig') ??
       undefined;

@@ -12,6 +12,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { SURVEY_OVER_PAGE } from '../../functions/receiving/landing-page';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
+import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let redirect: Handler;
@@ -22,15 +23,14 @@ let table: { endpoint: string; tableName: string };
 beforeAll(async () => {
   table = await freshTable();
   const { endpoint, tableName } = table;
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: endpoint,
-    SIGNING_KEYS: TEST_KEY_RING,
-    LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}&survey={surveyId}&o={outcome}',
-    LANDING_URL_FAIL: 'https://panel.example.com/sorry?pid={pid}',
-  });
-  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
-  ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
+  ({ redirect, postback } = await receivers({
+    endpoint,
+    tableName,
+    landing: {
+      success: 'https://panel.example.com/thanks?pid={pid}&survey={surveyId}&o={outcome}',
+      fail: 'https://panel.example.com/sorry?pid={pid}',
+    },
+  }));
   store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
 });
 

@@ -10,6 +10,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { DEV_KEY_RING } from '../../functions/runtime/local-stack-defaults';
 import { type Handler, invoke, jsonBody } from '../support/api-events';
+import { receivers } from '../support/handlers';
 import { freshTable } from '../support/ledger';
 
 let handlers: Record<'redirect' | 'postback', Handler>;
@@ -18,15 +19,7 @@ const event = (name: string) => JSON.parse(readFileSync(`events/apigw-v2/${name}
 
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: endpoint,
-    SIGNING_KEYS: DEV_KEY_RING,
-  });
-  handlers = {
-    redirect: ((await import('../../functions/redirect')) as { handler: Handler }).handler,
-    postback: ((await import('../../functions/postback')) as { handler: Handler }).handler,
-  };
+  handlers = await receivers({ endpoint, tableName, keyRing: DEV_KEY_RING });
   store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
 });
 

@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllowList } from '../../functions/runtime/source-allow-list';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import { receivers } from '../support/handlers';
+import { TEST_KEY_RING } from '../support/ledger';
 
 describe('allow-list ranges', () => {
   it('match IPv4 and IPv6 addresses in the ranges, and nothing else', () => {
@@ -30,14 +31,7 @@ describe('allow-list ranges', () => {
 describe('postbacks with an allow-list', () => {
   let handler: Handler;
   beforeAll(async () => {
-    const { endpoint, tableName } = await freshTable();
-    Object.assign(process.env, {
-      TABLE_NAME: tableName,
-      DYNAMODB_ENDPOINT: endpoint,
-      SIGNING_KEYS: TEST_KEY_RING,
-      POSTBACK_SOURCE_CIDRS: '203.0.113.0/24',
-    });
-    ({ handler } = (await import('../../functions/postback')) as { handler: Handler });
+    ({ postback: handler } = await receivers({ postbackSources: '203.0.113.0/24' }));
   });
 
   it('accept a signed postback from an allowed address', async () => {

@@ -15,6 +15,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let postback: Handler;
@@ -25,15 +26,12 @@ let proxy: EngineProxy;
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
   proxy = await startEngineProxy(endpoint);
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: proxy.endpoint,
-    SIGNING_KEYS: TEST_KEY_RING,
-    STORE_TIMEOUT_MS: '200',
-    LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}',
-  });
-  ({ handler: postback } = (await import('../../functions/postback')) as { handler: Handler });
-  ({ handler: redirect } = (await import('../../functions/redirect')) as { handler: Handler });
+  ({ postback, redirect } = await receivers({
+    endpoint: proxy.endpoint,
+    tableName,
+    storeTimeoutMs: 200,
+    landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
+  }));
   store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
 });
 afterAll(() => proxy.stop());

@@ -5,12 +5,14 @@
  * answer 503 so the marketplace retries.
  */
 import { randomUUID } from 'node:crypto';
+import type { SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createDocumentClient,
   createLedgerStore,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
+import { createDrainHandler } from '../../functions/receiving/buffer-drainer';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
 import { type EngineProxy, type Fault, startEngineProxy } from '../support/engine-proxy';
@@ -52,10 +54,12 @@ const url = (
  * hands it to the drainer, as SQS redelivering it would; it resolves with the batch's failures.
  */
 async function takeBufferedMessage(): Promise<() => Promise<unknown[]>> {
-  const { handler } = (await import('../../functions/drain-buffer')) as {
-    handler: (event: unknown, context: unknown) => Promise<{ batchItemFailures: unknown[] }>;
-  };
-  const { lambdaContext } = await import('../../infra/local/api-gateway');
+  const drain = createDrainHandler({
+    store: createLedgerStore(createDocumentClient({ endpoint: stack.dynamoEndpoint }), stack.tableName),
+    redelivery: undefined,
+    backoff: { baseSeconds: 1, maxSeconds: 2 },
+    circuitSeconds: 0,
+  });
   const response = await fetch(stack.buffer.endpoint, {
     method: 'POST',
     headers: { 'x-amz-target': 'AmazonSQS.ReceiveMessage', 'content-type': 'application/x-amz-json-1.0' },
@@ -67,7 +71,7 @@ async function takeBufferedMessage(): Promise<() => Promise<unknown[]>> {
       { messageId: message?.MessageId, body: message?.Body, attributes: { ApproximateReceiveCount: '1' } },
     ],
   };
-  return async () => (await handler(event, lambdaContext('drain'))).batchItemFailures;
+  return async () => (await drain(event as SQSEvent)).batchItemFailures;
 }
 
 describe('with the store failing', () => {

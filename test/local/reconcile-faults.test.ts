@@ -24,9 +24,9 @@ import { pacificDay } from '../../functions/marketplace/pacific-time';
 import { type Reconciler, reconciler } from '../../functions/reconciliation/reconciler';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import { sumAmounts } from '../../functions/shared/money';
-import { lambdaContext } from '../../infra/local/api-gateway';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';
+import { startLocalSchedule } from '../../infra/local/scheduler';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';
 import { printToPdf, renderedDom } from '../support/chromium';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
@@ -54,10 +54,10 @@ beforeAll(async () => {
   stack = await startLocalStack();
   marketplace = stack.marketplace as LocalMarketplace;
   // The scheduled sync points the marketplace's live surveys at the receivers and records their CPIs.
-  const { handler: sync } = (await import('../../functions/redirect-sync')) as {
-    handler: (event: unknown, context: unknown) => Promise<{ counts: Record<string, number> }>;
-  };
-  expect((await sync({}, lambdaContext('redirect-sync', 'sync', 300_000))).counts.applied).toBe(3);
+  // The scheduler stand-in runs the deployed entry, configured by the stack's environment, once.
+  const schedule = await startLocalSchedule('redirect-sync', 0, () => {});
+  const sync = async () => (await schedule.runNow()) as { counts: Record<string, number> };
+  expect((await sync()).counts.applied).toBe(3);
 
   const client = createDocumentClient({ endpoint });
   attempts = createLedgerStore(client, tableName);

@@ -19,8 +19,8 @@ import { createMarketplaceClient } from '../../functions/marketplace/marketplace
 import { pacificDay } from '../../functions/marketplace/pacific-time';
 import { identifierProblem } from '../../functions/receiving/identifiers';
 import { reconciler } from '../../functions/reconciliation/reconciler';
-import { lambdaContext } from '../../infra/local/api-gateway';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
+import { startLocalSchedule } from '../../infra/local/scheduler';
 import { type LocalStack, startLocalStack } from '../../infra/local/stack';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
@@ -47,10 +47,10 @@ beforeAll(async () => {
   });
   stack = await startLocalStack();
   marketplace = stack.marketplace as LocalMarketplace;
-  const { handler: sync } = (await import('../../functions/redirect-sync')) as {
-    handler: (event: unknown, context: unknown) => Promise<{ counts: Record<string, number> }>;
-  };
-  expect((await sync({}, lambdaContext('redirect-sync', 'sync', 300_000))).counts.applied).toBeGreaterThan(0);
+  // The scheduler stand-in runs the deployed entry, configured by the stack's environment, once.
+  const schedule = await startLocalSchedule('redirect-sync', 0, () => {});
+  const sync = async () => (await schedule.runNow()) as { counts: Record<string, number> };
+  expect((await sync()).counts.applied).toBeGreaterThan(0);
   client = createDocumentClient({ endpoint });
   ledger = createLedgerStore(client, tableName);
 }, 120_000);

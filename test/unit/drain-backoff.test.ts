@@ -5,10 +5,8 @@
 import type { SQSEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { StoreUnavailable } from '../../functions/ledger/ledger-store';
+import { createDrainHandler } from '../../functions/receiving/buffer-drainer';
 import { BUFFER_MAX_RECEIVES, redeliveryDelaySeconds } from '../../functions/runtime/hit-buffer';
-
-process.env.TABLE_NAME ??= 'unit-drain';
-const { createDrainHandler } = await import('../../functions/drain-buffer');
 
 const AWS = { baseSeconds: 60, maxSeconds: 7_200 };
 

@@ -1,0 +1,56 @@
+/**
+ * The scheduled redirect sync as a handler: one sync run up to 30 s before the Lambda's deadline, its figures
+ * published and logged.
+ */
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { count, logger, publish } from '../runtime/observability';
+import { failuresOf, type RedirectConfiguration, type SyncReport } from './redirect-configuration';
+
+const DEADLINE_MARGIN_MS = 30_000;
+
+export interface SyncSummary {
+  readonly since: string;
+  readonly checkpoint?: string;
+  readonly counts: Record<string, number>;
+  readonly failed: { surveyId: string; error: string }[];
+  readonly malformedRows: number;
+}
+
+export function summarizeSyncRun(report: SyncReport): SyncSummary {
+  const counts: Record<string, number> = {};
+  for (const result of report.results) counts[result.status] = (counts[result.status] ?? 0) + 1;
+  return {
+    since: report.since,
+    ...(report.checkpoint ? { checkpoint: report.checkpoint } : {}),
+    counts,
+    failed: failuresOf(report.results).map((r) => ({
+      surveyId: r.surveyId,
+      error: r.status === 'failed' ? r.error : '',
+    })),
+    malformedRows: report.malformed.length,
+  };
+}
+
+/** The redirect sync function's handler, from the configuration engine it drives. */
+export function createRedirectSyncHandler({
+  configuration,
+}: {
+  configuration: Pick<RedirectConfiguration, 'sync'>;
+}) {
+  return middy<unknown, SyncSummary>()
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .handler(async (_event: unknown, context: Context) => {
+      const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
+      const summary = summarizeSyncRun(await configuration.sync({ deadline }));
+      publish('RedirectsApplied', summary.counts.applied ?? 0, {});
+      if (summary.failed.length > 0) {
+        count('RedirectSyncFailures');
+        logger.warn('redirect sync finished with failures', { ...summary });
+      } else {
+        logger.info('redirect sync finished', { ...summary });
+      }
+      return summary;
+    });
+}

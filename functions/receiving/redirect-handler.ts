@@ -1,0 +1,121 @@
+/**
+ * Redirect hits: a respondent's browser arriving at the end of a survey. The hit is recorded and the
+ * respondent sent on to the panel's landing page at once, whatever happened. A hit whose URL does not check
+ * out is kept apart as rejected: a browser's word is a claim, and a forged one is never an outcome.
+ */
+
+import type { LedgerStore } from '../ledger/ledger-store';
+import type { HitBuffer } from '../runtime/hit-buffer';
+import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from '../runtime/http-route';
+import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
+import { count, logger } from '../runtime/observability';
+import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
+import { readClaim, readIdentity } from './hit-request';
+import { type LandingTemplates, landingFor } from './landing-page';
+import type { Outcome } from './outcome';
+
+export interface RedirectDependencies {
+  readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
+  readonly keyRing: KeyRingSource;
+  /** Where a hit waits while the ledger is down; without one it is logged instead. */
+  readonly buffer?: HitBuffer | undefined;
+  /** The panel's landing page per outcome; unset outcomes get the built-in page. */
+  readonly landing: LandingTemplates;
+}
+
+/** The redirect handler, from its dependencies. */
+export function createRedirectHandler({ store, keyRing, buffer, landing }: RedirectDependencies) {
+  return respondentRoute(async (event, context) => {
+    const request = hitRequestFrom(event);
+    const at = new Date();
+    const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};
+    let refusal: { code: RefusalCode; reason: string } | undefined;
+    try {
+      const { claim, query } = readClaim('redirect', request);
+      claimed.surveyId = claim.target.surveyId;
+      claimed.outcome = claim.target.outcome;
+      const identity = readIdentity(request, query);
+      claimed.pid = identity.pid;
+      const check = await checkSignature(keyRing, claim, at);
+      if (check.valid) {
+        await record({ ...claim.target, ...identity });
+      } else {
+        refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
+      }
+    } catch (error) {
+      if (!(error instanceof Rejection)) throw error;
+      refusal = { code: error.code, reason: error.message };
+    }
+    if (refusal) await reject(refusal);
+    return respondentAnswer(landingFor(landing, claimed));
+
+    async function record(hit: Parameters<typeof store.recordHit>[0]) {
+      try {
+        const { attempt, effect } = await store.recordHit(hit, at, event.requestContext.requestId);
+        if (effect === 'conflict') {
+          logger.warn('redirect conflicts with the standing outcome', {
+            ...hitFields(hit),
+            standing: attempt.redirect?.outcome,
+          });
+          count('ConflictingHit', { channel: 'redirect' });
+        }
+      } catch (error) {
+        // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
+        if (buffer) {
+          try {
+            const buffered = await buffer.put(hit, at, event.requestContext.requestId);
+            logger.warn('redirect hit buffered: the ledger is unavailable', {
+              id: buffered.id,
+              error: describe(error),
+            });
+            count('BufferedHits', { channel: 'redirect' });
+            return;
+          } catch {
+            // fall through to the log line
+          }
+        }
+        logger.error('redirect hit not recorded', {
+          ...hitFields(hit),
+          at: at.toISOString(),
+          error: describe(error),
+        });
+        count('RedirectNotRecorded');
+      }
+    }
+
+    async function reject({ code, reason }: { code: RefusalCode; reason: string }) {
+      const params = new URLSearchParams(request.rawQueryString);
+      const rejected = {
+        at: at.toISOString(),
+        requestId: context.awsRequestId,
+        channel: 'redirect' as const,
+        code,
+        reason,
+        surveyId: request.pathParameters.surveyId,
+        outcome: request.pathParameters.outcome,
+        pid: params.get('pid') ?? undefined,
+        token: params.get('token') ?? undefined,
+        sourceIp: event.requestContext.http.sourceIp,
+      };
+      logger.warn('redirect hit rejected', {
+        code,
+        reason,
+        surveyId: claimed.surveyId,
+        outcome: claimed.outcome,
+      });
+      count('RejectedRedirect');
+      try {
+        await store.recordRejectedHit(rejected);
+      } catch (error) {
+        logger.error('rejected redirect hit not recorded', { code, reason, error: describe(error) });
+      }
+    }
+  });
+}
+
+const hitFields = (hit: { surveyId: string; outcome: Outcome; pid: string; token: string }) => ({
+  surveyId: hit.surveyId,
+  outcome: hit.outcome,
+  pid: hit.pid,
+  token: hit.token,
+});

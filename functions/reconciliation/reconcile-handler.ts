@@ -1,0 +1,65 @@
+/**
+ * Scheduled reconciliation as a handler: runs the reconciler over the trailing window, publishes the run's
+ * figures, and when a run reaches the Lambda's deadline and `continueSelf` is on, asks to be invoked again at
+ * once to resume it.
+ */
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import { count, logger, publish } from '../runtime/observability';
+import { type Reconciler, type RunReport, totals } from './reconciler';
+import { VERDICT_KINDS } from './verdict-kinds';
+
+/** Stop taking up surveys this long before the deadline, to finish the ones in hand and save the cursor. */
+const DEADLINE_MARGIN_MS = 60_000;
+
+export interface ReconcileHandlerDependencies {
+  readonly engine: Pick<Reconciler, 'scheduled'>;
+  readonly windowDays: number;
+  /** Invokes this function again, asynchronously, to resume run `runId`; unset, the next schedule resumes it. */
+  readonly resume?: ((functionArn: string, runId: string) => Promise<void>) | undefined;
+}
+
+export type ReconcileRunSummary = ReturnType<typeof summarizeReconcileRun> | { busy: true };
+
+/** What a run reports and logs: its totals and the surveys that failed. */
+export function summarizeReconcileRun(report: RunReport) {
+  const sum = totals(report.outcomes);
+  return {
+    runId: report.runId,
+    days: report.days,
+    complete: report.complete,
+    ...sum,
+    failures: report.outcomes
+      .filter((o) => o.status === 'failed')
+      .map((o) => ({ surveyId: o.surveyId, error: o.error ?? '' })),
+  };
+}
+
+/** The reconcile function's handler, from its dependencies. */
+export function createReconcileHandler({ engine, windowDays, resume }: ReconcileHandlerDependencies) {
+  return middy<unknown, ReconcileRunSummary>()
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .handler(async (_event: unknown, context: Context) => {
+      const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
+      const report = await engine.scheduled(windowDays, { deadline });
+      if (!report) {
+        logger.info('another invocation is working on the reconciliation run');
+        return { busy: true };
+      }
+      const summary = summarizeReconcileRun(report);
+      publish('ReconciledSurveys', summary.reconciled, {});
+      publish('ReconcileFailedSurveys', summary.failed, {});
+      publish('ReconciledTransactions', summary.transactions, {});
+      publish('VerdictChanges', summary.changed + summary.new, {});
+      for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });
+      if (summary.failed > 0) {
+        count('ReconcileFailures');
+        logger.warn('reconciliation run finished with failed surveys', { ...summary });
+      } else {
+        logger.info('reconciliation run finished', { ...summary });
+      }
+      if (!report.complete && resume) await resume(context.invokedFunctionArn, report.runId);
+      return summary;
+    });
+}

@@ -1,0 +1,70 @@
+/**
+ * The receivers as the tests use them: built by their factories from a fresh table in the run's engine (or any
+ * endpoint, such as a fault-injecting proxy in front of it), a key ring and whatever else a test needs, without
+ * touching process.env or re-importing a module.
+ */
+import {
+  createDocumentClient,
+  createLedgerStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
+import type { LandingTemplates } from '../../functions/receiving/landing-page';
+import { createPostbackHandler } from '../../functions/receiving/postback-handler';
+import { createRedirectHandler } from '../../functions/receiving/redirect-handler';
+import type { HitBuffer } from '../../functions/runtime/hit-buffer';
+import { keyRingSource } from '../../functions/runtime/key-ring-source';
+import { parseAllowList } from '../../functions/runtime/source-allow-list';
+import type { Handler } from './api-events';
+import { freshTable, TEST_KEY_RING } from './ledger';
+
+export interface ReceiverOptions {
+  /** Where the handlers' store connects; a fresh table's engine by default. */
+  readonly endpoint?: string;
+  readonly tableName?: string;
+  readonly keyRing?: string;
+  readonly landing?: LandingTemplates;
+  readonly buffer?: HitBuffer;
+  readonly postbackSources?: string;
+  readonly storeTimeoutMs?: number;
+}
+
+export interface Receivers {
+  readonly redirect: Handler;
+  readonly postback: Handler;
+  /** The handlers' own store (through `endpoint`). */
+  readonly store: LedgerStore;
+  /** The table and the engine itself, for reading back past any proxy. */
+  readonly table: { readonly endpoint: string; readonly tableName: string };
+}
+
+/** Both receivers over one table: a fresh one unless `tableName` is given. */
+export async function receivers(options: ReceiverOptions = {}): Promise<Receivers> {
+  const table =
+    options.tableName && options.endpoint
+      ? { endpoint: options.endpoint, tableName: options.tableName }
+      : await freshTable();
+  const store = createLedgerStore(
+    createDocumentClient({
+      endpoint: options.endpoint ?? table.endpoint,
+      ...(options.storeTimeoutMs ? { requestTimeoutMs: options.storeTimeoutMs } : {}),
+    }),
+    table.tableName,
+  );
+  const keyRing = keyRingSource({ inline: options.keyRing ?? TEST_KEY_RING });
+  return {
+    redirect: createRedirectHandler({
+      store,
+      keyRing,
+      buffer: options.buffer,
+      landing: options.landing ?? {},
+    }) as unknown as Handler,
+    postback: createPostbackHandler({
+      store,
+      keyRing,
+      buffer: options.buffer,
+      postbackSources: parseAllowList(options.postbackSources),
+    }) as unknown as Handler,
+    store,
+    table,
+  };
+}
