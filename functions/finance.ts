@@ -1,11 +1,10 @@
 /**
  * The finance API's Lambda: the handler of functions/finance/finance-api.ts wired once per container to the
- * ledger and the configured authentication.
+ * ledger and the configured authentication and time zone.
  */
 import { createFinanceHandler } from './finance/finance-api';
 import { finance } from './finance/finance-queries';
 import { createDocumentClient, createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
-import { PACIFIC_TIME_ZONE } from './marketplace/pacific-time';
 import { readFinanceConfig } from './runtime/runtime-config';
 
 const config = readFinanceConfig();
@@ -21,5 +20,5 @@ export const handler = createFinanceHandler({
     results: createReconciliationStore(client, config.tableName),
   }),
   auth: config.auth,
-  timeZone: PACIFIC_TIME_ZONE,
+  timeZone: config.timeZone,
 });
