@@ -1,17 +1,11 @@
 /**
- * The finance API: the summary of a period, the discrepancy list (filtered, paginated), and one attempt's
- * story. JSON by default; CSV with `Accept: text/csv` or `format=csv`. Protected by IAM (SigV4) in AWS and a
- * bearer token on the local stack; an unauthenticated call learns nothing.
+ * The finance API's Lambda: the handler of functions/finance/finance-api.ts wired once per container to the
+ * ledger and the configured authentication and time zone.
  */
-import { timingSafeEqual } from 'node:crypto';
-import { finance, readKind, readPeriod } from './finance/finance-queries';
-import { addUp } from './finance/finance-report';
-import { discrepanciesCsv, summaryCsv } from './finance/report-csv';
+import { createFinanceHandler } from './finance/finance-api';
+import { finance } from './finance/finance-queries';
 import { createDocumentClient, createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
-import { identifierProblem } from './receiving/identifiers';
-import { type ApiEvent, type ApiResult, json, jsonRoute } from './runtime/http-route';
 import { readFinanceConfig } from './runtime/runtime-config';
-import { badRequest, Rejection } from './shared/rejection';
 
 const config = readFinanceConfig();
 const client = createDocumentClient({
@@ -19,138 +13,12 @@ const client = createDocumentClient({
   endpoint: config.dynamoEndpoint,
   requestTimeoutMs: config.storeTimeoutMs,
 });
-const queries = finance({
-  attempts: createLedgerStore(client, config.tableName),
-  results: createReconciliationStore(client, config.tableName),
+
+export const handler = createFinanceHandler({
+  queries: finance({
+    attempts: createLedgerStore(client, config.tableName),
+    results: createReconciliationStore(client, config.tableName),
+  }),
+  auth: config.auth,
+  timeZone: config.timeZone,
 });
-
-export const handler = jsonRoute(async (event) => {
-  authorize(event);
-  const query = new URLSearchParams(event.rawQueryString ?? '');
-  const csv = query.get('format') === 'csv' || (event.headers?.accept ?? '').includes('text/csv');
-  if (query.has('format') && !['csv', 'json'].includes(query.get('format') as string))
-    throw badRequest('format must be json or csv');
-  const surveys = readSurveys(query);
-  const route = event.routeKey;
-
-  if (route === 'GET /finance/summary') {
-    const period = readPeriod(query.get('from') ?? undefined, query.get('to') ?? undefined);
-    const rows = await queries.summaryRows(period, surveys);
-    if (csv) return csvResponse(summaryCsv(rows), `summary-${period.from}-${period.to}.csv`);
-    const bySurvey = new Map<string, typeof rows>();
-    for (const row of rows) bySurvey.set(row.surveyId, [...(bySurvey.get(row.surveyId) ?? []), row]);
-    return json(200, {
-      timeZone: 'America/Los_Angeles',
-      ...period,
-      totals: { surveys: bySurvey.size, ...addUp(rows) },
-      surveys: [...bySurvey.entries()].map(([surveyId, days]) => ({
-        surveyId,
-        ...addUp(days),
-        lastReconciledAt: days
-          .map((d) => d.lastReconciledAt)
-          .sort()
-          .pop(),
-      })),
-      days: rows,
-    });
-  }
-
-  if (route === 'GET /finance/discrepancies') {
-    const period = readPeriod(query.get('from') ?? undefined, query.get('to') ?? undefined);
-    if (surveys.length > 1) throw badRequest('discrepancies take at most one survey');
-    const limit = query.has('limit') ? Number(query.get('limit')) : 100;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
-      throw badRequest('limit must be an integer from 1 to 1000');
-    const kind = readKind(query.get('kind') ?? undefined);
-    const page = await queries.discrepancyPage(period, {
-      ...(surveys[0] ? { surveyId: surveys[0] } : {}),
-      ...(kind ? { kind } : {}),
-      limit,
-      ...(query.get('cursor') ? { cursor: query.get('cursor') as string } : {}),
-    });
-    if (csv) {
-      return csvResponse(
-        discrepanciesCsv(page.items),
-        `discrepancies-${period.from}-${period.to}.csv`,
-        page.nextCursor,
-      );
-    }
-    return json(200, {
-      timeZone: 'America/Los_Angeles',
-      ...period,
-      items: page.items,
-      ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
-    });
-  }
-
-  if (route === 'GET /finance/attempts/{surveyId}') {
-    const surveyId = event.pathParameters?.surveyId;
-    const problem = identifierProblem('surveyId', surveyId);
-    if (problem) throw badRequest(problem);
-    const pid = query.get('pid') ?? undefined;
-    const token = query.get('token') ?? undefined;
-    for (const [field, value] of [
-      ['pid', pid],
-      ['token', token],
-    ] as const) {
-      if (value !== undefined && identifierProblem(field, value))
-        throw badRequest(identifierProblem(field, value) as string);
-    }
-    if (!pid && !token) throw badRequest('give pid or token');
-    const period =
-      query.has('from') || query.has('to')
-        ? readPeriod(query.get('from') ?? undefined, query.get('to') ?? undefined)
-        : undefined;
-    const attempts = await queries.attempts(
-      surveyId as string,
-      { ...(pid ? { pid } : {}), ...(token ? { token } : {}) },
-      period,
-    );
-    if (attempts.length === 0) throw new Rejection(404, 'not_found', 'no such attempt');
-    return json(200, { attempts });
-  }
-  throw new Rejection(404, 'not_found', 'no such route');
-});
-
-/** IAM: API Gateway verified the SigV4 signature and says whose it was; bearer: the local token, compared in constant time. */
-function authorize(event: ApiEvent): void {
-  if (config.auth.mode === 'iam') {
-    const iam = (event.requestContext as { authorizer?: { iam?: { userArn?: string } } }).authorizer?.iam;
-    if (!iam?.userArn) throw new Rejection(403, 'forbidden', 'not authorized');
-    return;
-  }
-  const header = event.headers?.authorization ?? '';
-  const presented = /^Bearer (\S+)$/.exec(header)?.[1];
-  if (!presented) throw new Rejection(401, 'unauthorized', 'authentication required');
-  const expected = Buffer.from(config.auth.token);
-  const given = Buffer.from(presented);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected))
-    throw new Rejection(403, 'forbidden', 'not authorized');
-}
-
-function readSurveys(query: URLSearchParams): string[] {
-  const surveys = query
-    .getAll('survey')
-    .flatMap((value) => value.split(','))
-    .filter((v) => v !== '');
-  for (const surveyId of surveys) {
-    const problem = identifierProblem('surveyId', surveyId);
-    if (problem) throw badRequest(`survey: ${problem}`);
-  }
-  if (surveys.length > 100) throw badRequest('at most 100 surveys per request');
-  return surveys;
-}
-
-function csvResponse(body: string, filename: string, nextCursor?: string): ApiResult {
-  return {
-    statusCode: 200,
-    headers: {
-      'content-type': 'text/csv; charset=utf-8',
-      'content-disposition': `attachment; filename="${filename}"`,
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
-      ...(nextCursor ? { 'x-next-cursor': nextCursor } : {}),
-    },
-    body,
-  };
-}

@@ -5,6 +5,7 @@
  */
 
 import type { StoredDaySummary } from '../ledger/ledger-store';
+import { PACIFIC_TIME_ZONE } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import {
   CLAIM_KINDS,
@@ -13,9 +14,6 @@ import {
   type VerdictKind,
 } from '../reconciliation/verdict-kinds';
 import { sumAmounts } from '../shared/money';
-
-/** Every day in these reports is a marketplace (US Pacific) calendar day. */
-export const REPORT_TIME_ZONE = 'America/Los_Angeles';
 
 export interface Totals {
   readonly completesPostback: number;
@@ -66,14 +64,19 @@ export interface Discrepancy {
   readonly searchedFrom: string;
 }
 
-export interface FinanceReport {
-  readonly timeZone: typeof REPORT_TIME_ZONE;
-  readonly from: string;
-  readonly to: string;
-  readonly generatedAt: string;
+/** A period's survey-day rows with each survey's totals and the period's. */
+export interface PeriodSummary {
   readonly totals: Totals & { readonly surveys: number };
   readonly surveys: readonly SurveyTotals[];
   readonly days: readonly SurveyDayRow[];
+}
+
+export interface FinanceReport extends PeriodSummary {
+  /** The zone the report's calendar days are in: the marketplace's. */
+  readonly timeZone: typeof PACIFIC_TIME_ZONE;
+  readonly from: string;
+  readonly to: string;
+  readonly generatedAt: string;
   /** Money and other discrepancies, unverified claims excepted. */
   readonly discrepancies: readonly Discrepancy[];
   /** Unverified success claims, listed apart: a burst of them is a forgery signal, not a debt. */
@@ -172,14 +175,11 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
   };
 }
 
-/** The whole report for a period, from its survey-day rows and its discrepant attempts. */
-export function financeReport(
-  from: string,
-  to: string,
-  rows: readonly SurveyDayRow[],
-  discrepancies: readonly Attempt[],
-  generatedAt: Date,
-): FinanceReport {
+/**
+ * A period's summary from its survey-day rows: the rows by day and survey, each survey's totals (its days
+ * counted, its last reconciliation) by survey, and the period's totals.
+ */
+export function periodSummary(rows: readonly SurveyDayRow[]): PeriodSummary {
   const days = [...rows].sort(
     (a, b) => a.day.localeCompare(b.day) || Number(a.surveyId) - Number(b.surveyId),
   );
@@ -197,6 +197,17 @@ export function financeReport(
           .sort()
           .pop() ?? '',
     }));
+  return { totals: { surveys: surveys.length, ...addUp(days) }, surveys, days };
+}
+
+/** The whole report for a period, from its survey-day rows and its discrepant attempts. */
+export function financeReport(
+  from: string,
+  to: string,
+  rows: readonly SurveyDayRow[],
+  discrepancies: readonly Attempt[],
+  generatedAt: Date,
+): FinanceReport {
   const listed = discrepancies
     .map(discrepancyOf)
     .filter((d): d is Discrepancy => d !== undefined)
@@ -207,13 +218,11 @@ export function financeReport(
         a.token.localeCompare(b.token),
     );
   return {
-    timeZone: REPORT_TIME_ZONE,
+    timeZone: PACIFIC_TIME_ZONE,
     from,
     to,
     generatedAt: generatedAt.toISOString(),
-    totals: { surveys: surveys.length, ...addUp(days) },
-    surveys,
-    days,
+    ...periodSummary(rows),
     discrepancies: listed.filter((d) => !CLAIM_KINDS.has(d.kind)),
     claims: listed.filter((d) => CLAIM_KINDS.has(d.kind)),
   };

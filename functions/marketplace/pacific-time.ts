@@ -3,9 +3,10 @@
  * while daylight saving time is in force). Parsed here, at the edge, to UTC; everything else stores UTC.
  */
 
-const ZONE = 'America/Los_Angeles';
+/** The marketplace's time zone: its clock and its calendar days are US Pacific. */
+export const PACIFIC_TIME_ZONE = 'America/Los_Angeles';
 const wallClock = new Intl.DateTimeFormat('en-US', {
-  timeZone: ZONE,
+  timeZone: PACIFIC_TIME_ZONE,
   hourCycle: 'h23',
   year: 'numeric',
   month: '2-digit',

@@ -4,7 +4,9 @@
  * attempt's story by pid or token.
  */
 import { parse } from 'csv-parse/sync';
-import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createFinanceHandler } from '../../functions/finance/finance-api';
+import { type Finance, finance } from '../../functions/finance/finance-queries';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -23,6 +25,7 @@ const D2 = '2026-11-21';
 let handler: Handler;
 let attempts: LedgerStore;
 let results: ReconciliationStore;
+let queries: Finance;
 
 const auth = { authorization: `Bearer ${TOKEN}` };
 const get = (url: string, headers: Record<string, string> = auth) =>
@@ -106,13 +109,12 @@ beforeAll(async () => {
   await discrepancy('8001', D2, 'a3', 'invalidated');
   await discrepancy('8002', D2, 'b1', 'cpi_mismatch', 'Completed, "verified"');
   await discrepancy('8002', D2, 'b2', 'invalidated');
-  Object.assign(process.env, {
-    TABLE_NAME: tableName,
-    DYNAMODB_ENDPOINT: endpoint,
-    FINANCE_AUTH: 'bearer',
-    FINANCE_API_TOKEN: TOKEN,
+  queries = finance({ attempts, results });
+  handler = createFinanceHandler({
+    queries,
+    auth: { mode: 'bearer', token: TOKEN },
+    timeZone: 'America/Los_Angeles',
   });
-  ({ handler } = (await import('../../functions/finance')) as { handler: Handler });
 });
 
 describe('authorization', () => {
@@ -130,10 +132,11 @@ describe('authorization', () => {
   });
 
   it('in IAM mode, answers only requests API Gateway says were signed', async () => {
-    vi.resetModules();
-    process.env.FINANCE_AUTH = 'iam';
-    const { handler: iamHandler } = (await import('../../functions/finance')) as { handler: Handler };
-    process.env.FINANCE_AUTH = 'bearer';
+    const iamHandler = createFinanceHandler({
+      queries,
+      auth: { mode: 'iam' },
+      timeZone: 'America/Los_Angeles',
+    });
     const unsigned = apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`, { headers: auth });
     expect((await invoke(iamHandler, unsigned)).statusCode).toBe(403);
     const signed = apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`);
@@ -175,6 +178,22 @@ describe('summary', () => {
       }),
       expect.objectContaining({ surveyId: '8002', owed: '1234.567', pending: '0.00' }),
     ]);
+  });
+
+  it('names the configured time zone in every answer', async () => {
+    const tokyo = createFinanceHandler({
+      queries,
+      auth: { mode: 'bearer', token: TOKEN },
+      timeZone: 'Asia/Tokyo',
+    });
+    for (const url of [
+      `/finance/summary?from=${D1}&to=${D2}`,
+      `/finance/discrepancies?from=${D1}&to=${D2}`,
+    ]) {
+      const result = await invoke(tokyo, apiEvent('GET', url, { headers: auth }));
+      expect(result.statusCode).toBe(200);
+      expect(jsonBody(result).timeZone).toBe('Asia/Tokyo');
+    }
   });
 
   it('filters by survey and by period', async () => {

@@ -1,0 +1,172 @@
+/**
+ * The finance API: the summary of a period, the discrepancy list (filtered, paginated), and one attempt's
+ * story. JSON by default; CSV with `Accept: text/csv` or `format=csv`. Protected by IAM (SigV4) in AWS and a
+ * bearer token on the local stack; an unauthenticated call learns nothing.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { identifierProblem } from '../receiving/identifiers';
+import { type ApiEvent, type ApiResult, json, jsonRoute } from '../runtime/http-route';
+import type { FinanceConfig } from '../runtime/runtime-config';
+import { badRequest, Rejection } from '../shared/rejection';
+import { type Finance, readKind, readPeriod } from './finance-queries';
+import { periodSummary } from './finance-report';
+import { discrepanciesCsv, summaryCsv } from './report-csv';
+
+export interface FinanceApiDependencies {
+  readonly queries: Pick<Finance, 'summaryRows' | 'discrepancyPage' | 'attempts'>;
+  readonly auth: FinanceConfig['auth'];
+  /** The zone every answer names for its days. */
+  readonly timeZone: string;
+}
+
+/** What every finance route reads from a request, checked before the route's own parameters. */
+interface FinanceRequest {
+  readonly event: ApiEvent;
+  readonly query: URLSearchParams;
+  readonly csv: boolean;
+  readonly surveys: string[];
+}
+
+interface FinanceRoute {
+  readonly method: 'GET';
+  readonly path: string;
+  readonly handler: (request: FinanceRequest) => Promise<ApiResult>;
+}
+
+/** The finance API's handler, from its queries, how callers authenticate and the zone its days are in. */
+export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDependencies) {
+  const routes: readonly FinanceRoute[] = [
+    {
+      method: 'GET',
+      path: '/finance/summary',
+      handler: async ({ query, csv, surveys }) => {
+        const period = periodOf(query);
+        const rows = await queries.summaryRows(period, surveys);
+        if (csv) return csvResponse(summaryCsv(rows), `summary-${period.from}-${period.to}.csv`);
+        return json(200, { timeZone, ...period, ...periodSummary(rows) });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/finance/discrepancies',
+      handler: async ({ query, csv, surveys }) => {
+        const period = periodOf(query);
+        if (surveys.length > 1) throw badRequest('discrepancies take at most one survey');
+        const limit = query.has('limit') ? Number(query.get('limit')) : 100;
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+          throw badRequest('limit must be an integer from 1 to 1000');
+        const kind = readKind(query.get('kind') ?? undefined);
+        const page = await queries.discrepancyPage(period, {
+          ...(surveys[0] ? { surveyId: surveys[0] } : {}),
+          ...(kind ? { kind } : {}),
+          limit,
+          ...(query.get('cursor') ? { cursor: query.get('cursor') as string } : {}),
+        });
+        if (csv) {
+          return csvResponse(
+            discrepanciesCsv(page.items),
+            `discrepancies-${period.from}-${period.to}.csv`,
+            page.nextCursor,
+          );
+        }
+        return json(200, {
+          timeZone,
+          ...period,
+          items: page.items,
+          ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
+        });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/finance/attempts/{surveyId}',
+      handler: async ({ event, query }) => {
+        const surveyId = event.pathParameters?.surveyId;
+        const problem = identifierProblem('surveyId', surveyId);
+        if (problem) throw badRequest(problem);
+        const pid = query.get('pid') ?? undefined;
+        const token = query.get('token') ?? undefined;
+        for (const [field, value] of [
+          ['pid', pid],
+          ['token', token],
+        ] as const) {
+          if (value !== undefined && identifierProblem(field, value))
+            throw badRequest(identifierProblem(field, value) as string);
+        }
+        if (!pid && !token) throw badRequest('give pid or token');
+        const period = query.has('from') || query.has('to') ? periodOf(query) : undefined;
+        const attempts = await queries.attempts(
+          surveyId as string,
+          { ...(pid ? { pid } : {}), ...(token ? { token } : {}) },
+          period,
+        );
+        if (attempts.length === 0) throw new Rejection(404, 'not_found', 'no such attempt');
+        return json(200, { attempts });
+      },
+    },
+  ];
+  // API Gateway has matched the route already and says which in `routeKey`; the table only names the handler.
+  const byRouteKey = new Map(routes.map((route) => [`${route.method} ${route.path}`, route.handler]));
+
+  return jsonRoute(async (event) => {
+    authorize(auth, event);
+    const request = readRequest(event);
+    const route = byRouteKey.get(event.routeKey);
+    if (!route) throw new Rejection(404, 'not_found', 'no such route');
+    return route(request);
+  });
+}
+
+/** IAM: API Gateway verified the SigV4 signature and says whose it was; bearer: the local token, compared in constant time. */
+function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {
+  if (auth.mode === 'iam') {
+    const iam = (event.requestContext as { authorizer?: { iam?: { userArn?: string } } }).authorizer?.iam;
+    if (!iam?.userArn) throw new Rejection(403, 'forbidden', 'not authorized');
+    return;
+  }
+  const header = event.headers?.authorization ?? '';
+  const presented = /^Bearer (\S+)$/.exec(header)?.[1];
+  if (!presented) throw new Rejection(401, 'unauthorized', 'authentication required');
+  const expected = Buffer.from(auth.token);
+  const given = Buffer.from(presented);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected))
+    throw new Rejection(403, 'forbidden', 'not authorized');
+}
+
+function readRequest(event: ApiEvent): FinanceRequest {
+  const query = new URLSearchParams(event.rawQueryString ?? '');
+  const csv = query.get('format') === 'csv' || (event.headers?.accept ?? '').includes('text/csv');
+  if (query.has('format') && !['csv', 'json'].includes(query.get('format') as string))
+    throw badRequest('format must be json or csv');
+  return { event, query, csv, surveys: readSurveys(query) };
+}
+
+const periodOf = (query: URLSearchParams) =>
+  readPeriod(query.get('from') ?? undefined, query.get('to') ?? undefined);
+
+function readSurveys(query: URLSearchParams): string[] {
+  const surveys = query
+    .getAll('survey')
+    .flatMap((value) => value.split(','))
+    .filter((v) => v !== '');
+  for (const surveyId of surveys) {
+    const problem = identifierProblem('surveyId', surveyId);
+    if (problem) throw badRequest(`survey: ${problem}`);
+  }
+  if (surveys.length > 100) throw badRequest('at most 100 surveys per request');
+  return surveys;
+}
+
+function csvResponse(body: string, filename: string, nextCursor?: string): ApiResult {
+  return {
+    statusCode: 200,
+    headers: {
+      'content-type': 'text/csv; charset=utf-8',
+      'content-disposition': `attachment; filename="${filename}"`,
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      ...(nextCursor ? { 'x-next-cursor': nextCursor } : {}),
+    },
+    body,
+  };
+}
