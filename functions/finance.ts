@@ -1,10 +1,11 @@
 /**
  * The finance API's Lambda: the handler of functions/finance/finance-api.ts wired once per container to the
- * ledger and the configured authentication and time zone.
+ * ledger and the configured authentication.
  */
 import { createFinanceHandler } from './finance/finance-api';
 import { finance } from './finance/finance-queries';
 import { createDocumentClient, createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
+import { PACIFIC_TIME_ZONE } from './marketplace/pacific-time';
 import { readFinanceConfig } from './runtime/runtime-config';
 
 const config = readFinanceConfig();
@@ -20,5 +21,5 @@ export const handler = createFinanceHandler({
     results: createReconciliationStore(client, config.tableName),
   }),
   auth: config.auth,
-  timeZone: config.timeZone,
+  timeZone: PACIFIC_TIME_ZONE,
 });

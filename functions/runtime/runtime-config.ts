@@ -3,7 +3,6 @@
  * fails the cold start with a message naming the variable; no request ever sees a half-configured handler.
  */
 import * as z from 'zod/mini';
-import { PACIFIC_TIME_ZONE } from '../marketplace/pacific-time';
 import type { PostbackMethods } from '../marketplace/redirect-settings';
 import { type LandingTemplates, templateProblem } from '../receiving/landing-page';
 import { OUTCOMES } from '../receiving/outcome';
@@ -225,28 +224,6 @@ const financeEnvironment = z
     /** `iam`: API Gateway checks SigV4 and the handler insists it did (AWS); `bearer`: FINANCE_API_TOKEN (local). */
     FINANCE_AUTH: z._default(z.enum(['iam', 'bearer']), 'iam'),
     FINANCE_API_TOKEN: z.optional(z.string().check(z.minLength(16, 'must be at least 16 characters'))),
-    /** The zone finance's answers name for their days: the marketplace's, whose calendar days they are. */
-    FINANCE_REPORT_TIME_ZONE: z.pipe(
-      z.transform((value: unknown) => (value === '' ? undefined : value)),
-      z._default(
-        z.pipe(
-          z.string(),
-          z.transform((zone, ctx) => {
-            try {
-              return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
-            } catch {
-              ctx.issues.push({
-                code: 'custom',
-                input: zone,
-                message: 'must be a time zone such as America/Los_Angeles',
-              });
-              return z.NEVER;
-            }
-          }),
-        ),
-        PACIFIC_TIME_ZONE,
-      ),
-    ),
   })
   .check(
     z.superRefine((env, ctx) => {
@@ -265,7 +242,6 @@ const financeEnvironment = z
 
 export interface FinanceConfig extends Omit<StoreConfig, 'keyRing'> {
   readonly auth: { readonly mode: 'iam' } | { readonly mode: 'bearer'; readonly token: string };
-  readonly timeZone: string;
 }
 
 /** The finance API's configuration. */
@@ -280,7 +256,6 @@ export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): Finance
       values.FINANCE_AUTH === 'bearer'
         ? { mode: 'bearer', token: values.FINANCE_API_TOKEN as string }
         : { mode: 'iam' },
-    timeZone: values.FINANCE_REPORT_TIME_ZONE,
   };
 }
 

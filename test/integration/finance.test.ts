@@ -180,22 +180,6 @@ describe('summary', () => {
     ]);
   });
 
-  it('names the configured time zone in every answer', async () => {
-    const tokyo = createFinanceHandler({
-      queries,
-      auth: { mode: 'bearer', token: TOKEN },
-      timeZone: 'Asia/Tokyo',
-    });
-    for (const url of [
-      `/finance/summary?from=${D1}&to=${D2}`,
-      `/finance/discrepancies?from=${D1}&to=${D2}`,
-    ]) {
-      const result = await invoke(tokyo, apiEvent('GET', url, { headers: auth }));
-      expect(result.statusCode).toBe(200);
-      expect(jsonBody(result).timeZone).toBe('Asia/Tokyo');
-    }
-  });
-
   it('filters by survey and by period', async () => {
     const one = jsonBody(await get(`/finance/summary?from=${D2}&to=${D2}&survey=8001`)) as {
       totals: { owed: string };

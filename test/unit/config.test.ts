@@ -62,17 +62,4 @@ describe('configuration', () => {
     ).toThrow(/FINANCE_AUTH must be iam in Lambda/);
     expect(readFinanceConfig({ TABLE_NAME: 't' }).auth).toEqual({ mode: 'iam' });
   });
-
-  it("reports finance's days in the marketplace's zone unless another is configured, by its canonical name", () => {
-    expect(readFinanceConfig({ TABLE_NAME: 't' }).timeZone).toBe('America/Los_Angeles');
-    expect(readFinanceConfig({ TABLE_NAME: 't', FINANCE_REPORT_TIME_ZONE: '' }).timeZone).toBe(
-      'America/Los_Angeles',
-    );
-    expect(readFinanceConfig({ TABLE_NAME: 't', FINANCE_REPORT_TIME_ZONE: 'asia/tokyo' }).timeZone).toBe(
-      'Asia/Tokyo',
-    );
-    expect(() => readFinanceConfig({ TABLE_NAME: 't', FINANCE_REPORT_TIME_ZONE: 'Mars/Olympus' })).toThrow(
-      /FINANCE_REPORT_TIME_ZONE must be a time zone such as America\/Los_Angeles/,
-    );
-  });
 });
