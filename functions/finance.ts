@@ -4,22 +4,16 @@
  */
 import { createFinanceHandler } from './finance/finance-api';
 import { finance } from './finance/finance-queries';
-import { createDocumentClient, createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
+import { createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
 import { PACIFIC_TIME_ZONE } from './marketplace/pacific-time';
+import { openLedger } from './runtime/aws-clients';
 import { readFinanceConfig } from './runtime/runtime-config';
 
 const config = readFinanceConfig();
-const client = createDocumentClient({
-  region: config.region,
-  endpoint: config.dynamoEndpoint,
-  requestTimeoutMs: config.storeTimeoutMs,
-});
 
 export const handler = createFinanceHandler({
-  queries: finance({
-    attempts: createLedgerStore(client, config.tableName),
-    results: createReconciliationStore(client, config.tableName),
-  }),
+  queries: finance(openLedger(config, { attempts: createLedgerStore, results: createReconciliationStore })),
   auth: config.auth,
+  // Finance's days are the marketplace's: Pacific calendar days, as the transactions it pays by.
   timeZone: PACIFIC_TIME_ZONE,
 });

@@ -4,6 +4,7 @@
  * bearer token on the local stack; an unauthenticated call learns nothing.
  */
 import { timingSafeEqual } from 'node:crypto';
+import httpRouterHandler from '@middy/http-router';
 import { identifierProblem } from '../receiving/identifiers';
 import { type ApiEvent, type ApiResult, json, jsonRoute } from '../runtime/http-route';
 import type { FinanceConfig } from '../runtime/runtime-config';
@@ -105,15 +106,21 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
       },
     },
   ];
-  // API Gateway has matched the route already and says which in `routeKey`; the table only names the handler.
-  const byRouteKey = new Map(routes.map((route) => [`${route.method} ${route.path}`, route.handler]));
+  // Routes by method and path (the stage is `$default`, so API Gateway's path is the route's path).
+  const router = httpRouterHandler({
+    routes: routes.map(({ method, path, handler }) => ({
+      method,
+      path,
+      handler: (event: ApiEvent) => handler(readRequest(event)),
+    })),
+    notFoundResponse: () => {
+      throw new Rejection(404, 'not_found', 'no such route');
+    },
+  });
 
-  return jsonRoute(async (event) => {
+  return jsonRoute(async (event, context) => {
     authorize(auth, event);
-    const request = readRequest(event);
-    const route = byRouteKey.get(event.routeKey);
-    if (!route) throw new Rejection(404, 'not_found', 'no such route');
-    return route(request);
+    return (await router(event, context)) as ApiResult;
   });
 }
 

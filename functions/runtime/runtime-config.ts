@@ -240,7 +240,7 @@ const financeEnvironment = z
     }),
   );
 
-export interface FinanceConfig extends Omit<StoreConfig, 'keyRing'> {
+export interface FinanceConfig extends LedgerConnection {
   readonly auth: { readonly mode: 'iam' } | { readonly mode: 'bearer'; readonly token: string };
 }
 
@@ -248,10 +248,7 @@ export interface FinanceConfig extends Omit<StoreConfig, 'keyRing'> {
 export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): FinanceConfig {
   const values = parse(financeEnvironment, env);
   return {
-    tableName: values.TABLE_NAME,
-    region: values.AWS_REGION,
-    dynamoEndpoint: values.DYNAMODB_ENDPOINT,
-    storeTimeoutMs: values.STORE_TIMEOUT_MS,
+    ...ledgerConnection(values),
     auth:
       values.FINANCE_AUTH === 'bearer'
         ? { mode: 'bearer', token: values.FINANCE_API_TOKEN as string }

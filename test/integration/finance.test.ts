@@ -147,6 +147,26 @@ describe('authorization', () => {
   });
 });
 
+describe('routing', () => {
+  it('answers 404 JSON for a path no finance route has, after authentication', async () => {
+    const event = apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`, { headers: auth });
+    const stray = {
+      ...event,
+      rawPath: '/finance/payouts',
+      routeKey: 'GET /finance/payouts',
+      requestContext: {
+        ...event.requestContext,
+        http: { ...event.requestContext.http, path: '/finance/payouts' },
+      },
+    };
+    const result = await invoke(handler, stray);
+    expect(result.statusCode).toBe(404);
+    expect(JSON.parse(result.body as string)).toEqual({ error: 'not_found', message: 'no such route' });
+    const anonymous = await invoke(handler, { ...stray, headers: {} });
+    expect(anonymous.statusCode).toBe(401);
+  });
+});
+
 describe('summary', () => {
   it('adds up per survey and over the period, exactly', async () => {
     const result = await get(`/finance/summary?from=${D1}&to=${D2}`);
