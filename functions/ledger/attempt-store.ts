@@ -4,6 +4,9 @@
  * Every hit is one UpdateItem with no read before it. The update only ever sets attributes that are not yet
  * there (`if_not_exists`) and adds to counters, so concurrent and repeated hits commute: whatever order they
  * arrive in, the first outcome of each channel stands and the counts are exact.
+ *
+ * Over 300 lines on purpose: the one hit update, its buffered and refused variants and the item mapping must be
+ * read together, since each relies on the conditions and digests the others write.
  */
 import { createHash } from 'node:crypto';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';

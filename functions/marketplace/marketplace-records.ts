@@ -2,6 +2,9 @@
  * What the marketplace's supplier API returns, read tolerantly and validated at run time: amounts as string
  * or number, missing optional fields, extra fields ignored, Pacific-time strings parsed to UTC with the raw
  * string kept. A row that cannot be read is reported with the reason; it is never turned into a zero.
+ *
+ * Over 300 lines on purpose: one schema per record the API returns (surveys, transactions, redirect settings), kept
+ * together because they share the tolerant readers and the row-error reporting.
  */
 import * as z from 'zod/mini';
 import type { Outcome } from '../receiving/outcome';

@@ -12,6 +12,9 @@
  * reads the keys `attemptKeysToRead` names); an attempt of the window with no transaction in it is looked for
  * among the transactions of the days before (`lookbackRange`), and one found there belongs to that earlier day,
  * whose own run judges it.
+ *
+ * Over 300 lines on purpose: windows, matching, the verdict table and day summaries are one pure computation with
+ * one set of invariants (a verdict independent of the window); its tests read it as one unit.
  */
 
 import type { Transaction } from '../marketplace/marketplace-records';
