@@ -4,14 +4,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDocumentClient,
-  createLedgerStore,
-  type LedgerStore,
-} from '../../functions/ledger/ledger-store';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import type { LedgerStore } from '../../functions/ledger/ledger-store';
+import type { LocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import { TEST_KEY_RING } from '../support/ledger';
+import { startTestStack } from '../support/local-stack';
 
 const ATTEMPTS = Number(process.env.STORM_ATTEMPTS ?? 40);
 const REPLAYS = Number(process.env.STORM_REPLAYS ?? 5);
@@ -20,16 +17,7 @@ let stack: LocalStack;
 let ledger: LedgerStore;
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
-  Object.assign(process.env, {
-    PORT: '0',
-    MARKETPLACE_PORT: '0',
-    DYNAMODB_ENDPOINT: endpoint,
-    TABLE_NAME: tableName,
-    SIGNING_KEYS: TEST_KEY_RING,
-  });
-  stack = await startLocalStack();
-  ledger = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+  ({ stack, ledger } = await startTestStack());
 }, 60_000);
 afterAll(() => stack.stop());
 

@@ -13,30 +13,27 @@ import {
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
 import { createDrainHandler } from '../../functions/receiving/buffer-drainer';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import type { LocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
-import { type EngineProxy, type Fault, startEngineProxy } from '../support/engine-proxy';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import type { EngineProxy, Fault } from '../support/engine-proxy';
+import { TEST_KEY_RING } from '../support/ledger';
+import { startTestStack } from '../support/local-stack';
 
 let stack: LocalStack;
 let proxy: EngineProxy;
 let ledger: LedgerStore;
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
-  proxy = await startEngineProxy(endpoint);
-  Object.assign(process.env, {
-    PORT: '0',
-    MARKETPLACE_PORT: '0',
-    DYNAMODB_ENDPOINT: proxy.endpoint,
-    TABLE_NAME: tableName,
-    SIGNING_KEYS: TEST_KEY_RING,
-    STORE_TIMEOUT_MS: '150',
-    LOCAL_DRAINER: 'manual',
-    LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}',
-  });
-  stack = await startLocalStack();
-  ledger = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+  const started = await startTestStack(
+    {
+      STORE_TIMEOUT_MS: '150',
+      LOCAL_DRAINER: 'manual',
+      LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}',
+    },
+    { proxy: true },
+  );
+  ({ stack, ledger } = started);
+  proxy = started.proxy as EngineProxy;
 }, 60_000);
 afterAll(async () => {
   await stack.stop();

@@ -26,10 +26,9 @@ import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import { sumAmounts } from '../../functions/shared/money';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';
-import { startLocalSchedule } from '../../infra/local/scheduler';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import type { LocalStack } from '../../infra/local/stack';
 import { printToPdf, renderedDom } from '../support/chromium';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import { startTestStack, syncRedirectsOnce } from '../support/local-stack';
 
 const run = promisify(execFile);
 const TSX = 'node_modules/.bin/tsx';
@@ -42,22 +41,12 @@ let results: ReconciliationStore;
 const SURVEYS = [1001, 1002, 1003];
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
-  Object.assign(process.env, {
-    PORT: '0',
-    MARKETPLACE_PORT: '0',
-    DYNAMODB_ENDPOINT: endpoint,
-    TABLE_NAME: tableName,
-    SIGNING_KEYS: TEST_KEY_RING,
-    MARKETPLACE_SEED: '424242',
-  });
-  stack = await startLocalStack();
+  const started = await startTestStack({ MARKETPLACE_SEED: '424242' });
+  const { endpoint, tableName } = started;
+  stack = started.stack;
   marketplace = stack.marketplace as LocalMarketplace;
   // The scheduled sync points the marketplace's live surveys at the receivers and records their CPIs.
-  // The scheduler stand-in runs the deployed entry, configured by the stack's environment, once.
-  const schedule = await startLocalSchedule('redirect-sync', 0, () => {});
-  const sync = async () => (await schedule.runNow()) as { counts: Record<string, number> };
-  expect((await sync()).counts.applied).toBe(3);
+  expect((await syncRedirectsOnce()).counts.applied).toBe(3);
 
   const client = createDocumentClient({ endpoint });
   attempts = createLedgerStore(client, tableName);

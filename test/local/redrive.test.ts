@@ -8,15 +8,12 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDocumentClient,
-  createLedgerStore,
-  type LedgerStore,
-} from '../../functions/ledger/ledger-store';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack';
+import type { LedgerStore } from '../../functions/ledger/ledger-store';
+import type { LocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
-import { type EngineProxy, type Fault, startEngineProxy } from '../support/engine-proxy';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import type { EngineProxy, Fault } from '../support/engine-proxy';
+import { TEST_KEY_RING } from '../support/ledger';
+import { startTestStack } from '../support/local-stack';
 
 const run = promisify(execFile);
 let stack: LocalStack;
@@ -24,22 +21,17 @@ let proxy: EngineProxy;
 let ledger: LedgerStore;
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
-  proxy = await startEngineProxy(endpoint);
-  Object.assign(process.env, {
-    PORT: '0',
-    MARKETPLACE_PORT: '0',
-    SQS_PORT: '0',
-    DYNAMODB_ENDPOINT: proxy.endpoint,
-    TABLE_NAME: tableName,
-    SIGNING_KEYS: TEST_KEY_RING,
-    STORE_TIMEOUT_MS: '150',
-    LOCAL_DRAINER: 'manual',
-    // Two receives instead of twelve: the same path to the dead-letter queue, in seconds.
-    LOCAL_BUFFER_MAX_RECEIVES: '2',
-  });
-  stack = await startLocalStack();
-  ledger = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+  const started = await startTestStack(
+    {
+      STORE_TIMEOUT_MS: '150',
+      LOCAL_DRAINER: 'manual',
+      // Two receives instead of twelve: the same path to the dead-letter queue, in seconds.
+      LOCAL_BUFFER_MAX_RECEIVES: '2',
+    },
+    { proxy: true },
+  );
+  ({ stack, ledger } = started);
+  proxy = started.proxy as EngineProxy;
 }, 60_000);
 afterAll(async () => {
   await stack?.stop();

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
-  createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
   type LedgerStore,
@@ -20,9 +19,8 @@ import { pacificDay } from '../../functions/marketplace/pacific-time';
 import { identifierProblem } from '../../functions/receiving/identifiers';
 import { reconciler } from '../../functions/reconciliation/reconciler';
 import type { LocalMarketplace } from '../../infra/local/marketplace/server';
-import { startLocalSchedule } from '../../infra/local/scheduler';
-import { type LocalStack, startLocalStack } from '../../infra/local/stack';
-import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import type { LocalStack } from '../../infra/local/stack';
+import { startTestStack, syncRedirectsOnce } from '../support/local-stack';
 
 let stack: LocalStack;
 let marketplace: LocalMarketplace;
@@ -34,25 +32,10 @@ const run = promisify(execFile);
 const SURVEY = 1001;
 
 beforeAll(async () => {
-  const { endpoint: engine, tableName } = await freshTable();
-  table = tableName;
-  endpoint = engine;
-  Object.assign(process.env, {
-    PORT: '0',
-    MARKETPLACE_PORT: '0',
-    DYNAMODB_ENDPOINT: endpoint,
-    TABLE_NAME: tableName,
-    SIGNING_KEYS: TEST_KEY_RING,
-    MARKETPLACE_SEED: '777',
-  });
-  stack = await startLocalStack();
+  ({ stack, ledger, endpoint, tableName: table } = await startTestStack({ MARKETPLACE_SEED: '777' }));
   marketplace = stack.marketplace as LocalMarketplace;
-  // The scheduler stand-in runs the deployed entry, configured by the stack's environment, once.
-  const schedule = await startLocalSchedule('redirect-sync', 0, () => {});
-  const sync = async () => (await schedule.runNow()) as { counts: Record<string, number> };
-  expect((await sync()).counts.applied).toBeGreaterThan(0);
+  expect((await syncRedirectsOnce()).counts.applied).toBeGreaterThan(0);
   client = createDocumentClient({ endpoint });
-  ledger = createLedgerStore(client, tableName);
 }, 120_000);
 afterAll(() => stack.stop());
 
