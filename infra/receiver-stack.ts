@@ -19,7 +19,7 @@ import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { templateProblem } from '../functions/receiving/landing-page';
 import type { LANDING_VARIABLES } from '../functions/runtime/runtime-config';
-import { HitApi } from './constructs/hit-api';
+import { HitApi, type RouteThrottles } from './constructs/hit-api';
 import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
 import { Operations } from './constructs/operations';
@@ -54,6 +54,8 @@ export interface ReceiverStackProps extends StackProps {
   readonly receiverReservedConcurrency?: number;
   /** An address subscribed to the alarm topic. */
   readonly alarmEmail?: string;
+  /** API Gateway limits per hit route and per finance route, instead of the route table's defaults. */
+  readonly throttles?: RouteThrottles;
 }
 
 export class ReceiverStack extends Stack {
@@ -138,6 +140,7 @@ export class ReceiverStack extends Stack {
         postback: this.postback.function,
         finance: this.finance.function,
       },
+      ...(props.throttles ? { throttles: props.throttles } : {}),
     });
 
     const marketplace = props.marketplace ?? {};

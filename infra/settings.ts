@@ -14,6 +14,11 @@ import type { ReceiverStackProps } from './receiver-stack';
 export const EXAMPLE_ENVIRONMENT = 'example';
 
 const method = z.enum(['GET', 'POST']);
+/** Account-wide, API Gateway allows 10,000 requests a second by default (a quota AWS can raise). */
+const throttle = z
+  .object({ rate: z.int().min(1).max(100_000), burst: z.int().min(1).max(200_000) })
+  .strict()
+  .refine((t) => t.burst >= t.rate, { message: 'burst must be at least rate' });
 const landingTemplate = z.string().superRefine((value, ctx) => {
   const problem = templateProblem(value);
   if (problem) ctx.addIssue({ code: 'custom', message: `landing URL template ${problem}` });
@@ -61,6 +66,8 @@ const environmentSchema = z
       .default({}),
     receiverReservedConcurrency: z.int().min(0).max(1000).default(50),
     alarmEmail: z.email().optional(),
+    /** API Gateway's limit per hit route and per finance route (requests a second, and burst). */
+    throttles: z.object({ hits: throttle.optional(), finance: throttle.optional() }).strict().default({}),
   })
   .strict();
 
@@ -126,6 +133,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     postbackMethods: settings.postbackMethods,
     receiverReservedConcurrency: settings.receiverReservedConcurrency,
     ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
+    throttles: settings.throttles,
     ...(settings.account && settings.region
       ? { env: { account: settings.account, region: settings.region } }
       : {}),

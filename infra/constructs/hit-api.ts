@@ -21,8 +21,20 @@ import { type FunctionName, ROUTES, routeKey } from '../routes';
 
 export interface HitApiProps {
   readonly functions: Record<FunctionName, IFunction>;
-  /** Stage-wide limits; each route has its own below these. */
-  readonly throttle?: { readonly rate: number; readonly burst: number };
+  /** Per-route limits of the hit routes and the finance routes, instead of the route table's defaults. */
+  readonly throttles?: RouteThrottles;
+}
+
+export interface Throttle {
+  readonly rate: number;
+  readonly burst: number;
+}
+
+export interface RouteThrottles {
+  /** Each redirect and postback route (default 500 requests a second, burst 1,000). */
+  readonly hits?: Throttle | undefined;
+  /** Each finance route (default 10, burst 20). */
+  readonly finance?: Throttle | undefined;
 }
 
 export class HitApi extends Construct {
@@ -40,7 +52,13 @@ export class HitApi extends Construct {
       retention: RetentionDays.THREE_MONTHS,
       removalPolicy: RemovalPolicy.DESTROY,
     });
-    const throttle = props.throttle ?? { rate: 1000, burst: 2000 };
+    const routeThrottle = (route: (typeof ROUTES)[number]): Throttle =>
+      (route.function === 'finance' ? props.throttles?.finance : props.throttles?.hits) ?? route.throttle;
+    // The stage's own limit sits above every route's, so only the routes' limits ever bind.
+    const throttle = {
+      rate: Math.max(1000, ...ROUTES.map((route) => 2 * routeThrottle(route).rate)),
+      burst: Math.max(2000, ...ROUTES.map((route) => 2 * routeThrottle(route).burst)),
+    };
     this.stage = new HttpStage(this, 'stage', {
       httpApi: this.api,
       stageName: '$default',
@@ -87,7 +105,7 @@ export class HitApi extends Construct {
     cfnStage.routeSettings = Object.fromEntries(
       ROUTES.map((route) => [
         routeKey(route),
-        { ThrottlingRateLimit: route.throttle.rate, ThrottlingBurstLimit: route.throttle.burst },
+        { ThrottlingRateLimit: routeThrottle(route).rate, ThrottlingBurstLimit: routeThrottle(route).burst },
       ]),
     );
   }

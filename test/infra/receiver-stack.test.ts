@@ -529,6 +529,25 @@ describe('HTTP API', () => {
     });
   });
 
+  it("takes the hit and finance routes' limits from settings, with the stage above every route", () => {
+    const bigger = Template.fromStack(
+      new ReceiverStack(templateApp(), 'Bigger', {
+        throttles: { hits: { rate: 5000, burst: 10_000 }, finance: { rate: 20, burst: 40 } },
+      }),
+    );
+    bigger.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      DefaultRouteSettings: { ThrottlingRateLimit: 10_000, ThrottlingBurstLimit: 20_000 },
+      RouteSettings: Object.fromEntries(
+        ROUTES.map((r) => [
+          routeKey(r),
+          r.function === 'finance'
+            ? { ThrottlingRateLimit: 20, ThrottlingBurstLimit: 40 }
+            : { ThrottlingRateLimit: 5000, ThrottlingBurstLimit: 10_000 },
+        ]),
+      ),
+    });
+  });
+
   it('writes access logs that never include the query string', () => {
     const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage')) as {
       Properties: { AccessLogSettings: { Format: string } };

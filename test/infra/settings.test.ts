@@ -85,6 +85,24 @@ describe('cdk synth', () => {
   }, 60_000);
 });
 
+describe('throttles', () => {
+  it('are read from settings and passed to the stack; a burst below the rate is refused, naming it', () => {
+    const props = stackProps(
+      readEnvironmentSettings(
+        { prod: { ...production, throttles: { hits: { rate: 5000, burst: 10_000 } } } },
+        'prod',
+      ),
+    );
+    expect(props.throttles).toEqual({ hits: { rate: 5000, burst: 10_000 } });
+    expect(() =>
+      readEnvironmentSettings(
+        { prod: { ...production, throttles: { hits: { rate: 50, burst: 10 } } } },
+        'prod',
+      ),
+    ).toThrow(/throttles\.hits.*burst must be at least rate/);
+  });
+});
+
 describe('feature flags', () => {
   it('cdk.json sets every flag `cdk init` writes for the installed aws-cdk-lib, at its recommended value', () => {
     // An upgrade of aws-cdk-lib that recommends new flags fails here until they are reviewed and adopted.
