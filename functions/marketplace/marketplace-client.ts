@@ -1,12 +1,12 @@
 /**
  * The marketplace's supplier API: the only module that speaks HTTP to it.
  *
- * Every call carries the access token and a timeout, runs under one concurrency limit shared by every client
- * in the process, and is retried with jittered exponential backoff on network errors, timeouts, malformed
+ * Every call carries the access token and a timeout, runs under its client's concurrency limit (or one limit
+ * handed to several clients to share), and is retried with jittered exponential backoff on network errors, timeouts, malformed
  * responses, 429 and 5xx (never on other 4xx). A response is a success only when `apiStatus` says so, in any
  * casing; anything else is a MarketplaceError carrying the HTTP status and the marketplace's `msg`.
  */
-import pLimit from 'p-limit';
+import pLimit, { type LimitFunction } from 'p-limit';
 import pRetry from 'p-retry';
 import {
   type Parsed,
@@ -33,26 +33,44 @@ export interface MarketplaceClientOptions {
   readonly retries?: number;
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
-  /** Requests in flight at once across every client of this process. */
+  /** Requests in flight at once for this client (default 4). */
   readonly concurrency?: number;
+  /** A limit shared with other clients (see `marketplaceLimit`), instead of one of this client's own. */
+  readonly limit?: MarketplaceLimit;
   readonly fetch?: typeof fetch;
 }
 
 export type MarketplaceErrorKind = 'network' | 'timeout' | 'malformed' | 'http' | 'failure';
 
+export interface MarketplaceErrorOptions {
+  readonly endpoint: string;
+  readonly kind: MarketplaceErrorKind;
+  /** What went wrong; the error's message is the endpoint followed by this. */
+  readonly detail: string;
+  readonly httpStatus?: number;
+  /** The marketplace's own `msg`, when it sent one. */
+  readonly marketplaceMessage?: string;
+  /** Whether trying the call again may succeed (default false). */
+  readonly retriable?: boolean;
+}
+
 /** A call that did not succeed. Never carries the access token. */
 export class MarketplaceError extends Error {
   override readonly name = 'MarketplaceError';
-  constructor(
-    readonly endpoint: string,
-    readonly kind: MarketplaceErrorKind,
-    message: string,
-    readonly httpStatus?: number,
-    /** The marketplace's own `msg`, when it sent one. */
-    readonly marketplaceMessage?: string,
-    readonly retriable = false,
-  ) {
-    super(`${endpoint}: ${message}`);
+  readonly endpoint: string;
+  readonly kind: MarketplaceErrorKind;
+  readonly httpStatus?: number;
+  /** The marketplace's own `msg`, when it sent one. */
+  readonly marketplaceMessage?: string;
+  readonly retriable: boolean;
+
+  constructor(options: MarketplaceErrorOptions) {
+    super(`${options.endpoint}: ${options.detail}`);
+    this.endpoint = options.endpoint;
+    this.kind = options.kind;
+    this.httpStatus = options.httpStatus;
+    this.marketplaceMessage = options.marketplaceMessage;
+    this.retriable = options.retriable ?? false;
   }
 }
 
@@ -136,7 +154,13 @@ export interface MarketplaceClient {
   getMetadata(): Promise<Record<string, unknown>>;
 }
 
-const sharedLimit = pLimit(4);
+/** A concurrency limit that several clients can be handed to share. */
+export type MarketplaceLimit = LimitFunction;
+
+/** A limit for `concurrency` requests in flight at once, to hand to the clients that should share it. */
+export const marketplaceLimit = (concurrency: number): MarketplaceLimit => pLimit(concurrency);
+
+const DEFAULT_CONCURRENCY = 4;
 
 interface CallOptions {
   readonly method?: 'GET' | 'PUT' | 'POST' | 'DELETE';
@@ -153,7 +177,10 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const base = `${options.baseUrl.replace(/\/+$/, '')}/api/${version}`;
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 10_000;
-  if (options.concurrency) sharedLimit.concurrency = options.concurrency;
+  if (options.limit && options.concurrency)
+    throw new RangeError('give the client a concurrency or a shared limit, not both');
+  // Each client its own limit unless one is shared explicitly: a client made later never changes this one's.
+  const limit = options.limit ?? pLimit(options.concurrency || DEFAULT_CONCURRENCY);
 
   async function call(path: string, callOptions: CallOptions = {}): Promise<Json | undefined> {
     const endpoint = `${callOptions.method ?? 'GET'} ${path}`;
@@ -178,14 +205,12 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       } catch (error) {
         const timedOut =
           error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
-        throw new MarketplaceError(
+        throw new MarketplaceError({
           endpoint,
-          timedOut ? 'timeout' : 'network',
-          timedOut ? `no answer within ${timeoutMs} ms` : `network error (${causeOf(error)})`,
-          undefined,
-          undefined,
-          true,
-        );
+          kind: timedOut ? 'timeout' : 'network',
+          detail: timedOut ? `no answer within ${timeoutMs} ms` : `network error (${causeOf(error)})`,
+          retriable: true,
+        });
       }
       const text = await response.text().catch(() => '');
       let body: unknown;
@@ -199,47 +224,46 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const message = redact(typeof json?.msg === 'string' ? json.msg : '', token);
       const status = response.status;
       if (status === 429 || status >= 500) {
-        throw new MarketplaceError(
+        throw new MarketplaceError({
           endpoint,
-          'http',
-          `HTTP ${status}${message ? `: ${message}` : ''}`,
-          status,
-          message || undefined,
-          true,
-        );
+          kind: 'http',
+          detail: `HTTP ${status}${message ? `: ${message}` : ''}`,
+          httpStatus: status,
+          marketplaceMessage: message || undefined,
+          retriable: true,
+        });
       }
       if (callOptions.emptyWhen?.(status, message)) return undefined;
       if (!json) {
-        throw new MarketplaceError(
+        throw new MarketplaceError({
           endpoint,
-          'malformed',
-          `HTTP ${status} with a body that is not a JSON object`,
-          status,
-          undefined,
-          status < 400,
-        );
+          kind: 'malformed',
+          detail: `HTTP ${status} with a body that is not a JSON object`,
+          httpStatus: status,
+          retriable: status < 400,
+        });
       }
       if (status < 200 || status >= 300) {
-        throw new MarketplaceError(
+        throw new MarketplaceError({
           endpoint,
-          'http',
-          `HTTP ${status}${message ? `: ${message}` : ''}`,
-          status,
-          message || undefined,
-        );
+          kind: 'http',
+          detail: `HTTP ${status}${message ? `: ${message}` : ''}`,
+          httpStatus: status,
+          marketplaceMessage: message || undefined,
+        });
       }
       if (typeof json.apiStatus !== 'string' || json.apiStatus.toLowerCase() !== 'success') {
-        throw new MarketplaceError(
+        throw new MarketplaceError({
           endpoint,
-          'failure',
-          `apiStatus ${JSON.stringify(json.apiStatus)}${message ? `: ${message}` : ''}`,
-          status,
-          message || undefined,
-        );
+          kind: 'failure',
+          detail: `apiStatus ${JSON.stringify(json.apiStatus)}${message ? `: ${message}` : ''}`,
+          httpStatus: status,
+          marketplaceMessage: message || undefined,
+        });
       }
       return json;
     };
-    return pRetry(() => sharedLimit(attempt), {
+    return pRetry(() => limit(attempt), {
       retries: options.retries ?? 4,
       factor: 2,
       minTimeout: options.minBackoffMs ?? 250,
@@ -253,7 +277,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const rows = <T>(endpoint: string, raw: unknown, parse: (row: unknown) => Parsed<T>): Rows<T> => {
     const list = raw === undefined ? [] : raw;
     if (!Array.isArray(list)) {
-      throw new MarketplaceError(endpoint, 'malformed', 'result is not a list');
+      throw new MarketplaceError({ endpoint, kind: 'malformed', detail: 'result is not a list' });
     }
     const parsed: Rows<T> = { rows: [], malformed: [] };
     list.forEach((row, index) => {
@@ -293,7 +317,11 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       }
       const parsed = parseSurvey(list[0]);
       if (!parsed.ok)
-        throw new MarketplaceError(path, 'malformed', `survey cannot be read: ${parsed.problem}`);
+        throw new MarketplaceError({
+          endpoint: path,
+          kind: 'malformed',
+          detail: `survey cannot be read: ${parsed.problem}`,
+        });
       return { live: true, survey: parsed.value };
     },
     async getAllocatedSurveysByDate(since) {
@@ -308,7 +336,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const path = `/supply/surveySpecificRedirects/${segment(surveyId)}`;
       const json = await call(path);
       const parsed = parseRedirectSettings(json?.redirectURL);
-      if (!parsed.ok) throw new MarketplaceError(path, 'malformed', parsed.problem);
+      if (!parsed.ok)
+        throw new MarketplaceError({ endpoint: path, kind: 'malformed', detail: parsed.problem });
       return parsed.value;
     },
     async setRedirectionForSurvey(surveyId, settings) {
@@ -370,13 +399,14 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
 
 function listOf(endpoint: string, value: unknown): Json[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw new MarketplaceError(endpoint, 'malformed', 'result is not a list');
+  if (!Array.isArray(value))
+    throw new MarketplaceError({ endpoint, kind: 'malformed', detail: 'result is not a list' });
   return value.filter((row): row is Json => row !== null && typeof row === 'object');
 }
 
 function objectOf(endpoint: string, value: unknown): Json {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new MarketplaceError(endpoint, 'malformed', 'result is not an object');
+    throw new MarketplaceError({ endpoint, kind: 'malformed', detail: 'result is not an object' });
   }
   return value as Json;
 }

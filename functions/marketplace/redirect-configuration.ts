@@ -7,6 +7,7 @@
 import type { SurveyRegistration, SurveyRegistry } from '../ledger/ledger-store';
 import { type KeyRing, rotateKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
+import { runBounded, valuesOrThrow } from '../shared/bounded-work';
 import { type MalformedRow, type MarketplaceClient, MarketplaceError } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
@@ -79,7 +80,7 @@ export interface RedirectConfigurationDeps {
   readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
 }
 
-export interface RunOptions {
+export interface RedirectRunOptions {
   readonly dryRun?: boolean;
   /** Apply even when the registry says the survey is already configured and verified. */
   readonly force?: boolean;
@@ -105,7 +106,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   async function applyOne(
     surveyId: string,
     ring: KeyRing,
-    options: RunOptions,
+    options: RedirectRunOptions,
     cpi?: string,
   ): Promise<SurveyResult> {
     const desired = desiredFor(surveyId, ring);
@@ -170,37 +171,39 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   /** Runs `work` over the ids with bounded concurrency, in order, stopping at the deadline. */
   async function each(
     ids: readonly string[],
-    options: RunOptions,
+    options: RedirectRunOptions,
     work: (id: string) => Promise<SurveyResult>,
-  ) {
-    const results: SurveyResult[] = new Array(ids.length);
-    let next = 0;
+  ): Promise<SurveyResult[]> {
+    const deferred = (index: number): SurveyResult => ({
+      surveyId: ids[index] as string,
+      status: 'deferred',
+      reason: 'time budget used up; next run',
+    });
     let done = 0;
-    const worker = async () => {
-      while (next < ids.length) {
-        const index = next++;
-        const surveyId = ids[index] as string;
-        const result =
-          options.deadline && now() >= options.deadline
-            ? ({ surveyId, status: 'deferred', reason: 'time budget used up; next run' } as const)
-            : await work(surveyId);
-        results[index] = result;
-        deps.onResult?.(result, ++done, ids.length);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(concurrency, ids.length) }, worker));
-    return results;
+    const report = await runBounded(
+      ids.map((id) => () => work(id)),
+      {
+        concurrency,
+        now,
+        deadline: options.deadline,
+        onSettled: (result, index) => {
+          if (result.status === 'failed') return;
+          deps.onResult?.(result.status === 'done' ? result.value : deferred(index), ++done, ids.length);
+        },
+      },
+    );
+    return valuesOrThrow(report, deferred);
   }
 
   return {
     /** Applies and verifies the redirects of each survey; unchanged, verified surveys make no call. */
-    async apply(surveyIds: readonly string[], options: RunOptions = {}): Promise<SurveyResult[]> {
+    async apply(surveyIds: readonly string[], options: RedirectRunOptions = {}): Promise<SurveyResult[]> {
       const ring = await deps.keyRing();
       return each(surveyIds, options, (surveyId) => applyOne(surveyId, ring, options));
     },
 
     /** Deletes the survey-level redirects (the supplier's global ones apply again) and records it. */
-    async remove(surveyIds: readonly string[], options: RunOptions = {}): Promise<SurveyResult[]> {
+    async remove(surveyIds: readonly string[], options: RedirectRunOptions = {}): Promise<SurveyResult[]> {
       return each(surveyIds, options, async (surveyId) => {
         if (options.dryRun) {
           return {
@@ -260,7 +263,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
      * verified yet (unless the marketplace now reports them Paused/Closed). Surveys an operator removed are left
      * alone. The checkpoint moves only once every survey up to it was applied or had its failure recorded.
      */
-    async sync(options: RunOptions = {}): Promise<SyncReport> {
+    async sync(options: RedirectRunOptions = {}): Promise<SyncReport> {
       const startedAt = now();
       const since =
         (await deps.registry.checkpoint(SYNC_CHECKPOINT)) ?? (deps.initialSince ?? new Date(0)).toISOString();
@@ -330,7 +333,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
      */
     async rotate(
       rotation: { kid?: string; secret: string; retireAt: Date },
-      options: RunOptions = {},
+      options: RedirectRunOptions = {},
     ): Promise<RotationReport> {
       if (!deps.saveKeyRing) throw new Error('this key ring cannot be saved from here');
       const ring = await deps.keyRing();

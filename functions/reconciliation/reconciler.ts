@@ -1,6 +1,6 @@
 /**
  * Runs reconciliation: for each survey and window, fetch the marketplace's transactions and the ledger's
- * attempts, classify (reconciliation.ts), and write verdicts and day summaries. One survey's window is held in
+ * attempts, classify (verdict-rules.ts), and write verdicts and day summaries. One survey's window is held in
  * memory at a time; a survey the marketplace answers with an error is marked failed and retried later, never
  * counted as zero transactions, and never stops the others. A long run records how far it got so the next
  * invocation resumes there.
@@ -15,6 +15,7 @@ import type {
 } from '../ledger/ledger-store';
 import type { MarketplaceClient } from '../marketplace/marketplace-client';
 import { pacificDay } from '../marketplace/pacific-time';
+import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
 import type { VerdictKind } from './verdict-kinds';
 import {
   attemptKeysToRead,
@@ -81,7 +82,7 @@ export interface RunReport {
   readonly complete: boolean;
 }
 
-export interface RunOptions {
+export interface ReconcileRunOptions {
   readonly deadline?: Date;
   readonly runId?: string;
 }
@@ -174,19 +175,23 @@ export function reconciler(deps: ReconcilerDeps) {
         outcome.readByKey += byKey.length;
         outcome.lookbacks += earlier ? 1 : 0;
         outcome.earlier += result.earlier;
-        await inParallel(result.verdicts, writeConcurrency, async (entry) => {
-          const change = await deps.results.recordVerdict(entry, at);
-          outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
-          if (change === 'unchanged') return;
-          changes[change]++;
-          if (change === 'changed' && changed.length < 20) {
-            changed.push({
-              token: entry.token,
-              from: entry.attempt?.reconciliation?.verdict ?? '-',
-              to: entry.verdict.kind,
-            });
-          }
-        });
+        const writes = await runBounded(
+          result.verdicts.map((entry) => async () => {
+            const change = await deps.results.recordVerdict(entry, at);
+            outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
+            if (change === 'unchanged') return;
+            changes[change]++;
+            if (change === 'changed' && changed.length < 20) {
+              changed.push({
+                token: entry.token,
+                from: entry.attempt?.reconciliation?.verdict ?? '-',
+                to: entry.verdict.kind,
+              });
+            }
+          }),
+          { concurrency: writeConcurrency },
+        );
+        throwIfFailed(writes);
         await Promise.all(result.summaries.map((summary) => deps.results.putDaySummary(summary, at, runId)));
       }
       await deps.results.putSurveyState({ surveyId, lastReconciledAt: at.toISOString(), failedDays: [] });
@@ -212,32 +217,30 @@ export function reconciler(deps: ReconcilerDeps) {
     surveys: readonly string[],
     days: readonly string[],
     runId: string,
-    options: RunOptions & { onProgress?: (cursor: number) => Promise<void> } = {},
+    options: ReconcileRunOptions & { onProgress?: (cursor: number) => Promise<void> } = {},
   ): Promise<SurveyOutcome[]> {
-    const outcomes: SurveyOutcome[] = new Array(surveys.length);
-    let next = 0;
-    let done = 0;
-    let settled = 0;
+    const deferred = (index: number) => emptyOutcome(surveys[index] as string, days, 'deferred');
     const finished = new Set<number>();
-    const worker = async () => {
-      while (next < surveys.length) {
-        const index = next++;
-        const surveyId = surveys[index] as string;
-        const outcome =
-          options.deadline && now() >= options.deadline
-            ? emptyOutcome(surveyId, days, 'deferred')
-            : await reconcileSurvey(surveyId, days, runId);
-        outcomes[index] = outcome;
-        if (outcome.status !== 'deferred') {
-          finished.add(index);
-          while (finished.has(settled)) settled++;
-          await options.onProgress?.(settled);
-        }
-        deps.onSurvey?.(outcome, ++done, surveys.length);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(concurrency, surveys.length) }, worker));
-    return outcomes;
+    let settled = 0;
+    let done = 0;
+    const report = await runBounded(
+      surveys.map((surveyId) => () => reconcileSurvey(surveyId, days, runId)),
+      {
+        concurrency,
+        now,
+        deadline: options.deadline,
+        onSettled: async (result, index) => {
+          if (result.status === 'failed') return;
+          if (result.status === 'done') {
+            finished.add(index);
+            while (finished.has(settled)) settled++;
+            await options.onProgress?.(settled);
+          }
+          deps.onSurvey?.(result.status === 'done' ? result.value : deferred(index), ++done, surveys.length);
+        },
+      },
+    );
+    return valuesOrThrow(report, deferred);
   }
 
   return {
@@ -248,7 +251,7 @@ export function reconciler(deps: ReconcilerDeps) {
       from: string,
       to: string,
       surveyIds?: readonly string[],
-      options: RunOptions = {},
+      options: ReconcileRunOptions = {},
     ): Promise<RunReport> {
       const days = pacificDays(from, to);
       if (days.length === 0) throw new RangeError('from must not be after to');
@@ -365,16 +368,4 @@ function contiguous(days: readonly string[]): string[][] {
     else windows.push([day]);
   }
   return windows;
-}
-
-async function inParallel<T>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await work(items[next++] as T);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }

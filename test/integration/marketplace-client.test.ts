@@ -7,6 +7,7 @@ import {
   createMarketplaceClient,
   type MarketplaceClientOptions,
   MarketplaceError,
+  marketplaceLimit,
 } from '../../functions/marketplace/marketplace-client';
 import { pacificDay } from '../../functions/marketplace/pacific-time';
 import {
@@ -301,22 +302,43 @@ describe('faults', () => {
     expect(echoed.marketplaceMessage).toBe('bad token [redacted] given');
   });
 
-  it('one concurrency limit holds across every client in the process', async () => {
-    let inFlight = 0;
-    let peak = 0;
+  /** A fetch that counts requests in flight, each held for a moment. */
+  function countingFetch() {
+    const counts = { inFlight: 0, peak: 0 };
     const counting: typeof fetch = async (input, init) => {
-      inFlight++;
-      peak = Math.max(peak, inFlight);
+      counts.inFlight++;
+      counts.peak = Math.max(counts.peak, counts.inFlight);
       try {
         await new Promise((resolve) => setTimeout(resolve, 10));
         return await fetch(input, init);
       } finally {
-        inFlight--;
+        counts.inFlight--;
       }
     };
-    const first = client({ fetch: counting, concurrency: 3 });
-    const second = client({ fetch: counting });
+    return { fetch: counting, counts };
+  }
+
+  it('one concurrency limit holds across every client it is shared with', async () => {
+    const { fetch: counting, counts } = countingFetch();
+    const limit = marketplaceLimit(3);
+    const first = client({ fetch: counting, limit });
+    const second = client({ fetch: counting, limit });
     await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? first : second).getMetadata()));
-    expect(peak).toBe(3);
+    expect(counts.peak).toBe(3);
+  });
+
+  it('a client made later with another concurrency leaves the first client its own limit', async () => {
+    const one = countingFetch();
+    const two = countingFetch();
+    const first = client({ fetch: one.fetch, concurrency: 2 });
+    const second = client({ fetch: two.fetch, concurrency: 5 });
+    await Promise.all(Array.from({ length: 10 }, () => first.getMetadata()));
+    expect(one.counts.peak).toBe(2);
+    await Promise.all(Array.from({ length: 10 }, () => second.getMetadata()));
+    expect(two.counts.peak).toBe(5);
+  });
+
+  it('a client takes a concurrency or a shared limit, not both', () => {
+    expect(() => client({ concurrency: 2, limit: marketplaceLimit(3) })).toThrow(RangeError);
   });
 });
