@@ -5,6 +5,9 @@
  * handed to several clients to share), and is retried with jittered exponential backoff on network errors, timeouts, malformed
  * responses, 429 and 5xx (never on other 4xx). A response is a success only when `apiStatus` says so, in any
  * casing; anything else is a MarketplaceError carrying the HTTP status and the marketplace's `msg`.
+ *
+ * Over 300 lines on purpose: every endpoint's typed call shares one request path (token, timeout, limit, retries,
+ * error mapping); splitting the calls from it would scatter what each call relies on.
  */
 import pLimit, { type LimitFunction } from 'p-limit';
 import pRetry from 'p-retry';

@@ -2,6 +2,9 @@
  * Pointing surveys' redirects and postbacks at this receiver, and keeping them there: apply (always all nine
  * fields, then read back and compare), remove, show, sync new surveys from a checkpoint, and rotate the signing
  * key. Orchestration only: the marketplace, the registry and the key ring are handed in.
+ *
+ * Over 300 lines on purpose: apply, verify, remove, show, sync and rotate are one engine over the same registry
+ * and settings comparison; the CLI and the scheduled sync each use most of it.
  */
 
 import type { SurveyRegistration, SurveyRegistry } from '../ledger/ledger-store';

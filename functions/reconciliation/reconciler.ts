@@ -4,6 +4,9 @@
  * memory at a time; a survey the marketplace answers with an error is marked failed and retried later, never
  * counted as zero transactions, and never stops the others. A long run records how far it got so the next
  * invocation resumes there.
+ *
+ * Over 300 lines on purpose: a run's checkpoint, resumption and per-survey state move together; the pure rules
+ * are in verdict-rules.ts already.
  */
 
 import type {
