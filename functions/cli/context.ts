@@ -5,14 +5,16 @@
  */
 
 import {
-  createDocumentClient,
   createLedgerStore,
+  createReconciliationStore,
   createSurveyRegistry,
   type LedgerStore,
+  type ReconciliationStore,
   type SurveyRegistry,
 } from '../ledger/ledger-store';
 import type { MarketplaceClient } from '../marketplace/marketplace-client';
 import type { KeyRing } from '../receiving/signing';
+import { openLedger } from '../runtime/aws-clients';
 import { type DeadLetters, sqsDeadLetters } from '../runtime/hit-buffer';
 import { type KeyRingStore, keyRingStore } from '../runtime/key-ring-source';
 import { applyLocalDefaults, localQueueUrls } from '../runtime/local-stack-defaults';
@@ -22,6 +24,7 @@ import { keyRingLocation } from '../runtime/runtime-config';
 export interface CliContext {
   readonly store: LedgerStore;
   readonly registry: SurveyRegistry;
+  readonly results: ReconciliationStore;
   readonly keyRing: () => Promise<KeyRing>;
   /** Where the key ring is kept, for rotation. */
   readonly keyRingStore: KeyRingStore;
@@ -38,12 +41,19 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
   if (!env.SIGNING_KEYS_SECRET_ID && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS)
     missing.push('SIGNING_KEYS_SECRET_ID');
   if (missing.length > 0) throw new Error(`set ${missing.join(', ')} (RECEIVER_TARGET=${target})`);
-  const client = createDocumentClient({ region: env.AWS_REGION, endpoint: env.DYNAMODB_ENDPOINT });
+  const ledger = openLedger(
+    {
+      tableName: env.TABLE_NAME as string,
+      region: env.AWS_REGION ?? 'us-east-1',
+      dynamoEndpoint: env.DYNAMODB_ENDPOINT,
+      storeTimeoutMs: 2000,
+    },
+    { store: createLedgerStore, registry: createSurveyRegistry, results: createReconciliationStore },
+  );
   const keys = keyRingStore(keyRingLocation(env));
   let marketplace: MarketplaceClient | undefined;
   return {
-    store: createLedgerStore(client, env.TABLE_NAME as string),
-    registry: createSurveyRegistry(client, env.TABLE_NAME as string),
+    ...ledger,
     keyRing: () => keys.load(),
     keyRingStore: keys,
     publicBaseUrl: env.PUBLIC_BASE_URL as string,

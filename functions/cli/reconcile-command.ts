@@ -1,10 +1,4 @@
 import { Command, InvalidArgumentError } from 'commander';
-import {
-  createDocumentClient,
-  createLedgerStore,
-  createReconciliationStore,
-  createSurveyRegistry,
-} from '../ledger/ledger-store';
 import { pacificDay } from '../marketplace/pacific-time';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
@@ -57,14 +51,12 @@ export function reconcileCommand(): Command {
       }) => {
         const context = cliContext();
         const env = process.env;
-        const client = createDocumentClient({ region: env.AWS_REGION, endpoint: env.DYNAMODB_ENDPOINT });
-        const table = env.TABLE_NAME as string;
         const interactive = process.stderr.isTTY;
         const engine = reconciler({
           marketplace: context.marketplace(),
-          attempts: createLedgerStore(client, table),
-          registry: createSurveyRegistry(client, table),
-          results: createReconciliationStore(client, table),
+          attempts: context.store,
+          registry: context.registry,
+          results: context.results,
           concurrency: options.concurrency,
           settleMs: (options.settleSeconds ?? Number(env.RECONCILE_SETTLE_SECONDS ?? 600)) * 1000,
           lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),

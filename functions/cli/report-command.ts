@@ -3,7 +3,6 @@ import { Command, InvalidArgumentError } from 'commander';
 import { finance, readPeriod } from '../finance/finance-queries';
 import { discrepanciesCsv, summaryCsv } from '../finance/report-csv';
 import { reportHtml } from '../finance/report-html';
-import { createDocumentClient, createLedgerStore, createReconciliationStore } from '../ledger/ledger-store';
 import { pacificDay } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
 import { cliContext } from './context';
@@ -40,14 +39,8 @@ export function reportCommand(): Command {
         table: string;
         out?: string;
       }) => {
-        cliContext();
-        const env = process.env;
-        const client = createDocumentClient({ region: env.AWS_REGION, endpoint: env.DYNAMODB_ENDPOINT });
-        const table = env.TABLE_NAME as string;
-        const queries = finance({
-          attempts: createLedgerStore(client, table),
-          results: createReconciliationStore(client, table),
-        });
+        const context = cliContext();
+        const queries = finance({ attempts: context.store, results: context.results });
         const from = options.from ?? pacificDay(new Date());
         let period: ReturnType<typeof readPeriod>;
         try {
