@@ -27,9 +27,11 @@ import type { RefusalCode } from '../shared/rejection';
 import { batchGet, type Item, queryAll, send } from './document-client';
 import {
   attemptDayKey,
+  attemptDayPartition,
   attemptKey,
   attemptPartition,
   LEDGER,
+  legacyAttemptDayPartition,
   REJECTED_RETENTION_DAYS,
   rejectedKey,
   utcDay,
@@ -235,20 +237,22 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
       const keys: Item[] = [];
       const { index } = LEDGER;
       for (const day of utcDaysBetween(from, to)) {
-        keys.push(
-          ...(await queryAll(client, {
-            TableName: tableName,
-            IndexName: index.name,
-            KeyConditionExpression: '#pk = :pk AND #sk BETWEEN :from AND :to',
-            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
-            ExpressionAttributeValues: {
-              ':pk': attemptDayKey(surveyId, `${day}T00:00:00.000Z`).gsi1pk,
-              ':from': `${surveyId}#${from.toISOString()}`,
-              // ISO instants sort as text; the end is exclusive, so stop just before it.
-              ':to': `${surveyId}#${new Date(to.getTime() - 1).toISOString()}`,
-            },
-          })),
-        );
+        for (const { partition, sortPrefix } of dayPartitions(surveyId, day)) {
+          keys.push(
+            ...(await queryAll(client, {
+              TableName: tableName,
+              IndexName: index.name,
+              KeyConditionExpression: '#pk = :pk AND #sk BETWEEN :from AND :to',
+              ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+              ExpressionAttributeValues: {
+                ':pk': partition,
+                ':from': `${sortPrefix}${from.toISOString()}`,
+                // ISO instants sort as text; the end is exclusive, so stop just before it.
+                ':to': `${sortPrefix}${new Date(to.getTime() - 1).toISOString()}`,
+              },
+            })),
+          );
+        }
       }
       const items = await batchGet(
         client,
@@ -261,22 +265,24 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
     async attemptByToken(surveyId, token, from, to) {
       const { index } = LEDGER;
       for (const day of utcDaysBetween(from, to)) {
-        const [key] = await queryAll(client, {
-          TableName: tableName,
-          IndexName: index.name,
-          KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :survey)',
-          // The index holds keys only, the table's among them: the token is in the sort key.
-          FilterExpression: 'sk = :token',
-          ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
-          ExpressionAttributeValues: {
-            ':pk': attemptDayKey(surveyId, `${day}T00:00:00.000Z`).gsi1pk,
-            ':survey': `${surveyId}#`,
-            ':token': attemptKey(surveyId, '', token).sk,
-          },
-        });
-        if (key) {
-          const [item] = await batchGet(client, tableName, [{ pk: key.pk, sk: key.sk }]);
-          return item ? attemptFromItem(item) : undefined;
+        for (const { partition, sortPrefix } of dayPartitions(surveyId, day)) {
+          const [key] = await queryAll(client, {
+            TableName: tableName,
+            IndexName: index.name,
+            KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :prefix)',
+            // The index holds keys only, the table's among them: the token is in the sort key.
+            FilterExpression: 'sk = :token',
+            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+            ExpressionAttributeValues: {
+              ':pk': partition,
+              ':prefix': sortPrefix,
+              ':token': attemptKey(surveyId, '', token).sk,
+            },
+          });
+          if (key) {
+            const [item] = await batchGet(client, tableName, [{ pk: key.pk, sk: key.sk }]);
+            return item ? attemptFromItem(item) : undefined;
+          }
         }
       }
       return undefined;
@@ -318,6 +324,18 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
  * between (which with a single "last id" made the retry count again) only counts it twice when it falls in the
  * same slot, one chance in REDIRECT_ID_SLOTS.
  */
+/**
+ * The day-index partitions that can hold a survey's attempts of a UTC day: its own, and the day-wide one attempts
+ * were indexed under before the index was split by survey (see ledger-schema). Reading both keeps a table written
+ * by an earlier release whole; the second query of an empty partition costs half a read unit.
+ */
+function dayPartitions(surveyId: string, day: string): { partition: string; sortPrefix: string }[] {
+  return [
+    { partition: attemptDayPartition(surveyId, day), sortPrefix: '' },
+    { partition: legacyAttemptDayPartition(day), sortPrefix: `${surveyId}#` },
+  ];
+}
+
 function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const now = at.toISOString();
   const set = [

@@ -2,9 +2,9 @@
  * The single-table layout of the ledger: key attributes, the index, and how each kind of item is keyed.
  * Shared by the store, the CDK stack and the local engine so the three cannot drift apart.
  *
- * | item            | pk                       | sk                           | gsi1pk                  | gsi1sk                   |
- * |-----------------|--------------------------|------------------------------|-------------------------|--------------------------|
- * | attempt         | ATTEMPT#<surveyId>#<pid> | TOKEN#<token>                | ATTEMPTS#<utc day>      | <surveyId>#<firstSeenAt> |
+ * | item            | pk                       | sk                           | gsi1pk                        | gsi1sk                   |
+ * |-----------------|--------------------------|------------------------------|-------------------------------|--------------------------|
+ * | attempt         | ATTEMPT#<surveyId>#<pid> | TOKEN#<token>                | ATTEMPTS#<utc day>#<surveyId> | <firstSeenAt>            |
  * | rejected hits   | REJECTED#<utc day>       | <utc minute>#<code>#<source> | -                       | -                        |
  * | survey registry | SURVEY#<surveyId>        | REDIRECTS                    | SURVEYS                 | <surveyId>               |
  * | checkpoint      | CHECKPOINT#<name>        | CHECKPOINT                   | -                       | -                        |
@@ -23,6 +23,13 @@
  *
  * `gsi1` projects keys only and its keys never change after an item is created, so only an attempt's first
  * hit writes to it: duplicates and later hits cost one table write unit and nothing in the index.
+ *
+ * An attempt's day-index partition is its survey's UTC day, so new attempts spread over one partition per survey
+ * and day (each takes up to 1,000 index writes a second) instead of all landing in one partition per day, which
+ * capped the whole table at about 1,000 new attempts a second. Attempts written before carry the day-wide
+ * `ATTEMPTS#<utc day>` with gsi1sk `<surveyId>#<firstSeenAt>` (`legacyAttemptDayPartition`); their keys never
+ * change, so the readers query both. The survey moved from the sort key into the partition key, so an attempt is
+ * no larger than before.
  */
 
 export const LEDGER = {
@@ -53,9 +60,15 @@ export function attemptPartition(surveyId: string, pid: string): string {
 }
 
 export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({
-  gsi1pk: `ATTEMPTS#${utcDay(firstSeenAt)}`,
-  gsi1sk: `${surveyId}#${firstSeenAt}`,
+  gsi1pk: attemptDayPartition(surveyId, utcDay(firstSeenAt)),
+  gsi1sk: firstSeenAt,
 });
+
+/** The day-index partition of a survey's attempts first seen on a UTC day. */
+export const attemptDayPartition = (surveyId: string, day: string) => `ATTEMPTS#${day}#${surveyId}`;
+
+/** The day-wide partition attempts were indexed under before the index was split by survey; read, never written. */
+export const legacyAttemptDayPartition = (day: string) => `ATTEMPTS#${day}`;
 
 /** The item that counts a source's refused hits of one code in the UTC minute of `at`. */
 export const rejectedKey = (at: string, code: string, source: string) => ({

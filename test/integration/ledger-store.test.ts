@@ -2,9 +2,9 @@
  * Reading the ledger back through the day index, across UTC day boundaries, without scans.
  */
 import { createHash } from 'node:crypto';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MAX_BUFFERED_IDS, REDIRECT_ID_SLOTS } from '../../functions/ledger/attempt-store';
+import { firstHitItem, MAX_BUFFERED_IDS, REDIRECT_ID_SLOTS } from '../../functions/ledger/attempt-store';
 import { attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
@@ -114,10 +114,94 @@ describe('index writes', () => {
     };
     await store.recordHit(hit, new Date('2026-11-21T12:00:00.000Z'));
     const first = await indexKeys();
-    expect(first.gsi1pk).toBe('ATTEMPTS#2026-11-21');
+    expect(first).toMatchObject({ gsi1pk: 'ATTEMPTS#2026-11-21#702', gsi1sk: '2026-11-21T12:00:00.000Z' });
     await store.recordHit(hit, new Date('2026-11-23T12:00:00.000Z'));
     await store.recordHit({ ...hit, channel: 'redirect' }, new Date('2026-11-23T12:00:01.000Z'));
     expect(await indexKeys()).toEqual(first);
+  });
+});
+
+describe('day index spread and the layout before it', () => {
+  it('new attempts of many surveys spread over one index partition per survey and day', async () => {
+    const written = new Map<string, number>();
+    for (let i = 0; i < 1000; i++) {
+      const surveyId = String(800 + (i % 50));
+      await store.recordHit(
+        {
+          channel: 'redirect',
+          surveyId,
+          outcome: 'success',
+          pid: `p-spread-${i}`,
+          token: `s-${i}`,
+          source: 'query',
+        },
+        new Date('2026-11-21T12:00:00.000Z'),
+      );
+      const { Item = {} } = await documents.send(
+        new GetCommand({ TableName: table, Key: attemptKey(surveyId, `p-spread-${i}`, `s-${i}`) }),
+      );
+      written.set(String(Item.gsi1pk), (written.get(String(Item.gsi1pk)) ?? 0) + 1);
+    }
+    // Before, all 1,000 went to ATTEMPTS#2026-11-21: one partition took every new attempt of the day.
+    expect(written.size).toBe(50);
+    expect(Math.max(...written.values())).toBe(20);
+    // Each survey's reader still finds exactly its own attempts.
+    const window = { from: new Date('2026-11-21T00:00:00.000Z'), to: new Date('2026-11-22T00:00:00.000Z') };
+    expect(await store.attemptsOfSurvey('807', window.from, window.to)).toHaveLength(20);
+  });
+
+  it('attempts indexed under the day-wide partition of an earlier release are still found by every reader', async () => {
+    const at = '2026-11-19T10:00:00.000Z';
+    // An attempt as the earlier release wrote it: gsi1pk ATTEMPTS#<day>, gsi1sk <survey>#<first seen>.
+    await documents.send(
+      new PutCommand({
+        TableName: table,
+        Item: {
+          ...firstHitItem(
+            {
+              channel: 'postback',
+              surveyId: '703',
+              outcome: 'success',
+              pid: 'p-old',
+              token: 't-old',
+              source: 'query',
+            },
+            new Date(at),
+          ),
+          gsi1pk: 'ATTEMPTS#2026-11-19',
+          gsi1sk: `703#${at}`,
+        },
+      }),
+    );
+    await store.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '703',
+        outcome: 'success',
+        pid: 'p-new',
+        token: 't-new',
+        source: 'query',
+      },
+      new Date('2026-11-19T11:00:00.000Z'),
+    );
+    const from = new Date('2026-11-19T00:00:00.000Z');
+    const to = new Date('2026-11-20T00:00:00.000Z');
+    expect((await store.attemptsOfSurvey('703', from, to)).map((a) => a.token)).toEqual(['t-old', 't-new']);
+    expect((await store.attemptByToken('703', 't-old', from, to))?.pid).toBe('p-old');
+    expect((await store.attemptByToken('703', 't-new', from, to))?.pid).toBe('p-new');
+    // A later hit on the old attempt keeps its old index keys (they never change) and it stays found.
+    await store.recordHit(
+      {
+        channel: 'redirect',
+        surveyId: '703',
+        outcome: 'success',
+        pid: 'p-old',
+        token: 't-old',
+        source: 'query',
+      },
+      new Date('2026-11-19T12:00:00.000Z'),
+    );
+    expect((await store.attemptsOfSurvey('703', from, to)).map((a) => a.token)).toEqual(['t-old', 't-new']);
   });
 });
 
