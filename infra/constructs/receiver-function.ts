@@ -32,6 +32,11 @@ export const BUNDLING = {
   // tree-shaking keeps the bundle smaller than the runtime's full copy would load.
   externalModules: [],
   banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+  // In Lambda the role's credentials are in the environment: the SDK's default chain (SSO, INI, IMDS, container,
+  // login providers and their nested STS and SSO clients, about 135 kB) is replaced by the environment provider.
+  esbuildArgs: {
+    '--alias:@aws-sdk/credential-provider-node': './functions/runtime/lambda-credentials.ts',
+  },
   forceDockerBundling: false,
 } as const satisfies BundlingOptions;
 

@@ -81,6 +81,13 @@ function bundlesOf(assembly: string): Bundle[] {
   return bundles;
 }
 
+/** The house bundling's `--alias:` arguments as esbuild's API takes them, so these builds match `cdk synth`'s. */
+const BUNDLING_ALIAS = Object.fromEntries(
+  Object.entries(BUNDLING.esbuildArgs)
+    .filter(([flag]) => flag.startsWith('--alias:'))
+    .map(([flag, target]) => [flag.slice('--alias:'.length), String(target)]),
+);
+
 /** The environment Lambda gives a function besides its own variables. */
 const lambdaEnv = (bundle: Bundle) => ({
   PATH: process.env.PATH ?? '',
@@ -121,6 +128,7 @@ async function withSourceMap(bundle: Bundle, outdir: string): Promise<Bundle> {
     mainFields: [...BUNDLING.mainFields],
     banner: { js: BUNDLING.banner },
     sourcemap: 'linked',
+    alias: BUNDLING_ALIAS,
     outfile: file,
     logLevel: 'silent',
   });
@@ -160,6 +168,7 @@ async function composition(entry: string): Promise<{ name: string; kB: string }[
       outfile: 'index.mjs',
       write: false,
       metafile: true,
+      alias: BUNDLING_ALIAS,
       logLevel: 'silent',
     });
   const [floor, receiver] = await Promise.all([bundle('test/bench/floor/handler.ts'), bundle(entry)]);

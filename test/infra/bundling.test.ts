@@ -32,6 +32,10 @@ describe('bundled functions', () => {
       const code = readFileSync(join(outdir, asset, 'index.mjs'), 'utf8');
       expect(code).toMatch(/export\s*\{[^}]*\bhandler\b/);
       expect(code).not.toContain('sourceMappingURL');
+      // The default credential chain is replaced by the environment provider (functions/runtime/lambda-credentials).
+      expect(code).not.toContain('sso_start_url'); // the SSO provider
+      expect(code).not.toContain('AWS_CONTAINER_CREDENTIALS'); // the container provider
+      expect(code).toContain('AWS_SESSION_TOKEN'); // the environment provider
     }
   });
 });
