@@ -266,16 +266,21 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
       const { index } = LEDGER;
       for (const day of utcDaysBetween(from, to)) {
         for (const { partition, sortPrefix } of dayPartitions(surveyId, day)) {
+          // DynamoDB refuses an empty key-condition value, so the survey's own partition is read whole (it holds
+          // only this survey's attempts of the day) and the day-wide one by the survey's sort-key prefix.
           const [key] = await queryAll(client, {
             TableName: tableName,
             IndexName: index.name,
-            KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :prefix)',
+            KeyConditionExpression: sortPrefix ? '#pk = :pk AND begins_with(#sk, :prefix)' : '#pk = :pk',
             // The index holds keys only, the table's among them: the token is in the sort key.
             FilterExpression: 'sk = :token',
-            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+            ExpressionAttributeNames: {
+              '#pk': index.partitionKey,
+              ...(sortPrefix ? { '#sk': index.sortKey } : {}),
+            },
             ExpressionAttributeValues: {
               ':pk': partition,
-              ':prefix': sortPrefix,
+              ...(sortPrefix ? { ':prefix': sortPrefix } : {}),
               ':token': attemptKey(surveyId, '', token).sk,
             },
           });
