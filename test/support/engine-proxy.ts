@@ -85,7 +85,26 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
       },
     );
     upstream.on('error', () => res.destroy());
-    req.pipe(upstream);
+    if (operation !== 'Query') {
+      req.pipe(upstream);
+      return;
+    }
+    // A Query is read whole first, to refuse what DynamoDB refuses and the engine lets through.
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const problem = strictQueryProblem(body.toString('utf8'));
+      if (problem) {
+        upstream.destroy();
+        res.writeHead(400, { 'content-type': 'application/x-amz-json-1.0' });
+        res.end(
+          JSON.stringify({ __type: 'com.amazon.coral.validate#ValidationException', message: problem }),
+        );
+        return;
+      }
+      upstream.end(body);
+    });
   });
   server.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
@@ -102,4 +121,23 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
         server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * What DynamoDB refuses in a Query that dynalite accepts: an empty string as a key-condition value ("One or more
+ * parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value").
+ */
+function strictQueryProblem(body: string): string | undefined {
+  let input: { KeyConditionExpression?: string; ExpressionAttributeValues?: Record<string, { S?: string }> };
+  try {
+    input = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  const condition = input.KeyConditionExpression ?? '';
+  for (const [name, value] of Object.entries(input.ExpressionAttributeValues ?? {})) {
+    if (value.S === '' && new RegExp(`${name}\\b`).test(condition))
+      return 'One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value.';
+  }
+  return undefined;
 }
