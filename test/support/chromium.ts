@@ -1,16 +1,17 @@
 /**
  * A real headless Chromium for the tests that look at what a person sees, with nothing installed by hand: the
- * system's Chromium when there is one (`CHROMIUM_PATH`, else /usr/bin/chromium), otherwise the Chromium that the
- * npm package @sparticuz/chromium ships, with the NSS libraries it carries when the system has none.
- * `TEST_BROWSER=packaged` forces the packaged one, `packaged-libs` also its libraries. Driven over the DevTools protocol by puppeteer-core.
+ * Chromium that the npm package @sparticuz/chromium ships, with the NSS libraries it carries when the system has
+ * none, so every machine runs what a fresh clone runs. `CHROMIUM_PATH` names another Chromium to use instead (a
+ * system one); `TEST_BROWSER=packaged-libs` forces the packaged libraries too. Driven over the DevTools protocol by
+ * puppeteer-core.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, launch } from 'puppeteer-core';
 
-const SYSTEM_CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/** A Chromium of the machine's, only when asked for by path. */
+const CHROMIUM_PATH = process.env.CHROMIUM_PATH;
 
 const FLAGS = [
   '--no-sandbox', // tests run as root on CI machines
@@ -47,8 +48,7 @@ async function packagedChromium(): Promise<{ path: string; env: NodeJS.ProcessEn
 
 /** Starts the browser; the caller closes it. */
 async function browser(): Promise<Browser> {
-  if (!process.env.TEST_BROWSER?.startsWith('packaged') && existsSync(SYSTEM_CHROMIUM))
-    return launch({ executablePath: SYSTEM_CHROMIUM, headless: true, args: FLAGS });
+  if (CHROMIUM_PATH) return launch({ executablePath: CHROMIUM_PATH, headless: true, args: FLAGS });
   const packaged = await packagedChromium();
   return launch({ executablePath: packaged.path, headless: 'shell', args: FLAGS, env: packaged.env });
 }
