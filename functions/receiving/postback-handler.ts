@@ -4,8 +4,7 @@
  * buffer the drainer empties into it. 403 for a bad signature or a source outside the allow-list, stored nowhere.
  */
 
-import type { LedgerStore } from '../ledger/ledger-store';
-import { StoreUnavailable } from '../ledger/ledger-store';
+import { type LedgerStore, StoreUnavailable } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
 import { describe, hitRequestFrom, json, jsonRoute } from '../runtime/http-route';
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { build, type Metafile } from 'esbuild';
+import { type BuildOptions, build, type Metafile } from 'esbuild';
 import { BUNDLING } from '../../infra/constructs/receiver-function';
 import { BENCH_ENV, median } from './measure';
 
@@ -88,6 +88,22 @@ const BUNDLING_ALIAS = Object.fromEntries(
     .map(([flag, target]) => [flag.slice('--alias:'.length), String(target)]),
 );
 
+/** The house bundling options (infra/constructs/receiver-function.ts) through esbuild's API, plus `extra`. */
+const houseBuild = (entry: string, extra: BuildOptions) =>
+  build({
+    entryPoints: [entry],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: BUNDLING.target,
+    minify: BUNDLING.minify,
+    mainFields: [...BUNDLING.mainFields],
+    banner: { js: BUNDLING.banner },
+    alias: BUNDLING_ALIAS,
+    logLevel: 'silent',
+    ...extra,
+  });
+
 /** The environment Lambda gives a function besides its own variables. */
 const lambdaEnv = (bundle: Bundle) => ({
   PATH: process.env.PATH ?? '',
@@ -118,20 +134,7 @@ async function importMs(bundle: Bundle): Promise<number> {
  */
 async function withSourceMap(bundle: Bundle, outdir: string): Promise<Bundle> {
   const file = join(outdir, 'index.mjs');
-  await build({
-    entryPoints: ['functions/postback.ts'],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: BUNDLING.target,
-    minify: BUNDLING.minify,
-    mainFields: [...BUNDLING.mainFields],
-    banner: { js: BUNDLING.banner },
-    sourcemap: 'linked',
-    alias: BUNDLING_ALIAS,
-    outfile: file,
-    logLevel: 'silent',
-  });
+  await houseBuild('functions/postback.ts', { sourcemap: 'linked', outfile: file });
   return { ...bundle, name: 'postback + source map', file, nodeOptions: ['--enable-source-maps'] };
 }
 
@@ -155,25 +158,10 @@ function bytesByPackage(metafile: Metafile): Map<string, number> {
 
 /** What a receiver bundle holds beyond the floor, by package, built with the house bundling options. */
 async function composition(entry: string): Promise<{ name: string; kB: string }[]> {
-  const bundle = (file: string) =>
-    build({
-      entryPoints: [file],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: BUNDLING.target,
-      minify: BUNDLING.minify,
-      mainFields: [...BUNDLING.mainFields],
-      banner: { js: BUNDLING.banner },
-      outfile: 'index.mjs',
-      write: false,
-      metafile: true,
-      alias: BUNDLING_ALIAS,
-      logLevel: 'silent',
-    });
+  const bundle = (file: string) => houseBuild(file, { outfile: 'index.mjs', write: false, metafile: true });
   const [floor, receiver] = await Promise.all([bundle('test/bench/floor/handler.ts'), bundle(entry)]);
-  const base = bytesByPackage(floor.metafile);
-  return [...bytesByPackage(receiver.metafile)]
+  const base = bytesByPackage(floor.metafile as Metafile);
+  return [...bytesByPackage(receiver.metafile as Metafile)]
     .map(([name, bytes]) => ({ name, extra: bytes - (base.get(name) ?? 0) }))
     .filter((row) => row.extra >= 1000)
     .sort((a, b) => b.extra - a.extra)
