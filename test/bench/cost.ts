@@ -85,3 +85,168 @@ export function costPerMillionHits(inputs: CostInputs) {
     totalUsd: total,
   };
 }
+
+/**
+ * The traffic the all-in figure is stated for: a supplier ten times a mid-size panel. The scheduled functions'
+ * cost grows with the surveys they visit and the attempts they re-read, not with hits, so per million hits it
+ * depends on how many hits each survey brings; the shape is printed with the result.
+ */
+export interface TrafficShape {
+  readonly hitsPerMonth: number;
+  readonly activeSurveys: number;
+  readonly hitsPerAttempt: number;
+  readonly reconcileRunsPerMonth: number;
+  readonly syncRunsPerMonth: number;
+  readonly healthRunsPerMonth: number;
+}
+
+export const TRAFFIC_SHAPE: TrafficShape = {
+  hitsPerMonth: 30_000_000,
+  activeSurveys: 1_000,
+  /** Each attempt brings a redirect and a postback. */
+  hitsPerAttempt: 2,
+  /** The deployed schedules' defaults (infra/receiver-stack.ts, infra/settings.ts). */
+  reconcileRunsPerMonth: 720,
+  syncRunsPerMonth: 2_880,
+  healthRunsPerMonth: 8_640,
+};
+
+export const SCHEDULE_ASSUMPTIONS = {
+  /** A marketplace call's round trip as a scheduled function waits for it (its pages included). */
+  marketplaceCallMs: 400,
+  /** Surveys a reconciliation run works on at once (RECONCILE_CONCURRENCY). */
+  reconcileConcurrency: 4,
+  reconcileMemoryMb: 512,
+  scheduledMemoryMb: 256,
+  /** A scheduled run's fixed start (a warm container, its first requests), besides its per-survey work. */
+  runOverheadMs: 50,
+} as const;
+
+/** What one scheduled function consumes, per survey per run and per attempt over its reconciliation week. */
+export interface ScheduledUsage {
+  /** Reconciliation, measured over a simulated week of hourly runs: units per attempt over its week. */
+  readonly reconcile: {
+    readonly readUnitsPerAttemptWeek: number;
+    readonly writeUnitsPerAttemptWeek: number;
+    /** Store requests per survey per run (the store's round trips, waited for in turn within a survey). */
+    readonly requestsPerSurveyRun: number;
+    /** Marketplace calls per survey per run. */
+    readonly marketplaceCallsPerSurveyRun: number;
+  };
+  readonly sync: {
+    readonly readUnitsPerSurveyRun: number;
+    readonly writeUnitsPerSurveyRun: number;
+    readonly requestsPerSurveyRun: number;
+    readonly marketplaceCallsPerRun: number;
+  };
+  /** Absent until the survey health check is measured. */
+  readonly health?: {
+    readonly readUnitsPerSurveyRun: number;
+    readonly writeUnitsPerSurveyRun: number;
+    readonly readUnitsPerAttempt: number;
+    readonly requestsPerSurveyRun: number;
+  };
+}
+
+/**
+ * The scheduled functions' cost per million hits at `shape`: DynamoDB units from the measured usage, Lambda time
+ * from the store's and the marketplace's round trips, and the scheduler's invocations.
+ */
+export function scheduledCostPerMillionHits(usage: ScheduledUsage, shape = TRAFFIC_SHAPE) {
+  const millions = shape.hitsPerMonth / 1_000_000;
+  const attemptsPerMillionHits = 1_000_000 / shape.hitsPerAttempt;
+  const surveyRuns = (runs: number) => (shape.activeSurveys * runs) / millions;
+  const perMillion = (units: number, price: number) => (units * price) / 1_000_000;
+  const gbSeconds = (ms: number, memoryMb: number) => (ms / 1000) * (memoryMb / 1024);
+  const { reconcile, sync, health } = usage;
+  const reconcileMsPerSurvey =
+    reconcile.marketplaceCallsPerSurveyRun * SCHEDULE_ASSUMPTIONS.marketplaceCallMs +
+    reconcile.requestsPerSurveyRun * ASSUMPTIONS.storeRoundTripMs;
+  const reconcileGbS =
+    gbSeconds(
+      (surveyRuns(shape.reconcileRunsPerMonth) * reconcileMsPerSurvey) /
+        SCHEDULE_ASSUMPTIONS.reconcileConcurrency,
+      SCHEDULE_ASSUMPTIONS.reconcileMemoryMb,
+    ) +
+    gbSeconds(
+      (shape.reconcileRunsPerMonth / millions) * SCHEDULE_ASSUMPTIONS.runOverheadMs,
+      SCHEDULE_ASSUMPTIONS.reconcileMemoryMb,
+    );
+  // The sync and the health check wait for the store in turn, survey after survey, at their concurrency of 4.
+  const syncRunMs =
+    SCHEDULE_ASSUMPTIONS.runOverheadMs +
+    sync.marketplaceCallsPerRun * SCHEDULE_ASSUMPTIONS.marketplaceCallMs +
+    (shape.activeSurveys * sync.requestsPerSurveyRun * ASSUMPTIONS.storeRoundTripMs) / 4;
+  const healthRunMs = health
+    ? SCHEDULE_ASSUMPTIONS.runOverheadMs +
+      (shape.activeSurveys * health.requestsPerSurveyRun * ASSUMPTIONS.storeRoundTripMs) / 4
+    : 0;
+  const otherRuns = (shape.syncRunsPerMonth + (health ? shape.healthRunsPerMonth : 0)) / millions;
+  const otherGbS = gbSeconds(
+    (shape.syncRunsPerMonth * syncRunMs + (health ? shape.healthRunsPerMonth * healthRunMs : 0)) / millions,
+    SCHEDULE_ASSUMPTIONS.scheduledMemoryMb,
+  );
+  const lines = [
+    {
+      item: 'Reconciliation reads',
+      basis: `${usage.reconcile.readUnitsPerAttemptWeek.toFixed(2)} read units per attempt over its week`,
+      usd: perMillion(
+        attemptsPerMillionHits * reconcile.readUnitsPerAttemptWeek,
+        PRICES.dynamoPerMillionReadUnits,
+      ),
+    },
+    {
+      item: 'Reconciliation writes',
+      basis: `${reconcile.writeUnitsPerAttemptWeek.toFixed(2)} write units per attempt (verdicts, summaries)`,
+      usd: perMillion(
+        attemptsPerMillionHits * reconcile.writeUnitsPerAttemptWeek,
+        PRICES.dynamoPerMillionWriteUnits,
+      ),
+    },
+    {
+      item: 'Reconciliation Lambda',
+      basis: `${reconcileMsPerSurvey.toFixed(0)} ms per survey per run, ${SCHEDULE_ASSUMPTIONS.reconcileConcurrency} at once`,
+      usd:
+        reconcileGbS * PRICES.lambdaArmPerGbSecond +
+        perMillion(shape.reconcileRunsPerMonth / millions, PRICES.lambdaPerMillionRequests),
+    },
+    {
+      item: 'Redirect sync',
+      basis: `${sync.readUnitsPerSurveyRun.toFixed(2)} read units per survey per run, every 15 minutes`,
+      usd:
+        perMillion(
+          surveyRuns(shape.syncRunsPerMonth) * sync.readUnitsPerSurveyRun,
+          PRICES.dynamoPerMillionReadUnits,
+        ) +
+        perMillion(
+          surveyRuns(shape.syncRunsPerMonth) * sync.writeUnitsPerSurveyRun,
+          PRICES.dynamoPerMillionWriteUnits,
+        ),
+    },
+    ...(health
+      ? [
+          {
+            item: 'Survey health',
+            basis: `${health.readUnitsPerSurveyRun.toFixed(2)} read units per survey per run every 5 minutes, ${health.readUnitsPerAttempt.toFixed(2)} per attempt`,
+            usd:
+              perMillion(
+                surveyRuns(shape.healthRunsPerMonth) * health.readUnitsPerSurveyRun +
+                  attemptsPerMillionHits * health.readUnitsPerAttempt,
+                PRICES.dynamoPerMillionReadUnits,
+              ) +
+              perMillion(
+                surveyRuns(shape.healthRunsPerMonth) * health.writeUnitsPerSurveyRun,
+                PRICES.dynamoPerMillionWriteUnits,
+              ),
+          },
+        ]
+      : []),
+    {
+      item: 'Scheduled Lambda runs (sync, health)',
+      basis: `${Math.round(otherRuns)} runs per million hits, ${syncRunMs.toFixed(0)} ms and ${healthRunMs.toFixed(0)} ms each`,
+      usd: perMillion(otherRuns, PRICES.lambdaPerMillionRequests) + otherGbS * PRICES.lambdaArmPerGbSecond,
+    },
+  ];
+  const total = lines.reduce((sum, line) => sum + line.usd, 0);
+  return { lines: lines.map((line) => ({ ...line, usd: line.usd.toFixed(4) })), totalUsd: total, shape };
+}

@@ -68,6 +68,11 @@ export function answerSendInMemory(
   return () => answered;
 }
 
+interface Consumed {
+  CapacityUnits?: number;
+  Table?: { CapacityUnits?: number };
+}
+
 export interface CommandRecord {
   readonly command: string;
   /** Capacity units the engine reported, table and indexes; absent on errors. */
@@ -94,9 +99,17 @@ export function recordCommands(recording: () => boolean): CommandRecord[] {
     const name = command.constructor.name.replace(/Command$/, '');
     try {
       const output = await send.call(this, command, ...rest);
-      const consumed = output.ConsumedCapacity as
-        | { CapacityUnits?: number; Table?: { CapacityUnits?: number } }
-        | undefined;
+      // Batch operations report a list, one entry per table.
+      const reported = output.ConsumedCapacity as Consumed | Consumed[] | undefined;
+      const consumed = Array.isArray(reported)
+        ? reported.reduce<Consumed>(
+            (sum, c) => ({
+              CapacityUnits: (sum.CapacityUnits ?? 0) + (c.CapacityUnits ?? 0),
+              Table: { CapacityUnits: (sum.Table?.CapacityUnits ?? 0) + (c.Table?.CapacityUnits ?? 0) },
+            }),
+            {},
+          )
+        : reported;
       records.push({
         command: name,
         ...(consumed

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ASSUMPTIONS, costPerMillionHits, PRICES } from '../bench/cost';
+import {
+  ASSUMPTIONS,
+  costPerMillionHits,
+  PRICES,
+  scheduledCostPerMillionHits,
+  TRAFFIC_SHAPE,
+} from '../bench/cost';
 
 describe('cost per million hits (npm run bench, section 7)', () => {
   const inputs = {
@@ -33,5 +39,64 @@ describe('cost per million hits (npm run bench, section 7)', () => {
     const mixed = costPerMillionHits(inputs).totalUsd;
     const single = costPerMillionHits({ ...inputs, secondHitWriteUnits: 2 }).totalUsd;
     expect(single - mixed).toBeCloseTo(0.5 * PRICES.dynamoPerMillionWriteUnits, 4);
+  });
+});
+
+describe('scheduled functions per million hits (npm run bench, section 7)', () => {
+  const usage = {
+    reconcile: {
+      readUnitsPerAttemptWeek: 10,
+      writeUnitsPerAttemptWeek: 1,
+      requestsPerSurveyRun: 10,
+      marketplaceCallsPerSurveyRun: 1,
+    },
+    sync: {
+      readUnitsPerSurveyRun: 0.5,
+      writeUnitsPerSurveyRun: 0,
+      requestsPerSurveyRun: 0.02,
+      marketplaceCallsPerRun: 1,
+    },
+  };
+  const usd = (lines: { item: string; usd: string }[], item: string) =>
+    Number(lines.find((line) => line.item === item)?.usd);
+
+  it('prices the reconciliation per attempt and the sync per survey and run', () => {
+    const { lines, totalUsd } = scheduledCostPerMillionHits(usage);
+    // 500,000 attempts per million hits, 10 read units each.
+    expect(usd(lines, 'Reconciliation reads')).toBeCloseTo(
+      (500_000 * 10 * PRICES.dynamoPerMillionReadUnits) / 1e6,
+      4,
+    );
+    expect(usd(lines, 'Reconciliation writes')).toBeCloseTo(
+      (500_000 * PRICES.dynamoPerMillionWriteUnits) / 1e6,
+      4,
+    );
+    // 1,000 surveys x 2,880 runs a month over 30 million hits: 96,000 survey-runs per million hits.
+    const surveyRuns = (TRAFFIC_SHAPE.activeSurveys * TRAFFIC_SHAPE.syncRunsPerMonth) / 30;
+    expect(usd(lines, 'Redirect sync')).toBeCloseTo(
+      (surveyRuns * 0.5 * PRICES.dynamoPerMillionReadUnits) / 1e6,
+      4,
+    );
+    expect(lines.some((line) => line.item === 'Survey health')).toBe(false);
+    expect(totalUsd).toBeCloseTo(
+      lines.reduce((sum, line) => sum + Number(line.usd), 0),
+      3,
+    );
+  });
+
+  it('spreads the per-survey cost over more hits when surveys are busier', () => {
+    const withHealth = {
+      ...usage,
+      health: {
+        readUnitsPerSurveyRun: 1,
+        writeUnitsPerSurveyRun: 0,
+        readUnitsPerAttempt: 0,
+        requestsPerSurveyRun: 1,
+      },
+    };
+    const base = scheduledCostPerMillionHits(withHealth);
+    const busier = scheduledCostPerMillionHits(withHealth, { ...TRAFFIC_SHAPE, hitsPerMonth: 60_000_000 });
+    expect(usd(busier.lines, 'Survey health')).toBeCloseTo(usd(base.lines, 'Survey health') / 2, 4);
+    expect(usd(busier.lines, 'Reconciliation reads')).toBe(usd(base.lines, 'Reconciliation reads'));
   });
 });
