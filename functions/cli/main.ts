@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { attemptCommand } from './attempt-command';
 import { attemptsCommand } from './attempts-command';
 import { bufferCommand } from './buffer-command';
+import { ledgerCommand } from './ledger-command';
 import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
@@ -22,7 +23,8 @@ const program = new Command('cli')
   .addCommand(redirectsCommand())
   .addCommand(reconcileCommand())
   .addCommand(reportCommand())
-  .addCommand(bufferCommand());
+  .addCommand(bufferCommand())
+  .addCommand(ledgerCommand());
 
 try {
   await program.parseAsync(process.argv);

@@ -30,6 +30,8 @@ import {
   attemptDayPartition,
   attemptKey,
   attemptPartition,
+  checkpointKey,
+  DAY_INDEX_BACKFILLED,
   LEDGER,
   legacyAttemptDayPartition,
   REJECTED_RETENTION_DAYS,
@@ -107,6 +109,24 @@ const sightingHits = (channel: Channel, outcome: Outcome) => `${channel}_${outco
 const standingOutcome = (channel: Channel) => `${channel}Outcome`;
 
 export function createLedgerStore(client: DynamoDBDocumentClient, tableName: string): LedgerStore {
+  // Whether the day-wide partitions of an earlier release may still hold attempts: until `ledger
+  // backfill-day-index` has moved them and left its checkpoint. Read once per store; a failed read means "yes".
+  let legacyDayIndex: Promise<boolean> | undefined;
+  const legacyDayIndexInUse = () => {
+    legacyDayIndex ??= send(() =>
+      client.send(new GetCommand({ TableName: tableName, Key: checkpointKey(DAY_INDEX_BACKFILLED) })),
+    ).then(
+      ({ Item }) => Item === undefined,
+      () => {
+        legacyDayIndex = undefined;
+        return true;
+      },
+    );
+    return legacyDayIndex;
+  };
+  const dayPartitionsOf = async (surveyId: string, day: string) =>
+    dayPartitions(surveyId, day, await legacyDayIndexInUse());
+
   return {
     async recordHit(hit, at, hitId) {
       try {
@@ -237,7 +257,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
       const keys: Item[] = [];
       const { index } = LEDGER;
       for (const day of utcDaysBetween(from, to)) {
-        for (const { partition, sortPrefix } of dayPartitions(surveyId, day)) {
+        for (const { partition, sortPrefix } of await dayPartitionsOf(surveyId, day)) {
           keys.push(
             ...(await queryAll(client, {
               TableName: tableName,
@@ -265,7 +285,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
     async attemptByToken(surveyId, token, from, to) {
       const { index } = LEDGER;
       for (const day of utcDaysBetween(from, to)) {
-        for (const { partition, sortPrefix } of dayPartitions(surveyId, day)) {
+        for (const { partition, sortPrefix } of await dayPartitionsOf(surveyId, day)) {
           // DynamoDB refuses an empty key-condition value, so the survey's own partition is read whole (it holds
           // only this survey's attempts of the day) and the day-wide one by the survey's sort-key prefix.
           const [key] = await queryAll(client, {
@@ -330,14 +350,19 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
  * same slot, one chance in REDIRECT_ID_SLOTS.
  */
 /**
- * The day-index partitions that can hold a survey's attempts of a UTC day: its own, and the day-wide one attempts
- * were indexed under before the index was split by survey (see ledger-schema). Reading both keeps a table written
- * by an earlier release whole; the second query of an empty partition costs half a read unit.
+ * The day-index partitions that can hold a survey's attempts of a UTC day: its own, and, until the backfill has
+ * moved them, the day-wide one attempts were indexed under before the index was split by survey (see
+ * ledger-schema). Reading both keeps a table written by an earlier release whole; the second query of an empty
+ * partition costs half a read unit and a round trip.
  */
-function dayPartitions(surveyId: string, day: string): { partition: string; sortPrefix: string }[] {
+function dayPartitions(
+  surveyId: string,
+  day: string,
+  legacy: boolean,
+): { partition: string; sortPrefix: string }[] {
   return [
     { partition: attemptDayPartition(surveyId, day), sortPrefix: '' },
-    { partition: legacyAttemptDayPartition(day), sortPrefix: `${surveyId}#` },
+    ...(legacy ? [{ partition: legacyAttemptDayPartition(day), sortPrefix: `${surveyId}#` }] : []),
   ];
 }
 

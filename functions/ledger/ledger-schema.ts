@@ -28,8 +28,9 @@
  * and day (each takes up to 1,000 index writes a second) instead of all landing in one partition per day, which
  * capped the whole table at about 1,000 new attempts a second. Attempts written before carry the day-wide
  * `ATTEMPTS#<utc day>` with gsi1sk `<surveyId>#<firstSeenAt>` (`legacyAttemptDayPartition`); their keys never
- * change, so the readers query both. The survey moved from the sort key into the partition key, so an attempt is
- * no larger than before.
+ * change, so the readers query both until `npm run cli -- ledger backfill-day-index` has moved them to their
+ * survey's partition (day-index-backfill.ts) and left the `DAY_INDEX_BACKFILLED` checkpoint. The survey moved from
+ * the sort key into the partition key, so an attempt is no larger than before.
  */
 
 export const LEDGER = {
@@ -69,6 +70,12 @@ export const attemptDayPartition = (surveyId: string, day: string) => `ATTEMPTS#
 
 /** The day-wide partition attempts were indexed under before the index was split by survey; read, never written. */
 export const legacyAttemptDayPartition = (day: string) => `ATTEMPTS#${day}`;
+
+/**
+ * The checkpoint `ledger backfill-day-index` leaves once no attempt is indexed under a day-wide partition any
+ * more: from then on the readers query only the survey's own partitions.
+ */
+export const DAY_INDEX_BACKFILLED = 'day-index-backfilled';
 
 /** The item that counts a source's refused hits of one code in the UTC minute of `at`. */
 export const rejectedKey = (at: string, code: string, source: string) => ({

@@ -3,6 +3,7 @@
  * and checkpoints, and reconciliation results each have a module here; they share one client and its plumbing.
  */
 export * from './attempt-store';
+export * from './day-index-backfill';
 export * from './document-client';
 export * from './reconciliation-store';
 export * from './survey-registry';

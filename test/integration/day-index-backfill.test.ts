@@ -1,0 +1,123 @@
+/**
+ * Upgrading a table an earlier release wrote: the backfill moves attempts indexed under the day-wide partition to
+ * their survey's partition, every reader finds the same attempts before and after, and once the backfill has
+ * reached today the readers stop querying the day-wide partitions.
+ */
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { firstHitItem } from '../../functions/ledger/attempt-store';
+import { attemptKey } from '../../functions/ledger/ledger-schema';
+import {
+  createDayIndexBackfill,
+  createDocumentClient,
+  createLedgerStore,
+} from '../../functions/ledger/ledger-store';
+import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
+import { freshTable } from '../support/ledger';
+
+let proxy: EngineProxy;
+let documents: ReturnType<typeof createDocumentClient>;
+let table: string;
+const readers = () => createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table);
+
+/** An attempt as the earlier release indexed it: gsi1pk ATTEMPTS#<day>, gsi1sk <survey>#<first seen>. */
+async function legacyAttempt(surveyId: string, token: string, at: string) {
+  const hit = {
+    channel: 'postback',
+    surveyId,
+    outcome: 'success',
+    pid: `p-${token}`,
+    token,
+    source: 'query',
+  } as const;
+  await documents.send(
+    new PutCommand({
+      TableName: table,
+      Item: {
+        ...firstHitItem(hit, new Date(at)),
+        gsi1pk: `ATTEMPTS#${at.slice(0, 10)}`,
+        gsi1sk: `${surveyId}#${at}`,
+      },
+    }),
+  );
+}
+
+const day = (d: string) => ({ from: new Date(`${d}T00:00:00.000Z`), to: new Date(`${d}T23:59:59.999Z`) });
+const tokens = async (surveyId: string, d: string) =>
+  (await readers().attemptsOfSurvey(surveyId, day(d).from, day(d).to)).map((a) => a.token);
+
+beforeAll(async () => {
+  const { endpoint, tableName } = await freshTable();
+  proxy = await startEngineProxy(endpoint);
+  documents = createDocumentClient({ endpoint });
+  table = tableName;
+  await legacyAttempt('801', 'a', '2026-11-18T09:00:00.000Z');
+  await legacyAttempt('801', 'b', '2026-11-19T09:00:00.000Z');
+  await legacyAttempt('802', 'c', '2026-11-19T10:00:00.000Z');
+  await readers().recordHit(
+    { channel: 'redirect', surveyId: '801', outcome: 'success', pid: 'p-d', token: 'd', source: 'query' },
+    new Date('2026-11-19T11:00:00.000Z'),
+  );
+});
+
+describe('day index backfill', () => {
+  it('a dry run counts what would move and changes nothing', async () => {
+    const report = await createDayIndexBackfill(documents, table).run({
+      from: '2026-11-17',
+      to: '2026-11-20',
+      dryRun: true,
+      now: () => new Date('2026-11-20T12:00:00.000Z'),
+    });
+    expect(report).toMatchObject({ days: 4, moved: 3, alreadyMoved: 0, checkpointed: false });
+    const { Item } = await documents.send(
+      new GetCommand({ TableName: table, Key: attemptKey('802', 'p-c', 'c') }),
+    );
+    expect(Item?.gsi1pk).toBe('ATTEMPTS#2026-11-19');
+  });
+
+  it('a run short of today moves its days but leaves the readers reading both partitions', async () => {
+    const report = await createDayIndexBackfill(documents, table).run({
+      from: '2026-11-18',
+      to: '2026-11-18',
+      now: () => new Date('2026-11-20T12:00:00.000Z'),
+    });
+    expect(report).toMatchObject({ moved: 1, checkpointed: false });
+    expect(await tokens('801', '2026-11-18')).toEqual(['a']);
+    expect(await tokens('801', '2026-11-19')).toEqual(['b', 'd']);
+  });
+
+  it('moves every attempt to its survey partition, and the readers then query only those', async () => {
+    const before = { a: await tokens('801', '2026-11-19'), c: await tokens('802', '2026-11-19') };
+    const report = await createDayIndexBackfill(documents, table).run({
+      from: '2026-11-17',
+      to: '2026-11-20',
+      now: () => new Date('2026-11-20T12:00:00.000Z'),
+    });
+    expect(report).toMatchObject({ days: 4, moved: 2, unrecognised: 0, checkpointed: true });
+    const { Item } = await documents.send(
+      new GetCommand({ TableName: table, Key: attemptKey('802', 'p-c', 'c') }),
+    );
+    expect(Item).toMatchObject({ gsi1pk: 'ATTEMPTS#2026-11-19#802', gsi1sk: '2026-11-19T10:00:00.000Z' });
+
+    proxy.operations.length = 0;
+    const store = readers();
+    expect(await tokens('801', '2026-11-19')).toEqual(before.a);
+    expect(await tokens('802', '2026-11-19')).toEqual(before.c);
+    expect((await store.attemptByToken('801', 'a', day('2026-11-18').from, day('2026-11-18').to))?.pid).toBe(
+      'p-a',
+    );
+    // One query per survey and day (and one read of the checkpoint per store), no second day-wide query.
+    const queries = proxy.operations.filter((op) => op === 'Query').length;
+    expect(queries).toBe(3);
+  });
+
+  it('running again moves nothing and keeps the readers right', async () => {
+    const report = await createDayIndexBackfill(documents, table).run({
+      from: '2026-11-17',
+      to: '2026-11-20',
+      now: () => new Date('2026-11-20T13:00:00.000Z'),
+    });
+    expect(report).toMatchObject({ moved: 0, checkpointed: true });
+    expect(await tokens('801', '2026-11-19')).toEqual(['b', 'd']);
+  });
+});
