@@ -3,7 +3,7 @@
  * surveys that failed before are retried. Stops taking up surveys 30 s before the Lambda's deadline; the next
  * run continues from the checkpoint.
  */
-import { createSurveyRegistry } from './ledger/ledger-store';
+import { createDayIndexBackfill, createSurveyRegistry } from './ledger/ledger-store';
 import { redirectConfiguration } from './marketplace/redirect-configuration';
 import { createRedirectSyncHandler } from './marketplace/redirect-sync-handler';
 import { openLedger } from './runtime/aws-clients';
@@ -12,11 +12,16 @@ import { marketplaceFromEnvironment } from './runtime/marketplace-access';
 import { readRedirectSyncConfig } from './runtime/runtime-config';
 
 const config = readRedirectSyncConfig();
+const { registry, dayIndex } = openLedger(config, {
+  registry: createSurveyRegistry,
+  dayIndex: createDayIndexBackfill,
+});
 
 export const handler = createRedirectSyncHandler({
+  dayIndex,
   configuration: redirectConfiguration({
     marketplace: marketplaceFromEnvironment(),
-    registry: openLedger(config, { registry: createSurveyRegistry }).registry,
+    registry,
     keyRing: keyRingSource(config.keyRing),
     publicBaseUrl: config.publicBaseUrl,
     methods: config.methods,

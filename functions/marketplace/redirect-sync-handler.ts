@@ -5,6 +5,7 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
+import type { DayIndexBackfill } from '../ledger/ledger-store';
 import { count, logger, publish } from '../runtime/observability';
 import { failuresOf, type RedirectConfiguration, type SyncReport } from './redirect-configuration';
 
@@ -33,11 +34,17 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
   };
 }
 
-/** The redirect sync function's handler, from the configuration engine it drives. */
+/**
+ * The redirect sync function's handler, from the configuration engine it drives. After the sync it moves on the
+ * day-index backfill (ledger/day-index-backfill.ts), which once finished costs one read a run; a failure there
+ * is logged and leaves the readers reading both index layouts, never failing the sync.
+ */
 export function createRedirectSyncHandler({
   configuration,
+  dayIndex,
 }: {
   configuration: Pick<RedirectConfiguration, 'sync'>;
+  dayIndex?: Pick<DayIndexBackfill, 'settle'>;
 }) {
   return middy<unknown, SyncSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
@@ -50,6 +57,16 @@ export function createRedirectSyncHandler({
         logger.warn('redirect sync finished with failures', { ...summary });
       } else {
         logger.info('redirect sync finished', { ...summary });
+      }
+      if (dayIndex) {
+        try {
+          const outcome = await dayIndex.settle();
+          if (outcome !== 'done') logger.info('day index backfill', { ...outcome });
+        } catch (error) {
+          logger.warn('day index backfill failed; the readers keep reading both layouts', {
+            error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          });
+        }
       }
       return summary;
     });

@@ -6,6 +6,7 @@
  * `npm run bench`; reports over IPC.
  */
 import { randomUUID } from 'node:crypto';
+import { createDayIndexBackfill, createDocumentClient } from '../../functions/ledger/ledger-store';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
@@ -19,6 +20,8 @@ const tableName = 'bench-schedules';
 
 const engine = await startEngine();
 await ensureLedgerTable(engine.endpoint, tableName);
+// A table past its first hour: the scheduled day-index backfill has found nothing to move and says so.
+await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint }), tableName).settle({ quietMs: 0 });
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 // Created a day ago: the steady state is surveys the sync has long configured, not ones inside its skew margin.
 const created = new Date(Date.now() - 86_400_000);

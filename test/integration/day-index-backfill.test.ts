@@ -121,3 +121,54 @@ describe('day index backfill', () => {
     expect(await tokens('801', '2026-11-19')).toEqual(['b', 'd']);
   });
 });
+
+describe('the scheduled backfill (run after each redirect sync)', () => {
+  it('moves, then waits for two quiet looks an hour apart before telling the readers', async () => {
+    const { endpoint, tableName } = await freshTable();
+    const client = createDocumentClient({ endpoint });
+    const backfill = createDayIndexBackfill(client, tableName);
+    const put = (token: string, at: string) =>
+      client.send(
+        new PutCommand({
+          TableName: tableName,
+          Item: {
+            ...firstHitItem(
+              {
+                channel: 'postback',
+                surveyId: '811',
+                outcome: 'success',
+                pid: `p-${token}`,
+                token,
+                source: 'query',
+              },
+              new Date(at),
+            ),
+            gsi1pk: `ATTEMPTS#${at.slice(0, 10)}`,
+            gsi1sk: `811#${at}`,
+          },
+        }),
+      );
+    await put('x', '2026-11-10T09:00:00.000Z');
+    const at = (iso: string) => ({ now: () => new Date(iso) });
+
+    expect(await backfill.settle(at('2026-11-20T10:00:00.000Z'))).toEqual({ moved: 1, checkpointed: false });
+    expect(await backfill.settle(at('2026-11-20T10:15:00.000Z'))).toEqual({
+      moved: 0,
+      quietSince: '2026-11-20T10:15:00.000Z',
+      checkpointed: false,
+    });
+    // A receiver of the earlier release, still running during the rollout, writes one more: the quiet restarts.
+    await put('y', '2026-11-20T10:20:00.000Z');
+    expect(await backfill.settle(at('2026-11-20T11:30:00.000Z'))).toEqual({ moved: 1, checkpointed: false });
+    expect(await backfill.settle(at('2026-11-20T11:45:00.000Z'))).toMatchObject({ checkpointed: false });
+    expect(await backfill.settle(at('2026-11-20T12:45:00.000Z'))).toMatchObject({ checkpointed: true });
+    expect(await backfill.settle(at('2026-11-20T13:00:00.000Z'))).toBe('done');
+
+    const store = createLedgerStore(client, tableName);
+    const window = { from: new Date('2026-11-10T00:00:00.000Z'), to: new Date('2026-11-21T00:00:00.000Z') };
+    expect((await store.attemptsOfSurvey('811', window.from, window.to)).map((a) => a.token)).toEqual([
+      'x',
+      'y',
+    ]);
+  });
+});
