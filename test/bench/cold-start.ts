@@ -6,14 +6,19 @@
  * in a shuffled order each round so drift on a noisy machine falls on all of them alike.
  */
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { type BuildOptions, build, type Metafile } from 'esbuild';
 import { BUNDLING } from '../../infra/constructs/receiver-function';
-import { BENCH_ENV, median } from './measure';
+import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
+import { apiEvent, filledUrl } from '../support/api-events';
+import { BENCH_ENV, BENCH_KEY_RING, median } from './measure';
 
 const exec = promisify(execFile);
 
@@ -119,13 +124,76 @@ const lambdaEnv = (bundle: Bundle) => ({
   ...bundle.env,
 });
 
-async function importMs(bundle: Bundle): Promise<number> {
+interface Probe {
+  readonly importMs: number;
+  /** The first invocation's time, when the bundle was given an event. */
+  readonly firstHitMs?: number;
+}
+
+/** Imports a bundle in a fresh process and, with an event, invokes it once (import-probe.mjs). */
+async function probe(bundle: Bundle, firstHit?: FirstHitStage): Promise<Probe> {
+  const event = firstHit?.eventFor(bundle.name);
   const { stdout } = await exec(
     process.execPath,
     [...(bundle.nodeOptions ?? []), 'test/bench/import-probe.mjs', pathToFileURL(bundle.file).href],
-    { env: lambdaEnv(bundle) },
+    {
+      env: {
+        ...lambdaEnv(bundle),
+        ...(event && firstHit ? { ...firstHit.env, PROBE_EVENT: JSON.stringify(event) } : {}),
+      },
+    },
   );
-  return Number(stdout.trim());
+  const [importMs, hitMs, status] = stdout.trim().split(' ');
+  if (event && status !== '200' && status !== '302')
+    throw new Error(`${bundle.name}: the first hit answered ${status}, not a recorded hit`);
+  return { importMs: Number(importMs), ...(hitMs ? { firstHitMs: Number(hitMs) } : {}) };
+}
+
+/**
+ * What a first hit needs besides the bundle: the ledger (the embedded engine, addressed as the SDK addresses
+ * DynamoDB, through AWS_ENDPOINT_URL_DYNAMODB, so the deployed code path runs) and Secrets Manager for the key
+ * ring (a stand-in answering GetSecretValue). Each probe gets a fresh attempt, so every first hit creates one.
+ */
+interface FirstHitStage {
+  readonly env: Record<string, string>;
+  eventFor(bundle: string): object | undefined;
+  stop(): Promise<void>;
+}
+
+async function firstHitStage(): Promise<FirstHitStage> {
+  const engine = await startEngine();
+  const tableName = 'bench-cold-start';
+  await ensureLedgerTable(engine.endpoint, tableName);
+  const secrets = createServer((request, response) => {
+    request.resume().on('end', () => {
+      response.setHeader('content-type', 'application/x-amz-json-1.1');
+      response.end(JSON.stringify({ Name: 'signing-keys', ARN: 'arn', SecretString: BENCH_KEY_RING }));
+    });
+  });
+  await new Promise<void>((done) => secrets.listen(0, '127.0.0.1', done));
+  const { port } = secrets.address() as AddressInfo;
+  const hit = (channel: 'redirect' | 'postback') => {
+    const ids = { pid: `cold-${randomUUID()}`, token: randomUUID() };
+    const url = filledUrl(BENCH_KEY_RING, channel, '60001', 'success', ids);
+    return apiEvent('GET', url, { sourceIp: '198.51.100.7' });
+  };
+  return {
+    env: {
+      TABLE_NAME: tableName,
+      AWS_ENDPOINT_URL_DYNAMODB: engine.endpoint,
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: `http://127.0.0.1:${port}`,
+    },
+    eventFor: (bundle) =>
+      bundle === 'floor'
+        ? { pk: `floor-${randomUUID()}` }
+        : bundle === 'redirect' || bundle === 'postback'
+          ? hit(bundle)
+          : undefined,
+    stop: async () => {
+      await new Promise((done) => secrets.close(done));
+      await engine.stop();
+    },
+  };
 }
 
 /**
@@ -170,6 +238,7 @@ async function composition(entry: string): Promise<{ name: string; kB: string }[
 
 export async function coldStart(options: { runs: number; sizeTarget: number; importTarget: number }) {
   const workdir = mkdtempSync(join(tmpdir(), 'bench-cold-start-'));
+  let stage: FirstHitStage | undefined;
   try {
     const synth = (outdir: string, app?: string) =>
       exec('npx', ['cdk', 'synth', '--quiet', ...(app ? ['--app', app] : []), '--output', outdir], {
@@ -187,11 +256,17 @@ export async function coldStart(options: { runs: number; sizeTarget: number; imp
     if (!postback) throw new Error('the product synthesized no postback function');
     const bundles = [floor, ...product, await withSourceMap(postback, join(workdir, 'mapped'))];
     const samples = new Map<string, number[]>(bundles.map((b) => [b.name, []]));
-    for (const bundle of bundles) await importMs(bundle); // the first import warms the file cache
+    const hitSamples = new Map<string, number[]>(bundles.map((b) => [b.name, []]));
+    stage = await firstHitStage();
+    for (const bundle of bundles) await probe(bundle, stage); // the first import warms the file cache
     for (let round = 0; round < options.runs; round++) {
-      for (const bundle of [...bundles].sort(() => Math.random() - 0.5))
-        samples.get(bundle.name)?.push(await importMs(bundle));
+      for (const bundle of [...bundles].sort(() => Math.random() - 0.5)) {
+        const sample = await probe(bundle, stage);
+        samples.get(bundle.name)?.push(sample.importMs);
+        if (sample.firstHitMs !== undefined) hitSamples.get(bundle.name)?.push(sample.firstHitMs);
+      }
     }
+    const floorHitMs = median(hitSamples.get(floor.name) ?? []);
     const floorBytes = statSync(floor.file).size;
     const floorMs = median(samples.get(floor.name) ?? []);
     const receivers = new Set(['redirect', 'postback']);
@@ -208,6 +283,7 @@ export async function coldStart(options: { runs: number; sizeTarget: number; imp
         sizeRatio: (bytes / floorBytes).toFixed(2),
         importMs: ms.toFixed(1),
         importRatio: (ms / floorMs).toFixed(2),
+        ...firstHitColumns(hitSamples.get(bundle.name) ?? [], floorHitMs),
         target: isFloor
           ? ''
           : receivers.has(bundle.name)
@@ -224,6 +300,13 @@ export async function coldStart(options: { runs: number; sizeTarget: number; imp
       importMs: Object.fromEntries(bundles.map((b) => [b.name, median(samples.get(b.name) ?? [])])),
     };
   } finally {
+    await stage?.stop();
     rmSync(workdir, { recursive: true, force: true });
   }
 }
+
+/** A first hit's median and its ratio to the floor's, for the bundles that were given one. */
+const firstHitColumns = (samples: number[], floorMs: number) =>
+  samples.length > 0
+    ? { firstHitMs: median(samples).toFixed(1), firstHitRatio: (median(samples) / floorMs).toFixed(2) }
+    : { firstHitMs: '', firstHitRatio: '' };

@@ -21,7 +21,9 @@ const tableName = 'bench-schedules';
 const engine = await startEngine();
 await ensureLedgerTable(engine.endpoint, tableName);
 // A table past its first hour: the scheduled day-index backfill has found nothing to move and says so.
-await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint }), tableName).settle({ quietMs: 0 });
+await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint }), tableName).settle({
+  quietMs: 0,
+});
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 // Created a day ago: the steady state is surveys the sync has long configured, not ones inside its skew margin.
 const created = new Date(Date.now() - 86_400_000);
