@@ -5,9 +5,11 @@
  */
 
 import {
+  createHealthStore,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
+  type HealthStore,
   type LedgerStore,
   type ReconciliationStore,
   type SurveyRegistry,
@@ -25,6 +27,7 @@ export interface CliContext {
   readonly store: LedgerStore;
   readonly registry: SurveyRegistry;
   readonly results: ReconciliationStore;
+  readonly health: HealthStore;
   readonly keyRing: () => Promise<KeyRing>;
   /** Where the key ring is kept, for rotation. */
   readonly keyRingStore: KeyRingStore;
@@ -48,7 +51,12 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
       dynamoEndpoint: env.DYNAMODB_ENDPOINT,
       storeTimeoutMs: 2000,
     },
-    { store: createLedgerStore, registry: createSurveyRegistry, results: createReconciliationStore },
+    {
+      store: createLedgerStore,
+      registry: createSurveyRegistry,
+      results: createReconciliationStore,
+      health: createHealthStore,
+    },
   );
   const keys = keyRingStore(keyRingLocation(env));
   let marketplace: MarketplaceClient | undefined;
