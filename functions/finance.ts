@@ -4,15 +4,31 @@
  */
 import { createFinanceHandler } from './finance/finance-api';
 import { finance } from './finance/finance-queries';
-import { createLedgerStore, createReconciliationStore } from './ledger/ledger-store';
+import {
+  createHealthStore,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+} from './ledger/ledger-store';
 import { PACIFIC_TIME_ZONE } from './marketplace/pacific-time';
 import { openLedger } from './runtime/aws-clients';
 import { readFinanceConfig } from './runtime/runtime-config';
 
 const config = readFinanceConfig();
 
+const ledger = openLedger(config, {
+  attempts: createLedgerStore,
+  results: createReconciliationStore,
+  registry: createSurveyRegistry,
+  health: createHealthStore,
+});
+
 export const handler = createFinanceHandler({
-  queries: finance(openLedger(config, { attempts: createLedgerStore, results: createReconciliationStore })),
+  queries: finance({
+    attempts: ledger.attempts,
+    results: ledger.results,
+    health: { registry: ledger.registry, store: ledger.health },
+  }),
   auth: config.auth,
   // Finance's days are the marketplace's: Pacific calendar days, as the transactions it pays by.
   timeZone: PACIFIC_TIME_ZONE,

@@ -26,6 +26,10 @@ export const SCHEDULED_FUNCTIONS = {
     entry: 'functions/reconcile.ts',
     description: "Reconciles the ledger against the marketplace's transaction list",
   },
+  health: {
+    entry: 'functions/health.ts',
+    description: 'Judges every active survey from its recent traffic and notifies when one fails or recovers',
+  },
 } as const;
 
 export type ScheduledFunctionName = keyof typeof SCHEDULED_FUNCTIONS;

@@ -6,10 +6,12 @@
 
 import {
   createDayIndexBackfill,
+  createHealthStore,
   createLedgerStore,
   createReconciliationStore,
   createSurveyRegistry,
   type DayIndexBackfill,
+  type HealthStore,
   type LedgerStore,
   type ReconciliationStore,
   type SurveyRegistry,
@@ -28,6 +30,7 @@ export interface CliContext {
   readonly registry: SurveyRegistry;
   readonly results: ReconciliationStore;
   readonly dayIndex: DayIndexBackfill;
+  readonly health: HealthStore;
   readonly keyRing: () => Promise<KeyRing>;
   /** Where the key ring is kept, for rotation. */
   readonly keyRingStore: KeyRingStore;
@@ -56,6 +59,7 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
       registry: createSurveyRegistry,
       results: createReconciliationStore,
       dayIndex: createDayIndexBackfill,
+      health: createHealthStore,
     },
   );
   const keys = keyRingStore(keyRingLocation(env));

@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { attemptCommand } from './attempt-command';
 import { attemptsCommand } from './attempts-command';
 import { bufferCommand } from './buffer-command';
+import { healthCommand } from './health-command';
 import { ledgerCommand } from './ledger-command';
 import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
@@ -23,6 +24,7 @@ const program = new Command('cli')
   .addCommand(redirectsCommand())
   .addCommand(reconcileCommand())
   .addCommand(reportCommand())
+  .addCommand(healthCommand())
   .addCommand(bufferCommand())
   .addCommand(ledgerCommand());
 

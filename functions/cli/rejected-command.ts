@@ -4,12 +4,13 @@ import { dayOption } from './options';
 import { say, sayJson } from './terminal';
 
 /**
- * `rejected --day <YYYY-MM-DD>`: refused redirect hits of a UTC day, for investigating forgeries and broken links.
- * They are kept counted: one line per source address, refusal code and minute, with its first hit as the sample.
+ * `rejected --day <YYYY-MM-DD>`: refused redirect and postback hits of a UTC day, for investigating forgeries,
+ * broken links and stale keys. They are kept counted: one line per source address, refusal code and minute (and,
+ * for postbacks, claimed survey), with its first hit as the sample.
  */
 export function rejectedCommand(): Command {
   return new Command('rejected')
-    .description('list the redirect hits refused on a UTC day (bad signature or malformed)')
+    .description('list the redirect and postback hits refused on a UTC day (bad signature or malformed)')
     .requiredOption('--day <YYYY-MM-DD>', 'UTC day', dayOption)
     .option('--json', 'print JSON')
     .action(async (options: { day: string; json?: boolean }) => {
@@ -25,7 +26,7 @@ export function rejectedCommand(): Command {
       }
       for (const hit of rejected) {
         say(
-          `${hit.at}  ${hit.hits} × ${hit.code ?? '-'}  ip=${hit.sourceIp ?? '-'}  first: ${hit.reason}  survey=${hit.surveyId ?? '-'} outcome=${hit.outcome ?? '-'} pid=${hit.pid ?? '-'} token=${hit.token ?? '-'}`,
+          `${hit.at}  ${hit.channel}  ${hit.hits} × ${hit.code ?? '-'}  ip=${hit.sourceIp ?? '-'}  first: ${hit.reason}  survey=${hit.surveyId ?? '-'} outcome=${hit.outcome ?? '-'} pid=${hit.pid ?? '-'} token=${hit.token ?? '-'}`,
         );
       }
       const total = rejected.reduce((sum, hit) => sum + hit.hits, 0);

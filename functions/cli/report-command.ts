@@ -40,7 +40,11 @@ export function reportCommand(): Command {
         out?: string;
       }) => {
         const context = cliContext();
-        const queries = finance({ attempts: context.store, results: context.results });
+        const queries = finance({
+          attempts: context.store,
+          results: context.results,
+          health: { registry: context.registry, store: context.health },
+        });
         const from = options.from ?? pacificDay(new Date());
         let period: ReturnType<typeof readPeriod>;
         try {

@@ -14,7 +14,7 @@ import { periodSummary } from './finance-report';
 import { discrepanciesCsv, summaryCsv } from './report-csv';
 
 export interface FinanceApiDependencies {
-  readonly queries: Pick<Finance, 'summaryRows' | 'discrepancyPage' | 'attempts'>;
+  readonly queries: Pick<Finance, 'summaryRows' | 'discrepancyPage' | 'attempts' | 'failingSurveys'>;
   readonly auth: FinanceConfig['auth'];
   /** The zone every answer names for its days. */
   readonly timeZone: string;
@@ -42,9 +42,15 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
       path: '/finance/summary',
       handler: async ({ query, csv, surveys }) => {
         const period = periodOf(query);
-        const rows = await queries.summaryRows(period, surveys);
-        if (csv) return csvResponse(summaryCsv(rows), `summary-${period.from}-${period.to}.csv`);
-        return json(200, { timeZone, ...period, ...periodSummary(rows) });
+        if (csv) {
+          const rows = await queries.summaryRows(period, surveys);
+          return csvResponse(summaryCsv(rows), `summary-${period.from}-${period.to}.csv`);
+        }
+        const [rows, failingSurveys] = await Promise.all([
+          queries.summaryRows(period, surveys),
+          queries.failingSurveys(period, surveys),
+        ]);
+        return json(200, { timeZone, ...period, ...periodSummary(rows), failingSurveys });
       },
     },
     {

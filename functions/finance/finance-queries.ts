@@ -3,8 +3,9 @@
  * (filtered and paginated), and one attempt's whole story. Every read goes through an index, day by day.
  */
 
+import { type FailingSpell, failingSpells } from '../health/health-transition';
 import { discrepancyIndexKey } from '../ledger/ledger-schema';
-import type { LedgerStore, ReconciliationStore } from '../ledger/ledger-store';
+import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
 import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
@@ -104,9 +105,29 @@ function decodeCursor(value: string, period: Period): Cursor {
 export function finance(deps: {
   readonly attempts: LedgerStore;
   readonly results: ReconciliationStore;
+  /** The survey health history; without it no report names failing surveys. */
+  readonly health?: {
+    readonly registry: Pick<SurveyRegistry, 'surveyIds'>;
+    readonly store: Pick<HealthStore, 'getMany'>;
+  };
   readonly now?: () => Date;
 }) {
   const now = deps.now ?? (() => new Date());
+
+  /**
+   * The surveys failing at any time in the period, from each survey's one health item (its history and current
+   * state): the registered survey ids from the keys-only index, then one BatchGet per 100 surveys.
+   */
+  async function failingSurveys(period: Period, surveyIds?: readonly string[]): Promise<FailingSpell[]> {
+    if (!deps.health) return [];
+    const ids = surveyIds && surveyIds.length > 0 ? surveyIds : await deps.health.registry.surveyIds();
+    const records = await deps.health.store.getMany(ids);
+    const start = pacificDayRange(period.from).start;
+    const end = pacificDayRange(period.to).end;
+    return [...records.values()]
+      .flatMap((record) => failingSpells(record, start, end))
+      .sort((a, b) => Number(a.surveyId) - Number(b.surveyId) || (a.from ?? '').localeCompare(b.from ?? ''));
+  }
 
   async function summaryRows(period: Period, surveyIds?: readonly string[]): Promise<SurveyDayRow[]> {
     const wanted = surveyIds && surveyIds.length > 0 ? new Set(surveyIds) : undefined;
@@ -133,14 +154,16 @@ export function finance(deps: {
 
   return {
     summaryRows,
+    failingSurveys,
 
     /** The whole report of a period (all discrepancies): what the CLI renders as JSON, CSV or HTML. */
     async report(period: Period, surveyIds?: readonly string[]): Promise<FinanceReport> {
-      const [rows, discrepancies] = await Promise.all([
+      const [rows, discrepancies, failing] = await Promise.all([
         summaryRows(period, surveyIds),
         allDiscrepancies(period, surveyIds),
+        failingSurveys(period, surveyIds),
       ]);
-      return financeReport(period.from, period.to, rows, discrepancies, now());
+      return financeReport(period.from, period.to, rows, discrepancies, now(), failing);
     },
 
     /**

@@ -4,6 +4,7 @@
  * Pure: the caller reads the day summaries and discrepancies; this shapes them for JSON, CSV and HTML.
  */
 
+import type { FailingSpell } from '../health/health-transition';
 import type { StoredDaySummary } from '../ledger/ledger-store';
 import { PACIFIC_TIME_ZONE } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
@@ -81,6 +82,11 @@ export interface FinanceReport extends PeriodSummary {
   readonly discrepancies: readonly Discrepancy[];
   /** Unverified success claims, listed apart: a burst of them is a forgery signal, not a debt. */
   readonly claims: readonly Discrepancy[];
+  /**
+   * Surveys the health check found failing at any time in the period (each failing spell that overlaps it): a
+   * stretch in which completes may have gone unpaid, to read beside the discrepancies.
+   */
+  readonly failingSurveys: readonly FailingSpell[];
 }
 
 /** One survey-day of a summary, as a row. */
@@ -207,6 +213,7 @@ export function financeReport(
   rows: readonly SurveyDayRow[],
   discrepancies: readonly Attempt[],
   generatedAt: Date,
+  failingSurveys: readonly FailingSpell[] = [],
 ): FinanceReport {
   const listed = discrepancies
     .map(discrepancyOf)
@@ -225,5 +232,6 @@ export function financeReport(
     ...periodSummary(rows),
     discrepancies: listed.filter((d) => !CLAIM_KINDS.has(d.kind)),
     claims: listed.filter((d) => CLAIM_KINDS.has(d.kind)),
+    failingSurveys,
   };
 }

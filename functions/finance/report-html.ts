@@ -1,7 +1,8 @@
 /**
  * The finance report as one self-contained HTML file: totals, a daily chart of completes here against completes
- * the marketplace counts (inline SVG), per-survey totals, the discrepancy table and, apart, the success claims
- * nothing backs (a forgery signal, never money). No script and no external
+ * the marketplace counts (inline SVG), per-survey totals, the surveys the health check found failing in the
+ * period, the discrepancy table and, apart, the success claims nothing backs (a forgery signal, never money). No
+ * script and no external
  * asset, so it opens offline and prints as it shows.
  */
 
@@ -68,6 +69,12 @@ export function reportHtml(report: FinanceReport): string {
       )
       .join('\n');
   const discrepancyRows = rowsOf(report.discrepancies);
+  const failingRows = report.failingSurveys
+    .map(
+      (f) =>
+        `<tr><td>${html(f.surveyId)}</td><td>${f.from ? html(f.from) : 'before the history kept'}</td><td>${f.to ? html(f.to) : 'still failing'}</td><td>${html(f.reasons.join(', '))}</td></tr>`,
+    )
+    .join('\n');
   const claimCounts = [...CLAIM_KINDS]
     .map((kind) => `<li>${html(kind)}: <strong>${t.claims[kind] ?? 0}</strong></li>`)
     .join('');
@@ -107,6 +114,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
 <div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>
+<div class="card" id="failing-count">Surveys failing in the period<b>${new Set(report.failingSurveys.map((f) => f.surveyId)).size}</b></div>
 </div>
 <h2>Completes per day</h2>
 ${dailyChart(report)}
@@ -117,6 +125,16 @@ ${dailyChart(report)}
 <tbody>
 ${surveyRows}
 </tbody></table>
+<h2>Surveys failing in this period</h2>
+<p class="meta">Spells in which the survey health check found a survey failing (postbacks stopped, success redirects without their postback, postbacks refused for a stale key, configuration drift): completes of those hours may be missing here or unpaid. <code>npm run cli -- health --survey &lt;id&gt;</code> shows a survey now.</p>
+${
+  report.failingSurveys.length === 0
+    ? '<p class="empty" id="failing-none">No survey was failing in this period.</p>'
+    : `<table id="failing"><thead><tr><th>Survey</th><th>Failing from</th><th>Until</th><th>Reasons</th></tr></thead>
+<tbody>
+${failingRows}
+</tbody></table>`
+}
 <h2>Discrepancies</h2>
 <table id="discrepancies"><thead><tr><th>Day</th><th>Survey</th><th>PID</th><th>Token</th><th>Kind</th><th>Marketplace</th><th>CPI</th><th>Here (postback / redirect)</th></tr></thead>
 <tbody>

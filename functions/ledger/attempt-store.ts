@@ -22,6 +22,7 @@ import {
   type Sighting,
 } from '../receiving/attempt';
 import type { Hit, HitSource } from '../receiving/hit-request';
+import { SURVEY_ID_PATTERN } from '../receiving/identifiers';
 import { type Channel, type Outcome, outcomesOf } from '../receiving/outcome';
 import type { RefusalCode } from '../shared/rejection';
 import { batchGet, type Item, queryAll, send } from './document-client';
@@ -36,10 +37,14 @@ import {
   legacyAttemptDayPartition,
   REJECTED_RETENTION_DAYS,
   rejectedKey,
+  rejectedPostbackKey,
   utcDay,
 } from './ledger-schema';
 
-/** A hit refused before it could count: a forged or malformed redirect. Kept for investigation only. */
+/**
+ * A hit refused before it could count: a forged or malformed redirect or postback. Kept for investigation, and
+ * refused postbacks for the survey health check.
+ */
 export interface RejectedHit {
   readonly at: string;
   readonly requestId: string;
@@ -86,6 +91,8 @@ export interface LedgerStore {
   attemptByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt | undefined>;
   /** Refused hits of one UTC day, counted per source, code and minute, oldest first. */
   rejectedHits(utcDay: string): Promise<RejectedHits[]>;
+  /** Refused hits counted in the UTC minutes [from, to) touches, oldest first: one key-range Query per UTC day. */
+  rejectedHitsBetween(from: Date, to: Date): Promise<RejectedHits[]>;
 }
 
 /**
@@ -204,13 +211,14 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
 
     async recordRejectedHit(rejected) {
       const sourceIp = clip(rejected.sourceIp);
+      const surveyId = clip(rejected.surveyId);
       // Every field is bounded: the reason can quote the input it refused.
       const sample = {
         at: rejected.at,
         requestId: clip(rejected.requestId) ?? 'unknown',
         channel: rejected.channel,
         reason: clip(rejected.reason, 200) ?? 'unknown',
-        surveyId: clip(rejected.surveyId),
+        surveyId,
         outcome: clip(rejected.outcome),
         pid: clip(rejected.pid),
         token: clip(rejected.token),
@@ -222,7 +230,17 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         client.send(
           new UpdateCommand({
             TableName: tableName,
-            Key: rejectedKey(rejected.at, rejected.code, sourceIp ?? 'unknown'),
+            // Postbacks are counted per claimed survey too, for the health check's per-survey counts.
+            Key:
+              rejected.channel === 'postback'
+                ? rejectedPostbackKey(
+                    rejected.at,
+                    rejected.code,
+                    // Only a well-formed survey id keys: anything else cannot be a survey's and stays short.
+                    SURVEY_ID_PATTERN.test(surveyId ?? '') ? (surveyId as string) : '-',
+                    sourceIp ?? 'unknown',
+                  )
+                : rejectedKey(rejected.at, rejected.code, sourceIp ?? 'unknown'),
             // The sample is the minute's first hit; later ones only count, so a flood rewrites nothing. (An SDK
             // retry after a lost answer can count a hit twice: this is a tally for investigation, never money.)
             UpdateExpression: `SET kind = :kind, #code = :code, ${fields
@@ -314,27 +332,33 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
     },
 
     async rejectedHits(day) {
-      const items = await queryAll(client, {
-        TableName: tableName,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `REJECTED#${day}` },
-      });
-      return items
-        .map((item) => ({
-          at: String(item.at),
-          requestId: String(item.requestId),
-          channel: item.channel as Channel,
-          code: optionalString(item.code),
-          reason: String(item.reason),
-          surveyId: optionalString(item.surveyId),
-          outcome: optionalString(item.outcome),
-          pid: optionalString(item.pid),
-          token: optionalString(item.token),
-          sourceIp: optionalString(item.sourceIp),
-          // Records written before refusals were counted are one hit each.
-          hits: typeof item.hits === 'number' ? item.hits : 1,
-        }))
-        .sort((a, b) => a.at.localeCompare(b.at));
+      return rejectedFromItems(
+        await queryAll(client, {
+          TableName: tableName,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': `REJECTED#${day}` },
+        }),
+      );
+    },
+
+    async rejectedHitsBetween(from, to) {
+      const items: Item[] = [];
+      const last = new Date(to.getTime() - 1).toISOString().slice(0, 16);
+      for (const day of utcDaysBetween(from, to)) {
+        items.push(
+          ...(await queryAll(client, {
+            TableName: tableName,
+            KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+            ExpressionAttributeValues: {
+              ':pk': `REJECTED#${day}`,
+              ':from': from.toISOString().slice(0, 16),
+              // Every sort key of the last minute starts with it and goes on with `#` (or `:` on old items).
+              ':to': `${last}~`,
+            },
+          })),
+        );
+      }
+      return rejectedFromItems(items);
     },
   };
 }
@@ -485,6 +509,25 @@ function reconciliationFromItem(item: Item): AttemptReconciliation {
     ...(item.marketplace ? { marketplace: item.marketplace as AttemptReconciliation['marketplace'] } : {}),
     history: (item.verdictHistory ?? []) as AttemptReconciliation['history'],
   };
+}
+
+function rejectedFromItems(items: readonly Item[]): RejectedHits[] {
+  return items
+    .map((item) => ({
+      at: String(item.at),
+      requestId: String(item.requestId),
+      channel: item.channel as Channel,
+      code: optionalString(item.code),
+      reason: String(item.reason),
+      surveyId: optionalString(item.surveyId),
+      outcome: optionalString(item.outcome),
+      pid: optionalString(item.pid),
+      token: optionalString(item.token),
+      sourceIp: optionalString(item.sourceIp),
+      // Records written before refusals were counted are one hit each.
+      hits: typeof item.hits === 'number' ? item.hits : 1,
+    }))
+    .sort((a, b) => a.at.localeCompare(b.at));
 }
 
 /** When an attempt was first known: first seen here, or clicked in at the marketplace. */

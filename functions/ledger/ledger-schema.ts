@@ -6,17 +6,25 @@
  * |-----------------|--------------------------|------------------------------|-------------------------------|--------------------------|
  * | attempt         | ATTEMPT#<surveyId>#<pid> | TOKEN#<token>                | ATTEMPTS#<utc day>#<surveyId> | <firstSeenAt>            |
  * | rejected hits   | REJECTED#<utc day>       | <utc minute>#<code>#<source> | -                       | -                        |
+ * | refused postbacks | REJECTED#<utc day>     | <utc minute>#postback#<code>#<surveyId>#<source> | -   | -                        |
  * | survey registry | SURVEY#<surveyId>        | REDIRECTS                    | SURVEYS                 | <surveyId>               |
  * | checkpoint      | CHECKPOINT#<name>        | CHECKPOINT                   | -                       | -                        |
  * | day summary     | SUMMARY#<surveyId>       | DAY#<pacific day>            | SUMMARIES#<pacific day> | <surveyId>               |
  * | reconciliation  | SURVEY#<surveyId>        | RECONCILIATION               | -                       | -                        |
  * | run state       | RUN#<name>               | STATE                        | -                       | -                        |
+ * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes).
  *
  * Refused hits are counted: one item per source address, refusal code and UTC minute (`YYYY-MM-DDTHH:MM`), holding
  * the first hit as a sample and a `hits` counter. Items written before that have sk `<at>#<request id>`, one hit
- * each; they are read the same way and expire like the rest.
+ * each; they are read the same way and expire like the rest. Refused postbacks are counted the same way with the
+ * survey they claimed in the key too (`postback` marks them; it is no refusal code, so the two never collide), so the
+ * health check counts them per survey; a malformed survey id is kept as `-`. The sort key starts with the minute,
+ * so a time range of refusals is one key-range Query per UTC day.
+ *
+ * A survey's health item holds its current health state, since when, the reasons and the last 20 transitions;
+ * it is written only when the state or its reasons change.
  *
  * `gsi2` is sparse: only attempts whose reconciliation verdict is a discrepancy carry its keys,
  * gsi2pk `DISCREPANCIES#<pacific day>` and gsi2sk `<surveyId>#<verdict>#<token>`.
@@ -83,6 +91,16 @@ export const rejectedKey = (at: string, code: string, source: string) => ({
   sk: `${at.slice(0, 16)}#${keyPart(code)}#${keyPart(source)}`,
 });
 
+/**
+ * The item that counts a source's refused postbacks of one code, for one claimed survey, in the UTC minute of
+ * `at`. The survey id is attacker-controlled: a flood of distinct ids makes one item per request, which costs
+ * what counting on one item would (one write each) and expires with the rest.
+ */
+export const rejectedPostbackKey = (at: string, code: string, surveyId: string, source: string) => ({
+  pk: `REJECTED#${utcDay(at)}`,
+  sk: `${at.slice(0, 16)}#postback#${keyPart(code)}#${keyPart(surveyId)}#${keyPart(source)}`,
+});
+
 export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });
 export const registrationIndexKey = (surveyId: string) => ({ gsi1pk: 'SURVEYS', gsi1sk: surveyId });
 export const checkpointKey = (name: string) => ({ pk: `CHECKPOINT#${name}`, sk: 'CHECKPOINT' });
@@ -104,6 +122,7 @@ export const reconciliationStateKey = (surveyId: string) => ({
   sk: 'RECONCILIATION',
 });
 export const runStateKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'STATE' });
+export const healthKey = (surveyId: string) => ({ pk: `HEALTH#${surveyId}`, sk: 'STATE' });
 
 /** Rejected hits are kept for investigation, not for ever. */
 export const REJECTED_RETENTION_DAYS = 90;

@@ -35,6 +35,8 @@ export interface SurveyRegistry {
   put(registration: SurveyRegistration): Promise<void>;
   /** Every registered survey, by id, through the index. */
   list(): Promise<SurveyRegistration[]>;
+  /** The ids of every registered survey, from the keys-only index alone (no item read). */
+  surveyIds(): Promise<string[]>;
   /** A named checkpoint (ISO-8601 UTC), or undefined before the first. */
   checkpoint(name: string): Promise<string | undefined>;
   /** Moves a checkpoint forward; never backwards, even when two runs race. Returns false if it did not move. */
@@ -62,6 +64,14 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
     Object.fromEntries(
       REGISTRATION_FIELDS.filter((f) => item[f] !== undefined).map((f) => [f, item[f]]),
     ) as unknown as SurveyRegistration;
+  const registrationKeys = () =>
+    queryAll(client, {
+      TableName: tableName,
+      IndexName: LEDGER.index.name,
+      KeyConditionExpression: '#pk = :pk',
+      ExpressionAttributeNames: { '#pk': LEDGER.index.partitionKey },
+      ExpressionAttributeValues: { ':pk': registrationIndexKey('').gsi1pk },
+    });
   return {
     async get(surveyId) {
       const { Item } = await send(() =>
@@ -87,19 +97,18 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       );
     },
     async list() {
-      const keys = await queryAll(client, {
-        TableName: tableName,
-        IndexName: LEDGER.index.name,
-        KeyConditionExpression: '#pk = :pk',
-        ExpressionAttributeNames: { '#pk': LEDGER.index.partitionKey },
-        ExpressionAttributeValues: { ':pk': registrationIndexKey('').gsi1pk },
-      });
+      const keys = await registrationKeys();
       const items = await batchGet(
         client,
         tableName,
         keys.map((key) => ({ pk: key.pk, sk: key.sk })),
       );
       return items.map(fromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
+    },
+    async surveyIds() {
+      return (await registrationKeys())
+        .map((key) => String(key[LEDGER.index.sortKey]))
+        .sort((a, b) => Number(a) - Number(b));
     },
     async checkpoint(name) {
       const { Item } = await send(() =>

@@ -1,7 +1,9 @@
 /**
  * Postbacks: the marketplace's server reporting an attempt's success or fail, over GET or POST.
  * Answers 200 only once the outcome is durable: in the ledger, or, while the ledger is unavailable, in the
- * buffer the drainer empties into it. 403 for a bad signature or a source outside the allow-list, stored nowhere.
+ * buffer the drainer empties into it. 403 for a bad signature or a source outside the allow-list, 400 for bad
+ * input: each refusal is counted in the ledger per source, code, claimed survey and UTC minute (one write, no
+ * read: the refusal path, never the hit path), so the survey health check sees a survey's postbacks being refused.
  */
 
 import { type LedgerStore, StoreUnavailable } from '../ledger/ledger-store';
@@ -9,11 +11,11 @@ import type { HitBuffer } from '../runtime/hit-buffer';
 import { describe, hitRequestFrom, json, jsonRoute } from '../runtime/http-route';
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
-import { Rejection } from '../shared/rejection';
+import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
 import { readClaim, readIdentity } from './hit-request';
 
 export interface PostbackDependencies {
-  readonly store: Pick<LedgerStore, 'recordHit'>;
+  readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
   readonly keyRing: KeyRingSource;
   /** Where a hit waits while the ledger is down; without one the postback answers 503 and is retried. */
   readonly buffer?: HitBuffer | undefined;
@@ -23,14 +25,35 @@ export interface PostbackDependencies {
 
 /** The postback handler, from its dependencies. */
 export function createPostbackHandler({ store, keyRing, buffer, postbackSources }: PostbackDependencies) {
-  return jsonRoute(async (event) => {
+  return jsonRoute(async (event, context) => {
     const request = hitRequestFrom(event);
     const sourceIp = event.requestContext.http.sourceIp;
+    const refuse = async (code: RefusalCode, reason: string) => {
+      const params = new URLSearchParams(request.rawQueryString);
+      try {
+        await store.recordRejectedHit({
+          at: new Date().toISOString(),
+          requestId: context.awsRequestId,
+          channel: 'postback',
+          code,
+          reason,
+          surveyId: request.pathParameters.surveyId,
+          outcome: request.pathParameters.outcome,
+          pid: params.get('pid') ?? undefined,
+          token: params.get('token') ?? undefined,
+          sourceIp,
+        });
+      } catch (error) {
+        // The refusal stands whether or not it could be counted.
+        logger.error('refused postback not recorded', { code, reason, error: describe(error) });
+      }
+    };
     try {
       const { claim, query } = readClaim('postback', request);
       if (postbackSources && !postbackSources(sourceIp)) {
         logger.warn('postback refused: source', { ...claim.target, sourceIp });
         count('RejectedSource');
+        await refuse('forbidden', 'source address not allowed');
         throw new Rejection(403, 'forbidden', 'source address not allowed');
       }
       const check = await checkSignature(keyRing, claim, new Date());
@@ -42,6 +65,7 @@ export function createPostbackHandler({ store, keyRing, buffer, postbackSources 
           sourceIp,
         });
         count('RejectedPostback', { reason: 'signature' });
+        await refuse(signatureRefusal(check.reason), `signature ${check.reason}`);
         throw new Rejection(
           403,
           'forbidden',
@@ -93,6 +117,7 @@ export function createPostbackHandler({ store, keyRing, buffer, postbackSources 
         // `reason`, not `message`: the Logger reserves `message` for the log line's own text and drops the key.
         logger.warn('postback refused: input', { status: error.status, reason: error.message, sourceIp });
         count('RejectedPostback', { reason: 'input' });
+        await refuse(error.code, error.message);
       }
       throw error;
     }

@@ -26,6 +26,15 @@ export const LOCAL_DEFAULTS = {
   RECONCILE_CONTINUE: 'next-schedule',
   /** Locally, discrepancies are judged once quiet for this long (ten minutes in AWS). */
   RECONCILE_SETTLE_SECONDS: '5',
+  /** The survey health check runs this often locally, in ms (every 5 minutes in AWS); 0 turns it off. */
+  HEALTH_INTERVAL_MS: '30000',
+  /**
+   * Locally the health rules look at minutes, not quarter hours (15, 10 and 30 in AWS), so a survey whose postbacks
+   * stop turns failing within about two minutes of simulated traffic.
+   */
+  HEALTH_WINDOW_MINUTES: '2',
+  HEALTH_GRACE_MINUTES: '1',
+  HEALTH_STOPPED_MINUTES: '2',
   /** One simulated respondent this often, in ms; 0 sends none. */
   RESPONDENT_INTERVAL_MS: '2000',
   /** The finance API checks this bearer token locally (IAM in AWS). */

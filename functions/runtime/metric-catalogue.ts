@@ -73,6 +73,27 @@ export const METRIC_CATALOGUE = {
     about: 'attempts per verdict in a reconciliation run',
   },
   ReconcileFailures: { unit: 'Count', dimensions: {}, about: 'reconciliation runs with a failed survey' },
+  SurveysOk: { unit: 'Count', dimensions: {}, about: 'active surveys the health check found ok in a run' },
+  SurveysWarning: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'active surveys the health check found warning in a run',
+  },
+  SurveysFailing: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'active surveys the health check found failing in a run',
+  },
+  SurveysTurnedFailing: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'surveys that turned failing in a health check run (each also notified by name)',
+  },
+  SurveysRecovered: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'surveys that stopped failing in a health check run (each also notified by name)',
+  },
 } as const satisfies Record<string, MetricSpec>;
 
 export interface MetricSpec {

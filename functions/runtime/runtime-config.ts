@@ -3,6 +3,7 @@
  * fails the cold start with a message naming the variable; no request ever sees a half-configured handler.
  */
 import * as z from 'zod/mini';
+import { DEFAULT_HEALTH_SETTINGS as H, type HealthSettings } from '../health/health-rules';
 import type { PostbackMethods } from '../marketplace/redirect-settings';
 import { type LandingTemplates, templateProblem } from '../receiving/landing-page';
 import { OUTCOMES } from '../receiving/outcome';
@@ -287,5 +288,99 @@ export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): DrainConf
       maxSeconds: Math.max(values.DRAIN_BACKOFF_MAX_SECONDS, values.DRAIN_BACKOFF_BASE_SECONDS),
     },
     circuitSeconds: values.DRAIN_CIRCUIT_SECONDS,
+  };
+}
+
+/** The survey health rules' thresholds (`HEALTH_*`); the CLI reads them too, so both judge alike. */
+const healthSettingsEnvironment = z
+  .object({
+    HEALTH_WINDOW_MINUTES: wholeNumber(1, 1440, H.windowMinutes),
+    HEALTH_GRACE_MINUTES: wholeNumber(0, 1440, H.graceMinutes),
+    HEALTH_STOPPED_MINUTES: wholeNumber(1, 1440, H.stoppedMinutes),
+    HEALTH_STOPPED_MIN_REDIRECTS: wholeNumber(1, 100_000, H.stoppedMinRedirects),
+    HEALTH_COVERAGE_WARN_PERCENT: wholeNumber(0, 100, H.coverageWarnPercent),
+    HEALTH_COVERAGE_FAIL_PERCENT: wholeNumber(0, 100, H.coverageFailPercent),
+    HEALTH_COVERAGE_MIN_SUCCESS: wholeNumber(1, 100_000, H.coverageMinSuccess),
+    HEALTH_UNCOVERED_MIN: wholeNumber(1, 100_000, H.uncoveredMin),
+    HEALTH_REFUSED_WARN: wholeNumber(1, 1_000_000, H.refusedWarnAt),
+    HEALTH_REFUSED_KEY_FAIL: wholeNumber(1, 1_000_000, H.refusedKeyFailAt),
+    HEALTH_DRIFT_FAILURES: wholeNumber(1, 1000, H.driftFailures),
+  })
+  .check(
+    z.superRefine((env, ctx) => {
+      if (env.HEALTH_STOPPED_MINUTES <= env.HEALTH_GRACE_MINUTES)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['HEALTH_STOPPED_MINUTES'],
+          message:
+            'must be longer than HEALTH_GRACE_MINUTES (redirects younger than the grace are not judged)',
+        });
+      if (env.HEALTH_COVERAGE_FAIL_PERCENT > env.HEALTH_COVERAGE_WARN_PERCENT)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['HEALTH_COVERAGE_FAIL_PERCENT'],
+          message: 'must not be above HEALTH_COVERAGE_WARN_PERCENT',
+        });
+    }),
+  );
+
+/** The survey health rules' settings from the environment. Throws naming every bad variable. */
+export function readHealthSettings(env: NodeJS.ProcessEnv = process.env): HealthSettings {
+  const values = parse(healthSettingsEnvironment, env);
+  return {
+    windowMinutes: values.HEALTH_WINDOW_MINUTES,
+    graceMinutes: values.HEALTH_GRACE_MINUTES,
+    stoppedMinutes: values.HEALTH_STOPPED_MINUTES,
+    stoppedMinRedirects: values.HEALTH_STOPPED_MIN_REDIRECTS,
+    coverageWarnPercent: values.HEALTH_COVERAGE_WARN_PERCENT,
+    coverageFailPercent: values.HEALTH_COVERAGE_FAIL_PERCENT,
+    coverageMinSuccess: values.HEALTH_COVERAGE_MIN_SUCCESS,
+    uncoveredMin: values.HEALTH_UNCOVERED_MIN,
+    refusedWarnAt: values.HEALTH_REFUSED_WARN,
+    refusedKeyFailAt: values.HEALTH_REFUSED_KEY_FAIL,
+    driftFailures: values.HEALTH_DRIFT_FAILURES,
+  };
+}
+
+const healthEnvironment = z
+  .extend(base, {
+    HEALTH_CONCURRENCY: wholeNumber(1, 32, 4),
+    /** The alarm topic the notices go to (AWS); unset, they go to the log and HEALTH_WEBHOOK_URL. */
+    ALARM_TOPIC_ARN: z.optional(
+      z.string().check(z.regex(/^arn:aws[a-z-]*:sns:/, 'must be an SNS topic ARN')),
+    ),
+    /** Locally: where each notice is also POSTed as JSON. */
+    HEALTH_WEBHOOK_URL: z.optional(z.url()),
+    HEALTH_WEBHOOK_TIMEOUT_MS: wholeNumber(100, 30_000, 5000),
+  })
+  .check(
+    z.superRefine((env, ctx) => {
+      if (env.AWS_LAMBDA_FUNCTION_NAME && !env.ALARM_TOPIC_ARN)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['ALARM_TOPIC_ARN'],
+          message: 'is required in Lambda (the notices go to the alarm topic)',
+        });
+    }),
+  );
+
+export interface HealthConfig extends LedgerConnection {
+  readonly settings: HealthSettings;
+  readonly concurrency: number;
+  readonly notices:
+    | { readonly mode: 'sns'; readonly topicArn: string }
+    | { readonly mode: 'local'; readonly webhookUrl?: string | undefined; readonly timeoutMs: number };
+}
+
+/** The survey health function's configuration (it needs no signing keys and no marketplace). */
+export function readHealthConfig(env: NodeJS.ProcessEnv = process.env): HealthConfig {
+  const values = parse(healthEnvironment, env);
+  return {
+    ...ledgerConnection(values),
+    settings: readHealthSettings(env),
+    concurrency: values.HEALTH_CONCURRENCY,
+    notices: values.ALARM_TOPIC_ARN
+      ? { mode: 'sns', topicArn: values.ALARM_TOPIC_ARN }
+      : { mode: 'local', webhookUrl: values.HEALTH_WEBHOOK_URL, timeoutMs: values.HEALTH_WEBHOOK_TIMEOUT_MS },
   };
 }

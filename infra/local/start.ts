@@ -5,6 +5,7 @@
  */
 import './environment';
 import { randomUUID } from 'node:crypto';
+import type { HealthRunSummary } from '../../functions/health/health-handler';
 import type { SyncSummary } from '../../functions/marketplace/redirect-sync-handler';
 import { buildSurveyUrls } from '../../functions/receiving/survey-urls';
 import type { ReconcileRunSummary as ReconcileSummary } from '../../functions/reconciliation/reconcile-handler';
@@ -73,6 +74,25 @@ const reconcile =
       )
     : undefined;
 
+const healthInterval = Number(env.HEALTH_INTERVAL_MS);
+const health =
+  healthInterval > 0
+    ? await startLocalSchedule('health', healthInterval, (result, error) => {
+        const prefix = interactive ? '\n' : '';
+        if (error) {
+          console.log(
+            `${prefix}survey health check failed: ${error instanceof Error ? error.message : String(error)}`,
+          );
+          return;
+        }
+        for (const t of (result as HealthRunSummary).transitions) {
+          console.log(
+            `${prefix}survey ${t.surveyId} health: ${t.from} -> ${t.to}${t.reasons.length ? ` (${t.reasons.join(', ')})` : ''}; npm run cli -- health --survey ${t.surveyId}`,
+          );
+        }
+      })
+    : undefined;
+
 let stopStream: (() => Promise<void>) | undefined;
 const lines = [
   'Survey receiver, local stack',
@@ -85,6 +105,9 @@ const lines = [
   reconcile
     ? `  Reconciliation runs every ${reconcileInterval} ms (or now: npm run cli -- reconcile).`
     : '  Scheduled reconciliation is off (RECONCILE_INTERVAL_MS=0); npm run cli -- reconcile runs it.',
+  health
+    ? `  Survey health is checked every ${healthInterval} ms (or now: npm run cli -- health); notices go to the log${env.HEALTH_WEBHOOK_URL ? ` and ${env.HEALTH_WEBHOOK_URL}` : ' (and HEALTH_WEBHOOK_URL, if set)'}.`
+    : '  The survey health check is off (HEALTH_INTERVAL_MS=0); npm run cli -- health shows it.',
 ];
 if (stack.marketplace) {
   const interval = Number(env.RESPONDENT_INTERVAL_MS);
@@ -118,6 +141,7 @@ const shutdown = async () => {
   await stopStream?.();
   await sync.stop();
   await reconcile?.stop();
+  await health?.stop();
   await stack.stop();
   process.exit(0);
 };

@@ -4,19 +4,23 @@
  * attempt's story by pid or token.
  */
 import { parse } from 'csv-parse/sync';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFinanceHandler } from '../../functions/finance/finance-api';
 import { type Finance, finance } from '../../functions/finance/finance-queries';
 import {
   createDocumentClient,
+  createHealthStore,
   createLedgerStore,
   createReconciliationStore,
+  createSurveyRegistry,
+  type HealthStore,
   type LedgerStore,
   type ReconciliationStore,
 } from '../../functions/ledger/ledger-store';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../../functions/reconciliation/verdict-rules';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
+import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable } from '../support/ledger';
 
 const TOKEN = 'finance-test-token-0123456789';
@@ -26,6 +30,9 @@ let handler: Handler;
 let attempts: LedgerStore;
 let results: ReconciliationStore;
 let queries: Finance;
+let proxy: EngineProxy;
+let health: HealthStore;
+afterAll(() => proxy?.stop());
 
 const auth = { authorization: `Bearer ${TOKEN}` };
 const get = (url: string, headers: Record<string, string> = auth) =>
@@ -109,7 +116,40 @@ beforeAll(async () => {
   await discrepancy('8001', D2, 'a3', 'invalidated');
   await discrepancy('8002', D2, 'b1', 'cpi_mismatch', 'Completed, "verified"');
   await discrepancy('8002', D2, 'b2', 'invalidated');
-  queries = finance({ attempts, results });
+  // Survey health: 8001 failed for two hours of D1; 8002 has been failing since before the period; 8003 failed
+  // only after it. The health reads go through a recording proxy, to count them.
+  proxy = await startEngineProxy(endpoint);
+  const counted = createDocumentClient({ endpoint: proxy.endpoint });
+  health = createHealthStore(counted, tableName);
+  const registry = createSurveyRegistry(counted, tableName);
+  for (const surveyId of ['8001', '8002', '8003'])
+    await registry.put({
+      surveyId,
+      state: 'active',
+      verified: true,
+      failures: 0,
+      updatedAt: '2026-11-01T00:00:00Z',
+    });
+  const reasons = [{ code: 'postbacks_stopped' as const, severity: 'failing' as const, detail: 'evidence' }];
+  const spell = (surveyId: string, from: string, to?: string) => ({
+    surveyId,
+    state: to ? ('ok' as const) : ('failing' as const),
+    since: to ?? from,
+    reasons: to ? [] : reasons,
+    history: [
+      { at: from, from: 'ok' as const, to: 'failing' as const, reasons: ['postbacks_stopped'] },
+      ...(to ? [{ at: to, from: 'failing' as const, to: 'ok' as const, reasons: [] }] : []),
+    ],
+    updatedAt: to ?? from,
+    revision: 1,
+  });
+  for (const written of [
+    spell('8001', `${D1}T18:00:00.000Z`, `${D1}T20:00:00.000Z`),
+    spell('8002', '2026-11-10T00:00:00.000Z'),
+    spell('8003', '2026-11-25T00:00:00.000Z', '2026-11-25T01:00:00.000Z'),
+  ])
+    expect(await health.put(written)).toBe(true);
+  queries = finance({ attempts, results, health: { registry, store: health } });
   handler = createFinanceHandler({
     queries,
     auth: { mode: 'bearer', token: TOKEN },
@@ -164,6 +204,37 @@ describe('routing', () => {
     expect(JSON.parse(result.body as string)).toEqual({ error: 'not_found', message: 'no such route' });
     const anonymous = await invoke(handler, { ...stray, headers: {} });
     expect(anonymous.statusCode).toBe(401);
+  });
+});
+
+describe('surveys failing in the period', () => {
+  it('are in the summary: each failing spell that overlaps the period, read with one Query and one BatchGet', async () => {
+    const start = proxy.operations.length;
+    const body = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}`)) as { failingSurveys: unknown[] };
+    expect(proxy.operations.slice(start)).toEqual(['Query', 'BatchGetItem']);
+    expect(body.failingSurveys).toEqual([
+      {
+        surveyId: '8001',
+        from: `${D1}T18:00:00.000Z`,
+        to: `${D1}T20:00:00.000Z`,
+        reasons: ['postbacks_stopped'],
+      },
+      { surveyId: '8002', from: '2026-11-10T00:00:00.000Z', reasons: ['postbacks_stopped'] },
+    ]);
+  });
+
+  it('for the surveys asked for only, without listing the registry', async () => {
+    const start = proxy.operations.length;
+    const body = jsonBody(await get(`/finance/summary?from=${D2}&to=${D2}&survey=8001,8002`)) as {
+      failingSurveys: { surveyId: string }[];
+    };
+    expect(proxy.operations.slice(start)).toEqual(['BatchGetItem']);
+    expect(body.failingSurveys.map((f) => f.surveyId)).toEqual(['8002']);
+  });
+
+  it('are in the report, and so in its HTML page', async () => {
+    const report = await queries.report({ from: D1, to: D1 });
+    expect(report.failingSurveys.map((f) => f.surveyId)).toEqual(['8001', '8002']);
   });
 });
 

@@ -5,6 +5,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LedgerStore } from '../../functions/ledger/ledger-store';
 import { identifierProblem } from '../../functions/receiving/identifiers';
 import { buildEvent, type RouteMatch } from '../../infra/local/api-gateway';
 import { ROUTES } from '../../infra/routes';
@@ -15,13 +16,14 @@ import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 let postback: Handler;
 let redirect: Handler;
+let store: LedgerStore;
 let proxy: EngineProxy;
 const RUNS = Number(process.env.FUZZ_RUNS ?? 300);
 
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
   proxy = await startEngineProxy(endpoint);
-  ({ postback, redirect } = await receivers({ endpoint: proxy.endpoint, tableName }));
+  ({ postback, redirect, store } = await receivers({ endpoint: proxy.endpoint, tableName }));
 });
 afterAll(() => proxy.stop());
 
@@ -99,8 +101,10 @@ function event(
 }
 
 describe('fuzzed postbacks', () => {
-  it('never answer 5xx, answer every refusal with a 4xx JSON error, and store nothing unsigned', async () => {
+  it('never answer 5xx, answer every refusal with a 4xx JSON error, and store nothing unsigned but its refusal count', async () => {
     const writesBefore = proxy.operations.filter((op) => op === 'UpdateItem').length;
+    const started = new Date();
+    let refused = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom('GET', 'POST'),
@@ -128,11 +132,17 @@ describe('fuzzed postbacks', () => {
           expect(answer.error).toMatch(/^[a-z_]+$/);
           expect(answer.message.length).toBeGreaterThan(0);
           expect(String(result.body)).not.toMatch(/at .*\.ts:\d+|Error:|stack/i);
+          refused++;
         },
       ),
       { numRuns: RUNS },
     );
-    expect(proxy.operations.filter((op) => op === 'UpdateItem').length).toBe(writesBefore);
+    // One write per refusal, and each of them counted a refusal: none made an attempt.
+    expect(proxy.operations.filter((op) => op === 'UpdateItem').length - writesBefore).toBe(refused);
+    const counted = (await store.rejectedHitsBetween(started, new Date(Date.now() + 60_000)))
+      .filter((hit) => hit.channel === 'postback')
+      .reduce((sum, hit) => sum + hit.hits, 0);
+    expect(counted).toBe(refused);
   });
 
   it('with a valid signature and fuzzed identifiers and bodies: stored only when the identifiers are valid', async () => {

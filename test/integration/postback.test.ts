@@ -2,7 +2,7 @@
  * The postback handler against the real DynamoDB protocol (embedded engine behind a recording proxy).
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -16,9 +16,12 @@ import { freshTable, TEST_KEY_RING } from '../support/ledger';
 let handler: Handler;
 let store: LedgerStore;
 let proxy: EngineProxy;
+let tableName: string;
 
 beforeAll(async () => {
-  const { endpoint, tableName } = await freshTable();
+  const table = await freshTable();
+  const { endpoint } = table;
+  tableName = table.tableName;
   proxy = await startEngineProxy(endpoint);
   ({ postback: handler } = await receivers({ endpoint: proxy.endpoint, tableName }));
   store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
@@ -157,7 +160,7 @@ describe('concurrent postbacks', () => {
   });
 });
 
-describe('a refused postback stores nothing', () => {
+describe('a refused postback stores no attempt, only its refusal count', () => {
   const tamper = (url: string, name: string, value: string | null) => {
     const parsed = new URL(url);
     if (value === null) parsed.searchParams.delete(name);
@@ -186,7 +189,7 @@ describe('a refused postback stores nothing', () => {
     const result = await invoke(handler, apiEvent('GET', forge(successUrl())));
     expect(result.statusCode).toBe(403);
     expect(jsonBody(result)).toEqual({ error: 'forbidden', message });
-    expect(proxy.operations.slice(start)).toEqual([]);
+    expect(proxy.operations.slice(start)).toEqual(['UpdateItem']);
     expect(await store.attemptsOf(url1002(forge) ? '1002' : '1001', ids.pid)).toEqual([]);
   });
 
@@ -231,7 +234,7 @@ describe('a refused postback stores nothing', () => {
     const result = await invoke(handler, apiEvent('GET', forge(successUrl())));
     expect(result.statusCode).toBe(status);
     expect(jsonBody(result)).toEqual({ error: 'bad_request', message });
-    expect(proxy.operations.slice(start)).toEqual([]);
+    expect(proxy.operations.slice(start)).toEqual(['UpdateItem']);
   });
 
   it('with an unknown outcome or malformed survey id: 400', async () => {
@@ -266,3 +269,79 @@ describe('a refused postback stores nothing', () => {
 function url1002(forge: (u: string) => string): boolean {
   return forge('https://x/postback/1001/success?').includes('/1002/');
 }
+
+describe('refused postbacks are counted per source, code, claimed survey and UTC minute', () => {
+  // The middle of a minute, so a slow run cannot split the flood across two.
+  const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 30_000);
+  const retiredRing = JSON.stringify({
+    ...JSON.parse(TEST_KEY_RING),
+    retire: { k1: '2020-01-01T00:00:00Z' },
+  });
+  let retiring: Handler;
+  beforeAll(async () => {
+    ({ postback: retiring } = await receivers({
+      endpoint: proxy.endpoint,
+      tableName,
+      keyRing: retiredRing,
+    }));
+  });
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'], now: minute });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  const source = () => `192.0.2.${Math.floor(Math.random() * 250) + 1}-${randomUUID().slice(0, 4)}`;
+  const oldKeyUrl = (surveyId: string) =>
+    filledUrl(
+      TEST_KEY_RING,
+      'postback',
+      surveyId,
+      'success',
+      { pid: `p-${randomUUID()}`, token: randomUUID() },
+      'k1',
+    );
+  const refusedFrom = async (sourceIp: string) =>
+    (await store.rejectedHitsBetween(minute, new Date(minute.getTime() + 60_000))).filter(
+      (hit) => hit.sourceIp === sourceIp,
+    );
+
+  it('a flood of postbacks signed with a retired key from one source in one minute makes one item', async () => {
+    const sourceIp = source();
+    const start = proxy.operations.length;
+    for (let i = 0; i < 30; i++) {
+      const result = await invoke(retiring, apiEvent('GET', oldKeyUrl('1001'), { sourceIp }));
+      expect(result.statusCode).toBe(403);
+    }
+    // One write per refusal, never a read.
+    expect(proxy.operations.slice(start)).toEqual(Array(30).fill('UpdateItem'));
+    expect(await refusedFrom(sourceIp)).toEqual([
+      expect.objectContaining({
+        channel: 'postback',
+        code: 'signature_retired_key',
+        surveyId: '1001',
+        outcome: 'success',
+        at: minute.toISOString(),
+        hits: 30,
+      }),
+    ]);
+  });
+
+  it('another claimed survey makes another item, so refusals count per survey', async () => {
+    const sourceIp = source();
+    for (let i = 0; i < 3; i++) await invoke(retiring, apiEvent('GET', oldKeyUrl('1001'), { sourceIp }));
+    await invoke(retiring, apiEvent('GET', oldKeyUrl('1002'), { sourceIp }));
+    const counts = (await refusedFrom(sourceIp)).map((hit) => [hit.surveyId, hit.hits]).sort();
+    expect(counts).toEqual([
+      ['1001', 3],
+      ['1002', 1],
+    ]);
+  });
+
+  it('a malformed survey id is counted apart from every survey', async () => {
+    const sourceIp = source();
+    await invoke(handler, apiEvent('GET', successUrl().replace('/1001/', '/10x1/'), { sourceIp }));
+    const [refused] = await refusedFrom(sourceIp);
+    expect(refused).toMatchObject({ code: 'bad_request', surveyId: '10x1', hits: 1 });
+  });
+});

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import {
   readFinanceConfig,
+  readHealthConfig,
   readReceiverConfig,
   readReconcileConfig,
 } from '../../functions/runtime/runtime-config';
@@ -61,5 +63,36 @@ describe('configuration', () => {
       }),
     ).toThrow(/FINANCE_AUTH must be iam in Lambda/);
     expect(readFinanceConfig({ TABLE_NAME: 't' }).auth).toEqual({ mode: 'iam' });
+  });
+});
+
+describe('the survey health check configuration', () => {
+  it('defaults every threshold and sends notices locally without a topic', () => {
+    expect(readHealthConfig({ TABLE_NAME: 'ledger' })).toMatchObject({
+      settings: DEFAULT_HEALTH_SETTINGS,
+      concurrency: 4,
+      notices: { mode: 'local', timeoutMs: 5000 },
+    });
+    expect(
+      readHealthConfig({
+        TABLE_NAME: 'ledger',
+        HEALTH_WINDOW_MINUTES: '5',
+        ALARM_TOPIC_ARN: 'arn:aws:sns:eu-west-1:123456789012:alarms',
+      }),
+    ).toMatchObject({
+      settings: { ...DEFAULT_HEALTH_SETTINGS, windowMinutes: 5 },
+      notices: { mode: 'sns', topicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' },
+    });
+  });
+
+  it.each([
+    [{ HEALTH_STOPPED_MINUTES: '10' }, /HEALTH_STOPPED_MINUTES must be longer than HEALTH_GRACE_MINUTES/],
+    [{ HEALTH_COVERAGE_FAIL_PERCENT: '95' }, /HEALTH_COVERAGE_FAIL_PERCENT must not be above/],
+    [{ HEALTH_WINDOW_MINUTES: '0' }, /HEALTH_WINDOW_MINUTES Too small/],
+    [{ ALARM_TOPIC_ARN: 'alarms' }, /ALARM_TOPIC_ARN must be an SNS topic ARN/],
+    [{ AWS_LAMBDA_FUNCTION_NAME: 'health' }, /ALARM_TOPIC_ARN is required in Lambda/],
+    [{ HEALTH_WEBHOOK_URL: 'not a url' }, /HEALTH_WEBHOOK_URL/],
+  ])('refuses %j', (env, message) => {
+    expect(() => readHealthConfig({ TABLE_NAME: 'ledger', ...env })).toThrow(message);
   });
 });

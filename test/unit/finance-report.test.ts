@@ -141,5 +141,28 @@ describe('HTML report', () => {
     );
     expect(html).not.toMatch(/<script|<link|src=|url\(|@import|https?:\/\//i);
     expect(html).toContain('time zone America/Los_Angeles');
+    expect(html).toContain('No survey was failing in this period.');
+  });
+
+  it('lists the surveys failing in the period, an open spell as still failing', () => {
+    const html = reportHtml(
+      financeReport('2026-11-20', '2026-11-21', [], [], new Date('2026-11-22T00:00:00Z'), [
+        {
+          surveyId: '1001',
+          from: '2026-11-20T10:00:00.000Z',
+          to: '2026-11-20T11:30:00.000Z',
+          reasons: ['postbacks_stopped'],
+        },
+        { surveyId: '1001', from: '2026-11-21T09:00:00.000Z', reasons: ['refused_postbacks'] },
+        { surveyId: '1002', reasons: ['<b>'] },
+      ]),
+    );
+    expect(html).toMatch(/id="failing-count">[^<]*<b>2<\/b>/);
+    expect(html).toContain(
+      '<tr><td>1001</td><td>2026-11-20T10:00:00.000Z</td><td>2026-11-20T11:30:00.000Z</td><td>postbacks_stopped</td></tr>',
+    );
+    expect(html).toContain('<td>2026-11-21T09:00:00.000Z</td><td>still failing</td>');
+    expect(html).toContain('<td>before the history kept</td>');
+    expect(html).toContain('&lt;b&gt;');
   });
 });

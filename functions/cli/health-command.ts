@@ -1,0 +1,77 @@
+import { Command } from 'commander';
+import type { HealthCheckReport } from '../health/health-check';
+import { healthCheck } from '../health/health-check';
+import { readHealthSettings } from '../runtime/runtime-config';
+import { cliContext } from './context';
+import { surveyIdOption } from './options';
+import { complain, say, sayJson } from './terminal';
+
+const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
+
+/** The health of each survey as the CLI prints it with --json. */
+export interface HealthView {
+  readonly generatedAt: string;
+  readonly surveys: readonly {
+    readonly surveyId: string;
+    readonly state: string;
+    readonly since: string;
+    readonly reasons: readonly { readonly code: string; readonly detail: string }[];
+  }[];
+}
+
+/**
+ * The report as shown: `since` is the stored state's when the stored state is the one found now, else now (the
+ * scheduled check has not recorded the change yet, or never needed to: an ok survey is stored only once it was not).
+ */
+export function healthView(report: HealthCheckReport): HealthView {
+  return {
+    generatedAt: report.evaluatedAt,
+    surveys: report.surveys.map((s) => ({
+      surveyId: s.surveyId,
+      state: s.evaluation.state,
+      since: s.stored && s.stored.state === s.evaluation.state ? s.stored.since : report.evaluatedAt,
+      reasons: s.evaluation.reasons.map((r) => ({ code: r.code, detail: r.detail })),
+    })),
+  };
+}
+
+/**
+ * `health [--survey <id> ...] [--json]`: each active survey's health now, judged by the same rules and settings
+ * (`HEALTH_*`) as the scheduled check. Reads only: it stores nothing and notifies no one.
+ */
+export function healthCommand(): Command {
+  return new Command('health')
+    .description(
+      'each active survey now: ok, warning or failing, with the evidence and what to do (reads only)',
+    )
+    .option('--survey <id>', 'only this survey (repeat for several)', collect)
+    .option('--json', 'print JSON')
+    .action(async (options: { survey?: string[]; json?: boolean }) => {
+      const context = cliContext();
+      const check = healthCheck({
+        attempts: context.store,
+        registry: context.registry,
+        health: context.health,
+        settings: readHealthSettings(),
+        concurrency: 4,
+      });
+      const report = await check.evaluate(new Date(), { surveys: options.survey ?? [] });
+      const view = healthView(report);
+      if (options.json) sayJson(view);
+      else if (view.surveys.length === 0 && report.failed.length === 0) say('no active survey');
+      else {
+        for (const survey of view.surveys) {
+          say(`${survey.surveyId.padEnd(12)} ${survey.state.padEnd(8)} since ${survey.since}`);
+          for (const reason of survey.reasons) say(`  ${reason.code}: ${reason.detail}`);
+        }
+        const count = (state: string) => view.surveys.filter((s) => s.state === state).length;
+        say(`${count('ok')} ok, ${count('warning')} warning, ${count('failing')} failing`);
+      }
+      if (report.failed.length > 0) {
+        complain(
+          `could not judge ${report.failed.map((f) => `${f.surveyId} (${f.error instanceof Error ? f.error.message : String(f.error)})`).join(', ')}`,
+        );
+        process.exitCode = 1;
+      }
+    });
+}

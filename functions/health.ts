@@ -1,0 +1,25 @@
+/**
+ * Scheduled survey health check: every active survey judged against its recent traffic, what changed stored,
+ * one notice per survey turning failing and one when it recovers (to ALARM_TOPIC_ARN in AWS), and aggregate
+ * figures published.
+ */
+
+import { healthCheck } from './health/health-check';
+import { createHealthHandler } from './health/health-handler';
+import { createHealthStore, createLedgerStore, createSurveyRegistry } from './ledger/ledger-store';
+import { openLedger } from './runtime/aws-clients';
+import { healthNotifier } from './runtime/health-notifiers';
+import { readHealthConfig } from './runtime/runtime-config';
+
+const config = readHealthConfig();
+const ledger = openLedger(config, {
+  attempts: createLedgerStore,
+  registry: createSurveyRegistry,
+  health: createHealthStore,
+});
+
+export const handler = createHealthHandler({
+  check: healthCheck({ ...ledger, settings: config.settings, concurrency: config.concurrency }),
+  store: ledger.health,
+  notifier: healthNotifier(config),
+});

@@ -1,0 +1,85 @@
+/**
+ * The survey health check's evaluation, read-only: every active survey (or the ones asked for) judged by the
+ * rules against its recent traffic, beside its stored health. The scheduled function writes and notifies from
+ * it; the CLI only shows it, so both always say the same.
+ */
+import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
+import { runBounded } from '../shared/bounded-work';
+import { evaluateHealth, type HealthEvaluation, type HealthSettings } from './health-rules';
+import { readRefused, readSurveyWindow } from './health-window';
+
+export interface HealthCheckDependencies {
+  readonly attempts: Pick<LedgerStore, 'attemptsOfSurvey' | 'rejectedHitsBetween'>;
+  readonly registry: Pick<SurveyRegistry, 'list'>;
+  readonly health: Pick<HealthStore, 'getMany'>;
+  readonly settings: HealthSettings;
+  /** Surveys read at once. */
+  readonly concurrency: number;
+}
+
+export interface SurveyHealthResult {
+  readonly surveyId: string;
+  readonly evaluation: HealthEvaluation;
+  readonly stored?: SurveyHealthRecord | undefined;
+  /** The latest postback this evaluation saw (or the stored one), kept with the next write. */
+  readonly lastPostbackAt?: string | undefined;
+}
+
+export interface HealthCheckReport {
+  readonly evaluatedAt: string;
+  /** In survey order. */
+  readonly surveys: readonly SurveyHealthResult[];
+  /** Surveys whose traffic could not be read (the store was unavailable): judged next run. */
+  readonly failed: readonly { readonly surveyId: string; readonly error: unknown }[];
+}
+
+export function healthCheck(deps: HealthCheckDependencies) {
+  return {
+    /** Judges every active survey, or the ones given (registered or not). Reads only. */
+    async evaluate(now: Date, options: { surveys?: readonly string[] } = {}): Promise<HealthCheckReport> {
+      const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
+      const surveyIds =
+        options.surveys && options.surveys.length > 0
+          ? [...new Set(options.surveys)]
+          : [...registrations.values()].filter((r) => r.state === 'active').map((r) => r.surveyId);
+      const [stored, refused] = await Promise.all([
+        deps.health.getMany(surveyIds),
+        readRefused(deps.attempts, deps.settings, now),
+      ]);
+      const report = await runBounded(
+        surveyIds.map((surveyId) => async (): Promise<SurveyHealthResult> => {
+          const previous = stored.get(surveyId);
+          const window = await readSurveyWindow(deps.attempts, {
+            surveyId,
+            settings: deps.settings,
+            now,
+            refused,
+            registration: registrations.get(surveyId),
+            lastPostbackAt: previous?.lastPostbackAt,
+          });
+          const seen = [window.lastPostbackAt, ...window.attempts.map((a) => a.postbackAt)]
+            .filter((t): t is string => t !== undefined)
+            .sort()
+            .at(-1);
+          return {
+            surveyId,
+            evaluation: evaluateHealth(window, deps.settings, now),
+            ...(previous ? { stored: previous } : {}),
+            ...(seen ? { lastPostbackAt: seen } : {}),
+          };
+        }),
+        { concurrency: deps.concurrency },
+      );
+      const surveys: SurveyHealthResult[] = [];
+      const failed: { surveyId: string; error: unknown }[] = [];
+      report.results.forEach((result, index) => {
+        const surveyId = surveyIds[index] as string;
+        if (result.status === 'done') surveys.push(result.value);
+        else failed.push({ surveyId, error: result.status === 'failed' ? result.error : 'not started' });
+      });
+      return { evaluatedAt: now.toISOString(), surveys, failed };
+    },
+  };
+}
+
+export type HealthCheck = ReturnType<typeof healthCheck>;

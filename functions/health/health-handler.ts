@@ -1,0 +1,118 @@
+/**
+ * The scheduled survey health check as a handler: evaluates every active survey, stores what changed, sends one
+ * notice per survey turning failing and one when it recovers, and publishes aggregate figures (surveys per state,
+ * transitions; never one metric per survey, which would cost a metric per survey a month).
+ *
+ * A changed state is stored only after its notice was sent: when the notice cannot be sent, the run fails and
+ * the next run finds the same transition and sends it again. While a survey stays failing nothing is sent.
+ */
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type { HealthStore } from '../ledger/ledger-store';
+import { logger, publish } from '../runtime/observability';
+import type { HealthCheck } from './health-check';
+import type { HealthState, ReasonCode } from './health-rules';
+import { healthChange } from './health-transition';
+import type { Notifier } from './notifier';
+
+export interface HealthHandlerDependencies {
+  readonly check: Pick<HealthCheck, 'evaluate'>;
+  readonly store: Pick<HealthStore, 'put'>;
+  readonly notifier: Notifier;
+  readonly now?: () => Date;
+}
+
+export interface HealthTransitionSummary {
+  readonly surveyId: string;
+  readonly from: HealthState;
+  readonly to: HealthState;
+  readonly reasons: readonly ReasonCode[];
+  readonly notified: boolean;
+}
+
+export interface HealthRunSummary {
+  readonly evaluatedAt: string;
+  readonly ok: number;
+  readonly warning: number;
+  readonly failing: number;
+  readonly turnedFailing: number;
+  readonly recovered: number;
+  readonly transitions: readonly HealthTransitionSummary[];
+}
+
+/** The survey health function's handler, from its dependencies. */
+export function createHealthHandler(deps: HealthHandlerDependencies) {
+  const now = deps.now ?? (() => new Date());
+  return middy<unknown, HealthRunSummary>()
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .handler(async () => {
+      const at = now();
+      const report = await deps.check.evaluate(at);
+      const failed = report.failed.map((f) => ({ surveyId: f.surveyId, error: describe(f.error) }));
+      const counts: Record<HealthState, number> = { ok: 0, warning: 0, failing: 0 };
+      const transitions: HealthTransitionSummary[] = [];
+      for (const result of report.surveys) {
+        counts[result.evaluation.state]++;
+        const change = healthChange(
+          result.surveyId,
+          result.stored,
+          result.evaluation,
+          at,
+          result.lastPostbackAt,
+        );
+        if (!change) continue;
+        try {
+          if (change.notice) {
+            await deps.notifier.notify({
+              surveyId: result.surveyId,
+              kind: change.notice,
+              from: change.from,
+              to: change.to,
+              at: at.toISOString(),
+              reasons: result.evaluation.reasons,
+              previousSince: result.stored?.since,
+            });
+          }
+          if (!(await deps.store.put(change.record))) {
+            logger.info('another run stored this survey health first', { surveyId: result.surveyId });
+            continue;
+          }
+          transitions.push({
+            surveyId: result.surveyId,
+            from: change.from,
+            to: change.to,
+            reasons: result.evaluation.reasons.map((r) => r.code),
+            notified: change.notice !== undefined,
+          });
+        } catch (error) {
+          failed.push({ surveyId: result.surveyId, error: describe(error) });
+        }
+      }
+      const summary: HealthRunSummary = {
+        evaluatedAt: report.evaluatedAt,
+        ...counts,
+        turnedFailing: transitions.filter((t) => t.to === 'failing' && t.from !== 'failing').length,
+        recovered: transitions.filter((t) => t.from === 'failing' && t.to !== 'failing').length,
+        transitions,
+      };
+      publish('SurveysOk', summary.ok, {});
+      publish('SurveysWarning', summary.warning, {});
+      publish('SurveysFailing', summary.failing, {});
+      publish('SurveysTurnedFailing', summary.turnedFailing, {});
+      publish('SurveysRecovered', summary.recovered, {});
+      if (failed.length > 0) {
+        logger.error('survey health check incomplete: retried next run', { ...summary, failed });
+        throw new Error(
+          `survey health check incomplete for ${failed.length} surveys: ${failed
+            .slice(0, 5)
+            .map((f) => `${f.surveyId} (${f.error})`)
+            .join(', ')}`,
+        );
+      }
+      if (transitions.length > 0) logger.info('survey health changed', { ...summary });
+      return summary;
+    });
+}
+
+const describe = (error: unknown) =>
+  error instanceof Error ? `${error.name}: ${error.message}` : String(error);

@@ -1,0 +1,296 @@
+/**
+ * Whether a survey's money is leaking, from the traffic the receivers already recorded: the rules that make a
+ * survey `ok`, `warning` or `failing`. Pure: the caller reads the ledger (health-window.ts) and hands in what a
+ * window of it says, the settings and the time; every rule is testable at its boundaries without a store.
+ *
+ * Every reason names its evidence (counts, times, up to three sample pids) and what to do. A survey with no
+ * traffic is `ok`: no rule fires on silence, only on traffic that arrives without what should follow it.
+ *
+ * | code                       | state                 | fires when (defaults)                                                    |
+ * |----------------------------|-----------------------|--------------------------------------------------------------------------|
+ * | `postbacks_stopped`        | failing               | at least `stoppedMinRedirects` (5) redirects first seen in the last      |
+ * |                            |                       | `stoppedMinutes` (30) but not in the last `graceMinutes` (10), and no    |
+ * |                            |                       | postback at all in the last `stoppedMinutes`                             |
+ * | `success_without_postback` | warning               | success redirects first seen in [now - window - grace, now - grace):     |
+ * |                            |                       | at least `uncoveredMin` (3) of them have no success postback and the     |
+ * |                            |                       | coverage is below `coverageWarnPercent` (90)                             |
+ * |                            | failing               | at least `coverageMinSuccess` (10) of them, coverage below               |
+ * |                            |                       | `coverageFailPercent` (50)                                               |
+ * | `refused_postbacks`        | warning               | at least `refusedWarnAt` (1) postbacks for the survey refused in the     |
+ * |                            |                       | window (any code: signature, source address, input)                      |
+ * |                            | failing               | at least `refusedKeyFailAt` (5) of them refused for a retired or unknown |
+ * |                            |                       | key: the marketplace holds URLs this receiver no longer accepts          |
+ * | `configuration_drift`      | warning               | the registry says the last apply was not verified (`verified` false with |
+ * |                            |                       | a `lastError`): one failure, which the sync retries                      |
+ * |                            | failing               | the marketplace read back something else than was applied (`read-back    |
+ * |                            |                       | differs`), or `driftFailures` (2) failures in a row                      |
+ *
+ * Coverage is success redirects with a success postback on the same attempt / success redirects. The grace
+ * period is how long a postback may lag its redirect: redirects younger than that are never held against a
+ * survey. `postbacks_stopped` counts redirects of every outcome, assuming the marketplace calls the fail postback
+ * for every end that is not a success (the local marketplace does); set `stoppedMinRedirects` higher for a
+ * marketplace that does not. The window itself is `windowMinutes` (15).
+ */
+
+export const HEALTH_STATES = ['ok', 'warning', 'failing'] as const;
+export type HealthState = (typeof HEALTH_STATES)[number];
+
+export const REASON_CODES = [
+  'postbacks_stopped',
+  'success_without_postback',
+  'refused_postbacks',
+  'configuration_drift',
+] as const;
+export type ReasonCode = (typeof REASON_CODES)[number];
+
+export interface HealthReason {
+  readonly code: ReasonCode;
+  readonly severity: Exclude<HealthState, 'ok'>;
+  /** The evidence and what to do, in words. */
+  readonly detail: string;
+}
+
+export interface HealthEvaluation {
+  readonly state: HealthState;
+  readonly reasons: readonly HealthReason[];
+}
+
+/** Every threshold of the rules; the defaults are what a deployment runs unless `HEALTH_*` says otherwise. */
+export interface HealthSettings {
+  readonly windowMinutes: number;
+  readonly graceMinutes: number;
+  readonly stoppedMinutes: number;
+  readonly stoppedMinRedirects: number;
+  readonly coverageWarnPercent: number;
+  readonly coverageFailPercent: number;
+  readonly coverageMinSuccess: number;
+  readonly uncoveredMin: number;
+  readonly refusedWarnAt: number;
+  readonly refusedKeyFailAt: number;
+  readonly driftFailures: number;
+}
+
+export const DEFAULT_HEALTH_SETTINGS: HealthSettings = {
+  windowMinutes: 15,
+  graceMinutes: 10,
+  stoppedMinutes: 30,
+  stoppedMinRedirects: 5,
+  coverageWarnPercent: 90,
+  coverageFailPercent: 50,
+  coverageMinSuccess: 10,
+  uncoveredMin: 3,
+  refusedWarnAt: 1,
+  refusedKeyFailAt: 5,
+  driftFailures: 2,
+};
+
+/** What one attempt tells the rules: when each channel first reported, in UTC ISO-8601. */
+export interface AttemptSightings {
+  readonly pid: string;
+  /** The first redirect of any outcome. */
+  readonly redirectAt?: string | undefined;
+  readonly successRedirectAt?: string | undefined;
+  /** The first postback of either outcome. */
+  readonly postbackAt?: string | undefined;
+  readonly successPostbackAt?: string | undefined;
+}
+
+/** Refused postbacks claiming the survey, as counted: per code and minute, with the first one's pid. */
+export interface RefusedPostbacks {
+  readonly at: string;
+  readonly code: string;
+  readonly hits: number;
+  readonly pid?: string | undefined;
+}
+
+/** What the survey registry says of the last configuration this receiver applied at the marketplace. */
+export interface RegistrationFacts {
+  readonly verified: boolean;
+  readonly lastError?: string | undefined;
+  readonly lastErrorAt?: string | undefined;
+  readonly failures: number;
+}
+
+/** A survey's recent traffic as the ledger holds it. */
+export interface SurveyWindow {
+  readonly surveyId: string;
+  /** Attempts first seen since `readFrom(settings, now)`. */
+  readonly attempts: readonly AttemptSightings[];
+  /** Refused postbacks claiming the survey (any time; the rule keeps the window's). */
+  readonly refused: readonly RefusedPostbacks[];
+  readonly registration?: RegistrationFacts | undefined;
+  /** The latest postback known from before (the stored health state), as evidence only. */
+  readonly lastPostbackAt?: string | undefined;
+}
+
+const MINUTE = 60_000;
+/** The signature refusals that mean the marketplace holds URLs signed with a key this receiver refuses. */
+const KEY_REFUSALS = new Set(['signature_retired_key', 'signature_unknown_key']);
+
+/** How far back a survey's attempts must be read for the rules to see everything they judge. */
+export function readFrom(settings: HealthSettings, now: Date): Date {
+  const span = Math.max(settings.windowMinutes + settings.graceMinutes, settings.stoppedMinutes);
+  return new Date(now.getTime() - span * MINUTE);
+}
+
+/** A survey's health: every rule's reason, and the worst severity among them (`ok` when none fires). */
+export function evaluateHealth(window: SurveyWindow, settings: HealthSettings, now: Date): HealthEvaluation {
+  const reasons = [
+    postbacksStopped(window, settings, now),
+    successWithoutPostback(window, settings, now),
+    refusedPostbacks(window, settings, now),
+    configurationDrift(window, settings),
+  ].filter((reason): reason is HealthReason => reason !== undefined);
+  const state = reasons.some((r) => r.severity === 'failing')
+    ? 'failing'
+    : reasons.length > 0
+      ? 'warning'
+      : 'ok';
+  return { state, reasons };
+}
+
+/** Redirects keep arriving (and had time for their postbacks) while no postback arrives at all. */
+export function postbacksStopped(
+  window: SurveyWindow,
+  settings: HealthSettings,
+  now: Date,
+): HealthReason | undefined {
+  const from = ago(now, settings.stoppedMinutes);
+  const until = ago(now, settings.graceMinutes);
+  const redirects = window.attempts
+    .filter((a) => within(a.redirectAt, from, until))
+    .sort((a, b) => String(a.redirectAt).localeCompare(String(b.redirectAt)));
+  if (redirects.length < settings.stoppedMinRedirects) return undefined;
+  if (window.attempts.some((a) => within(a.postbackAt, from, now))) return undefined;
+  const last = latest([...window.attempts.map((a) => a.postbackAt), window.lastPostbackAt]);
+  const id = window.surveyId;
+  return {
+    code: 'postbacks_stopped',
+    severity: 'failing',
+    detail:
+      `${redirects.length} redirects first seen from ${redirects[0]?.redirectAt} to ${redirects.at(-1)?.redirectAt}` +
+      ` (pids ${samples(redirects.map((a) => a.pid))}) and no postback since ${from.toISOString()}; ` +
+      (last ? `the last postback seen was at ${last}. ` : 'no postback seen for this survey at all. ') +
+      `Check the marketplace still holds this receiver's postback URLs: npm run cli -- redirects show --survey ${id}; ` +
+      `if they differ, npm run cli -- redirects apply --survey ${id} --force. ` +
+      `Refused postbacks (retired key, source address): npm run cli -- rejected --day ${now.toISOString().slice(0, 10)}.`,
+  };
+}
+
+/** Success redirects that had time for their success postback and did not get it. */
+export function successWithoutPostback(
+  window: SurveyWindow,
+  settings: HealthSettings,
+  now: Date,
+): HealthReason | undefined {
+  const from = ago(now, settings.windowMinutes + settings.graceMinutes);
+  const until = ago(now, settings.graceMinutes);
+  const successes = window.attempts.filter((a) => within(a.successRedirectAt, from, until));
+  const uncovered = successes
+    .filter((a) => a.successPostbackAt === undefined)
+    .sort((a, b) => String(a.successRedirectAt).localeCompare(String(b.successRedirectAt)));
+  if (successes.length === 0 || uncovered.length === 0) return undefined;
+  const coverage = ((successes.length - uncovered.length) * 100) / successes.length;
+  const failing = successes.length >= settings.coverageMinSuccess && coverage < settings.coverageFailPercent;
+  const warning = uncovered.length >= settings.uncoveredMin && coverage < settings.coverageWarnPercent;
+  if (!failing && !warning) return undefined;
+  const id = window.surveyId;
+  const firstPid = uncovered[0]?.pid ?? '';
+  return {
+    code: 'success_without_postback',
+    severity: failing ? 'failing' : 'warning',
+    detail:
+      `${uncovered.length} of ${successes.length} success redirects first seen from ${from.toISOString()} to ${until.toISOString()}` +
+      ` have no success postback after ${settings.graceMinutes} minutes (coverage ${Math.floor(coverage)}%;` +
+      ` pids ${samples(uncovered.map((a) => a.pid))}, the first at ${uncovered[0]?.successRedirectAt}). ` +
+      `One attempt's story: npm run cli -- attempt --survey ${id} --pid ${JSON.stringify(firstPid)}; ` +
+      `the marketplace's settings: npm run cli -- redirects show --survey ${id}. ` +
+      'Success redirects nothing backs can also be forged: see the unverified claims of npm run cli -- report.',
+  };
+}
+
+/** Postbacks claiming the survey that this receiver refused: by code, with a retired or unknown key the worst. */
+export function refusedPostbacks(
+  window: SurveyWindow,
+  settings: HealthSettings,
+  now: Date,
+): HealthReason | undefined {
+  // Refusals are counted per UTC minute: every minute the window touches is in it.
+  const from = ago(now, settings.windowMinutes);
+  const firstMinute = from.toISOString().slice(0, 16);
+  const refused = window.refused.filter(
+    (r) => r.at.slice(0, 16) >= firstMinute && Date.parse(r.at) < now.getTime(),
+  );
+  const total = refused.reduce((sum, r) => sum + r.hits, 0);
+  if (total === 0 || total < settings.refusedWarnAt) return undefined;
+  const byCode = new Map<string, number>();
+  for (const r of refused) byCode.set(r.code, (byCode.get(r.code) ?? 0) + r.hits);
+  const keyRefusals = [...byCode].reduce((sum, [code, n]) => sum + (KEY_REFUSALS.has(code) ? n : 0), 0);
+  const id = window.surveyId;
+  const advice = [
+    keyRefusals > 0
+      ? `The marketplace calls URLs signed with a retired or unknown key: npm run cli -- redirects apply --survey ${id} --force re-signs them with the current key; retire a key only after every survey was re-applied (redirects rotate keeps old keys until --retire-in-hours).`
+      : '',
+    byCode.has('forbidden')
+      ? 'Postbacks came from an address outside POSTBACK_SOURCE_CIDRS: check whether the marketplace changed its servers.'
+      : '',
+    [...byCode.keys()].some((code) => !KEY_REFUSALS.has(code) && code !== 'forbidden')
+      ? `Forged, damaged or malformed postbacks: npm run cli -- rejected --day ${now.toISOString().slice(0, 10)}.`
+      : '',
+  ].filter(Boolean);
+  return {
+    code: 'refused_postbacks',
+    severity: keyRefusals >= settings.refusedKeyFailAt ? 'failing' : 'warning',
+    detail:
+      `${total} postbacks for this survey refused since ${from.toISOString().slice(0, 16)}Z: ` +
+      [...byCode]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([code, n]) => `${n} ${code}`)
+        .join(', ') +
+      ` (pids ${samples(refused.map((r) => r.pid ?? '-'))}, first at ${refused[0]?.at}). ${advice.join(' ')}`,
+  };
+}
+
+/** The marketplace does not hold, or did not read back, what this receiver applied. */
+export function configurationDrift(window: SurveyWindow, settings: HealthSettings): HealthReason | undefined {
+  const registration = window.registration;
+  if (!registration || registration.verified || !registration.lastError) return undefined;
+  const readBack = registration.lastError.startsWith('read-back differs');
+  const failing = readBack || registration.failures >= settings.driftFailures;
+  const id = window.surveyId;
+  return {
+    code: 'configuration_drift',
+    severity: failing ? 'failing' : 'warning',
+    detail:
+      `The last configuration of this survey at the marketplace was not verified: ${clip(registration.lastError, 200)}` +
+      ` (at ${registration.lastErrorAt ?? 'an unknown time'}, ${registration.failures} failures in a row). ` +
+      `What the marketplace holds, field by field: npm run cli -- redirects show --survey ${id}; ` +
+      `apply again: npm run cli -- redirects apply --survey ${id}` +
+      (failing ? '.' : ' (the scheduled sync also retries it).'),
+  };
+}
+
+const ago = (now: Date, minutes: number) => new Date(now.getTime() - minutes * MINUTE);
+
+/** Whether an ISO instant lies in [from, to). */
+const within = (at: string | undefined, from: Date, to: Date): boolean => {
+  if (at === undefined) return false;
+  const t = Date.parse(at);
+  return t >= from.getTime() && t < to.getTime();
+};
+
+const latest = (times: readonly (string | undefined)[]): string | undefined =>
+  times
+    .filter((t): t is string => t !== undefined)
+    .sort()
+    .at(-1);
+
+/** Up to three distinct pids, quoted (they are the supplier's and can hold any text), clipped. */
+function samples(pids: readonly string[]): string {
+  return [...new Set(pids)]
+    .slice(0, 3)
+    .map((pid) => JSON.stringify(clip(pid, 64)))
+    .join(', ');
+}
+
+const clip = (text: string, characters: number) => Array.from(text).slice(0, characters).join('');

@@ -1,0 +1,97 @@
+/**
+ * What a fresh evaluation changes in a survey's stored health, and when a survey was failing: pure, so the
+ * rules for writing, notifying and reporting are tested without a store.
+ *
+ * A record is written only when the state or its reason codes change (a new detail with the same codes, such as
+ * a higher count, is not a change: writing it every run would cost a write per survey per run). Notices go out
+ * once per transition into `failing` and once when a survey leaves it; `ok` <-> `warning` is stored, not sent.
+ */
+import type { HealthTransition, SurveyHealthRecord } from '../ledger/ledger-store';
+import { HEALTH_HISTORY_LIMIT } from '../ledger/ledger-store';
+import type { HealthEvaluation, HealthState } from './health-rules';
+
+export interface HealthChange {
+  readonly record: SurveyHealthRecord;
+  readonly from: HealthState;
+  readonly to: HealthState;
+  /** `failing`: the survey turned failing; `recovered`: it stopped failing. */
+  readonly notice?: 'failing' | 'recovered' | undefined;
+}
+
+const codesOf = (reasons: readonly { code: string }[]) => reasons.map((r) => r.code).sort();
+
+/** The record to write for a survey's new evaluation, or undefined when neither state nor reason codes changed. */
+export function healthChange(
+  surveyId: string,
+  previous: SurveyHealthRecord | undefined,
+  evaluation: HealthEvaluation,
+  now: Date,
+  lastPostbackAt?: string,
+): HealthChange | undefined {
+  const from = previous?.state ?? 'ok';
+  const to = evaluation.state;
+  const codes = codesOf(evaluation.reasons);
+  if (from === to && codes.join() === codesOf(previous?.reasons ?? []).join()) return undefined;
+  const at = now.toISOString();
+  const transition: HealthTransition = { at, from, to, reasons: codes };
+  const known = [lastPostbackAt, previous?.lastPostbackAt].filter((t): t is string => !!t).sort();
+  return {
+    from,
+    to,
+    notice:
+      to === 'failing' && from !== 'failing'
+        ? 'failing'
+        : from === 'failing' && to !== 'failing'
+          ? 'recovered'
+          : undefined,
+    record: {
+      surveyId,
+      state: to,
+      since: from === to && previous ? previous.since : at,
+      reasons: evaluation.reasons,
+      ...(known.length > 0 ? { lastPostbackAt: known.at(-1) } : {}),
+      history: [...(previous?.history ?? []), transition].slice(-HEALTH_HISTORY_LIMIT),
+      updatedAt: at,
+      revision: (previous?.revision ?? 0) + 1,
+    },
+  };
+}
+
+/** A stretch of time a survey was failing in a period, as finance lists it. */
+export interface FailingSpell {
+  readonly surveyId: string;
+  /** When it turned failing; undefined when that is older than the history kept. */
+  readonly from?: string | undefined;
+  /** When it stopped failing; undefined while it still is. */
+  readonly to?: string | undefined;
+  /** The reason codes it turned failing with. */
+  readonly reasons: readonly string[];
+}
+
+/**
+ * The spells a survey was failing that overlap [start, end): from its transitions, plus its current state (a
+ * survey failing since before the period start was failing in it).
+ */
+export function failingSpells(record: SurveyHealthRecord, start: Date, end: Date): FailingSpell[] {
+  const spells: { from?: string; to?: string; reasons: readonly string[] }[] = [];
+  let open: { from?: string; reasons: readonly string[] } | undefined;
+  const [first] = record.history;
+  // The oldest transition kept leaves failing: the spell began before the history.
+  if (first && first.from === 'failing') open = { reasons: [] };
+  for (const t of record.history) {
+    if (t.to === 'failing' && t.from !== 'failing') open = { from: t.at, reasons: t.reasons };
+    if (t.from === 'failing' && t.to !== 'failing' && open) {
+      spells.push({ ...open, to: t.at });
+      open = undefined;
+    }
+  }
+  if (record.state === 'failing')
+    spells.push(open ?? { from: record.since, reasons: record.reasons.map((r) => r.code) });
+  return spells
+    .filter(
+      (s) =>
+        (s.from === undefined || Date.parse(s.from) < end.getTime()) &&
+        (s.to === undefined || Date.parse(s.to) > start.getTime()),
+    )
+    .map((s) => ({ surveyId: record.surveyId, ...s }));
+}

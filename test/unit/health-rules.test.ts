@@ -1,0 +1,252 @@
+/**
+ * The survey health rules at their boundaries, with the default settings: what fires, at which count, time and
+ * percentage, and what stays quiet.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  type AttemptSightings,
+  configurationDrift,
+  evaluateHealth,
+  postbacksStopped,
+  readFrom,
+  refusedPostbacks,
+  type SurveyWindow,
+  DEFAULT_HEALTH_SETTINGS as settings,
+  successWithoutPostback,
+} from '../../functions/health/health-rules';
+
+const now = new Date('2026-03-10T12:00:30.000Z');
+/** The instant `minutes` before now (fractions allowed). */
+const ago = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
+const window = (over: Partial<SurveyWindow> = {}): SurveyWindow => ({
+  surveyId: '1001',
+  attempts: [],
+  refused: [],
+  ...over,
+});
+let n = 0;
+const redirect = (minutes: number, over: Partial<AttemptSightings> = {}): AttemptSightings => ({
+  pid: `p${++n}`,
+  redirectAt: ago(minutes),
+  ...over,
+});
+const redirects = (count: number, minutes = 20) => Array.from({ length: count }, () => redirect(minutes));
+const success = (minutes: number, postbackAfter?: number): AttemptSightings => ({
+  pid: `s${++n}`,
+  redirectAt: ago(minutes),
+  successRedirectAt: ago(minutes),
+  ...(postbackAfter === undefined
+    ? {}
+    : { postbackAt: ago(minutes - postbackAfter), successPostbackAt: ago(minutes - postbackAfter) }),
+});
+const successes = (count: number, covered: number) => [
+  ...Array.from({ length: covered }, () => success(15, 1)),
+  ...Array.from({ length: count - covered }, () => success(15)),
+];
+
+describe('postbacks_stopped', () => {
+  it('fires at 5 redirects older than the grace period and no postback in 30 minutes', () => {
+    const reason = postbacksStopped(window({ attempts: redirects(5) }), settings, now);
+    expect(reason).toMatchObject({ code: 'postbacks_stopped', severity: 'failing' });
+    expect(reason?.detail).toContain('5 redirects first seen');
+    expect(reason?.detail).toContain('no postback seen for this survey at all');
+    expect(reason?.detail).toContain('redirects show --survey 1001');
+    expect(reason?.detail).toContain('redirects apply --survey 1001');
+    // Three sample pids, no more.
+    expect(reason?.detail.match(/"p\d+"/g)).toHaveLength(3);
+  });
+
+  it('does not fire at 4 redirects', () => {
+    expect(postbacksStopped(window({ attempts: redirects(4) }), settings, now)).toBeUndefined();
+  });
+
+  it('counts a redirect exactly 30 minutes old, not one older', () => {
+    expect(
+      postbacksStopped(window({ attempts: [...redirects(4), redirect(30)] }), settings, now),
+    ).toBeDefined();
+    expect(
+      postbacksStopped(window({ attempts: [...redirects(4), redirect(30.0001)] }), settings, now),
+    ).toBeUndefined();
+  });
+
+  it('counts only redirects older than the grace period: a younger one may still get its postback', () => {
+    expect(
+      postbacksStopped(window({ attempts: [...redirects(4), redirect(10)] }), settings, now),
+    ).toBeUndefined();
+    expect(
+      postbacksStopped(window({ attempts: [...redirects(4), redirect(10.0001)] }), settings, now),
+    ).toBeDefined();
+    expect(postbacksStopped(window({ attempts: redirects(50, 5) }), settings, now)).toBeUndefined();
+  });
+
+  it('does not fire when one postback arrived in the 30 minutes, of any outcome and on any attempt', () => {
+    const attempts = [...redirects(8), { pid: 'x', postbackAt: ago(29.9) }];
+    expect(postbacksStopped(window({ attempts }), settings, now)).toBeUndefined();
+  });
+
+  it('fires when the last postback is older than 30 minutes, and names when it was', () => {
+    const attempts = [...redirects(5), { pid: 'x', redirectAt: ago(30.5), postbackAt: ago(30.5) }];
+    const reason = postbacksStopped(window({ attempts }), settings, now);
+    expect(reason?.detail).toContain(`the last postback seen was at ${ago(30.5)}`);
+  });
+
+  it('names the last postback the stored state remembers when the window holds none', () => {
+    const reason = postbacksStopped(
+      window({ attempts: redirects(5), lastPostbackAt: '2026-03-10T09:00:00.000Z' }),
+      settings,
+      now,
+    );
+    expect(reason?.detail).toContain('the last postback seen was at 2026-03-10T09:00:00.000Z');
+  });
+});
+
+describe('success_without_postback', () => {
+  it('is failing below 50% coverage with 10 success redirects', () => {
+    const reason = successWithoutPostback(window({ attempts: successes(10, 4) }), settings, now);
+    expect(reason).toMatchObject({ code: 'success_without_postback', severity: 'failing' });
+    expect(reason?.detail).toContain('6 of 10 success redirects');
+    expect(reason?.detail).toContain('coverage 40%');
+    expect(reason?.detail).toMatch(/attempt --survey 1001 --pid "s\d+"/);
+  });
+
+  it('is a warning at exactly 50% coverage', () => {
+    expect(successWithoutPostback(window({ attempts: successes(10, 5) }), settings, now)?.severity).toBe(
+      'warning',
+    );
+  });
+
+  it('is a warning with 9 success redirects and none covered: too few to fail', () => {
+    expect(successWithoutPostback(window({ attempts: successes(9, 0) }), settings, now)?.severity).toBe(
+      'warning',
+    );
+  });
+
+  it('is quiet with 2 uncovered (fewer than 3), and at exactly 90% coverage', () => {
+    expect(successWithoutPostback(window({ attempts: successes(2, 0) }), settings, now)).toBeUndefined();
+    expect(successWithoutPostback(window({ attempts: successes(30, 27) }), settings, now)).toBeUndefined();
+    expect(successWithoutPostback(window({ attempts: successes(30, 26) }), settings, now)?.severity).toBe(
+      'warning',
+    );
+  });
+
+  it('judges success redirects first seen from 25 minutes ago until 10 minutes ago (exclusive) only', () => {
+    const edge = (minutes: number) => [success(minutes), success(minutes), success(minutes)];
+    expect(successWithoutPostback(window({ attempts: edge(25) }), settings, now)).toBeDefined();
+    expect(successWithoutPostback(window({ attempts: edge(25.0001) }), settings, now)).toBeUndefined();
+    expect(successWithoutPostback(window({ attempts: edge(10.0001) }), settings, now)).toBeDefined();
+    expect(successWithoutPostback(window({ attempts: edge(10) }), settings, now)).toBeUndefined();
+  });
+
+  it('counts a success postback that arrived after the grace period as coverage', () => {
+    const late = Array.from({ length: 10 }, () => success(20, 15));
+    expect(successWithoutPostback(window({ attempts: late }), settings, now)).toBeUndefined();
+  });
+});
+
+describe('refused_postbacks', () => {
+  const refused = (code: string, hits: number, minutes = 5) => ({ at: ago(minutes), code, hits, pid: 'r1' });
+
+  it('is quiet without refusals', () => {
+    expect(refusedPostbacks(window(), settings, now)).toBeUndefined();
+  });
+
+  it('is a warning at one refusal of any code, naming codes and counts', () => {
+    const reason = refusedPostbacks(window({ refused: [refused('signature_mismatch', 1)] }), settings, now);
+    expect(reason).toMatchObject({ code: 'refused_postbacks', severity: 'warning' });
+    expect(reason?.detail).toContain('1 signature_mismatch');
+    expect(reason?.detail).toContain('rejected --day 2026-03-10');
+  });
+
+  it('is a warning at 4 retired-key refusals and failing at 5, unknown keys counted with them', () => {
+    expect(
+      refusedPostbacks(window({ refused: [refused('signature_retired_key', 4)] }), settings, now)?.severity,
+    ).toBe('warning');
+    const reason = refusedPostbacks(
+      window({ refused: [refused('signature_retired_key', 3), refused('signature_unknown_key', 2, 3)] }),
+      settings,
+      now,
+    );
+    expect(reason?.severity).toBe('failing');
+    expect(reason?.detail).toContain('redirects apply --survey 1001 --force');
+  });
+
+  it('other codes never make it failing, however many', () => {
+    expect(
+      refusedPostbacks(
+        window({ refused: [refused('signature_mismatch', 500), refused('forbidden', 50)] }),
+        settings,
+        now,
+      )?.severity,
+    ).toBe('warning');
+  });
+
+  it('counts the minutes the 15-minute window touches, not the one before', () => {
+    const firstMinute = `${ago(15).slice(0, 16)}:00.000Z`;
+    const before = new Date(Date.parse(firstMinute) - 1).toISOString();
+    expect(
+      refusedPostbacks(window({ refused: [{ at: firstMinute, code: 'forbidden', hits: 1 }] }), settings, now),
+    ).toBeDefined();
+    expect(
+      refusedPostbacks(window({ refused: [{ at: before, code: 'forbidden', hits: 1 }] }), settings, now),
+    ).toBeUndefined();
+  });
+});
+
+describe('configuration_drift', () => {
+  const drift = (registration: SurveyWindow['registration']) =>
+    configurationDrift(window({ registration }), settings);
+
+  it('is quiet for a verified survey, and for one without a recorded error', () => {
+    expect(drift({ verified: true, failures: 0 })).toBeUndefined();
+    expect(drift({ verified: false, failures: 0 })).toBeUndefined();
+    expect(drift(undefined)).toBeUndefined();
+  });
+
+  it('is a warning after one failed apply, failing after two in a row', () => {
+    const once = { verified: false, lastError: 'marketplace answered 503', failures: 1 };
+    expect(drift(once)?.severity).toBe('warning');
+    expect(drift({ ...once, failures: 2 })?.severity).toBe('failing');
+  });
+
+  it('is failing at once when the marketplace read back something else', () => {
+    const reason = drift({ verified: false, lastError: 'read-back differs in pstbck', failures: 1 });
+    expect(reason?.severity).toBe('failing');
+    expect(reason?.detail).toContain('read-back differs in pstbck');
+    expect(reason?.detail).toContain('redirects show --survey 1001');
+  });
+});
+
+describe('a survey as a whole', () => {
+  it('with no traffic at all is ok, with no reason', () => {
+    expect(evaluateHealth(window({ registration: { verified: true, failures: 0 } }), settings, now)).toEqual({
+      state: 'ok',
+      reasons: [],
+    });
+  });
+
+  it('with redirects and their postbacks is ok', () => {
+    const attempts = Array.from({ length: 30 }, (_, i) => success(5 + i, 0.5));
+    expect(evaluateHealth(window({ attempts }), settings, now)).toEqual({ state: 'ok', reasons: [] });
+  });
+
+  it('takes the worst severity of its reasons and lists them all', () => {
+    const evaluation = evaluateHealth(
+      window({
+        attempts: redirects(5),
+        refused: [{ at: ago(1), code: 'signature_mismatch', hits: 1 }],
+      }),
+      settings,
+      now,
+    );
+    expect(evaluation.state).toBe('failing');
+    expect(evaluation.reasons.map((r) => r.code)).toEqual(['postbacks_stopped', 'refused_postbacks']);
+    expect(
+      evaluateHealth(window({ refused: [{ at: ago(1), code: 'forbidden', hits: 1 }] }), settings, now).state,
+    ).toBe('warning');
+  });
+
+  it('reads back far enough for every rule: the longer of window plus grace and the stopped span', () => {
+    expect(readFrom(settings, now).toISOString()).toBe(ago(30));
+    expect(readFrom({ ...settings, stoppedMinutes: 20 }, now).toISOString()).toBe(ago(25));
+  });
+});
