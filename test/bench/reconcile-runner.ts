@@ -10,6 +10,7 @@ import {
   createSurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { reconciler } from '../../functions/reconciliation/reconciler';
 import { fetchRange } from '../../functions/reconciliation/verdict-rules';
 
@@ -76,13 +77,22 @@ if (mode === 'floor') {
     }),
   );
 } else {
+  // The hourly path: the scheduled run over a one-day window (the fixture's day), of the first `count` surveys.
+  const registry = createSurveyRegistry(client, fixture.tableName);
+  const wanted = new Set(surveyIds);
+  const lastInstant = pacificDayRange(fixture.day).end.getTime() - 1;
   const engine = reconciler({
     marketplace,
     attempts,
-    registry: createSurveyRegistry(client, fixture.tableName),
+    registry: {
+      ...registry,
+      list: async () => (await registry.list()).filter((r) => wanted.has(r.surveyId)),
+    },
     results: createReconciliationStore(client, fixture.tableName),
+    now: () => new Date(Math.min(Date.now(), lastInstant)),
   });
-  const report = await engine.run(fixture.day, fixture.day, surveyIds);
+  const report = await engine.scheduled(1, { deadline: new Date(Date.now() + 3_600_000) });
+  if (!report) throw new Error('the run is held by another invocation');
   const failed = report.outcomes.filter((o) => o.status !== 'reconciled');
   if (failed.length > 0) throw new Error(`not reconciled: ${JSON.stringify(failed[0])}`);
   items = report.outcomes.reduce((sum, o) => sum + o.transactions + o.attempts, 0);
