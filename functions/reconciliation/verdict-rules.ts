@@ -22,6 +22,7 @@ import { outcomeOfStatus } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { sameAmount, sumAmounts } from '../shared/money';
+import { transactionsDigest } from './transactions-digest';
 import { CLAIM_KINDS, type VerdictKind } from './verdict-kinds';
 
 /** What the marketplace's transaction list says about an attempt. */
@@ -75,6 +76,8 @@ export interface DaySummary {
     readonly pending: string;
   };
   readonly verdicts: Readonly<Partial<Record<VerdictKind, number>>>;
+  /** The marketplace's rows of the day as reconciled (`transactionsDigest`); absent on summaries from before. */
+  readonly transactionsDigest?: string;
 }
 
 export interface SurveyWindow {
@@ -178,13 +181,23 @@ export function attemptKeysToRead(
   return [...keys.values()];
 }
 
-/** Whether some attempt of the window would be judged without a transaction: then the look-back is worth its call. */
+/**
+ * Whether some attempt of the window would be judged without a transaction, its transaction being neither in the
+ * window nor among the `earlier` rows already at hand: then the look-back is worth its call.
+ */
 export function needsLookback(window: SurveyWindow): boolean {
   const owned = new Set(window.days);
-  return match(window.transactions, window.attempts).some(
-    ({ transaction, attempt }) =>
-      !transaction && attempt && arrivedHere(attempt) && owned.has(attemptDay(attempt) ?? ''),
-  );
+  const lookbackDays = window.lookbackDays ?? 0;
+  const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
+  return match(window.transactions, window.attempts).some(({ transaction, attempt }) => {
+    const day = attempt && attemptDay(attempt);
+    if (transaction || !attempt || !arrivedHere(attempt) || !day || !owned.has(day)) return false;
+    const searchedFrom = nextDay(day, -1 - lookbackDays);
+    return !(earlierByToken.get(attempt.token) ?? []).some((t) => {
+      const at = t.clickedAt?.utc ?? t.startedAt?.utc;
+      return at !== undefined && pacificDay(new Date(at)) >= searchedFrom;
+    });
+  });
 }
 
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
@@ -439,6 +452,7 @@ function summarize(
       pending: sumAmounts(pending.map((t) => t.cpi)),
     },
     verdicts: counts,
+    transactionsDigest: transactionsDigest(transactions, day),
   };
 }
 
