@@ -31,7 +31,6 @@ import {
   sameFigures,
   transactionsChanged,
 } from './recheck-policy';
-import { transactionDay } from './transactions-digest';
 import type { VerdictKind } from './verdict-kinds';
 import {
   attemptKeysToRead,
@@ -186,12 +185,13 @@ export function reconciler(deps: ReconcilerDeps) {
     ) {
       const range = fetchRange(window);
       // What a call for just these days would have listed, and the rows before them already at hand.
-      const filed = (t: Transaction) => transactionDay(t);
+      const [from, to] = [range.from.toISOString(), range.to.toISOString()];
+      const filed = (t: Transaction) => t.clickedAt?.utc ?? t.startedAt?.utc;
       const transactions = listed.filter((t) => {
-        const day = filed(t);
-        return day === undefined || (day >= range.startDate && day <= range.endDate);
+        const at = filed(t);
+        return at === undefined || (at >= from && at < to);
       });
-      const before = listed.filter((t) => (filed(t) ?? range.startDate) < range.startDate);
+      const before = listed.filter((t) => (filed(t) ?? from) < from);
       // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
       // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
       const keys = attemptKeysToRead({ days: window, transactions, attempts: seen });
@@ -271,7 +271,7 @@ export function reconciler(deps: ReconcilerDeps) {
         ]);
         outcome.transactions += listed.rows.length;
         outcome.malformedRows += listed.malformed.length;
-        outcome.undated += listed.rows.filter((t) => transactionDay(t) === undefined).length;
+        outcome.undated += listed.rows.filter((t) => (t.clickedAt ?? t.startedAt) === undefined).length;
         // Settled days whose transactions changed since they were reconciled.
         const changedDays = window.filter(
           (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),

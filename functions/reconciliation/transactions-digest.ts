@@ -5,27 +5,34 @@
  */
 import { createHash } from 'node:crypto';
 import type { Transaction } from '../marketplace/marketplace-records';
-import { pacificDay } from '../marketplace/pacific-time';
-
-/** The Pacific day a transaction is filed under (its click, else its start), or undefined when it has neither. */
-export function transactionDay(t: Transaction): string | undefined {
-  const at = t.clickedAt?.utc ?? t.startedAt?.utc;
-  return at === undefined ? undefined : pacificDay(new Date(at));
-}
+import { pacificDayRange } from '../marketplace/pacific-time';
 
 /**
  * The digest of the rows filed under `day`, plus the rows without a day (they take part in matching whatever
- * the window, so a change in them changes every day's digest).
+ * the window, so a change in them changes every day's digest). Only what reconciliation reads of a row counts:
+ * its keys, status, amount, review and times.
  */
 export function transactionsDigest(rows: readonly Transaction[], day: string): string {
-  const lines = rows
-    .filter((t) => {
-      const filed = transactionDay(t);
-      return filed === undefined || filed === day;
-    })
-    .map(canonicalJson)
-    .sort();
-  return createHash('sha256').update(lines.join('\n')).digest('base64url').slice(0, 22);
+  const { start, end } = pacificDayRange(day);
+  const [from, to] = [start.toISOString(), end.toISOString()];
+  const lines: string[] = [];
+  for (const t of rows) {
+    const filed = t.clickedAt?.utc ?? t.startedAt?.utc;
+    if (filed !== undefined && (filed < from || filed >= to)) continue;
+    lines.push(
+      JSON.stringify([
+        t.token,
+        t.pid,
+        t.status,
+        t.cpi,
+        t.verifyToken ?? null,
+        t.clickedAt?.utc ?? null,
+        t.startedAt?.utc ?? null,
+        t.completedAt?.utc ?? null,
+      ]),
+    );
+  }
+  return createHash('sha256').update(lines.sort().join('\n')).digest('base64url').slice(0, 22);
 }
 
 /** JSON with object keys sorted at every level and undefined fields left out: equal data, equal text. */
