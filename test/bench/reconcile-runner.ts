@@ -30,11 +30,23 @@ const counting: typeof fetch = (input, init) => {
   return fetch(input, init);
 };
 let storeRequests = 0;
+/** Capacity units the engine reports the run consumed (ReturnConsumedCapacity on every request). */
+const units = { read: 0, write: 0 };
+const WRITES = new Set(['PutItemCommand', 'UpdateItemCommand', 'DeleteItemCommand', 'BatchWriteItemCommand']);
 const client = createDocumentClient({ endpoint: fixture.endpoint });
 client.middlewareStack.add(
-  (next) => async (args) => {
+  (next, context) => async (args) => {
     storeRequests++;
-    return next(args);
+    const input = args.input as Record<string, unknown>;
+    if ('TableName' in input || 'RequestItems' in input) input.ReturnConsumedCapacity = 'TOTAL';
+    const result = await next(args);
+    const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
+    const list = (Array.isArray(consumed) ? consumed : consumed ? [consumed] : []) as {
+      CapacityUnits?: number;
+    }[];
+    const total = list.reduce((sum, c) => sum + (c.CapacityUnits ?? 0), 0);
+    units[WRITES.has(String(context.commandName)) ? 'write' : 'read'] += total;
+    return result;
   },
   { step: 'initialize', name: 'countRequests' },
 );
@@ -110,5 +122,7 @@ console.log(
     items,
     marketplaceCalls,
     storeRequests,
+    readUnits: units.read,
+    writeUnits: units.write,
   }),
 );
