@@ -94,8 +94,8 @@ export interface ReconciliationStore {
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
   /** Records that a day whose figures did not change was checked at `at` (never moves back; no summary, no-op). */
   recordSummaryCheck(surveyId: string, day: string, at: Date): Promise<void>;
-  /** A survey's summaries of Pacific days [from, to], in one query. */
-  summariesOf(surveyId: string, from: string, to: string): Promise<StoredDaySummary[]>;
+  /** A survey's summaries of the Pacific days given, those that exist (a batch of point reads). */
+  summariesOf(surveyId: string, days: readonly string[]): Promise<StoredDaySummary[]>;
   /** The summaries of a Pacific day, for all surveys (or the ones listed), through the index. */
   daySummaries(day: string): Promise<StoredDaySummary[]>;
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
@@ -270,19 +270,16 @@ export function createReconciliationStore(
       }
     },
 
-    async summariesOf(surveyId, from, to) {
-      const { pk } = summaryKey(surveyId, from);
-      const items = await queryAll(client, {
-        TableName: tableName,
-        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-        ExpressionAttributeValues: {
-          ':pk': pk,
-          ':from': summaryKey(surveyId, from).sk,
-          ':to': summaryKey(surveyId, to).sk,
-        },
-        ConsistentRead: true,
-      });
-      return items.map(summaryFromItem);
+    async summariesOf(surveyId, days) {
+      // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
+      // figures compared against must be the last written.
+      const items = await batchGet(
+        client,
+        tableName,
+        days.map((day) => summaryKey(surveyId, day)),
+        { consistent: true },
+      );
+      return items.map(summaryFromItem).sort((a, b) => a.day.localeCompare(b.day));
     },
 
     async daySummaries(day) {
@@ -425,7 +422,8 @@ export function createReconciliationStore(
     },
 
     async finishedRun(name) {
-      const item = await getItem(finishedRunKey(name));
+      // A batch read of one key: finance may batch-read the table but not get an item.
+      const [item] = await batchGet(client, tableName, [finishedRunKey(name)], { consistent: true });
       if (!item) return undefined;
       const list = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
       return {

@@ -162,7 +162,7 @@ export function reconciler(deps: ReconcilerDeps) {
     const [state, registration, storedList] = await Promise.all([
       deps.results.surveyState(surveyId),
       deps.registry.get(surveyId).catch(() => undefined),
-      deps.results.summariesOf(surveyId, days[0] as string, days[days.length - 1] as string),
+      deps.results.summariesOf(surveyId, days),
     ]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const failedDays = state?.failedDays ?? [];

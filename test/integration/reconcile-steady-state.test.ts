@@ -208,7 +208,7 @@ describe('the hourly run in the steady state', () => {
     const run = await hourly();
     expect(run.outcomes[0]).toMatchObject({ summariesWritten: 1, changes: { changed: 1 } });
     expect(writesTo('SUMMARY#7202')).toEqual([{ command: 'PutItemCommand', pk: 'SUMMARY#7202' }]);
-    const [summary] = await results.summariesOf('7202', TODAY, TODAY);
+    const [summary] = await results.summariesOf('7202', [TODAY]);
     expect(summary?.verdicts).toEqual({ matched: 3 });
     expect(summary?.reconciledAt).toBe(new Date(clock).toISOString());
     expect(surveyStateWrites()).toEqual([]);
@@ -220,7 +220,7 @@ describe('settled days', () => {
     await seededWeek(7203);
     const settled = nextDay(TODAY, -3);
     await hourly();
-    const before = (await results.summariesOf('7203', settled, settled))[0];
+    const before = (await results.summariesOf('7203', [settled]))[0];
     expect(before?.marketplace.owed).toBe('1.50');
 
     const [valid] = marketplace.state.transactions.filter(
@@ -236,7 +236,7 @@ describe('settled days', () => {
     expect(run.outcomes[0]).toMatchObject({ skippedDays: 4, summariesWritten: 1, changes: { changed: 1 } });
     expect(readDay(settled)).toBe(true);
     expect(readDay(nextDay(TODAY, -5))).toBe(false);
-    const after = (await results.summariesOf('7203', settled, settled))[0];
+    const after = (await results.summariesOf('7203', [settled]))[0];
     expect(after?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
     expect(after?.verdicts).toMatchObject({ invalidated: 1 });
     await expectSameAsFullRecheck('7203');
@@ -253,7 +253,7 @@ describe('settled days', () => {
     const quiet = await hourly(2);
     expect(quiet.outcomes[0]).toMatchObject({ skippedDays: 5, summariesWritten: 0 });
     expect(readDay(settled)).toBe(false);
-    expect((await results.summariesOf('7204', settled, settled))[0]?.verdicts).toMatchObject({
+    expect((await results.summariesOf('7204', [settled]))[0]?.verdicts).toMatchObject({
       complete_not_received: 1,
     });
 
@@ -261,10 +261,10 @@ describe('settled days', () => {
     const due = await hourly(2);
     expect(due.outcomes[0]).toMatchObject({ skippedDays: 0, summariesWritten: 1 });
     expect(WEEK.every(readDay)).toBe(true);
-    const summary = (await results.summariesOf('7204', settled, settled))[0];
+    const summary = (await results.summariesOf('7204', [settled]))[0];
     expect(summary?.verdicts).toEqual({ matched: 3 });
     // Unchanged settled days record the check, without rewriting their figures.
-    const other = (await results.summariesOf('7204', nextDay(TODAY, -5), nextDay(TODAY, -5)))[0];
+    const other = (await results.summariesOf('7204', [nextDay(TODAY, -5)]))[0];
     expect(other?.checkedAt).toBe(new Date(clock).toISOString());
     expect((other?.reconciledAt ?? '') < (other?.checkedAt ?? '')).toBe(true);
     await expectSameAsFullRecheck('7204');
