@@ -142,14 +142,14 @@ export async function reconciliationWeek(
       String(options.perHour),
       String(options.hours),
     ]);
-    // The week in the figure is the attempt's: units over the measured hours per attempt arriving in them.
-    const weeks = (7 * 24) / r.runs;
+    // The window is full from the first measured run, so units per hour over attempts per hour is what one
+    // attempt costs over the week (and the day around it) it spends in the window.
     const round = (n: number) => Math.round(n * 100) / 100;
     rows.push({
       policy,
-      readUnitsPerAttemptWeek: round((r.readUnits / r.attempts) * weeks),
-      writeUnitsPerAttemptWeek: round((r.writeUnits / r.attempts) * weeks),
-      attemptReadUnitsPerAttemptWeek: round((r.attemptReadUnits / r.attempts) * weeks),
+      readUnitsPerAttemptWeek: round(r.readUnits / r.attempts),
+      writeUnitsPerAttemptWeek: round(r.writeUnits / r.attempts),
+      attemptReadUnitsPerAttemptWeek: round(r.attemptReadUnits / r.attempts),
       otherReadUnitsPerSurveyRun: round((r.readUnits - r.attemptReadUnits) / (r.runs * r.surveys)),
       runs: r.runs,
       surveys: r.surveys,
