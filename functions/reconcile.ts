@@ -26,6 +26,8 @@ export const handler = createReconcileHandler({
     concurrency: config.concurrency,
     settleMs: config.settleMs,
     lookbackDays: config.lookbackDays,
+    freshDays: config.freshDays,
+    settledRecheckMs: config.settledRecheckMs,
   }),
   windowDays: config.windowDays,
   resume: config.continueSelf

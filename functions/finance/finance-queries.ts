@@ -8,6 +8,7 @@ import { discrepancyIndexKey } from '../ledger/ledger-schema';
 import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
 import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
+import { checkedAtReader, SCHEDULED_RUN } from '../reconciliation/recheck-policy';
 import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../reconciliation/verdict-rules';
 import { badRequest } from '../shared/rejection';
@@ -131,13 +132,15 @@ export function finance(deps: {
 
   async function summaryRows(period: Period, surveyIds?: readonly string[]): Promise<SurveyDayRow[]> {
     const wanted = surveyIds && surveyIds.length > 0 ? new Set(surveyIds) : undefined;
-    const perDay = await Promise.all(
-      pacificDays(period.from, period.to).map((day) => deps.results.daySummaries(day)),
-    );
+    const [perDay, lastRun] = await Promise.all([
+      Promise.all(pacificDays(period.from, period.to).map((day) => deps.results.daySummaries(day))),
+      deps.results.finishedRun(SCHEDULED_RUN),
+    ]);
+    const checkedAt = checkedAtReader(lastRun);
     return perDay
       .flat()
       .filter((s) => !wanted || wanted.has(s.surveyId))
-      .map(dayRow);
+      .map((s) => dayRow(s, checkedAt(s)));
   }
 
   async function allDiscrepancies(period: Period, surveyIds?: readonly string[]): Promise<Attempt[]> {

@@ -89,8 +89,8 @@ export interface FinanceReport extends PeriodSummary {
   readonly failingSurveys: readonly FailingSpell[];
 }
 
-/** One survey-day of a summary, as a row. */
-export function dayRow(summary: StoredDaySummary): SurveyDayRow {
+/** One survey-day of a summary, as a row; `checkedAt`: when its figures were last confirmed (recheck-policy.ts). */
+export function dayRow(summary: StoredDaySummary, checkedAt = summary.checkedAt): SurveyDayRow {
   const discrepancies: Partial<Record<VerdictKind, number>> = {};
   const claims: Partial<Record<VerdictKind, number>> = {};
   for (const kind of DISCREPANCY_KINDS) {
@@ -111,7 +111,7 @@ export function dayRow(summary: StoredDaySummary): SurveyDayRow {
     discrepancies,
     moneyDiscrepancies: moneyCount(discrepancies),
     claims,
-    lastReconciledAt: summary.reconciledAt,
+    lastReconciledAt: checkedAt,
   };
 }
 

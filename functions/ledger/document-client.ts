@@ -60,6 +60,7 @@ export async function batchGet(
   client: DynamoDBDocumentClient,
   tableName: string,
   keys: Item[],
+  options: { consistent?: boolean } = {},
 ): Promise<Item[]> {
   const items: Item[] = [];
   for (let start = 0; start < keys.length; start += 100) {
@@ -68,7 +69,13 @@ export async function batchGet(
       if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** round)));
       if (round > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
       const page = await send(() =>
-        client.send(new BatchGetCommand({ RequestItems: { [tableName]: { Keys: pending } } })),
+        client.send(
+          new BatchGetCommand({
+            RequestItems: {
+              [tableName]: { Keys: pending, ...(options.consistent ? { ConsistentRead: true } : {}) },
+            },
+          }),
+        ),
       );
       items.push(...((page.Responses?.[tableName] ?? []) as Item[]));
       pending = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];

@@ -12,6 +12,7 @@
  * | day summary     | SUMMARY#<surveyId>       | DAY#<pacific day>            | SUMMARIES#<pacific day> | <surveyId>               |
  * | reconciliation  | SURVEY#<surveyId>        | RECONCILIATION               | -                       | -                        |
  * | run state       | RUN#<name>               | STATE                        | -                       | -                        |
+ * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
  * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes).
@@ -122,6 +123,8 @@ export const reconciliationStateKey = (surveyId: string) => ({
   sk: 'RECONCILIATION',
 });
 export const runStateKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'STATE' });
+/** The last run of that name that finished: what it checked, kept while the next run is under way. */
+export const finishedRunKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'FINISHED' });
 export const healthKey = (surveyId: string) => ({ pk: `HEALTH#${surveyId}`, sk: 'STATE' });
 
 /** Rejected hits are kept for investigation, not for ever. */

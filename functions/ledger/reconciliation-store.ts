@@ -22,6 +22,7 @@ import {
   attemptDayKey,
   attemptKey,
   discrepancyIndexKey,
+  finishedRunKey,
   LEDGER,
   reconciliationStateKey,
   runStateKey,
@@ -33,7 +34,14 @@ import {
 export type VerdictChange = 'new' | 'changed' | 'refreshed' | 'unchanged';
 
 export interface StoredDaySummary extends DaySummary {
+  /** When these figures were written: the last run that found them different (or the first). */
   readonly reconciledAt: string;
+  /**
+   * The last time a run re-checked the day and recorded it on the summary (at least `reconciledAt`). Runs that
+   * find the figures unchanged on a day every survey checks (a scheduled run's newest days) do not write it; the
+   * finished run records that check once (`FinishedRun`).
+   */
+  readonly checkedAt: string;
   readonly runId: string;
 }
 
@@ -58,6 +66,23 @@ export interface RunState {
   readonly finishedAt?: string | undefined;
   /** An invocation working on the run holds it until then. */
   readonly leaseUntil?: string | undefined;
+  /** Days every survey of the run reconciles in full, whatever changed (the newest days). */
+  readonly freshDays?: readonly string[] | undefined;
+  /** Surveys that failed in this run so far (their days were not checked). */
+  readonly failedSurveys?: readonly string[] | undefined;
+}
+
+/**
+ * The last finished run: every survey of it that did not fail had its fresh days checked at or after
+ * `startedAt`, so those summaries need not be rewritten to say so.
+ */
+export interface FinishedRun {
+  readonly runId: string;
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  readonly freshDays: readonly string[];
+  readonly surveys: readonly string[];
+  readonly failedSurveys: readonly string[];
 }
 
 export interface ReconciliationStore {
@@ -65,7 +90,12 @@ export interface ReconciliationStore {
   attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
   recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
+  /** Writes a day summary's figures, reconciled and checked at `at`. */
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
+  /** Records that a day whose figures did not change was checked at `at` (never moves back; no summary, no-op). */
+  recordSummaryCheck(surveyId: string, day: string, at: Date): Promise<void>;
+  /** A survey's summaries of the Pacific days given, those that exist (a batch of point reads). */
+  summariesOf(surveyId: string, days: readonly string[]): Promise<StoredDaySummary[]>;
   /** The summaries of a Pacific day, for all surveys (or the ones listed), through the index. */
   daySummaries(day: string): Promise<StoredDaySummary[]>;
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
@@ -88,6 +118,8 @@ export interface ReconciliationStore {
   putRunState(name: string, state: RunState): Promise<void>;
   /** Takes the run for one invocation until `until`; false when another invocation holds it. */
   acquireRun(name: string, runId: string, now: Date, until: Date): Promise<boolean>;
+  finishedRun(name: string): Promise<FinishedRun | undefined>;
+  putFinishedRun(name: string, run: FinishedRun): Promise<void>;
 }
 
 /** Equal as data, whatever order the store returned the keys in. */
@@ -211,11 +243,43 @@ export function createReconciliationStore(
               kind: 'summary',
               ...summary,
               reconciledAt: at.toISOString(),
+              checkedAt: at.toISOString(),
               runId,
             },
           }),
         ),
       );
+    },
+
+    async recordSummaryCheck(surveyId, day, at) {
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: summaryKey(surveyId, day),
+              UpdateExpression: 'SET checkedAt = :at',
+              ConditionExpression:
+                'attribute_exists(pk) AND (attribute_not_exists(checkedAt) OR checkedAt < :at)',
+              ExpressionAttributeValues: { ':at': at.toISOString() },
+            }),
+          ),
+        );
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      }
+    },
+
+    async summariesOf(surveyId, days) {
+      // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
+      // figures compared against must be the last written.
+      const items = await batchGet(
+        client,
+        tableName,
+        days.map((day) => summaryKey(surveyId, day)),
+        { consistent: true },
+      );
+      return items.map(summaryFromItem).sort((a, b) => a.day.localeCompare(b.day));
     },
 
     async daySummaries(day) {
@@ -357,6 +421,39 @@ export function createReconciliationStore(
       );
     },
 
+    async finishedRun(name) {
+      // A batch read of one key: finance may batch-read the table but not get an item.
+      const [item] = await batchGet(client, tableName, [finishedRunKey(name)], { consistent: true });
+      if (!item) return undefined;
+      const list = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
+      return {
+        runId: String(item.runId),
+        startedAt: String(item.startedAt),
+        finishedAt: String(item.finishedAt),
+        freshDays: list(item.freshDays),
+        surveys: list(item.surveys),
+        failedSurveys: list(item.failedSurveys),
+      };
+    },
+
+    async putFinishedRun(name, run) {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...finishedRunKey(name),
+              kind: 'run',
+              ...run,
+              freshDays: [...run.freshDays],
+              surveys: [...run.surveys],
+              failedSurveys: [...run.failedSurveys],
+            },
+          }),
+        ),
+      );
+    },
+
     async acquireRun(name, runId, now, until) {
       try {
         await send(() =>
@@ -391,7 +488,9 @@ function summaryFromItem(item: Item): StoredDaySummary {
     here: item.here as DaySummary['here'],
     marketplace: item.marketplace as DaySummary['marketplace'],
     verdicts: (item.verdicts ?? {}) as Partial<Record<VerdictKind, number>>,
+    ...(typeof item.transactionsDigest === 'string' ? { transactionsDigest: item.transactionsDigest } : {}),
     reconciledAt: String(item.reconciledAt),
+    checkedAt: String(item.checkedAt ?? item.reconciledAt),
     runId: String(item.runId),
   };
 }

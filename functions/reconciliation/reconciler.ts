@@ -17,8 +17,20 @@ import type {
   VerdictChange,
 } from '../ledger/ledger-store';
 import type { MarketplaceClient } from '../marketplace/marketplace-client';
+import type { Transaction } from '../marketplace/marketplace-records';
 import { pacificDay } from '../marketplace/pacific-time';
+import type { Attempt } from '../receiving/attempt';
 import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
+import {
+  checkRegardless,
+  DEFAULT_FRESH_DAYS,
+  DEFAULT_SETTLED_RECHECK_HOURS,
+  freshDaysOf,
+  type RecheckPlan,
+  SCHEDULED_RUN,
+  sameFigures,
+  transactionsChanged,
+} from './recheck-policy';
 import type { VerdictKind } from './verdict-kinds';
 import {
   attemptKeysToRead,
@@ -31,7 +43,7 @@ import {
   reconcileSurveyWindow,
 } from './verdict-rules';
 
-export const SCHEDULED_RUN = 'reconcile';
+export { SCHEDULED_RUN } from './recheck-policy';
 
 export interface ReconcilerDeps {
   readonly marketplace: MarketplaceClient;
@@ -51,6 +63,15 @@ export interface ReconcilerDeps {
    * per survey window (default 7; 0 turns the look-back off).
    */
   readonly lookbackDays?: number;
+  /** Scheduled runs: how many of the newest Pacific days are reconciled every run (default 2, today and yesterday). */
+  readonly freshDays?: number;
+  /**
+   * Scheduled runs: an older day whose transactions did not change is reconciled again once it has not been
+   * checked for this long (default 24 hours). Manual runs always reconcile every day they are given.
+   */
+  readonly settledRecheckMs?: number;
+  /** Least time between two saves of a run's cursor while it runs (default 10 s; the end is always saved). */
+  readonly progressEveryMs?: number;
 }
 
 export interface SurveyOutcome {
@@ -70,6 +91,10 @@ export interface SurveyOutcome {
   readonly lookbacks: number;
   /** Attempts whose transaction was clicked in before the window, left to that day's run. */
   readonly earlier: number;
+  /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
+  readonly skippedDays: number;
+  /** Day summaries written because their figures changed. */
+  readonly summariesWritten: number;
   readonly verdicts: Partial<Record<VerdictKind, number>>;
   /** Verdicts written for the first time, changed (history grew), or refreshed with newer marketplace facts. */
   readonly changes: Readonly<Record<Exclude<VerdictChange, 'unchanged'>, number>>;
@@ -108,6 +133,8 @@ const emptyOutcome = (
   readByKey: 0,
   lookbacks: 0,
   earlier: 0,
+  skippedDays: 0,
+  summariesWritten: 0,
   verdicts: {},
   changes: { new: 0, changed: 0, refreshed: 0 },
   changed: [],
@@ -118,86 +145,162 @@ export function reconciler(deps: ReconcilerDeps) {
   const concurrency = deps.concurrency ?? 4;
   const writeConcurrency = deps.writeConcurrency ?? 16;
   const lookbackDays = deps.lookbackDays ?? DEFAULT_LOOKBACK_DAYS;
+  const freshDays = deps.freshDays ?? DEFAULT_FRESH_DAYS;
+  const settledRecheckMs = deps.settledRecheckMs ?? DEFAULT_SETTLED_RECHECK_HOURS * 3_600_000;
+  const progressEveryMs = deps.progressEveryMs ?? 10_000;
 
-  /** Reconciles one survey over the days (grouped into contiguous windows) and records its state. */
+  /**
+   * Reconciles one survey over the days (grouped into contiguous windows) and records its state. With a plan (the
+   * scheduled run), settled days nothing says have changed are left alone; without one, every day is reconciled.
+   */
   async function reconcileSurvey(
     surveyId: string,
     days: readonly string[],
     runId: string,
+    plan?: RecheckPlan,
   ): Promise<SurveyOutcome> {
-    const [state, registration] = await Promise.all([
+    const [state, registration, storedList] = await Promise.all([
       deps.results.surveyState(surveyId),
       deps.registry.get(surveyId).catch(() => undefined),
+      deps.results.summariesOf(surveyId, days),
     ]);
-    const allDays = [...new Set([...days, ...(state?.failedDays ?? [])])].sort();
+    const stored = new Map(storedList.map((summary) => [summary.day, summary]));
+    const failedDays = state?.failedDays ?? [];
+    const allDays = [...new Set([...days, ...failedDays])].sort();
     const at = now();
-    try {
-      const outcome = {
-        ...emptyOutcome(surveyId, allDays, 'reconciled'),
-        verdicts: {} as Partial<Record<VerdictKind, number>>,
+    const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
+    const outcome = {
+      ...emptyOutcome(surveyId, allDays, 'reconciled'),
+      verdicts: {} as Partial<Record<VerdictKind, number>>,
+    };
+    const changes = { new: 0, changed: 0, refreshed: 0 };
+    const changed: { token: string; from: string; to: string }[] = [];
+
+    /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
+    async function reconcileDays(
+      window: readonly string[],
+      listed: readonly Transaction[],
+      seen: readonly Attempt[],
+      lookback: () => Promise<{ rows: readonly Transaction[]; malformed: readonly unknown[] } | undefined>,
+    ) {
+      const range = fetchRange(window);
+      // What a call for just these days would have listed, and the rows before them already at hand.
+      const [from, to] = [range.from.toISOString(), range.to.toISOString()];
+      const filed = (t: Transaction) => t.clickedAt?.utc ?? t.startedAt?.utc;
+      const transactions = listed.filter((t) => {
+        const at = filed(t);
+        return at === undefined || (at >= from && at < to);
+      });
+      const before = listed.filter((t) => (filed(t) ?? from) < from);
+      // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
+      // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
+      const keys = attemptKeysToRead({ days: window, transactions, attempts: seen });
+      const byKey = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
+      const attempts = [...seen, ...byKey];
+      const sides = {
+        surveyId,
+        days: window,
+        transactions,
+        attempts,
+        expectedCpi: registration?.expectedCpi,
+        settledBefore,
+        lookbackDays,
       };
-      const changes = { new: 0, changed: 0, refreshed: 0 };
-      const changed: { token: string; from: string; to: string }[] = [];
+      // Attempts with no transaction at hand: look through the days before the window before judging them.
+      const earlier =
+        lookbackRange(window, lookbackDays) && needsLookback({ ...sides, earlier: before })
+          ? await lookback()
+          : undefined;
+      const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
+      outcome.attempts += attempts.length;
+      outcome.awaiting += result.awaiting;
+      outcome.readByKey += byKey.length;
+      outcome.earlier += result.earlier;
+      const writes = await runBounded(
+        result.verdicts.map((entry) => async () => {
+          const change = await deps.results.recordVerdict(entry, at);
+          outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
+          if (change === 'unchanged') return;
+          changes[change]++;
+          if (change === 'changed' && changed.length < 20) {
+            changed.push({
+              token: entry.token,
+              from: entry.attempt?.reconciliation?.verdict ?? '-',
+              to: entry.verdict.kind,
+            });
+          }
+        }),
+        { concurrency: writeConcurrency },
+      );
+      throwIfFailed(writes);
+      await Promise.all(
+        result.summaries.map(async (summary) => {
+          const previous = stored.get(summary.day);
+          if (!sameFigures(summary, previous)) {
+            outcome.summariesWritten++;
+            return deps.results.putDaySummary(summary, at, runId);
+          }
+          // Unchanged: a fresh day's check is recorded once for the whole run (its finished-run record).
+          if (plan?.freshDays.has(summary.day)) return;
+          return deps.results.recordSummaryCheck(surveyId, summary.day, at);
+        }),
+      );
+    }
+
+    try {
       for (const window of contiguous(allDays)) {
         const range = fetchRange(window);
-        const settledBefore = new Date(now().getTime() - (deps.settleMs ?? 0));
-        // Both sides at once; if the marketplace fails, the ledger read is simply discarded.
-        const [listed, seen] = await Promise.all([
+        const context = { surveyId, failedDays, now: at };
+        // Days checked whatever the marketplace lists: their attempts are read while it answers.
+        const regardless = plan
+          ? window.filter((day) => checkRegardless(day, plan, { ...context, stored: stored.get(day) }))
+          : window;
+        const groups = contiguous(regardless);
+        // Both sides at once; if the marketplace fails, the ledger reads are simply discarded.
+        const [listed, seenByGroup] = await Promise.all([
           deps.marketplace.getSurveyTransactions(surveyId, {
             startDate: range.startDate,
             endDate: range.endDate,
           }),
-          deps.attempts.attemptsOfSurvey(surveyId, range.from, range.to),
+          Promise.all(
+            groups.map((group) => {
+              const { from, to } = fetchRange(group);
+              return deps.attempts.attemptsOfSurvey(surveyId, from, to);
+            }),
+          ),
         ]);
-        // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
-        // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
-        const keys = attemptKeysToRead({ days: window, transactions: listed.rows, attempts: seen });
-        const byKey = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
-        const attempts = [...seen, ...byKey];
-        const sides = {
-          surveyId,
-          days: window,
-          transactions: listed.rows,
-          attempts,
-          expectedCpi: registration?.expectedCpi,
-          settledBefore,
-          lookbackDays,
-        };
-        // Attempts with no transaction in the window: look through the days before it before judging them.
-        const lookback = lookbackRange(window, lookbackDays);
-        const earlier =
-          lookback && needsLookback(sides)
-            ? await deps.marketplace.getSurveyTransactions(surveyId, lookback)
-            : undefined;
-        const result = reconcileSurveyWindow({ ...sides, earlier: earlier?.rows ?? [] });
         outcome.transactions += listed.rows.length;
-        outcome.attempts += attempts.length;
-        outcome.malformedRows += listed.malformed.length + (earlier?.malformed.length ?? 0);
-        outcome.undated += result.undated;
-        outcome.awaiting += result.awaiting;
-        outcome.readByKey += byKey.length;
-        outcome.lookbacks += earlier ? 1 : 0;
-        outcome.earlier += result.earlier;
-        const writes = await runBounded(
-          result.verdicts.map((entry) => async () => {
-            const change = await deps.results.recordVerdict(entry, at);
-            outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
-            if (change === 'unchanged') return;
-            changes[change]++;
-            if (change === 'changed' && changed.length < 20) {
-              changed.push({
-                token: entry.token,
-                from: entry.attempt?.reconciliation?.verdict ?? '-',
-                to: entry.verdict.kind,
-              });
-            }
-          }),
-          { concurrency: writeConcurrency },
+        outcome.malformedRows += listed.malformed.length;
+        outcome.undated += listed.rows.filter((t) => (t.clickedAt ?? t.startedAt) === undefined).length;
+        // Settled days whose transactions changed since they were reconciled.
+        const changedDays = window.filter(
+          (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),
         );
-        throwIfFailed(writes);
-        await Promise.all(result.summaries.map((summary) => deps.results.putDaySummary(summary, at, runId)));
+        outcome.skippedDays += window.length - regardless.length - changedDays.length;
+        // One look-back call at most per window, as if the window were reconciled whole.
+        let lookback: Promise<Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>> | undefined;
+        const lookbackOnce = async () => {
+          const wanted = lookbackRange(window, lookbackDays);
+          if (!wanted) return undefined;
+          if (!lookback) {
+            lookback = deps.marketplace.getSurveyTransactions(surveyId, wanted);
+            const earlier = await lookback;
+            outcome.lookbacks++;
+            outcome.malformedRows += earlier.malformed.length;
+          }
+          return lookback;
+        };
+        for (const [i, group] of groups.entries())
+          await reconcileDays(group, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
+        for (const group of contiguous(changedDays)) {
+          const { from, to } = fetchRange(group);
+          const seen = await deps.attempts.attemptsOfSurvey(surveyId, from, to);
+          await reconcileDays(group, listed.rows, seen, lookbackOnce);
+        }
       }
-      await deps.results.putSurveyState({ surveyId, lastReconciledAt: at.toISOString(), failedDays: [] });
+      // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
+      if (!state || state.failedDays.length > 0 || state.lastError !== undefined)
+        await deps.results.putSurveyState({ surveyId, lastReconciledAt: at.toISOString(), failedDays: [] });
       return { ...outcome, changes, changed };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -220,14 +323,18 @@ export function reconciler(deps: ReconcilerDeps) {
     surveys: readonly string[],
     days: readonly string[],
     runId: string,
-    options: ReconcileRunOptions & { onProgress?: (cursor: number) => Promise<void> } = {},
+    options: ReconcileRunOptions & {
+      plan?: RecheckPlan;
+      onProgress?: (cursor: number) => Promise<void>;
+      onFailed?: (surveyId: string) => void;
+    } = {},
   ): Promise<SurveyOutcome[]> {
     const deferred = (index: number) => emptyOutcome(surveys[index] as string, days, 'deferred');
     const finished = new Set<number>();
     let settled = 0;
     let done = 0;
     const report = await runBounded(
-      surveys.map((surveyId) => () => reconcileSurvey(surveyId, days, runId)),
+      surveys.map((surveyId) => () => reconcileSurvey(surveyId, days, runId, options.plan)),
       {
         concurrency,
         now,
@@ -235,6 +342,7 @@ export function reconciler(deps: ReconcilerDeps) {
         onSettled: async (result, index) => {
           if (result.status === 'failed') return;
           if (result.status === 'done') {
+            if (result.value.status === 'failed') options.onFailed?.(result.value.surveyId);
             finished.add(index);
             while (finished.has(settled)) settled++;
             await options.onProgress?.(settled);
@@ -249,7 +357,10 @@ export function reconciler(deps: ReconcilerDeps) {
   return {
     reconcileSurvey,
 
-    /** Reconciles the given surveys (default: every registered survey) over Pacific days [from, to]. */
+    /**
+     * Reconciles the given surveys (default: every registered survey) over Pacific days [from, to]: every day in
+     * full, whatever changed.
+     */
     async run(
       from: string,
       to: string,
@@ -265,7 +376,8 @@ export function reconciler(deps: ReconcilerDeps) {
     },
 
     /**
-     * The scheduled run: the trailing `windowDays` Pacific days through today, for every registered survey.
+     * The scheduled run: the trailing `windowDays` Pacific days through today, for every registered survey; the
+     * newest `freshDays` of them in full, the settled ones when something says they changed (recheck-policy.ts).
      * Resumes an unfinished run instead of starting another; returns undefined when another invocation holds it.
      */
     async scheduled(windowDays: number, options: { deadline: Date }): Promise<RunReport | undefined> {
@@ -280,34 +392,57 @@ export function reconciler(deps: ReconcilerDeps) {
           surveys: await registeredSurveys(days),
           cursor: 0,
           startedAt: started.toISOString(),
+          freshDays: freshDaysOf(days, freshDays),
+          failedSurveys: [],
         };
         await deps.results.putRunState(SCHEDULED_RUN, state);
       }
       const run: RunState = state;
       if (!(await deps.results.acquireRun(SCHEDULED_RUN, run.runId, started, options.deadline)))
         return undefined;
+      // A run started before fresh days were recorded checks every day in full.
+      const fresh = run.freshDays ?? run.days;
+      const plan: RecheckPlan = {
+        freshDays: new Set(fresh),
+        settledRecheckMs,
+        lastRun: await deps.results.finishedRun(SCHEDULED_RUN),
+      };
+      const failedSurveys = new Set(run.failedSurveys ?? []);
       let cursor = run.cursor;
+      let savedAt = now().getTime();
+      const save = (extra: Partial<RunState>) =>
+        deps.results.putRunState(SCHEDULED_RUN, {
+          ...run,
+          cursor,
+          failedSurveys: [...failedSurveys],
+          ...extra,
+        });
       const remaining = run.surveys.slice(run.cursor);
       const outcomes = await reconcileSurveys(remaining, run.days, run.runId, {
         deadline: options.deadline,
+        plan,
+        onFailed: (surveyId) => failedSurveys.add(surveyId),
+        // The cursor is saved now and then, not per survey: a crash redoes at most that much, idempotently.
         onProgress: async (settled) => {
-          if (run.cursor + settled > cursor) {
-            cursor = run.cursor + settled;
-            await deps.results.putRunState(SCHEDULED_RUN, {
-              ...run,
-              cursor,
-              leaseUntil: options.deadline.toISOString(),
-            });
-          }
+          if (run.cursor + settled > cursor) cursor = run.cursor + settled;
+          if (now().getTime() - savedAt < progressEveryMs) return;
+          savedAt = now().getTime();
+          await save({ leaseUntil: options.deadline.toISOString() });
         },
       });
       const complete = outcomes.every((o) => o.status !== 'deferred');
-      await deps.results.putRunState(SCHEDULED_RUN, {
-        ...run,
-        cursor,
-        ...(complete ? { finishedAt: now().toISOString() } : {}),
-        leaseUntil: new Date(0).toISOString(),
-      });
+      const finishedAt = now().toISOString();
+      await save({ ...(complete ? { finishedAt } : {}), leaseUntil: new Date(0).toISOString() });
+      if (complete) {
+        await deps.results.putFinishedRun(SCHEDULED_RUN, {
+          runId: run.runId,
+          startedAt: run.startedAt,
+          finishedAt,
+          freshDays: fresh,
+          surveys: run.surveys,
+          failedSurveys: [...failedSurveys],
+        });
+      }
       return { runId: run.runId, days: run.days, outcomes, complete };
     },
   };
@@ -342,6 +477,8 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     readByKey: 0,
     lookbacks: 0,
     earlier: 0,
+    skippedDays: 0,
+    summariesWritten: 0,
     changed: 0,
     new: 0,
   };
@@ -354,6 +491,8 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.readByKey += o.readByKey;
     sum.lookbacks += o.lookbacks;
     sum.earlier += o.earlier;
+    sum.skippedDays += o.skippedDays;
+    sum.summariesWritten += o.summariesWritten;
     sum.changed += o.changes.changed;
     sum.new += o.changes.new;
     for (const [kind, n] of Object.entries(o.verdicts))

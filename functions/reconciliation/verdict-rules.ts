@@ -22,6 +22,7 @@ import { outcomeOfStatus } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { sameAmount, sumAmounts } from '../shared/money';
+import { transactionsDigest } from './transactions-digest';
 import { CLAIM_KINDS, type VerdictKind } from './verdict-kinds';
 
 /** What the marketplace's transaction list says about an attempt. */
@@ -75,6 +76,8 @@ export interface DaySummary {
     readonly pending: string;
   };
   readonly verdicts: Readonly<Partial<Record<VerdictKind, number>>>;
+  /** The marketplace's rows of the day as reconciled (`transactionsDigest`); absent on summaries from before. */
+  readonly transactionsDigest?: string;
 }
 
 export interface SurveyWindow {
@@ -117,6 +120,25 @@ export interface SurveyWindowResult {
 
 /** The default look-back: a week, as far as a resumed survey or re-sent postbacks are expected to lag. */
 export const DEFAULT_LOOKBACK_DAYS = 7;
+
+const HOUR_MS = 3_600_000;
+const daysByHour = new Map<number, string>();
+/**
+ * The Pacific day of an ISO-8601 instant, remembered per UTC hour: Pacific days begin on a whole UTC hour (the
+ * offsets are whole hours), so every instant of an hour has one day, and the time-zone lookup (slow) runs once
+ * per hour seen rather than once per row.
+ */
+function dayOf(iso: string): string {
+  const ms = Date.parse(iso);
+  const hour = Math.floor(ms / HOUR_MS);
+  let day = daysByHour.get(hour);
+  if (day === undefined) {
+    day = pacificDay(new Date(hour * HOUR_MS));
+    if (daysByHour.size > 100_000) daysByHour.clear();
+    daysByHour.set(hour, day);
+  }
+  return day;
+}
 
 /** The Pacific days from `from` to `to`, inclusive. */
 export function pacificDays(from: string, to: string): string[] {
@@ -172,19 +194,30 @@ export function attemptKeysToRead(
   const keys = new Map<string, { pid: string; token: string }>();
   for (const t of window.transactions) {
     const clicked = t.clickedAt?.utc ?? t.startedAt?.utc;
-    if (!clicked || tokens.has(t.token) || !owned.has(pacificDay(new Date(clicked)))) continue;
+    if (!clicked || tokens.has(t.token) || !owned.has(dayOf(clicked))) continue;
     keys.set(JSON.stringify([t.pid, t.token]), { pid: t.pid, token: t.token });
   }
   return [...keys.values()];
 }
 
-/** Whether some attempt of the window would be judged without a transaction: then the look-back is worth its call. */
+/**
+ * Whether some attempt of the window would be judged without a transaction, its transaction being neither in the
+ * window nor among the `earlier` rows already at hand: then the look-back is worth its call.
+ */
 export function needsLookback(window: SurveyWindow): boolean {
   const owned = new Set(window.days);
-  return match(window.transactions, window.attempts).some(
-    ({ transaction, attempt }) =>
-      !transaction && attempt && arrivedHere(attempt) && owned.has(attemptDay(attempt) ?? ''),
-  );
+  const lookbackDays = window.lookbackDays ?? 0;
+  const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
+  return match(window.transactions, window.attempts).some(({ transaction, attempt }) => {
+    if (transaction || !attempt || !arrivedHere(attempt)) return false;
+    const day = attemptDay(attempt);
+    if (!day || !owned.has(day)) return false;
+    const searchedFrom = nextDay(day, -1 - lookbackDays);
+    return !(earlierByToken.get(attempt.token) ?? []).some((t) => {
+      const at = t.clickedAt?.utc ?? t.startedAt?.utc;
+      return at !== undefined && dayOf(at) >= searchedFrom;
+    });
+  });
 }
 
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
@@ -196,7 +229,7 @@ const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || atte
  */
 const attemptDay = (attempt: Attempt): string | undefined => {
   const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;
-  return at ? pacificDay(new Date(at)) : undefined;
+  return at ? dayOf(at) : undefined;
 };
 
 /** Matches the two sides of a survey's window and classifies every attempt that belongs to its days. */
@@ -216,14 +249,14 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       undated++;
       continue;
     }
-    const day = clicked ? pacificDay(new Date(clicked)) : attempt && attemptDay(attempt);
+    const day = clicked ? dayOf(clicked) : attempt && attemptDay(attempt);
     if (!day || !owned.has(day)) continue;
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {
       const candidates = (earlierByToken.get(attempt.token) ?? []).filter((t) => {
         const at = t.clickedAt?.utc ?? t.startedAt?.utc;
-        return at !== undefined && pacificDay(new Date(at)) >= searchedFrom;
+        return at !== undefined && dayOf(at) >= searchedFrom;
       });
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
@@ -439,6 +472,7 @@ function summarize(
       pending: sumAmounts(pending.map((t) => t.cpi)),
     },
     verdicts: counts,
+    transactionsDigest: transactionsDigest(transactions, day),
   };
 }
 

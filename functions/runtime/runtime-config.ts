@@ -197,6 +197,10 @@ const reconcileEnvironment = z.extend(base, {
   RECONCILE_SETTLE_SECONDS: wholeNumber(0, 86_400, 600),
   /** How many Pacific days before a window an attempt's transaction is looked for (0: none). */
   RECONCILE_LOOKBACK_DAYS: wholeNumber(0, 62, 7),
+  /** The newest Pacific days (today, yesterday) every scheduled run reconciles in full. */
+  RECONCILE_FRESH_DAYS: wholeNumber(1, 62, 2),
+  /** An older day whose transactions did not change is re-checked after this many hours. */
+  RECONCILE_SETTLED_RECHECK_HOURS: wholeNumber(1, 720, 24),
 });
 
 export interface ReconcileConfig extends LedgerConnection {
@@ -205,6 +209,8 @@ export interface ReconcileConfig extends LedgerConnection {
   readonly continueSelf: boolean;
   readonly settleMs: number;
   readonly lookbackDays: number;
+  readonly freshDays: number;
+  readonly settledRecheckMs: number;
 }
 
 /** The reconciliation function's configuration (it needs no signing keys). */
@@ -217,6 +223,8 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     continueSelf: values.RECONCILE_CONTINUE === 'self',
     settleMs: values.RECONCILE_SETTLE_SECONDS * 1000,
     lookbackDays: values.RECONCILE_LOOKBACK_DAYS,
+    freshDays: values.RECONCILE_FRESH_DAYS,
+    settledRecheckMs: values.RECONCILE_SETTLED_RECHECK_HOURS * 3_600_000,
   };
 }
 

@@ -10,6 +10,7 @@ import {
   createSurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { reconciler } from '../../functions/reconciliation/reconciler';
 import { fetchRange } from '../../functions/reconciliation/verdict-rules';
 
@@ -29,11 +30,23 @@ const counting: typeof fetch = (input, init) => {
   return fetch(input, init);
 };
 let storeRequests = 0;
+/** Capacity units the engine reports the run consumed (ReturnConsumedCapacity on every request). */
+const units = { read: 0, write: 0 };
+const WRITES = new Set(['PutItemCommand', 'UpdateItemCommand', 'DeleteItemCommand', 'BatchWriteItemCommand']);
 const client = createDocumentClient({ endpoint: fixture.endpoint });
 client.middlewareStack.add(
-  (next) => async (args) => {
+  (next, context) => async (args) => {
     storeRequests++;
-    return next(args);
+    const input = args.input as Record<string, unknown>;
+    if ('TableName' in input || 'RequestItems' in input) input.ReturnConsumedCapacity = 'TOTAL';
+    const result = await next(args);
+    const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
+    const list = (Array.isArray(consumed) ? consumed : consumed ? [consumed] : []) as {
+      CapacityUnits?: number;
+    }[];
+    const total = list.reduce((sum, c) => sum + (c.CapacityUnits ?? 0), 0);
+    units[WRITES.has(String(context.commandName)) ? 'write' : 'read'] += total;
+    return result;
   },
   { step: 'initialize', name: 'countRequests' },
 );
@@ -76,13 +89,22 @@ if (mode === 'floor') {
     }),
   );
 } else {
+  // The hourly path: the scheduled run over a one-day window (the fixture's day), of the first `count` surveys.
+  const registry = createSurveyRegistry(client, fixture.tableName);
+  const wanted = new Set(surveyIds);
+  const lastInstant = pacificDayRange(fixture.day).end.getTime() - 1;
   const engine = reconciler({
     marketplace,
     attempts,
-    registry: createSurveyRegistry(client, fixture.tableName),
+    registry: {
+      ...registry,
+      list: async () => (await registry.list()).filter((r) => wanted.has(r.surveyId)),
+    },
     results: createReconciliationStore(client, fixture.tableName),
+    now: () => new Date(Math.min(Date.now(), lastInstant)),
   });
-  const report = await engine.run(fixture.day, fixture.day, surveyIds);
+  const report = await engine.scheduled(1, { deadline: new Date(Date.now() + 3_600_000) });
+  if (!report) throw new Error('the run is held by another invocation');
   const failed = report.outcomes.filter((o) => o.status !== 'reconciled');
   if (failed.length > 0) throw new Error(`not reconciled: ${JSON.stringify(failed[0])}`);
   items = report.outcomes.reduce((sum, o) => sum + o.transactions + o.attempts, 0);
@@ -100,5 +122,7 @@ console.log(
     items,
     marketplaceCalls,
     storeRequests,
+    readUnits: units.read,
+    writeUnits: units.write,
   }),
 );

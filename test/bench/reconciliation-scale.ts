@@ -1,10 +1,11 @@
 /**
  * Reconciliation scale: reconciling n surveys of 1,000 transactions against the local marketplace and engine,
- * each measurement a fresh process, against a floor that pages both sides without comparing or writing.
+ * each measurement a fresh process, against a floor that pages both sides without comparing or writing; and a
+ * simulated week of the hourly schedule (reconcile-week.ts), in capacity units per attempt, for the cost model.
  */
 import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { promisify } from 'node:util';
-import { BENCH_ENV as env, fmt, median } from './measure';
+import { BENCH_ENV as env, fmt, median, runInProcess } from './measure';
 
 const run = promisify(execFile);
 
@@ -17,6 +18,8 @@ interface RunnerResult {
   items: number;
   marketplaceCalls: number;
   storeRequests: number;
+  readUnits: number;
+  writeUnits: number;
 }
 
 export async function reconciliationScale(sizes: number[], perSurvey: number, repeat: number) {
@@ -77,6 +80,9 @@ export async function reconciliationScale(sizes: number[], perSurvey: number, re
         retainedHeapMb: fmt(retained.peakHeapMb, 1),
         marketplaceCalls: steady[0]?.marketplaceCalls,
         storeRequests: steady[0]?.storeRequests,
+        // Per attempt of the run (about half the items are attempts): what one steady-state run consumes.
+        readUnitsPerAttempt: fmt((steady[0]?.readUnits ?? 0) / ((steady[0]?.items ?? 1) / 2), 3),
+        writeUnits: steady[0]?.writeUnits,
       });
     }
     const perSurveyMs = first.wallMs / largest;
@@ -95,4 +101,61 @@ export async function reconciliationScale(sizes: number[], perSurvey: number, re
   } finally {
     fixture.disconnect();
   }
+}
+
+/** What the hourly schedule consumes over a week, per attempt that arrived in it (reconcile-week.ts). */
+export interface ReconcileWeek {
+  /** `full`: every day of the window re-checked every run (RECONCILE_FRESH_DAYS=7); `default`: the defaults. */
+  readonly policy: 'full' | 'default';
+  readonly readUnitsPerAttemptWeek: number;
+  readonly writeUnitsPerAttemptWeek: number;
+  /** Of the reads: the attempts themselves (day index and batch reads), which grow with the traffic. */
+  readonly attemptReadUnitsPerAttemptWeek: number;
+  /** Of the reads: per survey and run whatever its traffic (state, registration, summaries, run state). */
+  readonly otherReadUnitsPerSurveyRun: number;
+  readonly runs: number;
+  readonly surveys: number;
+  readonly attempts: number;
+  readonly msPerRun: number;
+}
+
+interface WeekReport {
+  policy: 'full' | 'default';
+  runs: number;
+  surveys: number;
+  attempts: number;
+  readUnits: number;
+  attemptReadUnits: number;
+  writeUnits: number;
+  msPerRun: number;
+}
+
+/** The simulated week under both policies, each in its own process. */
+export async function reconciliationWeek(
+  options: { surveys: number; perHour: number; hours: number } = { surveys: 2, perHour: 2, hours: 168 },
+): Promise<ReconcileWeek[]> {
+  const rows: ReconcileWeek[] = [];
+  for (const policy of ['full', 'default'] as const) {
+    const r = await runInProcess<WeekReport>('test/bench/reconcile-week.ts', [
+      policy,
+      String(options.surveys),
+      String(options.perHour),
+      String(options.hours),
+    ]);
+    // The window is full from the first measured run, so units per hour over attempts per hour is what one
+    // attempt costs over the week (and the day around it) it spends in the window.
+    const round = (n: number) => Math.round(n * 100) / 100;
+    rows.push({
+      policy,
+      readUnitsPerAttemptWeek: round(r.readUnits / r.attempts),
+      writeUnitsPerAttemptWeek: round(r.writeUnits / r.attempts),
+      attemptReadUnitsPerAttemptWeek: round(r.attemptReadUnits / r.attempts),
+      otherReadUnitsPerSurveyRun: round((r.readUnits - r.attemptReadUnits) / (r.runs * r.surveys)),
+      runs: r.runs,
+      surveys: r.surveys,
+      attempts: r.attempts,
+      msPerRun: Math.round(r.msPerRun),
+    });
+  }
+  return rows;
 }

@@ -9,7 +9,7 @@ import { ASSUMPTIONS, costPerMillionHits, PRICES } from './cost';
 import { financeQueries } from './finance-queries';
 import { localThroughput } from './local-throughput';
 import { fmt, median, runInProcess } from './measure';
-import { reconciliationScale } from './reconciliation-scale';
+import { reconciliationScale, reconciliationWeek } from './reconciliation-scale';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const numbers = (value: string) => value.split(',').map(Number);
@@ -105,6 +105,14 @@ if (
   console.table(reconciliation.rows);
   console.log('first run (writes every verdict):');
   console.table([reconciliation.first]);
+  const week = await reconciliationWeek({
+    surveys: Number(process.env.BENCH_WEEK_SURVEYS ?? 2),
+    perHour: Number(process.env.BENCH_WEEK_PER_HOUR ?? 2),
+    hours: Number(process.env.BENCH_WEEK_HOURS ?? 168),
+  });
+  results.reconciliationWeek = week;
+  console.log('a simulated week of the hourly schedule (capacity units per attempt over its week):');
+  console.table(week);
 }
 
 if (

@@ -28,6 +28,20 @@ describe('configuration', () => {
       settleMs: 30_000,
       lookbackDays: 7,
     });
+    expect(readReconcileConfig({ TABLE_NAME: 'ledger' })).toMatchObject({
+      freshDays: 2,
+      settledRecheckMs: 24 * 3_600_000,
+    });
+    expect(
+      readReconcileConfig({
+        TABLE_NAME: 'ledger',
+        RECONCILE_FRESH_DAYS: '7',
+        RECONCILE_SETTLED_RECHECK_HOURS: '6',
+      }),
+    ).toMatchObject({ freshDays: 7, settledRecheckMs: 6 * 3_600_000 });
+    expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_FRESH_DAYS: '0' })).toThrow(
+      /RECONCILE_FRESH_DAYS Too small/,
+    );
     expect(readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_LOOKBACK_DAYS: '0' }).lookbackDays).toBe(0);
     expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_LOOKBACK_DAYS: '63' })).toThrow(
       /RECONCILE_LOOKBACK_DAYS Too big/,

@@ -3,7 +3,7 @@
  * and by pid, midnight, daylight-saving days and late finishers, and exact sums.
  */
 import { describe, expect, it } from 'vitest';
-import { attemptFromItem } from '../../functions/ledger/ledger-store';
+import { attemptFromItem, type StoredDaySummary } from '../../functions/ledger/ledger-store';
 import type { Transaction } from '../../functions/marketplace/marketplace-records';
 import {
   formatPacificTime,
@@ -12,8 +12,16 @@ import {
 } from '../../functions/marketplace/pacific-time';
 import type { Attempt } from '../../functions/receiving/attempt';
 import {
+  checkRegardless,
+  freshDaysOf,
+  lastCheckedAt,
+  sameFigures,
+} from '../../functions/reconciliation/recheck-policy';
+import { transactionsDigest } from '../../functions/reconciliation/transactions-digest';
+import {
   attemptKeysToRead,
   classify,
+  type DaySummary,
   fetchRange,
   lookbackRange,
   needsLookback,
@@ -375,6 +383,79 @@ describe('day summaries', () => {
         pending: '2.675',
       },
       verdicts: { matched: 11, invalidated: 1, not_received: 1, unverified_claim: 1 },
+      transactionsDigest: transactionsDigest(transactions, DAY),
     });
+  });
+});
+
+describe('settled days', () => {
+  const rows = [
+    transaction('a', 'Completed', noon, { verifyToken: 'Valid' }),
+    transaction('b', 'Failed', noon),
+    transaction('c', 'Completed', '2026-11-22T20:00:00.000Z'),
+  ];
+  const stored = (checkedAt: string, digest = transactionsDigest(rows, DAY)): StoredDaySummary => ({
+    ...(reconcileSurveyWindow({ surveyId: '1', days: [DAY], transactions: rows, attempts: [] })
+      .summaries[0] as DaySummary),
+    surveyId: '1',
+    day: DAY,
+    transactionsDigest: digest,
+    reconciledAt: '2026-11-20T00:00:00.000Z',
+    checkedAt,
+    runId: 'r',
+  });
+
+  it("fingerprint a day's rows whatever their order, and only that day's", () => {
+    const digest = transactionsDigest(rows, DAY);
+    expect(transactionsDigest([...rows].reverse(), DAY)).toBe(digest);
+    // A reversal on the day (Completed to Invalid) changes it; a change on the next day does not.
+    const reversed = [{ ...(rows[0] as Transaction), verifyToken: 'Invalid' }, ...rows.slice(1)];
+    expect(transactionsDigest(reversed, DAY)).not.toBe(digest);
+    const nextDayChanged = [...rows.slice(0, 2), { ...(rows[2] as Transaction), status: 'Failed' }];
+    expect(transactionsDigest(nextDayChanged, DAY)).toBe(digest);
+    // A row without a click time takes part in every day's matching: it changes every day's fingerprint.
+    const undated = transaction('u', 'Failed', noon, { clickedAt: undefined });
+    expect(transactionsDigest([...rows, undated], DAY)).not.toBe(digest);
+  });
+
+  it('the newest days of a run are its fresh days', () => {
+    expect(freshDaysOf(pacificDays('2026-11-15', DAY), 2)).toEqual(['2026-11-20', DAY]);
+    expect(freshDaysOf(pacificDays('2026-11-15', DAY), 7)).toHaveLength(7);
+  });
+
+  it('a settled day is checked when unreconciled, failed, or not checked for the recheck period; else left', () => {
+    const plan = { freshDays: new Set(['2026-11-22', '2026-11-23']), settledRecheckMs: 24 * 3_600_000 };
+    const now = new Date('2026-11-23T12:00:00.000Z');
+    const context = { surveyId: '1', failedDays: [] as string[], now };
+    expect(checkRegardless('2026-11-23', plan, { ...context, stored: undefined })).toBe('fresh');
+    expect(checkRegardless(DAY, plan, { ...context, stored: undefined })).toBe('unreconciled');
+    const recent = stored('2026-11-23T01:00:00.000Z');
+    expect(checkRegardless(DAY, plan, { ...context, stored: recent, failedDays: [DAY] })).toBe('failed');
+    expect(checkRegardless(DAY, plan, { ...context, stored: recent })).toBeUndefined();
+    const old = stored('2026-11-22T11:59:59.000Z');
+    expect(checkRegardless(DAY, plan, { ...context, stored: old })).toBe('due');
+    // Checked in full by the last finished run (a fresh day of it): not due, unless the survey failed in it.
+    const lastRun = {
+      runId: 'x',
+      startedAt: '2026-11-23T11:00:00.000Z',
+      finishedAt: '2026-11-23T11:05:00.000Z',
+      freshDays: [DAY, '2026-11-22'],
+      surveys: ['1'],
+      failedSurveys: [],
+    };
+    expect(checkRegardless(DAY, { ...plan, lastRun }, { ...context, stored: old })).toBeUndefined();
+    expect(lastCheckedAt(old, lastRun)).toBe(lastRun.startedAt);
+    const failed = { ...lastRun, failedSurveys: ['1'] };
+    expect(checkRegardless(DAY, { ...plan, lastRun: failed }, { ...context, stored: old })).toBe('due');
+    expect(lastCheckedAt(old, failed)).toBe(old.checkedAt);
+    expect(lastCheckedAt(old, { ...lastRun, surveys: ['2'] })).toBe(old.checkedAt);
+  });
+
+  it('unchanged figures need no write; a changed count or fingerprint does', () => {
+    const summary = stored('2026-11-23T01:00:00.000Z');
+    expect(sameFigures({ ...summary }, summary)).toBe(true);
+    expect(sameFigures({ ...summary, verdicts: { matched: 99 } }, summary)).toBe(false);
+    expect(sameFigures({ ...summary, transactionsDigest: 'other' }, summary)).toBe(false);
+    expect(sameFigures(summary, undefined)).toBe(false);
   });
 });

@@ -1,0 +1,112 @@
+/**
+ * What a scheduled run may leave alone. The newest days change every hour and are reconciled every run; an older
+ * (settled) day is reconciled again only when something says it may have changed: it has no summary, its last
+ * run failed, the marketplace's rows for it differ from those it was reconciled with, or it has not been checked
+ * for `settledRecheckMs` (the bound on how late a change only this side sees, such as a postback arriving days
+ * after the click, reaches a settled day's figures). A summary whose figures did not change is not rewritten.
+ */
+import type { FinishedRun, StoredDaySummary } from '../ledger/ledger-store';
+import type { Transaction } from '../marketplace/marketplace-records';
+import { canonicalJson, transactionsDigest } from './transactions-digest';
+import type { DaySummary } from './verdict-rules';
+import { nextDay } from './verdict-rules';
+
+/** The scheduled run's name: its run state and its finished-run record are kept under it. */
+export const SCHEDULED_RUN = 'reconcile';
+
+/** Today and yesterday (Pacific) are reconciled every run. */
+export const DEFAULT_FRESH_DAYS = 2;
+/** A settled day is re-checked at least once a day. */
+export const DEFAULT_SETTLED_RECHECK_HOURS = 24;
+
+/** A scheduled run's plan for one survey: which days it checks whatever changed, and what the last run checked. */
+export interface RecheckPlan {
+  /** Days reconciled in full every run. */
+  readonly freshDays: ReadonlySet<string>;
+  readonly settledRecheckMs: number;
+  readonly lastRun?: FinishedRun | undefined;
+}
+
+/** The newest `freshDays` days of a run's days (the run's last day is today). */
+export function freshDaysOf(days: readonly string[], freshDays: number): string[] {
+  const today = days[days.length - 1];
+  if (!today) return [];
+  const first = nextDay(today, 1 - freshDays);
+  return days.filter((day) => day >= first);
+}
+
+/** Whether a day's new figures are those stored (then nothing needs writing). */
+export function sameFigures(summary: DaySummary, stored: DaySummary | undefined): boolean {
+  if (!stored) return false;
+  const figures = (s: DaySummary) =>
+    canonicalJson({
+      here: s.here,
+      marketplace: s.marketplace,
+      verdicts: s.verdicts,
+      transactionsDigest: s.transactionsDigest,
+    });
+  return figures(summary) === figures(stored);
+}
+
+/**
+ * When a stored summary's figures were last confirmed: its own record, or the start of the last finished
+ * scheduled run when that run checked the day for the survey (a fresh day of it, the survey in it and not failed).
+ */
+export function lastCheckedAt(summary: StoredDaySummary, lastRun: FinishedRun | undefined): string {
+  const own = summary.checkedAt > summary.reconciledAt ? summary.checkedAt : summary.reconciledAt;
+  if (!lastRun || !checkedBy(lastRun, summary.surveyId, summary.day)) return own;
+  return lastRun.startedAt > own ? lastRun.startedAt : own;
+}
+
+/** Whether a finished run checked a survey's day in full. */
+function checkedBy(run: FinishedRun, surveyId: string, day: string): boolean {
+  return (
+    run.freshDays.includes(day) && run.surveys.includes(surveyId) && !run.failedSurveys.includes(surveyId)
+  );
+}
+
+/**
+ * The reader's form of `lastCheckedAt` for many summaries: the finished run's lists as sets, built once.
+ */
+export function checkedAtReader(lastRun: FinishedRun | undefined): (summary: StoredDaySummary) => string {
+  if (!lastRun) return (summary) => lastCheckedAt(summary, undefined);
+  const fresh = new Set(lastRun.freshDays);
+  const surveys = new Set(lastRun.surveys);
+  const failed = new Set(lastRun.failedSurveys);
+  return (summary) => {
+    const own = lastCheckedAt(summary, undefined);
+    const byRun =
+      fresh.has(summary.day) && surveys.has(summary.surveyId) && !failed.has(summary.surveyId)
+        ? lastRun.startedAt
+        : '';
+    return byRun > own ? byRun : own;
+  };
+}
+
+/** Why a day of a scheduled run is reconciled before its transactions are listed, or undefined. */
+export function checkRegardless(
+  day: string,
+  plan: RecheckPlan,
+  context: {
+    readonly surveyId: string;
+    readonly stored: StoredDaySummary | undefined;
+    readonly failedDays: readonly string[];
+    readonly now: Date;
+  },
+): 'fresh' | 'unreconciled' | 'failed' | 'due' | undefined {
+  if (plan.freshDays.has(day)) return 'fresh';
+  if (!context.stored) return 'unreconciled';
+  if (context.failedDays.includes(day)) return 'failed';
+  const checked = Date.parse(lastCheckedAt(context.stored, plan.lastRun));
+  if (!(checked > context.now.getTime() - plan.settledRecheckMs)) return 'due';
+  return undefined;
+}
+
+/** Whether the marketplace's rows for a settled day differ from those its summary was reconciled with. */
+export function transactionsChanged(
+  day: string,
+  rows: readonly Transaction[],
+  stored: StoredDaySummary | undefined,
+): boolean {
+  return stored?.transactionsDigest !== transactionsDigest(rows, day);
+}

@@ -1,0 +1,192 @@
+/**
+ * A simulated week of the real schedule: a few surveys whose attempts arrive every hour, reconciled by the
+ * scheduled run every hour on a fake clock for 168 runs, counting the read and write units the reconciler
+ * consumes (ReturnConsumedCapacity from the engine) per attempt that arrived in the week. Run as its own process
+ * by `reconciliationWeek` (reconciliation-scale.ts); reports over IPC.
+ * Usage: reconcile-week <full|default> <surveys> <attempts per survey and hour> <hours>
+ *
+ * Traffic shape: clicks spread over each hour, the postback ten minutes after the click, one attempt in fifty
+ * never arriving here; each survey's buyer reviews its completes once a day (Pending older than two days becomes
+ * Valid, one in twenty Invalid), which changes the rows of settled days. Before the measured hours, a week of the
+ * same history is reconciled once, unmeasured, so the window is full from the first run.
+ */
+import '../../infra/local/environment';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { reconciler } from '../../functions/reconciliation/reconciler';
+import { nextDay } from '../../functions/reconciliation/verdict-rules';
+import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
+import { startLocalMarketplace } from '../../infra/local/marketplace/server';
+import type { SimTransaction } from '../../infra/local/marketplace/state';
+
+const [policy = 'default', surveysArg = '3', perHourArg = '4', hoursArg = '168'] = process.argv.slice(2);
+const surveys = Number(surveysArg);
+const perHour = Number(perHourArg);
+const hours = Number(hoursArg);
+const HOUR = 3_600_000;
+const TOKEN = 'week-token';
+const tableName = 'bench-week';
+
+const engine = await startEngine();
+await ensureLedgerTable(engine.endpoint, tableName);
+const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
+const seeding = createDocumentClient({ endpoint: engine.endpoint });
+const ledger = createLedgerStore(seeding, tableName);
+const registry = createSurveyRegistry(seeding, tableName);
+
+/** The reconciler's own client: every request asks the engine what it consumed. */
+const units = { read: 0, write: 0, attemptRead: 0 };
+let measuring = false;
+const client = createDocumentClient({ endpoint: engine.endpoint });
+const WRITES = new Set(['PutItemCommand', 'UpdateItemCommand', 'DeleteItemCommand', 'BatchWriteItemCommand']);
+client.middlewareStack.add(
+  (next, context) => async (args) => {
+    const input = args.input as Record<string, unknown>;
+    if ('TableName' in input || 'RequestItems' in input) input.ReturnConsumedCapacity = 'TOTAL';
+    const result = await next(args);
+    if (!measuring) return result;
+    const consumed = (result.output as { ConsumedCapacity?: unknown }).ConsumedCapacity;
+    const list = (Array.isArray(consumed) ? consumed : consumed ? [consumed] : []) as {
+      CapacityUnits?: number;
+    }[];
+    const total = list.reduce((sum, c) => sum + (c.CapacityUnits ?? 0), 0);
+    const command = String(context.commandName);
+    if (WRITES.has(command)) units.write += total;
+    else {
+      units.read += total;
+      // The attempts themselves: the day index and the batch reads of the attempts it names.
+      if (command === 'BatchGetItemCommand' || (command === 'QueryCommand' && 'IndexName' in input))
+        units.attemptRead += total;
+    }
+    return result;
+  },
+  { step: 'initialize', name: 'consumedCapacity' },
+);
+
+// A week that starts on a Monday at Pacific midnight, clear of daylight-saving changes.
+const T0 = pacificDayRange('2026-06-08').start.getTime();
+let clock = T0;
+const STATUSES = ['Completed', 'Completed', 'Completed', 'Failed', 'Over Quota'] as const;
+let sequence = 0;
+
+for (let s = 0; s < surveys; s++) {
+  marketplace.state.addSurvey({ surveyId: 95_000 + s, cpi: '1.75' }, new Date(T0 - 30 * 24 * HOUR));
+  await registry.put({
+    surveyId: String(95_000 + s),
+    state: 'active',
+    verified: true,
+    failures: 0,
+    expectedCpi: '1.75',
+    updatedAt: new Date(T0 - 30 * 24 * HOUR).toISOString(),
+  });
+}
+
+/** The attempts of the hour ending at `end`: transactions at the marketplace, postbacks here. */
+async function arrive(end: number): Promise<number> {
+  let arrived = 0;
+  for (let s = 0; s < surveys; s++) {
+    for (let i = 0; i < perHour; i++) {
+      const n = ++sequence;
+      const clickedAt = new Date(end - HOUR + (i * (HOUR - 15 * 60_000)) / perHour);
+      const status = STATUSES[n % STATUSES.length] as (typeof STATUSES)[number];
+      const t: SimTransaction = {
+        surveyId: 95_000 + s,
+        token: `w-${n}`,
+        pid: `p-${n}`,
+        status,
+        ip: '198.51.100.1',
+        trackId: `w-${n}`,
+        termReason: '',
+        clickedAt,
+        ...(status === 'Completed' ? { completedAt: new Date(clickedAt.getTime() + 10 * 60_000) } : {}),
+        verifyToken: 'Pending',
+        notified: true,
+      };
+      marketplace.state.transactions.push(t);
+      arrived++;
+      if (n % 50 === 0) continue;
+      await ledger.recordHit(
+        {
+          channel: 'postback',
+          surveyId: String(t.surveyId),
+          outcome: status === 'Completed' ? 'success' : 'fail',
+          pid: t.pid,
+          token: t.token,
+          source: 'query',
+        },
+        new Date(clickedAt.getTime() + 10 * 60_000),
+      );
+    }
+  }
+  return arrived;
+}
+
+/** Each survey's buyer reviews once a day, at its own hour: Pending completes older than two days are decided. */
+function review(at: number, everySurvey = false) {
+  const hour = Math.floor((at - T0) / HOUR);
+  for (const t of marketplace.state.transactions) {
+    const reviewHour = (((t.surveyId - 95_000) * 7) % 24) + 24 * Math.floor(hour / 24);
+    if (hour !== reviewHour && !everySurvey) continue;
+    if (
+      t.status === 'Completed' &&
+      t.verifyToken === 'Pending' &&
+      (t.completedAt?.getTime() ?? at) < at - 48 * HOUR
+    )
+      t.verifyToken = Number(t.token.slice(2)) % 20 === 0 ? 'Invalid' : 'Valid';
+  }
+}
+
+const engineOf = () =>
+  reconciler({
+    marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => TOKEN }),
+    attempts: createLedgerStore(client, tableName),
+    registry: createSurveyRegistry(client, tableName),
+    results: createReconciliationStore(client, tableName),
+    now: () => new Date(clock),
+    settleMs: 600_000,
+    ...(policy === 'full' ? { freshDays: 7 } : {}),
+  });
+
+// The week before: arrived and reconciled once, unmeasured.
+for (let end = T0 - 7 * 24 * HOUR + HOUR; end <= T0; end += HOUR) await arrive(end);
+review(T0, true);
+const firstDay = nextDay('2026-06-08', -7);
+await engineOf().run(firstDay, '2026-06-07');
+
+let attempts = 0;
+let wallMs = 0;
+measuring = true;
+for (let h = 1; h <= hours; h++) {
+  clock = T0 + h * HOUR;
+  measuring = false;
+  attempts += await arrive(clock);
+  review(clock);
+  measuring = true;
+  const started = performance.now();
+  const report = await engineOf().scheduled(7, { deadline: new Date(clock + HOUR) });
+  wallMs += performance.now() - started;
+  if (!report?.complete || report.outcomes.some((o) => o.status !== 'reconciled'))
+    throw new Error(`run ${h} did not reconcile every survey`);
+}
+
+process.send?.({
+  policy,
+  runs: hours,
+  surveys,
+  attempts,
+  readUnits: units.read,
+  attemptReadUnits: units.attemptRead,
+  writeUnits: units.write,
+  msPerRun: wallMs / hours,
+});
+process.on('disconnect', async () => {
+  await marketplace.stop();
+  await engine.stop();
+  process.exit(0);
+});

@@ -1,0 +1,319 @@
+/**
+ * The hourly run once nothing changes: no summary or survey state rewritten, settled days left unread until their
+ * transactions change or their re-check is due, the newest days read every run, and finance's figures and their
+ * freshness what a full re-check gives. Against the local marketplace and the embedded engine, on a fake clock.
+ */
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { finance } from '../../functions/finance/finance-queries';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
+  type LedgerStore,
+  type ReconciliationStore,
+  type SurveyRegistry,
+} from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
+import { nextDay } from '../../functions/reconciliation/verdict-rules';
+import {
+  type LocalMarketplace,
+  NO_API_FAULTS,
+  startLocalMarketplace,
+} from '../../infra/local/marketplace/server';
+import type { SimTransaction, VerifyState } from '../../infra/local/marketplace/state';
+import { freshTable } from '../support/ledger';
+
+const TOKEN = 'steady-token';
+/** Today on the fake clock, and the week before it (no daylight-saving change in between). */
+const TODAY = '2026-06-10';
+const HOUR = 3_600_000;
+let marketplace: LocalMarketplace;
+let sequence = 0;
+
+beforeAll(async () => {
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
+  return () => marketplace.stop();
+});
+
+/** One table per test, its store requests recorded by command and key. */
+let attempts: LedgerStore;
+let registry: SurveyRegistry;
+let results: ReconciliationStore;
+let requests: { command: string; pk: string }[];
+/** The UTC ranges the reconciler read attempts over. */
+let attemptReads: { from: string; to: string }[];
+let clock: number;
+
+beforeEach(async () => {
+  const { endpoint, tableName } = await freshTable();
+  const client = createDocumentClient({ endpoint });
+  requests = [];
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const input = args.input as { Key?: { pk?: string }; Item?: { pk?: string } };
+      requests.push({
+        command: String(context.commandName),
+        pk: String(input.Key?.pk ?? input.Item?.pk ?? ''),
+      });
+      return next(args);
+    },
+    { step: 'initialize', name: 'recordRequests' },
+  );
+  const ledger = createLedgerStore(client, tableName);
+  attemptReads = [];
+  attempts = {
+    ...ledger,
+    attemptsOfSurvey: (surveyId, from, to) => {
+      attemptReads.push({ from: from.toISOString(), to: to.toISOString() });
+      return ledger.attemptsOfSurvey(surveyId, from, to);
+    },
+  };
+  registry = createSurveyRegistry(client, tableName);
+  results = createReconciliationStore(client, tableName);
+  // 13:00 Pacific (PDT) today.
+  clock = pacificDayRange(TODAY).start.getTime() + 13 * HOUR;
+});
+
+const engine = (settledRecheckHours = 24) =>
+  reconciler({
+    marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => TOKEN, retries: 0 }),
+    attempts,
+    registry,
+    results,
+    now: () => new Date(clock),
+    settledRecheckMs: settledRecheckHours * HOUR,
+  });
+
+/** One hourly run; the requests it made are returned. */
+async function hourly(settledRecheckHours = 24) {
+  requests = [];
+  attemptReads = [];
+  const report = await engine(settledRecheckHours).scheduled(7, { deadline: new Date(clock + HOUR) });
+  if (!report?.complete) throw new Error('the run did not finish');
+  return report;
+}
+
+const writesTo = (prefix: string) =>
+  requests.filter(
+    (r) => ['PutItemCommand', 'UpdateItemCommand'].includes(r.command) && r.pk.startsWith(prefix),
+  );
+const surveyStateWrites = () =>
+  requests.filter((r) => r.command === 'PutItemCommand' && r.pk.startsWith('SURVEY#'));
+/** Whether an attempt read covered (some of) a Pacific day. */
+const readDay = (day: string) => {
+  const { start, end } = pacificDayRange(day);
+  return attemptReads.some((r) => r.from < end.toISOString() && r.to > start.toISOString());
+};
+
+async function survey(surveyId: number) {
+  marketplace.state.addSurvey({ surveyId, cpi: '1.50' });
+  await registry.put({
+    surveyId: String(surveyId),
+    state: 'active',
+    verified: true,
+    failures: 0,
+    expectedCpi: '1.50',
+    updatedAt: new Date(clock).toISOString(),
+  });
+}
+
+/** A complete clicked in at 10:00 Pacific on `day`, and (unless `arrived` is false) its postback here. */
+async function complete(
+  surveyId: number,
+  day: string,
+  options: { arrived?: boolean; verify?: VerifyState } = {},
+) {
+  const n = ++sequence;
+  const clickedAt = new Date(pacificDayRange(day).start.getTime() + 10 * HOUR);
+  const transaction: SimTransaction = {
+    surveyId,
+    token: `steady-${n}`,
+    pid: `p-${n}`,
+    status: 'Completed',
+    ip: '198.51.100.1',
+    trackId: `steady-${n}`,
+    termReason: '',
+    clickedAt,
+    completedAt: new Date(clickedAt.getTime() + 10 * 60_000),
+    verifyToken: options.verify ?? 'Valid',
+    notified: true,
+  };
+  marketplace.state.transactions.push(transaction);
+  if (options.arrived !== false) await arrive(transaction, new Date(clickedAt.getTime() + 11 * 60_000));
+  return transaction;
+}
+
+const arrive = (t: SimTransaction, at: Date) =>
+  attempts.recordHit(
+    {
+      channel: 'postback',
+      surveyId: String(t.surveyId),
+      outcome: 'success',
+      pid: t.pid,
+      token: t.token,
+      source: 'query',
+    },
+    at,
+  );
+
+const WEEK = Array.from({ length: 7 }, (_, i) => nextDay(TODAY, i - 6));
+
+/** A survey with two completes on every day of the week, one of them not received here on the oldest day. */
+async function seededWeek(surveyId: number) {
+  await survey(surveyId);
+  for (const day of WEEK) {
+    await complete(surveyId, day);
+    await complete(surveyId, day, { verify: 'Pending', arrived: day !== WEEK[0] });
+  }
+}
+
+describe('the hourly run in the steady state', () => {
+  it('rewrites no summary, no survey state and no verdict when nothing changed; reads only the newest days', async () => {
+    await seededWeek(7201);
+    const first = await hourly();
+    expect(first.outcomes[0]).toMatchObject({ status: 'reconciled', summariesWritten: 7, skippedDays: 0 });
+    expect(writesTo('SUMMARY#7201')).toHaveLength(7);
+    expect(surveyStateWrites()).toHaveLength(1);
+
+    clock += HOUR;
+    const second = await hourly();
+    expect(second.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      summariesWritten: 0,
+      skippedDays: 5,
+      changes: { new: 0, changed: 0, refreshed: 0 },
+    });
+    expect(writesTo('SUMMARY#')).toEqual([]);
+    expect(writesTo('ATTEMPT#')).toEqual([]);
+    expect(surveyStateWrites()).toEqual([]);
+    // Today and yesterday read; the settled days, whose transactions did not change, not at all.
+    expect(readDay(TODAY) && readDay(nextDay(TODAY, -1))).toBe(true);
+    for (const day of WEEK.slice(0, 4)) expect(readDay(day), day).toBe(false);
+    // What the run writes is its own state, once per run rather than per survey.
+    expect(requests.filter((r) => r.command === 'PutItemCommand').every((r) => r.pk.startsWith('RUN#'))).toBe(
+      true,
+    );
+  });
+
+  it('a verdict that changes on a fresh day rewrites that day summary only', async () => {
+    await seededWeek(7202);
+    const missing = await complete(7202, TODAY, { arrived: false });
+    await hourly();
+    clock += HOUR;
+    // The postback arrives: complete_not_received becomes matched.
+    await arrive(missing, new Date(clock - 60_000));
+    const run = await hourly();
+    expect(run.outcomes[0]).toMatchObject({ summariesWritten: 1, changes: { changed: 1 } });
+    expect(writesTo('SUMMARY#7202')).toEqual([{ command: 'PutItemCommand', pk: 'SUMMARY#7202' }]);
+    const [summary] = await results.summariesOf('7202', [TODAY]);
+    expect(summary?.verdicts).toEqual({ matched: 3 });
+    expect(summary?.reconciledAt).toBe(new Date(clock).toISOString());
+    expect(surveyStateWrites()).toEqual([]);
+  });
+});
+
+describe('settled days', () => {
+  it('a reversal at the marketplace on a settled day is reconciled in the very next run, that day alone', async () => {
+    await seededWeek(7203);
+    const settled = nextDay(TODAY, -3);
+    await hourly();
+    const before = (await results.summariesOf('7203', [settled]))[0];
+    expect(before?.marketplace.owed).toBe('1.50');
+
+    const [valid] = marketplace.state.transactions.filter(
+      (t) =>
+        t.surveyId === 7203 &&
+        t.verifyToken === 'Valid' &&
+        t.clickedAt >= pacificDayRange(settled).start &&
+        t.clickedAt < pacificDayRange(settled).end,
+    );
+    (valid as SimTransaction).verifyToken = 'Invalid';
+    clock += HOUR;
+    const run = await hourly();
+    expect(run.outcomes[0]).toMatchObject({ skippedDays: 4, summariesWritten: 1, changes: { changed: 1 } });
+    expect(readDay(settled)).toBe(true);
+    expect(readDay(nextDay(TODAY, -5))).toBe(false);
+    const after = (await results.summariesOf('7203', [settled]))[0];
+    expect(after?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
+    expect(after?.verdicts).toMatchObject({ invalidated: 1 });
+    await expectSameAsFullRecheck('7203');
+  });
+
+  it('a settled day is re-checked once its re-check is due, and a change only this side saw is then reconciled', async () => {
+    await seededWeek(7204);
+    const settled = nextDay(TODAY, -4);
+    const late = await complete(7204, settled, { arrived: false });
+    await hourly(2);
+    // The postback arrives days late; the marketplace's row does not change.
+    await arrive(late, new Date(clock + 10 * 60_000));
+    clock += HOUR;
+    const quiet = await hourly(2);
+    expect(quiet.outcomes[0]).toMatchObject({ skippedDays: 5, summariesWritten: 0 });
+    expect(readDay(settled)).toBe(false);
+    expect((await results.summariesOf('7204', [settled]))[0]?.verdicts).toMatchObject({
+      complete_not_received: 1,
+    });
+
+    clock += HOUR + 60_000;
+    const due = await hourly(2);
+    expect(due.outcomes[0]).toMatchObject({ skippedDays: 0, summariesWritten: 1 });
+    expect(WEEK.every(readDay)).toBe(true);
+    const summary = (await results.summariesOf('7204', [settled]))[0];
+    expect(summary?.verdicts).toEqual({ matched: 3 });
+    // Unchanged settled days record the check, without rewriting their figures.
+    const other = (await results.summariesOf('7204', [nextDay(TODAY, -5)]))[0];
+    expect(other?.checkedAt).toBe(new Date(clock).toISOString());
+    expect((other?.reconciledAt ?? '') < (other?.checkedAt ?? '')).toBe(true);
+    await expectSameAsFullRecheck('7204');
+  });
+});
+
+describe("finance's figures and their freshness", () => {
+  it('a skipped day shows the figures a full re-check gives, checked when it last was; fresh days when the run started', async () => {
+    await seededWeek(7205);
+    await hourly();
+    const firstCheck = new Date(clock).toISOString();
+    const period = { from: WEEK[0] as string, to: TODAY };
+    const report = finance({ attempts, results, now: () => new Date(clock) });
+    const rowsAfterFirst = await report.summaryRows(period, ['7205']);
+
+    clock += HOUR;
+    const run = await hourly();
+    const rows = await report.summaryRows(period, ['7205']);
+    const figures = (r: (typeof rows)[number]) => ({ ...r, lastReconciledAt: undefined });
+    expect(rows.map(figures)).toEqual(rowsAfterFirst.map(figures));
+    const checked = Object.fromEntries(rows.map((r) => [r.day, r.lastReconciledAt]));
+    // Today and yesterday were checked by the run that just finished, without a write; the settled days when
+    // the first run checked them.
+    expect(checked[TODAY]).toBe(run.runId);
+    expect(checked[nextDay(TODAY, -1)]).toBe(run.runId);
+    expect(checked[nextDay(TODAY, -2)]).toBe(firstCheck);
+    expect((await results.finishedRun(SCHEDULED_RUN))?.startedAt).toBe(run.runId);
+
+    // A run in which the survey fails confirms nothing for it.
+    clock += HOUR;
+    marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
+    try {
+      const failed = await hourly();
+      expect(failed.outcomes.find((o) => o.surveyId === '7205')?.status).toBe('failed');
+    } finally {
+      marketplace.apiFaults = { ...NO_API_FAULTS };
+    }
+    const afterFailure = await report.summaryRows(period, ['7205']);
+    expect(afterFailure.find((r) => r.day === TODAY)?.lastReconciledAt).toBe(firstCheck);
+    await expectSameAsFullRecheck('7205');
+  });
+});
+
+/** A manual run re-checks every day in full: it must find nothing to change. */
+async function expectSameAsFullRecheck(surveyId: string) {
+  const full = await engine().run(WEEK[0] as string, TODAY, [surveyId]);
+  expect(full.outcomes[0]).toMatchObject({
+    status: 'reconciled',
+    summariesWritten: 0,
+    changes: { new: 0, changed: 0, refreshed: 0 },
+  });
+}
