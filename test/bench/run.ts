@@ -34,7 +34,12 @@ const section = (name: string, title: string) => {
   return true;
 };
 
-if (section('cold', `1. Cold start (median import, and the receivers' first hit, of ${settings.coldRuns} fresh processes per bundle)`)) {
+if (
+  section(
+    'cold',
+    `1. Cold start (median import, and the receivers' first hit, of ${settings.coldRuns} fresh processes per bundle)`,
+  )
+) {
   const cold = await coldStart({
     runs: settings.coldRuns,
     sizeTarget: TARGETS.coldStartRatio,
