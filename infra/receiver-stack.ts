@@ -41,6 +41,9 @@ export interface ReceiverStackProps extends StackProps {
   /** How often reconciliation runs (default hourly) and how many trailing Pacific days it re-checks (default 7). */
   readonly reconcileRate?: Duration;
   readonly reconcileWindowDays?: number;
+  /** How often the survey health check runs (default 5 minutes) and how far back it looks (default 15). */
+  readonly healthCheckRate?: Duration;
+  readonly healthWindowMinutes?: number;
   /** Address ranges postbacks may come from (POSTBACK_SOURCE_CIDRS); default any. */
   readonly postbackSourceCidrs?: string;
   /** How often the redirect sync runs (default 15 minutes). */
@@ -73,6 +76,8 @@ export class ReceiverStack extends Stack {
   readonly redirectSyncSchedule: Schedule;
   readonly reconcile: ReceiverFunction;
   readonly reconcileSchedule: Schedule;
+  readonly health: ReceiverFunction;
+  readonly healthSchedule: Schedule;
 
   constructor(scope: Construct, id: string, props: ReceiverStackProps = {}) {
     super(scope, id, props);
@@ -222,6 +227,21 @@ export class ReceiverStack extends Stack {
       );
     }
 
+    // The health check reads only the ledger: its schedule runs whether or not the marketplace is configured.
+    this.health = new ReceiverFunction(this, 'health', {
+      ...SCHEDULED_FUNCTIONS.health,
+      timeout: Duration.minutes(2),
+      environment: { HEALTH_WINDOW_MINUTES: String(props.healthWindowMinutes ?? 15) },
+    })
+      .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })
+      .allowLedgerWrites(this.ledger.table, ['dynamodb:PutItem'], 'HEALTH#');
+    this.healthSchedule = new Schedule(this, 'health-schedule', {
+      description: "Evaluates each active survey's postback health",
+      schedule: ScheduleExpression.rate(props.healthCheckRate ?? Duration.minutes(5)),
+      // A missed run is not retried: the next one, minutes later, sees the same traffic and more.
+      target: new LambdaInvoke(this.health.function, { retryAttempts: 0, maxEventAge: Duration.minutes(5) }),
+    });
+
     this.operations = new Operations(this, 'operations', {
       api: this.api.api,
       buffer: this.buffer.queue,
@@ -232,10 +252,13 @@ export class ReceiverStack extends Stack {
         'drain-buffer': this.drainer.function,
         'redirect-sync': this.redirectSync.function,
         reconcile: this.reconcile.function,
+        health: this.health.function,
         finance: this.finance.function,
       },
       ...(props.alarmEmail ? { alarmEmail: props.alarmEmail } : {}),
     });
+    // Per-survey notices (failing, recovered) come from the function: an alarm on an aggregate cannot name the survey.
+    this.health.bindAlarmTopic(this.operations.topic, this.operations.key);
     new CfnOutput(this, 'AlarmTopicArn', {
       value: this.operations.topic.topicArn,
       description: 'Subscribe to receive alarms',
@@ -281,6 +304,12 @@ export class ReceiverStack extends Stack {
       reason:
         "The scheduler's target role may invoke the reconcile function's versions and aliases; the wildcard is limited to that one function.",
     });
+    const healthFunctionId = this.getLogicalId(this.health.function.node.defaultChild as CfnElement);
+    Validations.of(this).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${healthFunctionId}.Arn>:*]`,
+      reason:
+        "The scheduler's target role may invoke the health function's versions and aliases; the wildcard is limited to that one function.",
+    });
     Validations.of(this.buffer.deadLetters).acknowledge({
       id: 'AwsSolutions-SQS3',
       reason:
@@ -291,6 +320,7 @@ export class ReceiverStack extends Stack {
       this.postback,
       this.redirectSync,
       this.reconcile,
+      this.health,
       this.finance,
       this.drainer,
     ]) {

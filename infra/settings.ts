@@ -53,6 +53,20 @@ const environmentSchema = z
     redirectSyncRateMinutes: z.int().min(1).max(1440).default(15),
     reconcileRateMinutes: z.int().min(1).max(1440).default(60),
     reconcileWindowDays: z.int().min(1).max(31).default(7),
+    health: z
+      .object({
+        /** How often the survey health check runs; more than an hour apart it no longer warns within minutes. */
+        scheduleMinutes: z.int().min(1).max(60).default(5),
+        /** How far back each run looks at a survey's traffic (HEALTH_WINDOW_MINUTES). */
+        windowMinutes: z.int().min(1).max(1440).default(15),
+      })
+      .strict()
+      // A window shorter than the gap between runs would leave traffic that no run ever looks at.
+      .refine((h) => h.windowMinutes >= h.scheduleMinutes, {
+        message: 'windowMinutes must be at least scheduleMinutes',
+        path: ['windowMinutes'],
+      })
+      .default({ scheduleMinutes: 5, windowMinutes: 15 }),
     postbackSourceCidrs: z.string().min(1).optional(),
     landingUrls: z
       .object({
@@ -129,6 +143,8 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     redirectSyncRate: Duration.minutes(settings.redirectSyncRateMinutes),
     reconcileRate: Duration.minutes(settings.reconcileRateMinutes),
     reconcileWindowDays: settings.reconcileWindowDays,
+    healthCheckRate: Duration.minutes(settings.health.scheduleMinutes),
+    healthWindowMinutes: settings.health.windowMinutes,
     ...(settings.postbackSourceCidrs ? { postbackSourceCidrs: settings.postbackSourceCidrs } : {}),
     postbackMethods: settings.postbackMethods,
     receiverReservedConcurrency: settings.receiverReservedConcurrency,

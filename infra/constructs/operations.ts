@@ -219,6 +219,17 @@ export class Operations extends Construct {
         width: 12,
       }),
       new GraphWidget({
+        // Surveys per state, never one line per survey: who is failing is in the notices and `npm run cli -- health`.
+        title: 'Survey health (surveys per state, transitions)',
+        left: (['SurveysOk', 'SurveysWarning', 'SurveysFailing'] as const).flatMap((m) =>
+          catalogued(m, Duration.minutes(5)),
+        ),
+        right: (['SurveysTurnedFailing', 'SurveysRecovered'] as const).flatMap((m) =>
+          catalogued(m, Duration.minutes(5)),
+        ),
+        width: 12,
+      }),
+      new GraphWidget({
         title: 'Function errors',
         left: Object.values(props.functions).map((fn) => fn.metricErrors({ period: Duration.minutes(5) })),
         width: 12,

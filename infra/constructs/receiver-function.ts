@@ -5,6 +5,7 @@
 import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type { ITableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Effect, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import type { IKey } from 'aws-cdk-lib/aws-kms';
 import {
   ApplicationLogLevel,
   Architecture,
@@ -15,6 +16,7 @@ import {
 import { type BundlingOptions, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { LEDGER } from '../../functions/ledger/ledger-schema';
 import { REPO_ROOT } from '../paths';
@@ -130,6 +132,47 @@ export class ReceiverFunction extends Construct {
         }),
       );
     }
+    return this;
+  }
+
+  /**
+   * Lets the function write the ledger items whose partition key starts with `partitionPrefix` (`HEALTH#`), and
+   * no other: IAM checks the key of every write against `dynamodb:LeadingKeys`, so a bug or a stolen role cannot
+   * touch an attempt or the registry. Call bindLedger first for the table's name.
+   */
+  allowLedgerWrites(
+    table: ITableV2,
+    actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem')[],
+    partitionPrefix: string,
+  ): this {
+    this.role.addToPrincipalPolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: [...actions],
+        resources: [table.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${partitionPrefix}*`] } },
+      }),
+    );
+    return this;
+  }
+
+  /**
+   * Gives the function the alarm topic's ARN (ALARM_TOPIC_ARN) and lets it publish there and nowhere else. The
+   * topic is encrypted with its own key, so publishing also takes the two key actions SNS makes on the
+   * publisher's behalf (GenerateDataKey, Decrypt; named exactly, not `GenerateDataKey*`), on that key only.
+   */
+  bindAlarmTopic(topic: ITopic, key: IKey): this {
+    this.function.addEnvironment('ALARM_TOPIC_ARN', topic.topicArn);
+    this.role.addToPrincipalPolicy(
+      new PolicyStatement({ effect: Effect.ALLOW, actions: ['sns:Publish'], resources: [topic.topicArn] }),
+    );
+    this.role.addToPrincipalPolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
+        resources: [key.keyArn],
+      }),
+    );
     return this;
   }
 

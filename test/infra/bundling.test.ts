@@ -25,7 +25,7 @@ describe('bundled functions', () => {
     const assets = Object.values(template.Resources)
       .filter((r) => r.Type === 'AWS::Lambda::Function')
       .map((r) => `asset.${r.Properties.Code?.S3Key?.replace(/\.zip$/, '')}`);
-    expect(assets).toHaveLength(6);
+    expect(assets).toHaveLength(7);
     for (const asset of assets) {
       const files = readdirSync(join(outdir, asset));
       expect(files).toEqual(['index.mjs']);

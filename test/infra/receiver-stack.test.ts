@@ -52,7 +52,7 @@ function functionResource(fn: ReceiverFunction) {
   };
 }
 
-type Statement = { Action: string | string[]; Resource: unknown; Effect: string };
+type Statement = { Action: string | string[]; Resource: unknown; Effect: string; Condition?: unknown };
 
 /** Every IAM statement attached to a function's role. */
 function statementsOf(fn: ReceiverFunction): Statement[] {
@@ -118,7 +118,7 @@ describe('ledger table', () => {
 describe('functions', () => {
   it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
     const functions = template.findResources('AWS::Lambda::Function');
-    expect(Object.keys(functions)).toHaveLength(6);
+    expect(Object.keys(functions)).toHaveLength(7);
     for (const fn of Object.values(functions) as { Properties: Record<string, unknown> }[]) {
       expect(fn.Properties).toMatchObject({
         Runtime: 'nodejs22.x',
@@ -286,6 +286,44 @@ describe('reconciliation', () => {
   });
 });
 
+describe('survey health', () => {
+  it('runs every 5 minutes by default, enabled whether or not the marketplace is configured', () => {
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(5 minutes)',
+      State: 'ENABLED',
+      Target: Match.objectLike({ Arn: { 'Fn::GetAtt': [logicalId(stack.health.function), 'Arn'] } }),
+    });
+    const fn = template.toJSON().Resources[logicalId(stack.health.function)].Properties;
+    expect(fn.Environment.Variables).toMatchObject({
+      HEALTH_WINDOW_MINUTES: '15',
+      ALARM_TOPIC_ARN: { Ref: logicalId(stack.operations.topic) },
+    });
+    expect(fn.Environment.Variables).not.toHaveProperty('SIGNING_KEYS_SECRET_ID');
+    expect(fn.Environment.Variables).not.toHaveProperty('MARKETPLACE_TOKEN_SECRET_ID');
+  });
+
+  it('reads the ledger, writes only HEALTH# items, and publishes only to the alarm topic with its key', () => {
+    const statements = statementsOf(stack.health);
+    expect(actionsOf(statements)).toEqual([
+      'dynamodb:BatchGetItem',
+      'dynamodb:PutItem',
+      'dynamodb:Query', // the refused-hit partitions of the table
+      'dynamodb:Query', // the day index
+      'kms:Decrypt',
+      'kms:GenerateDataKey',
+      'logs:CreateLogStream',
+      'logs:PutLogEvents',
+      'sns:Publish',
+    ]);
+    const put = statements.find((s) => actionsOf([s]).includes('dynamodb:PutItem'));
+    expect(put?.Condition).toEqual({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['HEALTH#*'] } });
+    const publish = statements.find((s) => actionsOf([s]).includes('sns:Publish'));
+    expect(publish?.Resource).toEqual({ Ref: logicalId(stack.operations.topic) });
+    const kms = statements.find((s) => actionsOf([s]).includes('kms:Decrypt'));
+    expect(kms?.Resource).toEqual({ 'Fn::GetAtt': [logicalId(stack.operations.key), 'Arn'] });
+  });
+});
+
 describe('finance API', () => {
   const routes = () =>
     Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
@@ -385,7 +423,7 @@ describe('operations', () => {
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(5 + 6);
+    expect(alarms).toHaveLength(5 + 7);
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });

@@ -13,7 +13,7 @@ import {
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
-import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { redirectConfiguration } from '../../functions/marketplace/redirect-configuration';
 import { parseKeyRing } from '../../functions/receiving/signing';
 import { reconciler } from '../../functions/reconciliation/reconciler';
@@ -29,6 +29,9 @@ let marketplace: LocalMarketplace;
 let attempts: LedgerStore;
 let registry: SurveyRegistry;
 let results: ReconciliationStore;
+/** Noon yesterday, Pacific: "an hour ago" must not fall on the day before when the suite runs just after midnight. */
+const REFERENCE_MS =
+  pacificDayRange(pacificDay(new Date(Date.now() - 86_400_000))).start.getTime() + 12 * 3_600_000;
 const SURVEYS = Array.from({ length: 12 }, (_, i) => 9100 + i);
 
 const client = () =>
@@ -85,7 +88,7 @@ describe('with a third of the marketplace calls failing', () => {
         const t = await marketplace.respondents.respondent({
           surveyId,
           status,
-          clickedAt: new Date(Date.now() - 3_600_000),
+          clickedAt: new Date(REFERENCE_MS - 3_600_000),
         });
         if (t.transaction.status === 'Completed' && surveyId % 2 === 0) continue; // nothing arrived here: a discrepancy
         await attempts.recordHit(
@@ -97,11 +100,11 @@ describe('with a third of the marketplace calls failing', () => {
             token: t.transaction.token,
             source: 'query',
           },
-          new Date(Date.now() - 3_000_000),
+          new Date(REFERENCE_MS - 3_000_000),
         );
       }
     }
-    const today = pacificDay(new Date());
+    const today = pacificDay(new Date(REFERENCE_MS));
     marketplace.apiFaults = { tooManyRequests: 0.15, serverError: 0.15, timeout: 0.05, malformed: 0.15 };
     const faulty = await reconciler({ marketplace: client(), attempts, registry, results }).run(
       today,

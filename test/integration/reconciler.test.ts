@@ -16,7 +16,7 @@ import {
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
-import { formatPacificTime, pacificDay } from '../../functions/marketplace/pacific-time';
+import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import { MONEY_KINDS } from '../../functions/reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
@@ -38,7 +38,13 @@ let results: ReconciliationStore;
 let sequence = 0;
 let redirect: Handler;
 
-const today = pacificDay(new Date());
+/**
+ * The day these tests reconcile: yesterday in Pacific time, with every attempt and transaction placed around its
+ * noon. With the real "now" the fixtures' "an hour ago" fell on the day before whenever the suite ran in the first
+ * hour after Pacific midnight.
+ */
+const REFERENCE_MS = pacificDayRange(nextDay(pacificDay(new Date()), -1)).start.getTime() + 12 * 3_600_000;
+const today = pacificDay(new Date(REFERENCE_MS));
 const engine = (overrides: Partial<Parameters<typeof reconciler>[0]> = {}) =>
   reconciler({
     marketplace: createMarketplaceClient({
@@ -89,7 +95,7 @@ async function attempt(
 ) {
   const token = `tok-${surveyId}-${++sequence}`;
   const pid = `pid-${sequence}`;
-  const clickedAt = new Date(Date.now() - 30 * 60_000);
+  const clickedAt = new Date(REFERENCE_MS - 30 * 60_000);
   const transaction: SimTransaction = {
     surveyId,
     token,
@@ -99,7 +105,7 @@ async function attempt(
     trackId: token,
     termReason: '',
     clickedAt,
-    ...(status === 'Completed' ? { completedAt: new Date(Date.now() - 20 * 60_000) } : {}),
+    ...(status === 'Completed' ? { completedAt: new Date(REFERENCE_MS - 20 * 60_000) } : {}),
     verifyToken: 'Pending',
     notified: true,
   };
@@ -114,7 +120,7 @@ async function attempt(
         token,
         source: 'query',
       },
-      new Date(Date.now() - 15 * 60_000),
+      new Date(REFERENCE_MS - 15 * 60_000),
     );
   }
   return { token, pid, transaction };
@@ -233,7 +239,7 @@ describe('a reconciliation run', () => {
         token: 'lonely-1',
         source: 'query',
       },
-      new Date(Date.now() - 3_600_000),
+      new Date(REFERENCE_MS - 3_600_000),
     );
     const report = await engine().run(today, today, ['7005']);
     expect(report.outcomes[0]).toMatchObject({
@@ -253,7 +259,7 @@ describe('a reconciliation run', () => {
       verifyToken: 'Pending',
       clkDateTime: '',
     };
-    const click = new Date(Date.now() - 3_600_000);
+    const click = new Date(REFERENCE_MS - 3_600_000);
     good.clkDateTime = formatPacificTime(click);
     const broken = createMarketplaceClient({
       baseUrl: marketplace.url,
@@ -274,7 +280,7 @@ describe('a reconciliation run', () => {
 });
 
 describe('verdicts whatever the window', () => {
-  const NOW = Date.now();
+  const NOW = REFERENCE_MS;
   const ago = (days: number, minutes: number) => new Date(NOW - days * 86_400_000 - minutes * 60_000);
   const hit = (surveyId: number, pid: string, token: string, channel: string, outcome: string, at: Date) =>
     attempts.recordHit(
@@ -478,7 +484,9 @@ describe('forged success redirects', () => {
     // A respondent who typed the success URL after failing: the fail postback and the marketplace contradict it.
     const typed = await attempt(7101, 'Failed', { postback: 'fail', redirect: 'success' });
     const queries = finance({ attempts, results });
-    const period = { from: today, to: today };
+    // The forged hits below go through the real handler, so they land on the real day, after the fixtures' day.
+    const realToday = pacificDay(new Date());
+    const period = { from: today, to: realToday };
     const moneyOf = async () => {
       const report = await queries.report(period, ['7101']);
       const { claims: _claims, ...totals } = report.totals;
@@ -494,7 +502,7 @@ describe('forged success redirects', () => {
         },
       };
     };
-    await engine().run(today, today, ['7101']);
+    await engine().run(today, realToday, ['7101']);
     const before = await moneyOf();
     expect(before.money.totals).toMatchObject({ owed: '1.75', pending: '3.50', moneyDiscrepancies: 2 });
     expect(before.report.claims.map((c) => [c.token, c.kind, c.money])).toEqual([
@@ -511,7 +519,7 @@ describe('forged success redirects', () => {
       expect((await invoke(redirect, apiEvent('GET', url))).statusCode).toBeLessThan(400);
     }
     expect((await attempts.attemptsOf('7101', 'forger20'))[0]?.complete).toBe('redirect-only');
-    const run = await engine().run(today, today, ['7101']);
+    const run = await engine().run(today, realToday, ['7101']);
     expect(run.outcomes[0]?.verdicts).toMatchObject({ unverified_claim: 20 });
     expect(
       Object.entries(run.outcomes[0]?.verdicts ?? {}).filter(([kind]) => MONEY_KINDS.has(kind as never)),
@@ -539,7 +547,8 @@ describe('the scheduled run', () => {
     expect(cut?.complete).toBe(false);
     expect(cut?.outcomes.every((o) => o.status === 'deferred')).toBe(true);
     const state = await results.runState(SCHEDULED_RUN);
-    expect(state).toMatchObject({ cursor: 0, days: [nextDay(today, -1), today] });
+    const realToday = pacificDay(new Date());
+    expect(state).toMatchObject({ cursor: 0, days: [nextDay(realToday, -1), realToday] });
     expect(state?.finishedAt).toBeUndefined();
 
     // Another invocation holds the run: this one does nothing.
