@@ -128,6 +128,8 @@ export interface ScheduledUsage {
   readonly reconcile: {
     readonly readUnitsPerAttemptWeek: number;
     readonly writeUnitsPerAttemptWeek: number;
+    /** Reads per survey per run whatever its traffic (state, registration, summaries, run record). */
+    readonly readUnitsPerSurveyRun?: number;
     /** Store requests per survey per run (the store's round trips, waited for in turn within a survey). */
     readonly requestsPerSurveyRun: number;
     /** Marketplace calls per survey per run. */
@@ -189,7 +191,7 @@ export function scheduledCostPerMillionHits(usage: ScheduledUsage, shape = TRAFF
   const lines = [
     {
       item: 'Reconciliation reads',
-      basis: `${usage.reconcile.readUnitsPerAttemptWeek.toFixed(2)} read units per attempt over its week`,
+      basis: `${usage.reconcile.readUnitsPerAttemptWeek.toFixed(2)} read units per attempt over its week, ${(reconcile.readUnitsPerSurveyRun ?? 0).toFixed(2)} per survey and run`,
       usd: perMillion(
         attemptsPerMillionHits * reconcile.readUnitsPerAttemptWeek,
         PRICES.dynamoPerMillionReadUnits,
