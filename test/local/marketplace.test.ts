@@ -286,3 +286,141 @@ describe('simulated respondents', () => {
     expect(await run()).toEqual(await run());
   });
 });
+
+describe('survey health knobs', () => {
+  const sim = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${marketplace.url}/_sim${path}`, {
+      method,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+  /** What the stand-in supplier received for one attempt, as `METHOD /path`. */
+  const arrivedFor = (token: string) =>
+    received.filter((r) => r.query.get('token') === token).map((r) => `${r.method} ${r.path}`);
+
+  it('dropPostbacksFor stops the postbacks of the listed survey only, redirects still sent, until emptied', async () => {
+    const [quiet, other] = [3004, 3005];
+    for (const surveyId of [quiet, other]) {
+      marketplace.state.addSurvey({ surveyId });
+      pointAtSupplier(surveyId);
+    }
+    const sim1 = marketplace.respondents;
+    try {
+      const set = await sim('PUT', '/faults', { delivery: { dropPostbacksFor: [quiet] } });
+      expect(set.status).toBe(200);
+      expect((set.body.delivery as { dropPostbacksFor: number[] }).dropPostbacksFor).toEqual([quiet]);
+
+      const complete = await sim1.respondent({ surveyId: quiet, status: 'Completed' });
+      const overQuota = await sim1.respondent({ surveyId: quiet, status: 'Over Quota' });
+      const elsewhere = await sim1.respondent({ surveyId: other, status: 'Completed' });
+      expect(arrivedFor(complete.transaction.token)).toEqual(['GET /r/success']);
+      expect(arrivedFor(overQuota.transaction.token)).toEqual(['GET /r/overquota']);
+      expect(complete.dropped).toEqual({ redirect: false, postback: true });
+      expect(marketplace.state.injections.get(complete.transaction.token)).toEqual(['dropped-postback']);
+      expect(arrivedFor(elsewhere.transaction.token)).toEqual(['GET /r/success', 'GET /pb/success']);
+
+      await sim('PUT', '/faults', { delivery: { dropPostbacksFor: [] } });
+      const resumed = await sim1.respondent({ surveyId: quiet, status: 'Completed' });
+      expect(arrivedFor(resumed.transaction.token)).toEqual(['GET /r/success', 'GET /pb/success']);
+    } finally {
+      sim1.faults = { ...sim1.faults, dropPostbacksFor: [] };
+    }
+  });
+
+  it('dropPostbacksFor must be a list of survey ids', async () => {
+    for (const dropPostbacksFor of [1001, ['1001'], [0], [1.5]]) {
+      const answer = await sim('PUT', '/faults', { delivery: { dropPostbacksFor } });
+      expect(answer, JSON.stringify(dropPostbacksFor)).toEqual({
+        status: 400,
+        body: { apiStatus: 'Failure', msg: 'delivery.dropPostbacksFor must be a list of survey ids' },
+      });
+    }
+    expect(marketplace.respondents.faults.dropPostbacksFor).toEqual([]);
+  });
+
+  describe('tamper', () => {
+    const surveyId = 3006;
+    const applied = () => ({
+      sUrl: `${supplierUrl}/r/success?pid=[%%pid%%]&token=[%%token%%]`,
+      fUrl: `${supplierUrl}/r/fail?pid=[%%pid%%]&token=[%%token%%]`,
+      oUrl: `${supplierUrl}/r/overquota?pid=[%%pid%%]&token=[%%token%%]`,
+      qTUrl: `${supplierUrl}/r/quality?pid=[%%pid%%]&token=[%%token%%]`,
+      tUrl: `${supplierUrl}/r/termination?pid=[%%pid%%]&token=[%%token%%]`,
+      pstbck: `${supplierUrl}/pb/success?pid=[%%pid%%]&token=[%%token%%]`,
+      pstbck_fail: `${supplierUrl}/pb/fail?pid=[%%pid%%]&token=[%%token%%]`,
+      pstBckSuccessMethod: 'GET',
+      pstBckFailMethod: 'GET',
+    });
+    const apply = () =>
+      api(`/supply/setRedirectionForSurvey/${surveyId}`, { method: 'PUT', body: JSON.stringify(applied()) });
+    const readBack = async () =>
+      (await api(`/supply/surveySpecificRedirects/${surveyId}`)).body.redirectURL as Record<string, string>;
+
+    beforeAll(async () => {
+      marketplace.state.addSurvey({ surveyId });
+      marketplace.state.addSurvey({ surveyId: surveyId + 1 });
+      pointAtSupplier(surveyId + 1);
+    });
+
+    it("re-points the survey's postbacks at another host: the read-back differs, redirects still arrive, postbacks do not", async () => {
+      await apply();
+      expect(await readBack()).toEqual(applied());
+
+      const tampered = await sim('POST', `/surveys/${surveyId}/redirects/tamper`);
+      expect(tampered.status).toBe(200);
+      const elsewhere = `${marketplace.url}/_sim/elsewhere/${surveyId}`;
+      const expected = {
+        ...applied(),
+        pstbck: `${elsewhere}/pb/success?pid=[%%pid%%]&token=[%%token%%]`,
+        pstbck_fail: `${elsewhere}/pb/fail?pid=[%%pid%%]&token=[%%token%%]`,
+      };
+      expect(tampered.body.redirectURL).toEqual(expected);
+      expect(await readBack()).toEqual(expected);
+
+      const complete = await marketplace.respondents.respondent({ surveyId, status: 'Completed' });
+      const failed = await marketplace.respondents.respondent({ surveyId, status: 'Failed' });
+      const untouched = await marketplace.respondents.respondent({
+        surveyId: surveyId + 1,
+        status: 'Completed',
+      });
+      expect(arrivedFor(complete.transaction.token)).toEqual(['GET /r/success']);
+      expect(arrivedFor(failed.transaction.token)).toEqual(['GET /r/fail']);
+      expect(complete.postbacks.map((p) => [p.url.startsWith(elsewhere), p.status])).toEqual([[true, 200]]);
+      expect(arrivedFor(untouched.transaction.token)).toEqual(['GET /r/success', 'GET /pb/success']);
+      const landed = (await sim('GET', '/elsewhere')).body.result as { surveyId: number; path: string }[];
+      expect(landed.filter((p) => p.surveyId === surveyId).map((p) => p.path)).toEqual([
+        '/pb/success',
+        '/pb/fail',
+      ]);
+    });
+
+    it("the supplier's setRedirectionForSurvey puts the survey right again", async () => {
+      await sim('POST', `/surveys/${surveyId}/redirects/tamper`);
+      await apply();
+      expect(await readBack()).toEqual(applied());
+      const complete = await marketplace.respondents.respondent({ surveyId, status: 'Completed' });
+      expect(arrivedFor(complete.transaction.token)).toEqual(['GET /r/success', 'GET /pb/success']);
+    });
+
+    it('sends the postbacks to a given host, keeping path and query', async () => {
+      await apply();
+      await sim('POST', `/surveys/${surveyId}/redirects/tamper`, { to: `${supplierUrl}/other-supplier` });
+      const overQuota = await marketplace.respondents.respondent({ surveyId, status: 'Over Quota' });
+      expect(arrivedFor(overQuota.transaction.token)).toEqual([
+        'GET /r/overquota',
+        'GET /other-supplier/pb/fail',
+      ]);
+      await apply();
+    });
+
+    it('refuses an unknown survey and a target that is not an http(s) URL', async () => {
+      await apply();
+      expect((await sim('POST', '/surveys/999999/redirects/tamper')).status).toBe(404);
+      expect((await sim('POST', `/surveys/${surveyId}/redirects/tamper`, { to: 'ftp://x' })).status).toBe(
+        400,
+      );
+      expect(await readBack()).toEqual(applied());
+    });
+  });
+});

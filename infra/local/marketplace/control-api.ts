@@ -2,6 +2,17 @@
  * The control API under /_sim, for tests and `npm start`: add surveys and set them live or paused, send
  * respondents, review completes, turn faults and the outcome mix on, and list what was sent or injected.
  * Never part of the supplier API, and needs no access token.
+ *
+ * Two knobs break one survey the way the survey health check must notice:
+ * - Postbacks stop for some surveys, their redirects still sent: `PUT /_sim/faults` with
+ *   `{"delivery":{"dropPostbacksFor":[1001]}}`; `{"delivery":{"dropPostbacksFor":[]}}` resumes them. The list is
+ *   replaced, not merged; each dropped postback is recorded as a `dropped-postback` injection.
+ * - A survey's postbacks re-pointed behind the supplier's back: `POST /_sim/surveys/1001/redirects/tamper` with
+ *   no body (or `{"to":"https://elsewhere.example"}`) replaces the scheme and host of the survey's `pstbck` and
+ *   `pstbck_fail` (its redirects stay), answering `{"redirectURL":{...}}`. By default they then go to a stand-in
+ *   other host inside this marketplace (`/_sim/elsewhere/1001/...`, answered 200; `GET /_sim/elsewhere` lists what
+ *   arrived there). surveySpecificRedirects reads the tampered settings back, so the redirect sync sees the drift;
+ *   the supplier's `redirects apply` (setRedirectionForSurvey) puts the survey right again.
  */
 import { type Answer, failure, type Json, ok } from './answers';
 import { type ApiFaults, NO_API_FAULTS } from './api-faults';
@@ -13,6 +24,8 @@ export interface ControlTargets {
   readonly respondents: RespondentSimulator;
   /** Where the supplier API's faults are set (the running marketplace). */
   readonly knobs: { apiFaults: ApiFaults };
+  /** This marketplace's own base URL, under which the stand-in other host of a tamper answers. */
+  readonly url: string;
 }
 
 /** Answers one control request. */
@@ -68,7 +81,32 @@ export async function control(
       }),
     });
   }
+  const tamper = /^\/_sim\/surveys\/(\d+)\/redirects\/tamper$/.exec(path);
+  if (method === 'POST' && tamper) {
+    const surveyId = Number(tamper[1]);
+    if (!state.surveys.has(surveyId)) return failure(404, `Survey ${surveyId} not found`);
+    const to = input.to ?? `${targets.url}/_sim/elsewhere/${surveyId}`;
+    if (typeof to !== 'string' || !/^https?:\/\/[^/?#]+/i.test(to))
+      return failure(400, 'to must be an http(s) URL');
+    return ok({ msg: 'postbacks re-pointed', redirectURL: state.tamperPostbacks(surveyId, to) });
+  }
+  const elsewhere = /^\/_sim\/elsewhere\/(\d+)(\/.*)?$/.exec(path);
+  if (elsewhere) {
+    state.misdirect({ surveyId: Number(elsewhere[1]), method, path: elsewhere[2] ?? '/', at: new Date() });
+    return ok({ msg: 'received (not the supplier)' });
+  }
+  if (method === 'GET' && path === '/_sim/elsewhere') {
+    return ok({
+      result: state.misdirected.map((p) => ({ ...p, at: p.at.toISOString() })),
+    });
+  }
   if (method === 'PUT' && path === '/_sim/faults') {
+    const drop = (input.delivery as Json | undefined)?.dropPostbacksFor;
+    if (
+      drop !== undefined &&
+      !(Array.isArray(drop) && drop.every((id) => Number.isSafeInteger(id) && (id as number) > 0))
+    )
+      return failure(400, 'delivery.dropPostbacksFor must be a list of survey ids');
     if (input.api) knobs.apiFaults = { ...NO_API_FAULTS, ...(input.api as Partial<ApiFaults>) };
     if (input.delivery)
       respondents.faults = { ...respondents.faults, ...(input.delivery as Partial<DeliveryFaults>) };

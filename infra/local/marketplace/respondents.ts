@@ -26,6 +26,11 @@ export const DEFAULT_MIX: OutcomeMix = {
 export interface DeliveryFaults {
   /** Postbacks never sent. */
   dropPostback: number;
+  /**
+   * Surveys whose postbacks are never sent while listed (their redirects still are): a survey's postbacks
+   * stopping, as when the marketplace's postback workers fail for it. Set the list again to resume.
+   */
+  dropPostbacksFor: readonly number[];
   /** Postbacks sent twice. */
   repeatPostback: number;
   /** Redirects the respondent never completes (closed the tab). */
@@ -42,6 +47,7 @@ export interface DeliveryFaults {
 
 export const NO_DELIVERY_FAULTS: DeliveryFaults = {
   dropPostback: 0,
+  dropPostbacksFor: [],
   repeatPostback: 0,
   dropRedirect: 0,
   postbackDelayMs: [0, 0],
@@ -146,7 +152,9 @@ export class RespondentSimulator {
     const method = (
       (success ? settings.pstBckSuccessMethod : settings.pstBckFailMethod) ?? 'GET'
     ).toUpperCase();
-    if (random.chance(this.faults.dropPostback)) {
+    // The share is drawn first, so listing a survey never changes the draws other surveys' traffic gets.
+    const droppedByShare = random.chance(this.faults.dropPostback);
+    if (droppedByShare || this.faults.dropPostbacksFor.includes(survey.surveyId)) {
       dropped.postback = true;
       state.inject(transaction, 'dropped-postback');
     } else if (postbackTemplate) {

@@ -87,7 +87,7 @@ export async function startLocalMarketplace(options: LocalMarketplaceOptions): P
     const url = new URL(req.url ?? '/', 'http://local');
     const body = await readJson(req);
     if (url.pathname.startsWith('/_sim/')) {
-      const targets = { state, respondents, knobs: marketplace };
+      const targets = { state, respondents, knobs: marketplace, url: marketplace.url };
       return reply(res, await control(targets, req.method ?? 'GET', url.pathname, body));
     }
     const match = /^\/api\/(v1|v2)(\/.*)$/.exec(url.pathname);

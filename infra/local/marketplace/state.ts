@@ -57,6 +57,18 @@ export interface SimTransaction {
   cpi?: string;
 }
 
+/** A postback that went to the stand-in other host a tampered survey points at, instead of the supplier. */
+export interface MisdirectedPostback {
+  readonly surveyId: number;
+  readonly method: string;
+  /** The path it was sent to under the other host. */
+  readonly path: string;
+  readonly at: Date;
+}
+
+/** Misdirected postbacks remembered; older ones are forgotten, so a long `npm start` stays small. */
+export const MISDIRECTED_KEPT = 1000;
+
 export class MarketplaceState {
   readonly surveys = new Map<number, SimSurvey>();
   readonly globalRedirects: RedirectSettings = Object.fromEntries(
@@ -66,6 +78,8 @@ export class MarketplaceState {
   readonly transactions: SimTransaction[] = [];
   /** What was injected into each attempt, by token. */
   readonly injections = new Map<string, Injection[]>();
+  /** Postbacks that reached the stand-in other host after a tamper, latest last (at most MISDIRECTED_KEPT). */
+  readonly misdirected: MisdirectedPostback[] = [];
 
   constructor(readonly random: Random) {}
 
@@ -112,6 +126,35 @@ export class MarketplaceState {
 
   deleteRedirects(surveyId: number): void {
     this.surveyRedirects.delete(surveyId);
+  }
+
+  /**
+   * Someone at the marketplace re-points a survey's success and fail postbacks at another host (`origin`, which
+   * replaces each URL's scheme and host; the path and query stay), behind the supplier's back: its redirects still
+   * reach the supplier, its postbacks do not, and the survey's settings read back differently from what the
+   * supplier applied. The supplier's next setRedirectionForSurvey puts them back. Returns the new settings.
+   */
+  tamperPostbacks(surveyId: number, origin: string): RedirectSettings {
+    if (!this.surveys.has(surveyId)) throw new Error(`no survey ${surveyId}`);
+    const current = this.effectiveRedirects(surveyId);
+    const base = origin.replace(/\/+$/, '');
+    const moved = (template: string | undefined, path: string) => {
+      const rest = template ? /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*(.*)$/i.exec(template)?.[1] : undefined;
+      return `${base}${rest ?? `${path}?pid=[%%pid%%]&token=[%%token%%]`}`;
+    };
+    const tampered: RedirectSettings = {
+      ...current,
+      pstbck: moved(current.pstbck, '/pb/success'),
+      pstbck_fail: moved(current.pstbck_fail, '/pb/fail'),
+    };
+    this.surveyRedirects.set(surveyId, tampered);
+    return { ...tampered };
+  }
+
+  /** Remembers a postback the stand-in other host received. */
+  misdirect(postback: MisdirectedPostback): void {
+    this.misdirected.push(postback);
+    if (this.misdirected.length > MISDIRECTED_KEPT) this.misdirected.shift();
   }
 
   /** What applies to a survey: its own settings, or the supplier's global ones. */
