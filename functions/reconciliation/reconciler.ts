@@ -34,6 +34,7 @@ import {
 import type { VerdictKind } from './verdict-kinds';
 import {
   attemptKeysToRead,
+  attemptRange,
   DEFAULT_LOOKBACK_DAYS,
   fetchRange,
   lookbackRange,
@@ -264,7 +265,7 @@ export function reconciler(deps: ReconcilerDeps) {
           }),
           Promise.all(
             groups.map((group) => {
-              const { from, to } = fetchRange(group);
+              const { from, to } = attemptRange(group);
               return deps.attempts.attemptsOfSurvey(surveyId, from, to);
             }),
           ),
@@ -293,7 +294,7 @@ export function reconciler(deps: ReconcilerDeps) {
         for (const [i, group] of groups.entries())
           await reconcileDays(group, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
         for (const group of contiguous(changedDays)) {
-          const { from, to } = fetchRange(group);
+          const { from, to } = attemptRange(group);
           const seen = await deps.attempts.attemptsOfSurvey(surveyId, from, to);
           await reconcileDays(group, listed.rows, seen, lookbackOnce);
         }

@@ -76,6 +76,11 @@ export interface DaySummary {
     readonly pending: string;
   };
   readonly verdicts: Readonly<Partial<Record<VerdictKind, number>>>;
+  /**
+   * Discrepancies too recent to judge when the day was reconciled (absent when none): not yet in `verdicts`, so a
+   * day with any is reconciled again by the next scheduled run, settled or not.
+   */
+  readonly awaiting?: number;
   /** The marketplace's rows of the day as reconciled (`transactionsDigest`); absent on summaries from before. */
   readonly transactionsDigest?: string;
 }
@@ -86,7 +91,7 @@ export interface SurveyWindow {
   readonly days: readonly string[];
   /** Transactions clicked in from the day before the first day to the day after the last. */
   readonly transactions: readonly Transaction[];
-  /** Attempts first seen here within the same widened range. */
+  /** Attempts first seen here within `attemptRange` of the days (the day after, and a margin of the day before). */
   readonly attempts: readonly Attempt[];
   /**
    * Transactions clicked in on the look-back days before the window (`lookbackRange`), searched by token for the
@@ -169,6 +174,29 @@ export function fetchRange(days: readonly string[]): {
 }
 
 /**
+ * How long before a window's first day an attempt first seen here can still belong to it: the marketplace's clock
+ * and its "PST" strings (daylight saving in practice) may be an hour or so off ours. An attempt is first seen
+ * after its respondent clicked in, so one seen earlier than that belongs to an earlier day.
+ */
+export const ATTEMPT_LEAD_MS = 2 * 3_600_000;
+
+/**
+ * The first-seen range of the attempts a window reads: from `ATTEMPT_LEAD_MS` before its first day to the end of
+ * the day after its last (a respondent who finishes overnight, a postback re-sent the next day). Narrower than
+ * the transactions' range on the early side: the day before holds that day's attempts, which its own run judges;
+ * reading them for every window that follows it was most of the reconciliation's reads.
+ */
+export function attemptRange(days: readonly string[]): { from: Date; to: Date } {
+  const first = days[0];
+  const last = days[days.length - 1];
+  if (!first || !last) throw new RangeError('a window needs at least one day');
+  return {
+    from: new Date(pacificDayRange(first).start.getTime() - ATTEMPT_LEAD_MS),
+    to: pacificDayRange(nextDay(last, 1)).end,
+  };
+}
+
+/**
  * The look-back call for a window: the `lookbackDays` Pacific days before the day the window already fetches
  * before its first. Undefined when there is none to make.
  */
@@ -241,6 +269,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const verdicts: AttemptVerdict[] = [];
   let undated = 0;
   let awaiting = 0;
+  const awaitingByDay = new Map<string, number>();
   let earlier = 0;
   const settled = window.settledBefore?.toISOString();
   for (const { transaction, attempt, matchedBy } of pairs) {
@@ -275,6 +304,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         .pop();
       if (latest !== undefined && latest >= settled) {
         awaiting++;
+        awaitingByDay.set(day, (awaitingByDay.get(day) ?? 0) + 1);
         continue;
       }
     }
@@ -294,7 +324,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   }
   return {
     verdicts,
-    summaries: window.days.map((day) => summarize(window.surveyId, day, verdicts, window.transactions)),
+    summaries: window.days.map((day) =>
+      summarize(window.surveyId, day, verdicts, window.transactions, awaitingByDay.get(day) ?? 0),
+    ),
     undated,
     awaiting,
     earlier,
@@ -428,6 +460,7 @@ function summarize(
   day: string,
   verdicts: readonly AttemptVerdict[],
   transactions: readonly Transaction[],
+  awaiting: number,
 ): DaySummary {
   const ofDay = verdicts.filter((v) => v.verdict.day === day);
   const { start, end } = pacificDayRange(day);
@@ -472,6 +505,7 @@ function summarize(
       pending: sumAmounts(pending.map((t) => t.cpi)),
     },
     verdicts: counts,
+    ...(awaiting > 0 ? { awaiting } : {}),
     transactionsDigest: transactionsDigest(transactions, day),
   };
 }

@@ -12,7 +12,7 @@ import {
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { reconciler } from '../../functions/reconciliation/reconciler';
-import { fetchRange } from '../../functions/reconciliation/verdict-rules';
+import { attemptRange, fetchRange } from '../../functions/reconciliation/verdict-rules';
 
 const [mode = 'reconcile', count = '8'] = process.argv.slice(2);
 const fixture = JSON.parse(process.env.BENCH_FIXTURE ?? '{}') as {
@@ -74,6 +74,7 @@ let items = 0;
 if (mode === 'floor') {
   // Just paging both sides, four surveys at a time, as the reconciler does; no comparing, no writing.
   const range = fetchRange([fixture.day]);
+  const seen = attemptRange([fixture.day]);
   let next = 0;
   await Promise.all(
     Array.from({ length: 4 }, async () => {
@@ -83,7 +84,7 @@ if (mode === 'floor') {
           startDate: range.startDate,
           endDate: range.endDate,
         });
-        const here = await attempts.attemptsOfSurvey(surveyId, range.from, range.to);
+        const here = await attempts.attemptsOfSurvey(surveyId, seen.from, seen.to);
         items += listed.rows.length + here.length;
       }
     }),

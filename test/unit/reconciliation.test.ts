@@ -19,7 +19,9 @@ import {
 } from '../../functions/reconciliation/recheck-policy';
 import { transactionsDigest } from '../../functions/reconciliation/transactions-digest';
 import {
+  ATTEMPT_LEAD_MS,
   attemptKeysToRead,
+  attemptRange,
   classify,
   type DaySummary,
   fetchRange,
@@ -202,6 +204,18 @@ describe('windows', () => {
       to: new Date('2026-11-24T08:00:00.000Z'),
     });
     expect(pacificDays('2026-10-31', '2026-11-02')).toEqual(['2026-10-31', '2026-11-01', '2026-11-02']);
+  });
+
+  it('read attempts from two hours before the first day (clock skew), not the whole day before, to the day after', () => {
+    // Pacific standard time: 2026-11-21 starts at 08:00 UTC.
+    expect(attemptRange(['2026-11-21', '2026-11-22'])).toEqual({
+      from: new Date('2026-11-21T06:00:00.000Z'),
+      to: new Date('2026-11-24T08:00:00.000Z'),
+    });
+    // Across the change to daylight saving time the margin stays two hours of real time.
+    expect(attemptRange(['2026-03-08']).from).toEqual(new Date('2026-03-08T06:00:00.000Z'));
+    expect(attemptRange(['2026-03-09']).from).toEqual(new Date('2026-03-09T05:00:00.000Z'));
+    expect(ATTEMPT_LEAD_MS).toBe(7_200_000);
   });
 
   it('a respondent who clicks in before midnight and finishes after belongs to the first day, with no false discrepancy', () => {
@@ -423,7 +437,7 @@ describe('settled days', () => {
     expect(freshDaysOf(pacificDays('2026-11-15', DAY), 7)).toHaveLength(7);
   });
 
-  it('a settled day is checked when unreconciled, failed, or not checked for the recheck period; else left', () => {
+  it('a settled day is checked when unreconciled, failed, awaiting judgements, or not checked for the recheck period; else left', () => {
     const plan = { freshDays: new Set(['2026-11-22', '2026-11-23']), settledRecheckMs: 24 * 3_600_000 };
     const now = new Date('2026-11-23T12:00:00.000Z');
     const context = { surveyId: '1', failedDays: [] as string[], now };
@@ -432,6 +446,8 @@ describe('settled days', () => {
     const recent = stored('2026-11-23T01:00:00.000Z');
     expect(checkRegardless(DAY, plan, { ...context, stored: recent, failedDays: [DAY] })).toBe('failed');
     expect(checkRegardless(DAY, plan, { ...context, stored: recent })).toBeUndefined();
+    // Discrepancies left too recent to judge: the next run judges them, however recently the day was checked.
+    expect(checkRegardless(DAY, plan, { ...context, stored: { ...recent, awaiting: 2 } })).toBe('awaiting');
     const old = stored('2026-11-22T11:59:59.000Z');
     expect(checkRegardless(DAY, plan, { ...context, stored: old })).toBe('due');
     // Checked in full by the last finished run (a fresh day of it): not due, unless the survey failed in it.
@@ -454,6 +470,7 @@ describe('settled days', () => {
   it('unchanged figures need no write; a changed count or fingerprint does', () => {
     const summary = stored('2026-11-23T01:00:00.000Z');
     expect(sameFigures({ ...summary }, summary)).toBe(true);
+    expect(sameFigures({ ...summary, awaiting: 1 }, summary)).toBe(false);
     expect(sameFigures({ ...summary, verdicts: { matched: 99 } }, summary)).toBe(false);
     expect(sameFigures({ ...summary, transactionsDigest: 'other' }, summary)).toBe(false);
     expect(sameFigures(summary, undefined)).toBe(false);
