@@ -488,6 +488,7 @@ function summaryFromItem(item: Item): StoredDaySummary {
     here: item.here as DaySummary['here'],
     marketplace: item.marketplace as DaySummary['marketplace'],
     verdicts: (item.verdicts ?? {}) as Partial<Record<VerdictKind, number>>,
+    ...(typeof item.awaiting === 'number' && item.awaiting > 0 ? { awaiting: item.awaiting } : {}),
     ...(typeof item.transactionsDigest === 'string' ? { transactionsDigest: item.transactionsDigest } : {}),
     reconciledAt: String(item.reconciledAt),
     checkedAt: String(item.checkedAt ?? item.reconciledAt),

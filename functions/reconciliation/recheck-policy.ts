@@ -1,9 +1,10 @@
 /**
  * What a scheduled run may leave alone. The newest days change every hour and are reconciled every run; an older
  * (settled) day is reconciled again only when something says it may have changed: it has no summary, its last
- * run failed, the marketplace's rows for it differ from those it was reconciled with, or it has not been checked
- * for `settledRecheckMs` (the bound on how late a change only this side sees, such as a postback arriving days
- * after the click, reaches a settled day's figures). A summary whose figures did not change is not rewritten.
+ * run failed, it held discrepancies too recent to judge, the marketplace's rows for it differ from those it was
+ * reconciled with, or it has not been checked for `settledRecheckMs` (the bound on how late a change only this
+ * side sees, such as a postback arriving days after the click, reaches a settled day's figures). A summary whose
+ * figures did not change is not rewritten.
  */
 import type { FinishedRun, StoredDaySummary } from '../ledger/ledger-store';
 import type { Transaction } from '../marketplace/marketplace-records';
@@ -43,6 +44,7 @@ export function sameFigures(summary: DaySummary, stored: DaySummary | undefined)
       here: s.here,
       marketplace: s.marketplace,
       verdicts: s.verdicts,
+      awaiting: s.awaiting ?? 0,
       transactionsDigest: s.transactionsDigest,
     });
   return figures(summary) === figures(stored);
@@ -93,10 +95,11 @@ export function checkRegardless(
     readonly failedDays: readonly string[];
     readonly now: Date;
   },
-): 'fresh' | 'unreconciled' | 'failed' | 'due' | undefined {
+): 'fresh' | 'unreconciled' | 'failed' | 'awaiting' | 'due' | undefined {
   if (plan.freshDays.has(day)) return 'fresh';
   if (!context.stored) return 'unreconciled';
   if (context.failedDays.includes(day)) return 'failed';
+  if ((context.stored.awaiting ?? 0) > 0) return 'awaiting';
   const checked = Date.parse(lastCheckedAt(context.stored, plan.lastRun));
   if (!(checked > context.now.getTime() - plan.settledRecheckMs)) return 'due';
   return undefined;

@@ -77,8 +77,12 @@ beforeEach(async () => {
   clock = pacificDayRange(TODAY).start.getTime() + 13 * HOUR;
 });
 
-const engine = (settledRecheckHours = 24) =>
+/** Options of the reconciler beyond the recheck period (fresh days, settle time). */
+type Tuning = Pick<Parameters<typeof reconciler>[0], 'freshDays' | 'settleMs'>;
+
+const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
   reconciler({
+    ...tuning,
     marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => TOKEN, retries: 0 }),
     attempts,
     registry,
@@ -88,10 +92,10 @@ const engine = (settledRecheckHours = 24) =>
   });
 
 /** One hourly run; the requests it made are returned. */
-async function hourly(settledRecheckHours = 24) {
+async function hourly(settledRecheckHours = 24, tuning: Tuning = {}) {
   requests = [];
   attemptReads = [];
-  const report = await engine(settledRecheckHours).scheduled(7, { deadline: new Date(clock + HOUR) });
+  const report = await engine(settledRecheckHours, tuning).scheduled(7, { deadline: new Date(clock + HOUR) });
   if (!report?.complete) throw new Error('the run did not finish');
   return report;
 }
@@ -171,7 +175,7 @@ async function seededWeek(surveyId: number) {
 }
 
 describe('the hourly run in the steady state', () => {
-  it('rewrites no summary, no survey state and no verdict when nothing changed; reads only the newest days', async () => {
+  it('rewrites no summary, no survey state and no verdict when nothing changed; reads only the newest days and two hours before them', async () => {
     await seededWeek(7201);
     const first = await hourly();
     expect(first.outcomes[0]).toMatchObject({ status: 'reconciled', summariesWritten: 7, skippedDays: 0 });
@@ -192,6 +196,12 @@ describe('the hourly run in the steady state', () => {
     // Today and yesterday read; the settled days, whose transactions did not change, not at all.
     expect(readDay(TODAY) && readDay(nextDay(TODAY, -1))).toBe(true);
     for (const day of WEEK.slice(0, 4)) expect(readDay(day), day).toBe(false);
+    // Of the day before yesterday, only the two hours before midnight (an attempt seen before its click by a
+    // clock a little off): that day's attempts are its own run's.
+    const earliest = attemptReads.map((r) => r.from).sort()[0];
+    expect(earliest).toBe(
+      new Date(pacificDayRange(nextDay(TODAY, -1)).start.getTime() - 2 * HOUR).toISOString(),
+    );
     // What the run writes is its own state, once per run rather than per survey.
     expect(requests.filter((r) => r.command === 'PutItemCommand').every((r) => r.pk.startsWith('RUN#'))).toBe(
       true,
@@ -268,6 +278,48 @@ describe('settled days', () => {
     expect(other?.checkedAt).toBe(new Date(clock).toISOString());
     expect((other?.reconciledAt ?? '') < (other?.checkedAt ?? '')).toBe(true);
     await expectSameAsFullRecheck('7204');
+  });
+});
+
+describe('judgements left for later', () => {
+  it('a settled day that held discrepancies too recent to judge is read by the next run, and they are judged then', async () => {
+    await survey(7206);
+    const yesterday = nextDay(TODAY, -1);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    // 00:10 today, with only today fresh: a respondent clicked in at 23:50 and completed at 00:05; no postback yet.
+    clock = midnight + 10 * 60_000;
+    const n = ++sequence;
+    const late: SimTransaction = {
+      surveyId: 7206,
+      token: `steady-${n}`,
+      pid: `p-${n}`,
+      status: 'Completed',
+      ip: '198.51.100.1',
+      trackId: `steady-${n}`,
+      termReason: '',
+      clickedAt: new Date(midnight - 10 * 60_000),
+      completedAt: new Date(midnight + 5 * 60_000),
+      verifyToken: 'Pending',
+      notified: true,
+    };
+    marketplace.state.transactions.push(late);
+    const tuning = { freshDays: 1, settleMs: 10 * 60_000 };
+    const first = await hourly(24, tuning);
+    expect(first.outcomes[0]).toMatchObject({ status: 'reconciled', awaiting: 1 });
+    expect((await results.summariesOf('7206', [yesterday]))[0]?.awaiting).toBe(1);
+
+    // The postback arrives at 00:30; the marketplace's row does not change, and yesterday was checked an hour ago.
+    await arrive(late, new Date(midnight + 30 * 60_000));
+    clock += HOUR;
+    const next = await hourly(24, tuning);
+    expect(next.outcomes[0]).toMatchObject({ skippedDays: 5, summariesWritten: 1, awaiting: 0 });
+    const summary = (await results.summariesOf('7206', [yesterday]))[0];
+    expect(summary?.verdicts).toEqual({ matched: 1 });
+    expect(summary?.awaiting).toBeUndefined();
+
+    // Nothing left to judge: the run after leaves it alone.
+    clock += HOUR;
+    expect((await hourly(24, tuning)).outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
   });
 });
 
