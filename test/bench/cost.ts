@@ -141,7 +141,7 @@ export interface ScheduledUsage {
     readonly requestsPerSurveyRun: number;
     readonly marketplaceCallsPerRun: number;
   };
-  /** Absent until the survey health check is measured. */
+  /** The survey health check, measured in its steady state (`schedule-cost.ts`). */
   readonly health?: {
     readonly readUnitsPerSurveyRun: number;
     readonly writeUnitsPerSurveyRun: number;

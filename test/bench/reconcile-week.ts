@@ -3,7 +3,7 @@
  * scheduled run every hour on a fake clock for 168 runs, counting the read and write units the reconciler
  * consumes (ReturnConsumedCapacity from the engine) per attempt that arrived in the week. Run as its own process
  * by `reconciliationWeek` (reconciliation-scale.ts); reports over IPC.
- * Usage: reconcile-week <full|default> <surveys> <attempts per survey and hour> <hours>
+ * Usage: reconcile-week <full|default|today> <surveys> <attempts per survey and hour> <hours>
  *
  * Traffic shape: clicks spread over each hour, the postback ten minutes after the click, one attempt in fifty
  * never arriving here; each survey's buyer reviews its completes once a day (Pending older than two days becomes
@@ -150,7 +150,7 @@ const engineOf = () =>
     results: createReconciliationStore(client, tableName),
     now: () => new Date(clock),
     settleMs: 600_000,
-    ...(policy === 'full' ? { freshDays: 7 } : {}),
+    ...(policy === 'full' ? { freshDays: 7 } : policy === 'today' ? { freshDays: 1 } : {}),
   });
 
 // The week before: arrived and reconciled once, unmeasured.

@@ -105,8 +105,11 @@ export async function reconciliationScale(sizes: number[], perSurvey: number, re
 
 /** What the hourly schedule consumes over a week, per attempt that arrived in it (reconcile-week.ts). */
 export interface ReconcileWeek {
-  /** `full`: every day of the window re-checked every run (RECONCILE_FRESH_DAYS=7); `default`: the defaults. */
-  readonly policy: 'full' | 'default';
+  /**
+   * `full`: every day of the window re-checked every run (RECONCILE_FRESH_DAYS=7); `default`: the defaults;
+   * `today`: only today fresh (RECONCILE_FRESH_DAYS=1), yesterday settled like the older days.
+   */
+  readonly policy: WeekPolicy;
   readonly readUnitsPerAttemptWeek: number;
   readonly writeUnitsPerAttemptWeek: number;
   /** Of the reads: the attempts themselves (day index and batch reads), which grow with the traffic. */
@@ -119,8 +122,10 @@ export interface ReconcileWeek {
   readonly msPerRun: number;
 }
 
+type WeekPolicy = 'full' | 'default' | 'today';
+
 interface WeekReport {
-  policy: 'full' | 'default';
+  policy: WeekPolicy;
   runs: number;
   surveys: number;
   attempts: number;
@@ -130,12 +135,12 @@ interface WeekReport {
   msPerRun: number;
 }
 
-/** The simulated week under both policies, each in its own process. */
+/** The simulated week under each policy, each in its own process. */
 export async function reconciliationWeek(
   options: { surveys: number; perHour: number; hours: number } = { surveys: 2, perHour: 2, hours: 168 },
 ): Promise<ReconcileWeek[]> {
   const rows: ReconcileWeek[] = [];
-  for (const policy of ['full', 'default'] as const) {
+  for (const policy of ['full', 'default', 'today'] as const) {
     const r = await runInProcess<WeekReport>('test/bench/reconcile-week.ts', [
       policy,
       String(options.surveys),

@@ -20,19 +20,10 @@ import { type ReconcileWeek, reconciliationScale, reconciliationWeek } from './r
 
 interface ScheduleCost {
   sync: ScheduledUsage['sync'];
+  health: NonNullable<ScheduledUsage['health']> & { spanMinutes: number; runsReadingAnAttempt: number };
 }
 /** Store requests per survey in a steady-state reconciliation run (section 5: 176 for 8 surveys). */
 const RECONCILE_REQUESTS_PER_SURVEY_RUN = 22;
-/**
- * The survey health check, estimated rather than measured (not yet in schedule-cost.ts): it reads each survey's
- * registration and health item every run and each attempt of the last half hour in every run that looks at it.
- */
-const HEALTH_USAGE_ESTIMATE = {
-  readUnitsPerSurveyRun: 1,
-  writeUnitsPerSurveyRun: 0.001,
-  readUnitsPerAttempt: 3,
-  requestsPerSurveyRun: 3,
-};
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const numbers = (value: string) => value.split(',').map(Number);
@@ -202,7 +193,7 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
           marketplaceCallsPerSurveyRun: 1,
         },
         sync: schedules.sync,
-        health: HEALTH_USAGE_ESTIMATE,
+        health: schedules.health,
       });
       const allIn = cost.totalUsd + scheduled.totalUsd;
       results.scheduledCost = { ...scheduled, schedules, assumptions: SCHEDULE_ASSUMPTIONS };

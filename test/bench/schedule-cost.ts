@@ -1,12 +1,23 @@
 /**
- * What the scheduled functions other than reconciliation cost per run: the redirect sync in its steady state
- * (every survey applied and verified, nothing new at the marketplace) over `surveys` live surveys, with every
- * DynamoDB command's consumed capacity read from the engine and the marketplace calls counted. Each figure is
- * per run and per survey, so the cost model can scale it to a supplier's size. Run as its own process by
- * `npm run bench`; reports over IPC.
+ * What the scheduled functions other than reconciliation cost per run, with every DynamoDB command's consumed
+ * capacity read from the engine and the marketplace calls counted, over `surveys` live surveys:
+ *
+ * - the redirect sync in its steady state (every survey applied and verified, nothing new at the marketplace);
+ * - the survey health check in its steady state (every survey's health stored, nothing changing), once with no
+ *   traffic and once with `attemptsPerSurvey` attempts per survey (a redirect and a postback each) spread over
+ *   the span a run reads: the difference is what each attempt costs a run that reads it, and an attempt is read
+ *   by every run whose span holds it.
+ *
+ * Each figure is per run and per survey (or per attempt), so the cost model can scale it to a supplier's size.
+ * Run as its own process by `npm run bench`; reports over IPC.
  */
 import { randomUUID } from 'node:crypto';
-import { createDayIndexBackfill, createDocumentClient } from '../../functions/ledger/ledger-store';
+import { DEFAULT_HEALTH_SETTINGS, readFrom } from '../../functions/health/health-rules';
+import {
+  createDayIndexBackfill,
+  createDocumentClient,
+  createLedgerStore,
+} from '../../functions/ledger/ledger-store';
 import { lambdaContext } from '../../infra/local/api-gateway';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
@@ -15,7 +26,11 @@ import { recordCommands } from './sdk-hooks';
 
 const surveys = Number(process.argv[2] ?? 200);
 const runs = Number(process.argv[3] ?? 5);
+/** About what a survey of the cost model's traffic shape brings in half an hour (15,000 attempts a month). */
+const attemptsPerSurvey = Number(process.argv[4] ?? 10);
 const TOKEN = 'bench-token';
+/** The deployed health schedule's default (`health.scheduleMinutes`, infra/settings.ts). */
+const HEALTH_SCHEDULE_MINUTES = 5;
 const tableName = 'bench-schedules';
 
 const engine = await startEngine();
@@ -50,6 +65,7 @@ let recording = false;
 const records = recordCommands(() => recording);
 type Scheduled = (event: unknown, context: ReturnType<typeof lambdaContext>) => Promise<unknown>;
 const { handler: sync } = (await import('../../functions/redirect-sync')) as { handler: Scheduled };
+const { handler: health } = (await import('../../functions/health')) as { handler: Scheduled };
 
 /** One scheduled invocation, with the units and calls it made. */
 async function measuredRun(name: string, handler: Scheduled) {
@@ -81,6 +97,35 @@ for (let i = 0; i < runs; i++) steady.push(await measuredRun('redirect-sync', sy
 const per = (key: 'readUnits' | 'writeUnits' | 'requests' | 'marketplaceCalls') =>
   median(steady.map((r) => r[key])) / surveys;
 
+// The health check: the first run stores every survey's health; what follows is the steady state.
+const settings = DEFAULT_HEALTH_SETTINGS;
+const spanMinutes = (Date.now() - readFrom(settings, new Date()).getTime()) / 60_000;
+const runsReadingAnAttempt = Math.ceil(spanMinutes / HEALTH_SCHEDULE_MINUTES);
+await measuredRun('health', health);
+const quiet: Awaited<ReturnType<typeof measuredRun>>[] = [];
+for (let i = 0; i < runs; i++) quiet.push(await measuredRun('health', health));
+// Attempts first seen over the last `spanMinutes` less a minute, each answered by its postback a minute later.
+const ledger = createLedgerStore(createDocumentClient({ endpoint: engine.endpoint }), tableName);
+const spacing = ((spanMinutes - 2) * 60_000) / attemptsPerSurvey;
+for (let s = 0; s < surveys; s++) {
+  for (let a = 0; a < attemptsPerSurvey; a++) {
+    const seenAt = Date.now() - 120_000 - a * spacing;
+    const hit = {
+      surveyId: String(70_000 + s),
+      outcome: 'success' as const,
+      pid: `p${s}-${a}`,
+      token: `t${s}-${a}`,
+    };
+    await ledger.recordHit({ ...hit, channel: 'redirect', source: 'query' }, new Date(seenAt));
+    await ledger.recordHit({ ...hit, channel: 'postback', source: 'query' }, new Date(seenAt + 60_000));
+  }
+}
+const busy: Awaited<ReturnType<typeof measuredRun>>[] = [];
+for (let i = 0; i < runs; i++) busy.push(await measuredRun('health', health));
+const healthPer = (list: typeof quiet, key: 'readUnits' | 'writeUnits' | 'requests') =>
+  median(list.map((r) => r[key])) / surveys;
+const attemptReadsPerRun = (healthPer(busy, 'readUnits') - healthPer(quiet, 'readUnits')) / attemptsPerSurvey;
+
 process.send?.({
   surveys,
   runs,
@@ -90,6 +135,17 @@ process.send?.({
     writeUnitsPerSurveyRun: per('writeUnits'),
     requestsPerSurveyRun: per('requests'),
     marketplaceCallsPerRun: median(steady.map((r) => r.marketplaceCalls)),
+  },
+  health: {
+    msPerRun: median(busy.map((r) => r.ms)),
+    spanMinutes,
+    runsReadingAnAttempt,
+    attemptsPerSurvey,
+    readUnitsPerSurveyRun: healthPer(quiet, 'readUnits'),
+    writeUnitsPerSurveyRun: healthPer(busy, 'writeUnits'),
+    readUnitsPerAttemptRun: attemptReadsPerRun,
+    readUnitsPerAttempt: attemptReadsPerRun * runsReadingAnAttempt,
+    requestsPerSurveyRun: healthPer(busy, 'requests'),
   },
 });
 process.once('disconnect', async () => {
