@@ -52,6 +52,7 @@ function placeholder(template: Template, value: unknown): string {
     if (ref === 'AWS::Region') return 'us-east-1';
     const type = template.Resources[ref]?.Type ?? '';
     if (type === 'AWS::SQS::Queue') return `https://sqs.us-east-1.amazonaws.com/123456789012/${ref}`;
+    if (type === 'AWS::SNS::Topic') return `arn:aws:sns:us-east-1:123456789012:${ref}`;
     if (type === 'AWS::SecretsManager::Secret')
       return `arn:aws:secretsmanager:us-east-1:123456789012:secret:${ref}-AbCdEf`;
     return ref.toLowerCase().slice(0, 24);
