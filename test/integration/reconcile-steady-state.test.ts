@@ -128,10 +128,10 @@ async function survey(surveyId: number) {
 async function complete(
   surveyId: number,
   day: string,
-  options: { arrived?: boolean; verify?: VerifyState } = {},
+  options: { arrived?: boolean; verify?: VerifyState; clickedAt?: Date; completedAt?: Date } = {},
 ) {
   const n = ++sequence;
-  const clickedAt = new Date(pacificDayRange(day).start.getTime() + 10 * HOUR);
+  const clickedAt = options.clickedAt ?? new Date(pacificDayRange(day).start.getTime() + 10 * HOUR);
   const transaction: SimTransaction = {
     surveyId,
     token: `steady-${n}`,
@@ -141,7 +141,7 @@ async function complete(
     trackId: `steady-${n}`,
     termReason: '',
     clickedAt,
-    completedAt: new Date(clickedAt.getTime() + 10 * 60_000),
+    completedAt: options.completedAt ?? new Date(clickedAt.getTime() + 10 * 60_000),
     verifyToken: options.verify ?? 'Valid',
     notified: true,
   };
@@ -288,21 +288,12 @@ describe('judgements left for later', () => {
     const midnight = pacificDayRange(TODAY).start.getTime();
     // 00:10 today, with only today fresh: a respondent clicked in at 23:50 and completed at 00:05; no postback yet.
     clock = midnight + 10 * 60_000;
-    const n = ++sequence;
-    const late: SimTransaction = {
-      surveyId: 7206,
-      token: `steady-${n}`,
-      pid: `p-${n}`,
-      status: 'Completed',
-      ip: '198.51.100.1',
-      trackId: `steady-${n}`,
-      termReason: '',
+    const late = await complete(7206, yesterday, {
+      arrived: false,
+      verify: 'Pending',
       clickedAt: new Date(midnight - 10 * 60_000),
       completedAt: new Date(midnight + 5 * 60_000),
-      verifyToken: 'Pending',
-      notified: true,
-    };
-    marketplace.state.transactions.push(late);
+    });
     const tuning = { freshDays: 1, settleMs: 10 * 60_000 };
     const first = await hourly(24, tuning);
     expect(first.outcomes[0]).toMatchObject({ status: 'reconciled', awaiting: 1 });
