@@ -5,7 +5,8 @@
  * Pure: works on a transport-neutral request, so the Lambda handlers, the local server and the tests share it.
  */
 
-import { badRequest, Rejection } from '../shared/rejection';
+import type { RejectedHit } from '../ledger/ledger-store';
+import { badRequest, type RefusalCode, Rejection } from '../shared/rejection';
 import { type IdentifierField, identifierProblem } from './identifiers';
 import { type Channel, type Outcome, outcomesOf, parseOutcome } from './outcome';
 import type { SignedTarget } from './signing';
@@ -43,6 +44,31 @@ export interface Hit {
 }
 
 type Params = ReadonlyMap<string, string>;
+
+/**
+ * What the ledger keeps of a refused hit: the refusal, and what the URL claimed as it came (survey, outcome, and
+ * the query's pid and token, unchecked; the store clips and escapes them).
+ */
+export function refusedHit(
+  channel: Channel,
+  request: HitRequest,
+  refusal: { readonly code: RefusalCode; readonly reason: string },
+  received: { readonly at: Date; readonly requestId: string; readonly sourceIp: string },
+): RejectedHit {
+  const params = new URLSearchParams(request.rawQueryString);
+  return {
+    at: received.at.toISOString(),
+    requestId: received.requestId,
+    channel,
+    code: refusal.code,
+    reason: refusal.reason,
+    surveyId: request.pathParameters.surveyId,
+    outcome: request.pathParameters.outcome,
+    pid: params.get('pid') ?? undefined,
+    token: params.get('token') ?? undefined,
+    sourceIp: received.sourceIp,
+  };
+}
 
 /** Reads the survey, outcome, key id and signature a hit's URL claims. Throws a 400 Rejection. */
 export function readClaim(channel: Channel, request: HitRequest): { claim: HitClaim; query: Params } {

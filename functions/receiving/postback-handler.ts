@@ -12,7 +12,7 @@ import { describe, hitRequestFrom, json, jsonRoute } from '../runtime/http-route
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
-import { readClaim, readIdentity } from './hit-request';
+import { readClaim, readIdentity, refusedHit } from './hit-request';
 
 export interface PostbackDependencies {
   readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
@@ -29,20 +29,15 @@ export function createPostbackHandler({ store, keyRing, buffer, postbackSources 
     const request = hitRequestFrom(event);
     const sourceIp = event.requestContext.http.sourceIp;
     const refuse = async (code: RefusalCode, reason: string) => {
-      const params = new URLSearchParams(request.rawQueryString);
       try {
-        await store.recordRejectedHit({
-          at: new Date().toISOString(),
-          requestId: context.awsRequestId,
-          channel: 'postback',
-          code,
-          reason,
-          surveyId: request.pathParameters.surveyId,
-          outcome: request.pathParameters.outcome,
-          pid: params.get('pid') ?? undefined,
-          token: params.get('token') ?? undefined,
-          sourceIp,
-        });
+        await store.recordRejectedHit(
+          refusedHit(
+            'postback',
+            request,
+            { code, reason },
+            { at: new Date(), requestId: context.awsRequestId, sourceIp },
+          ),
+        );
       } catch (error) {
         // The refusal stands whether or not it could be counted.
         logger.error('refused postback not recorded', { code, reason, error: describe(error) });

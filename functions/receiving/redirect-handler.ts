@@ -10,7 +10,7 @@ import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from '../
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
-import { readClaim, readIdentity } from './hit-request';
+import { readClaim, readIdentity, refusedHit } from './hit-request';
 import { type LandingTemplates, landingFor } from './landing-page';
 import type { Outcome } from './outcome';
 
@@ -84,19 +84,12 @@ export function createRedirectHandler({ store, keyRing, buffer, landing }: Redir
     }
 
     async function reject({ code, reason }: { code: RefusalCode; reason: string }) {
-      const params = new URLSearchParams(request.rawQueryString);
-      const rejected = {
-        at: at.toISOString(),
-        requestId: context.awsRequestId,
-        channel: 'redirect' as const,
-        code,
-        reason,
-        surveyId: request.pathParameters.surveyId,
-        outcome: request.pathParameters.outcome,
-        pid: params.get('pid') ?? undefined,
-        token: params.get('token') ?? undefined,
-        sourceIp: event.requestContext.http.sourceIp,
-      };
+      const rejected = refusedHit(
+        'redirect',
+        request,
+        { code, reason },
+        { at, requestId: context.awsRequestId, sourceIp: event.requestContext.http.sourceIp },
+      );
       logger.warn('redirect hit rejected', {
         code,
         reason,

@@ -56,18 +56,21 @@ const api = async (path: string, init: RequestInit = {}) => {
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 };
 
+/** Every redirect and postback of a survey pointed at the stand-in supplier. */
+const supplierRedirects = (methods: { success?: string; fail?: string } = {}) => ({
+  sUrl: `${supplierUrl}/r/success?pid=[%%pid%%]&token=[%%token%%]`,
+  fUrl: `${supplierUrl}/r/fail?pid=[%%pid%%]&token=[%%token%%]`,
+  oUrl: `${supplierUrl}/r/overquota?pid=[%%pid%%]&token=[%%token%%]`,
+  qTUrl: `${supplierUrl}/r/quality?pid=[%%pid%%]&token=[%%token%%]`,
+  tUrl: `${supplierUrl}/r/termination?pid=[%%pid%%]&token=[%%token%%]`,
+  pstbck: `${supplierUrl}/pb/success?pid=[%%pid%%]&token=[%%token%%]`,
+  pstbck_fail: `${supplierUrl}/pb/fail?pid=[%%pid%%]&token=[%%token%%]`,
+  pstBckSuccessMethod: methods.success ?? 'GET',
+  pstBckFailMethod: methods.fail ?? 'GET',
+});
+
 const pointAtSupplier = (surveyId: number, methods: { success?: string; fail?: string } = {}) =>
-  marketplace.state.setRedirects(surveyId, {
-    sUrl: `${supplierUrl}/r/success?pid=[%%pid%%]&token=[%%token%%]`,
-    fUrl: `${supplierUrl}/r/fail?pid=[%%pid%%]&token=[%%token%%]`,
-    oUrl: `${supplierUrl}/r/overquota?pid=[%%pid%%]&token=[%%token%%]`,
-    qTUrl: `${supplierUrl}/r/quality?pid=[%%pid%%]&token=[%%token%%]`,
-    tUrl: `${supplierUrl}/r/termination?pid=[%%pid%%]&token=[%%token%%]`,
-    pstbck: `${supplierUrl}/pb/success?pid=[%%pid%%]&token=[%%token%%]`,
-    pstbck_fail: `${supplierUrl}/pb/fail?pid=[%%pid%%]&token=[%%token%%]`,
-    pstBckSuccessMethod: methods.success ?? 'GET',
-    pstBckFailMethod: methods.fail ?? 'GET',
-  });
+  marketplace.state.setRedirects(surveyId, supplierRedirects(methods));
 
 describe('authentication', () => {
   it('refuses a missing or wrong x-access-token', async () => {
@@ -341,17 +344,7 @@ describe('survey health knobs', () => {
 
   describe('tamper', () => {
     const surveyId = 3006;
-    const applied = () => ({
-      sUrl: `${supplierUrl}/r/success?pid=[%%pid%%]&token=[%%token%%]`,
-      fUrl: `${supplierUrl}/r/fail?pid=[%%pid%%]&token=[%%token%%]`,
-      oUrl: `${supplierUrl}/r/overquota?pid=[%%pid%%]&token=[%%token%%]`,
-      qTUrl: `${supplierUrl}/r/quality?pid=[%%pid%%]&token=[%%token%%]`,
-      tUrl: `${supplierUrl}/r/termination?pid=[%%pid%%]&token=[%%token%%]`,
-      pstbck: `${supplierUrl}/pb/success?pid=[%%pid%%]&token=[%%token%%]`,
-      pstbck_fail: `${supplierUrl}/pb/fail?pid=[%%pid%%]&token=[%%token%%]`,
-      pstBckSuccessMethod: 'GET',
-      pstBckFailMethod: 'GET',
-    });
+    const applied = () => supplierRedirects();
     const apply = () =>
       api(`/supply/setRedirectionForSurvey/${surveyId}`, { method: 'PUT', body: JSON.stringify(applied()) });
     const readBack = async () =>
