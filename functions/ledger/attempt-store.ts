@@ -26,6 +26,7 @@ import { SURVEY_ID_PATTERN } from '../receiving/identifiers';
 import { type Channel, type Outcome, outcomesOf } from '../receiving/outcome';
 import type { RefusalCode } from '../shared/rejection';
 import { batchGet, type Item, queryAll, send } from './document-client';
+import { flagJudgedDay, staleVerdictDay } from './judged-day-flag';
 import {
   attemptDayKey,
   attemptDayPartition,
@@ -72,12 +73,14 @@ export interface RejectedHits extends Omit<RejectedHit, 'code'> {
 
 export interface LedgerStore {
   /** Records one verified hit and returns the attempt as it stands afterwards. One write, no read. */
-  recordHit(hit: Hit, at: Date, hitId?: string): Promise<{ attempt: Attempt; effect: HitEffect }>;
+  recordHit(hit: Hit, at: Date, hitId?: string): Promise<RecordedHit>;
   /**
    * Records a hit that waited in the buffer, once however often it is delivered: the buffer id is remembered on
-   * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat.
+   * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat. `now` is when
+   * it is recorded (flags an earlier judged day, judged-day-flag.ts); a failed flag throws, and the redelivery,
+   * a repeat, flags again.
    */
-  recordBufferedHit(hit: Hit, at: Date, bufferId: string): Promise<boolean>;
+  recordBufferedHit(hit: Hit, at: Date, bufferId: string, now?: Date): Promise<boolean>;
   /**
    * Keeps a refused hit apart from the attempts; it is never an outcome. One write, no read: the first hit of a
    * source, code and minute makes the record, the rest only count on it.
@@ -93,6 +96,17 @@ export interface LedgerStore {
   rejectedHits(utcDay: string): Promise<RejectedHits[]>;
   /** Refused hits counted in the UTC minutes [from, to) touches, oldest first: one key-range Query per UTC day. */
   rejectedHitsBetween(from: Date, to: Date): Promise<RejectedHits[]>;
+}
+
+/** What a hit did to its attempt. */
+export interface RecordedHit {
+  readonly attempt: Attempt;
+  readonly effect: HitEffect;
+  /**
+   * The earlier day whose verdict the hit made stale when flagging it for the next reconciliation failed: the
+   * hit stands; that day waits for its daily re-check (the caller logs it).
+   */
+  readonly unflaggedDay?: string;
 }
 
 /**
@@ -134,6 +148,21 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
   const dayPartitionsOf = async (surveyId: string, day: string) =>
     dayPartitions(surveyId, day, await legacyDayIndexInUse());
 
+  /** Flags the earlier day a hit made stale, if any (judged-day-flag.ts); `effect` 'recorded' when unknown. */
+  const flagStaleDay = async (attempt: Attempt, effect: HitEffect, now: Date) => {
+    const day = staleVerdictDay(attempt, effect, now);
+    if (day) await flagJudgedDay(client, tableName, attempt.surveyId, day, now);
+  };
+  /** The live path: a failed flag never fails the hit it follows. */
+  const recorded = async (attempt: Attempt, effect: HitEffect, now: Date): Promise<RecordedHit> => {
+    try {
+      await flagStaleDay(attempt, effect, now);
+      return { attempt, effect };
+    } catch {
+      return { attempt, effect, unflaggedDay: staleVerdictDay(attempt, effect, now) as string };
+    }
+  };
+
   return {
     async recordHit(hit, at, hitId) {
       try {
@@ -141,7 +170,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
           client.send(new UpdateCommand({ ...hitUpdate(hit, at, hitId), TableName: tableName })),
         );
         const attempt = attemptFromItem(Attributes ?? {});
-        return { attempt, effect: hitEffect(attempt, hit.channel, hit.outcome) };
+        return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome), at);
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
         // This very request was applied already (an earlier attempt of it timed out after the write): read back.
@@ -154,17 +183,20 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
             }),
           ),
         );
-        return { attempt: attemptFromItem(Item ?? {}), effect: 'duplicate' };
+        // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).
+        const attempt = attemptFromItem(Item ?? {});
+        const { unflaggedDay } = await recorded(attempt, 'recorded', at);
+        return { attempt, effect: 'duplicate', ...(unflaggedDay ? { unflaggedDay } : {}) };
       }
     },
 
-    async recordBufferedHit(hit, at, bufferId) {
+    async recordBufferedHit(hit, at, bufferId, now = new Date()) {
       const update = { ...hitUpdate(hit, at, bufferId), TableName: tableName };
       const digest = hitDigest(bufferId);
       const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;
       try {
         // The set holds the same digest the condition tests, and at most MAX_BUFFERED_IDS of them.
-        await send(() =>
+        const { Attributes } = await send(() =>
           client.send(
             new UpdateCommand({
               ...update,
@@ -176,10 +208,11 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
                 ':bufferIds': new Set([digest]),
                 ':maxBuffered': MAX_BUFFERED_IDS,
               },
-              ReturnValues: 'NONE',
             }),
           ),
         );
+        const attempt = attemptFromItem(Attributes ?? {});
+        await flagStaleDay(attempt, hitEffect(attempt, hit.channel, hit.outcome), now);
         return true;
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
@@ -190,18 +223,23 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         client.send(new GetCommand({ TableName: tableName, Key: update.Key, ConsistentRead: true })),
       );
       const held = Item?.bufferedIds instanceof Set ? (Item.bufferedIds as Set<string>) : new Set<string>();
-      if (held.size < MAX_BUFFERED_IDS || held.has(digest)) return false;
+      if (held.size < MAX_BUFFERED_IDS || held.has(digest)) {
+        // A repeat: the delivery before may have recorded the hit and failed to flag (it threw to come back).
+        if (Item) await flagStaleDay(attemptFromItem(Item), 'recorded', now);
+        return false;
+      }
       try {
-        await send(() =>
+        const { Attributes } = await send(() =>
           client.send(
             new UpdateCommand({
               ...update,
               ConditionExpression: notHeld,
               ExpressionAttributeValues: { ...update.ExpressionAttributeValues, ':hitId': digest },
-              ReturnValues: 'NONE',
             }),
           ),
         );
+        const attempt = attemptFromItem(Attributes ?? {});
+        await flagStaleDay(attempt, hitEffect(attempt, hit.channel, hit.outcome), now);
         return true;
       } catch (error) {
         if (error instanceof ConditionalCheckFailedException) return false;

@@ -24,6 +24,9 @@
  * health check counts them per survey; a malformed survey id is kept as `-`. The sort key starts with the minute,
  * so a time range of refusals is one key-range Query per UTC day.
  *
+ * A day summary may carry `ledgerChangedAt`: a late hit changed an attempt judged for that day after it was
+ * checked (judged-day-flag.ts), so the next scheduled run reconciles it.
+ *
  * A survey's health item holds its current health state, since when, the reasons and the last 20 transitions;
  * it is written only when the state or its reasons change.
  *

@@ -43,6 +43,11 @@ export interface StoredDaySummary extends DaySummary {
    */
   readonly checkedAt: string;
   readonly runId: string;
+  /**
+   * When a late hit last changed an attempt judged for this day (judged-day-flag.ts): later than the last check,
+   * the day is reconciled by the next scheduled run. Rewriting the figures keeps it.
+   */
+  readonly ledgerChangedAt?: string;
 }
 
 /** Where reconciling one survey stands. */
@@ -233,19 +238,31 @@ export function createReconciliationStore(
     },
 
     async putDaySummary(summary, at, runId) {
+      // An update rather than a put: a late hit's flag (ledgerChangedAt) set while the run read the day must
+      // survive the figures it may not include.
+      const fields: Record<string, unknown> = {
+        ...summaryIndexKey(summary.surveyId, summary.day),
+        kind: 'summary',
+        ...summary,
+        reconciledAt: at.toISOString(),
+        checkedAt: at.toISOString(),
+        runId,
+      };
+      const present = Object.entries(fields).filter(([, value]) => value !== undefined);
+      const absent = OPTIONAL_SUMMARY_FIGURES.filter((name) => fields[name] === undefined);
       await send(() =>
         client.send(
-          new PutCommand({
+          new UpdateCommand({
             TableName: tableName,
-            Item: {
-              ...summaryKey(summary.surveyId, summary.day),
-              ...summaryIndexKey(summary.surveyId, summary.day),
-              kind: 'summary',
-              ...summary,
-              reconciledAt: at.toISOString(),
-              checkedAt: at.toISOString(),
-              runId,
-            },
+            Key: summaryKey(summary.surveyId, summary.day),
+            UpdateExpression:
+              `SET ${present.map((_, i) => `#f${i} = :f${i}`).join(', ')}` +
+              (absent.length > 0 ? ` REMOVE ${absent.map((_, i) => `#r${i}`).join(', ')}` : ''),
+            ExpressionAttributeNames: Object.fromEntries([
+              ...present.map(([name], i) => [`#f${i}`, name]),
+              ...absent.map((name, i) => [`#r${i}`, name]),
+            ]),
+            ExpressionAttributeValues: Object.fromEntries(present.map(([, value], i) => [`:f${i}`, value])),
           }),
         ),
       );
@@ -493,5 +510,9 @@ function summaryFromItem(item: Item): StoredDaySummary {
     reconciledAt: String(item.reconciledAt),
     checkedAt: String(item.checkedAt ?? item.reconciledAt),
     runId: String(item.runId),
+    ...(typeof item.ledgerChangedAt === 'string' ? { ledgerChangedAt: item.ledgerChangedAt } : {}),
   };
 }
+
+/** Summary figures a day may lack: an update that writes figures without them removes the stored ones. */
+const OPTIONAL_SUMMARY_FIGURES = ['awaiting', 'transactionsDigest'] as const;

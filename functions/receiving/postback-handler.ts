@@ -90,6 +90,14 @@ export function createPostbackHandler({ store, keyRing, buffer, postbackSources 
         }
       }
       const { attempt, effect } = recorded;
+      if (recorded.unflaggedDay) {
+        // The hit stands; the day it changed waits for its daily re-check instead of the next run.
+        logger.warn('late postback: its judged day not flagged', {
+          ...claim.target,
+          token: identity.token,
+          day: recorded.unflaggedDay,
+        });
+      }
       if (effect === 'conflict') {
         logger.warn('postback conflicts with the standing outcome', {
           ...claim.target,

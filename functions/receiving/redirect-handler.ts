@@ -51,7 +51,14 @@ export function createRedirectHandler({ store, keyRing, buffer, landing }: Redir
 
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
-        const { attempt, effect } = await store.recordHit(hit, at, event.requestContext.requestId);
+        const { attempt, effect, unflaggedDay } = await store.recordHit(
+          hit,
+          at,
+          event.requestContext.requestId,
+        );
+        // The hit stands; the day it changed waits for its daily re-check instead of the next run.
+        if (unflaggedDay)
+          logger.warn('late redirect: its judged day not flagged', { ...hitFields(hit), day: unflaggedDay });
         if (effect === 'conflict') {
           logger.warn('redirect conflicts with the standing outcome', {
             ...hitFields(hit),

@@ -1,13 +1,15 @@
 /**
- * What a scheduled run may leave alone. The newest days change every hour and are reconciled every run; an older
+ * What a scheduled run may leave alone. The newest day changes every hour and is reconciled every run; an older
  * (settled) day is reconciled again only when something says it may have changed: it has no summary, its last
- * run failed, it held discrepancies too recent to judge, the marketplace's rows for it differ from those it was
- * reconciled with, or it has not been checked for `settledRecheckMs` (the bound on how late a change only this
- * side sees, such as a postback arriving days after the click, reaches a settled day's figures). A summary whose
+ * run failed, it has not been checked since it ended (and the settle time after), it held discrepancies too
+ * recent to judge, a late hit changed an attempt judged for it (judged-day-flag.ts), the marketplace's rows for it
+ * differ from those it was reconciled with, or it has not been checked for `settledRecheckMs` (the bound on how
+ * late a change only this side sees reaches a settled day's figures should its flag be lost). A summary whose
  * figures did not change is not rewritten.
  */
 import type { FinishedRun, StoredDaySummary } from '../ledger/ledger-store';
 import type { Transaction } from '../marketplace/marketplace-records';
+import { pacificDayRange } from '../marketplace/pacific-time';
 import { canonicalJson, transactionsDigest } from './transactions-digest';
 import type { DaySummary } from './verdict-rules';
 import { nextDay } from './verdict-rules';
@@ -15,8 +17,11 @@ import { nextDay } from './verdict-rules';
 /** The scheduled run's name: its run state and its finished-run record are kept under it. */
 export const SCHEDULED_RUN = 'reconcile';
 
-/** Today and yesterday (Pacific) are reconciled every run. */
-export const DEFAULT_FRESH_DAYS = 2;
+/**
+ * Today (Pacific) is reconciled every run. Yesterday is reconciled until a run has checked it after it ended, and
+ * then like any settled day: its late changes are flagged or seen in the marketplace's rows.
+ */
+export const DEFAULT_FRESH_DAYS = 1;
 /** A settled day is re-checked at least once a day. */
 export const DEFAULT_SETTLED_RECHECK_HOURS = 24;
 
@@ -25,6 +30,8 @@ export interface RecheckPlan {
   /** Days reconciled in full every run. */
   readonly freshDays: ReadonlySet<string>;
   readonly settledRecheckMs: number;
+  /** How long after a day ends its last attempts and transactions may still be settling (the reconciler's). */
+  readonly settleMs?: number;
   readonly lastRun?: FinishedRun | undefined;
 }
 
@@ -95,12 +102,16 @@ export function checkRegardless(
     readonly failedDays: readonly string[];
     readonly now: Date;
   },
-): 'fresh' | 'unreconciled' | 'failed' | 'awaiting' | 'due' | undefined {
+): 'fresh' | 'unreconciled' | 'failed' | 'unfinished' | 'awaiting' | 'ledger' | 'due' | undefined {
   if (plan.freshDays.has(day)) return 'fresh';
   if (!context.stored) return 'unreconciled';
   if (context.failedDays.includes(day)) return 'failed';
+  const checkedAt = lastCheckedAt(context.stored, plan.lastRun);
+  const checked = Date.parse(checkedAt);
+  // The last hours of a day that stopped being fresh at midnight: checked once the day and its settling are over.
+  if (!(checked >= pacificDayRange(day).end.getTime() + (plan.settleMs ?? 0))) return 'unfinished';
   if ((context.stored.awaiting ?? 0) > 0) return 'awaiting';
-  const checked = Date.parse(lastCheckedAt(context.stored, plan.lastRun));
+  if ((context.stored.ledgerChangedAt ?? '') > checkedAt) return 'ledger';
   if (!(checked > context.now.getTime() - plan.settledRecheckMs)) return 'due';
   return undefined;
 }

@@ -64,7 +64,10 @@ export interface ReconcilerDeps {
    * per survey window (default 7; 0 turns the look-back off).
    */
   readonly lookbackDays?: number;
-  /** Scheduled runs: how many of the newest Pacific days are reconciled every run (default 2, today and yesterday). */
+  /**
+   * Scheduled runs: how many of the newest Pacific days are reconciled every run (default 1, today; yesterday is
+   * reconciled until a run has checked it after its end and `settleMs`, then when something changes it).
+   */
   readonly freshDays?: number;
   /**
    * Scheduled runs: an older day whose transactions did not change is reconciled again once it has not been
@@ -406,6 +409,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const plan: RecheckPlan = {
         freshDays: new Set(fresh),
         settledRecheckMs,
+        settleMs: deps.settleMs ?? 0,
         lastRun: await deps.results.finishedRun(SCHEDULED_RUN),
       };
       const failedSurveys = new Set(run.failedSurveys ?? []);

@@ -197,8 +197,8 @@ const reconcileEnvironment = z.extend(base, {
   RECONCILE_SETTLE_SECONDS: wholeNumber(0, 86_400, 600),
   /** How many Pacific days before a window an attempt's transaction is looked for (0: none). */
   RECONCILE_LOOKBACK_DAYS: wholeNumber(0, 62, 7),
-  /** The newest Pacific days (today, yesterday) every scheduled run reconciles in full. */
-  RECONCILE_FRESH_DAYS: wholeNumber(1, 62, 2),
+  /** The newest Pacific days every scheduled run reconciles in full (DEFAULT_FRESH_DAYS: today; older days when changed). */
+  RECONCILE_FRESH_DAYS: wholeNumber(1, 62, 1),
   /** An older day whose transactions did not change is re-checked after this many hours. */
   RECONCILE_SETTLED_RECHECK_HOURS: wholeNumber(1, 720, 24),
 });

@@ -3,10 +3,11 @@
  * scheduled run every hour on a fake clock for 168 runs, counting the read and write units the reconciler
  * consumes (ReturnConsumedCapacity from the engine) per attempt that arrived in the week. Run as its own process
  * by `reconciliationWeek` (reconciliation-scale.ts); reports over IPC.
- * Usage: reconcile-week <full|default|today> <surveys> <attempts per survey and hour> <hours>
+ * Usage: reconcile-week <full|default|two> <surveys> <attempts per survey and hour> <hours>
  *
  * Traffic shape: clicks spread over each hour, the postback ten minutes after the click, one attempt in fifty
- * never arriving here; each survey's buyer reviews its completes once a day (Pending older than two days becomes
+ * never arriving here and one in a hundred arriving a day late (a postback drained from the buffer after an
+ * outage, which flags the day it was judged on); each survey's buyer reviews its completes once a day (Pending older than two days becomes
  * Valid, one in twenty Invalid), which changes the rows of settled days. Before the measured hours, a week of the
  * same history is reconciled once, unmeasured, so the window is full from the first run.
  */
@@ -87,9 +88,16 @@ for (let s = 0; s < surveys; s++) {
   });
 }
 
+/** Postbacks that arrive a day late, and when. */
+const late: { hit: Parameters<typeof ledger.recordHit>[0]; at: number }[] = [];
+
 /** The attempts of the hour ending at `end`: transactions at the marketplace, postbacks here. */
 async function arrive(end: number): Promise<number> {
   let arrived = 0;
+  for (const due of late.filter((l) => l.at <= end)) {
+    late.splice(late.indexOf(due), 1);
+    await ledger.recordHit(due.hit, new Date(due.at));
+  }
   for (let s = 0; s < surveys; s++) {
     for (let i = 0; i < perHour; i++) {
       const n = ++sequence;
@@ -111,17 +119,16 @@ async function arrive(end: number): Promise<number> {
       marketplace.state.transactions.push(t);
       arrived++;
       if (n % 50 === 0) continue;
-      await ledger.recordHit(
-        {
-          channel: 'postback',
-          surveyId: String(t.surveyId),
-          outcome: status === 'Completed' ? 'success' : 'fail',
-          pid: t.pid,
-          token: t.token,
-          source: 'query',
-        },
-        new Date(clickedAt.getTime() + 10 * 60_000),
-      );
+      const hit = {
+        channel: 'postback' as const,
+        surveyId: String(t.surveyId),
+        outcome: status === 'Completed' ? ('success' as const) : ('fail' as const),
+        pid: t.pid,
+        token: t.token,
+        source: 'query' as const,
+      };
+      if (n % 100 === 25) late.push({ hit, at: clickedAt.getTime() + 24 * HOUR });
+      else await ledger.recordHit(hit, new Date(clickedAt.getTime() + 10 * 60_000));
     }
   }
   return arrived;
@@ -150,7 +157,7 @@ const engineOf = () =>
     results: createReconciliationStore(client, tableName),
     now: () => new Date(clock),
     settleMs: 600_000,
-    ...(policy === 'full' ? { freshDays: 7 } : policy === 'today' ? { freshDays: 1 } : {}),
+    ...(policy === 'full' ? { freshDays: 7 } : policy === 'two' ? { freshDays: 2 } : {}),
   });
 
 // The week before: arrived and reconciled once, unmeasured.

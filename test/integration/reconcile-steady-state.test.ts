@@ -1,7 +1,8 @@
 /**
  * The hourly run once nothing changes: no summary or survey state rewritten, settled days left unread until their
- * transactions change or their re-check is due, the newest days read every run, and finance's figures and their
- * freshness what a full re-check gives. Against the local marketplace and the embedded engine, on a fake clock.
+ * transactions change, a late hit flags them or their re-check is due, the newest day read every run (and
+ * yesterday until a run after midnight has checked it), and finance's figures and their freshness what a full
+ * re-check gives. Against the local marketplace and the embedded engine, on a fake clock.
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { finance } from '../../functions/finance/finance-queries';
@@ -46,6 +47,8 @@ let requests: { command: string; pk: string }[];
 /** The UTC ranges the reconciler read attempts over. */
 let attemptReads: { from: string; to: string }[];
 let clock: number;
+/** While set, the store's writes to day summaries fail (a store fault injected below the SDK's retries). */
+let summaryWritesFail = false;
 
 beforeEach(async () => {
   const { endpoint, tableName } = await freshTable();
@@ -54,10 +57,13 @@ beforeEach(async () => {
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const input = args.input as { Key?: { pk?: string }; Item?: { pk?: string } };
-      requests.push({
+      const request = {
         command: String(context.commandName),
         pk: String(input.Key?.pk ?? input.Item?.pk ?? ''),
-      });
+      };
+      requests.push(request);
+      if (summaryWritesFail && request.command === 'UpdateItemCommand' && request.pk.startsWith('SUMMARY#'))
+        throw Object.assign(new Error('injected: the store is unavailable'), { name: 'InternalServerError' });
       return next(args);
     },
     { step: 'initialize', name: 'recordRequests' },
@@ -100,6 +106,15 @@ async function hourly(settledRecheckHours = 24, tuning: Tuning = {}) {
   return report;
 }
 
+async function withoutSummaryWrites<T>(work: () => Promise<T>): Promise<T> {
+  summaryWritesFail = true;
+  try {
+    return await work();
+  } finally {
+    summaryWritesFail = false;
+  }
+}
+
 const writesTo = (prefix: string) =>
   requests.filter(
     (r) => ['PutItemCommand', 'UpdateItemCommand'].includes(r.command) && r.pk.startsWith(prefix),
@@ -110,6 +125,12 @@ const surveyStateWrites = () =>
 const readDay = (day: string) => {
   const { start, end } = pacificDayRange(day);
   return attemptReads.some((r) => r.from < end.toISOString() && r.to > start.toISOString());
+};
+
+/** Whether an attempt read covered a whole Pacific day (a run for that day, not the lead of the day after). */
+const readWholeDay = (day: string) => {
+  const { start, end } = pacificDayRange(day);
+  return attemptReads.some((r) => r.from <= start.toISOString() && r.to >= end.toISOString());
 };
 
 async function survey(surveyId: number) {
@@ -175,7 +196,7 @@ async function seededWeek(surveyId: number) {
 }
 
 describe('the hourly run in the steady state', () => {
-  it('rewrites no summary, no survey state and no verdict when nothing changed; reads only the newest days and two hours before them', async () => {
+  it('rewrites no summary, no survey state and no verdict when nothing changed; reads only today and two hours before it', async () => {
     await seededWeek(7201);
     const first = await hourly();
     expect(first.outcomes[0]).toMatchObject({ status: 'reconciled', summariesWritten: 7, skippedDays: 0 });
@@ -187,21 +208,20 @@ describe('the hourly run in the steady state', () => {
     expect(second.outcomes[0]).toMatchObject({
       status: 'reconciled',
       summariesWritten: 0,
-      skippedDays: 5,
+      skippedDays: 6,
       changes: { new: 0, changed: 0, refreshed: 0 },
     });
     expect(writesTo('SUMMARY#')).toEqual([]);
     expect(writesTo('ATTEMPT#')).toEqual([]);
     expect(surveyStateWrites()).toEqual([]);
-    // Today and yesterday read; the settled days, whose transactions did not change, not at all.
-    expect(readDay(TODAY) && readDay(nextDay(TODAY, -1))).toBe(true);
-    for (const day of WEEK.slice(0, 4)) expect(readDay(day), day).toBe(false);
-    // Of the day before yesterday, only the two hours before midnight (an attempt seen before its click by a
-    // clock a little off): that day's attempts are its own run's.
+    // Today read; yesterday, checked by the first run after it ended, and the settled days, whose transactions
+    // did not change, not at all.
+    expect(readDay(TODAY)).toBe(true);
+    expect(readDay(nextDay(TODAY, -2))).toBe(false);
+    // Of yesterday, only the two hours before midnight (an attempt seen before its click by a clock a little
+    // off): that day's attempts are its own run's.
     const earliest = attemptReads.map((r) => r.from).sort()[0];
-    expect(earliest).toBe(
-      new Date(pacificDayRange(nextDay(TODAY, -1)).start.getTime() - 2 * HOUR).toISOString(),
-    );
+    expect(earliest).toBe(new Date(pacificDayRange(TODAY).start.getTime() - 2 * HOUR).toISOString());
     // What the run writes is its own state, once per run rather than per survey.
     expect(requests.filter((r) => r.command === 'PutItemCommand').every((r) => r.pk.startsWith('RUN#'))).toBe(
       true,
@@ -217,7 +237,7 @@ describe('the hourly run in the steady state', () => {
     await arrive(missing, new Date(clock - 60_000));
     const run = await hourly();
     expect(run.outcomes[0]).toMatchObject({ summariesWritten: 1, changes: { changed: 1 } });
-    expect(writesTo('SUMMARY#7202')).toEqual([{ command: 'PutItemCommand', pk: 'SUMMARY#7202' }]);
+    expect(writesTo('SUMMARY#7202')).toEqual([{ command: 'UpdateItemCommand', pk: 'SUMMARY#7202' }]);
     const [summary] = await results.summariesOf('7202', [TODAY]);
     expect(summary?.verdicts).toEqual({ matched: 3 });
     expect(summary?.reconciledAt).toBe(new Date(clock).toISOString());
@@ -243,7 +263,7 @@ describe('settled days', () => {
     (valid as SimTransaction).verifyToken = 'Invalid';
     clock += HOUR;
     const run = await hourly();
-    expect(run.outcomes[0]).toMatchObject({ skippedDays: 4, summariesWritten: 1, changes: { changed: 1 } });
+    expect(run.outcomes[0]).toMatchObject({ skippedDays: 5, summariesWritten: 1, changes: { changed: 1 } });
     expect(readDay(settled)).toBe(true);
     expect(readDay(nextDay(TODAY, -5))).toBe(false);
     const after = (await results.summariesOf('7203', [settled]))[0];
@@ -252,16 +272,44 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7203');
   });
 
-  it('a settled day is re-checked once its re-check is due, and a change only this side saw is then reconciled', async () => {
+  it('a postback days late flags its settled day, and the next run reconciles that day alone', async () => {
+    await seededWeek(7207);
+    const settled = nextDay(TODAY, -4);
+    const late = await complete(7207, settled, { arrived: false });
+    await hourly();
+    expect((await results.summariesOf('7207', [settled]))[0]?.verdicts).toMatchObject({
+      complete_not_received: 1,
+    });
+    // The postback arrives days late; the marketplace's row does not change.
+    const recorded = await arrive(late, new Date(clock + 10 * 60_000));
+    expect(recorded.unflaggedDay).toBeUndefined();
+    expect((await results.summariesOf('7207', [settled]))[0]?.ledgerChangedAt).toBe(
+      new Date(clock + 10 * 60_000).toISOString(),
+    );
+    clock += HOUR;
+    const next = await hourly();
+    expect(next.outcomes[0]).toMatchObject({ skippedDays: 5, summariesWritten: 1, changes: { changed: 1 } });
+    expect(readDay(settled)).toBe(true);
+    expect(readDay(nextDay(TODAY, -6))).toBe(false);
+    expect((await results.summariesOf('7207', [settled]))[0]?.verdicts).toEqual({ matched: 3 });
+    // Judged: the run after leaves the day alone again.
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
+    await expectSameAsFullRecheck('7207');
+  });
+
+  it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);
     const late = await complete(7204, settled, { arrived: false });
     await hourly(2);
-    // The postback arrives days late; the marketplace's row does not change.
-    await arrive(late, new Date(clock + 10 * 60_000));
+    // The postback arrives days late, and the flag's write fails: the hit stands, the day is not flagged.
+    const recorded = await withoutSummaryWrites(() => arrive(late, new Date(clock + 10 * 60_000)));
+    expect(recorded.attempt.postback?.outcome).toBe('success');
+    expect(recorded.unflaggedDay).toBe(settled);
     clock += HOUR;
     const quiet = await hourly(2);
-    expect(quiet.outcomes[0]).toMatchObject({ skippedDays: 5, summariesWritten: 0 });
+    expect(quiet.outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
     expect(readDay(settled)).toBe(false);
     expect((await results.summariesOf('7204', [settled]))[0]?.verdicts).toMatchObject({
       complete_not_received: 1,
@@ -314,6 +362,76 @@ describe('judgements left for later', () => {
   });
 });
 
+describe('yesterday', () => {
+  it('is read by the first run after it ended and settled, which judges what reached only this side in its last hour', async () => {
+    await survey(7208);
+    const yesterday = nextDay(TODAY, -1);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    const tuning = { settleMs: 10 * 60_000 };
+    // 23:30 yesterday: the day is today, and reconciled.
+    clock = midnight - 30 * 60_000;
+    await complete(7208, yesterday, { clickedAt: new Date(midnight - 3 * HOUR) });
+    await hourly(24, tuning);
+    // 23:58: a postback for a transaction the marketplace does not list (a complete it has not paid for). The
+    // marketplace's rows of the day do not change, nothing awaits judgement, and nothing judged changed.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7208',
+        outcome: 'success',
+        pid: 'p-unlisted',
+        token: 'steady-unlisted',
+        source: 'query',
+      },
+      new Date(midnight - 2 * 60_000),
+    );
+    // 00:05: yesterday is no longer fresh and its last hour is still settling; it is read, the postback too recent.
+    clock = midnight + 5 * 60_000;
+    const early = await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(true);
+    expect(early.outcomes[0]).toMatchObject({ awaiting: 1 });
+    // 01:05: read again, judged; the run after leaves it alone.
+    clock += HOUR;
+    const final = await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(true);
+    expect(final.outcomes[0]).toMatchObject({ awaiting: 0, summariesWritten: 1 });
+    expect((await results.summariesOf('7208', [yesterday]))[0]?.verdicts).toEqual({
+      matched: 1,
+      complete_not_paid: 1,
+    });
+    clock += HOUR;
+    const after = await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(false);
+    expect(after.outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
+  });
+
+  it('is read after its end even when nothing in it awaits judgement', async () => {
+    await survey(7209);
+    const yesterday = nextDay(TODAY, -1);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    const tuning = { settleMs: 10 * 60_000 };
+    clock = midnight - 30 * 60_000;
+    await hourly(24, tuning);
+    // 23:45: the postback of a complete the marketplace does not list, quiet by the time of the next run.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7209',
+        outcome: 'success',
+        pid: 'p-unlisted-2',
+        token: 'steady-unlisted-2',
+        source: 'query',
+      },
+      new Date(midnight - 15 * 60_000),
+    );
+    // 00:20: the first run after yesterday ended and settled judges it.
+    clock = midnight + 20 * 60_000;
+    const run = await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(true);
+    expect((await results.summariesOf('7209', [yesterday]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
+  });
+});
+
 describe("finance's figures and their freshness", () => {
   it('a skipped day shows the figures a full re-check gives, checked when it last was; fresh days when the run started', async () => {
     await seededWeek(7205);
@@ -329,10 +447,10 @@ describe("finance's figures and their freshness", () => {
     const figures = (r: (typeof rows)[number]) => ({ ...r, lastReconciledAt: undefined });
     expect(rows.map(figures)).toEqual(rowsAfterFirst.map(figures));
     const checked = Object.fromEntries(rows.map((r) => [r.day, r.lastReconciledAt]));
-    // Today and yesterday were checked by the run that just finished, without a write; the settled days when
-    // the first run checked them.
+    // Today was checked by the run that just finished, without a write; yesterday and the settled days when the
+    // first run checked them (after yesterday had ended).
     expect(checked[TODAY]).toBe(run.runId);
-    expect(checked[nextDay(TODAY, -1)]).toBe(run.runId);
+    expect(checked[nextDay(TODAY, -1)]).toBe(firstCheck);
     expect(checked[nextDay(TODAY, -2)]).toBe(firstCheck);
     expect((await results.finishedRun(SCHEDULED_RUN))?.startedAt).toBe(run.runId);
 

@@ -29,7 +29,7 @@ describe('configuration', () => {
       lookbackDays: 7,
     });
     expect(readReconcileConfig({ TABLE_NAME: 'ledger' })).toMatchObject({
-      freshDays: 2,
+      freshDays: 1,
       settledRecheckMs: 24 * 3_600_000,
     });
     expect(

@@ -1,0 +1,227 @@
+/**
+ * A late hit flags the earlier day whose verdict it made stale (judged-day-flag.ts): on the live and the buffered
+ * path, never for a repeat or for today, never creating a summary, and never lost to the summary's own rewrite.
+ */
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { staleVerdictDay } from '../../functions/ledger/judged-day-flag';
+import { summaryKey } from '../../functions/ledger/ledger-schema';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  type LedgerStore,
+  type ReconciliationStore,
+} from '../../functions/ledger/ledger-store';
+import type { Attempt } from '../../functions/receiving/attempt';
+import type { Hit } from '../../functions/receiving/hit-request';
+import type { DaySummary } from '../../functions/reconciliation/verdict-rules';
+import { freshTable } from '../support/ledger';
+
+const SURVEY = '8801';
+/** Pacific 2026-11-20 is long over by the hits below (2026-11-23 UTC). */
+const JUDGED_DAY = '2026-11-20';
+const LATE = new Date('2026-11-23T18:00:00.000Z');
+
+let documents: ReturnType<typeof createDocumentClient>;
+let table: string;
+let ledger: LedgerStore;
+let results: ReconciliationStore;
+/** While set, writes to day summaries fail below the SDK's retries (the store is unavailable for them). */
+let summaryWritesFail = false;
+
+beforeEach(async () => {
+  const { endpoint, tableName } = await freshTable();
+  table = tableName;
+  documents = createDocumentClient({ endpoint });
+  documents.middlewareStack.add(
+    (next, context) => async (args) => {
+      const key = (args.input as { Key?: { pk?: string } }).Key;
+      if (summaryWritesFail && context.commandName === 'UpdateItemCommand' && key?.pk?.startsWith('SUMMARY#'))
+        throw Object.assign(new Error('injected: the store is unavailable'), { name: 'InternalServerError' });
+      return next(args);
+    },
+    { step: 'initialize', name: 'summaryFaults' },
+  );
+  ledger = createLedgerStore(documents, tableName);
+  results = createReconciliationStore(documents, tableName);
+});
+
+const hit = (
+  token: string,
+  channel: Hit['channel'] = 'postback',
+  outcome: Hit['outcome'] = 'success',
+): Hit => ({
+  channel,
+  surveyId: SURVEY,
+  outcome,
+  pid: `p-${token}`,
+  token,
+  source: 'query',
+});
+
+const summary = (day: string, extra: Partial<DaySummary> = {}): DaySummary => ({
+  surveyId: SURVEY,
+  day,
+  here: { attempts: 1, postbackCompletes: 0, redirectOnlyCompletes: 0, nonCompletes: 0 },
+  marketplace: {
+    transactions: 1,
+    byStatus: { Completed: 1 },
+    completes: 1,
+    validCompletes: 1,
+    pendingCompletes: 0,
+    invalidCompletes: 0,
+    owed: '1.50',
+    pending: '0.00',
+  },
+  verdicts: { complete_not_received: 1 },
+  ...extra,
+});
+
+/** An attempt judged `complete_not_received` on `day` (its redirect only reached here), and the day's summary. */
+async function judged(token: string, day = JUDGED_DAY, withSummary = true) {
+  const { attempt } = await ledger.recordHit(hit(token, 'redirect'), new Date(`${day}T20:00:00.000Z`));
+  await results.recordVerdict(
+    {
+      surveyId: SURVEY,
+      pid: attempt.pid,
+      token,
+      attempt,
+      verdict: { kind: 'complete_not_received', day, detail: { postback: 'none', redirect: 'success' } },
+    },
+    new Date(`${day}T21:00:00.000Z`),
+  );
+  if (withSummary) await results.putDaySummary(summary(day), new Date(`${day}T21:00:00.000Z`), 'run-1');
+}
+
+const flagOf = async (day = JUDGED_DAY) =>
+  (await results.summariesOf(SURVEY, [day]))[0]?.ledgerChangedAt ?? 'unflagged';
+
+describe('a late hit on the live path', () => {
+  it('flags the day of the verdict it made stale, with the time it was recorded', async () => {
+    await judged('late-1');
+    const recorded = await ledger.recordHit(hit('late-1'), LATE);
+    expect(recorded).toMatchObject({ effect: 'recorded' });
+    expect(recorded.unflaggedDay).toBeUndefined();
+    expect(await flagOf()).toBe(LATE.toISOString());
+  });
+
+  it('does not flag for a repeat, which changes nothing judged', async () => {
+    await judged('late-2');
+    await ledger.recordHit(hit('late-2', 'redirect'), LATE);
+    expect(await flagOf()).toBe('unflagged');
+  });
+
+  it('never creates a summary for a day that has none (its next run reconciles it anyway)', async () => {
+    await judged('late-3', JUDGED_DAY, false);
+    await ledger.recordHit(hit('late-3'), LATE);
+    const { Item } = await documents.send(
+      new GetCommand({ TableName: table, Key: summaryKey(SURVEY, JUDGED_DAY), ConsistentRead: true }),
+    );
+    expect(Item).toBeUndefined();
+  });
+
+  it('never moves the flag back', async () => {
+    await judged('late-4');
+    await judged('late-5');
+    await ledger.recordHit(hit('late-4'), LATE);
+    await ledger.recordHit(hit('late-5'), new Date(LATE.getTime() - 60_000));
+    expect(await flagOf()).toBe(LATE.toISOString());
+  });
+
+  it('a failed flag leaves the hit standing and says which day it could not flag', async () => {
+    await judged('late-6');
+    summaryWritesFail = true;
+    try {
+      const recorded = await ledger.recordHit(hit('late-6'), LATE);
+      expect(recorded.attempt.postback?.outcome).toBe('success');
+      expect(recorded.unflaggedDay).toBe(JUDGED_DAY);
+    } finally {
+      summaryWritesFail = false;
+    }
+    expect(await flagOf()).toBe('unflagged');
+  });
+});
+
+describe('a late hit drained from the buffer', () => {
+  it('flags with the time it is recorded, not the time it was made', async () => {
+    await judged('buffered-1');
+    const made = new Date('2026-11-21T10:00:00.000Z');
+    expect(await ledger.recordBufferedHit(hit('buffered-1'), made, 'buffer-1', LATE)).toBe(true);
+    expect(await flagOf()).toBe(LATE.toISOString());
+  });
+
+  it('a failed flag fails the delivery, and the redelivery, a repeat, flags', async () => {
+    await judged('buffered-2');
+    summaryWritesFail = true;
+    try {
+      await expect(ledger.recordBufferedHit(hit('buffered-2'), LATE, 'buffer-2', LATE)).rejects.toThrow();
+    } finally {
+      summaryWritesFail = false;
+    }
+    expect(await flagOf()).toBe('unflagged');
+    const redelivered = new Date(LATE.getTime() + 60_000);
+    expect(await ledger.recordBufferedHit(hit('buffered-2'), LATE, 'buffer-2', redelivered)).toBe(false);
+    expect(await flagOf()).toBe(redelivered.toISOString());
+    const [attempt] = await ledger.attemptsOf(SURVEY, 'p-buffered-2');
+    expect(attempt?.postback?.sightings).toMatchObject([{ outcome: 'success', hits: 1 }]);
+  });
+});
+
+describe('the summary rewrite', () => {
+  it('keeps a flag set while the run read the day, and drops figures the new ones lack', async () => {
+    await results.putDaySummary(
+      summary(JUDGED_DAY, { awaiting: 2 }),
+      new Date('2026-11-23T10:00:00Z'),
+      'run-1',
+    );
+    await judged('race-1');
+    await ledger.recordHit(hit('race-1'), LATE);
+    // A run that started before the hit writes its figures after it.
+    await results.putDaySummary(summary(JUDGED_DAY), new Date(LATE.getTime() - 60_000), 'run-2');
+    const [stored] = await results.summariesOf(SURVEY, [JUDGED_DAY]);
+    expect(stored).toMatchObject({ ledgerChangedAt: LATE.toISOString(), runId: 'run-2' });
+    expect(stored?.awaiting).toBeUndefined();
+    expect(stored?.ledgerChangedAt && stored.ledgerChangedAt > stored.checkedAt).toBe(true);
+  });
+});
+
+describe('which day a hit made stale', () => {
+  const attempt = (day?: string) =>
+    ({
+      surveyId: SURVEY,
+      pid: 'p',
+      token: 't',
+      ...(day ? { reconciliation: { verdict: 'matched', day } } : {}),
+    }) as unknown as Attempt;
+
+  it('an earlier day whose verdict a changing hit met', () => {
+    expect(staleVerdictDay(attempt('2026-11-22'), 'recorded', new Date('2026-11-23T09:00:00Z'))).toBe(
+      '2026-11-22',
+    );
+    expect(staleVerdictDay(attempt('2026-11-22'), 'conflict', new Date('2026-11-23T09:00:00Z'))).toBe(
+      '2026-11-22',
+    );
+  });
+
+  it('not a repeat, an attempt never judged, or today', () => {
+    const now = new Date('2026-11-23T09:00:00Z'); // 01:00 Pacific on the 23rd
+    expect(staleVerdictDay(attempt('2026-11-22'), 'duplicate', now)).toBeUndefined();
+    expect(staleVerdictDay(attempt(), 'recorded', now)).toBeUndefined();
+    expect(staleVerdictDay(attempt('2026-11-23'), 'recorded', now)).toBeUndefined();
+  });
+
+  it('yesterday as soon as the Pacific day turned, in standard and in daylight-saving time', () => {
+    // 00:01 PST (UTC-8) and 00:01 PDT (UTC-7): yesterday's verdict is stale from the first minute.
+    expect(staleVerdictDay(attempt('2026-11-22'), 'recorded', new Date('2026-11-23T08:01:00Z'))).toBe(
+      '2026-11-22',
+    );
+    expect(staleVerdictDay(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T07:01:00Z'))).toBe(
+      '2026-06-09',
+    );
+    // 23:59 PDT: still today.
+    expect(
+      staleVerdictDay(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T06:59:00Z')),
+    ).toBeUndefined();
+  });
+});
