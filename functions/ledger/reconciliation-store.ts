@@ -101,6 +101,11 @@ export interface ReconciliationStore {
   recordSummaryCheck(surveyId: string, day: string, at: Date): Promise<void>;
   /** A survey's summaries of the Pacific days given, those that exist (a batch of point reads). */
   summariesOf(surveyId: string, days: readonly string[]): Promise<StoredDaySummary[]>;
+  /** What reconciling a survey starts from: its state and its summaries of the days given, in one batch read. */
+  surveyRecords(
+    surveyId: string,
+    days: readonly string[],
+  ): Promise<{ state?: SurveyReconciliationState; summaries: StoredDaySummary[] }>;
   /** The summaries of a Pacific day, for all surveys (or the ones listed), through the index. */
   daySummaries(day: string): Promise<StoredDaySummary[]>;
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
@@ -299,6 +304,22 @@ export function createReconciliationStore(
       return items.map(summaryFromItem).sort((a, b) => a.day.localeCompare(b.day));
     },
 
+    async surveyRecords(surveyId, days) {
+      const stateKey = reconciliationStateKey(surveyId);
+      const items = await batchGet(
+        client,
+        tableName,
+        [stateKey, ...days.map((day) => summaryKey(surveyId, day))],
+        { consistent: true },
+      );
+      const stateItem = items.find((item) => item.pk === stateKey.pk && item.sk === stateKey.sk);
+      const summaries = items.filter((item) => item !== stateItem).map(summaryFromItem);
+      return {
+        ...(stateItem ? { state: stateFromItem(surveyId, stateItem) } : {}),
+        summaries: summaries.sort((a, b) => a.day.localeCompare(b.day)),
+      };
+    },
+
     async daySummaries(day) {
       const keys = await queryAll(client, {
         TableName: tableName,
@@ -394,14 +415,7 @@ export function createReconciliationStore(
 
     async surveyState(surveyId) {
       const item = await getItem(reconciliationStateKey(surveyId));
-      if (!item) return undefined;
-      return {
-        surveyId,
-        lastReconciledAt: item.lastReconciledAt as string | undefined,
-        failedDays: (item.failedDays as string[] | undefined) ?? [],
-        lastError: item.lastError as string | undefined,
-        lastErrorAt: item.lastErrorAt as string | undefined,
-      };
+      return item ? stateFromItem(surveyId, item) : undefined;
     },
 
     async putSurveyState(state) {
@@ -495,6 +509,16 @@ export function createReconciliationStore(
         throw error;
       }
     },
+  };
+}
+
+function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState {
+  return {
+    surveyId,
+    lastReconciledAt: item.lastReconciledAt as string | undefined,
+    failedDays: (item.failedDays as string[] | undefined) ?? [],
+    lastError: item.lastError as string | undefined,
+    lastErrorAt: item.lastErrorAt as string | undefined,
   };
 }
 

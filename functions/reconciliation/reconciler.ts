@@ -13,6 +13,7 @@ import type {
   LedgerStore,
   ReconciliationStore,
   RunState,
+  SurveyRegistration,
   SurveyRegistry,
   VerdictChange,
 } from '../ledger/ledger-store';
@@ -154,6 +155,34 @@ export function reconciler(deps: ReconcilerDeps) {
   const progressEveryMs = deps.progressEveryMs ?? 10_000;
 
   /**
+   * The registry as one invocation sees it: listed once (a run's survey list and each survey's expected CPI come
+   * from it) rather than read once per survey. A failed listing is tried again by the next caller; a survey whose
+   * registration cannot be read is reconciled without an expected CPI, as before.
+   */
+  function registryView() {
+    let listing: Promise<Map<string, SurveyRegistration>> | undefined;
+    const all = () => {
+      listing ??= deps.registry.list().then(
+        (list) => new Map(list.map((r) => [r.surveyId, r])),
+        (error: unknown) => {
+          listing = undefined;
+          throw error;
+        },
+      );
+      return listing;
+    };
+    return {
+      all,
+      of: (surveyId: string) =>
+        all().then(
+          (map) => map.get(surveyId),
+          () => undefined,
+        ),
+    };
+  }
+  type RegistryView = ReturnType<typeof registryView>;
+
+  /**
    * Reconciles one survey over the days (grouped into contiguous windows) and records its state. With a plan (the
    * scheduled run), settled days nothing says have changed are left alone; without one, every day is reconciled.
    */
@@ -162,11 +191,12 @@ export function reconciler(deps: ReconcilerDeps) {
     days: readonly string[],
     runId: string,
     plan?: RecheckPlan,
+    registry: RegistryView = registryView(),
   ): Promise<SurveyOutcome> {
-    const [state, registration, storedList] = await Promise.all([
-      deps.results.surveyState(surveyId),
-      deps.registry.get(surveyId).catch(() => undefined),
-      deps.results.summariesOf(surveyId, days),
+    // One batch read for the survey's own records; its registration comes from the invocation's one listing.
+    const [{ state, summaries: storedList }, registration] = await Promise.all([
+      deps.results.surveyRecords(surveyId, days),
+      registry.of(surveyId),
     ]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const failedDays = state?.failedDays ?? [];
@@ -327,6 +357,7 @@ export function reconciler(deps: ReconcilerDeps) {
     surveys: readonly string[],
     days: readonly string[],
     runId: string,
+    registry: RegistryView,
     options: ReconcileRunOptions & {
       plan?: RecheckPlan;
       onProgress?: (cursor: number) => Promise<void>;
@@ -338,7 +369,7 @@ export function reconciler(deps: ReconcilerDeps) {
     let settled = 0;
     let done = 0;
     const report = await runBounded(
-      surveys.map((surveyId) => () => reconcileSurvey(surveyId, days, runId, options.plan)),
+      surveys.map((surveyId) => () => reconcileSurvey(surveyId, days, runId, options.plan, registry)),
       {
         concurrency,
         now,
@@ -373,9 +404,10 @@ export function reconciler(deps: ReconcilerDeps) {
     ): Promise<RunReport> {
       const days = pacificDays(from, to);
       if (days.length === 0) throw new RangeError('from must not be after to');
-      const surveys = surveyIds ?? (await registeredSurveys(days));
+      const registry = registryView();
+      const surveys = surveyIds ?? (await registeredSurveys(registry, days));
       const runId = options.runId ?? `manual-${now().toISOString()}`;
-      const outcomes = await reconcileSurveys(surveys, days, runId, options);
+      const outcomes = await reconcileSurveys(surveys, days, runId, registry, options);
       return { runId, days, outcomes, complete: outcomes.every((o) => o.status !== 'deferred') };
     },
 
@@ -386,6 +418,7 @@ export function reconciler(deps: ReconcilerDeps) {
      */
     async scheduled(windowDays: number, options: { deadline: Date }): Promise<RunReport | undefined> {
       const started = now();
+      const registry = registryView();
       let state = await deps.results.runState(SCHEDULED_RUN);
       if (!state || state.finishedAt) {
         const today = pacificDay(started);
@@ -393,7 +426,7 @@ export function reconciler(deps: ReconcilerDeps) {
         state = {
           runId: started.toISOString(),
           days,
-          surveys: await registeredSurveys(days),
+          surveys: await registeredSurveys(registry, days),
           cursor: 0,
           startedAt: started.toISOString(),
           freshDays: freshDaysOf(days, freshDays),
@@ -423,7 +456,7 @@ export function reconciler(deps: ReconcilerDeps) {
           ...extra,
         });
       const remaining = run.surveys.slice(run.cursor);
-      const outcomes = await reconcileSurveys(remaining, run.days, run.runId, {
+      const outcomes = await reconcileSurveys(remaining, run.days, run.runId, registry, {
         deadline: options.deadline,
         plan,
         onFailed: (surveyId) => failedSurveys.add(surveyId),
@@ -453,9 +486,9 @@ export function reconciler(deps: ReconcilerDeps) {
   };
 
   /** Surveys with redirects here: active ones, and removed ones that may still have attempts in the window. */
-  async function registeredSurveys(days: readonly string[]): Promise<string[]> {
+  async function registeredSurveys(registry: RegistryView, days: readonly string[]): Promise<string[]> {
     const first = days[0] ?? '';
-    return (await deps.registry.list())
+    return [...(await registry.all()).values()]
       .filter(
         (r) =>
           r.state === 'active' ||

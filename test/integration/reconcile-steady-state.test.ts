@@ -222,6 +222,9 @@ describe('the hourly run in the steady state', () => {
     // off): that day's attempts are its own run's.
     const earliest = attemptReads.map((r) => r.from).sort()[0];
     expect(earliest).toBe(new Date(pacificDayRange(TODAY).start.getTime() - 2 * HOUR).toISOString());
+    // A survey's own records (state, summaries) are one batch read, its registration from the run's one
+    // listing: no point read per survey.
+    expect(requests.filter((r) => r.command === 'GetItemCommand' && r.pk.startsWith('SURVEY#'))).toEqual([]);
     // What the run writes is its own state, once per run rather than per survey.
     expect(requests.filter((r) => r.command === 'PutItemCommand').every((r) => r.pk.startsWith('RUN#'))).toBe(
       true,
