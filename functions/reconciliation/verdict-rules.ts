@@ -153,10 +153,19 @@ export function pacificDays(from: string, to: string): string[] {
 }
 
 export function nextDay(day: string, offset = 1): string {
-  const date = new Date(`${day}T12:00:00Z`);
-  date.setUTCDate(date.getUTCDate() + offset);
-  return date.toISOString().slice(0, 10);
+  // Called per attempt with the same few days: remembered (a run touches a few dozen distinct pairs).
+  const key = `${day}|${offset}`;
+  let next = nextDays.get(key);
+  if (next === undefined) {
+    const date = new Date(`${day}T12:00:00Z`);
+    date.setUTCDate(date.getUTCDate() + offset);
+    next = date.toISOString().slice(0, 10);
+    if (nextDays.size >= 10_000) nextDays.clear();
+    nextDays.set(key, next);
+  }
+  return next;
 }
+const nextDays = new Map<string, string>();
 
 /** What to fetch for a window: transaction days and the UTC range of first-seen times, one day wider each side. */
 export function fetchRange(days: readonly string[]): {
