@@ -71,3 +71,30 @@ describe('Pacific calendar days', () => {
     expect(pacificDayRange('2026-07-04').start.toISOString()).toBe('2026-07-04T07:00:00.000Z');
   });
 });
+
+describe('the Pacific wall clock', () => {
+  const zone = new Intl.DateTimeFormat('en-US', {
+    timeZone: 'America/Los_Angeles',
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
+
+  it('agrees with the time zone database at every instant across both changes of a year, to the second', () => {
+    // Every 7 minutes 13 seconds from a day before spring-forward 2026 to a day after fall-back, and around them.
+    const from = Date.parse('2026-03-07T00:00:00Z');
+    const to = Date.parse('2026-11-02T12:00:00Z');
+    for (let ms = from; ms < to; ms += 433_000) {
+      const at = new Date(ms);
+      const parts = Object.fromEntries(zone.formatToParts(at).map((p) => [p.type, p.value]));
+      const hour = Number(parts.hour);
+      const expected = `${parts.month}/${parts.day}/${parts.year}, ${hour % 12 || 12}:${parts.minute}:${parts.second} ${hour < 12 ? 'am' : 'pm'} PST`;
+      expect(formatPacificTime(at), at.toISOString()).toBe(expected);
+      expect(pacificDay(at)).toBe(`${parts.year}-${parts.month}-${parts.day}`);
+    }
+  });
+});
