@@ -26,7 +26,7 @@ import { SURVEY_ID_PATTERN } from '../receiving/identifiers';
 import { type Channel, type Outcome, outcomesOf } from '../receiving/outcome';
 import type { RefusalCode } from '../shared/rejection';
 import { batchGet, type Item, queryAll, send } from './document-client';
-import { flagJudgedDay, staleVerdictDay } from './judged-day-flag';
+import { flagJudgedDay, staleDays } from './judged-day-flag';
 import {
   attemptDayKey,
   attemptDayPartition,
@@ -76,11 +76,10 @@ export interface LedgerStore {
   recordHit(hit: Hit, at: Date, hitId?: string): Promise<RecordedHit>;
   /**
    * Records a hit that waited in the buffer, once however often it is delivered: the buffer id is remembered on
-   * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat. `now` is when
-   * it is recorded (flags an earlier judged day, judged-day-flag.ts); a failed flag throws, and the redelivery,
-   * a repeat, flags again.
+   * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat. A hit of an
+   * earlier day flags that day (judged-day-flag.ts); a failed flag throws, and the redelivery, a repeat, flags.
    */
-  recordBufferedHit(hit: Hit, at: Date, bufferId: string, now?: Date): Promise<boolean>;
+  recordBufferedHit(hit: Hit, at: Date, bufferId: string): Promise<boolean>;
   /**
    * Keeps a refused hit apart from the attempts; it is never an outcome. One write, no read: the first hit of a
    * source, code and minute makes the record, the rest only count on it.
@@ -103,10 +102,10 @@ export interface RecordedHit {
   readonly attempt: Attempt;
   readonly effect: HitEffect;
   /**
-   * The earlier day whose verdict the hit made stale when flagging it for the next reconciliation failed: the
-   * hit stands; that day waits for its daily re-check (the caller logs it).
+   * The earlier days the hit made stale when flagging them for the next reconciliation failed: the hit stands;
+   * those days wait for their daily re-check (the caller logs them).
    */
-  readonly unflaggedDay?: string;
+  readonly unflaggedDays?: readonly string[];
 }
 
 /**
@@ -129,7 +128,14 @@ const sightingAt = (channel: Channel, outcome: Outcome) => `${channel}_${outcome
 const sightingHits = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_hits`;
 const standingOutcome = (channel: Channel) => `${channel}Outcome`;
 
-export function createLedgerStore(client: DynamoDBDocumentClient, tableName: string): LedgerStore {
+/**
+ * @param clock when the ledger changes, for the flags late hits leave (judged-day-flag.ts); read after each write.
+ */
+export function createLedgerStore(
+  client: DynamoDBDocumentClient,
+  tableName: string,
+  clock: () => Date = () => new Date(),
+): LedgerStore {
   // Whether the day-wide partitions of an earlier release may still hold attempts: until `ledger
   // backfill-day-index` has moved them and left its checkpoint. Read once per store; a failed read means "yes".
   let legacyDayIndex: Promise<boolean> | undefined;
@@ -148,18 +154,19 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
   const dayPartitionsOf = async (surveyId: string, day: string) =>
     dayPartitions(surveyId, day, await legacyDayIndexInUse());
 
-  /** Flags the earlier day a hit made stale, if any (judged-day-flag.ts); `effect` 'recorded' when unknown. */
-  const flagStaleDay = async (attempt: Attempt, effect: HitEffect, now: Date) => {
-    const day = staleVerdictDay(attempt, effect, now);
-    if (day) await flagJudgedDay(client, tableName, attempt.surveyId, day, now);
+  /** Flags the earlier days a hit made stale, if any (judged-day-flag.ts); `effect` 'recorded' when unknown. */
+  const flagStaleDays = async (attempt: Attempt, effect: HitEffect) => {
+    const now = clock();
+    for (const day of staleDays(attempt, effect, now))
+      await flagJudgedDay(client, tableName, attempt.surveyId, day, now);
   };
   /** The live path: a failed flag never fails the hit it follows. */
-  const recorded = async (attempt: Attempt, effect: HitEffect, now: Date): Promise<RecordedHit> => {
+  const recorded = async (attempt: Attempt, effect: HitEffect): Promise<RecordedHit> => {
     try {
-      await flagStaleDay(attempt, effect, now);
+      await flagStaleDays(attempt, effect);
       return { attempt, effect };
     } catch {
-      return { attempt, effect, unflaggedDay: staleVerdictDay(attempt, effect, now) as string };
+      return { attempt, effect, unflaggedDays: staleDays(attempt, effect, clock()) };
     }
   };
 
@@ -170,7 +177,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
           client.send(new UpdateCommand({ ...hitUpdate(hit, at, hitId), TableName: tableName })),
         );
         const attempt = attemptFromItem(Attributes ?? {});
-        return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome), at);
+        return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome));
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
         // This very request was applied already (an earlier attempt of it timed out after the write): read back.
@@ -185,12 +192,12 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
         );
         // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).
         const attempt = attemptFromItem(Item ?? {});
-        const { unflaggedDay } = await recorded(attempt, 'recorded', at);
-        return { attempt, effect: 'duplicate', ...(unflaggedDay ? { unflaggedDay } : {}) };
+        const { unflaggedDays } = await recorded(attempt, 'recorded');
+        return { attempt, effect: 'duplicate', ...(unflaggedDays ? { unflaggedDays } : {}) };
       }
     },
 
-    async recordBufferedHit(hit, at, bufferId, now = new Date()) {
+    async recordBufferedHit(hit, at, bufferId) {
       const update = { ...hitUpdate(hit, at, bufferId), TableName: tableName };
       const digest = hitDigest(bufferId);
       const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;
@@ -212,7 +219,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
           ),
         );
         const attempt = attemptFromItem(Attributes ?? {});
-        await flagStaleDay(attempt, hitEffect(attempt, hit.channel, hit.outcome), now);
+        await flagStaleDays(attempt, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
@@ -225,7 +232,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
       const held = Item?.bufferedIds instanceof Set ? (Item.bufferedIds as Set<string>) : new Set<string>();
       if (held.size < MAX_BUFFERED_IDS || held.has(digest)) {
         // A repeat: the delivery before may have recorded the hit and failed to flag (it threw to come back).
-        if (Item) await flagStaleDay(attemptFromItem(Item), 'recorded', now);
+        if (Item) await flagStaleDays(attemptFromItem(Item), 'recorded');
         return false;
       }
       try {
@@ -239,7 +246,7 @@ export function createLedgerStore(client: DynamoDBDocumentClient, tableName: str
           ),
         );
         const attempt = attemptFromItem(Attributes ?? {});
-        await flagStaleDay(attempt, hitEffect(attempt, hit.channel, hit.outcome), now);
+        await flagStaleDays(attempt, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
       } catch (error) {
         if (error instanceof ConditionalCheckFailedException) return false;

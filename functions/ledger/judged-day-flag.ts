@@ -6,7 +6,7 @@
  * Pacific day sets `ledgerChangedAt` on that day's summary, and the next run reconciles the day.
  *
  * Rare by construction (an attempt's hits come minutes apart and a run judges only what has settled), so it costs
- * nothing on the usual hit path: no read, and a write only when a verdict already stands on an earlier day.
+ * nothing on the usual hit path: no read, and a write only when the attempt belongs to an earlier day.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -14,25 +14,41 @@ import type { Attempt, HitEffect } from '../receiving/attempt';
 import { send } from './document-client';
 import { summaryKey, utcDay } from './ledger-schema';
 
-/** The Pacific day starts 7 (daylight saving) or 8 hours after the UTC day of the same date. */
-const PACIFIC_LAG_MS = 7 * 3_600_000;
+/** A Pacific date is the UTC date of the same instant 7 (daylight saving) or 8 (standard time) hours earlier. */
+const HOUR_MS = 3_600_000;
+const pacificDateBounds = (iso: string) =>
+  [8, 7].map((hours) => utcDay(new Date(Date.parse(iso) - hours * HOUR_MS).toISOString()));
 
 /**
- * The earlier day whose judgement a hit made stale, or undefined: the hit changed the attempt (not a repeat), a
- * verdict stands on it, and that verdict's Pacific day is before today. Today is reconciled by every run, so it
- * needs no flag. Without the Pacific calendar (the receivers do not load it): a day before the UTC date of seven
- * hours ago is before today; within the one hour a year that bound is off, today is flagged too, harmlessly.
+ * The earlier days whose judgement a hit made stale, or none. The hit changed the attempt (not a repeat), and
+ * either a verdict stands on it, for a Pacific day before today, or none does yet though it was first seen over
+ * an hour ago, before today (a hit drained from the buffer long after it was made): then the day it was first seen
+ * on, which a run may have checked without it. A younger attempt without a verdict is one no run has judged yet:
+ * today's, or yesterday's last hour, which the first runs after midnight read (recheck-policy.ts 'unfinished').
+ *
+ * Without the Pacific calendar (the receivers do not load it): "before today" is before the UTC date of seven
+ * hours ago, and an instant's Pacific date is one of the UTC dates of it seven and eight hours earlier (both are
+ * flagged when they differ). Neither misses a day; during standard time a hit in the last hour of a Pacific day
+ * also flags that day, and a first-seen time may flag the day after its own. A spare flag costs a spare read.
  */
-export function staleVerdictDay(attempt: Attempt, effect: HitEffect, now: Date): string | undefined {
-  const day = attempt.reconciliation?.day;
-  if (effect === 'duplicate' || !day) return undefined;
-  return day < utcDay(new Date(now.getTime() - PACIFIC_LAG_MS).toISOString()) ? day : undefined;
+export function staleDays(attempt: Attempt, effect: HitEffect, now: Date): string[] {
+  if (effect === 'duplicate') return [];
+  const [today] = pacificDateBounds(now.toISOString()).slice(1);
+  const judged = attempt.reconciliation?.day;
+  const firstSeen = attempt.firstSeenAt;
+  const days = judged
+    ? [judged]
+    : firstSeen && Date.parse(firstSeen) < now.getTime() - HOUR_MS
+      ? [...new Set(pacificDateBounds(firstSeen))]
+      : [];
+  return days.filter((day) => day < (today as string));
 }
 
 /**
  * Sets `ledgerChangedAt` on a survey's day summary, never moving it back and never creating a summary (a day
- * without one has never been reconciled, and the next run reconciles it anyway). `now` is when the ledger changed
- * (the write, not the hit: a drained hit is recorded long after it was made).
+ * without one has never been reconciled, and the next run reconciles it anyway). `now` is when the ledger changed:
+ * taken after the write (not the hit's time: a drained hit is recorded long after it was made, and a run that
+ * started between the two must still see the flag as newer than its check).
  */
 export async function flagJudgedDay(
   client: DynamoDBDocumentClient,

@@ -18,6 +18,7 @@ import type { VerdictKind } from '../reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
 import { attemptFromItem } from './attempt-store';
 import { batchGet, type Item, queryAll, send } from './document-client';
+import { flagJudgedDay } from './judged-day-flag';
 import {
   attemptDayKey,
   attemptKey,
@@ -30,8 +31,11 @@ import {
   summaryKey,
 } from './ledger-schema';
 
-/** What recording a verdict did: a first verdict, a different one (history grows), fresher facts, or nothing. */
-export type VerdictChange = 'new' | 'changed' | 'refreshed' | 'unchanged';
+/**
+ * What recording a verdict did: a first verdict, a different one (history grows), fresher facts, nothing, or
+ * nothing because a hit changed the attempt after the run read it (`stale`: its day is flagged for the next run).
+ */
+export type VerdictChange = 'new' | 'changed' | 'refreshed' | 'unchanged' | 'stale';
 
 export interface StoredDaySummary extends DaySummary {
   /** When these figures were written: the last run that found them different (or the first). */
@@ -179,23 +183,37 @@ export function createReconciliationStore(
         ? attemptKey(entry.attempt.surveyId, entry.attempt.pid, entry.attempt.token)
         : attemptKey(entry.surveyId, entry.pid, entry.token);
       const now = at.toISOString();
+      // Judged from the attempt as read: a hit since then (lastSeenAt moved) makes the verdict stale.
+      const seen = entry.attempt?.lastSeenAt;
+      const asRead = seen === undefined ? 'attribute_not_exists(lastSeenAt)' : 'lastSeenAt = :seen';
       const facts = {
         ':detail': verdict.detail,
         ':marketplace': marketplace ?? null,
         ':now': now,
+        ...(seen === undefined ? {} : { ':seen': seen }),
       };
+      /** The day must be judged again: flagged just after this run's check of it (judged-day-flag.ts). */
+      const flagAgain = (day: string) =>
+        flagJudgedDay(client, tableName, entry.surveyId, day, new Date(at.getTime() + 1));
       if (sameVerdict) {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: key,
-              UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
-              ExpressionAttributeValues: facts,
-            }),
-          ),
-        );
-        return 'refreshed';
+        try {
+          await send(() =>
+            client.send(
+              new UpdateCommand({
+                TableName: tableName,
+                Key: key,
+                UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
+                ConditionExpression: asRead,
+                ExpressionAttributeValues: facts,
+              }),
+            ),
+          );
+          return 'refreshed';
+        } catch (error) {
+          if (!(error instanceof ConditionalCheckFailedException)) throw error;
+          await flagAgain(verdict.day);
+          return 'stale';
+        }
       }
       // Items for transactions this receiver never saw are placed in the day index by their click time.
       const placedAt = entry.attempt?.firstSeenAt ?? marketplace?.clickedAt ?? now;
@@ -222,8 +240,7 @@ export function createReconciliationStore(
                   'verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry)',
                   ...(discrepancy ? ['gsi2pk = :gsi2pk, gsi2sk = :gsi2sk'] : []),
                 ].join(', ') + (discrepancy ? '' : ' REMOVE gsi2pk, gsi2sk'),
-              ConditionExpression:
-                'attribute_not_exists(verdict) OR verdict <> :verdict OR verdictDay <> :day',
+              ConditionExpression: `(${asRead}) AND (attribute_not_exists(verdict) OR verdict <> :verdict OR verdictDay <> :day)`,
               ExpressionAttributeNames: { '#token': 'token' },
               ExpressionAttributeValues: {
                 ...facts,
@@ -242,12 +259,17 @@ export function createReconciliationStore(
             }),
           ),
         );
-        return existing ? 'changed' : 'new';
       } catch (error) {
-        // Another run wrote the same verdict first: nothing to add.
-        if (error instanceof ConditionalCheckFailedException) return 'unchanged';
-        throw error;
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+        // Either another run wrote the same verdict first (nothing to add) or a hit came after the read.
+        const current = await getItem(key);
+        if (current !== undefined && current.lastSeenAt === seen) return 'unchanged';
+        await flagAgain(verdict.day);
+        return 'stale';
       }
+      // The attempt moved to another day (its transaction found there): the day it left counted it.
+      if (existing?.day && existing.day !== verdict.day) await flagAgain(existing.day);
+      return existing ? 'changed' : 'new';
     },
 
     async putDaySummary(summary, at, runId) {

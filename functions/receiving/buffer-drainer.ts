@@ -53,7 +53,6 @@ export function createDrainHandler(deps: DrainDependencies) {
             buffered.hit,
             new Date(buffered.at),
             buffered.id,
-            new Date(now()),
           );
           logger.debug(applied ? 'buffered hit recorded' : 'buffered hit was already recorded', {
             id: buffered.id,

@@ -90,12 +90,12 @@ export function createPostbackHandler({ store, keyRing, buffer, postbackSources 
         }
       }
       const { attempt, effect } = recorded;
-      if (recorded.unflaggedDay) {
-        // The hit stands; the day it changed waits for its daily re-check instead of the next run.
-        logger.warn('late postback: its judged day not flagged', {
+      if (recorded.unflaggedDays) {
+        // The hit stands; the days it changed wait for their daily re-check instead of the next run.
+        logger.warn('late postback: its earlier day not flagged', {
           ...claim.target,
           token: identity.token,
-          day: recorded.unflaggedDay,
+          days: recorded.unflaggedDays,
         });
       }
       if (effect === 'conflict') {

@@ -51,14 +51,17 @@ export function createRedirectHandler({ store, keyRing, buffer, landing }: Redir
 
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
-        const { attempt, effect, unflaggedDay } = await store.recordHit(
+        const { attempt, effect, unflaggedDays } = await store.recordHit(
           hit,
           at,
           event.requestContext.requestId,
         );
-        // The hit stands; the day it changed waits for its daily re-check instead of the next run.
-        if (unflaggedDay)
-          logger.warn('late redirect: its judged day not flagged', { ...hitFields(hit), day: unflaggedDay });
+        // The hit stands; the days it changed wait for their daily re-check instead of the next run.
+        if (unflaggedDays)
+          logger.warn('late redirect: its earlier day not flagged', {
+            ...hitFields(hit),
+            days: unflaggedDays,
+          });
         if (effect === 'conflict') {
           logger.warn('redirect conflicts with the standing outcome', {
             ...hitFields(hit),

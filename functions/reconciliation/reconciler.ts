@@ -34,8 +34,10 @@ import {
 } from './recheck-policy';
 import type { VerdictKind } from './verdict-kinds';
 import {
+  type AttemptVerdict,
   attemptKeysToRead,
   attemptRange,
+  type DaySummary,
   DEFAULT_LOOKBACK_DAYS,
   fetchRange,
   lookbackRange,
@@ -102,7 +104,7 @@ export interface SurveyOutcome {
   readonly summariesWritten: number;
   readonly verdicts: Partial<Record<VerdictKind, number>>;
   /** Verdicts written for the first time, changed (history grew), or refreshed with newer marketplace facts. */
-  readonly changes: Readonly<Record<Exclude<VerdictChange, 'unchanged'>, number>>;
+  readonly changes: Readonly<Record<Exclude<VerdictChange, 'unchanged' | 'stale'>, number>>;
   /** The first few verdicts that changed, to show what moved. */
   readonly changed: readonly { token: string; from: string; to: string }[];
 }
@@ -156,19 +158,13 @@ export function reconciler(deps: ReconcilerDeps) {
 
   /**
    * The registry as one invocation sees it: listed once (a run's survey list and each survey's expected CPI come
-   * from it) rather than read once per survey. A failed listing is tried again by the next caller; a survey whose
-   * registration cannot be read is reconciled without an expected CPI, as before.
+   * from it) rather than read once per survey. If the listing fails, each survey reads its own registration, as
+   * before; one that cannot be read is reconciled without an expected CPI.
    */
   function registryView() {
     let listing: Promise<Map<string, SurveyRegistration>> | undefined;
     const all = () => {
-      listing ??= deps.registry.list().then(
-        (list) => new Map(list.map((r) => [r.surveyId, r])),
-        (error: unknown) => {
-          listing = undefined;
-          throw error;
-        },
-      );
+      listing ??= deps.registry.list().then((list) => new Map(list.map((r) => [r.surveyId, r])));
       return listing;
     };
     return {
@@ -176,7 +172,7 @@ export function reconciler(deps: ReconcilerDeps) {
       of: (surveyId: string) =>
         all().then(
           (map) => map.get(surveyId),
-          () => undefined,
+          () => deps.registry.get(surveyId).catch(() => undefined),
         ),
     };
   }
@@ -250,9 +246,16 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.awaiting += result.awaiting;
       outcome.readByKey += byKey.length;
       outcome.earlier += result.earlier;
+      // Verdicts a hit overtook between this run's read and its write: left for the next run, which the day's
+      // summary tells to read the day again by counting them as awaiting.
+      const overtaken: AttemptVerdict[] = [];
       const writes = await runBounded(
         result.verdicts.map((entry) => async () => {
           const change = await deps.results.recordVerdict(entry, at);
+          if (change === 'stale') {
+            overtaken.push(entry);
+            return;
+          }
           outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
           if (change === 'unchanged') return;
           changes[change]++;
@@ -267,17 +270,20 @@ export function reconciler(deps: ReconcilerDeps) {
         { concurrency: writeConcurrency },
       );
       throwIfFailed(writes);
+      outcome.awaiting += overtaken.length;
       await Promise.all(
-        result.summaries.map(async (summary) => {
-          const previous = stored.get(summary.day);
-          if (!sameFigures(summary, previous)) {
-            outcome.summariesWritten++;
-            return deps.results.putDaySummary(summary, at, runId);
-          }
-          // Unchanged: a fresh day's check is recorded once for the whole run (its finished-run record).
-          if (plan?.freshDays.has(summary.day)) return;
-          return deps.results.recordSummaryCheck(surveyId, summary.day, at);
-        }),
+        result.summaries
+          .map((figures) => withOvertaken(figures, overtaken))
+          .map(async (summary) => {
+            const previous = stored.get(summary.day);
+            if (!sameFigures(summary, previous)) {
+              outcome.summariesWritten++;
+              return deps.results.putDaySummary(summary, at, runId);
+            }
+            // Unchanged: a fresh day's check is recorded once for the whole run (its finished-run record).
+            if (plan?.freshDays.has(summary.day)) return;
+            return deps.results.recordSummaryCheck(surveyId, summary.day, at);
+          }),
       );
     }
 
@@ -537,6 +543,19 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
       verdicts[kind as VerdictKind] = (verdicts[kind as VerdictKind] ?? 0) + (n ?? 0);
   }
   return { ...sum, verdicts };
+}
+
+/** A day's figures without the verdicts a hit overtook, which count as awaiting judgement instead. */
+function withOvertaken(summary: DaySummary, overtaken: readonly AttemptVerdict[]): DaySummary {
+  const ofDay = overtaken.filter((entry) => entry.verdict.day === summary.day);
+  if (ofDay.length === 0) return summary;
+  const verdicts: Partial<Record<VerdictKind, number>> = { ...summary.verdicts };
+  for (const { verdict } of ofDay) {
+    const left = (verdicts[verdict.kind] ?? 0) - 1;
+    if (left > 0) verdicts[verdict.kind] = left;
+    else delete verdicts[verdict.kind];
+  }
+  return { ...summary, verdicts, awaiting: (summary.awaiting ?? 0) + ofDay.length };
 }
 
 /** Splits sorted days into runs of consecutive days. */

@@ -6,8 +6,8 @@
  * Usage: reconcile-week <full|default|two> <surveys> <attempts per survey and hour> <hours>
  *
  * Traffic shape: clicks spread over each hour, the postback ten minutes after the click, one attempt in fifty
- * never arriving here and one in a hundred arriving a day late (a postback drained from the buffer after an
- * outage, which flags the day it was judged on); each survey's buyer reviews its completes once a day (Pending older than two days becomes
+ * never arriving here and one in a hundred arriving a day late (a postback the marketplace re-sends, which flags
+ * the day its attempt was judged on); each survey's buyer reviews its completes once a day (Pending older than two days becomes
  * Valid, one in twenty Invalid), which changes the rows of settled days. Before the measured hours, a week of the
  * same history is reconciled once, unmeasured, so the window is full from the first run.
  */

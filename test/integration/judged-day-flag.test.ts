@@ -4,7 +4,7 @@
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { staleVerdictDay } from '../../functions/ledger/judged-day-flag';
+import { staleDays } from '../../functions/ledger/judged-day-flag';
 import { summaryKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
@@ -27,6 +27,8 @@ let documents: ReturnType<typeof createDocumentClient>;
 let table: string;
 let ledger: LedgerStore;
 let results: ReconciliationStore;
+/** The store's clock: when the ledger changes. */
+let recordedAt: Date;
 /** While set, writes to day summaries fail below the SDK's retries (the store is unavailable for them). */
 let summaryWritesFail = false;
 
@@ -43,7 +45,8 @@ beforeEach(async () => {
     },
     { step: 'initialize', name: 'summaryFaults' },
   );
-  ledger = createLedgerStore(documents, tableName);
+  recordedAt = LATE;
+  ledger = createLedgerStore(documents, tableName, () => recordedAt);
   results = createReconciliationStore(documents, tableName);
 });
 
@@ -100,16 +103,29 @@ const flagOf = async (day = JUDGED_DAY) =>
 describe('a late hit on the live path', () => {
   it('flags the day of the verdict it made stale, with the time it was recorded', async () => {
     await judged('late-1');
+    // Recorded a little after the request came in (the signature check, the store's retries).
+    recordedAt = new Date(LATE.getTime() + 1500);
     const recorded = await ledger.recordHit(hit('late-1'), LATE);
     expect(recorded).toMatchObject({ effect: 'recorded' });
-    expect(recorded.unflaggedDay).toBeUndefined();
-    expect(await flagOf()).toBe(LATE.toISOString());
+    expect(recorded.unflaggedDays).toBeUndefined();
+    expect(await flagOf()).toBe(recordedAt.toISOString());
   });
 
   it('does not flag for a repeat, which changes nothing judged', async () => {
     await judged('late-2');
     await ledger.recordHit(hit('late-2', 'redirect'), LATE);
     expect(await flagOf()).toBe('unflagged');
+  });
+
+  it('never flags for an attempt it creates, even in the last hour of a Pacific day', async () => {
+    // 23:30 PST on 2026-11-22, a day whose summary exists.
+    const at = new Date('2026-11-23T07:30:00.000Z');
+    recordedAt = at;
+    await results.putDaySummary(summary('2026-11-22'), new Date('2026-11-23T07:00:00.000Z'), 'run-1');
+    await ledger.recordHit(hit('first-1'), at);
+    recordedAt = new Date(at.getTime() + 60_000);
+    await ledger.recordHit(hit('first-1', 'redirect'), recordedAt);
+    expect(await flagOf('2026-11-22')).toBe('unflagged');
   });
 
   it('never creates a summary for a day that has none (its next run reconciles it anyway)', async () => {
@@ -125,7 +141,8 @@ describe('a late hit on the live path', () => {
     await judged('late-4');
     await judged('late-5');
     await ledger.recordHit(hit('late-4'), LATE);
-    await ledger.recordHit(hit('late-5'), new Date(LATE.getTime() - 60_000));
+    recordedAt = new Date(LATE.getTime() - 60_000);
+    await ledger.recordHit(hit('late-5'), recordedAt);
     expect(await flagOf()).toBe(LATE.toISOString());
   });
 
@@ -135,7 +152,7 @@ describe('a late hit on the live path', () => {
     try {
       const recorded = await ledger.recordHit(hit('late-6'), LATE);
       expect(recorded.attempt.postback?.outcome).toBe('success');
-      expect(recorded.unflaggedDay).toBe(JUDGED_DAY);
+      expect(recorded.unflaggedDays).toEqual([JUDGED_DAY]);
     } finally {
       summaryWritesFail = false;
     }
@@ -147,7 +164,15 @@ describe('a late hit drained from the buffer', () => {
   it('flags with the time it is recorded, not the time it was made', async () => {
     await judged('buffered-1');
     const made = new Date('2026-11-21T10:00:00.000Z');
-    expect(await ledger.recordBufferedHit(hit('buffered-1'), made, 'buffer-1', LATE)).toBe(true);
+    expect(await ledger.recordBufferedHit(hit('buffered-1'), made, 'buffer-1')).toBe(true);
+    expect(await flagOf()).toBe(LATE.toISOString());
+  });
+
+  it('of an attempt no run has judged flags the day it was first seen, which a run may have checked without it', async () => {
+    await results.putDaySummary(summary(JUDGED_DAY), new Date(`${JUDGED_DAY}T21:00:00.000Z`), 'run-1');
+    // Made at noon Pacific on that day, drained days later: the attempt is new.
+    const made = new Date(`${JUDGED_DAY}T20:00:00.000Z`);
+    expect(await ledger.recordBufferedHit(hit('buffered-new'), made, 'buffer-new')).toBe(true);
     expect(await flagOf()).toBe(LATE.toISOString());
   });
 
@@ -155,14 +180,14 @@ describe('a late hit drained from the buffer', () => {
     await judged('buffered-2');
     summaryWritesFail = true;
     try {
-      await expect(ledger.recordBufferedHit(hit('buffered-2'), LATE, 'buffer-2', LATE)).rejects.toThrow();
+      await expect(ledger.recordBufferedHit(hit('buffered-2'), LATE, 'buffer-2')).rejects.toThrow();
     } finally {
       summaryWritesFail = false;
     }
     expect(await flagOf()).toBe('unflagged');
-    const redelivered = new Date(LATE.getTime() + 60_000);
-    expect(await ledger.recordBufferedHit(hit('buffered-2'), LATE, 'buffer-2', redelivered)).toBe(false);
-    expect(await flagOf()).toBe(redelivered.toISOString());
+    recordedAt = new Date(LATE.getTime() + 60_000);
+    expect(await ledger.recordBufferedHit(hit('buffered-2'), LATE, 'buffer-2')).toBe(false);
+    expect(await flagOf()).toBe(recordedAt.toISOString());
     const [attempt] = await ledger.attemptsOf(SURVEY, 'p-buffered-2');
     expect(attempt?.postback?.sightings).toMatchObject([{ outcome: 'success', hits: 1 }]);
   });
@@ -170,12 +195,13 @@ describe('a late hit drained from the buffer', () => {
 
 describe('the summary rewrite', () => {
   it('keeps a flag set while the run read the day, and drops figures the new ones lack', async () => {
+    await judged('race-1', JUDGED_DAY, false);
     await results.putDaySummary(
       summary(JUDGED_DAY, { awaiting: 2 }),
       new Date('2026-11-23T10:00:00Z'),
       'run-1',
     );
-    await judged('race-1');
+    expect((await results.summariesOf(SURVEY, [JUDGED_DAY]))[0]?.awaiting).toBe(2);
     await ledger.recordHit(hit('race-1'), LATE);
     // A run that started before the hit writes its figures after it.
     await results.putDaySummary(summary(JUDGED_DAY), new Date(LATE.getTime() - 60_000), 'run-2');
@@ -186,42 +212,46 @@ describe('the summary rewrite', () => {
   });
 });
 
-describe('which day a hit made stale', () => {
-  const attempt = (day?: string) =>
+describe('which days a hit made stale', () => {
+  const attempt = (day?: string, firstSeenAt?: string) =>
     ({
       surveyId: SURVEY,
       pid: 'p',
       token: 't',
+      ...(firstSeenAt ? { firstSeenAt } : {}),
       ...(day ? { reconciliation: { verdict: 'matched', day } } : {}),
     }) as unknown as Attempt;
+  const now = new Date('2026-11-23T09:00:00Z'); // 01:00 PST on the 23rd
 
-  it('an earlier day whose verdict a changing hit met', () => {
-    expect(staleVerdictDay(attempt('2026-11-22'), 'recorded', new Date('2026-11-23T09:00:00Z'))).toBe(
-      '2026-11-22',
-    );
-    expect(staleVerdictDay(attempt('2026-11-22'), 'conflict', new Date('2026-11-23T09:00:00Z'))).toBe(
-      '2026-11-22',
-    );
+  it('the earlier day whose verdict a changing hit met', () => {
+    expect(staleDays(attempt('2026-11-22'), 'recorded', now)).toEqual(['2026-11-22']);
+    expect(staleDays(attempt('2026-11-22'), 'conflict', now)).toEqual(['2026-11-22']);
   });
 
-  it('not a repeat, an attempt never judged, or today', () => {
-    const now = new Date('2026-11-23T09:00:00Z'); // 01:00 Pacific on the 23rd
-    expect(staleVerdictDay(attempt('2026-11-22'), 'duplicate', now)).toBeUndefined();
-    expect(staleVerdictDay(attempt(), 'recorded', now)).toBeUndefined();
-    expect(staleVerdictDay(attempt('2026-11-23'), 'recorded', now)).toBeUndefined();
+  it('not for a repeat, nor for today', () => {
+    expect(staleDays(attempt('2026-11-22'), 'duplicate', now)).toEqual([]);
+    expect(staleDays(attempt('2026-11-23'), 'recorded', now)).toEqual([]);
+  });
+
+  it('without a verdict: the day first seen, once that is over an hour ago and before today', () => {
+    // Noon PST on the 21st: the UTC dates 7 and 8 hours earlier are both the 21st.
+    expect(staleDays(attempt(undefined, '2026-11-21T20:00:00Z'), 'recorded', now)).toEqual(['2026-11-21']);
+    // 23:30 PST on the 22nd: the 22nd, and by the daylight-saving bound the 23rd, which is today.
+    expect(staleDays(attempt(undefined, '2026-11-23T07:30:00Z'), 'recorded', now)).toEqual(['2026-11-22']);
+    // Half an hour ago: no run has judged it yet.
+    expect(staleDays(attempt(undefined, '2026-11-23T08:30:00Z'), 'recorded', now)).toEqual([]);
+    expect(staleDays(attempt(), 'recorded', now)).toEqual([]);
   });
 
   it('yesterday as soon as the Pacific day turned, in standard and in daylight-saving time', () => {
     // 00:01 PST (UTC-8) and 00:01 PDT (UTC-7): yesterday's verdict is stale from the first minute.
-    expect(staleVerdictDay(attempt('2026-11-22'), 'recorded', new Date('2026-11-23T08:01:00Z'))).toBe(
+    expect(staleDays(attempt('2026-11-22'), 'recorded', new Date('2026-11-23T08:01:00Z'))).toEqual([
       '2026-11-22',
-    );
-    expect(staleVerdictDay(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T07:01:00Z'))).toBe(
+    ]);
+    expect(staleDays(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T07:01:00Z'))).toEqual([
       '2026-06-09',
-    );
+    ]);
     // 23:59 PDT: still today.
-    expect(
-      staleVerdictDay(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T06:59:00Z')),
-    ).toBeUndefined();
+    expect(staleDays(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T06:59:00Z'))).toEqual([]);
   });
 });

@@ -68,7 +68,8 @@ beforeEach(async () => {
     },
     { step: 'initialize', name: 'recordRequests' },
   );
-  const ledger = createLedgerStore(client, tableName);
+  // The ledger changes on the fake clock too (the flags late hits leave).
+  const ledger = createLedgerStore(client, tableName, () => new Date(clock));
   attemptReads = [];
   attempts = {
     ...ledger,
@@ -284,10 +285,11 @@ describe('settled days', () => {
       complete_not_received: 1,
     });
     // The postback arrives days late; the marketplace's row does not change.
-    const recorded = await arrive(late, new Date(clock + 10 * 60_000));
-    expect(recorded.unflaggedDay).toBeUndefined();
+    clock += 10 * 60_000;
+    const recorded = await arrive(late, new Date(clock));
+    expect(recorded.unflaggedDays).toBeUndefined();
     expect((await results.summariesOf('7207', [settled]))[0]?.ledgerChangedAt).toBe(
-      new Date(clock + 10 * 60_000).toISOString(),
+      new Date(clock).toISOString(),
     );
     clock += HOUR;
     const next = await hourly();
@@ -309,7 +311,7 @@ describe('settled days', () => {
     // The postback arrives days late, and the flag's write fails: the hit stands, the day is not flagged.
     const recorded = await withoutSummaryWrites(() => arrive(late, new Date(clock + 10 * 60_000)));
     expect(recorded.attempt.postback?.outcome).toBe('success');
-    expect(recorded.unflaggedDay).toBe(settled);
+    expect(recorded.unflaggedDays).toEqual([settled]);
     clock += HOUR;
     const quiet = await hourly(2);
     expect(quiet.outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
@@ -362,6 +364,100 @@ describe('judgements left for later', () => {
     // Nothing left to judge: the run after leaves it alone.
     clock += HOUR;
     expect((await hourly(24, tuning)).outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
+  });
+});
+
+describe('verdicts a run cannot stand behind', () => {
+  it('a hit between the run reading an attempt and writing its verdict: not written, the day read again next run', async () => {
+    await survey(7210);
+    const yesterday = nextDay(TODAY, -1);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    const tuning = { settleMs: 10 * 60_000 };
+    // A complete at 23:40 yesterday whose postback is late; its success redirect is here.
+    const t = await complete(7210, yesterday, {
+      arrived: false,
+      clickedAt: new Date(midnight - 20 * 60_000),
+      completedAt: new Date(midnight - 15 * 60_000),
+    });
+    await attempts.recordHit(
+      {
+        channel: 'redirect',
+        surveyId: '7210',
+        outcome: 'success',
+        pid: t.pid,
+        token: t.token,
+        source: 'query',
+      },
+      new Date(midnight - 15 * 60_000),
+    );
+    // 00:20: the first run after yesterday ended reads it; the postback lands right after that read.
+    clock = midnight + 20 * 60_000;
+    const read = attempts.attemptsOfSurvey;
+    let landed = false;
+    attempts = {
+      ...attempts,
+      attemptsOfSurvey: async (surveyId, from, to) => {
+        const found = await read(surveyId, from, to);
+        if (!landed && found.some((a) => a.token === t.token)) {
+          landed = true;
+          await arrive(t, new Date(clock));
+        }
+        return found;
+      },
+    };
+    const overtaken = await hourly(24, tuning);
+    expect(landed).toBe(true);
+    expect(overtaken.outcomes[0]).toMatchObject({ awaiting: 1, verdicts: {} });
+    const [attempt] = await attempts.attemptsOf('7210', t.pid);
+    expect(attempt?.reconciliation).toBeUndefined();
+    // 01:20: yesterday is read again and judged with the postback.
+    clock += HOUR;
+    await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(true);
+    expect((await results.summariesOf('7210', [yesterday]))[0]?.verdicts).toEqual({ matched: 1 });
+  });
+
+  it('an attempt whose transaction turns up on the day before: both days are right by the run after', async () => {
+    await survey(7211);
+    const day = nextDay(TODAY, -3);
+    const before = nextDay(day, -1);
+    // A postback on `day` for a transaction the marketplace does not list (yet).
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7211',
+        outcome: 'success',
+        pid: 'p-moved',
+        token: 'steady-moved',
+        source: 'query',
+      },
+      new Date(pacificDayRange(day).start.getTime() + 10 * HOUR),
+    );
+    await hourly();
+    expect((await results.summariesOf('7211', [day]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
+    // The marketplace now lists it, clicked in on the day before.
+    const clickedAt = new Date(pacificDayRange(before).start.getTime() + 23 * HOUR);
+    marketplace.state.transactions.push({
+      surveyId: 7211,
+      token: 'steady-moved',
+      pid: 'p-moved',
+      status: 'Completed',
+      ip: '198.51.100.1',
+      trackId: 'steady-moved',
+      termReason: '',
+      clickedAt,
+      completedAt: new Date(clickedAt.getTime() + 10 * 60_000),
+      verifyToken: 'Valid',
+      notified: true,
+    });
+    clock += HOUR;
+    await hourly();
+    expect((await results.summariesOf('7211', [before]))[0]?.verdicts).toEqual({ matched: 1 });
+    // The day the attempt left is flagged, and the next run takes it out of that day's figures.
+    clock += HOUR;
+    await hourly();
+    expect((await results.summariesOf('7211', [day]))[0]?.verdicts).toEqual({});
+    await expectSameAsFullRecheck('7211');
   });
 });
 
@@ -429,7 +525,7 @@ describe('yesterday', () => {
     );
     // 00:20: the first run after yesterday ended and settled judges it.
     clock = midnight + 20 * 60_000;
-    const run = await hourly(24, tuning);
+    await hourly(24, tuning);
     expect(readWholeDay(yesterday)).toBe(true);
     expect((await results.summariesOf('7209', [yesterday]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
   });
