@@ -38,7 +38,8 @@ const engine = await startEngine();
 await ensureLedgerTable(engine.endpoint, tableName);
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 const seeding = createDocumentClient({ endpoint: engine.endpoint });
-const ledger = createLedgerStore(seeding, tableName);
+// The ledger changes on the simulation's clock (the flags late hits leave carry its time).
+const ledger = createLedgerStore(seeding, tableName, () => new Date(clock));
 const registry = createSurveyRegistry(seeding, tableName);
 
 /** The reconciler's own client: every request asks the engine what it consumed. */
