@@ -154,19 +154,24 @@ export function createLedgerStore(
   const dayPartitionsOf = async (surveyId: string, day: string) =>
     dayPartitions(surveyId, day, await legacyDayIndexInUse());
 
-  /** Flags the earlier days a hit made stale, if any (judged-day-flag.ts); `effect` 'recorded' when unknown. */
+  /** Flags the earlier days a hit made stale (judged-day-flag.ts); `effect` 'recorded' when unknown. */
+  const flag = async (surveyId: string, days: readonly string[], now: Date) => {
+    for (const day of days) await flagJudgedDay(client, tableName, surveyId, day, now);
+  };
   const flagStaleDays = async (attempt: Attempt, effect: HitEffect) => {
     const now = clock();
-    for (const day of staleDays(attempt, effect, now))
-      await flagJudgedDay(client, tableName, attempt.surveyId, day, now);
+    await flag(attempt.surveyId, staleDays(attempt, effect, now), now);
   };
-  /** The live path: a failed flag never fails the hit it follows. */
+  /** The live path: nothing more for the usual hit; a failed flag never fails the hit it follows. */
   const recorded = async (attempt: Attempt, effect: HitEffect): Promise<RecordedHit> => {
+    const now = clock();
+    const days = staleDays(attempt, effect, now);
+    if (days.length === 0) return { attempt, effect };
     try {
-      await flagStaleDays(attempt, effect);
+      await flag(attempt.surveyId, days, now);
       return { attempt, effect };
     } catch {
-      return { attempt, effect, unflaggedDays: staleDays(attempt, effect, clock()) };
+      return { attempt, effect, unflaggedDays: days };
     }
   };
 

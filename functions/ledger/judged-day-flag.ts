@@ -33,14 +33,12 @@ const pacificDateBounds = (iso: string) =>
  */
 export function staleDays(attempt: Attempt, effect: HitEffect, now: Date): string[] {
   if (effect === 'duplicate') return [];
-  const [today] = pacificDateBounds(now.toISOString()).slice(1);
   const judged = attempt.reconciliation?.day;
   const firstSeen = attempt.firstSeenAt;
-  const days = judged
-    ? [judged]
-    : firstSeen && Date.parse(firstSeen) < now.getTime() - HOUR_MS
-      ? [...new Set(pacificDateBounds(firstSeen))]
-      : [];
+  // The usual hit (an attempt no run has judged, first seen just now) returns here, before any date is formatted.
+  if (!judged && !(firstSeen && Date.parse(firstSeen) < now.getTime() - HOUR_MS)) return [];
+  const [today] = pacificDateBounds(now.toISOString()).slice(1);
+  const days = judged ? [judged] : [...new Set(pacificDateBounds(firstSeen as string))];
   return days.filter((day) => day < (today as string));
 }
 
