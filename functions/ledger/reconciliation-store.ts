@@ -101,6 +101,8 @@ export interface ReconciliationStore {
   recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
   /** Writes a day summary's figures, reconciled and checked at `at`. */
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
+  /** Tells the next scheduled run to reconcile a day again (judged-day-flag.ts), as of `at`; no summary, no-op. */
+  flagDay(surveyId: string, day: string, at: Date): Promise<void>;
   /** Records that a day whose figures did not change was checked at `at` (never moves back; no summary, no-op). */
   recordSummaryCheck(surveyId: string, day: string, at: Date): Promise<void>;
   /** A survey's summaries of the Pacific days given, those that exist (a batch of point reads). */
@@ -301,6 +303,10 @@ export function createReconciliationStore(
           }),
         ),
       );
+    },
+
+    flagDay(surveyId, day, at) {
+      return flagJudgedDay(client, tableName, surveyId, day, at);
     },
 
     async recordSummaryCheck(surveyId, day, at) {

@@ -27,6 +27,7 @@ import {
   DEFAULT_FRESH_DAYS,
   DEFAULT_SETTLED_RECHECK_HOURS,
   freshDaysOf,
+  lastCheckedAt,
   type RecheckPlan,
   SCHEDULED_RUN,
   sameFigures,
@@ -242,6 +243,20 @@ export function reconciler(deps: ReconcilerDeps) {
           ? await lookback()
           : undefined;
       const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
+      // Attempts of another settled day that its last check cannot have judged as they are now (no verdict, or a
+      // hit since): whatever kept their flag from being set (a pid the marketplace lists differently, a hit racing
+      // that check), that day is reconciled by the next run.
+      if (plan) {
+        const missed = new Set<string>();
+        for (const { day, attempt } of result.elsewhere) {
+          const summary = stored.get(day);
+          if (window.includes(day) || !allDays.includes(day) || plan.freshDays.has(day) || !summary) continue;
+          if ((summary.awaiting ?? 0) > 0) continue;
+          const checked = lastCheckedAt(summary, plan.lastRun);
+          if (!attempt.reconciliation || (attempt.lastSeenAt ?? '') > checked) missed.add(day);
+        }
+        for (const day of missed) await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
+      }
       outcome.attempts += attempts.length;
       outcome.awaiting += result.awaiting;
       outcome.readByKey += byKey.length;

@@ -121,6 +121,8 @@ export interface SurveyWindowResult {
   readonly awaiting: number;
   /** Attempts whose transaction was clicked in before the window: the run of that day judges them. */
   readonly earlier: number;
+  /** Attempts seen here that belong to a day outside the window (read by its range or lead), with that day. */
+  readonly elsewhere: readonly { readonly day: string; readonly attempt: Attempt }[];
 }
 
 /** The default look-back: a week, as far as a resumed survey or re-sent postbacks are expected to lag. */
@@ -280,6 +282,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   let awaiting = 0;
   const awaitingByDay = new Map<string, number>();
   let earlier = 0;
+  const elsewhere: { day: string; attempt: Attempt }[] = [];
   const settled = window.settledBefore?.toISOString();
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction?.clickedAt?.utc ?? transaction?.startedAt?.utc;
@@ -288,7 +291,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       continue;
     }
     const day = clicked ? dayOf(clicked) : attempt && attemptDay(attempt);
-    if (!day || !owned.has(day)) continue;
+    if (!day) continue;
+    if (!owned.has(day)) {
+      if (attempt && arrivedHere(attempt)) elsewhere.push({ day, attempt });
+      continue;
+    }
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {
@@ -299,6 +306,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;
+        const latest = candidates
+          .map((t) => (t.clickedAt?.utc ?? t.startedAt?.utc) as string)
+          .sort()
+          .at(-1) as string;
+        elsewhere.push({ day: dayOf(latest), attempt });
         continue;
       }
     }
@@ -339,6 +351,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     undated,
     awaiting,
     earlier,
+    elsewhere,
   };
 }
 

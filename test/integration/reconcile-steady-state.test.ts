@@ -461,6 +461,44 @@ describe('verdicts a run cannot stand behind', () => {
   });
 });
 
+describe('attempts a flag did not reach', () => {
+  it("a late postback whose flag was lost: today's run, reading it in its lead, tells yesterday to look again", async () => {
+    await survey(7212);
+    const yesterday = nextDay(TODAY, -1);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    const tuning = { settleMs: 10 * 60_000 };
+    // A complete clicked in at 23:00 yesterday, not received here by 23:30: judged complete_not_received.
+    clock = midnight - 30 * 60_000;
+    const t = await complete(7212, yesterday, {
+      arrived: false,
+      clickedAt: new Date(midnight - HOUR),
+      completedAt: new Date(midnight - 50 * 60_000),
+    });
+    await hourly(24, tuning);
+    clock = midnight + 20 * 60_000;
+    await hourly(24, tuning);
+    expect((await results.summariesOf('7212', [yesterday]))[0]?.verdicts).toEqual({
+      complete_not_received: 1,
+    });
+    // 00:40: its postback arrives, and the flag's write fails.
+    clock = midnight + 40 * 60_000;
+    const recorded = await withoutSummaryWrites(() => arrive(t, new Date(clock)));
+    expect(recorded.unflaggedDays).toEqual([yesterday]);
+    // 01:20: today's run reads it (first seen two hours before today at most) and flags yesterday.
+    clock = midnight + 80 * 60_000;
+    await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(false);
+    expect((await results.summariesOf('7212', [yesterday]))[0]?.ledgerChangedAt).toBe(
+      new Date(clock + 1).toISOString(),
+    );
+    // 02:20: yesterday is reconciled with the postback.
+    clock += HOUR;
+    await hourly(24, tuning);
+    expect(readWholeDay(yesterday)).toBe(true);
+    expect((await results.summariesOf('7212', [yesterday]))[0]?.verdicts).toEqual({ matched: 1 });
+  });
+});
+
 describe('yesterday', () => {
   it('is read by the first run after it ended and settled, which judges what reached only this side in its last hour', async () => {
     await survey(7208);
