@@ -48,23 +48,37 @@ export function staleDays(attempt: Attempt, effect: HitEffect, now: Date): strin
  * taken after the write (not the hit's time: a drained hit is recorded long after it was made, and a run that
  * started between the two must still see the flag as newer than its check).
  */
-export async function flagJudgedDay(
+export function flagJudgedDay(
   client: DynamoDBDocumentClient,
   tableName: string,
   surveyId: string,
   day: string,
   now: Date,
 ): Promise<void> {
+  return advanceSummaryTime(client, tableName, { surveyId, day }, 'ledgerChangedAt', now);
+}
+
+/**
+ * Moves one time of an existing day summary forward to `at` (a flag, or the last check): never back, and never onto
+ * a summary that does not exist.
+ */
+export async function advanceSummaryTime(
+  client: DynamoDBDocumentClient,
+  tableName: string,
+  summary: { readonly surveyId: string; readonly day: string },
+  attribute: 'ledgerChangedAt' | 'checkedAt',
+  at: Date,
+): Promise<void> {
   try {
     await send(() =>
       client.send(
         new UpdateCommand({
           TableName: tableName,
-          Key: summaryKey(surveyId, day),
-          UpdateExpression: 'SET ledgerChangedAt = :now',
-          ConditionExpression:
-            'attribute_exists(pk) AND (attribute_not_exists(ledgerChangedAt) OR ledgerChangedAt < :now)',
-          ExpressionAttributeValues: { ':now': now.toISOString() },
+          Key: summaryKey(summary.surveyId, summary.day),
+          UpdateExpression: 'SET #time = :at',
+          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(#time) OR #time < :at)',
+          ExpressionAttributeNames: { '#time': attribute },
+          ExpressionAttributeValues: { ':at': at.toISOString() },
         }),
       ),
     );

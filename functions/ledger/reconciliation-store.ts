@@ -18,7 +18,7 @@ import type { VerdictKind } from '../reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
 import { attemptFromItem } from './attempt-store';
 import { batchGet, type Item, queryAll, send } from './document-client';
-import { flagJudgedDay } from './judged-day-flag';
+import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
 import {
   attemptDayKey,
   attemptKey,
@@ -309,23 +309,8 @@ export function createReconciliationStore(
       return flagJudgedDay(client, tableName, surveyId, day, at);
     },
 
-    async recordSummaryCheck(surveyId, day, at) {
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: summaryKey(surveyId, day),
-              UpdateExpression: 'SET checkedAt = :at',
-              ConditionExpression:
-                'attribute_exists(pk) AND (attribute_not_exists(checkedAt) OR checkedAt < :at)',
-              ExpressionAttributeValues: { ':at': at.toISOString() },
-            }),
-          ),
-        );
-      } catch (error) {
-        if (!(error instanceof ConditionalCheckFailedException)) throw error;
-      }
+    recordSummaryCheck(surveyId, day, at) {
+      return advanceSummaryTime(client, tableName, { surveyId, day }, 'checkedAt', at);
     },
 
     async summariesOf(surveyId, days) {
