@@ -197,6 +197,19 @@ export function createReconciliationStore(
       /** The day must be judged again: flagged just after this run's check of it (judged-day-flag.ts). */
       const flagAgain = (day: string) =>
         flagJudgedDay(client, tableName, entry.surveyId, day, new Date(at.getTime() + 1));
+      /**
+       * After a failed condition: a hit overtook this run's read (its time within the run, give or take a clock a
+       * little off) and the day is flagged, or not (another run wrote the same; an older hit, which flags its day
+       * itself, or an item this run did not read as an attempt) and nothing is done.
+       */
+      const overtaken = async () => {
+        const current = await getItem(key);
+        const last = typeof current?.lastSeenAt === 'string' ? current.lastSeenAt : undefined;
+        if (last === undefined || last === seen || last < new Date(at.getTime() - 60_000).toISOString())
+          return false;
+        await flagAgain(verdict.day);
+        return true;
+      };
       if (sameVerdict) {
         try {
           await send(() =>
@@ -213,8 +226,7 @@ export function createReconciliationStore(
           return 'refreshed';
         } catch (error) {
           if (!(error instanceof ConditionalCheckFailedException)) throw error;
-          await flagAgain(verdict.day);
-          return 'stale';
+          return (await overtaken()) ? 'stale' : 'unchanged';
         }
       }
       // Items for transactions this receiver never saw are placed in the day index by their click time.
@@ -264,10 +276,7 @@ export function createReconciliationStore(
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
         // Either another run wrote the same verdict first (nothing to add) or a hit came after the read.
-        const current = await getItem(key);
-        if (current !== undefined && current.lastSeenAt === seen) return 'unchanged';
-        await flagAgain(verdict.day);
-        return 'stale';
+        return (await overtaken()) ? 'stale' : 'unchanged';
       }
       // The attempt moved to another day (its transaction found there): the day it left counted it.
       if (existing?.day && existing.day !== verdict.day) await flagAgain(existing.day);

@@ -243,17 +243,17 @@ export function reconciler(deps: ReconcilerDeps) {
           ? await lookback()
           : undefined;
       const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
-      // Attempts of another settled day that its last check cannot have judged as they are now (no verdict, or a
-      // hit since): whatever kept their flag from being set (a pid the marketplace lists differently, a hit racing
-      // that check), that day is reconciled by the next run.
+      // Attempts of another settled day that had a hit since that day's last check: whatever kept the hit's own
+      // flag from being set (a failed write), that day is reconciled by the next run. Days this run reconciles
+      // itself are left out.
       if (plan) {
         const missed = new Set<string>();
         for (const { day, attempt } of result.elsewhere) {
           const summary = stored.get(day);
-          if (window.includes(day) || !allDays.includes(day) || plan.freshDays.has(day) || !summary) continue;
+          if (!allDays.includes(day) || judgedThisRun.has(day) || plan.freshDays.has(day) || !summary)
+            continue;
           if ((summary.awaiting ?? 0) > 0) continue;
-          const checked = lastCheckedAt(summary, plan.lastRun);
-          if (!attempt.reconciliation || (attempt.lastSeenAt ?? '') > checked) missed.add(day);
+          if ((attempt.lastSeenAt ?? '') > lastCheckedAt(summary, plan.lastRun)) missed.add(day);
         }
         for (const day of missed) await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
       }
@@ -302,6 +302,8 @@ export function reconciler(deps: ReconcilerDeps) {
       );
     }
 
+    /** Days this survey's run reconciles: the ones done and the ones about to be, in the window at hand. */
+    const judgedThisRun = new Set<string>();
     try {
       for (const window of contiguous(allDays)) {
         const range = fetchRange(window);
@@ -332,6 +334,7 @@ export function reconciler(deps: ReconcilerDeps) {
           (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),
         );
         outcome.skippedDays += window.length - regardless.length - changedDays.length;
+        for (const day of [...regardless, ...changedDays]) judgedThisRun.add(day);
         // One look-back call at most per window, as if the window were reconciled whole.
         let lookback: Promise<Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>> | undefined;
         const lookbackOnce = async () => {

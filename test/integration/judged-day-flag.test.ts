@@ -255,3 +255,35 @@ describe('which days a hit made stale', () => {
     expect(staleDays(attempt('2026-06-09'), 'recorded', new Date('2026-06-10T06:59:00Z'))).toEqual([]);
   });
 });
+
+describe('a verdict written over an attempt the run did not read as it is', () => {
+  const verdictFor = (token: string) => ({
+    surveyId: SURVEY,
+    pid: `p-${token}`,
+    token,
+    verdict: { kind: 'complete_not_received' as const, day: JUDGED_DAY, detail: { postback: 'none' } },
+  });
+
+  it('is stale when a hit came during the run: not written, and its day flagged', async () => {
+    await results.putDaySummary(summary(JUDGED_DAY), new Date(`${JUDGED_DAY}T21:00:00.000Z`), 'run-1');
+    const runAt = new Date('2026-11-23T12:00:00.000Z');
+    // The run read no attempt for this transaction; a hit makes one a moment later.
+    await ledger.recordHit(hit('overtaken'), new Date(runAt.getTime() + 2_000));
+    expect(await results.recordVerdict(verdictFor('overtaken'), runAt)).toBe('stale');
+    const [attempt] = await ledger.attemptsOf(SURVEY, 'p-overtaken');
+    expect(attempt?.reconciliation).toBeUndefined();
+    expect(await flagOf()).toBe(new Date(runAt.getTime() + 1).toISOString());
+  });
+
+  it('is left alone when the hit is older than the run (not a race; a hit flags its own day)', async () => {
+    await results.putDaySummary(summary(JUDGED_DAY), new Date(`${JUDGED_DAY}T21:00:00.000Z`), 'run-1');
+    await ledger.recordHit(hit('older'), new Date(`${JUDGED_DAY}T20:00:00.000Z`));
+    const runAt = new Date('2026-11-23T12:00:00.000Z');
+    // (The hit, recorded days after it was made, flagged its day itself.)
+    expect(await flagOf()).toBe(LATE.toISOString());
+    expect(await results.recordVerdict(verdictFor('older'), runAt)).toBe('unchanged');
+    const [attempt] = await ledger.attemptsOf(SURVEY, 'p-older');
+    expect(attempt?.reconciliation).toBeUndefined();
+    expect(await flagOf()).toBe(LATE.toISOString());
+  });
+});
