@@ -12,6 +12,7 @@ import {
   PutCommand,
   QueryCommand,
   UpdateCommand,
+  type UpdateCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { Attempt } from '../receiving/attempt';
 import type { VerdictKind } from '../reconciliation/verdict-kinds';
@@ -210,24 +211,24 @@ export function createReconciliationStore(
         await flagAgain(verdict.day);
         return true;
       };
-      if (sameVerdict) {
+      /** The update, if its condition holds: false when it does not. */
+      const updated = async (input: Omit<UpdateCommandInput, 'TableName' | 'Key'>) => {
         try {
-          await send(() =>
-            client.send(
-              new UpdateCommand({
-                TableName: tableName,
-                Key: key,
-                UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
-                ConditionExpression: asRead,
-                ExpressionAttributeValues: facts,
-              }),
-            ),
-          );
-          return 'refreshed';
+          await send(() => client.send(new UpdateCommand({ TableName: tableName, Key: key, ...input })));
+          return true;
         } catch (error) {
           if (!(error instanceof ConditionalCheckFailedException)) throw error;
-          return (await overtaken()) ? 'stale' : 'unchanged';
+          return false;
         }
+      };
+      if (sameVerdict) {
+        const refreshed = await updated({
+          UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
+          ConditionExpression: asRead,
+          ExpressionAttributeValues: facts,
+        });
+        if (refreshed) return 'refreshed';
+        return (await overtaken()) ? 'stale' : 'unchanged';
       }
       // Items for transactions this receiver never saw are placed in the day index by their click time.
       const placedAt = entry.attempt?.firstSeenAt ?? marketplace?.clickedAt ?? now;
@@ -239,45 +240,35 @@ export function createReconciliationStore(
         verdict.kind,
         key.sk.replace(/^TOKEN#/, ''),
       );
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: key,
-              UpdateExpression:
-                [
-                  'SET kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId)',
-                  'pid = if_not_exists(pid, :pid), #token = if_not_exists(#token, :token)',
-                  'gsi1pk = if_not_exists(gsi1pk, :gsi1pk), gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
-                  'verdict = :verdict, verdictDay = :day, verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
-                  'verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry)',
-                  ...(discrepancy ? ['gsi2pk = :gsi2pk, gsi2sk = :gsi2sk'] : []),
-                ].join(', ') + (discrepancy ? '' : ' REMOVE gsi2pk, gsi2sk'),
-              ConditionExpression: `(${asRead}) AND (attribute_not_exists(verdict) OR verdict <> :verdict OR verdictDay <> :day)`,
-              ExpressionAttributeNames: { '#token': 'token' },
-              ExpressionAttributeValues: {
-                ...facts,
-                ':kind': 'attempt',
-                ':surveyId': entry.surveyId,
-                ':pid': entry.attempt?.pid ?? entry.pid,
-                ':token': entry.attempt?.token ?? entry.token,
-                ':gsi1pk': day.gsi1pk,
-                ':gsi1sk': day.gsi1sk,
-                ':verdict': verdict.kind,
-                ':day': verdict.day,
-                ':empty': [],
-                ':entry': [{ verdict: verdict.kind, day: verdict.day, at: now }],
-                ...(discrepancy ? { ':gsi2pk': index.gsi2pk, ':gsi2sk': index.gsi2sk } : {}),
-              },
-            }),
-          ),
-        );
-      } catch (error) {
-        if (!(error instanceof ConditionalCheckFailedException)) throw error;
-        // Either another run wrote the same verdict first (nothing to add) or a hit came after the read.
-        return (await overtaken()) ? 'stale' : 'unchanged';
-      }
+      const written = await updated({
+        UpdateExpression:
+          [
+            'SET kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId)',
+            'pid = if_not_exists(pid, :pid), #token = if_not_exists(#token, :token)',
+            'gsi1pk = if_not_exists(gsi1pk, :gsi1pk), gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
+            'verdict = :verdict, verdictDay = :day, verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
+            'verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry)',
+            ...(discrepancy ? ['gsi2pk = :gsi2pk, gsi2sk = :gsi2sk'] : []),
+          ].join(', ') + (discrepancy ? '' : ' REMOVE gsi2pk, gsi2sk'),
+        ConditionExpression: `(${asRead}) AND (attribute_not_exists(verdict) OR verdict <> :verdict OR verdictDay <> :day)`,
+        ExpressionAttributeNames: { '#token': 'token' },
+        ExpressionAttributeValues: {
+          ...facts,
+          ':kind': 'attempt',
+          ':surveyId': entry.surveyId,
+          ':pid': entry.attempt?.pid ?? entry.pid,
+          ':token': entry.attempt?.token ?? entry.token,
+          ':gsi1pk': day.gsi1pk,
+          ':gsi1sk': day.gsi1sk,
+          ':verdict': verdict.kind,
+          ':day': verdict.day,
+          ':empty': [],
+          ':entry': [{ verdict: verdict.kind, day: verdict.day, at: now }],
+          ...(discrepancy ? { ':gsi2pk': index.gsi2pk, ':gsi2sk': index.gsi2sk } : {}),
+        },
+      });
+      // Either another run wrote the same verdict first (nothing to add) or a hit came after the read.
+      if (!written) return (await overtaken()) ? 'stale' : 'unchanged';
       // The attempt moved to another day (its transaction found there): the day it left counted it.
       if (existing?.day && existing.day !== verdict.day) await flagAgain(existing.day);
       return existing ? 'changed' : 'new';
