@@ -46,6 +46,7 @@ import {
   nextDay,
   pacificDays,
   reconcileSurveyWindow,
+  summarize,
 } from './verdict-rules';
 
 export { SCHEDULED_RUN } from './recheck-policy';
@@ -288,7 +289,7 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.awaiting += overtaken.length;
       await Promise.all(
         result.summaries
-          .map((figures) => withOvertaken(figures, overtaken))
+          .map((figures) => withOvertaken(figures, overtaken, result.verdicts, transactions))
           .map(async (summary) => {
             const previous = stored.get(summary.day);
             if (!sameFigures(summary, previous)) {
@@ -563,17 +564,20 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
   return { ...sum, verdicts };
 }
 
-/** A day's figures without the verdicts a hit overtook, which count as awaiting judgement instead. */
-function withOvertaken(summary: DaySummary, overtaken: readonly AttemptVerdict[]): DaySummary {
-  const ofDay = overtaken.filter((entry) => entry.verdict.day === summary.day);
-  if (ofDay.length === 0) return summary;
-  const verdicts: Partial<Record<VerdictKind, number>> = { ...summary.verdicts };
-  for (const { verdict } of ofDay) {
-    const left = (verdicts[verdict.kind] ?? 0) - 1;
-    if (left > 0) verdicts[verdict.kind] = left;
-    else delete verdicts[verdict.kind];
-  }
-  return { ...summary, verdicts, awaiting: (summary.awaiting ?? 0) + ofDay.length };
+/**
+ * A day's figures without the verdicts a hit overtook (counted as awaiting judgement instead, and left out of what
+ * this side saw, as awaiting ones are).
+ */
+function withOvertaken(
+  summary: DaySummary,
+  overtaken: readonly AttemptVerdict[],
+  verdicts: readonly AttemptVerdict[],
+  transactions: readonly Transaction[],
+): DaySummary {
+  const ofDay = overtaken.filter((entry) => entry.verdict.day === summary.day).length;
+  if (ofDay === 0) return summary;
+  const kept = verdicts.filter((entry) => !overtaken.includes(entry));
+  return summarize(summary.surveyId, summary.day, kept, transactions, (summary.awaiting ?? 0) + ofDay);
 }
 
 /** Splits sorted days into runs of consecutive days. */

@@ -477,7 +477,8 @@ function viewOf(t: Transaction): MarketplaceView {
   };
 }
 
-function summarize(
+/** A day's figures from the verdicts of the day's attempts and the window's transactions. */
+export function summarize(
   surveyId: string,
   day: string,
   verdicts: readonly AttemptVerdict[],

@@ -408,6 +408,12 @@ describe('verdicts a run cannot stand behind', () => {
     const overtaken = await hourly(24, tuning);
     expect(landed).toBe(true);
     expect(overtaken.outcomes[0]).toMatchObject({ awaiting: 1, verdicts: {} });
+    // The day's figures leave the overtaken attempt out, as they do any awaiting one, and say it awaits.
+    expect((await results.summariesOf('7210', [yesterday]))[0]).toMatchObject({
+      verdicts: {},
+      awaiting: 1,
+      here: { attempts: 0, redirectOnlyCompletes: 0 },
+    });
     const [attempt] = await attempts.attemptsOf('7210', t.pid);
     expect(attempt?.reconciliation).toBeUndefined();
     // 01:20: yesterday is read again and judged with the postback.
