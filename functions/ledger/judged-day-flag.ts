@@ -16,8 +16,10 @@ import { summaryKey, utcDay } from './ledger-schema';
 
 /** A Pacific date is the UTC date of the same instant 7 (daylight saving) or 8 (standard time) hours earlier. */
 const HOUR_MS = 3_600_000;
-const pacificDateBounds = (iso: string) =>
-  [8, 7].map((hours) => utcDay(new Date(Date.parse(iso) - hours * HOUR_MS).toISOString()));
+const pacificDateBounds = (iso: string): [string, string] => {
+  const utcDayBefore = (hours: number) => utcDay(new Date(Date.parse(iso) - hours * HOUR_MS).toISOString());
+  return [utcDayBefore(8), utcDayBefore(7)];
+};
 
 /**
  * The earlier days whose judgement a hit made stale, or none. The hit changed the attempt (not a repeat), and
@@ -37,9 +39,9 @@ export function staleDays(attempt: Attempt, effect: HitEffect, now: Date): strin
   const firstSeen = attempt.firstSeenAt;
   // The usual hit (an attempt no run has judged, first seen just now) returns here, before any date is formatted.
   if (!judged && !(firstSeen && Date.parse(firstSeen) < now.getTime() - HOUR_MS)) return [];
-  const [today] = pacificDateBounds(now.toISOString()).slice(1);
+  const [, today] = pacificDateBounds(now.toISOString());
   const days = judged ? [judged] : [...new Set(pacificDateBounds(firstSeen as string))];
-  return days.filter((day) => day < (today as string));
+  return days.filter((day) => day < today);
 }
 
 /**

@@ -165,6 +165,24 @@ export function createReconciliationStore(
     (await send(() => client.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }))))
       .Item;
 
+  const surveyRecords: ReconciliationStore['surveyRecords'] = async (surveyId, days) => {
+    // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
+    // figures compared against must be the last written.
+    const stateKey = reconciliationStateKey(surveyId);
+    const items = await batchGet(
+      client,
+      tableName,
+      [stateKey, ...days.map((day) => summaryKey(surveyId, day))],
+      { consistent: true },
+    );
+    const stateItem = items.find((item) => item.pk === stateKey.pk && item.sk === stateKey.sk);
+    const summaries = items.filter((item) => item !== stateItem).map(summaryFromItem);
+    return {
+      ...(stateItem ? { state: stateFromItem(surveyId, stateItem) } : {}),
+      summaries: summaries.sort((a, b) => a.day.localeCompare(b.day)),
+    };
+  };
+
   return {
     async attemptsByKey(surveyId, keys) {
       const items = await batchGet(
@@ -314,32 +332,10 @@ export function createReconciliationStore(
     },
 
     async summariesOf(surveyId, days) {
-      // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
-      // figures compared against must be the last written.
-      const items = await batchGet(
-        client,
-        tableName,
-        days.map((day) => summaryKey(surveyId, day)),
-        { consistent: true },
-      );
-      return items.map(summaryFromItem).sort((a, b) => a.day.localeCompare(b.day));
+      return (await surveyRecords(surveyId, days)).summaries;
     },
 
-    async surveyRecords(surveyId, days) {
-      const stateKey = reconciliationStateKey(surveyId);
-      const items = await batchGet(
-        client,
-        tableName,
-        [stateKey, ...days.map((day) => summaryKey(surveyId, day))],
-        { consistent: true },
-      );
-      const stateItem = items.find((item) => item.pk === stateKey.pk && item.sk === stateKey.sk);
-      const summaries = items.filter((item) => item !== stateItem).map(summaryFromItem);
-      return {
-        ...(stateItem ? { state: stateFromItem(surveyId, stateItem) } : {}),
-        summaries: summaries.sort((a, b) => a.day.localeCompare(b.day)),
-      };
-    },
+    surveyRecords,
 
     async daySummaries(day) {
       const keys = await queryAll(client, {
