@@ -100,6 +100,12 @@ export interface ReconciliationStore {
   attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
   recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
+  /**
+   * Retires an item an earlier run created for a transaction now matched with an attempt that arrived under
+   * another pid (`superseded` of verdict-rules.ts): out of the day and discrepancy indexes, its verdict ended in
+   * its history. False, and nothing done, when a hit reached the item meanwhile.
+   */
+  retireSuperseded(item: Attempt, at: Date): Promise<boolean>;
   /** Writes a day summary's figures, reconciled and checked at `at`. */
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
   /** Tells the next scheduled run to reconcile a day again (judged-day-flag.ts), as of `at`; no summary, no-op. */
@@ -290,6 +296,35 @@ export function createReconciliationStore(
       // The attempt moved to another day (its transaction found there): the day it left counted it.
       if (existing?.day && existing.day !== verdict.day) await flagAgain(existing.day);
       return existing ? 'changed' : 'new';
+    },
+
+    async retireSuperseded(item, at) {
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: attemptKey(item.surveyId, item.pid, item.token),
+              UpdateExpression:
+                'SET supersededAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
+                'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
+              // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one.
+              ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(lastSeenAt)',
+              ExpressionAttributeValues: {
+                ':now': at.toISOString(),
+                ':empty': [],
+                ':entry': [
+                  { verdict: 'superseded', day: item.reconciliation?.day ?? '', at: at.toISOString() },
+                ],
+              },
+            }),
+          ),
+        );
+        return true;
+      } catch (error) {
+        if (error instanceof ConditionalCheckFailedException) return false;
+        throw error;
+      }
     },
 
     async putDaySummary(summary, at, runId) {

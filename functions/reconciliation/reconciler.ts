@@ -100,6 +100,11 @@ export interface SurveyOutcome {
   readonly lookbacks: number;
   /** Attempts whose transaction was clicked in before the window, left to that day's run. */
   readonly earlier: number;
+  /**
+   * Items created for a transaction by an earlier run, retired now that the attempt behind it is found (it
+   * arrived under another spelling of the pid).
+   */
+  readonly superseded: number;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
   readonly skippedDays: number;
   /** Day summaries written because their figures changed. */
@@ -142,6 +147,7 @@ const emptyOutcome = (
   readByKey: 0,
   lookbacks: 0,
   earlier: 0,
+  superseded: 0,
   skippedDays: 0,
   summariesWritten: 0,
   verdicts: {},
@@ -262,6 +268,8 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.awaiting += result.awaiting;
       outcome.readByKey += byKey.length;
       outcome.earlier += result.earlier;
+      for (const item of result.superseded)
+        if (await deps.results.retireSuperseded(item, at)) outcome.superseded++;
       // Verdicts a hit overtook between this run's read and its write: left for the next run, which the day's
       // summary tells to read the day again by counting them as awaiting.
       const overtaken: AttemptVerdict[] = [];
@@ -540,6 +548,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     readByKey: 0,
     lookbacks: 0,
     earlier: 0,
+    superseded: 0,
     skippedDays: 0,
     summariesWritten: 0,
     changed: 0,
@@ -554,6 +563,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.readByKey += o.readByKey;
     sum.lookbacks += o.lookbacks;
     sum.earlier += o.earlier;
+    sum.superseded += o.superseded;
     sum.skippedDays += o.skippedDays;
     sum.summariesWritten += o.summariesWritten;
     sum.changed += o.changes.changed;

@@ -123,6 +123,11 @@ export interface SurveyWindowResult {
   readonly earlier: number;
   /** Attempts seen here that belong to a day outside the window (read by its range or lead), with that day. */
   readonly elsewhere: readonly { readonly day: string; readonly attempt: Attempt }[];
+  /**
+   * Items an earlier run created for a transaction (nothing arrived for them) whose transaction is now matched
+   * with an attempt that did arrive, under another pid: they get no verdict, and the caller retires them.
+   */
+  readonly superseded: readonly Attempt[];
 }
 
 /** The default look-back: a week, as far as a resumed survey or re-sent postbacks are expected to lag. */
@@ -284,6 +289,12 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   let earlier = 0;
   const elsewhere: { day: string; attempt: Attempt }[] = [];
   const settled = window.settledBefore?.toISOString();
+  const superseded: Attempt[] = [];
+  const arrivedTokens = new Set(
+    pairs
+      .filter((p) => p.transaction && p.attempt && arrivedHere(p.attempt))
+      .map((p) => p.transaction?.token),
+  );
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction?.clickedAt?.utc ?? transaction?.startedAt?.utc;
     if (transaction && !clicked) {
@@ -294,6 +305,10 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     if (!day) continue;
     if (!owned.has(day)) {
       if (attempt && arrivedHere(attempt)) elsewhere.push({ day, attempt });
+      continue;
+    }
+    if (!transaction && attempt && !arrivedHere(attempt) && arrivedTokens.has(attempt.token)) {
+      superseded.push(attempt);
       continue;
     }
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
@@ -352,6 +367,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     awaiting,
     earlier,
     elsewhere,
+    superseded,
   };
 }
 
@@ -371,7 +387,14 @@ function match(transactions: readonly Transaction[], attempts: readonly Attempt[
   const unmatched: Transaction[] = [];
   for (const transaction of transactions) {
     const candidates = (byToken.get(transaction.token) ?? []).filter((a) => !used.has(a));
-    const attempt = candidates.find((a) => a.pid === transaction.pid) ?? candidates[0];
+    // What arrived here first, the same pid before another: an item an earlier run created for this
+    // transaction (its pid, nothing arrived) must not take the place of the attempt whose postback carried
+    // another spelling of the pid.
+    const attempt =
+      candidates.find((a) => arrivedHere(a) && a.pid === transaction.pid) ??
+      candidates.find(arrivedHere) ??
+      candidates.find((a) => a.pid === transaction.pid) ??
+      candidates[0];
     if (attempt) {
       used.add(attempt);
       pairs.push({ transaction, attempt, matchedBy: 'token' });

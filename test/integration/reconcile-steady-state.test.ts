@@ -303,6 +303,51 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7207');
   });
 
+  it('a postback under another spelling of the pid answers the transaction judged missing; the item made for it is retired', async () => {
+    await seededWeek(7213);
+    const settled = nextDay(TODAY, -4);
+    const late = await complete(7213, settled, { arrived: false });
+    await hourly();
+    expect((await results.summariesOf('7213', [settled]))[0]?.verdicts).toMatchObject({
+      complete_not_received: 1,
+    });
+    // Its postback, held in the buffer since two hours after the click, reaches the ledger now with the pid
+    // spelt otherwise than in the marketplace's row (the token is the same).
+    clock += 10 * 60_000;
+    const receivedAt = new Date(Date.parse(late.clickedAt.toISOString()) + 2 * HOUR);
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7213',
+        outcome: 'success',
+        pid: late.pid.toUpperCase(),
+        token: late.token,
+        source: 'query',
+      },
+      receivedAt,
+    );
+    clock += HOUR;
+    const next = await hourly();
+    expect(next.outcomes[0]).toMatchObject({ superseded: 1, changes: { changed: 0 } });
+    expect((await results.summariesOf('7213', [settled]))[0]?.verdicts).toEqual({ matched: 3 });
+    expect(await results.discrepancies(settled, '7213')).toEqual([]);
+    const [made, arrived] = await Promise.all(
+      [late.pid, late.pid.toUpperCase()].map(
+        async (pid) => (await results.attemptsByKey('7213', [{ pid, token: late.token }]))[0],
+      ),
+    );
+    // The item reconciliation made keeps its history; the attempt that arrived carries the match.
+    expect(made?.reconciliation).toBeUndefined();
+    expect(arrived?.reconciliation).toMatchObject({ verdict: 'matched', day: settled });
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({
+      skippedDays: 6,
+      summariesWritten: 0,
+      superseded: 0,
+    });
+    await expectSameAsFullRecheck('7213');
+  });
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);

@@ -218,6 +218,45 @@ describe('windows', () => {
     expect(ATTEMPT_LEAD_MS).toBe(7_200_000);
   });
 
+  it('an attempt that arrived under another pid takes the token before the item an earlier run made for it, which is retired', () => {
+    // The transaction judged missing earlier: reconciliation made an item under its pid, nothing arrived for it.
+    const made = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-t',
+      token: 't',
+      verdict: 'complete_not_received',
+      verdictDay: DAY,
+      marketplace: { status: 'Completed', cpi: '1.25', clickedAt: noon },
+    });
+    const arrived = attempt('t', noon, { postback: 'success' }, 'P-T');
+    for (const attempts of [
+      [made, arrived],
+      [arrived, made],
+    ]) {
+      const result = reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: [transaction('t', 'Completed', noon)],
+        attempts,
+      });
+      expect(result.verdicts.map((v) => [v.pid, v.verdict.kind, v.verdict.matchedBy])).toEqual([
+        ['p-t', 'matched', 'token'],
+      ]);
+      expect(result.verdicts[0]?.attempt).toBe(arrived);
+      expect(result.superseded).toEqual([made]);
+      expect(result.summaries[0]?.verdicts).toEqual({ matched: 1 });
+    }
+    // Without the attempt that arrived, the item stands for the transaction as before.
+    const alone = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [transaction('t', 'Completed', noon)],
+      attempts: [made],
+    });
+    expect(alone.verdicts.map((v) => v.verdict.kind)).toEqual(['complete_not_received']);
+    expect(alone.superseded).toEqual([]);
+  });
+
   it('a respondent who clicks in before midnight and finishes after belongs to the first day, with no false discrepancy', () => {
     const clicked = new Date(pacificWallToUtc(2026, 11, 21, 23, 55)).toISOString();
     const finished = new Date(pacificWallToUtc(2026, 11, 22, 0, 20)).toISOString();
