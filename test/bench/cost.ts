@@ -126,10 +126,15 @@ export const SCHEDULE_ASSUMPTIONS = {
 export interface ScheduledUsage {
   /** Reconciliation, measured over a simulated week of hourly runs: units per attempt over its week. */
   readonly reconcile: {
+    /** The attempts' own units (day index, batch reads; verdict writes), per attempt over its week. */
     readonly readUnitsPerAttemptWeek: number;
     readonly writeUnitsPerAttemptWeek: number;
-    /** Reads per survey per run whatever its traffic (state, registration, summaries, run record). */
+    /** Per survey per run whatever its traffic (its state and day summaries). */
     readonly readUnitsPerSurveyRun?: number;
+    readonly writeUnitsPerSurveyRun?: number;
+    /** Per run whatever the number of surveys (run state, lease, finished-run record, registry listing). */
+    readonly readUnitsPerRun?: number;
+    readonly writeUnitsPerRun?: number;
     /** Store requests per survey per run (the store's round trips, waited for in turn within a survey). */
     readonly requestsPerSurveyRun: number;
     /** Marketplace calls per survey per run. */
@@ -188,20 +193,33 @@ export function scheduledCostPerMillionHits(usage: ScheduledUsage, shape = TRAFF
     (shape.syncRunsPerMonth * syncRunMs + (health ? shape.healthRunsPerMonth * healthRunMs : 0)) / millions,
     SCHEDULE_ASSUMPTIONS.scheduledMemoryMb,
   );
+  /** Units the reconciliation consumes per million hits: per attempt, per survey and run, per run. */
+  const reconcileUnits = (perAttempt: number, perSurveyRun = 0, perRun = 0) =>
+    attemptsPerMillionHits * perAttempt +
+    surveyRuns(shape.reconcileRunsPerMonth) * perSurveyRun +
+    (shape.reconcileRunsPerMonth / millions) * perRun;
   const lines = [
     {
       item: 'Reconciliation reads',
-      basis: `${usage.reconcile.readUnitsPerAttemptWeek.toFixed(2)} read units per attempt over its week, ${(reconcile.readUnitsPerSurveyRun ?? 0).toFixed(2)} per survey and run`,
+      basis: `${usage.reconcile.readUnitsPerAttemptWeek.toFixed(2)} read units per attempt over its week, ${(reconcile.readUnitsPerSurveyRun ?? 0).toFixed(2)} per survey and run, ${(reconcile.readUnitsPerRun ?? 0).toFixed(2)} per run`,
       usd: perMillion(
-        attemptsPerMillionHits * reconcile.readUnitsPerAttemptWeek,
+        reconcileUnits(
+          reconcile.readUnitsPerAttemptWeek,
+          reconcile.readUnitsPerSurveyRun,
+          reconcile.readUnitsPerRun,
+        ),
         PRICES.dynamoPerMillionReadUnits,
       ),
     },
     {
       item: 'Reconciliation writes',
-      basis: `${reconcile.writeUnitsPerAttemptWeek.toFixed(2)} write units per attempt (verdicts, summaries)`,
+      basis: `${reconcile.writeUnitsPerAttemptWeek.toFixed(2)} write units per attempt (verdicts), ${(reconcile.writeUnitsPerSurveyRun ?? 0).toFixed(2)} per survey and run (summaries, state), ${(reconcile.writeUnitsPerRun ?? 0).toFixed(2)} per run`,
       usd: perMillion(
-        attemptsPerMillionHits * reconcile.writeUnitsPerAttemptWeek,
+        reconcileUnits(
+          reconcile.writeUnitsPerAttemptWeek,
+          reconcile.writeUnitsPerSurveyRun,
+          reconcile.writeUnitsPerRun,
+        ),
         PRICES.dynamoPerMillionWriteUnits,
       ),
     },

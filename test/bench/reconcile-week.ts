@@ -42,8 +42,25 @@ const seeding = createDocumentClient({ endpoint: engine.endpoint });
 const ledger = createLedgerStore(seeding, tableName, () => new Date(clock));
 const registry = createSurveyRegistry(seeding, tableName);
 
-/** The reconciler's own client: every request asks the engine what it consumed. */
-const units = { read: 0, write: 0, attemptRead: 0 };
+/**
+ * The reconciler's own client: every request asks the engine what it consumed, counted by what it touched:
+ * attempts (their items, the day index), the run's own records (run state, lease, finished run, the registry
+ * listing), or a survey's (its state and day summaries), which the cost model scales by attempts, runs and
+ * survey-runs respectively.
+ */
+const units = { read: 0, write: 0, attemptRead: 0, attemptWrite: 0, runRead: 0, runWrite: 0 };
+type Bucket = 'attempt' | 'run' | 'survey';
+function bucketOf(input: Record<string, unknown>): Bucket {
+  const key = (input.Key ?? input.Item) as { pk?: unknown } | undefined;
+  const requested = Object.values(
+    (input.RequestItems ?? {}) as Record<string, { Keys?: { pk?: unknown }[] }>,
+  )[0]?.Keys?.[0];
+  const values = (input.ExpressionAttributeValues ?? {}) as Record<string, unknown>;
+  const pk = String(key?.pk ?? requested?.pk ?? values[':pk'] ?? '');
+  if (pk.startsWith('ATTEMPT')) return 'attempt';
+  if (pk.startsWith('RUN#') || pk === 'SURVEYS') return 'run';
+  return 'survey';
+}
 let measuring = false;
 const client = createDocumentClient({ endpoint: engine.endpoint });
 const WRITES = new Set(['PutItemCommand', 'UpdateItemCommand', 'DeleteItemCommand', 'BatchWriteItemCommand']);
@@ -59,12 +76,15 @@ client.middlewareStack.add(
     }[];
     const total = list.reduce((sum, c) => sum + (c.CapacityUnits ?? 0), 0);
     const command = String(context.commandName);
-    if (WRITES.has(command)) units.write += total;
-    else {
+    const bucket = bucketOf(input);
+    if (WRITES.has(command)) {
+      units.write += total;
+      if (bucket === 'attempt') units.attemptWrite += total;
+      if (bucket === 'run') units.runWrite += total;
+    } else {
       units.read += total;
-      // The attempts themselves: the day index and the batch reads of the attempts it names.
-      if (command === 'BatchGetItemCommand' || (command === 'QueryCommand' && 'IndexName' in input))
-        units.attemptRead += total;
+      if (bucket === 'attempt') units.attemptRead += total;
+      if (bucket === 'run') units.runRead += total;
     }
     return result;
   },
@@ -191,6 +211,9 @@ process.send?.({
   readUnits: units.read,
   attemptReadUnits: units.attemptRead,
   writeUnits: units.write,
+  attemptWriteUnits: units.attemptWrite,
+  runReadUnits: units.runRead,
+  runWriteUnits: units.runWrite,
   msPerRun: wallMs / hours,
 });
 process.on('disconnect', async () => {

@@ -115,8 +115,15 @@ export interface ReconcileWeek {
   readonly writeUnitsPerAttemptWeek: number;
   /** Of the reads: the attempts themselves (day index and batch reads), which grow with the traffic. */
   readonly attemptReadUnitsPerAttemptWeek: number;
-  /** Of the reads: per survey and run whatever its traffic (state, registration, summaries, run state). */
+  /** Of the reads: per survey and run whatever its traffic (its state and day summaries). */
   readonly otherReadUnitsPerSurveyRun: number;
+  /** Of the writes: the attempts' own (verdicts), which grow with the traffic. */
+  readonly attemptWriteUnitsPerAttemptWeek: number;
+  /** Of the writes: per survey and run (its day summaries and state, when they change). */
+  readonly otherWriteUnitsPerSurveyRun: number;
+  /** Per run whatever the number of surveys (run state, lease, finished run, registry listing). */
+  readonly runReadUnitsPerRun: number;
+  readonly runWriteUnitsPerRun: number;
   readonly runs: number;
   readonly surveys: number;
   readonly attempts: number;
@@ -133,6 +140,9 @@ interface WeekReport {
   readUnits: number;
   attemptReadUnits: number;
   writeUnits: number;
+  attemptWriteUnits: number;
+  runReadUnits: number;
+  runWriteUnits: number;
   msPerRun: number;
 }
 
@@ -156,7 +166,15 @@ export async function reconciliationWeek(
       readUnitsPerAttemptWeek: round(r.readUnits / r.attempts),
       writeUnitsPerAttemptWeek: round(r.writeUnits / r.attempts),
       attemptReadUnitsPerAttemptWeek: round(r.attemptReadUnits / r.attempts),
-      otherReadUnitsPerSurveyRun: round((r.readUnits - r.attemptReadUnits) / (r.runs * r.surveys)),
+      otherReadUnitsPerSurveyRun: round(
+        (r.readUnits - r.attemptReadUnits - r.runReadUnits) / (r.runs * r.surveys),
+      ),
+      attemptWriteUnitsPerAttemptWeek: round(r.attemptWriteUnits / r.attempts),
+      otherWriteUnitsPerSurveyRun: round(
+        (r.writeUnits - r.attemptWriteUnits - r.runWriteUnits) / (r.runs * r.surveys),
+      ),
+      runReadUnitsPerRun: round(r.runReadUnits / r.runs),
+      runWriteUnitsPerRun: round(r.runWriteUnits / r.runs),
       runs: r.runs,
       surveys: r.surveys,
       attempts: r.attempts,

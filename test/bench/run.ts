@@ -188,7 +188,10 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
         reconcile: {
           readUnitsPerAttemptWeek: week.attemptReadUnitsPerAttemptWeek,
           readUnitsPerSurveyRun: week.otherReadUnitsPerSurveyRun,
-          writeUnitsPerAttemptWeek: week.writeUnitsPerAttemptWeek,
+          writeUnitsPerAttemptWeek: week.attemptWriteUnitsPerAttemptWeek,
+          writeUnitsPerSurveyRun: week.otherWriteUnitsPerSurveyRun,
+          readUnitsPerRun: week.runReadUnitsPerRun,
+          writeUnitsPerRun: week.runWriteUnitsPerRun,
           requestsPerSurveyRun: RECONCILE_REQUESTS_PER_SURVEY_RUN,
           marketplaceCallsPerSurveyRun: 1,
         },

@@ -99,4 +99,22 @@ describe('scheduled functions per million hits (npm run bench, section 7)', () =
     expect(usd(busier.lines, 'Survey health')).toBeCloseTo(usd(base.lines, 'Survey health') / 2, 4);
     expect(usd(busier.lines, 'Reconciliation reads')).toBe(usd(base.lines, 'Reconciliation reads'));
   });
+
+  it('prices the reconciliation per attempt, per survey and run, and per run, each at its own count', () => {
+    const base = scheduledCostPerMillionHits(usage);
+    const split = scheduledCostPerMillionHits({
+      ...usage,
+      reconcile: { ...usage.reconcile, writeUnitsPerSurveyRun: 2, writeUnitsPerRun: 3, readUnitsPerRun: 4 },
+    });
+    // 1,000 surveys x 720 hourly runs a month over 30 million hits: 24,000 survey-runs and 24 runs per million.
+    const runs = TRAFFIC_SHAPE.reconcileRunsPerMonth / 30;
+    expect(usd(split.lines, 'Reconciliation writes') - usd(base.lines, 'Reconciliation writes')).toBeCloseTo(
+      ((runs * TRAFFIC_SHAPE.activeSurveys * 2 + runs * 3) * PRICES.dynamoPerMillionWriteUnits) / 1e6,
+      4,
+    );
+    expect(usd(split.lines, 'Reconciliation reads') - usd(base.lines, 'Reconciliation reads')).toBeCloseTo(
+      (runs * 4 * PRICES.dynamoPerMillionReadUnits) / 1e6,
+      4,
+    );
+  });
 });
