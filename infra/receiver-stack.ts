@@ -17,8 +17,9 @@ import { Schedule, ScheduleExpression } from 'aws-cdk-lib/aws-scheduler';
 import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
+import type { HealthSettings } from '../functions/health/health-rules';
 import { templateProblem } from '../functions/receiving/landing-page';
-import type { LANDING_VARIABLES } from '../functions/runtime/runtime-config';
+import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { HitApi, type RouteThrottles } from './constructs/hit-api';
 import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
@@ -41,9 +42,10 @@ export interface ReceiverStackProps extends StackProps {
   /** How often reconciliation runs (default hourly) and how many trailing Pacific days it re-checks (default 7). */
   readonly reconcileRate?: Duration;
   readonly reconcileWindowDays?: number;
-  /** How often the survey health check runs (default 5 minutes) and how far back it looks (default 15). */
+  /** How often the survey health check runs (default 5 minutes). */
   readonly healthCheckRate?: Duration;
-  readonly healthWindowMinutes?: number;
+  /** The health rules' settings (window, thresholds) given to the health function; unset ones keep defaults. */
+  readonly healthSettings?: Partial<HealthSettings>;
   /** Address ranges postbacks may come from (POSTBACK_SOURCE_CIDRS); default any. */
   readonly postbackSourceCidrs?: string;
   /** How often the redirect sync runs (default 15 minutes). */
@@ -231,7 +233,7 @@ export class ReceiverStack extends Stack {
     this.health = new ReceiverFunction(this, 'health', {
       ...SCHEDULED_FUNCTIONS.health,
       timeout: Duration.minutes(2),
-      environment: { HEALTH_WINDOW_MINUTES: String(props.healthWindowMinutes ?? 15) },
+      environment: healthEnvironmentOf(props.healthSettings ?? {}),
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })
       .allowLedgerWrites(this.ledger.table, ['dynamodb:PutItem'], 'HEALTH#');

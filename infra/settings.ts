@@ -7,8 +7,9 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import * as z from 'zod';
+import type { HealthSettings } from '../functions/health/health-rules';
 import { templateProblem } from '../functions/receiving/landing-page';
-import { LANDING_VARIABLES } from '../functions/runtime/runtime-config';
+import { healthEnvironmentOf, LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import type { ReceiverStackProps } from './receiver-stack';
 
 export const EXAMPLE_ENVIRONMENT = 'example';
@@ -59,6 +60,17 @@ const environmentSchema = z
         scheduleMinutes: z.int().min(1).max(60).default(5),
         /** How far back each run looks at a survey's traffic (HEALTH_WINDOW_MINUTES). */
         windowMinutes: z.int().min(1).max(1440).default(15),
+        // The rules' thresholds (README, "Survey health"), each its HEALTH_* variable; unset, the default.
+        graceMinutes: z.int().optional(),
+        stoppedMinutes: z.int().optional(),
+        stoppedMinRedirects: z.int().optional(),
+        coverageWarnPercent: z.int().optional(),
+        coverageFailPercent: z.int().optional(),
+        coverageMinSuccess: z.int().optional(),
+        uncoveredMin: z.int().optional(),
+        refusedWarnAt: z.int().optional(),
+        refusedKeyFailAt: z.int().optional(),
+        driftFailures: z.int().optional(),
       })
       .strict()
       // A window shorter than the gap between runs would leave traffic that no run ever looks at.
@@ -111,6 +123,12 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
         .join('; ')}`,
     );
   const settings = parsed.data;
+  try {
+    // Bounds and combinations as the health function will check them at its start, so a bad one fails here.
+    healthEnvironmentOf(healthRuleSettings(settings));
+  } catch (error) {
+    throw new SettingsError(`environment "${name}": health: ${(error as Error).message}`);
+  }
   if (name !== EXAMPLE_ENVIRONMENT) {
     const missing = [
       ...(settings.account ? [] : ['account']),
@@ -121,6 +139,12 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
       throw new SettingsError(`environment "${name}" is missing required settings: ${missing.join(', ')}`);
   }
   return settings;
+}
+
+/** The health rules' settings of an environment (its schedule aside). */
+function healthRuleSettings(settings: EnvironmentSettings): Partial<HealthSettings> {
+  const { scheduleMinutes: _, ...rules } = settings.health;
+  return rules;
 }
 
 /** The stack's properties for an environment's settings. */
@@ -144,7 +168,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     reconcileRate: Duration.minutes(settings.reconcileRateMinutes),
     reconcileWindowDays: settings.reconcileWindowDays,
     healthCheckRate: Duration.minutes(settings.health.scheduleMinutes),
-    healthWindowMinutes: settings.health.windowMinutes,
+    healthSettings: healthRuleSettings(settings),
     ...(settings.postbackSourceCidrs ? { postbackSourceCidrs: settings.postbackSourceCidrs } : {}),
     postbackMethods: settings.postbackMethods,
     receiverReservedConcurrency: settings.receiverReservedConcurrency,

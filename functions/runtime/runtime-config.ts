@@ -332,22 +332,41 @@ const healthSettingsEnvironment = z
     }),
   );
 
+/** Each health setting's variable: the one mapping, read here and written by the stack (healthEnvironmentOf). */
+export const HEALTH_VARIABLES = {
+  windowMinutes: 'HEALTH_WINDOW_MINUTES',
+  graceMinutes: 'HEALTH_GRACE_MINUTES',
+  stoppedMinutes: 'HEALTH_STOPPED_MINUTES',
+  stoppedMinRedirects: 'HEALTH_STOPPED_MIN_REDIRECTS',
+  coverageWarnPercent: 'HEALTH_COVERAGE_WARN_PERCENT',
+  coverageFailPercent: 'HEALTH_COVERAGE_FAIL_PERCENT',
+  coverageMinSuccess: 'HEALTH_COVERAGE_MIN_SUCCESS',
+  uncoveredMin: 'HEALTH_UNCOVERED_MIN',
+  refusedWarnAt: 'HEALTH_REFUSED_WARN',
+  refusedKeyFailAt: 'HEALTH_REFUSED_KEY_FAIL',
+  driftFailures: 'HEALTH_DRIFT_FAILURES',
+} as const satisfies Record<keyof HealthSettings, keyof z.infer<typeof healthSettingsEnvironment>>;
+
 /** The survey health rules' settings from the environment. Throws naming every bad variable. */
 export function readHealthSettings(env: NodeJS.ProcessEnv = process.env): HealthSettings {
   const values = parse(healthSettingsEnvironment, env);
-  return {
-    windowMinutes: values.HEALTH_WINDOW_MINUTES,
-    graceMinutes: values.HEALTH_GRACE_MINUTES,
-    stoppedMinutes: values.HEALTH_STOPPED_MINUTES,
-    stoppedMinRedirects: values.HEALTH_STOPPED_MIN_REDIRECTS,
-    coverageWarnPercent: values.HEALTH_COVERAGE_WARN_PERCENT,
-    coverageFailPercent: values.HEALTH_COVERAGE_FAIL_PERCENT,
-    coverageMinSuccess: values.HEALTH_COVERAGE_MIN_SUCCESS,
-    uncoveredMin: values.HEALTH_UNCOVERED_MIN,
-    refusedWarnAt: values.HEALTH_REFUSED_WARN,
-    refusedKeyFailAt: values.HEALTH_REFUSED_KEY_FAIL,
-    driftFailures: values.HEALTH_DRIFT_FAILURES,
-  };
+  return Object.fromEntries(
+    Object.entries(HEALTH_VARIABLES).map(([setting, variable]) => [setting, values[variable]]),
+  ) as unknown as HealthSettings;
+}
+
+/**
+ * The variables that give a function these health settings (those set; the rest keep their defaults), checked
+ * as the function will read them: throws naming every bad value or combination.
+ */
+export function healthEnvironmentOf(settings: Partial<HealthSettings>): Record<string, string> {
+  const env = Object.fromEntries(
+    Object.entries(settings)
+      .filter(([, value]) => value !== undefined)
+      .map(([setting, value]) => [HEALTH_VARIABLES[setting as keyof HealthSettings], String(value)]),
+  );
+  readHealthSettings(env);
+  return env;
 }
 
 const healthEnvironment = z

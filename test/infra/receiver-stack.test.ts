@@ -33,6 +33,7 @@ beforeAll(() => {
     marketplace: { baseUrl: 'https://supplier.marketplace.example', apiVersion: 'v2' },
     redirectSyncRate: Duration.minutes(30),
     postbackMethods: { fail: 'POST' },
+    healthSettings: { windowMinutes: 20, stoppedMinutes: 45 },
   });
   template = Template.fromStack(stack);
 }, 60_000);
@@ -294,10 +295,13 @@ describe('survey health', () => {
       Target: Match.objectLike({ Arn: { 'Fn::GetAtt': [logicalId(stack.health.function), 'Arn'] } }),
     });
     const fn = template.toJSON().Resources[logicalId(stack.health.function)].Properties;
+    // The settings given, each as its variable; the rest left to the function's defaults.
     expect(fn.Environment.Variables).toMatchObject({
-      HEALTH_WINDOW_MINUTES: '15',
+      HEALTH_WINDOW_MINUTES: '20',
+      HEALTH_STOPPED_MINUTES: '45',
       ALARM_TOPIC_ARN: { Ref: logicalId(stack.operations.topic) },
     });
+    expect(fn.Environment.Variables).not.toHaveProperty('HEALTH_GRACE_MINUTES');
     expect(fn.Environment.Variables).not.toHaveProperty('SIGNING_KEYS_SECRET_ID');
     expect(fn.Environment.Variables).not.toHaveProperty('MARKETPLACE_TOKEN_SECRET_ID');
   });

@@ -7,6 +7,8 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
+import { healthEnvironmentOf, readHealthSettings } from '../../functions/runtime/runtime-config';
 import { readEnvironmentSettings, SettingsError, stackProps } from '../../infra/settings';
 
 const run = promisify(execFile);
@@ -100,6 +102,29 @@ describe('throttles', () => {
         'prod',
       ),
     ).toThrow(/throttles\.hits.*burst must be at least rate/);
+  });
+});
+
+describe('health settings', () => {
+  it('are passed to the health function as the variables it reads; a bad value or combination fails synth, naming it', () => {
+    const health = { windowMinutes: 20, stoppedMinutes: 45, coverageFailPercent: 40, driftFailures: 3 };
+    const props = stackProps(readEnvironmentSettings({ prod: { ...production, health } }, 'prod'));
+    expect(props.healthSettings).toEqual(health);
+    const env = healthEnvironmentOf(props.healthSettings ?? {});
+    expect(env).toEqual({
+      HEALTH_WINDOW_MINUTES: '20',
+      HEALTH_STOPPED_MINUTES: '45',
+      HEALTH_COVERAGE_FAIL_PERCENT: '40',
+      HEALTH_DRIFT_FAILURES: '3',
+    });
+    expect(readHealthSettings(env)).toEqual({ ...DEFAULT_HEALTH_SETTINGS, ...health });
+    const refused = (change: Record<string, number>) => () =>
+      readEnvironmentSettings({ prod: { ...production, health: change } }, 'prod');
+    expect(refused({ graceMinutes: 30, stoppedMinutes: 20 })).toThrow(
+      /environment "prod": health: .*HEALTH_STOPPED_MINUTES must be longer than HEALTH_GRACE_MINUTES/,
+    );
+    expect(refused({ coverageWarnPercent: 101 })).toThrow(/HEALTH_COVERAGE_WARN_PERCENT/);
+    expect(refused({ uncoveredMin: 0 })).toThrow(SettingsError);
   });
 });
 
