@@ -16,6 +16,8 @@ export interface HealthView {
     readonly state: string;
     readonly since: string;
     readonly reasons: readonly { readonly code: string; readonly detail: string }[];
+    /** Its redirects were removed: no longer watched. */
+    readonly removed?: true;
   }[];
 }
 
@@ -31,6 +33,7 @@ export function healthView(report: HealthCheckReport): HealthView {
       state: s.evaluation.state,
       since: s.stored && s.stored.state === s.evaluation.state ? s.stored.since : report.evaluatedAt,
       reasons: s.evaluation.reasons.map((r) => ({ code: r.code, detail: r.detail })),
+      ...(s.removed ? { removed: true as const } : {}),
     })),
   };
 }
@@ -61,7 +64,9 @@ export function healthCommand(): Command {
       else if (view.surveys.length === 0 && report.failed.length === 0) say('no active survey');
       else {
         for (const survey of view.surveys) {
-          say(`${survey.surveyId.padEnd(12)} ${survey.state.padEnd(8)} since ${survey.since}`);
+          say(
+            `${survey.surveyId.padEnd(12)} ${survey.state.padEnd(8)} since ${survey.since}${survey.removed ? ' (removed: no longer watched)' : ''}`,
+          );
           for (const reason of survey.reasons) say(`  ${reason.code}: ${reason.detail}`);
         }
         const count = (state: string) => view.surveys.filter((s) => s.state === state).length;

@@ -23,6 +23,8 @@ export interface SurveyHealthResult {
   readonly stored?: SurveyHealthRecord | undefined;
   /** The latest postback this evaluation saw (or the stored one), kept with the next write. */
   readonly lastPostbackAt?: string | undefined;
+  /** The survey's redirects were removed: it is no longer watched, and ends `ok`. */
+  readonly removed?: true;
 }
 
 export interface HealthCheckReport {
@@ -33,15 +35,30 @@ export interface HealthCheckReport {
   readonly failed: readonly { readonly surveyId: string; readonly error: unknown }[];
 }
 
+/**
+ * How long after its removal a survey is still looked at: long enough for a run to close the health it had
+ * (a removed survey is watched no more, so a failing one would stay failing in finance's reports for ever).
+ */
+export const REMOVED_SURVEY_LOOKBACK_MS = 7 * 24 * 3_600_000;
+
+/** What a removed survey is judged: nothing to watch, no reason. */
+const REMOVED: HealthEvaluation = { state: 'ok', reasons: [] };
+
 export function healthCheck(deps: HealthCheckDependencies) {
   return {
-    /** Judges every active survey, or the ones given (registered or not). Reads only. */
+    /**
+     * Judges every active survey (and those removed in the last week, which end `ok`), or the ones given
+     * (registered or not). Reads only.
+     */
     async evaluate(now: Date, options: { surveys?: readonly string[] } = {}): Promise<HealthCheckReport> {
       const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
+      const removedSince = new Date(now.getTime() - REMOVED_SURVEY_LOOKBACK_MS).toISOString();
       const surveyIds =
         options.surveys && options.surveys.length > 0
           ? [...new Set(options.surveys)]
-          : [...registrations.values()].filter((r) => r.state === 'active').map((r) => r.surveyId);
+          : [...registrations.values()]
+              .filter((r) => r.state === 'active' || (r.removedAt ?? '') >= removedSince)
+              .map((r) => r.surveyId);
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
         readRefused(deps.attempts, deps.settings, now),
@@ -49,6 +66,13 @@ export function healthCheck(deps: HealthCheckDependencies) {
       const report = await runBounded(
         surveyIds.map((surveyId) => async (): Promise<SurveyHealthResult> => {
           const previous = stored.get(surveyId);
+          if (registrations.get(surveyId)?.state === 'removed')
+            return {
+              surveyId,
+              evaluation: REMOVED,
+              removed: true,
+              ...(previous ? { stored: previous } : {}),
+            };
           const window = await readSurveyWindow(deps.attempts, {
             surveyId,
             settings: deps.settings,

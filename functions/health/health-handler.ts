@@ -52,7 +52,8 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
       const counts: Record<HealthState, number> = { ok: 0, warning: 0, failing: 0 };
       const transitions: HealthTransitionSummary[] = [];
       for (const result of report.surveys) {
-        counts[result.evaluation.state]++;
+        // A removed survey is not watched: its health is closed, not counted.
+        if (!result.removed) counts[result.evaluation.state]++;
         const change = healthChange(
           result.surveyId,
           result.stored,

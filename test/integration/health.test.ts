@@ -285,4 +285,41 @@ describe('the survey health check on real ledger items', () => {
     expect(writes).toEqual([]);
     expect(notices).toHaveLength(before);
   });
+
+  it('a failing survey whose redirects are removed is closed by the next run, one notice, and then left alone', async () => {
+    const registry = createSurveyRegistry(
+      createDocumentClient({ endpoint: proxy.endpoint }),
+      table.tableName,
+    );
+    expect((await health.getMany([SURVEYS.staleKey])).get(SURVEYS.staleKey)?.state).toBe('failing');
+    const removed = { state: 'removed', verified: false, failures: 0 } as const;
+    await registry.put({
+      surveyId: SURVEYS.staleKey,
+      ...removed,
+      removedAt: at(-6).toISOString(),
+      updatedAt: at(-6).toISOString(),
+    });
+    // Removed long ago and never closed: past the look-back, not read again.
+    await registry.put({
+      surveyId: SURVEYS.fewStale,
+      ...removed,
+      removedAt: at(-8 * 24 * 60).toISOString(),
+      updatedAt: at(-6).toISOString(),
+    });
+    const fewStaleBefore = (await health.getMany([SURVEYS.fewStale])).get(SURVEYS.fewStale);
+    const before = notices.length;
+    const { summary } = await runAt(-5);
+    expect(summary.transitions).toEqual([
+      { surveyId: SURVEYS.staleKey, from: 'failing', to: 'ok', reasons: [], notified: true },
+    ]);
+    expect(notices.slice(before)).toEqual([
+      expect.objectContaining({ surveyId: SURVEYS.staleKey, kind: 'recovered', to: 'ok' }),
+    ]);
+    // Counted in no state: it is not watched any more.
+    expect(summary.ok + summary.warning + summary.failing).toBe(Object.keys(SURVEYS).length - 2);
+    expect((await health.getMany([SURVEYS.fewStale])).get(SURVEYS.fewStale)).toEqual(fewStaleBefore);
+    const { writes } = await runAt(-4);
+    expect(writes).toEqual([]);
+    expect(notices).toHaveLength(before + 1);
+  });
 });
