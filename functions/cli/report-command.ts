@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { finance, readPeriod } from '../finance/finance-queries';
-import { discrepanciesCsv, summaryCsv } from '../finance/report-csv';
+import { discrepanciesCsv, failingSurveysCsv, summaryCsv } from '../finance/report-csv';
 import { reportHtml } from '../finance/report-html';
 import { pacificDay } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
@@ -25,8 +25,8 @@ export function reportCommand(): Command {
     .option('--format <format>', 'json, csv or html', choice(['json', 'csv', 'html']), 'json')
     .option(
       '--table <table>',
-      'for csv: summary (per survey and day), discrepancies, or claims (success redirects nothing backs)',
-      choice(['summary', 'discrepancies', 'claims']),
+      'for csv: summary (per survey and day), discrepancies, claims (success redirects nothing backs), or failing (surveys whose health was failing)',
+      choice(['summary', 'discrepancies', 'claims', 'failing']),
       'summary',
     )
     .option('--out <file>', 'write to this file instead of standard output')
@@ -61,7 +61,9 @@ export function reportCommand(): Command {
                 ? discrepanciesCsv(report.discrepancies)
                 : options.table === 'claims'
                   ? discrepanciesCsv(report.claims)
-                  : summaryCsv(report.days)
+                  : options.table === 'failing'
+                    ? failingSurveysCsv(report.failingSurveys)
+                    : summaryCsv(report.days)
               : `${JSON.stringify(report, null, 2)}\n`;
         if (options.out) {
           await writeFile(options.out, output);

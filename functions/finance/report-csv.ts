@@ -3,6 +3,7 @@
  * as decimal strings, and no cell a spreadsheet would read as a formula.
  */
 import { stringify } from 'csv-stringify/sync';
+import type { FailingSpell } from '../health/health-transition';
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from '../reconciliation/verdict-kinds';
 import type { Discrepancy, SurveyDayRow } from './finance-report';
 
@@ -96,5 +97,18 @@ export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
       d.since,
       d.searchedFrom,
     ]),
+  );
+}
+
+export const FAILING_COLUMNS = ['survey_id', 'failing_from', 'failing_to', 'reasons'] as const;
+
+/**
+ * The surveys failing in the period, one row per spell: `failing_from` empty when it began before the history
+ * kept, `failing_to` empty while it still fails; reason codes separated by spaces.
+ */
+export function failingSurveysCsv(spells: readonly FailingSpell[]): string {
+  return table(
+    FAILING_COLUMNS,
+    spells.map((s) => [s.surveyId, s.from ?? '', s.to ?? '', s.reasons.join(' ')]),
   );
 }

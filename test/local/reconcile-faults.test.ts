@@ -222,6 +222,9 @@ describe('reconciliation with faults on', () => {
     const cliCsv = (await cli('--format', 'csv')).stdout;
     expect((parse(cliCsv, { columns: true }) as { owed: string }[]).map((r) => r.owed)).toEqual(csvOwed);
     expect(sumAmounts(csvOwed)).toBe(owed);
+    // The failing surveys' table: its header whatever the period holds.
+    const failing = (await cli('--format', 'csv', '--table', 'failing')).stdout;
+    expect(failing.split('\r\n')[0]).toBe('survey_id,failing_from,failing_to,reasons');
 
     const file = join(dir, 'report.html');
     await cli('--format', 'html', '--out', file);

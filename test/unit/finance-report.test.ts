@@ -2,7 +2,12 @@ import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import { readPeriod } from '../../functions/finance/finance-queries';
 import { addUp, financeReport, type SurveyDayRow } from '../../functions/finance/finance-report';
-import { discrepanciesCsv, neutralize, summaryCsv } from '../../functions/finance/report-csv';
+import {
+  discrepanciesCsv,
+  failingSurveysCsv,
+  neutralize,
+  summaryCsv,
+} from '../../functions/finance/report-csv';
 import { reportHtml } from '../../functions/finance/report-html';
 import { Rejection } from '../../functions/shared/rejection';
 
@@ -112,6 +117,29 @@ describe('CSV', () => {
     expect((parse(tricky, { columns: true }) as Record<string, string>[])[0]?.marketplace_status).toBe(
       'a, "b"\nc',
     );
+  });
+});
+
+describe('failing surveys CSV', () => {
+  it('one row per spell, open ends empty, reason codes separated by spaces', () => {
+    const csv = failingSurveysCsv([
+      {
+        surveyId: '7',
+        from: '2026-11-20T10:00:00.000Z',
+        to: '2026-11-20T11:30:00.000Z',
+        reasons: ['postbacks_stopped'],
+      },
+      { surveyId: '8', reasons: ['refused_postbacks', 'configuration_drift'] },
+    ]);
+    expect(parse(csv, { columns: true })).toEqual([
+      {
+        survey_id: '7',
+        failing_from: '2026-11-20T10:00:00.000Z',
+        failing_to: '2026-11-20T11:30:00.000Z',
+        reasons: 'postbacks_stopped',
+      },
+      { survey_id: '8', failing_from: '', failing_to: '', reasons: 'refused_postbacks configuration_drift' },
+    ]);
   });
 });
 
