@@ -6,6 +6,7 @@
 
 import { healthCheck } from './health/health-check';
 import { createHealthHandler } from './health/health-handler';
+import { sightingsCache } from './health/health-window';
 import { createHealthStore, createLedgerStore, createSurveyRegistry } from './ledger/ledger-store';
 import { openLedger } from './runtime/aws-clients';
 import { healthNotifier } from './runtime/health-notifiers';
@@ -19,7 +20,13 @@ const ledger = openLedger(config, {
 });
 
 export const handler = createHealthHandler({
-  check: healthCheck({ ...ledger, settings: config.settings, concurrency: config.concurrency }),
+  check: healthCheck({
+    ...ledger,
+    settings: config.settings,
+    concurrency: config.concurrency,
+    // Lives as long as the container: a warm one reads only the attempts still waiting for a channel.
+    cache: sightingsCache(),
+  }),
   store: ledger.health,
   notifier: healthNotifier(config),
 });

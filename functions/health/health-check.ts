@@ -6,15 +6,17 @@
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
 import { evaluateHealth, type HealthEvaluation, type HealthSettings } from './health-rules';
-import { readRefused, readSurveyWindow } from './health-window';
+import { readRefused, readSurveyWindow, type SightingsCache } from './health-window';
 
 export interface HealthCheckDependencies {
-  readonly attempts: Pick<LedgerStore, 'attemptsOfSurvey' | 'rejectedHitsBetween'>;
+  readonly attempts: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'rejectedHitsBetween'>;
   readonly registry: Pick<SurveyRegistry, 'list'>;
   readonly health: Pick<HealthStore, 'getMany'>;
   readonly settings: HealthSettings;
   /** Surveys read at once. */
   readonly concurrency: number;
+  /** The scheduled function's, kept while its container is warm: settled attempts are read once. */
+  readonly cache?: SightingsCache | undefined;
 }
 
 export interface SurveyHealthResult {
@@ -80,6 +82,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
             refused,
             registration: registrations.get(surveyId),
             lastPostbackAt: previous?.lastPostbackAt,
+            cache: deps.cache,
           });
           const seen = [window.lastPostbackAt, ...window.attempts.map((a) => a.postbackAt)]
             .filter((t): t is string => t !== undefined)

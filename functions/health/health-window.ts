@@ -4,6 +4,8 @@
  * window (one key-range Query per UTC day for every survey at once), the survey registry's entry, and the
  * stored health. Nothing here is on the hit path: a hit still costs one write and no read.
  */
+import type { AttemptItemKey } from '../ledger/attempt-store';
+import { attemptKey } from '../ledger/ledger-schema';
 import type { LedgerStore, RejectedHits, SurveyRegistration } from '../ledger/ledger-store';
 import type { Attempt } from '../receiving/attempt';
 import {
@@ -58,9 +60,40 @@ export async function readRefused(
   return refusedBySurvey(await store.rejectedHitsBetween(from, now));
 }
 
+/**
+ * What the rules read of attempts whose sightings can no longer change it, kept between the runs of a warm
+ * container so that each run reads only the attempts still moving. An attempt both channels have reported is
+ * settled: a channel's first sighting never changes, and what a later hit could add (the other outcome on a
+ * channel, a contradiction) is for reconciliation, which reads every attempt, not for these rules. A new
+ * container starts empty and reads everything once.
+ */
+export function sightingsCache() {
+  const settled = new Map<string, { readonly firstSeenAt: string; readonly sightings: AttemptSightings }>();
+  const keyOf = (key: AttemptItemKey) => `${key.pk}\n${key.sk}`;
+  return {
+    get: (key: AttemptItemKey) => settled.get(keyOf(key))?.sightings,
+    /** Keeps the settled ones of the attempts just read, and forgets those first seen before `from`. */
+    keep(attempts: readonly Attempt[], from: Date) {
+      const oldest = from.toISOString();
+      for (const [key, entry] of settled) if (entry.firstSeenAt < oldest) settled.delete(key);
+      for (const attempt of attempts) {
+        if (!attempt.redirect || !attempt.postback || !attempt.firstSeenAt) continue;
+        settled.set(keyOf(attemptKey(attempt.surveyId, attempt.pid, attempt.token)), {
+          firstSeenAt: attempt.firstSeenAt,
+          sightings: sightingsOf(attempt),
+        });
+      }
+    },
+    get size() {
+      return settled.size;
+    },
+  };
+}
+export type SightingsCache = ReturnType<typeof sightingsCache>;
+
 /** One survey's window: its attempts of the span the rules need, with what was read once for all surveys. */
 export async function readSurveyWindow(
-  store: Pick<LedgerStore, 'attemptsOfSurvey'>,
+  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt'>,
   context: {
     readonly surveyId: string;
     readonly settings: HealthSettings;
@@ -68,13 +101,19 @@ export async function readSurveyWindow(
     readonly refused: ReadonlyMap<string, readonly RefusedPostbacks[]>;
     readonly registration?: SurveyRegistration | undefined;
     readonly lastPostbackAt?: string | undefined;
+    /** Settled attempts already read by an earlier run of this container: not read again. */
+    readonly cache?: SightingsCache | undefined;
   },
 ): Promise<SurveyWindow> {
-  const { surveyId, settings, now } = context;
-  const attempts = await store.attemptsOfSurvey(surveyId, readFrom(settings, now), now);
+  const { surveyId, settings, now, cache } = context;
+  const from = readFrom(settings, now);
+  const keys = await store.attemptKeysOfSurvey(surveyId, from, now);
+  const known = keys.map((key) => cache?.get(key)).filter((s): s is AttemptSightings => s !== undefined);
+  const read = await store.attemptsAt(cache ? keys.filter((key) => !cache.get(key)) : keys);
+  cache?.keep(read, from);
   return {
     surveyId,
-    attempts: attempts.map(sightingsOf),
+    attempts: [...known, ...read.map(sightingsOf)],
     refused: context.refused.get(surveyId) ?? [],
     registration: context.registration ? registrationFacts(context.registration) : undefined,
     lastPostbackAt: context.lastPostbackAt,

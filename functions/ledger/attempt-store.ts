@@ -71,6 +71,12 @@ export interface RejectedHits extends Omit<RejectedHit, 'code'> {
   readonly hits: number;
 }
 
+/** An attempt item's table key, as the keys-only day index gives it. */
+export interface AttemptItemKey {
+  readonly pk: string;
+  readonly sk: string;
+}
+
 export interface LedgerStore {
   /** Records one verified hit and returns the attempt as it stands afterwards. One write, no read. */
   recordHit(hit: Hit, at: Date, hitId?: string): Promise<RecordedHit>;
@@ -89,6 +95,10 @@ export interface LedgerStore {
   attemptsOf(surveyId: string, pid: string): Promise<Attempt[]>;
   /** Attempts of a survey first seen in [from, to), oldest first, through the day index (no scan). */
   attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]>;
+  /** The table keys of those attempts, from the keys-only day index alone (no item read). */
+  attemptKeysOfSurvey(surveyId: string, from: Date, to: Date): Promise<AttemptItemKey[]>;
+  /** The attempts with these table keys (batch point reads), oldest first; missing ones left out. */
+  attemptsAt(keys: readonly AttemptItemKey[]): Promise<Attempt[]>;
   /** The attempt of a survey with this token, first seen (or clicked in) within [from, to), through the day index. */
   attemptByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt | undefined>;
   /** Refused hits of one UTC day, counted per source, code and minute, oldest first. */
@@ -173,6 +183,39 @@ export function createLedgerStore(
     } catch {
       return { attempt, effect, unflaggedDays: days };
     }
+  };
+
+  const attemptsAt: LedgerStore['attemptsAt'] = async (keys) => {
+    const items = await batchGet(
+      client,
+      tableName,
+      keys.map((key) => ({ pk: key.pk, sk: key.sk })),
+    );
+    return items.map(attemptFromItem).sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
+  };
+
+  const attemptKeysOfSurvey: LedgerStore['attemptKeysOfSurvey'] = async (surveyId, from, to) => {
+    const keys: Item[] = [];
+    const { index } = LEDGER;
+    for (const day of utcDaysBetween(from, to)) {
+      for (const { partition, sortPrefix } of await dayPartitionsOf(surveyId, day)) {
+        keys.push(
+          ...(await queryAll(client, {
+            TableName: tableName,
+            IndexName: index.name,
+            KeyConditionExpression: '#pk = :pk AND #sk BETWEEN :from AND :to',
+            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+            ExpressionAttributeValues: {
+              ':pk': partition,
+              ':from': `${sortPrefix}${from.toISOString()}`,
+              // ISO instants sort as text; the end is exclusive, so stop just before it.
+              ':to': `${sortPrefix}${new Date(to.getTime() - 1).toISOString()}`,
+            },
+          })),
+        );
+      }
+    }
+    return keys.map((key) => ({ pk: String(key.pk), sk: String(key.sk) }));
   };
 
   return {
@@ -321,34 +364,11 @@ export function createLedgerStore(
       return items.map(attemptFromItem);
     },
 
-    async attemptsOfSurvey(surveyId, from, to) {
-      const keys: Item[] = [];
-      const { index } = LEDGER;
-      for (const day of utcDaysBetween(from, to)) {
-        for (const { partition, sortPrefix } of await dayPartitionsOf(surveyId, day)) {
-          keys.push(
-            ...(await queryAll(client, {
-              TableName: tableName,
-              IndexName: index.name,
-              KeyConditionExpression: '#pk = :pk AND #sk BETWEEN :from AND :to',
-              ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
-              ExpressionAttributeValues: {
-                ':pk': partition,
-                ':from': `${sortPrefix}${from.toISOString()}`,
-                // ISO instants sort as text; the end is exclusive, so stop just before it.
-                ':to': `${sortPrefix}${new Date(to.getTime() - 1).toISOString()}`,
-              },
-            })),
-          );
-        }
-      }
-      const items = await batchGet(
-        client,
-        tableName,
-        keys.map((key) => ({ pk: key.pk, sk: key.sk })),
-      );
-      return items.map(attemptFromItem).sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
-    },
+    attemptsOfSurvey: async (surveyId, from, to) => attemptsAt(await attemptKeysOfSurvey(surveyId, from, to)),
+
+    attemptsAt,
+
+    attemptKeysOfSurvey,
 
     async attemptByToken(surveyId, token, from, to) {
       const { index } = LEDGER;
