@@ -567,6 +567,7 @@ export function attemptFromItem(item: Item): Attempt {
     complete: completeEvidence(redirect, postback),
     conflict: hasConflict(redirect, postback),
     ...(typeof item.verdict === 'string' ? { reconciliation: reconciliationFromItem(item) } : {}),
+    ...(typeof item.arrivedAs === 'string' ? { arrivedAs: item.arrivedAs } : {}),
   };
 }
 

@@ -106,6 +106,11 @@ export interface ReconciliationStore {
    * its history. False, and nothing done, when a hit reached the item meanwhile.
    */
   retireSuperseded(item: Attempt, at: Date): Promise<boolean>;
+  /**
+   * Leaves on the item of a transaction (created if absent) the pid its attempt arrived under (`pointers` of
+   * verdict-rules.ts). False when it already said so.
+   */
+  pointToArrival(surveyId: string, pid: string, token: string, arrivedAs: string): Promise<boolean>;
   /** Writes a day summary's figures, reconciled and checked at `at`. */
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
   /** Tells the next scheduled run to reconcile a day again (judged-day-flag.ts), as of `at`; no summary, no-op. */
@@ -316,6 +321,35 @@ export function createReconciliationStore(
                 ':entry': [
                   { verdict: 'superseded', day: item.reconciliation?.day ?? '', at: at.toISOString() },
                 ],
+              },
+            }),
+          ),
+        );
+        return true;
+      } catch (error) {
+        if (error instanceof ConditionalCheckFailedException) return false;
+        throw error;
+      }
+    },
+
+    async pointToArrival(surveyId, pid, token, arrivedAs) {
+      try {
+        await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: attemptKey(surveyId, pid, token),
+              UpdateExpression:
+                'SET arrivedAs = :arrivedAs, kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId), ' +
+                'pid = if_not_exists(pid, :pid), #token = if_not_exists(#token, :token)',
+              ConditionExpression: 'attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs',
+              ExpressionAttributeNames: { '#token': 'token' },
+              ExpressionAttributeValues: {
+                ':arrivedAs': arrivedAs,
+                ':kind': 'attempt',
+                ':surveyId': surveyId,
+                ':pid': pid,
+                ':token': token,
               },
             }),
           ),

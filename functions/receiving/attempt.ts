@@ -43,6 +43,11 @@ export interface Attempt {
   readonly conflict: boolean;
   /** The latest reconciliation verdict and how it got there. */
   readonly reconciliation?: AttemptReconciliation;
+  /**
+   * On an item reconciliation created for a transaction: the pid its attempt arrived here under (another
+   * spelling), found by a later day's run; the transaction's own day reads that attempt by key.
+   */
+  readonly arrivedAs?: string;
 }
 
 /** Reconciliation's word on an attempt, kept on the attempt: the verdict, what the marketplace said, history. */

@@ -233,7 +233,16 @@ export function reconciler(deps: ReconcilerDeps) {
       // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
       // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
       const keys = attemptKeysToRead({ days: window, transactions, attempts: seen });
-      const byKey = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
+      const keyed = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
+      // An item that says its transaction's attempt arrived under another pid: that attempt, by its key.
+      const held = new Set([...seen, ...keyed].map((a) => JSON.stringify([a.pid, a.token])));
+      const pointed = [...seen, ...keyed].flatMap((a) =>
+        a.arrivedAs && !held.has(JSON.stringify([a.arrivedAs, a.token]))
+          ? [{ pid: a.arrivedAs, token: a.token }]
+          : [],
+      );
+      const byKey =
+        pointed.length > 0 ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, pointed))] : keyed;
       const attempts = [...seen, ...byKey];
       const sides = {
         surveyId,
@@ -270,6 +279,9 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.earlier += result.earlier;
       for (const item of result.superseded)
         if (await deps.results.retireSuperseded(item, at)) outcome.superseded++;
+      for (const { pid, token, arrivedAs, day } of result.pointers)
+        if (await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))
+          await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
       // Verdicts a hit overtook between this run's read and its write: left for the next run, which the day's
       // summary tells to read the day again by counting them as awaiting.
       const overtaken: AttemptVerdict[] = [];

@@ -128,6 +128,12 @@ export interface SurveyWindowResult {
    * with an attempt that did arrive, under another pid: they get no verdict, and the caller retires them.
    */
   readonly superseded: readonly Attempt[];
+  /**
+   * Attempts of the window whose transaction is of an earlier day under another pid (`earlier`): that day's run
+   * reads attempts by the transaction's pid and would not find them, so the caller leaves a pointer on the
+   * transaction's item (`arrivedAs`) and tells that day to look again.
+   */
+  readonly pointers: readonly { pid: string; token: string; arrivedAs: string; day: string }[];
 }
 
 /** The default look-back: a week, as far as a resumed survey or re-sent postbacks are expected to lag. */
@@ -290,6 +296,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const elsewhere: { day: string; attempt: Attempt }[] = [];
   const settled = window.settledBefore?.toISOString();
   const superseded: Attempt[] = [];
+  const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
   const arrivedTokens = new Set(
     pairs
       .filter((p) => p.transaction && p.attempt && arrivedHere(p.attempt))
@@ -322,10 +329,17 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;
         const latest = candidates
-          .map((t) => (t.clickedAt?.utc ?? t.startedAt?.utc) as string)
-          .sort()
-          .at(-1) as string;
-        elsewhere.push({ day: dayOf(latest), attempt });
+          .map((t) => ({ t, at: (t.clickedAt?.utc ?? t.startedAt?.utc) as string }))
+          .sort((a, b) => a.at.localeCompare(b.at))
+          .at(-1) as { t: Transaction; at: string };
+        elsewhere.push({ day: dayOf(latest.at), attempt });
+        if (!candidates.some((t) => t.pid === attempt.pid))
+          pointers.push({
+            pid: latest.t.pid,
+            token: attempt.token,
+            arrivedAs: attempt.pid,
+            day: dayOf(latest.at),
+          });
         continue;
       }
     }
@@ -368,6 +382,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     earlier,
     elsewhere,
     superseded,
+    pointers,
   };
 }
 

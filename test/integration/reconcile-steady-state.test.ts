@@ -348,6 +348,49 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7213');
   });
 
+  it('a postback days late under another spelling of the pid: its day points the transaction day to it, which matches it', async () => {
+    await seededWeek(7214);
+    const settled = nextDay(TODAY, -4);
+    const late = await complete(7214, settled, { arrived: false });
+    await hourly();
+    // Days later the postback arrives with the pid spelt otherwise: first seen today, outside the click day's reads.
+    clock += 10 * 60_000;
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7214',
+        outcome: 'success',
+        pid: late.pid.toUpperCase(),
+        token: late.token,
+        source: 'query',
+      },
+      new Date(clock),
+    );
+    clock += HOUR;
+    const found = await hourly();
+    expect(found.outcomes[0]).toMatchObject({ earlier: 1 });
+    const [made] = await results.attemptsByKey('7214', [{ pid: late.pid, token: late.token }]);
+    expect(made?.arrivedAs).toBe(late.pid.toUpperCase());
+    clock += HOUR;
+    const next = await hourly();
+    expect(next.outcomes[0]).toMatchObject({ superseded: 1 });
+    expect((await results.summariesOf('7214', [settled]))[0]?.verdicts).toEqual({ matched: 3 });
+    expect(await results.discrepancies(settled, '7214')).toEqual([]);
+    const [arrived] = await results.attemptsByKey('7214', [
+      { pid: late.pid.toUpperCase(), token: late.token },
+    ]);
+    expect(arrived?.reconciliation).toMatchObject({ verdict: 'matched', day: settled });
+    // Today's summary does not count it (it belongs to the click day); the runs after change nothing.
+    expect((await results.summariesOf('7214', [TODAY]))[0]?.here.attempts).toBe(2);
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({
+      skippedDays: 6,
+      summariesWritten: 0,
+      superseded: 0,
+    });
+    await expectSameAsFullRecheck('7214');
+  });
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);
