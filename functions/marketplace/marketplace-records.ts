@@ -94,20 +94,24 @@ const optionalText = z.pipe(
 );
 const nonEmpty = z.string().check(z.minLength(1, 'is empty'));
 
+/** A field nothing is counted or placed by: unreadable, it is left out rather than the whole row. */
+const informational = <T extends z.ZodMiniType>(schema: T) => z.catch(z.optional(schema), undefined);
+
 const transactionSchema = z.object({
-  token: nonEmpty,
+  token: z.pipe(text, nonEmpty),
   PID: z.pipe(text, nonEmpty),
   status: nonEmpty,
-  CPI: amount,
+  // Checked below: a price matters only on a complete.
+  CPI: z.catch(z.optional(amount), undefined),
   verifyToken: optionalText,
-  termReason: optionalText,
-  ip: optionalText,
-  trackId: optionalText,
-  surveyUrl: optionalText,
+  termReason: informational(optionalText),
+  ip: informational(optionalText),
+  trackId: informational(optionalText),
+  surveyUrl: informational(optionalText),
   st_date_time: pacificTime,
   clkDateTime: pacificTime,
-  completeDateTime: pacificTime,
-  verifiedTknDt: pacificTime,
+  completeDateTime: informational(pacificTime),
+  verifiedTknDt: informational(pacificTime),
 });
 
 /** One row of getSurveyTransactions. */
@@ -131,18 +135,53 @@ export interface Transaction {
   readonly verifiedAt?: PacificTime | undefined;
 }
 
+/**
+ * The instant the marketplace files a transaction under, in UTC: its click, else its start, else its completion
+ * (a row missing the first two is still placed, on the day its respondent was there, rather than dropped).
+ */
+export const filedAt = (t: Transaction): string | undefined =>
+  t.clickedAt?.utc ?? t.startedAt?.utc ?? t.completedAt?.utc;
+
+/**
+ * One row per token (the marketplace's transaction id): a row listed twice (pages that overlap, a list that
+ * repeats itself) is counted once. Copies that differ keep the one verified last, else the one listed last.
+ */
+export function distinctTransactions(rows: readonly Transaction[]): {
+  rows: Transaction[];
+  duplicates: number;
+} {
+  const byToken = new Map<string, Transaction>();
+  for (const row of rows) {
+    const kept = byToken.get(row.token);
+    if (!kept || (kept.verifiedAt?.utc ?? '') <= (row.verifiedAt?.utc ?? '')) byToken.set(row.token, row);
+  }
+  return { rows: [...byToken.values()], duplicates: rows.length - byToken.size };
+}
+
 export function parseTransaction(raw: unknown): Parsed<Transaction> {
   const parsed = transactionSchema.safeParse(raw);
   if (!parsed.success)
     return { ok: false, problem: describeIssues(parsed.error, { limit: 3, whole: '(row)' }) };
   const t = parsed.data;
+  // A complete without a readable price cannot be counted; anything else earns nothing whatever it says.
+  if (t.CPI === undefined && t.status === 'Completed')
+    return {
+      ok: false,
+      problem: `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
+    };
+  // Every row must be placed in a day: by its click, its start, or at least its completion.
+  if (!t.clkDateTime && !t.st_date_time && !t.completeDateTime)
+    return {
+      ok: false,
+      problem: 'has no clkDateTime, st_date_time or completeDateTime to place it in a day',
+    };
   return {
     ok: true,
     value: {
       token: t.token,
       pid: t.PID,
       status: t.status,
-      cpi: t.CPI,
+      cpi: t.CPI ?? '0.00',
       verifyToken: t.verifyToken || undefined,
       termReason: t.termReason || undefined,
       ip: t.ip,

@@ -18,7 +18,7 @@ import type {
   VerdictChange,
 } from '../ledger/ledger-store';
 import type { MarketplaceClient } from '../marketplace/marketplace-client';
-import type { Transaction } from '../marketplace/marketplace-records';
+import { distinctTransactions, filedAt, type Transaction } from '../marketplace/marketplace-records';
 import { pacificDay } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
@@ -91,6 +91,8 @@ export interface SurveyOutcome {
   readonly transactions: number;
   readonly attempts: number;
   readonly malformedRows: number;
+  /** Rows the marketplace listed more than once (same token), counted once. */
+  readonly duplicateRows: number;
   readonly undated: number;
   /** Discrepancies too recent to judge this run. */
   readonly awaiting: number;
@@ -142,6 +144,7 @@ const emptyOutcome = (
   transactions: 0,
   attempts: 0,
   malformedRows: 0,
+  duplicateRows: 0,
   undated: 0,
   awaiting: 0,
   readByKey: 0,
@@ -224,7 +227,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const range = fetchRange(window);
       // What a call for just these days would have listed, and the rows before them already at hand.
       const [from, to] = [range.from.toISOString(), range.to.toISOString()];
-      const filed = (t: Transaction) => t.clickedAt?.utc ?? t.startedAt?.utc;
+      const filed = filedAt;
       const transactions = listed.filter((t) => {
         const at = filed(t);
         return at === undefined || (at >= from && at < to);
@@ -336,10 +339,9 @@ export function reconciler(deps: ReconcilerDeps) {
         const groups = contiguous(regardless);
         // Both sides at once; if the marketplace fails, the ledger reads are simply discarded.
         const [listed, seenByGroup] = await Promise.all([
-          deps.marketplace.getSurveyTransactions(surveyId, {
-            startDate: range.startDate,
-            endDate: range.endDate,
-          }),
+          deps.marketplace
+            .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
+            .then(readable),
           Promise.all(
             groups.map((group) => {
               const { from, to } = attemptRange(group);
@@ -348,8 +350,8 @@ export function reconciler(deps: ReconcilerDeps) {
           ),
         ]);
         outcome.transactions += listed.rows.length;
-        outcome.malformedRows += listed.malformed.length;
-        outcome.undated += listed.rows.filter((t) => (t.clickedAt ?? t.startedAt) === undefined).length;
+        outcome.duplicateRows += listed.duplicates;
+        outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
         // Settled days whose transactions changed since they were reconciled.
         const changedDays = window.filter(
           (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),
@@ -365,6 +367,7 @@ export function reconciler(deps: ReconcilerDeps) {
             lookback = deps.marketplace.getSurveyTransactions(surveyId, wanted);
             const earlier = await lookback;
             outcome.lookbacks++;
+            // Only searched by token for attempts with no transaction at hand: a bad row there is counted.
             outcome.malformedRows += earlier.malformed.length;
           }
           return lookback;
@@ -395,6 +398,20 @@ export function reconciler(deps: ReconcilerDeps) {
         .catch(() => undefined);
       return emptyOutcome(surveyId, allDays, 'failed', message);
     }
+  }
+
+  /**
+   * The window's rows, one per token, all of them readable: a row that cannot be read is not "no transaction"
+   * (its complete would drop out of what is owed and its attempt turn into a false discrepancy), so the survey
+   * fails, naming it, and its days are retried by every run until the row reads.
+   */
+  function readable(listed: Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>) {
+    const [first] = listed.malformed;
+    if (first)
+      throw new Error(
+        `${listed.malformed.length} unreadable transaction rows (row ${first.index}${first.reference ? ` ${first.reference}` : ''}: ${first.problem})`,
+      );
+    return distinctTransactions(listed.rows);
   }
 
   /** Reconciles surveys in order, `concurrency` at a time, taking up no new survey after the deadline. */
@@ -556,6 +573,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     transactions: 0,
     attempts: 0,
     malformedRows: 0,
+    duplicateRows: 0,
     awaiting: 0,
     readByKey: 0,
     lookbacks: 0,
@@ -571,6 +589,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.transactions += o.transactions;
     sum.attempts += o.attempts;
     sum.malformedRows += o.malformedRows;
+    sum.duplicateRows += o.duplicateRows;
     sum.awaiting += o.awaiting;
     sum.readByKey += o.readByKey;
     sum.lookbacks += o.lookbacks;

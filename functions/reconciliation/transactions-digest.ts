@@ -4,7 +4,7 @@
  * and independent of the order the marketplace lists rows in, so only a change in the rows changes it.
  */
 import { createHash } from 'node:crypto';
-import type { Transaction } from '../marketplace/marketplace-records';
+import { filedAt, type Transaction } from '../marketplace/marketplace-records';
 import { pacificDayRange } from '../marketplace/pacific-time';
 
 /**
@@ -17,7 +17,7 @@ export function transactionsDigest(rows: readonly Transaction[], day: string): s
   const [from, to] = [start.toISOString(), end.toISOString()];
   const lines: string[] = [];
   for (const t of rows) {
-    const filed = t.clickedAt?.utc ?? t.startedAt?.utc;
+    const filed = filedAt(t);
     if (filed !== undefined && (filed < from || filed >= to)) continue;
     lines.push(
       JSON.stringify([

@@ -18,7 +18,7 @@
  */
 
 import type { Transaction } from '../marketplace/marketplace-records';
-import { outcomeOfStatus } from '../marketplace/marketplace-records';
+import { filedAt, outcomeOfStatus } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { sameAmount, sumAmounts } from '../shared/money';
@@ -243,7 +243,7 @@ export function attemptKeysToRead(
   const tokens = new Set(window.attempts.map((a) => a.token));
   const keys = new Map<string, { pid: string; token: string }>();
   for (const t of window.transactions) {
-    const clicked = t.clickedAt?.utc ?? t.startedAt?.utc;
+    const clicked = filedAt(t);
     if (!clicked || tokens.has(t.token) || !owned.has(dayOf(clicked))) continue;
     keys.set(JSON.stringify([t.pid, t.token]), { pid: t.pid, token: t.token });
   }
@@ -264,7 +264,7 @@ export function needsLookback(window: SurveyWindow): boolean {
     if (!day || !owned.has(day)) return false;
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     return !(earlierByToken.get(attempt.token) ?? []).some((t) => {
-      const at = t.clickedAt?.utc ?? t.startedAt?.utc;
+      const at = filedAt(t);
       return at !== undefined && dayOf(at) >= searchedFrom;
     });
   });
@@ -303,7 +303,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       .map((p) => p.transaction?.token),
   );
   for (const { transaction, attempt, matchedBy } of pairs) {
-    const clicked = transaction?.clickedAt?.utc ?? transaction?.startedAt?.utc;
+    const clicked = transaction && filedAt(transaction);
     if (transaction && !clicked) {
       undated++;
       continue;
@@ -322,14 +322,14 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {
       const candidates = (earlierByToken.get(attempt.token) ?? []).filter((t) => {
-        const at = t.clickedAt?.utc ?? t.startedAt?.utc;
+        const at = filedAt(t);
         return at !== undefined && dayOf(at) >= searchedFrom;
       });
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;
         const latest = candidates
-          .map((t) => ({ t, at: (t.clickedAt?.utc ?? t.startedAt?.utc) as string }))
+          .map((t) => ({ t, at: filedAt(t) as string }))
           .sort((a, b) => a.at.localeCompare(b.at))
           .at(-1) as { t: Transaction; at: string };
         elsewhere.push({ day: dayOf(latest.at), attempt });
@@ -526,7 +526,7 @@ export function summarize(
   const ofDay = verdicts.filter((v) => v.verdict.day === day);
   const { start, end } = pacificDayRange(day);
   const dayTransactions = transactions.filter((t) => {
-    const clicked = t.clickedAt?.utc ?? t.startedAt?.utc;
+    const clicked = filedAt(t);
     return clicked !== undefined && clicked >= start.toISOString() && clicked < end.toISOString();
   });
   const completes = dayTransactions.filter((t) => t.status === 'Completed');

@@ -249,33 +249,51 @@ describe('a reconciliation run', () => {
     });
   });
 
-  it('reports unreadable transaction rows instead of counting them', async () => {
+  it('fails a survey with an unreadable row, naming it, rather than leave its money out; reads what is only informational', async () => {
     await survey(7006);
+    const click = new Date(REFERENCE_MS - 3_600_000);
     const good = {
       token: 'g1',
       PID: 'g',
       status: 'Completed',
       CPI: '1.50',
-      verifyToken: 'Pending',
-      clkDateTime: '',
+      verifyToken: 'Valid',
+      clkDateTime: formatPacificTime(click),
     };
-    const click = new Date(REFERENCE_MS - 3_600_000);
-    good.clkDateTime = formatPacificTime(click);
-    const broken = createMarketplaceClient({
+    let rows: unknown[] = [good, { ...good, token: 'g2', CPI: 'n/a' }];
+    const listing = createMarketplaceClient({
       baseUrl: marketplace.url,
       accessToken: () => TOKEN,
+      retries: 0,
       fetch: async () =>
-        new Response(
-          JSON.stringify({ apiStatus: 'success', result: [good, { ...good, token: 'g2', CPI: 'n/a' }] }),
-          { status: 200 },
-        ),
+        new Response(JSON.stringify({ apiStatus: 'success', result: rows }), { status: 200 }),
     });
-    const report = await engine({ marketplace: broken }).run(today, today, ['7006']);
-    expect(report.outcomes[0]).toMatchObject({
-      transactions: 1,
-      malformedRows: 1,
-      verdicts: { complete_not_received: 1 },
+    const failed = await engine({ marketplace: listing }).run(today, today, ['7006']);
+    expect(failed.outcomes[0]).toMatchObject({ status: 'failed' });
+    expect(failed.outcomes[0]?.error).toMatch(
+      /1 unreadable transaction rows \(row 1 .*CPI is not an amount: "n\/a"/,
+    );
+    expect(await results.summariesOf('7006', [today])).toEqual([]);
+    expect((await results.surveyState('7006'))?.failedDays).toContain(today);
+
+    // The row reads again; fields nothing is counted by may be unreadable; a non-complete's price is nothing;
+    // a row listed twice counts once.
+    rows = [
+      { ...good, completeDateTime: 'Invalid date', verifiedTknDt: '2026-11-20T10:00:00Z', ip: { v: 4 } },
+      { ...good, token: 'g2', CPI: 1.5 },
+      { ...good, token: 'g2', CPI: 1.5 },
+      { ...good, token: 'g3', status: 'Failed', CPI: null },
+    ];
+    const read = await engine({ marketplace: listing }).run(today, today, ['7006']);
+    expect(read.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      transactions: 3,
+      duplicateRows: 1,
+      verdicts: { complete_not_received: 2, not_received: 1 },
     });
+    const [summary] = await results.summariesOf('7006', [today]);
+    expect(summary?.marketplace).toMatchObject({ transactions: 3, validCompletes: 2, owed: '3.00' });
+    expect((await results.surveyState('7006'))?.failedDays).toEqual([]);
   });
 });
 

@@ -3,6 +3,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  distinctTransactions,
+  filedAt,
   parseRedirectSettings,
   parseSurvey,
   parseTransaction,
@@ -70,10 +72,57 @@ describe('transactions', () => {
     ['a negative CPI', { CPI: -1 }, /CPI is not an amount/],
     ['an unreadable click time', { clkDateTime: 'yesterday' }, /clkDateTime is not a marketplace time/],
     ['no status', { status: undefined }, /status/],
+    [
+      'no time to place it by',
+      { st_date_time: '', clkDateTime: undefined, completeDateTime: null },
+      /no clkDateTime, st_date_time or completeDateTime/,
+    ],
   ])('report a row with %s as malformed', (_, change, problem) => {
     const parsed = parseTransaction({ ...transaction, ...change });
     expect(parsed.ok).toBe(false);
     if (!parsed.ok) expect(parsed.problem).toMatch(problem);
+  });
+
+  it('leave out what is only informational when it cannot be read; price a non-complete at nothing', () => {
+    const parsed = parseTransaction({
+      ...transaction,
+      token: 98765,
+      completeDateTime: 'Invalid date',
+      verifiedTknDt: '2026-11-23T17:00:00Z',
+      ip: null,
+      trackId: { id: 1 },
+    });
+    expect(parsed.ok && parsed.value).toMatchObject({ token: '98765', cpi: '1.25' });
+    expect(parsed.ok && [parsed.value.completedAt, parsed.value.verifiedAt, parsed.value.trackId]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    const failed = parseTransaction({ ...transaction, status: 'Failed', CPI: null });
+    expect(failed.ok && failed.value.cpi).toBe('0.00');
+  });
+
+  it('file a row by its click, else its start, else its completion', () => {
+    const read = (change: object) => {
+      const parsed = parseTransaction({ ...transaction, ...change });
+      return parsed.ok ? filedAt(parsed.value) : 'malformed';
+    };
+    expect(read({})).toBe('2026-11-22T07:55:00.000Z');
+    expect(read({ clkDateTime: '', st_date_time: '' })).toBe('2026-11-22T08:20:00.000Z');
+  });
+
+  it('count a token listed twice once, keeping the copy verified last, else the one listed last', () => {
+    const row = (change: object) => {
+      const parsed = parseTransaction({ ...transaction, ...change });
+      if (!parsed.ok) throw new Error(parsed.problem);
+      return parsed.value;
+    };
+    const pending = row({});
+    const valid = row({ verifyToken: 'Valid', verifiedTknDt: '11/23/2026, 9:00:00 am PST' });
+    const other = row({ token: 'x9' });
+    expect(distinctTransactions([valid, other, pending])).toEqual({ rows: [valid, other], duplicates: 1 });
+    expect(distinctTransactions([pending, valid]).rows).toEqual([valid]);
+    expect(distinctTransactions([pending, { ...pending, status: 'Failed' }]).rows[0]?.status).toBe('Failed');
   });
 });
 
