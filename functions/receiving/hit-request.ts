@@ -7,7 +7,7 @@
 
 import type { RejectedHit } from '../ledger/ledger-store';
 import { badRequest, type RefusalCode, Rejection } from '../shared/rejection';
-import { type IdentifierField, identifierProblem } from './identifiers';
+import { type IdentifierField, identifierProblem, isBlank } from './identifiers';
 import { type Channel, type Outcome, outcomesOf, parseOutcome } from './outcome';
 import type { SignedTarget } from './signing';
 
@@ -21,6 +21,8 @@ export interface HitRequest {
   readonly contentType?: string | undefined;
   /** The body as text (already base64-decoded by the adapter), if any. */
   readonly body?: string | undefined;
+  /** The body's bytes were not UTF-8 (the adapter left `body` out rather than decode them lossily). */
+  readonly bodyNotUtf8?: boolean | undefined;
 }
 
 /** What the URL claims: its target and the signature presented for it. */
@@ -91,29 +93,46 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
 }
 
 /**
- * Reads pid and token from the query and, for postbacks, the body. A value given twice must be given the
- * same way twice. Throws a Rejection (400, 413 or 415).
+ * Reads pid and token from the query and, for postbacks, the body. A value given in both places must be the
+ * same in both; one that says nothing (empty, null, a placeholder left unsubstituted) lets the other stand. When
+ * the signed query already carries both, a body that cannot be read is ignored: the marketplace's body format is
+ * undocumented, and refusing a genuine postback loses it. Throws a Rejection (400, 413 or 415).
  */
 export function readIdentity(
   request: HitRequest,
   query: Params,
 ): { pid: string; token: string; source: HitSource } {
-  const body = readBody(request);
-  const pick = (field: Exclude<IdentifierField, 'surveyId'>): string => {
+  const querySuffices = !isBlank(query.get('pid')) && !isBlank(query.get('token'));
+  let body: ParsedBody | undefined;
+  try {
+    body = readBody(request);
+  } catch (error) {
+    if (!querySuffices || !(error instanceof Rejection) || error.status === 413) throw error;
+  }
+  const pick = (field: Exclude<IdentifierField, 'surveyId'>): { value: string; fromBody: boolean } => {
     const fromQuery = query.get(field);
     const fromBody = body?.params.get(field);
-    if (fromQuery !== undefined && fromBody !== undefined && fromQuery !== fromBody) {
-      throw badRequest(`${field} is given twice with different values (query and body)`);
+    if (!isBlank(fromQuery) && !isBlank(fromBody) && fromQuery !== fromBody) {
+      // A `+` in a query the sender did not percent-encode reads as a space; the body says what was meant.
+      if (fromQuery !== fromBody?.replaceAll('+', ' '))
+        throw badRequest(`${field} is given twice with different values (query and body)`);
+      return checked(field, fromBody, true);
     }
-    const value = fromQuery ?? fromBody;
-    const problem = identifierProblem(field, value);
-    if (problem) throw badRequest(problem);
-    return value as string;
+    if (!isBlank(fromQuery)) return checked(field, fromQuery, false);
+    if (!isBlank(fromBody)) return checked(field, fromBody, true);
+    // Nothing usable anywhere: the problem of what there is (a placeholder is named as such).
+    return checked(field, fromQuery ?? fromBody, false);
   };
   const pid = pick('pid');
   const token = pick('token');
-  const source: HitSource = body?.params.has('pid') ? body.kind : 'query';
-  return { pid, token, source };
+  const source: HitSource = body && (pid.fromBody || token.fromBody) ? body.kind : 'query';
+  return { pid: pid.value, token: token.value, source };
+}
+
+function checked(field: Exclude<IdentifierField, 'surveyId'>, value: string | undefined, fromBody: boolean) {
+  const problem = identifierProblem(field, value);
+  if (problem) throw badRequest(problem);
+  return { value: value as string, fromBody };
 }
 
 interface ParsedBody {
@@ -122,6 +141,7 @@ interface ParsedBody {
 }
 
 function readBody(request: HitRequest): ParsedBody | undefined {
+  if (request.bodyNotUtf8) throw badRequest('body is not well-formed UTF-8');
   const text = request.body ?? '';
   if (Buffer.byteLength(text, 'utf8') > MAX_BODY_BYTES) {
     throw new Rejection(413, 'payload_too_large', `body exceeds ${MAX_BODY_BYTES} bytes`);
@@ -149,9 +169,10 @@ function kindOfMediaType(mediaType: string): 'json' | 'form' | undefined {
 
 /** Without a content type, a body is taken only when its form is unambiguous. */
 function sniff(text: string): 'json' | 'form' | undefined {
-  const trimmed = text.trim();
+  const trimmed = text.trim().replace(/^\uFEFF/, '');
   if (trimmed.startsWith('{')) return 'json';
-  if (/^[^=&\s]+=[^&\s]*(&[^=&\s]+=[^&\s]*)*$/.test(trimmed)) return 'form';
+  // name=value pairs joined by `&`, a stray `&` at either end or doubled allowed (form encoders emit them).
+  if (/^&*[^=&\s]+=[^&\s]*(&+[^=&\s]+=[^&\s]*)*&*$/.test(trimmed)) return 'form';
   return undefined;
 }
 
@@ -159,7 +180,8 @@ function sniff(text: string): 'json' | 'form' | undefined {
 function readJsonParams(text: string): Params {
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // A byte-order mark is not JSON, but some encoders put one first.
+    value = JSON.parse(text.replace(/^\uFEFF/, ''));
   } catch {
     throw badRequest('body is not valid JSON');
   }
@@ -171,6 +193,8 @@ function readJsonParams(text: string): Params {
     const key = rawKey.toLowerCase();
     if (key !== 'pid' && key !== 'token') continue;
     let text: string;
+    // null says nothing: the query's value, if any, stands.
+    if (raw === null) continue;
     if (typeof raw === 'string') text = raw;
     else if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 0) text = String(raw);
     else throw badRequest(`${key} in the JSON body must be a string`);
@@ -182,17 +206,25 @@ function readJsonParams(text: string): Params {
   return params;
 }
 
-/** Parses `a=1&b=2`; a name repeated with a different value is refused, never silently resolved. */
+/** The parameters a hit is read by: given twice, they must agree; any other parameter is not this product's. */
+const READ = new Set(['pid', 'token', 'kid', 'sig']);
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Parses `a=1&b=2` (`+` a space, a malformed escape kept as it is). The parameters a hit is read by must be
+ * well-formed UTF-8 once decoded (never replaced by U+FFFD, which would make two ids one) and, when repeated, the
+ * same; any other parameter is left alone.
+ */
 function readParams(encoded: string, where: 'query' | 'body'): Params {
   const params = new Map<string, string>();
-  let search: URLSearchParams;
-  try {
-    search = new URLSearchParams(encoded);
-  } catch {
-    throw badRequest(`${where} is not valid form encoding`);
-  }
-  for (const [rawKey, value] of search) {
-    const key = where === 'body' ? rawKey.toLowerCase() : rawKey;
+  for (const part of encoded.split('&')) {
+    if (part === '') continue;
+    const at = part.indexOf('=');
+    const rawKey = decode(at < 0 ? part : part.slice(0, at));
+    const key = where === 'body' ? rawKey?.toLowerCase() : rawKey;
+    if (key === undefined || !READ.has(key)) continue;
+    const value = decode(at < 0 ? '' : part.slice(at + 1));
+    if (value === undefined) throw badRequest(`${key} is not well-formed UTF-8 (${where})`);
     const seen = params.get(key);
     if (seen !== undefined && seen !== value) {
       throw badRequest(`${key} is given twice with different values (${where})`);
@@ -200,4 +232,18 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     params.set(key, value);
   }
   return params;
+}
+
+/** Form decoding of one name or value: undefined when its bytes are not UTF-8. */
+function decode(encoded: string): string | undefined {
+  const bytes: number[] = [];
+  for (const [piece] of encoded.replaceAll('+', ' ').matchAll(/%[0-9a-fA-F]{2}|[\s\S]/gu)) {
+    if (piece.length === 3 && piece.startsWith('%')) bytes.push(Number.parseInt(piece.slice(1), 16));
+    else bytes.push(...Buffer.from(piece, 'utf8'));
+  }
+  try {
+    return STRICT_UTF8.decode(Uint8Array.from(bytes));
+  } catch {
+    return undefined;
+  }
 }

@@ -7,19 +7,30 @@
  * control characters (they would split a log line or a CSV row) or text that is not well-formed Unicode, and
  * anything over the byte bound.
  *
- * The bounds (64 bytes of UTF-8 for a pid, 72 for a token: the marketplace's tokens are hex-like, a UUID is 36)
+ * Ids up to 64 bytes of UTF-8 for a pid and 72 for a token (the marketplace's tokens are hex-like, a UUID is 36)
  * keep an attempt within one 1 KB DynamoDB write unit for the hits of every day (redirect, postback, a retry of
- * each) even with ids made wholly of characters the keys must escape (`#`, `%`, three bytes each in a key):
- * test/integration/item-size.test.ts measures that worst case at 992 bytes; 100-byte tokens measured 1104.
+ * each) even when made wholly of characters the keys must escape (`#`, `%`, three bytes each in a key):
+ * test/integration/item-size.test.ts measures that worst case at 992 bytes. Longer ids are accepted (a genuine
+ * postback refused is a postback lost, and nothing in the marketplace bounds a panel's ids), at two units a hit,
+ * up to what DynamoDB's keys can hold escaped: a pid in the partition key (2,048 bytes), a token in sort keys
+ * (1,024 bytes, escaped twice in the discrepancy index's).
  * Keys escape their delimiters (ledger-schema.ts `keyPart`), so every value keys unambiguously.
  */
 
 export const SURVEY_ID_PATTERN = /^[1-9][0-9]{0,11}$/;
-export const PID_MAX_BYTES = 64;
-export const TOKEN_MAX_BYTES = 72;
+/** The longest ids an attempt stays within one write unit with. */
+export const ONE_UNIT_PID_BYTES = 64;
+export const ONE_UNIT_TOKEN_BYTES = 72;
+/** The longest ids accepted. */
+export const PID_MAX_BYTES = 512;
+export const TOKEN_MAX_BYTES = 128;
 
 /** What the marketplace leaves in a URL when it did not substitute a placeholder. */
 const PLACEHOLDER = /\[%%\w+%%\]/;
+
+/** A value that says nothing (missing, empty, or a placeholder left as it was): another place's value may stand. */
+export const isBlank = (value: string | undefined): boolean =>
+  value === undefined || value.trim() === '' || PLACEHOLDER.test(value);
 /** C0, DEL and C1 controls; lone surrogates (not Unicode text, and not storable as UTF-8). */
 const CONTROL = /\p{Cc}/u;
 const LONE_SURROGATE = /\p{Cs}/u;

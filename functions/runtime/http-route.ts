@@ -2,6 +2,7 @@
  * The HTTP edge shared by the handlers: API Gateway HTTP API (payload v2) events in, responses out, and the
  * one place where errors become responses. JSON for servers; for browsers, always a page.
  */
+import { isUtf8 } from 'node:buffer';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
@@ -17,17 +18,17 @@ type Handler = (event: ApiEvent, context: Context) => Promise<ApiResult>;
 
 /** The parts of an API Gateway event a hit is read from. */
 export function hitRequestFrom(event: ApiEvent): HitRequest {
-  const body =
-    event.body === undefined
-      ? undefined
-      : event.isBase64Encoded
-        ? Buffer.from(event.body, 'base64').toString('utf8')
-        : event.body;
+  const bytes =
+    event.body !== undefined && event.isBase64Encoded ? Buffer.from(event.body, 'base64') : undefined;
+  // Bytes that are not UTF-8 are not text: said so, never decoded into replacement characters.
+  const undecodable = bytes !== undefined && !isUtf8(bytes);
+  const body = bytes ? (undecodable ? undefined : bytes.toString('utf8')) : event.body;
   return {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
     contentType: event.headers?.['content-type'],
     body,
+    ...(undecodable ? { bodyNotUtf8: true } : {}),
   };
 }
 

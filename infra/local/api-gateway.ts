@@ -2,6 +2,7 @@
  * A local stand-in for API Gateway's HTTP API: matches the route table, builds real payload-v2 events, invokes
  * the same handlers the stack deploys and writes their responses back. Listens on loopback only.
  */
+import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -143,7 +144,8 @@ export function buildEvent(
   for (const [name, value] of new URLSearchParams(rawQueryString)) {
     query[name] = name in query ? `${query[name]},${value}` : value;
   }
-  const isText = TEXT_TYPES.test(headers['content-type'] ?? '');
+  // Text passes as text only when it is UTF-8; anything else goes base64, as bytes, for the handler to judge.
+  const isText = TEXT_TYPES.test(headers['content-type'] ?? '') && isUtf8(body);
   const now = new Date();
   const requestId = randomUUID();
   return {

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { attemptKey, rejectedKey } from '../../functions/ledger/ledger-schema';
+import { attemptKey, discrepancyIndexKey, rejectedKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -13,7 +13,12 @@ import {
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
 import type { Hit } from '../../functions/receiving/hit-request';
-import { PID_MAX_BYTES, TOKEN_MAX_BYTES } from '../../functions/receiving/identifiers';
+import {
+  ONE_UNIT_PID_BYTES,
+  ONE_UNIT_TOKEN_BYTES,
+  PID_MAX_BYTES,
+  TOKEN_MAX_BYTES,
+} from '../../functions/receiving/identifiers';
 import type { Outcome } from '../../functions/receiving/outcome';
 import { itemSize } from '../support/item-size';
 import { freshTable } from '../support/ledger';
@@ -76,7 +81,7 @@ describe('attempt item size', () => {
 });
 
 describe('the identifier bound', () => {
-  it('ids at the byte bound, made of characters keys must escape, still fit one write unit', async () => {
+  it('ids at the one-unit bound, made of characters keys must escape, still fit one write unit', async () => {
     // The hits of every day: a redirect, a postback retried once, and a respondent who came back to the link.
     const all: [Hit['channel'], Outcome][] = [
       ['redirect', 'success'],
@@ -85,10 +90,39 @@ describe('the identifier bound', () => {
       ['redirect', 'success'],
     ];
     const size = await sizeAfter(
-      { surveyId: '999999999999', pid: '%'.repeat(PID_MAX_BYTES), token: '#'.repeat(TOKEN_MAX_BYTES) },
+      {
+        surveyId: '999999999999',
+        pid: '%'.repeat(ONE_UNIT_PID_BYTES),
+        token: '#'.repeat(ONE_UNIT_TOKEN_BYTES),
+      },
       all,
     );
     expect(size).toBeLessThanOrEqual(1024);
+  });
+
+  it('the longest ids accepted, made of characters keys must escape, are stored and fit every key', async () => {
+    const ids = {
+      surveyId: '999999999999',
+      pid: '%'.repeat(PID_MAX_BYTES),
+      token: '%'.repeat(TOKEN_MAX_BYTES),
+    };
+    await sizeAfter(ids, [
+      ['redirect', 'success'],
+      ['postback', 'success'],
+    ]);
+    const [stored] = await store.attemptsOf(ids.surveyId, ids.pid);
+    expect(stored).toMatchObject({ pid: ids.pid, token: ids.token, complete: 'postback-confirmed' });
+    const key = attemptKey(ids.surveyId, ids.pid, ids.token);
+    expect(Buffer.byteLength(key.pk)).toBeLessThanOrEqual(2048);
+    expect(Buffer.byteLength(key.sk)).toBeLessThanOrEqual(1024);
+    // The discrepancy index escapes the table's (already escaped) sort key once more, as recordVerdict does.
+    const index = discrepancyIndexKey(
+      '2026-11-21',
+      ids.surveyId,
+      'complete_not_received_xx',
+      key.sk.replace(/^TOKEN#/, ''),
+    );
+    expect(Buffer.byteLength(index.gsi2sk)).toBeLessThanOrEqual(1024);
   });
 });
 

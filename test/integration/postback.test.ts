@@ -213,9 +213,9 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     ],
     [
       'a pid over the byte bound',
-      (u: string) => tamper(u, 'pid', 'é'.repeat(33)),
+      (u: string) => tamper(u, 'pid', 'é'.repeat(257)),
       400,
-      'pid must be at most 64 bytes of UTF-8',
+      'pid must be at most 512 bytes of UTF-8',
     ],
     [
       'an unsubstituted placeholder',
@@ -248,10 +248,15 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     }
   });
 
-  it('with a wrong content type or an oversized body: 415 and 413', async () => {
+  it('with a body it cannot read: 415 when the ids must come from it, and 413 when oversized', async () => {
+    const withoutToken = new URL(successUrl());
+    withoutToken.searchParams.delete('token');
     const xml = await invoke(
       handler,
-      apiEvent('POST', successUrl(), { body: '<x/>', headers: { 'content-type': 'application/xml' } }),
+      apiEvent('POST', withoutToken.toString(), {
+        body: '<x/>',
+        headers: { 'content-type': 'application/xml' },
+      }),
     );
     expect(xml.statusCode).toBe(415);
     const big = await invoke(
@@ -262,6 +267,29 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
       }),
     );
     expect(big.statusCode).toBe(413);
+    expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
+  });
+
+  it('with a body it cannot read but both ids in the signed query: recorded from the query', async () => {
+    const result = await invoke(
+      handler,
+      apiEvent('POST', successUrl(), { body: '<x/>', headers: { 'content-type': 'application/xml' } }),
+    );
+    expect(result.statusCode).toBe(200);
+    expect((await only()).postback).toMatchObject({ outcome: 'success', source: 'query' });
+  });
+
+  it('with body bytes that are not UTF-8 and ids only in the body: 400, nothing stored', async () => {
+    const bare = new URL(successUrl());
+    bare.searchParams.delete('pid');
+    bare.searchParams.delete('token');
+    const event = apiEvent('POST', bare.toString(), {
+      body: Buffer.from([...Buffer.from(`pid=${ids.pid}&token=`), 0xff, 0xfe]).toString('base64'),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    const result = await invoke(handler, { ...event, isBase64Encoded: true });
+    expect(result.statusCode).toBe(400);
+    expect(JSON.parse(result.body ?? '{}')).toMatchObject({ message: 'body is not well-formed UTF-8' });
     expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
   });
 });

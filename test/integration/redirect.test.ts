@@ -166,12 +166,12 @@ describe('a redirect hit that does not check out', () => {
   });
 
   it('with a pid over the bound is kept apart, its pid clipped to well-formed text', async () => {
-    const pid = `a${'👩'.repeat(60)}`;
+    const pid = `a${'👩'.repeat(130)}`;
     const url = redirectUrl('success').replace(`pid=${ids.pid}`, `pid=${encodeURIComponent(pid)}`);
     const result = await refused(url);
     expect(result.statusCode).toBe(200);
     const [rejected] = await rejectedFrom(sourceIp);
-    expect(rejected?.reason).toBe('pid must be at most 64 bytes of UTF-8');
+    expect(rejected?.reason).toBe('pid must be at most 512 bytes of UTF-8');
     expect(pid.startsWith(rejected?.pid ?? '-')).toBe(true);
     expect(rejected?.pid).not.toMatch(/\p{Cs}/u);
   });

@@ -103,6 +103,78 @@ describe('reading the identity', () => {
     });
   });
 
+  it('lets a value in one place stand when the other says nothing (empty, null, a placeholder left as it was)', () => {
+    const json = (query: string, body: string) =>
+      identity(request({ rawQueryString: query, contentType: 'application/json', body }));
+    expect(
+      json('pid=%5B%25%25pid%25%25%5D&token=%5B%25%25token%25%25%5D', '{"pid":"p1","token":"t1"}'),
+    ).toEqual({
+      pid: 'p1',
+      token: 't1',
+      source: 'json',
+    });
+    expect(json('pid=&token=', '{"pid":"p1","token":"t1"}')).toMatchObject({ pid: 'p1', source: 'json' });
+    expect(json('pid=p1&token=t1', '{"pid":null,"token":"[%%token%%]"}')).toEqual({
+      pid: 'p1',
+      token: 't1',
+      source: 'query',
+    });
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=[%%pid%%]&token=t1',
+          contentType: 'application/x-www-form-urlencoded',
+          body: 'pid=p1',
+        }),
+      ),
+    ).toEqual({ pid: 'p1', token: 't1', source: 'form' });
+  });
+
+  it('ignores a body it cannot read when the signed query carries both ids', () => {
+    for (const body of [
+      { contentType: 'text/plain', body: 'OK' },
+      { contentType: 'multipart/form-data; boundary=x', body: '--x\r\n' },
+      { contentType: 'application/json', body: '{"pid":' },
+      { bodyNotUtf8: true },
+    ])
+      expect(identity(request(body))).toEqual({ pid: 'p1', token: 't1', source: 'query' });
+  });
+
+  it('reads a form body with a stray `&` and JSON after a byte-order mark', () => {
+    expect(identity(request({ rawQueryString: '', body: 'pid=a&token=b&' }))).toMatchObject({ pid: 'a' });
+    expect(
+      identity(
+        request({
+          rawQueryString: '',
+          contentType: 'application/json',
+          body: '\uFEFF{"pid":"a","token":"b"}',
+        }),
+      ),
+    ).toMatchObject({ pid: 'a', source: 'json' });
+  });
+
+  it('takes the body when the query differs from it only by `+` read as a space', () => {
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=ab+cd/ef==&token=t1',
+          contentType: 'application/json',
+          body: '{"pid":"ab+cd/ef=="}',
+        }),
+      ),
+    ).toMatchObject({ pid: 'ab+cd/ef==', source: 'json' });
+  });
+
+  it('reads percent-encoded UTF-8 exactly and leaves other parameters alone, repeated or not', () => {
+    expect(
+      identity(request({ rawQueryString: 'pid=Jos%C3%A9%F0%9F%98%80%2B&token=t%ZZ&x=1&x=2&utm=a' })),
+    ).toEqual({
+      pid: 'José😀+',
+      token: 't%ZZ',
+      source: 'query',
+    });
+  });
+
   it('accepts the same value in query and body', () => {
     expect(identity(request({ contentType: 'application/json', body: '{"pid":"p1"}' }))).toMatchObject({
       pid: 'p1',
@@ -156,7 +228,7 @@ describe('reading the identity', () => {
     ],
     [
       'wrong content type',
-      { contentType: 'text/xml', body: '<pid>p</pid>' },
+      { rawQueryString: 'token=t', contentType: 'text/xml', body: '<pid>p</pid>' },
       415,
       'content type text/xml is not accepted; send application/json or application/x-www-form-urlencoded',
     ],
@@ -165,6 +237,24 @@ describe('reading the identity', () => {
       { rawQueryString: '', body: 'just some text' },
       415,
       'body is neither JSON nor form-encoded',
+    ],
+    [
+      'a body whose bytes are not UTF-8, the query lacking an id',
+      { rawQueryString: 'pid=p', bodyNotUtf8: true },
+      400,
+      'body is not well-formed UTF-8',
+    ],
+    [
+      'a query id whose escapes are not UTF-8 (two ids would read as one)',
+      { rawQueryString: 'pid=Jos%E9&token=t' },
+      400,
+      'pid is not well-formed UTF-8 (query)',
+    ],
+    [
+      'an encoded surrogate',
+      { rawQueryString: 'pid=x%ED%A0%80&token=t' },
+      400,
+      'pid is not well-formed UTF-8 (query)',
     ],
     [
       'oversized body',

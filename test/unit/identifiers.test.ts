@@ -8,9 +8,9 @@ describe('identifiers', () => {
     ['surveyId', '1'],
     ['surveyId', '999999999999'],
     ['pid', 'abc-DEF_1.2~x'],
-    ['pid', 'p'.repeat(64)],
+    ['pid', 'p'.repeat(512)],
     ['token', '550e8400-e29b-41d4-a716-446655440000'],
-    ['token', 't'.repeat(72)],
+    ['token', 't'.repeat(128)],
     // The supplier's shapes: base64, e-mail, delimiters, spaces, any script, emoji.
     ['pid', 'dGVzdC0x+/Q=='],
     ['pid', 'a@b.com'],
@@ -31,13 +31,13 @@ describe('identifiers', () => {
     ['surveyId', '1e3', 'positive integer'],
     ['surveyId', '1234567890123', 'positive integer'],
     ['pid', '[%%pid%%]', 'unsubstituted placeholder'],
-    ['pid', 'p'.repeat(65), 'at most 64 bytes'],
-    ['pid', 'é'.repeat(33), 'at most 64 bytes'],
+    ['pid', 'p'.repeat(513), 'at most 512 bytes'],
+    ['pid', 'é'.repeat(257), 'at most 512 bytes'],
     ['pid', 'a\nb', 'control characters'],
     ['pid', 'a\u0085b', 'control characters'],
     ['pid', 'a\ud800b', 'well-formed Unicode'],
     ['token', '[%%token%%]', 'unsubstituted placeholder'],
-    ['token', 't'.repeat(73), 'at most 72 bytes'],
+    ['token', 't'.repeat(129), 'at most 128 bytes'],
     ['token', 'tok\u0000en', 'control characters'],
   ] as const)('refuse %s %j, saying why', (field, value, why) => {
     expect(identifierProblem(field, value)).toContain(why);
