@@ -101,11 +101,12 @@ export interface ReconciliationStore {
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
   recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
   /**
-   * Retires an item an earlier run created for a transaction now matched with an attempt that arrived under
-   * another pid (`superseded` of verdict-rules.ts): out of the day and discrepancy indexes, its verdict ended in
-   * its history. False, and nothing done, when a hit reached the item meanwhile.
+   * Retires an item an earlier run created for a transaction, now matched with an attempt that arrived under
+   * another pid (`superseded` of verdict-rules.ts) or listed no more (`withdrawn`): out of the day and discrepancy
+   * indexes, its verdict ended in its history with the reason. False, and nothing done, when a hit reached the
+   * item meanwhile.
    */
-  retireSuperseded(item: Attempt, at: Date): Promise<boolean>;
+  retireItem(item: Attempt, at: Date, reason: 'superseded' | 'withdrawn'): Promise<boolean>;
   /**
    * Leaves on the item of a transaction (created if absent) the pid its attempt arrived under (`pointers` of
    * verdict-rules.ts). False when it already said so.
@@ -303,7 +304,7 @@ export function createReconciliationStore(
       return existing ? 'changed' : 'new';
     },
 
-    async retireSuperseded(item, at) {
+    async retireItem(item, at, reason) {
       try {
         await send(() =>
           client.send(
@@ -311,7 +312,7 @@ export function createReconciliationStore(
               TableName: tableName,
               Key: attemptKey(item.surveyId, item.pid, item.token),
               UpdateExpression:
-                'SET supersededAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
+                'SET retiredAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
                 'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
               // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one.
               ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(lastSeenAt)',

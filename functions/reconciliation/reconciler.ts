@@ -107,6 +107,8 @@ export interface SurveyOutcome {
    * arrived under another spelling of the pid).
    */
   readonly superseded: number;
+  /** Items created for a transaction the marketplace lists no more, retired. */
+  readonly withdrawn: number;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
   readonly skippedDays: number;
   /** Day summaries written because their figures changed. */
@@ -151,6 +153,7 @@ const emptyOutcome = (
   lookbacks: 0,
   earlier: 0,
   superseded: 0,
+  withdrawn: 0,
   skippedDays: 0,
   summariesWritten: 0,
   verdicts: {},
@@ -281,7 +284,9 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.readByKey += byKey.length;
       outcome.earlier += result.earlier;
       for (const item of result.superseded)
-        if (await deps.results.retireSuperseded(item, at)) outcome.superseded++;
+        if (await deps.results.retireItem(item, at, 'superseded')) outcome.superseded++;
+      for (const item of result.withdrawn)
+        if (await deps.results.retireItem(item, at, 'withdrawn')) outcome.withdrawn++;
       for (const { pid, token, arrivedAs, day } of result.pointers)
         if (await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))
           await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
@@ -579,6 +584,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     lookbacks: 0,
     earlier: 0,
     superseded: 0,
+    withdrawn: 0,
     skippedDays: 0,
     summariesWritten: 0,
     changed: 0,
@@ -595,6 +601,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.lookbacks += o.lookbacks;
     sum.earlier += o.earlier;
     sum.superseded += o.superseded;
+    sum.withdrawn += o.withdrawn;
     sum.skippedDays += o.skippedDays;
     sum.summariesWritten += o.summariesWritten;
     sum.changed += o.changes.changed;

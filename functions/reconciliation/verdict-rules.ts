@@ -129,6 +129,11 @@ export interface SurveyWindowResult {
    */
   readonly superseded: readonly Attempt[];
   /**
+   * Items an earlier run created for a transaction the marketplace lists no more (nothing arrived for them, and
+   * nothing is left on either side): no verdict, retired by the caller. Listed again, it is judged again.
+   */
+  readonly withdrawn: readonly Attempt[];
+  /**
    * Attempts of the window whose transaction is of an earlier day under another pid (`earlier`): that day's run
    * reads attempts by the transaction's pid and would not find them, so the caller leaves a pointer on the
    * transaction's item (`arrivedAs`) and tells that day to look again.
@@ -296,6 +301,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const elsewhere: { day: string; attempt: Attempt }[] = [];
   const settled = window.settledBefore?.toISOString();
   const superseded: Attempt[] = [];
+  const withdrawn: Attempt[] = [];
   const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
   const arrivedTokens = new Set(
     pairs
@@ -314,8 +320,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       if (attempt && arrivedHere(attempt)) elsewhere.push({ day, attempt });
       continue;
     }
-    if (!transaction && attempt && !arrivedHere(attempt) && arrivedTokens.has(attempt.token)) {
-      superseded.push(attempt);
+    if (!transaction && attempt && !arrivedHere(attempt)) {
+      (arrivedTokens.has(attempt.token) ? superseded : withdrawn).push(attempt);
       continue;
     }
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
@@ -382,6 +388,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     earlier,
     elsewhere,
     superseded,
+    withdrawn,
     pointers,
   };
 }

@@ -391,6 +391,25 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7214');
   });
 
+  it('a complete the marketplace lists no more: the item made for it is withdrawn, with its money discrepancy', async () => {
+    await seededWeek(7215);
+    const settled = nextDay(TODAY, -3);
+    const gone = await complete(7215, settled, { arrived: false });
+    await hourly();
+    expect((await results.discrepancies(settled, '7215')).map((a) => a.token)).toEqual([gone.token]);
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += HOUR;
+    const next = await hourly();
+    expect(next.outcomes[0]).toMatchObject({ withdrawn: 1 });
+    expect(await results.discrepancies(settled, '7215')).toEqual([]);
+    expect((await results.summariesOf('7215', [settled]))[0]?.verdicts).toEqual({ matched: 2 });
+    const [item] = await results.attemptsByKey('7215', [{ pid: gone.pid, token: gone.token }]);
+    expect(item?.reconciliation).toBeUndefined();
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({ summariesWritten: 0, withdrawn: 0 });
+    await expectSameAsFullRecheck('7215');
+  });
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);

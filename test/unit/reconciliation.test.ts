@@ -255,6 +255,11 @@ describe('windows', () => {
     });
     expect(alone.verdicts.map((v) => v.verdict.kind)).toEqual(['complete_not_received']);
     expect(alone.superseded).toEqual([]);
+    // Listed no more: nothing on either side, so no verdict; the item is withdrawn.
+    const gone = reconcileSurveyWindow({ surveyId: '1', days: [DAY], transactions: [], attempts: [made] });
+    expect(gone.verdicts).toEqual([]);
+    expect(gone.withdrawn).toEqual([made]);
+    expect(gone.summaries[0]?.verdicts).toEqual({});
   });
 
   it('a respondent who clicks in before midnight and finishes after belongs to the first day, with no false discrepancy', () => {
