@@ -27,6 +27,12 @@ export interface SurveyRegistration {
   readonly removedAt?: string | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
   readonly expectedCpi?: string | undefined;
+  /**
+   * The survey's prices as this product saw them change, oldest first (at most `CPI_HISTORY_LIMIT`): a
+   * transaction is checked against the price in force when its respondent clicked in, not today's. `since` is
+   * when a price was first seen ('' for one seen before the history was kept).
+   */
+  readonly cpiHistory?: readonly { readonly cpi: string; readonly since: string }[] | undefined;
   readonly updatedAt: string;
 }
 
@@ -56,8 +62,25 @@ const REGISTRATION_FIELDS = [
   'failures',
   'removedAt',
   'expectedCpi',
+  'cpiHistory',
   'updatedAt',
 ] as const;
+
+export const CPI_HISTORY_LIMIT = 20;
+
+/** A registration's price fields once `cpi` is listed at `at`: the history grows only when the price changes. */
+export function pricedAt(
+  registration: Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory'> | undefined,
+  cpi: string | undefined,
+  at: string,
+): Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory'> {
+  const previous = registration?.expectedCpi;
+  const history =
+    registration?.cpiHistory ?? (previous !== undefined ? [{ cpi: previous, since: '' }] : []);
+  if (cpi === undefined || cpi === previous)
+    return previous === undefined ? {} : { expectedCpi: previous, cpiHistory: history };
+  return { expectedCpi: cpi, cpiHistory: [...history, { cpi, since: at }].slice(-CPI_HISTORY_LIMIT) };
+}
 
 export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: string): SurveyRegistry {
   const fromItem = (item: Item): SurveyRegistration =>

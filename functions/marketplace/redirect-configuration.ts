@@ -7,7 +7,7 @@
  * and settings comparison; the CLI and the scheduled sync each use most of it.
  */
 
-import type { SurveyRegistration, SurveyRegistry } from '../ledger/ledger-store';
+import { pricedAt, type SurveyRegistration, type SurveyRegistry } from '../ledger/ledger-store';
 import { type KeyRing, rotateKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
@@ -115,7 +115,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
     const registration = await deps.registry.get(surveyId);
-    const expectedCpi = cpi ?? registration?.expectedCpi;
+    const prices = pricedAt(registration, cpi, now().toISOString());
     if (
       !options.force &&
       registration?.state === 'active' &&
@@ -123,7 +123,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       registration.fingerprint === fingerprint
     ) {
       if (!options.dryRun && cpi !== undefined && cpi !== registration.expectedCpi) {
-        await deps.registry.put({ ...registration, expectedCpi: cpi, updatedAt: now().toISOString() });
+        await deps.registry.put({ ...registration, ...prices, updatedAt: now().toISOString() });
       }
       return { surveyId, status: 'unchanged' };
     }
@@ -148,7 +148,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         verified: true,
         verifiedAt: at,
         failures: 0,
-        ...(expectedCpi ? { expectedCpi } : {}),
+        ...prices,
         updatedAt: at,
       });
       return { surveyId, status: 'applied', kid: ring.current.kid };
@@ -164,7 +164,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         lastError: error.message,
         lastErrorAt: at,
         failures: (registration?.failures ?? 0) + 1,
-        ...(expectedCpi ? { expectedCpi } : {}),
+        ...prices,
         updatedAt: at,
       });
       return { surveyId, status: 'failed', error: error.message };

@@ -256,6 +256,7 @@ export function reconciler(deps: ReconcilerDeps) {
         transactions,
         attempts,
         expectedCpi: registration?.expectedCpi,
+        cpiHistory: registration?.cpiHistory,
         settledBefore,
         lookbackDays,
       };

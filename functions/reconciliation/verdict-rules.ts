@@ -105,6 +105,8 @@ export interface SurveyWindow {
   readonly lookbackDays?: number;
   /** The survey's CPI as this product knows it, to check amounts against. */
   readonly expectedCpi?: string | undefined;
+  /** Its prices over time (survey-registry.ts `cpiHistory`): a transaction is checked against its click's. */
+  readonly cpiHistory?: readonly { readonly cpi: string; readonly since: string }[] | undefined;
   /**
    * A discrepancy involving anything that happened at or after this instant is not judged yet: the other side
    * may simply not have caught up (a postback still being retried, a transaction list that lags).
@@ -349,7 +351,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         continue;
       }
     }
-    const classified = classify(transaction, attempt, window.expectedCpi);
+    const classified = classify(
+      transaction,
+      attempt,
+      clicked ? pricesAt(window.cpiHistory, window.expectedCpi, clicked) : window.expectedCpi,
+    );
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     const detail = transaction ? classified.detail : { ...classified.detail, searchedFrom };
@@ -443,11 +449,40 @@ function match(transactions: readonly Transaction[], attempts: readonly Attempt[
   return pairs;
 }
 
-/** The verdict for one attempt, from what each side says. */
+/**
+ * How far from a click a price change may fall and either price still count: the redirect sync sees a change up
+ * to its period (and its retries) late, and a respondent who clicked in just before a change may be paid either.
+ */
+export const PRICE_CHANGE_MARGIN_MS = 3_600_000;
+
+/**
+ * The prices a transaction clicked in at `clicked` may carry: those in force within `PRICE_CHANGE_MARGIN_MS` of
+ * it. Without a history, the survey's price as known; undefined (not checked) for a click before any price known.
+ */
+export function pricesAt(
+  history: SurveyWindow['cpiHistory'],
+  expectedCpi: string | undefined,
+  clicked: string,
+): readonly string[] | undefined {
+  if (!history || history.length === 0) return expectedCpi === undefined ? undefined : [expectedCpi];
+  const at = Date.parse(clicked);
+  const start = (since: string | undefined) =>
+    since === undefined ? Number.POSITIVE_INFINITY : since === '' ? Number.NEGATIVE_INFINITY : Date.parse(since);
+  const prices = history
+    .filter(
+      (entry, i) =>
+        start(entry.since) <= at + PRICE_CHANGE_MARGIN_MS &&
+        start(history[i + 1]?.since) > at - PRICE_CHANGE_MARGIN_MS,
+    )
+    .map((entry) => entry.cpi);
+  return prices.length > 0 ? [...new Set(prices)] : undefined;
+}
+
+/** The verdict for one attempt, from what each side says; `expectedCpi`, the price or prices it may carry. */
 export function classify(
   transaction: Transaction | undefined,
   ledgerAttempt: Attempt | undefined,
-  expectedCpi?: string,
+  expectedCpi?: string | readonly string[],
 ): { kind: VerdictKind; detail: Record<string, string | boolean> } {
   // An item reconciliation created for a transaction this receiver never heard of is not an attempt seen here.
   const attempt =
@@ -494,8 +529,12 @@ export function classify(
         },
       };
     }
-    if (expectedCpi !== undefined && !sameAmount(transaction.cpi, expectedCpi)) {
-      return { kind: 'cpi_mismatch', detail: { ...here, ...marketplace, expectedCpi, cpi: transaction.cpi } };
+    const expected = typeof expectedCpi === 'string' ? [expectedCpi] : (expectedCpi ?? []);
+    if (expected.length > 0 && !expected.some((cpi) => sameAmount(transaction.cpi, cpi))) {
+      return {
+        kind: 'cpi_mismatch',
+        detail: { ...here, ...marketplace, expectedCpi: expected.join(' or '), cpi: transaction.cpi },
+      };
     }
     return { kind: 'matched', detail: { ...here, ...marketplace } };
   }

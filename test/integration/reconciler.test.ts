@@ -12,7 +12,9 @@ import {
   createReconciliationStore,
   createSurveyRegistry,
   type LedgerStore,
+  pricedAt,
   type ReconciliationStore,
+  type SurveyRegistration,
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
@@ -226,6 +228,39 @@ describe('a reconciliation run', () => {
     expect(retried.outcomes[0]).toMatchObject({ status: 'reconciled', days: [today, tomorrow] });
     expect((await attempts.attemptsOf('7003', here.pid))[0]?.reconciliation?.verdict).toBe('matched');
     expect((await results.surveyState('7003'))?.failedDays).toEqual([]);
+  });
+
+  it("checks a complete's price against the survey's price when its respondent clicked in, not today's", async () => {
+    await survey(7021, '1.50');
+    const paid = await attempt(7021, 'Completed', { postback: 'success' });
+    expect((await engine().run(today, today, ['7021'])).outcomes[0]?.verdicts).toEqual({ matched: 1 });
+    const clicked = paid.transaction.clickedAt.getTime();
+    const reprice = async (since: number) => {
+      const registration = await registry.get('7021');
+      await registry.put({
+        ...(registration as SurveyRegistration),
+        ...pricedAt(registration, '1.75', new Date(since).toISOString()),
+      });
+    };
+    // The price changes two hours after the click: the complete was sold at the price of then.
+    await reprice(clicked + 2 * 3_600_000);
+    expect((await registry.get('7021'))?.cpiHistory).toEqual([
+      { cpi: '1.50', since: '' },
+      { cpi: '1.75', since: new Date(clicked + 2 * 3_600_000).toISOString() },
+    ]);
+    const after = await engine().run(today, today, ['7021']);
+    expect(after.outcomes[0]).toMatchObject({ verdicts: { matched: 1 }, changes: { changed: 0 } });
+    // Had 1.75 been the price three hours before the click, 1.50 would be a mismatch.
+    const registration = await registry.get('7021');
+    await registry.put({
+      ...(registration as SurveyRegistration),
+      cpiHistory: [
+        { cpi: '1.50', since: '' },
+        { cpi: '1.75', since: new Date(clicked - 3 * 3_600_000).toISOString() },
+      ],
+    });
+    const [verdict] = (await engine().run(today, today, ['7021'])).outcomes;
+    expect(verdict?.verdicts).toEqual({ cpi_mismatch: 1 });
   });
 
   it('"No data found" is zero transactions: what arrived here is then not in the marketplace', async () => {

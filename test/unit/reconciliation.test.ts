@@ -28,6 +28,7 @@ import {
   lookbackRange,
   needsLookback,
   pacificDays,
+  pricesAt,
   reconcileSurveyWindow,
 } from '../../functions/reconciliation/verdict-rules';
 
@@ -192,6 +193,29 @@ describe('classification', () => {
     });
     expect(classify(t, a, '1.3').kind).toBe('matched');
     expect(classify(t, a).kind).toBe('matched');
+  });
+});
+
+describe('prices over time', () => {
+  const history = [
+    { cpi: '1.50', since: '' },
+    { cpi: '1.75', since: '2026-11-21T12:00:00.000Z' },
+    { cpi: '2.00', since: '2026-11-21T18:00:00.000Z' },
+  ];
+  it.each([
+    ['long before any change', '2026-11-20T12:00:00.000Z', ['1.50']],
+    ['within the hour before a change: either', '2026-11-21T11:30:00.000Z', ['1.50', '1.75']],
+    ['within the hour after a change (seen late): either', '2026-11-21T12:45:00.000Z', ['1.50', '1.75']],
+    ['between changes', '2026-11-21T15:00:00.000Z', ['1.75']],
+    ['after the last change', '2026-11-22T15:00:00.000Z', ['2.00']],
+  ])('a click %s carries the price then', (_, clicked, expected) => {
+    expect(pricesAt(history, '2.00', clicked)).toEqual(expected);
+  });
+
+  it('without a history, the price known; before any known price, none checked', () => {
+    expect(pricesAt(undefined, '1.25', noon)).toEqual(['1.25']);
+    expect(pricesAt(undefined, undefined, noon)).toBeUndefined();
+    expect(pricesAt([{ cpi: '1.25', since: '2026-11-22T00:00:00.000Z' }], '1.25', noon)).toBeUndefined();
   });
 });
 
