@@ -319,9 +319,7 @@ export function createReconciliationStore(
               ExpressionAttributeValues: {
                 ':now': at.toISOString(),
                 ':empty': [],
-                ':entry': [
-                  { verdict: 'superseded', day: item.reconciliation?.day ?? '', at: at.toISOString() },
-                ],
+                ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
               },
             }),
           ),

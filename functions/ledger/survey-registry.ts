@@ -75,8 +75,7 @@ export function pricedAt(
   at: string,
 ): Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory'> {
   const previous = registration?.expectedCpi;
-  const history =
-    registration?.cpiHistory ?? (previous !== undefined ? [{ cpi: previous, since: '' }] : []);
+  const history = registration?.cpiHistory ?? (previous !== undefined ? [{ cpi: previous, since: '' }] : []);
   if (cpi === undefined || cpi === previous)
     return previous === undefined ? {} : { expectedCpi: previous, cpiHistory: history };
   return { expectedCpi: cpi, cpiHistory: [...history, { cpi, since: at }].slice(-CPI_HISTORY_LIMIT) };

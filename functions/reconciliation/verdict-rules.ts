@@ -467,7 +467,11 @@ export function pricesAt(
   if (!history || history.length === 0) return expectedCpi === undefined ? undefined : [expectedCpi];
   const at = Date.parse(clicked);
   const start = (since: string | undefined) =>
-    since === undefined ? Number.POSITIVE_INFINITY : since === '' ? Number.NEGATIVE_INFINITY : Date.parse(since);
+    since === undefined
+      ? Number.POSITIVE_INFINITY
+      : since === ''
+        ? Number.NEGATIVE_INFINITY
+        : Date.parse(since);
   const prices = history
     .filter(
       (entry, i) =>
