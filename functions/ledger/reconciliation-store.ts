@@ -63,6 +63,12 @@ export interface SurveyReconciliationState {
   readonly failedDays: readonly string[];
   readonly lastError?: string | undefined;
   readonly lastErrorAt?: string | undefined;
+  /**
+   * Pacific days holding completes the buyer has not reviewed yet (Pending), within the review horizon: once they
+   * fall out of the window, re-read once a day (`openCheckedAt`) until decided, so what is owed follows.
+   */
+  readonly openDays?: readonly string[] | undefined;
+  readonly openCheckedAt?: string | undefined;
 }
 
 /** A run that may span several invocations: what it covers and how far it got. */
@@ -604,6 +610,8 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     failedDays: (item.failedDays as string[] | undefined) ?? [],
     lastError: item.lastError as string | undefined,
     lastErrorAt: item.lastErrorAt as string | undefined,
+    ...(Array.isArray(item.openDays) ? { openDays: item.openDays as string[] } : {}),
+    ...(typeof item.openCheckedAt === 'string' ? { openCheckedAt: item.openCheckedAt } : {}),
   };
 }
 

@@ -83,6 +83,12 @@ export interface ReconcilerDeps {
   readonly progressEveryMs?: number;
 }
 
+/**
+ * How long after its day a complete may still be reviewed and the day re-read for it: past the window, a day
+ * holding completes still Pending is re-read once a day for up to this many days.
+ */
+export const REVIEW_HORIZON_DAYS = 60;
+
 export interface SurveyOutcome {
   readonly surveyId: string;
   readonly status: 'reconciled' | 'failed' | 'deferred';
@@ -208,10 +214,19 @@ export function reconciler(deps: ReconcilerDeps) {
       deps.results.surveyRecords(surveyId, days),
       registry.of(surveyId),
     ]);
-    const stored = new Map(storedList.map((summary) => [summary.day, summary]));
-    const failedDays = state?.failedDays ?? [];
-    const allDays = [...new Set([...days, ...failedDays])].sort();
     const at = now();
+    const failedDays = state?.failedDays ?? [];
+    // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
+    const horizon = nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS);
+    const past = (state?.openDays ?? []).filter((day) => !days.includes(day) && day >= horizon);
+    const open =
+      plan !== undefined &&
+      (state?.openCheckedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString()
+        ? past
+        : [];
+    const openStored = open.length > 0 ? await deps.results.summariesOf(surveyId, open) : [];
+    const stored = new Map([...storedList, ...openStored].map((summary) => [summary.day, summary]));
+    const allDays = [...new Set([...days, ...failedDays, ...open])].sort();
     const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
     const outcome = {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
@@ -320,6 +335,7 @@ export function reconciler(deps: ReconcilerDeps) {
         result.summaries
           .map((figures) => withOvertaken(figures, overtaken, result.verdicts, transactions))
           .map(async (summary) => {
+            latest.set(summary.day, summary);
             const previous = stored.get(summary.day);
             if (!sameFigures(summary, previous)) {
               outcome.summariesWritten++;
@@ -334,6 +350,8 @@ export function reconciler(deps: ReconcilerDeps) {
 
     /** Days this survey's run reconciles: the ones done and the ones about to be, in the window at hand. */
     const judgedThisRun = new Set<string>();
+    /** Each day's figures as they stand after this run: as stored, or as this run found them. */
+    const latest = new Map<string, Pick<DaySummary, 'marketplace'>>(stored);
     try {
       for (const window of contiguous(allDays)) {
         const range = fetchRange(window);
@@ -386,9 +404,34 @@ export function reconciler(deps: ReconcilerDeps) {
           await reconcileDays(group, listed.rows, seen, lookbackOnce);
         }
       }
+      // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
+      // read again after they leave the window.
+      const oldest = days[0] ?? '';
+      const openDays = [...new Set([...allDays, ...(state?.openDays ?? [])])]
+        .filter((day) => {
+          if (day < horizon || day > oldest) return false;
+          const figures = latest.get(day);
+          // Not read this run (not due yet): it stays open as it was.
+          return figures ? figures.marketplace.pendingCompletes > 0 : (state?.openDays ?? []).includes(day);
+        })
+        .sort();
+      const openChanged = openDays.join() !== (state?.openDays ?? []).join();
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
-      if (!state || state.failedDays.length > 0 || state.lastError !== undefined)
-        await deps.results.putSurveyState({ surveyId, lastReconciledAt: at.toISOString(), failedDays: [] });
+      if (
+        !state ||
+        state.failedDays.length > 0 ||
+        state.lastError !== undefined ||
+        openChanged ||
+        open.length > 0
+      )
+        await deps.results.putSurveyState({
+          surveyId,
+          lastReconciledAt: at.toISOString(),
+          failedDays: [],
+          ...(openDays.length > 0
+            ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
+            : {}),
+        });
       return { ...outcome, changes, changed };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -397,6 +440,8 @@ export function reconciler(deps: ReconcilerDeps) {
         .putSurveyState({
           surveyId,
           ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
+          // Kept: the days past the window waiting for review are retried with the rest.
+          ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
           failedDays: allDays,
           lastError: message,
           lastErrorAt: at.toISOString(),

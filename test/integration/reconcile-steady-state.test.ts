@@ -410,6 +410,37 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7215');
   });
 
+  it('a day past the window whose completes are still Pending is read once a day until the buyer decides', async () => {
+    await survey(7216);
+    const oldest = WEEK[0] as string;
+    const pending = await complete(7216, oldest, { verify: 'Pending' });
+    await hourly();
+    expect((await results.surveyState('7216'))?.openDays).toEqual([oldest]);
+    // Two days on, the day is out of the window; the buyer has not decided yet.
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    expect((await results.surveyState('7216'))?.openDays).toEqual([oldest]);
+    // Not again within the day.
+    clock += HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
+    // The buyer accepts it; the next daily read takes it into what is owed, and the day is closed.
+    pending.verifyToken = 'Valid';
+    clock += 24 * HOUR;
+    await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    expect((await results.summariesOf('7216', [oldest]))[0]?.marketplace).toMatchObject({
+      validCompletes: 1,
+      pendingCompletes: 0,
+      owed: '1.50',
+    });
+    expect((await results.surveyState('7216'))?.openDays).toBeUndefined();
+    clock += 25 * HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
+  });
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);
