@@ -542,6 +542,10 @@ export function classify(
     }
     return { kind: 'matched', detail: { ...here, ...marketplace } };
   }
+  // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
+  // terminate"): a reversal, as when the row stays Completed.
+  if (evidence && transaction.verifyToken?.toLowerCase() === 'invalid')
+    return { kind: 'invalidated', detail: { ...here, ...marketplace, receivedHere: evidence } };
   if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence } };
   if (contradicted) return { kind: 'contradicted_claim', detail: { ...here, ...marketplace } };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };

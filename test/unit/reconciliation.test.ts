@@ -87,6 +87,12 @@ describe('classification', () => {
     ],
     ['a complete nothing reported', transaction('a', 'Completed', noon), undefined, 'complete_not_received'],
     [
+      'a complete the marketplace invalidated and re-filed as a termination',
+      transaction('a', 'Quality Termination', noon, { verifyToken: 'Invalid', cpi: '0.00' }),
+      { postback: 'success' },
+      'invalidated',
+    ],
+    [
       'a complete the marketplace invalidated',
       transaction('a', 'Completed', noon, { verifyToken: 'Invalid' }),
       { postback: 'success' },
