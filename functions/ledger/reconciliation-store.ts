@@ -114,8 +114,8 @@ export interface ReconciliationStore {
    */
   retireItem(item: Attempt, at: Date, reason: 'superseded' | 'withdrawn'): Promise<boolean>;
   /**
-   * Leaves on the item of a transaction (created if absent) the pid its attempt arrived under (`pointers` of
-   * verdict-rules.ts). False when it already said so.
+   * Leaves on the item of a transaction the pid its attempt arrived under (`pointers` of verdict-rules.ts). False
+   * when it already said so, or there is no such item yet.
    */
   pointToArrival(surveyId: string, pid: string, token: string, arrivedAs: string): Promise<boolean>;
   /** Writes a day summary's figures, reconciled and checked at `at`. */
@@ -344,18 +344,11 @@ export function createReconciliationStore(
             new UpdateCommand({
               TableName: tableName,
               Key: attemptKey(surveyId, pid, token),
-              UpdateExpression:
-                'SET arrivedAs = :arrivedAs, kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId), ' +
-                'pid = if_not_exists(pid, :pid), #token = if_not_exists(#token, :token)',
-              ConditionExpression: 'attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs',
-              ExpressionAttributeNames: { '#token': 'token' },
-              ExpressionAttributeValues: {
-                ':arrivedAs': arrivedAs,
-                ':kind': 'attempt',
-                ':surveyId': surveyId,
-                ':pid': pid,
-                ':token': token,
-              },
+              UpdateExpression: 'SET arrivedAs = :arrivedAs',
+              // On the item a run made for the transaction: none yet, and that run will make it and look again.
+              ConditionExpression:
+                'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
+              ExpressionAttributeValues: { ':arrivedAs': arrivedAs },
             }),
           ),
         );

@@ -236,8 +236,21 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
 
 /** Form decoding of one name or value: undefined when its bytes are not UTF-8. */
 function decode(encoded: string): string | undefined {
+  // The usual value has nothing to decode, or decodes strictly (decodeURIComponent refuses bytes that are not
+  // UTF-8 and escapes that are malformed); only the latter two go byte by byte.
+  const spaced = encoded.includes('+') ? encoded.replaceAll('+', ' ') : encoded;
+  if (!spaced.includes('%')) return spaced;
+  try {
+    return decodeURIComponent(spaced);
+  } catch {
+    return decodeBytes(spaced);
+  }
+}
+
+/** Byte by byte: a malformed escape kept as it is, undefined when the bytes are not UTF-8. */
+function decodeBytes(spaced: string): string | undefined {
   const bytes: number[] = [];
-  for (const [piece] of encoded.replaceAll('+', ' ').matchAll(/%[0-9a-fA-F]{2}|[\s\S]/gu)) {
+  for (const [piece] of spaced.matchAll(/%[0-9a-fA-F]{2}|[\s\S]/gu)) {
     if (piece.length === 3 && piece.startsWith('%')) bytes.push(Number.parseInt(piece.slice(1), 16));
     else bytes.push(...Buffer.from(piece, 'utf8'));
   }

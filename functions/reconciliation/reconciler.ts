@@ -257,11 +257,15 @@ export function reconciler(deps: ReconcilerDeps) {
       const keyed = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
       // An item that says its transaction's attempt arrived under another pid: that attempt, by its key.
       const held = new Set([...seen, ...keyed].map((a) => JSON.stringify([a.pid, a.token])));
-      const pointed = [...seen, ...keyed].flatMap((a) =>
-        a.arrivedAs && !held.has(JSON.stringify([a.arrivedAs, a.token]))
-          ? [{ pid: a.arrivedAs, token: a.token }]
-          : [],
-      );
+      const pointed = [
+        ...new Map(
+          [...seen, ...keyed].flatMap((a) =>
+            a.arrivedAs && !held.has(JSON.stringify([a.arrivedAs, a.token]))
+              ? [[JSON.stringify([a.arrivedAs, a.token]), { pid: a.arrivedAs, token: a.token }] as const]
+              : [],
+          ),
+        ).values(),
+      ];
       const byKey =
         pointed.length > 0 ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, pointed))] : keyed;
       const attempts = [...seen, ...byKey];
@@ -303,9 +307,12 @@ export function reconciler(deps: ReconcilerDeps) {
         if (await deps.results.retireItem(item, at, 'superseded')) outcome.superseded++;
       for (const item of result.withdrawn)
         if (await deps.results.retireItem(item, at, 'withdrawn')) outcome.withdrawn++;
-      for (const { pid, token, arrivedAs, day } of result.pointers)
-        if (await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))
-          await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
+      for (const { pid, token, arrivedAs, day } of result.pointers) {
+        if (!(await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))) continue;
+        await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
+        // A click day already past the window is read by the next daily read of the days past it.
+        if (!days.includes(day) && day >= horizon) reread.add(day);
+      }
       // Verdicts a hit overtook between this run's read and its write: left for the next run, which the day's
       // summary tells to read the day again by counting them as awaiting.
       const overtaken: AttemptVerdict[] = [];
@@ -352,6 +359,8 @@ export function reconciler(deps: ReconcilerDeps) {
     const judgedThisRun = new Set<string>();
     /** Each day's figures as they stand after this run: as stored, or as this run found them. */
     const latest = new Map<string, Pick<DaySummary, 'marketplace'>>(stored);
+    /** Days past the window to read once more (a pointer left for their attempt). */
+    const reread = new Set<string>();
     try {
       for (const window of contiguous(allDays)) {
         const range = fetchRange(window);
@@ -361,11 +370,14 @@ export function reconciler(deps: ReconcilerDeps) {
           ? window.filter((day) => checkRegardless(day, plan, { ...context, stored: stored.get(day) }))
           : window;
         const groups = contiguous(regardless);
-        // Both sides at once; if the marketplace fails, the ledger reads are simply discarded.
+        // Both sides at once; if the marketplace fails, the ledger reads are simply discarded. A survey already
+        // failing (its days retried every run) reads the ledger only once the marketplace has answered.
+        const listing = deps.marketplace
+          .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
+          .then(readable);
+        if (failedDays.length > 0) await listing;
         const [listed, seenByGroup] = await Promise.all([
-          deps.marketplace
-            .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
-            .then(readable),
+          listing,
           Promise.all(
             groups.map((group) => {
               const { from, to } = attemptRange(group);
@@ -391,8 +403,8 @@ export function reconciler(deps: ReconcilerDeps) {
             lookback = deps.marketplace.getSurveyTransactions(surveyId, wanted);
             const earlier = await lookback;
             outcome.lookbacks++;
-            // Only searched by token for attempts with no transaction at hand: a bad row there is counted.
-            outcome.malformedRows += earlier.malformed.length;
+            // An unreadable row there may be the transaction an attempt is looked for by: not judged without it.
+            readable(earlier);
           }
           return lookback;
         };
@@ -406,15 +418,21 @@ export function reconciler(deps: ReconcilerDeps) {
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
       // read again after they leave the window.
+      // A manual run over other days leaves them as they are.
       const oldest = days[0] ?? '';
-      const openDays = [...new Set([...allDays, ...(state?.openDays ?? [])])]
-        .filter((day) => {
-          if (day < horizon || day > oldest) return false;
-          const figures = latest.get(day);
-          // Not read this run (not due yet): it stays open as it was.
-          return figures ? figures.marketplace.pendingCompletes > 0 : (state?.openDays ?? []).includes(day);
-        })
-        .sort();
+      const openDays = !plan
+        ? [...(state?.openDays ?? [])]
+        : [...new Set([...allDays, ...(state?.openDays ?? []), ...reread])]
+            .filter((day) => {
+              if (day < horizon || day > oldest) return false;
+              if (reread.has(day)) return true;
+              const figures = latest.get(day);
+              // Not read this run (not due yet): it stays open as it was.
+              return figures
+                ? figures.marketplace.pendingCompletes > 0
+                : (state?.openDays ?? []).includes(day);
+            })
+            .sort();
       const openChanged = openDays.join() !== (state?.openDays ?? []).join();
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       if (
@@ -442,7 +460,8 @@ export function reconciler(deps: ReconcilerDeps) {
           ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
           // Kept: the days past the window waiting for review are retried with the rest.
           ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
-          failedDays: allDays,
+          // Bounded: a row that never reads would otherwise widen every later run's reads day after day.
+          failedDays: allDays.filter((day) => day >= horizon),
           lastError: message,
           lastErrorAt: at.toISOString(),
         })

@@ -415,13 +415,16 @@ function match(transactions: readonly Transaction[], attempts: readonly Attempt[
   const unmatched: Transaction[] = [];
   for (const transaction of transactions) {
     const candidates = (byToken.get(transaction.token) ?? []).filter((a) => !used.has(a));
-    // What arrived here first, the same pid before another: an item an earlier run created for this
-    // transaction (its pid, nothing arrived) must not take the place of the attempt whose postback carried
-    // another spelling of the pid.
+    // What arrived here first, the marketplace's own postback before a browser's redirect, the same pid before
+    // another: an item an earlier run created for this transaction (its pid, nothing arrived) must not take the
+    // place of the attempt whose postback carried another spelling of the pid.
+    const samePid = (a: Attempt) => a.pid === transaction.pid;
     const attempt =
-      candidates.find((a) => arrivedHere(a) && a.pid === transaction.pid) ??
+      candidates.find((a) => a.postback !== undefined && samePid(a)) ??
+      candidates.find((a) => a.postback !== undefined) ??
+      candidates.find((a) => arrivedHere(a) && samePid(a)) ??
       candidates.find(arrivedHere) ??
-      candidates.find((a) => a.pid === transaction.pid) ??
+      candidates.find(samePid) ??
       candidates[0];
     if (attempt) {
       used.add(attempt);
@@ -564,7 +567,8 @@ function viewOf(t: Transaction): MarketplaceView {
     status: t.status,
     ...(t.verifyToken ? { verifyToken: t.verifyToken } : {}),
     cpi: t.cpi,
-    ...(t.clickedAt ? { clickedAt: t.clickedAt.utc } : {}),
+    // The time the transaction is filed under (its click, else its start or completion): what places its item.
+    ...(filedAt(t) ? { clickedAt: filedAt(t) } : {}),
     ...(t.completedAt ? { completedAt: t.completedAt.utc } : {}),
   };
 }

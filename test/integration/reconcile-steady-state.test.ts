@@ -416,6 +416,9 @@ describe('settled days', () => {
     const pending = await complete(7216, oldest, { verify: 'Pending' });
     await hourly();
     expect((await results.surveyState('7216'))?.openDays).toEqual([oldest]);
+    // A manual run of another day leaves it open.
+    await engine().run(TODAY, TODAY, ['7216']);
+    expect((await results.surveyState('7216'))?.openDays).toEqual([oldest]);
     // Two days on, the day is out of the window; the buyer has not decided yet.
     clock += 2 * 24 * HOUR;
     await hourly();
@@ -439,6 +442,35 @@ describe('settled days', () => {
     clock += 25 * HOUR;
     await hourly();
     expect(readDay(oldest)).toBe(false);
+  });
+
+  it('a postback under another pid spelling a week after the click: the click day, past the window, is read again for it', async () => {
+    await survey(7217);
+    const oldest = WEEK[0] as string;
+    const late = await complete(7217, oldest, { arrived: false, verify: 'Valid' });
+    await hourly();
+    // A day and a half on, the click day has left the window; the postback arrives, spelt otherwise.
+    clock += 36 * HOUR;
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7217',
+        outcome: 'success',
+        pid: late.pid.toUpperCase(),
+        token: late.token,
+        source: 'query',
+      },
+      new Date(clock),
+    );
+    clock += HOUR;
+    await hourly();
+    expect((await results.surveyState('7217'))?.openDays).toEqual([oldest]);
+    clock += HOUR;
+    const next = await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    expect(next.outcomes[0]).toMatchObject({ superseded: 1 });
+    expect((await results.summariesOf('7217', [oldest]))[0]?.verdicts).toEqual({ matched: 1 });
+    expect((await results.surveyState('7217'))?.openDays).toBeUndefined();
   });
 
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {

@@ -292,6 +292,32 @@ describe('windows', () => {
     expect(gone.summaries[0]?.verdicts).toEqual({});
   });
 
+  it("the marketplace's postback takes the token before a redirect with the transaction's pid", () => {
+    const redirect = attempt('t', noon, { redirect: 'success' }, 'p-t');
+    const postback = attempt('t', noon, { postback: 'success' }, 'P-T');
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [transaction('t', 'Completed', noon)],
+      attempts: [redirect, postback],
+    });
+    expect(result.verdicts.map((v) => [v.attempt?.pid, v.verdict.kind])).toEqual([
+      ['P-T', 'matched'],
+      ['p-t', 'unverified_claim'],
+    ]);
+  });
+
+  it('an item for a transaction filed by its start (no click time) keeps the time that places it', () => {
+    const started = transaction('s', 'Completed', noon, { clickedAt: undefined, startedAt: at(noon) });
+    const [verdict] = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [started],
+      attempts: [],
+    }).verdicts;
+    expect(verdict?.verdict.marketplace?.clickedAt).toBe(noon);
+  });
+
   it('a respondent who clicks in before midnight and finishes after belongs to the first day, with no false discrepancy', () => {
     const clicked = new Date(pacificWallToUtc(2026, 11, 21, 23, 55)).toISOString();
     const finished = new Date(pacificWallToUtc(2026, 11, 22, 0, 20)).toISOString();
