@@ -87,6 +87,8 @@ function expectedVerdict(t: SimTransaction, injected: readonly Injection[]): Ver
         : 'complete_not_received'
       : 'not_received';
   if (complete && t.verifyToken === 'Invalid') return 'invalidated';
+  // Reviewed and re-filed as a termination: a reversal of the complete received here.
+  if (has('status-changed') && t.verifyToken === 'Invalid') return 'invalidated';
   if (has('status-changed') || has('false-complete')) return 'complete_not_paid';
   if (complete && has('dropped-postback')) return 'complete_not_received';
   if (complete && has('cpi-drift')) return 'cpi_mismatch';
