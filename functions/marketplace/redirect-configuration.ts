@@ -33,7 +33,13 @@ export interface PlannedCall {
 }
 
 export type SurveyResult =
-  | { readonly surveyId: string; readonly status: 'applied'; readonly kid: string }
+  | {
+      readonly surveyId: string;
+      readonly status: 'applied';
+      readonly kid: string;
+      /** Applied again because the daily read-back found these fields changed at the marketplace. */
+      readonly drifted?: readonly string[];
+    }
   | { readonly surveyId: string; readonly status: 'unchanged' }
   | { readonly surveyId: string; readonly status: 'removed' }
   | { readonly surveyId: string; readonly status: 'would-apply' | 'would-remove'; readonly call: PlannedCall }
@@ -47,9 +53,19 @@ export interface SyncReport {
   readonly checkpoint?: string;
   readonly discovered: number;
   readonly retried: number;
+  /** Verified surveys whose redirects were read back (daily, `REVERIFY_AFTER_MS`). */
+  readonly reverified: number;
   readonly malformed: readonly MalformedRow[];
   readonly results: readonly SurveyResult[];
 }
+
+/**
+ * How long a verified survey's redirects are trusted before the sync reads them back: someone may change them at
+ * the marketplace (its console, another integration), and then postbacks no longer come here.
+ */
+export const REVERIFY_AFTER_MS = 24 * 3_600_000;
+/** Read-backs per sync run at most, the longest unverified first (a thousand surveys a day in 96 runs). */
+export const REVERIFY_PER_RUN = 50;
 
 export interface SurveyComparison {
   readonly surveyId: string;
@@ -171,6 +187,36 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     }
   }
 
+  /**
+   * Reads back a verified survey's redirects: as applied, the verification is renewed; changed at the
+   * marketplace, they are applied again (and the fields that had drifted reported). A read that fails leaves the
+   * survey as it was, for the next run: a survey the marketplace closed may refuse it.
+   */
+  async function readBack(
+    registration: SurveyRegistration,
+    ring: KeyRing,
+    options: RedirectRunOptions,
+  ): Promise<SurveyResult> {
+    const { surveyId } = registration;
+    let actual: RedirectSettings;
+    try {
+      actual = await deps.marketplace.getSurveyRedirects(surveyId);
+    } catch (error) {
+      if (!(error instanceof MarketplaceError)) throw error;
+      return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
+    }
+    const differences = settingsDifferences(desiredFor(surveyId, ring), actual);
+    if (differences.length === 0) {
+      if (!options.dryRun) {
+        const at = now().toISOString();
+        await deps.registry.put({ ...registration, verifiedAt: at, updatedAt: at });
+      }
+      return { surveyId, status: 'unchanged' };
+    }
+    const applied = await applyOne(surveyId, ring, { ...options, force: true });
+    return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
+  }
+
   /** Runs `work` over the ids with bounded concurrency, in order, stopping at the deadline. */
   async function each(
     ids: readonly string[],
@@ -287,11 +333,28 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const retry = [...registrations.values()].filter(
         (r) => r.state === 'active' && !r.verified && !discovered.has(r.surveyId),
       );
+      const trustedSince = new Date(startedAt.getTime() - REVERIFY_AFTER_MS).toISOString();
+      const reverify = new Map(
+        [...registrations.values()]
+          .filter(
+            (r) =>
+              r.state === 'active' &&
+              r.verified &&
+              !discovered.has(r.surveyId) &&
+              (r.verifiedAt ?? '') < trustedSince,
+          )
+          .sort((a, b) => (a.verifiedAt ?? '').localeCompare(b.verifiedAt ?? ''))
+          .slice(0, REVERIFY_PER_RUN)
+          .map((r) => [r.surveyId, r]),
+      );
 
-      const results = await each([...ordered, ...retry.map((r) => r.surveyId)], options, async (surveyId) => {
+      const worklist = [...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys()];
+      const results = await each(worklist, options, async (surveyId) => {
         if (registrations.get(surveyId)?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
         }
+        const trusted = reverify.get(surveyId);
+        if (trusted) return readBack(trusted, ring, options);
         if (!discovered.has(surveyId)) {
           let lookup: Awaited<ReturnType<MarketplaceClient['getAllocatedSurveyById']>>;
           try {
@@ -325,6 +388,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         ...(checkpoint ? { checkpoint } : {}),
         discovered: ordered.length,
         retried: retry.length,
+        reverified: reverify.size,
         malformed: listed.malformed,
         results,
       };

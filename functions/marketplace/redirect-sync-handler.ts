@@ -16,6 +16,8 @@ export interface SyncSummary {
   readonly checkpoint?: string;
   readonly counts: Record<string, number>;
   readonly failed: { surveyId: string; error: string }[];
+  /** Surveys whose redirects the daily read-back found changed at the marketplace, applied again. */
+  readonly drifted: { surveyId: string; fields: readonly string[] }[];
   readonly malformedRows: number;
 }
 
@@ -30,6 +32,9 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
       surveyId: r.surveyId,
       error: r.status === 'failed' ? r.error : '',
     })),
+    drifted: report.results.flatMap((r) =>
+      r.status === 'applied' && r.drifted ? [{ surveyId: r.surveyId, fields: r.drifted }] : [],
+    ),
     malformedRows: report.malformed.length,
   };
 }
@@ -55,6 +60,9 @@ export function createRedirectSyncHandler({
       if (summary.failed.length > 0) {
         count('RedirectSyncFailures');
         logger.warn('redirect sync finished with failures', { ...summary });
+      } else if (summary.drifted.length > 0) {
+        // Field names only (the values are signed URLs): someone changed them at the marketplace.
+        logger.warn('redirects changed at the marketplace were applied again', { ...summary });
       } else {
         logger.info('redirect sync finished', { ...summary });
       }

@@ -262,6 +262,55 @@ describe('sync', () => {
     });
   });
 
+  it('reads a verified survey back once a day, and applies redirects changed at the marketplace again', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const start = Date.now();
+    let clock = start;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(start - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId: 5310 }, new Date(start - 100_000));
+    const first = await configure(deps).sync();
+    expect(first.results).toContainEqual({ surveyId: '5310', status: 'applied', kid: 'k1' });
+    const readBacks = () => calls.filter((c) => c === 'GET /supply/getSurveyRedirects/5310').length;
+
+    // Within the day: trusted, nothing read back.
+    clock = start + 3_600_000;
+    calls = [];
+    expect((await configure(deps).sync()).reverified).toBe(0);
+    expect(readBacks()).toBe(0);
+
+    // Someone points the success redirect elsewhere at the marketplace; the next day's read-back puts it back.
+    marketplace.state.setRedirects(5310, { sUrl: 'https://elsewhere.example/thanks' });
+    clock = start + 25 * 3_600_000;
+    calls = [];
+    const drifted = await configure(deps).sync();
+    // (Surveys other tests created in the same minutes were configured and are read back as well.)
+    expect(drifted.reverified).toBeGreaterThanOrEqual(1);
+    expect(drifted.results).toContainEqual({
+      surveyId: '5310',
+      status: 'applied',
+      kid: 'k1',
+      drifted: ['sUrl'],
+    });
+    expect((await configure(deps).show('5310')).differences).toEqual([]);
+    expect((await syncRegistry.get('5310'))?.verifiedAt).toBe(new Date(clock).toISOString());
+
+    // A day later, as applied: the verification is renewed, nothing sent.
+    clock = start + 50 * 3_600_000;
+    calls = [];
+    const same = await configure(deps).sync();
+    expect(same.results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
+    expect(calls.filter((c) => c.startsWith('PUT'))).toEqual([]);
+    expect((await syncRegistry.get('5310'))?.verifiedAt).toBe(new Date(clock).toISOString());
+  });
+
   it('leaves a survey an operator removed alone, even when it changes', async () => {
     const table = await freshTable();
     const syncRegistry = createSurveyRegistry(
