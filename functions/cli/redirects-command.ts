@@ -175,7 +175,7 @@ function report(results: readonly SurveyResult[], options: Common & { quietList?
             : result.status === 'would-apply' || result.status === 'would-remove'
               ? `${result.call.method} ${result.call.path}${result.call.body ? ` ${JSON.stringify(result.call.body)}` : ''}`
               : result.status === 'applied'
-                ? `key ${result.kid}, verified`
+                ? `key ${result.kid}, verified${result.drifted ? ` (changed at the marketplace: ${result.drifted.join(', ')})` : ''}`
                 : '';
       say(`${result.surveyId.padEnd(12)} ${result.status.padEnd(12)} ${detail}`);
     }
