@@ -115,6 +115,9 @@ export interface SurveyOutcome {
   readonly superseded: number;
   /** Items created for a transaction the marketplace lists no more, retired. */
   readonly withdrawn: number;
+  /** Windows of days past the window (open days) that could not be reconciled: read again the next day. */
+  readonly openFailures: number;
+  readonly openError?: string;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
   readonly skippedDays: number;
   /** Day summaries written because their figures changed. */
@@ -160,6 +163,7 @@ const emptyOutcome = (
   earlier: 0,
   superseded: 0,
   withdrawn: 0,
+  openFailures: 0,
   skippedDays: 0,
   summariesWritten: 0,
   verdicts: {},
@@ -204,16 +208,22 @@ export function reconciler(deps: ReconcilerDeps) {
    */
   async function reconcileSurvey(
     surveyId: string,
-    days: readonly string[],
+    windowDays: readonly string[],
     runId: string,
     plan?: RecheckPlan,
     registry: RegistryView = registryView(),
   ): Promise<SurveyOutcome> {
-    // One batch read for the survey's own records; its registration comes from the invocation's one listing.
-    const [{ state, summaries: storedList }, registration] = await Promise.all([
-      deps.results.surveyRecords(surveyId, days),
-      registry.of(surveyId),
-    ]);
+    // Its registration comes from the invocation's one listing (in memory once listed).
+    const registration = await registry.of(surveyId);
+    // A survey removed before the window has no new attempts: a scheduled run reads only its days past the window.
+    const removedBefore =
+      plan !== undefined &&
+      registration?.state === 'removed' &&
+      registration.removedAt !== undefined &&
+      pacificDay(new Date(registration.removedAt)) < nextDay(windowDays[0] ?? '', -1);
+    const days = removedBefore ? [] : windowDays;
+    // One batch read for the survey's own records.
+    const { state, summaries: storedList } = await deps.results.surveyRecords(surveyId, days);
     const at = now();
     const failedDays = state?.failedDays ?? [];
     // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
@@ -224,9 +234,11 @@ export function reconciler(deps: ReconcilerDeps) {
       (state?.openCheckedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString()
         ? past
         : [];
-    const openStored = open.length > 0 ? await deps.results.summariesOf(surveyId, open) : [];
-    const stored = new Map([...storedList, ...openStored].map((summary) => [summary.day, summary]));
+    const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...open])].sort();
+    /** Windows of open days alone: read after the others, and a failure there does not fail the survey. */
+    const openOnly = (window: readonly string[]) =>
+      window.every((day) => open.includes(day) && !days.includes(day) && !failedDays.includes(day));
     const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
     const outcome = {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
@@ -240,7 +252,9 @@ export function reconciler(deps: ReconcilerDeps) {
       window: readonly string[],
       listed: readonly Transaction[],
       seen: readonly Attempt[],
-      lookback: () => Promise<{ rows: readonly Transaction[]; malformed: readonly unknown[] } | undefined>,
+      lookback: (
+        lookedFor: ReadonlySet<string>,
+      ) => Promise<{ rows: readonly Transaction[]; malformed: readonly unknown[] } | undefined>,
     ) {
       const range = fetchRange(window);
       // What a call for just these days would have listed, and the rows before them already at hand.
@@ -282,7 +296,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // Attempts with no transaction at hand: look through the days before the window before judging them.
       const earlier =
         lookbackRange(window, lookbackDays) && needsLookback({ ...sides, earlier: before })
-          ? await lookback()
+          ? await lookback(new Set(attempts.map((a) => a.token)))
           : undefined;
       const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
       // Attempts of another settled day that had a hit since that day's last check: whatever kept the hit's own
@@ -361,70 +375,92 @@ export function reconciler(deps: ReconcilerDeps) {
     const latest = new Map<string, Pick<DaySummary, 'marketplace'>>(stored);
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
+    /** Reconciles one contiguous window of the survey's days. */
+    async function reconcileWindow(window: readonly string[]) {
+      const range = fetchRange(window);
+      const context = { surveyId, failedDays, now: at };
+      // Days checked whatever the marketplace lists: their attempts are read while it answers.
+      const regardless = plan
+        ? window.filter((day) => checkRegardless(day, plan, { ...context, stored: stored.get(day) }))
+        : window;
+      const groups = contiguous(regardless);
+      // Both sides at once; if the marketplace fails, the ledger reads are simply discarded. A survey already
+      // failing (its days retried every run) reads the ledger only once the marketplace has answered.
+      const listing = deps.marketplace
+        .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
+        .then(readable);
+      if (failedDays.length > 0) await listing;
+      const [listed, seenByGroup] = await Promise.all([
+        listing,
+        Promise.all(
+          groups.map((group) => {
+            const { from, to } = attemptRange(group);
+            return deps.attempts.attemptsOfSurvey(surveyId, from, to);
+          }),
+        ),
+      ]);
+      outcome.transactions += listed.rows.length;
+      outcome.duplicateRows += listed.duplicates;
+      outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
+      // Settled days whose transactions changed since they were reconciled.
+      const changedDays = window.filter(
+        (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),
+      );
+      outcome.skippedDays += window.length - regardless.length - changedDays.length;
+      for (const day of [...regardless, ...changedDays]) judgedThisRun.add(day);
+      // One look-back call at most per window, as if the window were reconciled whole.
+      let lookback: Promise<Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>> | undefined;
+      const lookbackOnce = async (lookedFor: ReadonlySet<string>) => {
+        const wanted = lookbackRange(window, lookbackDays);
+        if (!wanted) return undefined;
+        const first = !lookback;
+        lookback ??= deps.marketplace.getSurveyTransactions(surveyId, wanted);
+        const earlier = await lookback;
+        if (first) {
+          outcome.lookbacks++;
+          outcome.malformedRows += earlier.malformed.length;
+        }
+        // An unreadable row there that may be the transaction an attempt is looked for by (its token, or none
+        // readable): not judged without it. Any other is counted.
+        const blocking = earlier.malformed.filter((m) => !m.reference || lookedFor.has(m.reference));
+        if (blocking.length > 0) readable({ rows: [], malformed: blocking });
+        return earlier;
+      };
+      for (const [i, group] of groups.entries())
+        await reconcileDays(group, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
+      for (const group of contiguous(changedDays)) {
+        const { from, to } = attemptRange(group);
+        const seen = await deps.attempts.attemptsOfSurvey(surveyId, from, to);
+        await reconcileDays(group, listed.rows, seen, lookbackOnce);
+      }
+    }
+
+    const windows = contiguous(allDays);
     try {
-      for (const window of contiguous(allDays)) {
-        const range = fetchRange(window);
-        const context = { surveyId, failedDays, now: at };
-        // Days checked whatever the marketplace lists: their attempts are read while it answers.
-        const regardless = plan
-          ? window.filter((day) => checkRegardless(day, plan, { ...context, stored: stored.get(day) }))
-          : window;
-        const groups = contiguous(regardless);
-        // Both sides at once; if the marketplace fails, the ledger reads are simply discarded. A survey already
-        // failing (its days retried every run) reads the ledger only once the marketplace has answered.
-        const listing = deps.marketplace
-          .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
-          .then(readable);
-        if (failedDays.length > 0) await listing;
-        const [listed, seenByGroup] = await Promise.all([
-          listing,
-          Promise.all(
-            groups.map((group) => {
-              const { from, to } = attemptRange(group);
-              return deps.attempts.attemptsOfSurvey(surveyId, from, to);
-            }),
-          ),
-        ]);
-        outcome.transactions += listed.rows.length;
-        outcome.duplicateRows += listed.duplicates;
-        outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
-        // Settled days whose transactions changed since they were reconciled.
-        const changedDays = window.filter(
-          (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),
-        );
-        outcome.skippedDays += window.length - regardless.length - changedDays.length;
-        for (const day of [...regardless, ...changedDays]) judgedThisRun.add(day);
-        // One look-back call at most per window, as if the window were reconciled whole.
-        let lookback: Promise<Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>> | undefined;
-        const lookbackOnce = async () => {
-          const wanted = lookbackRange(window, lookbackDays);
-          if (!wanted) return undefined;
-          if (!lookback) {
-            lookback = deps.marketplace.getSurveyTransactions(surveyId, wanted);
-            const earlier = await lookback;
-            outcome.lookbacks++;
-            // An unreadable row there may be the transaction an attempt is looked for by: not judged without it.
-            readable(earlier);
-          }
-          return lookback;
-        };
-        for (const [i, group] of groups.entries())
-          await reconcileDays(group, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
-        for (const group of contiguous(changedDays)) {
-          const { from, to } = attemptRange(group);
-          const seen = await deps.attempts.attemptsOfSurvey(surveyId, from, to);
-          await reconcileDays(group, listed.rows, seen, lookbackOnce);
+      if (open.length > 0)
+        for (const summary of await deps.results.summariesOf(surveyId, open)) {
+          stored.set(summary.day, summary);
+          latest.set(summary.day, summary);
+        }
+      for (const window of windows.filter((w) => !openOnly(w))) await reconcileWindow(window);
+      // Days past the window: one that fails (a row unreadable there) stays open, read again the next day.
+      for (const window of windows.filter(openOnly)) {
+        try {
+          await reconcileWindow(window);
+        } catch (error) {
+          outcome.openFailures++;
+          for (const day of window) latest.delete(day);
+          if (error instanceof Error) outcome.openError ??= error.message;
         }
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
-      // read again after they leave the window.
-      // A manual run over other days leaves them as they are.
-      const oldest = days[0] ?? '';
+      // read again after they leave the window. A manual run over other days keeps them, with its pointers' days.
+      const oldest = days[0];
       const openDays = !plan
-        ? [...(state?.openDays ?? [])]
+        ? [...new Set([...(state?.openDays ?? []), ...reread])].sort()
         : [...new Set([...allDays, ...(state?.openDays ?? []), ...reread])]
             .filter((day) => {
-              if (day < horizon || day > oldest) return false;
+              if (day < horizon || (oldest !== undefined && day > oldest)) return false;
               if (reread.has(day)) return true;
               const figures = latest.get(day);
               // Not read this run (not due yet): it stays open as it was.
@@ -460,8 +496,11 @@ export function reconciler(deps: ReconcilerDeps) {
           ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
           // Kept: the days past the window waiting for review are retried with the rest.
           ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
-          // Bounded: a row that never reads would otherwise widen every later run's reads day after day.
-          failedDays: allDays.filter((day) => day >= horizon),
+          // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
+          // past the window stay open days (read daily), not failed ones (read hourly).
+          failedDays: allDays.filter(
+            (day) => day >= horizon && (!open.includes(day) || failedDays.includes(day)),
+          ),
           lastError: message,
           lastErrorAt: at.toISOString(),
         })
@@ -617,14 +656,18 @@ export function reconciler(deps: ReconcilerDeps) {
     },
   };
 
-  /** Surveys with redirects here: active ones, and removed ones that may still have attempts in the window. */
+  /**
+   * Surveys with redirects here: active ones, and removed ones that may still have attempts in the window or,
+   * within the review horizon, completes the buyer has yet to review (their days past the window only).
+   */
   async function registeredSurveys(registry: RegistryView, days: readonly string[]): Promise<string[]> {
-    const first = days[0] ?? '';
+    const last = days[days.length - 1] ?? '';
     return [...(await registry.all()).values()]
       .filter(
         (r) =>
           r.state === 'active' ||
-          (r.removedAt !== undefined && pacificDay(new Date(r.removedAt)) >= nextDay(first, -1)),
+          (r.removedAt !== undefined &&
+            pacificDay(new Date(r.removedAt)) >= nextDay(last, -REVIEW_HORIZON_DAYS)),
       )
       .map((r) => r.surveyId);
   }

@@ -473,6 +473,66 @@ describe('settled days', () => {
     expect((await results.surveyState('7217'))?.openDays).toBeUndefined();
   });
 
+  it('a day past the window that cannot be read stays open for the next day; the rest of the survey is reconciled', async () => {
+    await survey(7218);
+    const oldest = WEEK[0] as string;
+    await complete(7218, oldest, { verify: 'Pending' });
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    // The marketplace sends an unreadable row with the old days only.
+    const broken = reconciler({
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async (input, init) => {
+          const response = await fetch(input, init);
+          const start = new URL(String(input)).searchParams.get('startDate') ?? '';
+          if (start >= oldest) return response;
+          const body = (await response.json()) as { result?: unknown[] };
+          const result = [
+            ...(body.result ?? []),
+            { token: 'bad', PID: 'p', status: 'Completed', CPI: 'n/a' },
+          ];
+          return new Response(JSON.stringify({ ...body, result }), { status: 200 });
+        },
+      }),
+      attempts,
+      registry,
+      results,
+      now: () => new Date(clock),
+      settledRecheckMs: 24 * HOUR,
+    });
+    const report = await broken.scheduled(7, { deadline: new Date(clock + HOUR) });
+    expect(report?.outcomes[0]).toMatchObject({ status: 'reconciled', openFailures: 1 });
+    const state = await results.surveyState('7218');
+    expect(state).toMatchObject({ openDays: [oldest], failedDays: [] });
+    expect((await results.summariesOf('7218', [nextDay(TODAY, 2)]))[0]).toBeDefined();
+  });
+
+  it('a removed survey is read only on its days past the window, until the buyer has decided', async () => {
+    await survey(7219);
+    const oldest = WEEK[0] as string;
+    const pending = await complete(7219, oldest, { verify: 'Pending' });
+    await hourly();
+    const removedAt = new Date(clock).toISOString();
+    await registry.put({
+      surveyId: '7219',
+      state: 'removed',
+      removedAt,
+      verified: false,
+      failures: 0,
+      updatedAt: removedAt,
+    });
+    pending.verifyToken = 'Valid';
+    clock += 10 * 24 * HOUR;
+    await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    expect(readDay(nextDay(TODAY, 10))).toBe(false);
+    expect((await results.summariesOf('7219', [oldest]))[0]?.marketplace).toMatchObject({ owed: '1.50' });
+    expect((await results.surveyState('7219'))?.openDays).toBeUndefined();
+  });
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);
