@@ -25,6 +25,8 @@ export interface SurveyRegistration {
   /** Failures in a row. */
   readonly failures: number;
   readonly removedAt?: string | undefined;
+  /** When the sync last read a verified survey's redirects back (whatever came of it): one a day. */
+  readonly readBackAt?: string | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
   readonly expectedCpi?: string | undefined;
   /**
@@ -61,6 +63,7 @@ const REGISTRATION_FIELDS = [
   'lastErrorAt',
   'failures',
   'removedAt',
+  'readBackAt',
   'expectedCpi',
   'cpiHistory',
   'updatedAt',

@@ -99,6 +99,12 @@ export interface RedirectConfigurationDeps {
   readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
 }
 
+/** A survey's price as the marketplace listed it, and when the survey last changed there (epoch ms). */
+interface ListedPrice {
+  readonly cpi: string;
+  readonly changedAt?: number | undefined;
+}
+
 export interface RedirectRunOptions {
   readonly dryRun?: boolean;
   /** Apply even when the registry says the survey is already configured and verified. */
@@ -126,12 +132,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     surveyId: string,
     ring: KeyRing,
     options: RedirectRunOptions,
-    cpi?: string,
+    price?: ListedPrice,
   ): Promise<SurveyResult> {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
     const registration = await deps.registry.get(surveyId);
-    const prices = pricedAt(registration, cpi, now().toISOString());
+    const cpi = price?.cpi;
+    const prices = pricedAt(registration, cpi, priceTime(price));
     if (
       !options.force &&
       registration?.state === 'active' &&
@@ -193,28 +200,62 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
    * survey as it was, for the next run: a survey the marketplace closed may refuse it.
    */
   async function readBack(
-    registration: SurveyRegistration,
+    listed: SurveyRegistration,
     ring: KeyRing,
     options: RedirectRunOptions,
+    price?: ListedPrice,
   ): Promise<SurveyResult> {
-    const { surveyId } = registration;
+    const { surveyId } = listed;
+    // As it stands now, not as listed when the run began: an operator may have removed or rotated it since.
+    const registration = await deps.registry.get(surveyId);
+    if (
+      !registration ||
+      registration.state !== 'active' ||
+      !registration.verified ||
+      registration.verifiedAt !== listed.verifiedAt ||
+      registration.kid !== listed.kid
+    )
+      return { surveyId, status: 'skipped', reason: 'registration changed since the run began' };
+    // Our own settings changed (the base URL, the methods): an apply, not a drift.
+    if (registration.fingerprint !== settingsFingerprint(desiredFor(surveyId, ring)))
+      return applyOne(surveyId, ring, options, price);
+    // Signed with another key than this run holds (a rotation under way): the rotation applies it.
+    if (registration.kid !== ring.current.kid)
+      return {
+        surveyId,
+        status: 'skipped',
+        reason: `signed with key ${registration.kid ?? '-'}, not ${ring.current.kid}`,
+      };
+    const at = now().toISOString();
     let actual: RedirectSettings;
     try {
       actual = await deps.marketplace.getSurveyRedirects(surveyId);
     } catch (error) {
       if (!(error instanceof MarketplaceError)) throw error;
+      // Tried today: the next try is tomorrow's, and the others get their turn meanwhile.
+      if (!options.dryRun) await deps.registry.put({ ...registration, readBackAt: at, updatedAt: at });
       return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
     }
     const differences = settingsDifferences(desiredFor(surveyId, ring), actual);
     if (differences.length === 0) {
-      if (!options.dryRun) {
-        const at = now().toISOString();
-        await deps.registry.put({ ...registration, verifiedAt: at, updatedAt: at });
-      }
+      if (!options.dryRun)
+        await deps.registry.put({
+          ...registration,
+          ...pricedAt(registration, price?.cpi, priceTime(price)),
+          verifiedAt: at,
+          readBackAt: at,
+          updatedAt: at,
+        });
       return { surveyId, status: 'unchanged' };
     }
-    const applied = await applyOne(surveyId, ring, { ...options, force: true });
+    const applied = await applyOne(surveyId, ring, { ...options, force: true }, price);
     return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
+  }
+
+  /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
+  function priceTime(price: ListedPrice | undefined): string {
+    const at = now().getTime();
+    return new Date(price?.changedAt !== undefined ? Math.min(at, price.changedAt) : at).toISOString();
   }
 
   /** Runs `work` over the ids with bounded concurrency, in order, stopping at the deadline. */
@@ -265,12 +306,15 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         const at = now().toISOString();
         try {
           await deps.marketplace.deleteSurveyRedirects(surveyId);
+          // What it was configured with goes; its prices stay (reconciliation still checks its recent completes).
           await deps.registry.put({
             surveyId,
             state: 'removed',
             removedAt: at,
             verified: false,
             failures: 0,
+            ...(registration?.expectedCpi ? { expectedCpi: registration.expectedCpi } : {}),
+            ...(registration?.cpiHistory ? { cpiHistory: registration.cpiHistory } : {}),
             updatedAt: at,
           });
           return { surveyId, status: 'removed' };
@@ -322,10 +366,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
       // New or changed surveys, oldest change first, so a deferred tail can be picked up where this run stopped.
       const discovered = new Map<string, number | undefined>();
-      const prices = new Map<string, string>();
+      const prices = new Map<string, ListedPrice>();
       for (const survey of listed.rows) {
         discovered.set(survey.surveyId, changedAt(survey));
-        prices.set(survey.surveyId, survey.cpi);
+        prices.set(survey.surveyId, { cpi: survey.cpi, changedAt: changedAt(survey) });
       }
       for (const row of listed.malformed)
         if (row.reference && /^\d+$/.test(row.reference)) discovered.set(row.reference, undefined);
@@ -334,27 +378,24 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         (r) => r.state === 'active' && !r.verified && !discovered.has(r.surveyId),
       );
       const trustedSince = new Date(startedAt.getTime() - REVERIFY_AFTER_MS).toISOString();
+      // Those listed as changed too: a survey the marketplace touches every run would otherwise never be read back.
+      const lastLook = (r: SurveyRegistration) =>
+        [r.verifiedAt ?? '', r.readBackAt ?? ''].sort().at(-1) as string;
       const reverify = new Map(
         [...registrations.values()]
-          .filter(
-            (r) =>
-              r.state === 'active' &&
-              r.verified &&
-              !discovered.has(r.surveyId) &&
-              (r.verifiedAt ?? '') < trustedSince,
-          )
-          .sort((a, b) => (a.verifiedAt ?? '').localeCompare(b.verifiedAt ?? ''))
+          .filter((r) => r.state === 'active' && r.verified && lastLook(r) < trustedSince)
+          .sort((a, b) => lastLook(a).localeCompare(lastLook(b)))
           .slice(0, REVERIFY_PER_RUN)
           .map((r) => [r.surveyId, r]),
       );
 
-      const worklist = [...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys()];
+      const worklist = [...new Set([...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys()])];
       const results = await each(worklist, options, async (surveyId) => {
         if (registrations.get(surveyId)?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
         }
         const trusted = reverify.get(surveyId);
-        if (trusted) return readBack(trusted, ring, options);
+        if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));
         if (!discovered.has(surveyId)) {
           let lookup: Awaited<ReturnType<MarketplaceClient['getAllocatedSurveyById']>>;
           try {

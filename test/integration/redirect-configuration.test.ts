@@ -13,6 +13,7 @@ import {
 import {
   createMarketplaceClient,
   type MarketplaceClient,
+  MarketplaceError,
 } from '../../functions/marketplace/marketplace-client';
 import {
   type RedirectConfigurationDeps,
@@ -309,6 +310,33 @@ describe('sync', () => {
     expect(same.results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
     expect(calls.filter((c) => c.startsWith('PUT'))).toEqual([]);
     expect((await syncRegistry.get('5310'))?.verifiedAt).toBe(new Date(clock).toISOString());
+
+    // A read-back the marketplace refuses is tried again the next day, not every run (the others get their turn).
+    const refusing = countingClient();
+    const refuse = {
+      ...refusing,
+      getSurveyRedirects: () =>
+        Promise.reject(
+          new MarketplaceError({ endpoint: 'x', kind: 'http', httpStatus: 404, detail: 'closed' }),
+        ),
+    };
+    clock = start + 75 * 3_600_000;
+    const refused = await configure({ ...deps, marketplace: refuse as MarketplaceClient }).sync();
+    expect(refused.results).toContainEqual(expect.objectContaining({ surveyId: '5310', status: 'skipped' }));
+    expect((await syncRegistry.get('5310'))?.readBackAt).toBe(new Date(clock).toISOString());
+    clock += 3_600_000;
+    calls = [];
+    await configure(deps).sync();
+    expect(readBacks()).toBe(0);
+
+    // Removed: what it was configured with goes, its prices stay for reconciliation.
+    const priced = await syncRegistry.get('5310');
+    await configure(deps).remove(['5310']);
+    expect(await syncRegistry.get('5310')).toMatchObject({
+      state: 'removed',
+      expectedCpi: priced?.expectedCpi,
+      cpiHistory: priced?.cpiHistory,
+    });
   });
 
   it('leaves a survey an operator removed alone, even when it changes', async () => {
