@@ -209,8 +209,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     // As it stands now, not as listed when the run began: an operator may have removed or rotated it since.
     const registration = await deps.registry.get(surveyId);
     if (
-      !registration ||
-      registration.state !== 'active' ||
+      registration?.state !== 'active' ||
       !registration.verified ||
       registration.verifiedAt !== listed.verifiedAt ||
       registration.kid !== listed.kid
