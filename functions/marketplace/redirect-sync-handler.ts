@@ -57,6 +57,7 @@ export function createRedirectSyncHandler({
       const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
       const summary = summarizeSyncRun(await configuration.sync({ deadline }));
       publish('RedirectsApplied', summary.counts.applied ?? 0, {});
+      publish('RedirectsDrifted', summary.drifted.length, {});
       if (summary.failed.length > 0) {
         count('RedirectSyncFailures');
         logger.warn('redirect sync finished with failures', { ...summary });

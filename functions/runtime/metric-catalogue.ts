@@ -59,6 +59,11 @@ export const METRIC_CATALOGUE = {
   },
   RedirectsApplied: { unit: 'Count', dimensions: {}, about: 'surveys whose redirects a sync run applied' },
   RedirectSyncFailures: { unit: 'Count', dimensions: {}, about: 'redirect sync runs with a failed survey' },
+  RedirectsDrifted: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'surveys whose redirects the daily read-back found changed at the marketplace, applied again',
+  },
   ReconciledSurveys: { unit: 'Count', dimensions: {}, about: 'surveys a reconciliation run reconciled' },
   ReconcileFailedSurveys: {
     unit: 'Count',

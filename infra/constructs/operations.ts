@@ -150,6 +150,12 @@ export class Operations extends Construct {
       1,
     );
     alarm(
+      'redirects-drifted',
+      "A survey's redirects were changed at the marketplace (postbacks may have gone elsewhere since its last daily read-back); the sync applied them again. Its log names the fields ('redirects changed at the marketplace were applied again').",
+      cataloguedTotal('RedirectsDrifted', Duration.hours(1)),
+      1,
+    );
+    alarm(
       'redirects-not-recorded',
       'Redirect hits were neither recorded nor buffered; the log holds them ("redirect hit not recorded").',
       cataloguedTotal('RedirectNotRecorded'),
@@ -214,7 +220,13 @@ export class Operations extends Construct {
       new GraphWidget({
         title: 'Redirect sync and reconciliation failures',
         left: (
-          ['RedirectsApplied', 'RedirectSyncFailures', 'ReconcileFailures', 'ReconciledTransactions'] as const
+          [
+            'RedirectsApplied',
+            'RedirectsDrifted',
+            'RedirectSyncFailures',
+            'ReconcileFailures',
+            'ReconciledTransactions',
+          ] as const
         ).flatMap((m) => catalogued(m, Duration.hours(1))),
         width: 12,
       }),

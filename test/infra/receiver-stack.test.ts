@@ -413,7 +413,7 @@ describe('hit buffer', () => {
 });
 
 describe('operations', () => {
-  it('alarms on 5xx rate, buffer age, dead letters, reconciliation failures, unrecorded redirects and function errors', () => {
+  it('alarms on 5xx rate, buffer age, dead letters, reconciliation failures, drifted and unrecorded redirects and function errors', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map(
       (a) => (a as { Properties: { AlarmDescription: string; AlarmActions: unknown[] } }).Properties,
     );
@@ -424,10 +424,11 @@ describe('operations', () => {
       'dead-letter queue',
       'Reconciliation',
       'Redirect hits were neither recorded',
+      'changed at the marketplace',
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(5 + 7);
+    expect(alarms).toHaveLength(6 + 7);
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });
