@@ -265,8 +265,10 @@ export function needsLookback(window: SurveyWindow): boolean {
   const owned = new Set(window.days);
   const lookbackDays = window.lookbackDays ?? 0;
   const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
-  return match(window.transactions, window.attempts).some(({ transaction, attempt }) => {
-    if (transaction || !attempt || !arrivedHere(attempt)) return false;
+  const pairs = match(window.transactions, window.attempts);
+  const answered = answeredTokens(pairs);
+  return pairs.some(({ transaction, attempt }) => {
+    if (transaction || !attempt || !arrivedHere(attempt) || answered.has(attempt.token)) return false;
     const day = attemptDay(attempt);
     if (!day || !owned.has(day)) return false;
     const searchedFrom = nextDay(day, -1 - lookbackDays);
@@ -276,6 +278,14 @@ export function needsLookback(window: SurveyWindow): boolean {
     });
   });
 }
+
+/** Tokens whose transaction is matched with an attempt that arrived here. */
+const answeredTokens = (pairs: readonly Pair[]) =>
+  new Set(
+    pairs
+      .filter((p) => p.transaction && p.attempt && arrivedHere(p.attempt))
+      .map((p) => p.transaction?.token),
+  );
 
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
 const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || attempt.postback !== undefined;
@@ -305,11 +315,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const superseded: Attempt[] = [];
   const withdrawn: Attempt[] = [];
   const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
-  const arrivedTokens = new Set(
-    pairs
-      .filter((p) => p.transaction && p.attempt && arrivedHere(p.attempt))
-      .map((p) => p.transaction?.token),
-  );
+  const arrivedTokens = answeredTokens(pairs);
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction && filedAt(transaction);
     if (transaction && !clicked) {
@@ -326,6 +332,10 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       (arrivedTokens.has(attempt.token) ? superseded : withdrawn).push(attempt);
       continue;
     }
+    // The same respondent seen here twice under two spellings of the pid (a redirect under one, the postback
+    // under the other): its transaction is judged with the attempt that took it; this one adds no verdict (it
+    // would read as an unverified claim, a false forgery signal).
+    if (!transaction && attempt && arrivedTokens.has(attempt.token)) continue;
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {

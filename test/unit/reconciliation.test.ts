@@ -301,10 +301,17 @@ describe('windows', () => {
       transactions: [transaction('t', 'Completed', noon)],
       attempts: [redirect, postback],
     });
-    expect(result.verdicts.map((v) => [v.attempt?.pid, v.verdict.kind])).toEqual([
-      ['P-T', 'matched'],
-      ['p-t', 'unverified_claim'],
-    ]);
+    // The redirect under the other spelling is the same respondent: no verdict of its own, no look-back for it.
+    expect(result.verdicts.map((v) => [v.attempt?.pid, v.verdict.kind])).toEqual([['P-T', 'matched']]);
+    expect(
+      needsLookback({
+        surveyId: '1',
+        days: [DAY],
+        transactions: [transaction('t', 'Completed', noon)],
+        attempts: [redirect, postback],
+        lookbackDays: 7,
+      }),
+    ).toBe(false);
   });
 
   it('an item for a transaction filed by its start (no click time) keeps the time that places it', () => {
