@@ -182,6 +182,16 @@ export function createReconciliationStore(
   const getItem = async (key: Record<string, string>) =>
     (await send(() => client.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }))))
       .Item;
+  /** An update, if its condition holds: false, and nothing written, when it does not. */
+  const updated = async (input: Omit<UpdateCommandInput, 'TableName'>) => {
+    try {
+      await send(() => client.send(new UpdateCommand({ TableName: tableName, ...input })));
+      return true;
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      return false;
+    }
+  };
 
   const surveyRecords: ReconciliationStore['surveyRecords'] = async (surveyId, days) => {
     // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
@@ -247,18 +257,9 @@ export function createReconciliationStore(
         await flagAgain(verdict.day);
         return true;
       };
-      /** The update, if its condition holds: false when it does not. */
-      const updated = async (input: Omit<UpdateCommandInput, 'TableName' | 'Key'>) => {
-        try {
-          await send(() => client.send(new UpdateCommand({ TableName: tableName, Key: key, ...input })));
-          return true;
-        } catch (error) {
-          if (!(error instanceof ConditionalCheckFailedException)) throw error;
-          return false;
-        }
-      };
       if (sameVerdict) {
         const refreshed = await updated({
+          Key: key,
           UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
           ConditionExpression: asRead,
           ExpressionAttributeValues: facts,
@@ -277,6 +278,7 @@ export function createReconciliationStore(
         key.sk.replace(/^TOKEN#/, ''),
       );
       const written = await updated({
+        Key: key,
         UpdateExpression:
           [
             'SET kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId)',
@@ -310,53 +312,31 @@ export function createReconciliationStore(
       return existing ? 'changed' : 'new';
     },
 
-    async retireItem(item, at, reason) {
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: attemptKey(item.surveyId, item.pid, item.token),
-              UpdateExpression:
-                'SET retiredAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
-                'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
-              // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one.
-              ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(lastSeenAt)',
-              ExpressionAttributeValues: {
-                ':now': at.toISOString(),
-                ':empty': [],
-                ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
-              },
-            }),
-          ),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
-      }
+    retireItem(item, at, reason) {
+      return updated({
+        Key: attemptKey(item.surveyId, item.pid, item.token),
+        UpdateExpression:
+          'SET retiredAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
+          'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
+        // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one.
+        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(lastSeenAt)',
+        ExpressionAttributeValues: {
+          ':now': at.toISOString(),
+          ':empty': [],
+          ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
+        },
+      });
     },
 
-    async pointToArrival(surveyId, pid, token, arrivedAs) {
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: attemptKey(surveyId, pid, token),
-              UpdateExpression: 'SET arrivedAs = :arrivedAs',
-              // On the item a run made for the transaction: none yet, and that run will make it and look again.
-              ConditionExpression:
-                'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
-              ExpressionAttributeValues: { ':arrivedAs': arrivedAs },
-            }),
-          ),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
-      }
+    pointToArrival(surveyId, pid, token, arrivedAs) {
+      return updated({
+        Key: attemptKey(surveyId, pid, token),
+        UpdateExpression: 'SET arrivedAs = :arrivedAs',
+        // On the item a run made for the transaction: none yet, and that run will make it and look again.
+        ConditionExpression:
+          'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
+        ExpressionAttributeValues: { ':arrivedAs': arrivedAs },
+      });
     },
 
     async putDaySummary(summary, at, runId) {
@@ -569,29 +549,17 @@ export function createReconciliationStore(
       );
     },
 
-    async acquireRun(name, runId, now, until) {
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: runStateKey(name),
-              UpdateExpression: 'SET leaseUntil = :until',
-              ConditionExpression:
-                'runId = :runId AND (attribute_not_exists(leaseUntil) OR leaseUntil < :now)',
-              ExpressionAttributeValues: {
-                ':until': until.toISOString(),
-                ':runId': runId,
-                ':now': now.toISOString(),
-              },
-            }),
-          ),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
-      }
+    acquireRun(name, runId, now, until) {
+      return updated({
+        Key: runStateKey(name),
+        UpdateExpression: 'SET leaseUntil = :until',
+        ConditionExpression: 'runId = :runId AND (attribute_not_exists(leaseUntil) OR leaseUntil < :now)',
+        ExpressionAttributeValues: {
+          ':until': until.toISOString(),
+          ':runId': runId,
+          ':now': now.toISOString(),
+        },
+      });
     },
   };
 }

@@ -185,6 +185,20 @@ const arrive = (t: SimTransaction, at: Date) =>
     at,
   );
 
+/** Its postback, with the pid spelt otherwise than in the marketplace's row (the token is the same). */
+const arriveSpeltOtherwise = (t: SimTransaction, at: Date) =>
+  attempts.recordHit(
+    {
+      channel: 'postback',
+      surveyId: String(t.surveyId),
+      outcome: 'success',
+      pid: t.pid.toUpperCase(),
+      token: t.token,
+      source: 'query',
+    },
+    at,
+  );
+
 const WEEK = Array.from({ length: 7 }, (_, i) => nextDay(TODAY, i - 6));
 
 /** A survey with two completes on every day of the week, one of them not received here on the oldest day. */
@@ -315,17 +329,7 @@ describe('settled days', () => {
     // spelt otherwise than in the marketplace's row (the token is the same).
     clock += 10 * 60_000;
     const receivedAt = new Date(Date.parse(late.clickedAt.toISOString()) + 2 * HOUR);
-    await attempts.recordHit(
-      {
-        channel: 'postback',
-        surveyId: '7213',
-        outcome: 'success',
-        pid: late.pid.toUpperCase(),
-        token: late.token,
-        source: 'query',
-      },
-      receivedAt,
-    );
+    await arriveSpeltOtherwise(late, receivedAt);
     clock += HOUR;
     const next = await hourly();
     expect(next.outcomes[0]).toMatchObject({ superseded: 1, changes: { changed: 0 } });
@@ -355,17 +359,7 @@ describe('settled days', () => {
     await hourly();
     // Days later the postback arrives with the pid spelt otherwise: first seen today, outside the click day's reads.
     clock += 10 * 60_000;
-    await attempts.recordHit(
-      {
-        channel: 'postback',
-        surveyId: '7214',
-        outcome: 'success',
-        pid: late.pid.toUpperCase(),
-        token: late.token,
-        source: 'query',
-      },
-      new Date(clock),
-    );
+    await arriveSpeltOtherwise(late, new Date(clock));
     clock += HOUR;
     const found = await hourly();
     expect(found.outcomes[0]).toMatchObject({ earlier: 1 });
@@ -451,17 +445,7 @@ describe('settled days', () => {
     await hourly();
     // A day and a half on, the click day has left the window; the postback arrives, spelt otherwise.
     clock += 36 * HOUR;
-    await attempts.recordHit(
-      {
-        channel: 'postback',
-        surveyId: '7217',
-        outcome: 'success',
-        pid: late.pid.toUpperCase(),
-        token: late.token,
-        source: 'query',
-      },
-      new Date(clock),
-    );
+    await arriveSpeltOtherwise(late, new Date(clock));
     clock += HOUR;
     await hourly();
     expect((await results.surveyState('7217'))?.openDays).toEqual([oldest]);
