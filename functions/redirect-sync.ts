@@ -26,6 +26,7 @@ export const handler = createRedirectSyncHandler({
     publicBaseUrl: config.publicBaseUrl,
     methods: config.methods,
     concurrency: config.concurrency,
+    readBacksPerRun: config.readBacksPerRun,
     ...(config.initialSince ? { initialSince: config.initialSince } : {}),
   }),
 });

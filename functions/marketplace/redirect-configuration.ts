@@ -96,6 +96,8 @@ export interface RedirectConfigurationDeps {
   readonly concurrency?: number;
   /** Where sync starts before its first checkpoint. */
   readonly initialSince?: Date;
+  /** Verified surveys read back per sync run at most (default `REVERIFY_PER_RUN`; 0: none). */
+  readonly readBacksPerRun?: number;
   readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
 }
 
@@ -384,7 +386,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         [...registrations.values()]
           .filter((r) => r.state === 'active' && r.verified && lastLook(r) < trustedSince)
           .sort((a, b) => lastLook(a).localeCompare(lastLook(b)))
-          .slice(0, REVERIFY_PER_RUN)
+          .slice(0, deps.readBacksPerRun ?? REVERIFY_PER_RUN)
           .map((r) => [r.surveyId, r]),
       );
 

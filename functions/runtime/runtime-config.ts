@@ -94,6 +94,8 @@ const syncEnvironment = z
     POSTBACK_METHOD_SUCCESS: method,
     POSTBACK_METHOD_FAIL: method,
     REDIRECT_SYNC_CONCURRENCY: wholeNumber(1, 32, 4),
+    /** Verified surveys read back per run at most (each once a day; redirect-configuration.ts REVERIFY_PER_RUN); 0 turns it off. */
+    REDIRECT_READBACKS_PER_RUN: wholeNumber(0, 10_000, 50),
     /** Where the first sync starts looking (default: every live survey). */
     REDIRECT_SYNC_INITIAL_SINCE: z.optional(z.iso.datetime()),
   })
@@ -121,6 +123,7 @@ export interface RedirectSyncConfig extends StoreConfig {
   readonly publicBaseUrl: string;
   readonly methods: PostbackMethods;
   readonly concurrency: number;
+  readonly readBacksPerRun: number;
   readonly initialSince?: Date | undefined;
 }
 
@@ -170,6 +173,7 @@ export function readRedirectSyncConfig(env: NodeJS.ProcessEnv = process.env): Re
     publicBaseUrl: values.PUBLIC_BASE_URL,
     methods: { success: values.POSTBACK_METHOD_SUCCESS, fail: values.POSTBACK_METHOD_FAIL },
     concurrency: values.REDIRECT_SYNC_CONCURRENCY,
+    readBacksPerRun: values.REDIRECT_READBACKS_PER_RUN,
     initialSince: values.REDIRECT_SYNC_INITIAL_SINCE
       ? new Date(values.REDIRECT_SYNC_INITIAL_SINCE)
       : undefined,

@@ -337,6 +337,10 @@ describe('sync', () => {
       expectedCpi: priced?.expectedCpi,
       cpiHistory: priced?.cpiHistory,
     });
+
+    // Turned off, nothing is read back however long ago it was.
+    clock = start + 200 * 3_600_000;
+    expect((await configure({ ...deps, readBacksPerRun: 0 }).sync()).reverified).toBe(0);
   });
 
   it('leaves a survey an operator removed alone, even when it changes', async () => {

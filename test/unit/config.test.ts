@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
+import { REVERIFY_PER_RUN } from '../../functions/marketplace/redirect-configuration';
 import {
   readFinanceConfig,
   readHealthConfig,
   readReceiverConfig,
   readReconcileConfig,
+  readRedirectSyncConfig,
 } from '../../functions/runtime/runtime-config';
 
 const receiver = { TABLE_NAME: 'ledger', SIGNING_KEYS: '{"current":"k1"}' };
@@ -77,6 +79,21 @@ describe('configuration', () => {
       }),
     ).toThrow(/FINANCE_AUTH must be iam in Lambda/);
     expect(readFinanceConfig({ TABLE_NAME: 't' }).auth).toEqual({ mode: 'iam' });
+  });
+});
+
+describe('the redirect sync configuration', () => {
+  const sync = {
+    TABLE_NAME: 'ledger',
+    SIGNING_KEYS: '{"current":"k1"}',
+    PUBLIC_BASE_URL: 'https://hits.example',
+  };
+  it('reads back the default number of verified surveys a run, any other, or none', () => {
+    expect(readRedirectSyncConfig(sync).readBacksPerRun).toBe(REVERIFY_PER_RUN);
+    expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '0' }).readBacksPerRun).toBe(0);
+    expect(() => readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '-1' })).toThrow(
+      /REDIRECT_READBACKS_PER_RUN/,
+    );
   });
 });
 
