@@ -193,14 +193,14 @@ export function createReconciliationStore(
     }
   };
 
-  const surveyRecords: ReconciliationStore['surveyRecords'] = async (surveyId, days) => {
+  const surveyRecords = async (surveyId: string, days: readonly string[], withState = true) => {
     // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
     // figures compared against must be the last written.
     const stateKey = reconciliationStateKey(surveyId);
     const items = await batchGet(
       client,
       tableName,
-      [stateKey, ...days.map((day) => summaryKey(surveyId, day))],
+      [...(withState ? [stateKey] : []), ...days.map((day) => summaryKey(surveyId, day))],
       { consistent: true },
     );
     const stateItem = items.find((item) => item.pk === stateKey.pk && item.sk === stateKey.sk);
@@ -379,10 +379,10 @@ export function createReconciliationStore(
     },
 
     async summariesOf(surveyId, days) {
-      return (await surveyRecords(surveyId, days)).summaries;
+      return (await surveyRecords(surveyId, days, false)).summaries;
     },
 
-    surveyRecords,
+    surveyRecords: (surveyId, days) => surveyRecords(surveyId, days),
 
     async daySummaries(day) {
       const keys = await queryAll(client, {

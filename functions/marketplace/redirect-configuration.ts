@@ -64,7 +64,10 @@ export interface SyncReport {
  * the marketplace (its console, another integration), and then postbacks no longer come here.
  */
 export const REVERIFY_AFTER_MS = 24 * 3_600_000;
-/** Read-backs per sync run at most, the longest unverified first (a thousand surveys a day in 96 runs). */
+/**
+ * Read-backs per sync run at most, the longest unverified first: 4,800 surveys a day in the 96 runs of the
+ * 15-minute schedule (REDIRECT_READBACKS_PER_RUN).
+ */
 export const REVERIFY_PER_RUN = 50;
 
 export interface SurveyComparison {
@@ -198,8 +201,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
   /**
    * Reads back a verified survey's redirects: as applied, the verification is renewed; changed at the
-   * marketplace, they are applied again (and the fields that had drifted reported). A read that fails leaves the
-   * survey as it was, for the next run: a survey the marketplace closed may refuse it.
+   * marketplace, they are applied again (and the fields that had drifted reported). A read that fails (a survey
+   * the marketplace closed may refuse it) is recorded, and tried again the next day.
    */
   async function readBack(
     listed: SurveyRegistration,
@@ -218,7 +221,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     )
       return { surveyId, status: 'skipped', reason: 'registration changed since the run began' };
     // Our own settings changed (the base URL, the methods): an apply, not a drift.
-    if (registration.fingerprint !== settingsFingerprint(desiredFor(surveyId, ring)))
+    const desired = desiredFor(surveyId, ring);
+    if (registration.fingerprint !== settingsFingerprint(desired))
       return applyOne(surveyId, ring, options, price);
     // Signed with another key than this run holds (a rotation under way): the rotation applies it.
     if (registration.kid !== ring.current.kid)
@@ -237,7 +241,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!options.dryRun) await deps.registry.put({ ...registration, readBackAt: at, updatedAt: at });
       return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
     }
-    const differences = settingsDifferences(desiredFor(surveyId, ring), actual);
+    const differences = settingsDifferences(desired, actual);
     if (differences.length === 0) {
       if (!options.dryRun)
         await deps.registry.put({

@@ -33,6 +33,10 @@ export function summarizeReconcileRun(report: RunReport) {
     failures: report.outcomes
       .filter((o) => o.status === 'failed')
       .map((o) => ({ surveyId: o.surveyId, error: o.error ?? '' })),
+    // Days past the window that could not be read: the survey reconciled, those days tried again tomorrow.
+    openDayFailures: report.outcomes
+      .filter((o) => o.openFailures > 0)
+      .map((o) => ({ surveyId: o.surveyId, error: o.openError ?? '' })),
   };
 }
 
@@ -56,6 +60,8 @@ export function createReconcileHandler({ engine, windowDays, resume }: Reconcile
       if (summary.failed > 0) {
         count('ReconcileFailures');
         logger.warn('reconciliation run finished with failed surveys', { ...summary });
+      } else if (summary.openFailures > 0) {
+        logger.warn('reconciliation run finished; days past the window could not be read', { ...summary });
       } else {
         logger.info('reconciliation run finished', { ...summary });
       }

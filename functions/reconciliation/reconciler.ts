@@ -17,7 +17,7 @@ import type {
   SurveyRegistry,
   VerdictChange,
 } from '../ledger/ledger-store';
-import type { MarketplaceClient } from '../marketplace/marketplace-client';
+import type { MalformedRow, MarketplaceClient } from '../marketplace/marketplace-client';
 import { distinctTransactions, filedAt, type Transaction } from '../marketplace/marketplace-records';
 import { pacificDay } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
@@ -259,29 +259,26 @@ export function reconciler(deps: ReconcilerDeps) {
       const range = fetchRange(window);
       // What a call for just these days would have listed, and the rows before them already at hand.
       const [from, to] = [range.from.toISOString(), range.to.toISOString()];
-      const filed = filedAt;
       const transactions = listed.filter((t) => {
-        const at = filed(t);
+        const at = filedAt(t);
         return at === undefined || (at >= from && at < to);
       });
-      const before = listed.filter((t) => (filed(t) ?? from) < from);
+      const before = listed.filter((t) => (filedAt(t) ?? from) < from);
       // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
       // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
       const keys = attemptKeysToRead({ days: window, transactions, attempts: seen });
       const keyed = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
       // An item that says its transaction's attempt arrived under another pid: that attempt, by its key.
-      const held = new Set([...seen, ...keyed].map((a) => JSON.stringify([a.pid, a.token])));
-      const pointed = [
-        ...new Map(
-          [...seen, ...keyed].flatMap((a) =>
-            a.arrivedAs && !held.has(JSON.stringify([a.arrivedAs, a.token]))
-              ? [[JSON.stringify([a.arrivedAs, a.token]), { pid: a.arrivedAs, token: a.token }] as const]
-              : [],
-          ),
-        ).values(),
-      ];
+      const keyOf = (pid: string, token: string) => JSON.stringify([pid, token]);
+      const held = new Set([...seen, ...keyed].map((a) => keyOf(a.pid, a.token)));
+      const pointed = new Map<string, { pid: string; token: string }>();
+      for (const { arrivedAs, token } of [...seen, ...keyed])
+        if (arrivedAs && !held.has(keyOf(arrivedAs, token)))
+          pointed.set(keyOf(arrivedAs, token), { pid: arrivedAs, token });
       const byKey =
-        pointed.length > 0 ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, pointed))] : keyed;
+        pointed.size > 0
+          ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, [...pointed.values()]))]
+          : keyed;
       const attempts = [...seen, ...byKey];
       const sides = {
         surveyId,
@@ -423,7 +420,7 @@ export function reconciler(deps: ReconcilerDeps) {
         // An unreadable row there that may be the transaction an attempt is looked for by (its token, or none
         // readable): not judged without it. Any other is counted.
         const blocking = earlier.malformed.filter((m) => !m.reference || lookedFor.has(m.reference));
-        if (blocking.length > 0) readable({ rows: [], malformed: blocking });
+        if (blocking.length > 0) throw unreadable(blocking);
         return earlier;
       };
       for (const [i, group] of groups.entries())
@@ -515,12 +512,16 @@ export function reconciler(deps: ReconcilerDeps) {
    * fails, naming it, and its days are retried by every run until the row reads.
    */
   function readable(listed: Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>) {
-    const [first] = listed.malformed;
-    if (first)
-      throw new Error(
-        `${listed.malformed.length} unreadable transaction rows (row ${first.index}${first.reference ? ` ${first.reference}` : ''}: ${first.problem})`,
-      );
+    if (listed.malformed.length > 0) throw unreadable(listed.malformed);
     return distinctTransactions(listed.rows);
+  }
+
+  /** The error that fails a survey for rows that cannot be read, naming the first. */
+  function unreadable(malformed: readonly MalformedRow[]): Error {
+    const [first] = malformed;
+    return new Error(
+      `${malformed.length} unreadable transaction rows (row ${first?.index}${first?.reference ? ` ${first.reference}` : ''}: ${first?.problem})`,
+    );
   }
 
   /** Reconciles surveys in order, `concurrency` at a time, taking up no new survey after the deadline. */
@@ -693,6 +694,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     earlier: 0,
     superseded: 0,
     withdrawn: 0,
+    openFailures: 0,
     skippedDays: 0,
     summariesWritten: 0,
     changed: 0,
@@ -710,6 +712,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.earlier += o.earlier;
     sum.superseded += o.superseded;
     sum.withdrawn += o.withdrawn;
+    sum.openFailures += o.openFailures;
     sum.skippedDays += o.skippedDays;
     sum.summariesWritten += o.summariesWritten;
     sum.changed += o.changes.changed;

@@ -350,14 +350,10 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
           .map((t) => ({ t, at: filedAt(t) as string }))
           .sort((a, b) => a.at.localeCompare(b.at))
           .at(-1) as { t: Transaction; at: string };
-        elsewhere.push({ day: dayOf(latest.at), attempt });
+        const clickDay = dayOf(latest.at);
+        elsewhere.push({ day: clickDay, attempt });
         if (!candidates.some((t) => t.pid === attempt.pid))
-          pointers.push({
-            pid: latest.t.pid,
-            token: attempt.token,
-            arrivedAs: attempt.pid,
-            day: dayOf(latest.at),
-          });
+          pointers.push({ pid: latest.t.pid, token: attempt.token, arrivedAs: attempt.pid, day: clickDay });
         continue;
       }
     }

@@ -17,6 +17,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import {
@@ -489,6 +490,12 @@ describe('settled days', () => {
     });
     const report = await broken.scheduled(7, { deadline: new Date(clock + HOUR) });
     expect(report?.outcomes[0]).toMatchObject({ status: 'reconciled', openFailures: 1 });
+    // The run's summary (what the function logs) says which survey, and why.
+    expect(report && summarizeReconcileRun(report)).toMatchObject({
+      failed: 0,
+      openFailures: 1,
+      openDayFailures: [{ surveyId: '7218', error: expect.stringMatching(/1 unreadable transaction rows/) }],
+    });
     const state = await results.surveyState('7218');
     expect(state).toMatchObject({ openDays: [oldest], failedDays: [] });
     expect((await results.summariesOf('7218', [nextDay(TODAY, 2)]))[0]).toBeDefined();
