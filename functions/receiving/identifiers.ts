@@ -28,9 +28,12 @@ export const TOKEN_MAX_BYTES = 128;
 /** What the marketplace leaves in a URL when it did not substitute a placeholder. */
 const PLACEHOLDER = /\[%%\w+%%\]/;
 
-/** A value that says nothing (missing, empty, or a placeholder left as it was): another place's value may stand. */
+/**
+ * A value that says nothing (missing, empty, or a placeholder left as it was): another place's value may stand.
+ * Spaces are a value (an id may be made of them), as `identifierProblem` accepts them.
+ */
 export const isBlank = (value: string | undefined): boolean =>
-  value === undefined || value.trim() === '' || PLACEHOLDER.test(value);
+  value === undefined || value === '' || PLACEHOLDER.test(value);
 /** C0, DEL and C1 controls; lone surrogates (not Unicode text, and not storable as UTF-8). */
 const CONTROL = /\p{Cc}/u;
 const LONE_SURROGATE = /\p{Cs}/u;

@@ -130,6 +130,14 @@ describe('reading the identity', () => {
     ).toEqual({ pid: 'p1', token: 't1', source: 'form' });
   });
 
+  it('takes spaces as a value, not as nothing', () => {
+    expect(identity(request({ rawQueryString: 'pid=%20&token=t1' }))).toEqual({
+      pid: ' ',
+      token: 't1',
+      source: 'query',
+    });
+  });
+
   it('ignores a body it cannot read when the signed query carries both ids', () => {
     for (const body of [
       { contentType: 'text/plain', body: 'OK' },
