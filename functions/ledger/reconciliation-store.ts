@@ -69,6 +69,12 @@ export interface SurveyReconciliationState {
    */
   readonly openDays?: readonly string[] | undefined;
   readonly openCheckedAt?: string | undefined;
+  /**
+   * Pacific days past the window (within the review horizon) whose completes were all reviewed: a buyer may still
+   * reverse one, so their rows are listed again once a week (`reviewedCheckedAt`, REVIEWED_RECHECK_DAYS).
+   */
+  readonly reviewedDays?: readonly string[] | undefined;
+  readonly reviewedCheckedAt?: string | undefined;
 }
 
 /** A run that may span several invocations: what it covers and how far it got. */
@@ -573,6 +579,8 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     lastErrorAt: item.lastErrorAt as string | undefined,
     ...(Array.isArray(item.openDays) ? { openDays: item.openDays as string[] } : {}),
     ...(typeof item.openCheckedAt === 'string' ? { openCheckedAt: item.openCheckedAt } : {}),
+    ...(Array.isArray(item.reviewedDays) ? { reviewedDays: item.reviewedDays as string[] } : {}),
+    ...(typeof item.reviewedCheckedAt === 'string' ? { reviewedCheckedAt: item.reviewedCheckedAt } : {}),
   };
 }
 

@@ -89,6 +89,16 @@ export interface ReconcilerDeps {
  */
 export const REVIEW_HORIZON_DAYS = 60;
 
+/**
+ * A day past the window whose completes were all reviewed can still change: the buyer adjusts a Valid complete to
+ * Invalid after the fact. Such days are listed again this often (the marketplace's rows only; the ledger is read
+ * when their fingerprint changed) until the review horizon, so a late reversal reaches what is owed within a week.
+ */
+export const REVIEWED_RECHECK_DAYS = 7;
+const REVIEWED_RECHECK_MS = REVIEWED_RECHECK_DAYS * 86_400_000;
+/** Days past the window are listed this many at a time at most, so one call never spans the whole horizon. */
+const PAST_DAYS_PER_CALL = 7;
+
 export interface SurveyOutcome {
   readonly surveyId: string;
   readonly status: 'reconciled' | 'failed' | 'deferred';
@@ -115,7 +125,7 @@ export interface SurveyOutcome {
   readonly superseded: number;
   /** Items created for a transaction the marketplace lists no more, retired. */
   readonly withdrawn: number;
-  /** Windows of days past the window (open days) that could not be reconciled: read again the next day. */
+  /** Windows of days past the window (open or reviewed days) that could not be reconciled: read again next time. */
   readonly openFailures: number;
   readonly openError?: string;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
@@ -234,11 +244,22 @@ export function reconciler(deps: ReconcilerDeps) {
       (state?.openCheckedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString()
         ? past
         : [];
+    // Days past the window whose completes were all reviewed: their rows listed again once a week.
+    const reviewed =
+      plan !== undefined &&
+      (state?.reviewedCheckedAt ?? '') <= new Date(at.getTime() - REVIEWED_RECHECK_MS).toISOString()
+        ? (state?.reviewedDays ?? []).filter(
+            (day) => !days.includes(day) && day >= horizon && !open.includes(day),
+          )
+        : [];
+    /** Reviewed days are read in full only when their rows changed (or a late hit flagged them). */
+    const byRowsOnly = new Set(reviewed);
+    const pastDays = new Set([...open, ...reviewed]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
-    const allDays = [...new Set([...days, ...failedDays, ...open])].sort();
-    /** Windows of open days alone: read after the others, and a failure there does not fail the survey. */
-    const openOnly = (window: readonly string[]) =>
-      window.every((day) => open.includes(day) && !days.includes(day) && !failedDays.includes(day));
+    const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
+    /** Windows of days past the window alone: read after the others, and a failure there does not fail the survey. */
+    const pastOnly = (window: readonly string[]) =>
+      window.every((day) => pastDays.has(day) && !days.includes(day) && !failedDays.includes(day));
     const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
     const outcome = {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
@@ -378,7 +399,10 @@ export function reconciler(deps: ReconcilerDeps) {
       const context = { surveyId, failedDays, now: at };
       // Days checked whatever the marketplace lists: their attempts are read while it answers.
       const regardless = plan
-        ? window.filter((day) => checkRegardless(day, plan, { ...context, stored: stored.get(day) }))
+        ? window.filter((day) => {
+            const why = checkRegardless(day, plan, { ...context, stored: stored.get(day) });
+            return why !== undefined && !(why === 'due' && byRowsOnly.has(day));
+          })
         : window;
       const groups = contiguous(regardless);
       // Both sides at once; if the marketplace fails, the ledger reads are simply discarded. A survey already
@@ -432,20 +456,22 @@ export function reconciler(deps: ReconcilerDeps) {
       }
     }
 
-    const windows = contiguous(allDays);
+    const windows = contiguous(allDays).flatMap((w) => (pastOnly(w) ? chunks(w, PAST_DAYS_PER_CALL) : [w]));
     try {
-      if (open.length > 0)
-        for (const summary of await deps.results.summariesOf(surveyId, open)) {
+      if (pastDays.size > 0)
+        for (const summary of await deps.results.summariesOf(surveyId, [...pastDays].sort())) {
           stored.set(summary.day, summary);
           latest.set(summary.day, summary);
         }
-      for (const window of windows.filter((w) => !openOnly(w))) await reconcileWindow(window);
-      // Days past the window: one that fails (a row unreadable there) stays open, read again the next day.
-      for (const window of windows.filter(openOnly)) {
+      for (const window of windows.filter((w) => !pastOnly(w))) await reconcileWindow(window);
+      // Days past the window: one that fails (a row unreadable there) stays as it was, read again the next day.
+      let reviewedFailed = false;
+      for (const window of windows.filter(pastOnly)) {
         try {
           await reconcileWindow(window);
         } catch (error) {
           outcome.openFailures++;
+          if (window.some((day) => byRowsOnly.has(day))) reviewedFailed = true;
           for (const day of window) latest.delete(day);
           if (error instanceof Error) outcome.openError ??= error.message;
         }
@@ -466,14 +492,30 @@ export function reconciler(deps: ReconcilerDeps) {
                 : (state?.openDays ?? []).includes(day);
             })
             .sort();
-      const openChanged = openDays.join() !== (state?.openDays ?? []).join();
+      // Days past the window (or the next to leave it) whose completes were all reviewed: watched for reversals.
+      const reviewedDays = !plan
+        ? (state?.reviewedDays ?? []).filter((day) => !openDays.includes(day))
+        : [...new Set([...allDays, ...(state?.reviewedDays ?? [])])]
+            .filter((day) => {
+              if (day < horizon || (oldest !== undefined && day > oldest) || openDays.includes(day))
+                return false;
+              const figures = latest.get(day);
+              return figures
+                ? figures.marketplace.completes > 0 && figures.marketplace.pendingCompletes === 0
+                : (state?.reviewedDays ?? []).includes(day);
+            })
+            .sort();
+      const openChanged =
+        openDays.join() !== (state?.openDays ?? []).join() ||
+        reviewedDays.join() !== (state?.reviewedDays ?? []).join();
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       if (
         !state ||
         state.failedDays.length > 0 ||
         state.lastError !== undefined ||
         openChanged ||
-        open.length > 0
+        open.length > 0 ||
+        reviewed.length > 0
       )
         await deps.results.putSurveyState({
           surveyId,
@@ -481,6 +523,18 @@ export function reconciler(deps: ReconcilerDeps) {
           failedDays: [],
           ...(openDays.length > 0
             ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
+            : {}),
+          ...(reviewedDays.length > 0
+            ? {
+                reviewedDays,
+                // Listed now: the next look in a week; if that failed, tomorrow.
+                reviewedCheckedAt:
+                  reviewed.length === 0
+                    ? state?.reviewedCheckedAt
+                    : new Date(
+                        at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
+                      ).toISOString(),
+              }
             : {}),
         });
       return { ...outcome, changes, changed };
@@ -493,10 +547,13 @@ export function reconciler(deps: ReconcilerDeps) {
           ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
           // Kept: the days past the window waiting for review are retried with the rest.
           ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
+          ...(state?.reviewedDays
+            ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
+            : {}),
           // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
           // past the window stay open days (read daily), not failed ones (read hourly).
           failedDays: allDays.filter(
-            (day) => day >= horizon && (!open.includes(day) || failedDays.includes(day)),
+            (day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day)),
           ),
           lastError: message,
           lastErrorAt: at.toISOString(),
@@ -740,6 +797,13 @@ function withOvertaken(
 }
 
 /** Splits sorted days into runs of consecutive days. */
+/** `list` in consecutive pieces of at most `size`. */
+function chunks<T>(list: readonly T[], size: number): T[][] {
+  const pieces: T[][] = [];
+  for (let i = 0; i < list.length; i += size) pieces.push(list.slice(i, i + size));
+  return pieces;
+}
+
 function contiguous(days: readonly string[]): string[][] {
   const windows: string[][] = [];
   for (const day of days) {

@@ -439,6 +439,39 @@ describe('settled days', () => {
     expect(readDay(oldest)).toBe(false);
   });
 
+  it('a day past the window whose completes were all reviewed is listed again weekly: a reversal after the fact reaches what is owed', async () => {
+    await survey(7219);
+    const oldest = WEEK[0] as string;
+    const paid = await complete(7219, oldest, { verify: 'Valid' });
+    await hourly();
+    expect(await results.surveyState('7219')).toMatchObject({ reviewedDays: [oldest] });
+    expect((await results.surveyState('7219'))?.openDays).toBeUndefined();
+    // Out of the window: its rows are listed once (unchanged), its attempts not read.
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
+    const checked = (await results.surveyState('7219'))?.reviewedCheckedAt;
+    expect(checked).toBe(new Date(clock).toISOString());
+    // The buyer reverses the complete. Within the week nothing looks again.
+    paid.verifyToken = 'Invalid';
+    clock += 24 * HOUR;
+    await hourly();
+    expect((await results.summariesOf('7219', [oldest]))[0]?.marketplace.owed).toBe('1.50');
+    // A week after the last look its rows have changed: the day is reconciled, the reversal counted.
+    clock += 6 * 24 * HOUR;
+    const found = await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    expect(found.outcomes[0]?.changes.changed).toBe(1);
+    const [summary] = await results.summariesOf('7219', [oldest]);
+    expect(summary?.marketplace).toMatchObject({ owed: '0.00', validCompletes: 0, invalidCompletes: 1 });
+    expect(summary?.verdicts).toEqual({ invalidated: 1 });
+    // Nothing left to watch on it: reviewed, invalid, and so listed again only until the horizon like the rest.
+    expect((await results.surveyState('7219'))?.reviewedDays).toEqual([oldest]);
+    clock += HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
+  });
+
   it('a postback under another pid spelling a week after the click: the click day, past the window, is read again for it', async () => {
     await survey(7217);
     const oldest = WEEK[0] as string;

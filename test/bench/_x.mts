@@ -1,0 +1,18 @@
+import { execFile, fork } from 'node:child_process';
+import { promisify } from 'node:util';
+import { BENCH_ENV as env, median } from './measure';
+const run = promisify(execFile);
+const size = Number(process.argv[2] ?? 8);
+const rounds = Number(process.argv[3] ?? 5);
+const fixture = fork('test/bench/fixture.ts', [String(size), '1000'], { execArgv: ['--import', 'tsx'], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const details = await new Promise<Record<string, string>>((resolve) => fixture.once('message', (m) => resolve(m as Record<string, string>)));
+const measure = async (mode: string, extra: string[] = []) => {
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', ...extra, 'test/bench/reconcile-runner.ts', mode, String(size)], { env: { ...env, BENCH_FIXTURE: JSON.stringify(details) }, maxBuffer: 1 << 20 });
+  return JSON.parse(stdout.trim().split('\n').pop() as string);
+};
+await measure('reconcile');
+const f: number[] = []; const r: number[] = [];
+for (let i = 0; i < rounds; i++) { f.push((await measure('floor')).wallMs); const x = await measure('reconcile'); r.push(x.wallMs); if (i===0) console.log(JSON.stringify(x)); }
+console.log('floor', f.map(Math.round), 'rec', r.map(Math.round), 'ratio', (median(r) / median(f)).toFixed(3));
+if (process.env.PROF) { await measure('reconcile', ['--cpu-prof', '--cpu-prof-dir=/tmp/prof']); await measure('floor', ['--cpu-prof', '--cpu-prof-dir=/tmp/proff']); }
+fixture.disconnect();

@@ -1,0 +1,10 @@
+import { execFile, fork } from 'node:child_process';
+import { promisify } from 'node:util';
+import { BENCH_ENV as env } from './measure';
+const run = promisify(execFile);
+const fixture = fork('test/bench/fixture.ts', ['8', '1000'], { execArgv: ['--import', 'tsx'], env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const details = await new Promise<Record<string, string>>((resolve) => fixture.once('message', (m) => resolve(m as Record<string, string>)));
+const measure = async (mode: string) => (await run(process.execPath, ['--import', 'tsx', 'test/bench/reconcile-runner.ts', mode, '8'], { env: { ...env, BENCH_FIXTURE: JSON.stringify(details) }, maxBuffer: 1 << 20 })).stdout.trim().split('\n').pop();
+await measure('reconcile');
+console.log(await measure('floor')); console.log(await measure('reconcile'));
+fixture.disconnect();
