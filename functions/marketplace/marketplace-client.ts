@@ -175,6 +175,10 @@ interface CallOptions {
 
 type Json = Record<string, unknown>;
 
+/** The marketplace answers an empty survey listing with an error ("No surveys available"), not an empty list. */
+const noSurveys = (status: number, message: string) =>
+  (status === 400 || status === 404) && /no surveys? (are )?available/i.test(message);
+
 export function createMarketplaceClient(options: MarketplaceClientOptions): MarketplaceClient {
   const version = options.apiVersion ?? 'v1';
   const base = `${options.baseUrl.replace(/\/+$/, '')}/api/${version}`;
@@ -308,6 +312,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const path = '/supply/getAllocatedSurveys';
       const json = await call(path, {
         query: { countryCode: query.countryCode, languageCode: query.languageCode },
+        emptyWhen: noSurveys,
       });
       return rows(path, result(json), parseSurvey);
     },
@@ -329,7 +334,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     },
     async getAllocatedSurveysByDate(since) {
       const path = `/supply/getAllocatedSurveysByDate/${segment(since.toISOString())}`;
-      return rows(path, result(await call(path)), parseSurvey);
+      return rows(path, result(await call(path, { emptyWhen: noSurveys })), parseSurvey);
     },
     async getQuotaForSurvey(surveyId) {
       const path = `/supply/getQuotaForSurvey/${segment(surveyId)}`;

@@ -11,7 +11,7 @@ import { pricedAt, type SurveyRegistration, type SurveyRegistry } from '../ledge
 import { type KeyRing, rotateKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
-import { type MalformedRow, type MarketplaceClient, MarketplaceError } from './marketplace-client';
+import { type MalformedRow, type MarketplaceClient, MarketplaceError, type Rows } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
   desiredRedirectSettings,
@@ -22,8 +22,25 @@ import {
 } from './redirect-settings';
 
 export const SYNC_CHECKPOINT = 'redirect-sync';
-/** The checkpoint is set this far before the run began, so clock skew with the marketplace loses no survey. */
-export const SYNC_OVERLAP_MS = 60_000;
+/**
+ * The checkpoint is set this far before the run began. Beyond clock skew: a marketplace that reads the listing's
+ * UTC time as its own Pacific wall time (its public controller converts it as such) lists only surveys changed
+ * up to eight hours later than asked, so nine hours of overlap keep a survey changed meanwhile from being lost.
+ */
+export const SYNC_OVERLAP_MS = 9 * 3_600_000;
+/**
+ * When the sync last compared every live survey with the registry. Whatever the listing by date leaves out (its
+ * time filter, a survey allocated to us after its last change), a survey live for an hour is configured.
+ */
+export const FULL_LISTING_CHECKPOINT = 'redirect-sync-full';
+export const FULL_LISTING_EVERY_MS = 3_600_000;
+/**
+ * A survey whose apply or verification keeps failing is retried at the next run, then after 15 minutes, doubling
+ * up to a day: a read-back the marketplace will never give as sent costs a few calls a day, not three every run.
+ */
+export function retryDelayMs(failures: number): number {
+  return failures <= 1 ? 0 : Math.min(24 * 3_600_000, 15 * 60_000 * 2 ** (failures - 2));
+}
 
 /** A marketplace call this product makes (or, in a dry run, would make). */
 export interface PlannedCall {
@@ -57,6 +74,13 @@ export interface SyncReport {
   readonly reverified: number;
   readonly malformed: readonly MalformedRow[];
   readonly results: readonly SurveyResult[];
+  /**
+   * The marketplace refused a listing (by date, or of every live survey): the checkpoint stayed, the retries and
+   * read-backs ran all the same, and the next run lists again.
+   */
+  readonly listingError?: string;
+  /** Live surveys the full listing found that the registry did not know (configured this run). */
+  readonly unlisted?: number;
 }
 
 /**
@@ -365,22 +389,45 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const startedAt = now();
       const since =
         (await deps.registry.checkpoint(SYNC_CHECKPOINT)) ?? (deps.initialSince ?? new Date(0)).toISOString();
-      const listed = await deps.marketplace.getAllocatedSurveysByDate(new Date(since));
+      let listingError: string | undefined;
+      /** A listing the marketplace refuses is reported, and the rest of the run goes on without it. */
+      const listing = async (list: () => Promise<Rows<Survey>>): Promise<Rows<Survey> | undefined> => {
+        try {
+          return await list();
+        } catch (error) {
+          if (!(error instanceof MarketplaceError)) throw error;
+          listingError ??= error.message;
+          return undefined;
+        }
+      };
+      const byDate = await listing(() => deps.marketplace.getAllocatedSurveysByDate(new Date(since)));
+      const listed = byDate ?? { rows: [], malformed: [] };
       const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
       const ring = await deps.keyRing();
+      // Every live survey, once an hour: those the listing by date missed and the registry does not know.
+      const fullAt = await deps.registry.checkpoint(FULL_LISTING_CHECKPOINT);
+      const fullDue =
+        !options.dryRun && !(Date.parse(fullAt ?? '') > startedAt.getTime() - FULL_LISTING_EVERY_MS);
+      const everyLive = fullDue ? await listing(() => deps.marketplace.getAllocatedSurveys()) : undefined;
+      const unlisted = (everyLive?.rows ?? []).filter(
+        (survey) =>
+          !registrations.has(survey.surveyId) && !listed.rows.some((r) => r.surveyId === survey.surveyId),
+      );
 
       // New or changed surveys, oldest change first, so a deferred tail can be picked up where this run stopped.
       const discovered = new Map<string, number | undefined>();
       const prices = new Map<string, ListedPrice>();
-      for (const survey of listed.rows) {
+      for (const survey of [...listed.rows, ...unlisted]) {
         discovered.set(survey.surveyId, changedAt(survey));
         prices.set(survey.surveyId, { cpi: survey.cpi, changedAt: changedAt(survey) });
       }
       for (const row of listed.malformed)
         if (row.reference && /^\d+$/.test(row.reference)) discovered.set(row.reference, undefined);
       const ordered = [...discovered.entries()].sort(([, a], [, b]) => (a ?? 0) - (b ?? 0)).map(([id]) => id);
+      const retryDue = (r: SurveyRegistration) =>
+        !(Date.parse(r.lastErrorAt ?? '') + retryDelayMs(r.failures) > startedAt.getTime());
       const retry = [...registrations.values()].filter(
-        (r) => r.state === 'active' && !r.verified && !discovered.has(r.surveyId),
+        (r) => r.state === 'active' && !r.verified && !discovered.has(r.surveyId) && retryDue(r),
       );
       const trustedSince = new Date(startedAt.getTime() - REVERIFY_AFTER_MS).toISOString();
       // Those listed as changed too: a survey the marketplace touches every run would otherwise never be read back.
@@ -396,8 +443,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
       const worklist = [...new Set([...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys()])];
       const results = await each(worklist, options, async (surveyId) => {
-        if (registrations.get(surveyId)?.state === 'removed') {
+        const registration = registrations.get(surveyId);
+        if (registration?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
+        }
+        // Listed as changed, but its last tries failed: it waits its turn like the other retries.
+        if (registration && !registration.verified && registration.failures > 0 && !retryDue(registration)) {
+          return { surveyId, status: 'skipped', reason: 'failed before; retried later' };
         }
         const trusted = reverify.get(surveyId);
         if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));
@@ -417,7 +469,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       });
 
       let checkpoint: string | undefined;
-      if (!options.dryRun) {
+      if (everyLive) await deps.registry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, startedAt.toISOString());
+      if (!options.dryRun && byDate) {
         const firstDeferred = ordered.findIndex((_, i) => results[i]?.status === 'deferred');
         let to = startedAt.getTime() - SYNC_OVERLAP_MS;
         if (firstDeferred >= 0) {
@@ -435,8 +488,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         discovered: ordered.length,
         retried: retry.length,
         reverified: reverify.size,
-        malformed: listed.malformed,
+        malformed: [...listed.malformed, ...(everyLive?.malformed ?? [])],
         results,
+        ...(listingError ? { listingError } : {}),
+        ...(unlisted.length > 0 ? { unlisted: unlisted.length } : {}),
       };
     },
 

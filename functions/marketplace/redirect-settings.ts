@@ -35,14 +35,33 @@ export interface FieldDifference {
   readonly actual: string | undefined;
 }
 
-/** Fields whose value at the marketplace is not what this product set. Methods compare case-insensitively. */
+/** The fields a read-back must show as set: the server-to-server postbacks, what finance trusts. */
+const MUST_READ_BACK = new Set<string>(['pstbck', 'pstbck_fail']);
+
+/**
+ * Fields whose value at the marketplace is not what this product set. Methods compare case-insensitively, URLs
+ * as the same characters however escaped (`%5B%25%25pid%25%25%5D` is `[%%pid%%]`, `&amp;` is `&`). A field the
+ * read-back leaves out is not a difference, except the two postbacks: the marketplace's own controller stores
+ * neither `tUrl` nor the methods per survey (a GET and a POST postback are both received), and re-applying would
+ * not make it report them.
+ */
 export function settingsDifferences(expected: RedirectSettings, actual: RedirectSettings): FieldDifference[] {
   const differences: FieldDifference[] = [];
   for (const field of REDIRECT_SETTING_FIELDS) {
     const want = expected[field];
     const have = actual[field];
-    const same = field.endsWith('Method') ? want?.toUpperCase() === have?.toUpperCase() : want === have;
+    if (have === undefined && want !== undefined && !MUST_READ_BACK.has(field)) continue;
+    const same = field.endsWith('Method')
+      ? want?.toUpperCase() === have?.toUpperCase()
+      : want === have || (want !== undefined && have !== undefined && unescaped(want) === unescaped(have));
     if (!same) differences.push({ field, expected: want, actual: have });
   }
   return differences;
+}
+
+/** A URL's characters with HTML's `&amp;` and percent-escapes of ASCII undone (once; other escapes kept). */
+function unescaped(url: string): string {
+  return url
+    .replace(/&amp;/gi, '&')
+    .replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }

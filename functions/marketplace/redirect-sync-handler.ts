@@ -19,6 +19,10 @@ export interface SyncSummary {
   /** Surveys whose redirects the daily read-back found changed at the marketplace, applied again. */
   readonly drifted: { surveyId: string; fields: readonly string[] }[];
   readonly malformedRows: number;
+  /** The marketplace refused a survey listing: the rest ran, the checkpoint stayed. */
+  readonly listingError?: string;
+  /** Live surveys only the hourly listing of every live survey found (configured this run). */
+  readonly unlisted?: number;
 }
 
 export function summarizeSyncRun(report: SyncReport): SyncSummary {
@@ -36,6 +40,8 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
       r.status === 'applied' && r.drifted ? [{ surveyId: r.surveyId, fields: r.drifted }] : [],
     ),
     malformedRows: report.malformed.length,
+    ...(report.listingError ? { listingError: report.listingError } : {}),
+    ...(report.unlisted ? { unlisted: report.unlisted } : {}),
   };
 }
 
@@ -58,7 +64,7 @@ export function createRedirectSyncHandler({
       const summary = summarizeSyncRun(await configuration.sync({ deadline }));
       publish('RedirectsApplied', summary.counts.applied ?? 0, {});
       publish('RedirectsDrifted', summary.drifted.length, {});
-      if (summary.failed.length > 0) {
+      if (summary.failed.length > 0 || summary.listingError) {
         count('RedirectSyncFailures');
         logger.warn('redirect sync finished with failures', { ...summary });
       } else if (summary.drifted.length > 0) {

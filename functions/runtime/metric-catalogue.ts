@@ -58,7 +58,11 @@ export const METRIC_CATALOGUE = {
     about: 'requests answered 500 for a fault of this service',
   },
   RedirectsApplied: { unit: 'Count', dimensions: {}, about: 'surveys whose redirects a sync run applied' },
-  RedirectSyncFailures: { unit: 'Count', dimensions: {}, about: 'redirect sync runs with a failed survey' },
+  RedirectSyncFailures: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'redirect sync runs with a failed survey or a survey listing refused',
+  },
   RedirectsDrifted: {
     unit: 'Count',
     dimensions: {},

@@ -206,6 +206,25 @@ describe('answers', () => {
     expect(calls()).toBe(1);
   });
 
+  it('read "No surveys available" on a survey listing as an empty list, not a failed call', async () => {
+    for (const status of [400, 404]) {
+      const empty = failingFirst(2, () =>
+        json(status, { apiStatus: 'Failure', msg: 'No surveys available' }),
+      );
+      const api = client({ fetch: empty.fetch });
+      expect(await api.getAllocatedSurveysByDate(new Date())).toEqual({ rows: [], malformed: [] });
+      expect(await api.getAllocatedSurveys()).toEqual({ rows: [], malformed: [] });
+      expect(empty.calls()).toBe(2);
+    }
+    // Any other refusal of the listing stays an error.
+    const refused = failingFirst(1, () =>
+      json(400, { apiStatus: 'Failure', msg: 'Error while getting list' }),
+    );
+    expect(
+      (await failure(client({ fetch: refused.fetch }).getAllocatedSurveysByDate(new Date()))).message,
+    ).toMatch(/Error while getting list/);
+  });
+
   it('skip and report a malformed row without failing the page or counting it as zero', async () => {
     const good = {
       token: 't1',

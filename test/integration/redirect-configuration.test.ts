@@ -18,8 +18,12 @@ import {
 import {
   type RedirectConfigurationDeps,
   redirectConfiguration,
+  retryDelayMs,
   SYNC_CHECKPOINT,
+  SYNC_OVERLAP_MS,
 } from '../../functions/marketplace/redirect-configuration';
+import { settingsDifferences } from '../../functions/marketplace/redirect-settings';
+import { summarizeSyncRun } from '../../functions/marketplace/redirect-sync-handler';
 import { type KeyRing, parseKeyRing, serializeKeyRing, verify } from '../../functions/receiving/signing';
 import {
   type LocalMarketplace,
@@ -205,12 +209,15 @@ describe('sync', () => {
     expect(quiet.results.filter((r) => r.status === 'applied')).toEqual([]);
     expect(calls.filter((c) => c.startsWith('PUT'))).toEqual([]);
 
-    // The marketplace fails the listing: the checkpoint stays where it was.
+    // The marketplace fails the listing: the run says so, and the checkpoint stays where it was.
     marketplace.state.addSurvey({ surveyId: 5201 });
     marketplace.state.addSurvey({ surveyId: 5202, live: false });
     const before = await syncRegistry.checkpoint(SYNC_CHECKPOINT);
     marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
-    await expect(sync()).rejects.toThrow(/HTTP 503/);
+    const refused = await sync();
+    expect(refused.listingError).toMatch(/HTTP 503/);
+    expect(summarizeSyncRun(refused).listingError).toMatch(/HTTP 503/);
+    expect(refused.checkpoint).toBeUndefined();
     expect(await syncRegistry.checkpoint(SYNC_CHECKPOINT)).toBe(before);
 
     // Back up: the new live survey is configured, the paused one left alone.
@@ -228,10 +235,10 @@ describe('sync', () => {
       table.tableName,
     );
     // Far enough back that the checkpoint (run start minus the overlap) moves past it.
-    const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - 120_000) };
+    const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - SYNC_OVERLAP_MS - 120_000) };
     // Created before the checkpoint the first run will set, so the second run finds 5301 only through the registry.
-    marketplace.state.addSurvey({ surveyId: 5301 }, new Date(Date.now() - 100_000));
-    marketplace.state.addSurvey({ surveyId: 5302 }, new Date(Date.now() - 100_000));
+    marketplace.state.addSurvey({ surveyId: 5301 }, new Date(Date.now() - SYNC_OVERLAP_MS - 100_000));
+    marketplace.state.addSurvey({ surveyId: 5302 }, new Date(Date.now() - SYNC_OVERLAP_MS - 100_000));
     const original = marketplace.state.setRedirects.bind(marketplace.state);
     marketplace.state.setRedirects = (id, request) => {
       if (id === 5301) throw new Error('boom');
@@ -247,15 +254,20 @@ describe('sync', () => {
     expect(retried.retried).toBe(1);
     expect(retried.results).toContainEqual({ surveyId: '5301', status: 'applied', kid: 'k1' });
 
-    // Fails again, then the survey is paused: the next sync leaves it alone.
+    // Fails twice more, then the survey is paused: the next sync leaves it alone.
     marketplace.state.setRedirects = (id, request) => {
       if (id === 5301) throw new Error('boom');
       original(id, request);
     };
     await configure(deps).apply(['5301'], { force: true });
+    await configure(deps).apply(['5301'], { force: true });
+    expect((await syncRegistry.get('5301'))?.failures).toBe(2);
     marketplace.state.setRedirects = original;
     marketplace.state.setLive(5301, false);
-    const paused = await configure(deps).sync();
+    // Failed twice: not retried by the run right after, but a quarter of an hour later.
+    expect((await configure(deps).sync()).retried).toBe(0);
+    const later = new Date(Date.now() + 16 * 60_000);
+    const paused = await configure({ ...deps, now: () => later }).sync();
     expect(paused.results).toContainEqual({
       surveyId: '5301',
       status: 'skipped',
@@ -341,6 +353,56 @@ describe('sync', () => {
     // Turned off, nothing is read back however long ago it was.
     clock = start + 200 * 3_600_000;
     expect((await configure({ ...deps, readBacksPerRun: 0 }).sync()).reverified).toBe(0);
+  });
+
+  it('configures a live survey the listing by date never shows, found by the hourly listing of every live survey', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const at = (ms: number) => () => new Date(Date.now() + ms);
+    await configure({ registry: syncRegistry }).sync();
+    // Allocated to us now, last changed long before the checkpoint: the listing by date leaves it out.
+    marketplace.state.addSurvey({ surveyId: 5251 }, new Date(Date.now() - 2 * SYNC_OVERLAP_MS));
+    calls = [];
+    const soon = await configure({ registry: syncRegistry, now: at(60_000) }).sync();
+    expect(soon.results.map((r) => r.surveyId)).not.toContain('5251');
+    expect(calls.filter((c) => c.endsWith('/getAllocatedSurveys'))).toEqual([]);
+    const hourLater = await configure({ registry: syncRegistry, now: at(61 * 60_000) }).sync();
+    expect(hourLater.unlisted).toBe(1);
+    expect(hourLater.results).toContainEqual({ surveyId: '5251', status: 'applied', kid: 'k1' });
+    expect((await syncRegistry.get('5251'))?.verified).toBe(true);
+  });
+
+  it('a read-back the marketplace keeps spelling otherwise fails on its own fields only, retried less and less often', async () => {
+    const urls = {
+      sUrl: 'https://hits.test/r/1/success?pid=[%%pid%%]&token=[%%token%%]&kid=k1&sig=abc',
+      pstbck: 'https://hits.test/p/1/success?pid=[%%pid%%]&token=[%%token%%]&kid=k1&sig=def',
+      pstbck_fail: 'https://hits.test/p/1/fail?pid=[%%pid%%]&token=[%%token%%]&kid=k1&sig=ghi',
+      tUrl: 'https://hits.test/r/1/term?pid=[%%pid%%]',
+      pstBckSuccessMethod: 'POST',
+    };
+    // Escaped placeholders and HTML ampersands are the same URL; fields it does not keep per survey are no drift.
+    expect(
+      settingsDifferences(urls, {
+        sUrl: urls.sUrl.replaceAll('[%%pid%%]', '%5B%25%25pid%25%25%5D').replaceAll('&', '&amp;'),
+        pstbck: urls.pstbck.replaceAll('[', '%5b').replaceAll(']', '%5d'),
+        pstbck_fail: urls.pstbck_fail,
+      }),
+    ).toEqual([]);
+    // A postback it does not report, or a different URL, is one.
+    expect(settingsDifferences(urls, { ...urls, pstbck_fail: undefined }).map((d) => d.field)).toEqual([
+      'pstbck_fail',
+    ]);
+    expect(
+      settingsDifferences(urls, { ...urls, sUrl: urls.sUrl.replace('sig=abc', 'sig=abd') }).map(
+        (d) => d.field,
+      ),
+    ).toEqual(['sUrl']);
+    expect([1, 2, 3, 4, 9, 20].map((failures) => retryDelayMs(failures) / 60_000)).toEqual([
+      0, 15, 30, 60, 1440, 1440,
+    ]);
   });
 
   it('leaves a survey an operator removed alone, even when it changes', async () => {
