@@ -3,7 +3,8 @@
  *
  * Every call carries the access token and a timeout, runs under its client's concurrency limit (or one limit
  * handed to several clients to share), and is retried with jittered exponential backoff on network errors, timeouts, malformed
- * responses, 429 and 5xx (never on other 4xx). A response is a success only when `apiStatus` says so, in any
+ * responses, 429 and 5xx (never on other 4xx); a 429's Retry-After holds every call of the client back until it
+ * has passed (at most a minute). A response is a success only when `apiStatus` says so, in any
  * casing; anything else is a MarketplaceError carrying the HTTP status and the marketplace's `msg`.
  *
  * Over 300 lines on purpose: every endpoint's typed call shares one request path (token, timeout, limit, retries,
@@ -36,6 +37,8 @@ export interface MarketplaceClientOptions {
   readonly retries?: number;
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
+  /** The longest a 429's Retry-After holds this client's calls back (default 60 s). */
+  readonly maxRetryAfterMs?: number;
   /** Requests in flight at once for this client (default 4). */
   readonly concurrency?: number;
   /** A limit shared with other clients (see `marketplaceLimit`), instead of one of this client's own. */
@@ -175,6 +178,18 @@ interface CallOptions {
 
 type Json = Record<string, unknown>;
 
+/** The longest a 429's Retry-After holds the client's calls back (the retries' own backoff comes on top). */
+const MAX_RETRY_AFTER_MS = 60_000;
+
+/** A Retry-After header (seconds, or an HTTP date) as milliseconds from `now`; undefined when absent or unreadable. */
+export function retryAfterMs(header: string | null, now: number): number | undefined {
+  if (header === null || header.trim() === '') return undefined;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
 /** The marketplace answers an empty survey listing with an error ("No surveys available"), not an empty list. */
 const noSurveys = (status: number, message: string) =>
   (status === 400 || status === 404) && /no surveys? (are )?available/i.test(message);
@@ -188,6 +203,12 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     throw new RangeError('give the client a concurrency or a shared limit, not both');
   // Each client its own limit unless one is shared explicitly: a client made later never changes this one's.
   const limit = options.limit ?? pLimit(options.concurrency || DEFAULT_CONCURRENCY);
+  const maxPauseMs = options.maxRetryAfterMs ?? MAX_RETRY_AFTER_MS;
+  /**
+   * Until when the marketplace asked us to hold off (a 429's Retry-After): every call of this client waits, not
+   * only the one refused, so a rate limit is not answered by the other calls in flight.
+   */
+  let pausedUntil = 0;
 
   async function call(path: string, callOptions: CallOptions = {}): Promise<Json | undefined> {
     const endpoint = `${callOptions.method ?? 'GET'} ${path}`;
@@ -196,6 +217,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       if (value !== undefined) url.searchParams.set(name, value);
     }
     const attempt = async (): Promise<Json | undefined> => {
+      const hold = pausedUntil - Date.now();
+      if (hold > 0) await new Promise((resolve) => setTimeout(resolve, hold));
       const token = await options.accessToken();
       let response: Response;
       try {
@@ -230,6 +253,10 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Json) : undefined;
       const message = redact(typeof json?.msg === 'string' ? json.msg : '', token);
       const status = response.status;
+      if (status === 429) {
+        const wait = retryAfterMs(response.headers.get('retry-after'), Date.now());
+        if (wait !== undefined) pausedUntil = Math.max(pausedUntil, Date.now() + Math.min(wait, maxPauseMs));
+      }
       if (status === 429 || status >= 500) {
         throw new MarketplaceError({
           endpoint,

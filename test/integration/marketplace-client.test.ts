@@ -8,6 +8,7 @@ import {
   type MarketplaceClientOptions,
   MarketplaceError,
   marketplaceLimit,
+  retryAfterMs,
 } from '../../functions/marketplace/marketplace-client';
 import { pacificDay } from '../../functions/marketplace/pacific-time';
 import {
@@ -255,6 +256,40 @@ describe('faults', () => {
     const { rows } = await client({ fetch }).getAllocatedSurveys();
     expect(rows.length).toBeGreaterThan(0);
     expect(calls()).toBe(3);
+  });
+
+  it("a 429's Retry-After holds back the refused call and every other call of the client, up to a bound", async () => {
+    const started: number[] = [];
+    let refused = 0;
+    const limited: typeof fetch = async (input, init) => {
+      started.push(Date.now());
+      if (refused++ === 0)
+        return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Too many requests' }), {
+          status: 429,
+          headers: { 'retry-after': '1' },
+        });
+      return fetch(input, init);
+    };
+    const api = client({ fetch: limited, concurrency: 2 });
+    const first = api.getAllocatedSurveys();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const t0 = Date.now();
+    const second = api.getAllocatedSurveys();
+    await Promise.all([first, second]);
+    // The refused call and the one made during the pause both went out only after the second asked for.
+    expect(started).toHaveLength(3);
+    expect(Math.min(...started.slice(1)) - (started[0] as number)).toBeGreaterThanOrEqual(950);
+    expect(Math.min(...started.slice(1)) - t0).toBeGreaterThanOrEqual(850);
+    // An hour asked for is held to the client's bound.
+    const hour = failingFirst(
+      1,
+      () => new Response('{}', { status: 429, headers: { 'retry-after': '3600' } }),
+    );
+    const at = Date.now();
+    await client({ fetch: hour.fetch, maxRetryAfterMs: 100 }).getAllocatedSurveys();
+    expect(Date.now() - at).toBeLessThan(2000);
+    expect(retryAfterMs('Wed, 21 Oct 2015 07:28:00 GMT', Date.parse('2015-10-21T07:27:00Z'))).toBe(60_000);
+    expect(retryAfterMs('soon', 0)).toBeUndefined();
   });
 
   it('retries stop after the configured number and the error says what happened', async () => {
