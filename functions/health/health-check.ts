@@ -49,7 +49,7 @@ const REMOVED: HealthEvaluation = { state: 'ok', reasons: [] };
 export function healthCheck(deps: HealthCheckDependencies) {
   return {
     /**
-     * Judges every active survey (and those removed in the last week, which end `ok`), or the ones given
+     * Judges every active survey (and those removed or closed in the last week, which end `ok`), or the ones given
      * (registered or not). Reads only.
      */
     async evaluate(now: Date, options: { surveys?: readonly string[] } = {}): Promise<HealthCheckReport> {
@@ -59,7 +59,11 @@ export function healthCheck(deps: HealthCheckDependencies) {
         options.surveys && options.surveys.length > 0
           ? [...new Set(options.surveys)]
           : [...registrations.values()]
-              .filter((r) => r.state === 'active' || (r.removedAt ?? '') >= removedSince)
+              .filter((r) =>
+                r.state === 'active'
+                  ? (r.closedAt ?? '\uffff') >= removedSince
+                  : (r.removedAt ?? '') >= removedSince,
+              )
               .map((r) => r.surveyId);
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
@@ -68,7 +72,9 @@ export function healthCheck(deps: HealthCheckDependencies) {
       const report = await runBounded(
         surveyIds.map((surveyId) => async (): Promise<SurveyHealthResult> => {
           const previous = stored.get(surveyId);
-          if (registrations.get(surveyId)?.state === 'removed')
+          const registration = registrations.get(surveyId);
+          // Removed here, or closed at the marketplace: nothing to watch any more.
+          if (registration?.state === 'removed' || registration?.closedAt !== undefined)
             return {
               surveyId,
               evaluation: REMOVED,

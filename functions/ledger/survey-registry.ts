@@ -25,6 +25,12 @@ export interface SurveyRegistration {
   /** Failures in a row. */
   readonly failures: number;
   readonly removedAt?: string | undefined;
+  /**
+   * When the marketplace said the survey is not live (Paused/Closed), after it dropped out of the list of live
+   * surveys; cleared once it is listed live again. A survey closed before the reconciliation window is read only
+   * for its days past the window (reviews), and it is neither read back nor retried meanwhile.
+   */
+  readonly closedAt?: string | undefined;
   /** When the sync last read a verified survey's redirects back (whatever came of it): one a day. */
   readonly readBackAt?: string | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
@@ -63,6 +69,7 @@ const REGISTRATION_FIELDS = [
   'lastErrorAt',
   'failures',
   'removedAt',
+  'closedAt',
   'readBackAt',
   'expectedCpi',
   'cpiHistory',

@@ -34,6 +34,8 @@ export const SYNC_OVERLAP_MS = 9 * 3_600_000;
  */
 export const FULL_LISTING_CHECKPOINT = 'redirect-sync-full';
 export const FULL_LISTING_EVERY_MS = 3_600_000;
+/** Registered surveys missing from the list of live surveys looked up per run at most, to record them closed. */
+export const CLOSURE_LOOKUPS_PER_RUN = 50;
 /**
  * A survey whose apply or verification keeps failing is retried at the next run, then after 15 minutes, doubling
  * up to a day: a read-back the marketplace will never give as sent costs a few calls a day, not three every run.
@@ -59,6 +61,8 @@ export type SurveyResult =
     }
   | { readonly surveyId: string; readonly status: 'unchanged' }
   | { readonly surveyId: string; readonly status: 'removed' }
+  /** Dropped out of the list of live surveys, and the marketplace says it is Paused/Closed: recorded. */
+  | { readonly surveyId: string; readonly status: 'closed'; readonly reason: string }
   | { readonly surveyId: string; readonly status: 'would-apply' | 'would-remove'; readonly call: PlannedCall }
   | { readonly surveyId: string; readonly status: 'skipped'; readonly reason: string }
   | { readonly surveyId: string; readonly status: 'deferred'; readonly reason: string }
@@ -281,6 +285,25 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
   }
 
+  /** Looks up a survey the list of live surveys left out; records it closed when the marketplace says so. */
+  async function recordClosure(registration: SurveyRegistration): Promise<SurveyResult> {
+    const { surveyId } = registration;
+    let lookup: Awaited<ReturnType<MarketplaceClient['getAllocatedSurveyById']>>;
+    try {
+      lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
+    } catch (error) {
+      if (error instanceof MarketplaceError) return { surveyId, status: 'failed', error: error.message };
+      throw error;
+    }
+    if (lookup.live) return { surveyId, status: 'unchanged' };
+    const at = now().toISOString();
+    // As it stands now: an operator may have removed it since the run began.
+    const current = await deps.registry.get(surveyId);
+    if (current?.state !== 'active') return { surveyId, status: 'skipped', reason: 'registration changed' };
+    await deps.registry.put({ ...current, closedAt: at, updatedAt: at });
+    return { surveyId, status: 'closed', reason: lookup.message };
+  }
+
   /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
   function priceTime(price: ListedPrice | undefined): string {
     const at = now().getTime();
@@ -413,6 +436,25 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         (survey) =>
           !registrations.has(survey.surveyId) && !listed.rows.some((r) => r.surveyId === survey.surveyId),
       );
+      // Live again: a survey recorded closed that a listing shows (listings show live surveys only).
+      const live = new Set([...listed.rows, ...(everyLive?.rows ?? [])].map((s) => s.surveyId));
+      if (!options.dryRun)
+        for (const r of registrations.values())
+          if (r.closedAt !== undefined && live.has(r.surveyId)) {
+            const reopened = { ...r, closedAt: undefined, updatedAt: startedAt.toISOString() };
+            await deps.registry.put(reopened);
+            registrations.set(r.surveyId, reopened);
+          }
+      // Active surveys the list of every live survey leaves out: looked up, and recorded closed if the marketplace
+      // says so (a list that left one out by mistake changes nothing).
+      const closing = new Set(
+        everyLive && !options.dryRun
+          ? [...registrations.values()]
+              .filter((r) => r.state === 'active' && r.closedAt === undefined && !live.has(r.surveyId))
+              .slice(0, CLOSURE_LOOKUPS_PER_RUN)
+              .map((r) => r.surveyId)
+          : [],
+      );
 
       // New or changed surveys, oldest change first, so a deferred tail can be picked up where this run stopped.
       const discovered = new Map<string, number | undefined>();
@@ -427,7 +469,12 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const retryDue = (r: SurveyRegistration) =>
         !(Date.parse(r.lastErrorAt ?? '') + retryDelayMs(r.failures) > startedAt.getTime());
       const retry = [...registrations.values()].filter(
-        (r) => r.state === 'active' && !r.verified && !discovered.has(r.surveyId) && retryDue(r),
+        (r) =>
+          r.state === 'active' &&
+          !r.verified &&
+          r.closedAt === undefined &&
+          !discovered.has(r.surveyId) &&
+          retryDue(r),
       );
       const trustedSince = new Date(startedAt.getTime() - REVERIFY_AFTER_MS).toISOString();
       // Those listed as changed too: a survey the marketplace touches every run would otherwise never be read back.
@@ -435,18 +482,25 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         [r.verifiedAt ?? '', r.readBackAt ?? ''].sort().at(-1) as string;
       const reverify = new Map(
         [...registrations.values()]
-          .filter((r) => r.state === 'active' && r.verified && lastLook(r) < trustedSince)
+          .filter(
+            (r) =>
+              r.state === 'active' && r.verified && r.closedAt === undefined && lastLook(r) < trustedSince,
+          )
           .sort((a, b) => lastLook(a).localeCompare(lastLook(b)))
           .slice(0, deps.readBacksPerRun ?? REVERIFY_PER_RUN)
           .map((r) => [r.surveyId, r]),
       );
 
-      const worklist = [...new Set([...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys()])];
+      const worklist = [
+        ...new Set([...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys(), ...closing]),
+      ];
       const results = await each(worklist, options, async (surveyId) => {
         const registration = registrations.get(surveyId);
         if (registration?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
         }
+        if (registration && closing.has(surveyId) && !reverify.has(surveyId) && !retry.includes(registration))
+          return recordClosure(registration);
         // Listed as changed, but its last tries failed: it waits its turn like the other retries.
         if (registration && !registration.verified && registration.failures > 0 && !retryDue(registration)) {
           return { surveyId, status: 'skipped', reason: 'failed before; retried later' };

@@ -225,12 +225,13 @@ export function reconciler(deps: ReconcilerDeps) {
   ): Promise<SurveyOutcome> {
     // Its registration comes from the invocation's one listing (in memory once listed).
     const registration = await registry.of(surveyId);
-    // A survey removed before the window has no new attempts: a scheduled run reads only its days past the window.
+    // A survey removed (or closed at the marketplace) before the window has no new attempts: a scheduled run reads
+    // only its days past the window.
+    const endedAt = registration?.state === 'removed' ? registration.removedAt : registration?.closedAt;
     const removedBefore =
       plan !== undefined &&
-      registration?.state === 'removed' &&
-      registration.removedAt !== undefined &&
-      pacificDay(new Date(registration.removedAt)) < nextDay(windowDays[0] ?? '', -1);
+      endedAt !== undefined &&
+      pacificDay(new Date(endedAt)) < nextDay(windowDays[0] ?? '', -1);
     const days = removedBefore ? [] : windowDays;
     // One batch read for the survey's own records.
     const { state, summaries: storedList } = await deps.results.surveyRecords(surveyId, days);
@@ -715,17 +716,16 @@ export function reconciler(deps: ReconcilerDeps) {
   };
 
   /**
-   * Surveys with redirects here: active ones, and removed ones that may still have attempts in the window or,
-   * within the review horizon, completes the buyer has yet to review (their days past the window only).
+   * Surveys with redirects here: active ones, and removed or closed ones that may still have attempts in the window
+   * or, within the review horizon, completes the buyer has yet to review (their days past the window only).
    */
   async function registeredSurveys(registry: RegistryView, days: readonly string[]): Promise<string[]> {
     const last = days[days.length - 1] ?? '';
+    const recent = (at: string | undefined) =>
+      at !== undefined && pacificDay(new Date(at)) >= nextDay(last, -REVIEW_HORIZON_DAYS);
     return [...(await registry.all()).values()]
-      .filter(
-        (r) =>
-          r.state === 'active' ||
-          (r.removedAt !== undefined &&
-            pacificDay(new Date(r.removedAt)) >= nextDay(last, -REVIEW_HORIZON_DAYS)),
+      .filter((r) =>
+        r.state === 'active' ? r.closedAt === undefined || recent(r.closedAt) : recent(r.removedAt),
       )
       .map((r) => r.surveyId);
   }

@@ -440,33 +440,33 @@ describe('settled days', () => {
   });
 
   it('a day past the window whose completes were all reviewed is listed again weekly: a reversal after the fact reaches what is owed', async () => {
-    await survey(7219);
+    await survey(7221);
     const oldest = WEEK[0] as string;
-    const paid = await complete(7219, oldest, { verify: 'Valid' });
+    const paid = await complete(7221, oldest, { verify: 'Valid' });
     await hourly();
-    expect(await results.surveyState('7219')).toMatchObject({ reviewedDays: [oldest] });
-    expect((await results.surveyState('7219'))?.openDays).toBeUndefined();
+    expect(await results.surveyState('7221')).toMatchObject({ reviewedDays: [oldest] });
+    expect((await results.surveyState('7221'))?.openDays).toBeUndefined();
     // Out of the window: its rows are listed once (unchanged), its attempts not read.
     clock += 2 * 24 * HOUR;
     await hourly();
     expect(readDay(oldest)).toBe(false);
-    const checked = (await results.surveyState('7219'))?.reviewedCheckedAt;
+    const checked = (await results.surveyState('7221'))?.reviewedCheckedAt;
     expect(checked).toBe(new Date(clock).toISOString());
     // The buyer reverses the complete. Within the week nothing looks again.
     paid.verifyToken = 'Invalid';
     clock += 24 * HOUR;
     await hourly();
-    expect((await results.summariesOf('7219', [oldest]))[0]?.marketplace.owed).toBe('1.50');
+    expect((await results.summariesOf('7221', [oldest]))[0]?.marketplace.owed).toBe('1.50');
     // A week after the last look its rows have changed: the day is reconciled, the reversal counted.
     clock += 6 * 24 * HOUR;
     const found = await hourly();
     expect(readWholeDay(oldest)).toBe(true);
     expect(found.outcomes[0]?.changes.changed).toBe(1);
-    const [summary] = await results.summariesOf('7219', [oldest]);
+    const [summary] = await results.summariesOf('7221', [oldest]);
     expect(summary?.marketplace).toMatchObject({ owed: '0.00', validCompletes: 0, invalidCompletes: 1 });
     expect(summary?.verdicts).toEqual({ invalidated: 1 });
     // Nothing left to watch on it: reviewed, invalid, and so listed again only until the horizon like the rest.
-    expect((await results.surveyState('7219'))?.reviewedDays).toEqual([oldest]);
+    expect((await results.surveyState('7221'))?.reviewedDays).toEqual([oldest]);
     clock += HOUR;
     await hourly();
     expect(readDay(oldest)).toBe(false);
@@ -534,28 +534,36 @@ describe('settled days', () => {
     expect((await results.summariesOf('7218', [nextDay(TODAY, 2)]))[0]).toBeDefined();
   });
 
-  it('a removed survey is read only on its days past the window, until the buyer has decided', async () => {
-    await survey(7219);
-    const oldest = WEEK[0] as string;
-    const pending = await complete(7219, oldest, { verify: 'Pending' });
-    await hourly();
-    const removedAt = new Date(clock).toISOString();
-    await registry.put({
-      surveyId: '7219',
-      state: 'removed',
-      removedAt,
-      verified: false,
-      failures: 0,
-      updatedAt: removedAt,
-    });
-    pending.verifyToken = 'Valid';
-    clock += 10 * 24 * HOUR;
-    await hourly();
-    expect(readWholeDay(oldest)).toBe(true);
-    expect(readDay(nextDay(TODAY, 10))).toBe(false);
-    expect((await results.summariesOf('7219', [oldest]))[0]?.marketplace).toMatchObject({ owed: '1.50' });
-    expect((await results.surveyState('7219'))?.openDays).toBeUndefined();
-  });
+  it.each([
+    ['removed here', 7219],
+    ['closed at the marketplace', 7222],
+  ] as const)(
+    'a survey %s is read only on its days past the window, until the buyer has decided',
+    async (how, id) => {
+      await survey(id);
+      const oldest = WEEK[0] as string;
+      const pending = await complete(id, oldest, { verify: 'Pending' });
+      await hourly();
+      const endedAt = new Date(clock).toISOString();
+      await registry.put({
+        surveyId: String(id),
+        ...(how === 'removed here'
+          ? { state: 'removed' as const, removedAt: endedAt, verified: false }
+          : { state: 'active' as const, closedAt: endedAt, verified: true }),
+        failures: 0,
+        updatedAt: endedAt,
+      });
+      pending.verifyToken = 'Valid';
+      clock += 10 * 24 * HOUR;
+      await hourly();
+      expect(readWholeDay(oldest)).toBe(true);
+      expect(readDay(nextDay(TODAY, 10))).toBe(false);
+      expect((await results.summariesOf(String(id), [oldest]))[0]?.marketplace).toMatchObject({
+        owed: '1.50',
+      });
+      expect((await results.surveyState(String(id)))?.openDays).toBeUndefined();
+    },
+  );
 
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);

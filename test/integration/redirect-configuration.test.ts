@@ -375,6 +375,37 @@ describe('sync', () => {
     expect((await syncRegistry.get('5251'))?.verified).toBe(true);
   });
 
+  it('records a survey closed once the list of live surveys leaves it out and the marketplace says so; live again, it is not', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const at = (hours: number) => () => new Date(Date.now() + hours * 3_600_000);
+    marketplace.state.addSurvey({ surveyId: 5261 });
+    await configure({ registry: syncRegistry }).sync();
+    expect((await syncRegistry.get('5261'))?.verified).toBe(true);
+    marketplace.state.setLive(5261, false);
+    // The next hourly listing leaves it out: looked up, and recorded closed.
+    const closed = await configure({ registry: syncRegistry, now: at(1.1) }).sync();
+    expect(closed.results).toContainEqual({
+      surveyId: '5261',
+      status: 'closed',
+      reason: 'Survey 5261 is Paused/Closed',
+    });
+    expect((await syncRegistry.get('5261'))?.closedAt).toBeDefined();
+    // Closed: not looked up again, and a day later not read back.
+    calls = [];
+    const dayLater = await configure({ registry: syncRegistry, now: at(26) }).sync();
+    expect(dayLater.results.map((r) => r.surveyId)).not.toContain('5261');
+    expect(calls.filter((c) => c.includes('5261'))).toEqual([]);
+    // Live again: the next listing shows it, and the registration is open again (and read back).
+    marketplace.state.setLive(5261, true);
+    const reopened = await configure({ registry: syncRegistry, now: at(27.1) }).sync();
+    expect((await syncRegistry.get('5261'))?.closedAt).toBeUndefined();
+    expect(reopened.results).toContainEqual({ surveyId: '5261', status: 'unchanged' });
+  });
+
   it('a read-back the marketplace keeps spelling otherwise fails on its own fields only, retried less and less often', async () => {
     const urls = {
       sUrl: 'https://hits.test/r/1/success?pid=[%%pid%%]&token=[%%token%%]&kid=k1&sig=abc',
