@@ -130,9 +130,16 @@ const hitDigest = (id: string): string => createHash('sha256').update(id).digest
 
 /** How many redirect request ids an attempt remembers (see hitUpdate). */
 export const REDIRECT_ID_SLOTS = 4;
-/** The attribute holding the remembered redirect id of a digest's slot: `redirectId0` .. `redirectId3`. */
-const redirectIdSlot = (digest: string) =>
-  `redirectId${(digest.codePointAt(0) as number) % REDIRECT_ID_SLOTS}`;
+/** How many postback request ids an attempt remembers (see hitUpdate). */
+export const POSTBACK_ID_SLOTS = 8;
+/**
+ * The attribute holding a channel's remembered request id of a digest's slot: `redirectId0` .. `redirectId3`,
+ * `postbackId0` .. `postbackId7`.
+ */
+const hitIdSlot = (channel: Hit['channel'], digest: string) =>
+  channel === 'postback'
+    ? `postbackId${(digest.codePointAt(0) as number) % POSTBACK_ID_SLOTS}`
+    : `redirectId${(digest.codePointAt(0) as number) % REDIRECT_ID_SLOTS}`;
 
 const sightingAt = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_at`;
 const sightingHits = (channel: Channel, outcome: Outcome) => `${channel}_${outcome}_hits`;
@@ -436,12 +443,13 @@ export function createLedgerStore(
 /**
  * The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. With a
  * hit id (the request's), a write that was applied but whose answer was lost is not counted again when retried
- * or replayed from the buffer. Postbacks remember every id (a 48-bit digest each: the marketplace's few retries
- * keep the set small); redirects, which anyone holding the URL can repeat at will, remember a fixed number of ids,
- * so no one can grow an item by refreshing: one per slot, the slot chosen by the id's digest. A retried write
- * whose answer was lost is refused while its slot still holds it, so another request of the same redirect in
- * between (which with a single "last id" made the retry count again) only counts it twice when it falls in the
- * same slot, one chance in REDIRECT_ID_SLOTS.
+ * or replayed from the buffer. Each channel remembers a fixed number of ids (a 48-bit digest each), one per slot,
+ * the slot chosen by the id's digest: redirects, which anyone holding the URL can repeat at will, four; postbacks,
+ * which a marketplace retrying without end (or a leaked postback URL) can repeat as well, eight. No one can grow an
+ * item by repeating a hit (a set of every postback id grew 11 bytes a hit, to DynamoDB's 400 KB item limit, after
+ * which the attempt's postbacks would fail). A retried write whose answer was lost is refused while its slot still
+ * holds it, so another request of the same hit in between only counts it twice when it falls in the same slot, one
+ * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was.
  */
 /**
  * The day-index partitions that can hold a survey's attempts of a UTC day: its own, and, until the backfill has
@@ -475,23 +483,15 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
     '#sightingAt = if_not_exists(#sightingAt, :now)',
   ];
   if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
-  const remember = hitId ? (hit.channel === 'postback' ? 'set' : 'last') : undefined;
   const digest = hitId ? hitDigest(hitId) : '';
-  const slot = remember === 'last' ? redirectIdSlot(digest) : '';
-  if (remember === 'last') set.push(`${slot} = :hitId`);
+  const slot = hitId ? hitIdSlot(hit.channel, digest) : '';
+  if (hitId) set.push(`${slot} = :hitId`);
   const day = attemptDayKey(hit.surveyId, now);
   return {
-    ...(remember === 'set'
-      ? {
-          ConditionExpression: 'attribute_not_exists(postbackHitIds) OR NOT contains(postbackHitIds, :hitId)',
-        }
-      : {}),
-    ...(remember === 'last'
-      ? { ConditionExpression: `attribute_not_exists(${slot}) OR ${slot} <> :hitId` }
-      : {}),
+    ...(hitId ? { ConditionExpression: `attribute_not_exists(${slot}) OR ${slot} <> :hitId` } : {}),
     TableName: '',
     Key: attemptKey(hit.surveyId, hit.pid, hit.token),
-    UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one${remember === 'set' ? ', postbackHitIds :hitIds' : ''}`,
+    UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
     ExpressionAttributeNames: {
       '#token': 'token',
       '#standing': standingOutcome(hit.channel),
@@ -509,8 +509,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
       ':outcome': hit.outcome,
       ':one': 1,
       ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),
-      ...(remember ? { ':hitId': digest } : {}),
-      ...(remember === 'set' ? { ':hitIds': new Set([digest]) } : {}),
+      ...(hitId ? { ':hitId': digest } : {}),
     } as Record<string, unknown>,
     ReturnValues: 'ALL_NEW' as const,
   };

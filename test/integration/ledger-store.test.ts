@@ -4,7 +4,12 @@
 import { createHash } from 'node:crypto';
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { firstHitItem, MAX_BUFFERED_IDS, REDIRECT_ID_SLOTS } from '../../functions/ledger/attempt-store';
+import {
+  firstHitItem,
+  MAX_BUFFERED_IDS,
+  POSTBACK_ID_SLOTS,
+  REDIRECT_ID_SLOTS,
+} from '../../functions/ledger/attempt-store';
 import { attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
@@ -245,6 +250,20 @@ describe('redirect request ids', () => {
     expect(Object.keys(after).filter((k) => k.startsWith('redirectId')).length).toBeLessThanOrEqual(
       REDIRECT_ID_SLOTS,
     );
+  });
+
+  it('a postback repeated without end leaves its item bounded, and a retried write is still counted once', async () => {
+    const hit = { ...redirectHit('postback-flood'), channel: 'postback' } as const;
+    await store.recordHit(hit, at, 'pb-a');
+    await store.recordHit(hit, at, 'pb-a');
+    for (let i = 0; i < 200; i++) await store.recordHit(hit, at, `pb-retry-${i}`);
+    const item = await read('postback-flood');
+    expect(item.postback_success_hits).toBe(201);
+    expect(Object.keys(item).filter((k) => k.startsWith('postbackId')).length).toBeLessThanOrEqual(
+      POSTBACK_ID_SLOTS,
+    );
+    expect(item.postbackHitIds).toBeUndefined();
+    expect(JSON.stringify(item).length).toBeLessThan(1024);
   });
 
   it('the remaining bound: when both requests fall in one slot, the retry counts again', async () => {
