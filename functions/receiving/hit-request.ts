@@ -95,8 +95,8 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
 /**
  * Reads pid and token from the query and, for postbacks, the body. A value given in both places must be the
  * same in both; one that says nothing (empty, null, a placeholder left unsubstituted) lets the other stand. When
- * the signed query already carries both, a body that cannot be read is ignored: the marketplace's body format is
- * undocumented, and refusing a genuine postback loses it. Throws a Rejection (400, 413 or 415).
+ * the signed query already carries both, a body that cannot be read (or is too large to) is ignored: the marketplace's
+ * body format is undocumented, and refusing a genuine postback loses it. Throws a Rejection (400, 413 or 415).
  */
 export function readIdentity(
   request: HitRequest,
@@ -107,7 +107,8 @@ export function readIdentity(
   try {
     body = readBody(request);
   } catch (error) {
-    if (!querySuffices || !(error instanceof Rejection) || error.status === 413) throw error;
+    // Whatever is wrong with it (unreadable, of another type, oversized): the signed query says who it was.
+    if (!querySuffices || !(error instanceof Rejection)) throw error;
   }
   const pick = (field: Exclude<IdentifierField, 'surveyId'>): { value: string; fromBody: boolean } => {
     const fromQuery = query.get(field);

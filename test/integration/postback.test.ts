@@ -261,13 +261,25 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     expect(xml.statusCode).toBe(415);
     const big = await invoke(
       handler,
-      apiEvent('POST', successUrl(), {
+      apiEvent('POST', withoutToken.toString(), {
         body: `{"x":"${'y'.repeat(9000)}"}`,
         headers: { 'content-type': 'application/json' },
       }),
     );
     expect(big.statusCode).toBe(413);
     expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
+  });
+
+  it('with an oversized body but both ids in the signed query: recorded from the query', async () => {
+    const result = await invoke(
+      handler,
+      apiEvent('POST', successUrl(), {
+        body: `{"x":"${'y'.repeat(9000)}"}`,
+        headers: { 'content-type': 'application/json' },
+      }),
+    );
+    expect(result.statusCode).toBe(200);
+    expect((await only()).postback).toMatchObject({ outcome: 'success', source: 'query' });
   });
 
   it('with a body it cannot read but both ids in the signed query: recorded from the query', async () => {

@@ -266,7 +266,11 @@ describe('reading the identity', () => {
     ],
     [
       'oversized body',
-      { contentType: 'application/json', body: `{"pid":"${'p'.repeat(MAX_BODY_BYTES)}"}` },
+      {
+        rawQueryString: 'token=t1&kid=k1&sig=abc',
+        contentType: 'application/json',
+        body: `{"pid":"${'p'.repeat(MAX_BODY_BYTES)}"}`,
+      },
       413,
       `body exceeds ${MAX_BODY_BYTES} bytes`,
     ],
