@@ -18,8 +18,11 @@
  * |                            |                       | `coverageFailPercent` (50)                                               |
  * | `refused_postbacks`        | warning               | at least `refusedWarnAt` (1) postbacks for the survey refused in the     |
  * |                            |                       | window (any code: signature, source address, input)                      |
- * |                            | failing               | at least `refusedKeyFailAt` (5) of them refused for a retired or unknown |
- * |                            |                       | key: the marketplace holds URLs this receiver no longer accepts          |
+ * |                            | failing               | at least `refusedKeyFailAt` (5) of them refused for a retired key with   |
+ * |                            |                       | a signature that holds under it: the marketplace holds URLs this         |
+ * |                            |                       | receiver no longer accepts (an unknown key id, which anyone can send,    |
+ * |                            |                       | is a warning: a key is dropped 30 days after its retirement, by when its |
+ * |                            |                       | refusals were failing for a month)                                      |
  * | `configuration_drift`      | warning               | the registry says the last apply was not verified (`verified` false with |
  * |                            |                       | a `lastError`): one failure, which the sync retries                      |
  * |                            | failing               | the marketplace read back something else than was applied (`read-back    |
@@ -126,6 +129,8 @@ export interface SurveyWindow {
 const MINUTE = 60_000;
 /** The signature refusals that mean the marketplace holds URLs signed with a key this receiver refuses. */
 const KEY_REFUSALS = new Set(['signature_retired_key', 'signature_unknown_key']);
+/** Refusals only a holder of a genuine URL can cause: the signature holds, under a key retired since. */
+const GENUINE_KEY_REFUSALS = new Set(['signature_retired_key']);
 
 /** How far back a survey's attempts must be read for the rules to see everything they judge. */
 export function readFrom(settings: HealthSettings, now: Date): Date {
@@ -226,10 +231,14 @@ export function refusedPostbacks(
   const byCode = new Map<string, number>();
   for (const r of refused) byCode.set(r.code, (byCode.get(r.code) ?? 0) + r.hits);
   const keyRefusals = [...byCode].reduce((sum, [code, n]) => sum + (KEY_REFUSALS.has(code) ? n : 0), 0);
+  const genuine = [...byCode].reduce((sum, [code, n]) => sum + (GENUINE_KEY_REFUSALS.has(code) ? n : 0), 0);
   const id = window.surveyId;
   const advice = [
-    keyRefusals > 0
-      ? `The marketplace calls URLs signed with a retired or unknown key: npm run cli -- redirects apply --survey ${id} --force re-signs them with the current key; retire a key only after every survey was re-applied (redirects rotate keeps old keys until --retire-in-hours).`
+    genuine > 0
+      ? `The marketplace calls URLs signed with a retired key: npm run cli -- redirects apply --survey ${id} --force re-signs them with the current key; retire a key only after every survey was re-applied (redirects rotate keeps old keys until --retire-in-hours).`
+      : '',
+    keyRefusals > genuine
+      ? `Postbacks with a key id this receiver does not know: forged (anyone can send one), unless it is a key of yours dropped 30 days after its retirement, which redirects apply --survey ${id} --force replaces.`
       : '',
     byCode.has('forbidden')
       ? 'Postbacks came from an address outside POSTBACK_SOURCE_CIDRS: check whether the marketplace changed its servers.'
@@ -240,7 +249,7 @@ export function refusedPostbacks(
   ].filter(Boolean);
   return {
     code: 'refused_postbacks',
-    severity: keyRefusals >= settings.refusedKeyFailAt ? 'failing' : 'warning',
+    severity: genuine >= settings.refusedKeyFailAt ? 'failing' : 'warning',
     detail:
       `${total} postbacks for this survey refused since ${from.toISOString().slice(0, 16)}Z: ` +
       [...byCode]

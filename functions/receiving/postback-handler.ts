@@ -56,7 +56,8 @@ export function createPostbackHandler({ store, keyRing, buffer, postbackSources 
         logger.warn('postback refused: signature', {
           reason: check.reason,
           ...claim.target,
-          kid: claim.kid,
+          // The sender's text: cut short, so a kilobyte key id cannot multiply the log.
+          kid: claim.kid?.slice(0, 40),
           sourceIp,
         });
         count('RejectedPostback', { reason: 'signature' });

@@ -57,6 +57,27 @@ describe('logs and metrics', () => {
     for (const secret of secrets) expect(output).not.toContain(secret);
   });
 
+  it('a refused key id of any length is logged cut short', async () => {
+    const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
+      pid: 'p-kid',
+      token: randomUUID(),
+    });
+    capture();
+    const result = await invoke(
+      postback,
+      apiEvent('GET', url.replace(/kid=[\w-]+/, `kid=${'k'.repeat(12_000)}`)),
+    );
+    vi.restoreAllMocks();
+    expect(result.statusCode).toBe(403);
+    const line =
+      written
+        .join('')
+        .split('\n')
+        .find((l) => l.includes('postback refused: signature')) ?? '';
+    expect(line).toContain(`"kid":"${'k'.repeat(40)}"`);
+    expect(line.length).toBeLessThan(1000);
+  });
+
   it('a postback refused for its input is logged with the reason, on one line', async () => {
     const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
       pid: '[%%pid%%]',

@@ -157,17 +157,24 @@ describe('refused_postbacks', () => {
     expect(reason?.detail).toContain('rejected --day 2026-03-10');
   });
 
-  it('is a warning at 4 retired-key refusals and failing at 5, unknown keys counted with them', () => {
+  it('is a warning at 4 retired-key refusals and failing at 5; unknown key ids, which anyone can send, only warn', () => {
     expect(
       refusedPostbacks(window({ refused: [refused('signature_retired_key', 4)] }), settings, now)?.severity,
     ).toBe('warning');
     const reason = refusedPostbacks(
-      window({ refused: [refused('signature_retired_key', 3), refused('signature_unknown_key', 2, 3)] }),
+      window({ refused: [refused('signature_retired_key', 5)] }),
       settings,
       now,
     );
     expect(reason?.severity).toBe('failing');
     expect(reason?.detail).toContain('redirects apply --survey 1001 --force');
+    const forged = refusedPostbacks(
+      window({ refused: [refused('signature_retired_key', 3), refused('signature_unknown_key', 200, 3)] }),
+      settings,
+      now,
+    );
+    expect(forged?.severity).toBe('warning');
+    expect(forged?.detail).toContain('forged (anyone can send one)');
   });
 
   it('other codes never make it failing, however many', () => {
