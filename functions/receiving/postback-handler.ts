@@ -13,6 +13,7 @@ import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
 import { readClaim, readIdentity, refusedHit } from './hit-request';
+import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 
 export interface PostbackDependencies {
   readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
@@ -21,27 +22,32 @@ export interface PostbackDependencies {
   readonly buffer?: HitBuffer | undefined;
   /** The source addresses a postback may come from; unset, any. */
   readonly postbackSources?: ((ip: string) => boolean) | undefined;
+  /** How refused postbacks are counted in the ledger (refusal-recorder.ts). */
+  readonly refusals?: RefusalRecorderOptions | undefined;
 }
 
 /** The postback handler, from its dependencies. */
-export function createPostbackHandler({ store, keyRing, buffer, postbackSources }: PostbackDependencies) {
+export function createPostbackHandler({
+  store,
+  keyRing,
+  buffer,
+  postbackSources,
+  refusals,
+}: PostbackDependencies) {
+  const recordRefusal = refusalRecorder(store, refusals);
   return jsonRoute(async (event, context) => {
     const request = hitRequestFrom(event);
     const sourceIp = event.requestContext.http.sourceIp;
+    // The refusal stands whether or not it could be counted.
     const refuse = async (code: RefusalCode, reason: string) => {
-      try {
-        await store.recordRejectedHit(
-          refusedHit(
-            'postback',
-            request,
-            { code, reason },
-            { at: new Date(), requestId: context.awsRequestId, sourceIp },
-          ),
-        );
-      } catch (error) {
-        // The refusal stands whether or not it could be counted.
-        logger.error('refused postback not recorded', { code, reason, error: describe(error) });
-      }
+      await recordRefusal(
+        refusedHit(
+          'postback',
+          request,
+          { code, reason },
+          { at: new Date(), requestId: context.awsRequestId, sourceIp },
+        ),
+      );
     };
     try {
       const { claim, query } = readClaim('postback', request);

@@ -13,6 +13,7 @@ import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejecti
 import { readClaim, readIdentity, refusedHit } from './hit-request';
 import { type LandingTemplates, landingFor } from './landing-page';
 import type { Outcome } from './outcome';
+import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 
 export interface RedirectDependencies {
   readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
@@ -21,10 +22,13 @@ export interface RedirectDependencies {
   readonly buffer?: HitBuffer | undefined;
   /** The panel's landing page per outcome; unset outcomes get the built-in page. */
   readonly landing: LandingTemplates;
+  /** How refused hits are counted in the ledger (refusal-recorder.ts). */
+  readonly refusals?: RefusalRecorderOptions | undefined;
 }
 
 /** The redirect handler, from its dependencies. */
-export function createRedirectHandler({ store, keyRing, buffer, landing }: RedirectDependencies) {
+export function createRedirectHandler({ store, keyRing, buffer, landing, refusals }: RedirectDependencies) {
+  const recordRefusal = refusalRecorder(store, refusals);
   return respondentRoute(async (event, context) => {
     const request = hitRequestFrom(event);
     const at = new Date();
@@ -107,11 +111,7 @@ export function createRedirectHandler({ store, keyRing, buffer, landing }: Redir
         outcome: claimed.outcome,
       });
       count('RejectedRedirect');
-      try {
-        await store.recordRejectedHit(rejected);
-      } catch (error) {
-        logger.error('rejected redirect hit not recorded', { code, reason, error: describe(error) });
-      }
+      await recordRefusal(rejected);
     }
   });
 }

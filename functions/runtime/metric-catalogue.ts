@@ -26,6 +26,12 @@ export const METRIC_CATALOGUE = {
     dimensions: {},
     about: 'redirect hits refused (forged, stale or malformed)',
   },
+  RefusalsNotRecorded: {
+    unit: 'Count',
+    dimensions: { channel: CHANNELS },
+    about:
+      'refused hits past the per-container rate of refusals counted in the ledger (a flood): metric only',
+  },
   RejectedSource: {
     unit: 'Count',
     dimensions: {},

@@ -11,11 +11,14 @@ import {
 import type { LandingTemplates } from '../../functions/receiving/landing-page';
 import { createPostbackHandler } from '../../functions/receiving/postback-handler';
 import { createRedirectHandler } from '../../functions/receiving/redirect-handler';
+import type { RefusalRecorderOptions } from '../../functions/receiving/refusal-recorder';
 import type { HitBuffer } from '../../functions/runtime/hit-buffer';
 import { keyRingSource } from '../../functions/runtime/key-ring-source';
 import { parseAllowList } from '../../functions/runtime/source-allow-list';
 import type { Handler } from './api-events';
 import { freshTable, TEST_KEY_RING } from './ledger';
+
+const EVERY_REFUSAL: RefusalRecorderOptions = { perSecond: Number.POSITIVE_INFINITY, waitMs: 30_000 };
 
 export interface ReceiverOptions {
   /** Where the handlers' store connects; a fresh table's engine by default. */
@@ -26,6 +29,11 @@ export interface ReceiverOptions {
   readonly buffer?: HitBuffer;
   readonly postbackSources?: string;
   readonly storeTimeoutMs?: number;
+  /**
+   * How refusals are counted: by default here every one, waited for, so tests can read each back (the deployed
+   * handlers keep to REFUSALS_RECORDED_PER_SECOND a container and REFUSAL_WAIT_MS; refusal-recorder.test.ts).
+   */
+  readonly refusals?: RefusalRecorderOptions;
 }
 
 export interface Receivers {
@@ -57,12 +65,14 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       keyRing,
       buffer: options.buffer,
       landing: options.landing ?? {},
+      refusals: options.refusals ?? EVERY_REFUSAL,
     }) as unknown as Handler,
     postback: createPostbackHandler({
       store,
       keyRing,
       buffer: options.buffer,
       postbackSources: parseAllowList(options.postbackSources),
+      refusals: options.refusals ?? EVERY_REFUSAL,
     }) as unknown as Handler,
     store,
     table,

@@ -1,0 +1,60 @@
+/**
+ * How the receivers count a refused hit in the ledger: for investigation (`rejected`) and the survey health check,
+ * never at the price of a genuine hit. A flood of forged hits must not hold the receivers' executions or the
+ * ledger: each container records at most `perSecond` refusals a second (the rest are counted in a metric only),
+ * and a refusal is answered after `waitMs` at most, whether or not its write has finished by then (the write goes
+ * on in the background; a refusal that could not be counted still stands).
+ */
+import type { LedgerStore, RejectedHit } from '../ledger/ledger-store';
+import { count, logger } from '../runtime/observability';
+
+export const REFUSALS_RECORDED_PER_SECOND = 5;
+export const REFUSAL_WAIT_MS = 300;
+
+export type RefusalRecording = 'recorded' | 'failed' | 'pending' | 'not-recorded';
+
+export interface RefusalRecorderOptions {
+  readonly perSecond?: number;
+  readonly waitMs?: number;
+  readonly now?: () => number;
+}
+
+export function refusalRecorder(
+  store: Pick<LedgerStore, 'recordRejectedHit'>,
+  options: RefusalRecorderOptions = {},
+): (rejected: RejectedHit) => Promise<RefusalRecording> {
+  const perSecond = options.perSecond ?? REFUSALS_RECORDED_PER_SECOND;
+  const waitMs = options.waitMs ?? REFUSAL_WAIT_MS;
+  const now = options.now ?? Date.now;
+  let second = Number.NaN;
+  let used = 0;
+  return async (rejected) => {
+    const current = Math.floor(now() / 1000);
+    if (current !== second) [second, used] = [current, 0];
+    if (used >= perSecond) {
+      count('RefusalsNotRecorded', { channel: rejected.channel });
+      return 'not-recorded';
+    }
+    used++;
+    const write = store.recordRejectedHit(rejected).then(
+      (): RefusalRecording => 'recorded',
+      (error: unknown): RefusalRecording => {
+        logger.error('refused hit not recorded', {
+          channel: rejected.channel,
+          code: rejected.code,
+          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        });
+        return 'failed';
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<RefusalRecording>((resolve) => {
+      timer = setTimeout(() => resolve('pending'), waitMs);
+    });
+    try {
+      return await Promise.race([write, waited]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}

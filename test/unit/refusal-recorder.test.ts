@@ -1,0 +1,55 @@
+/**
+ * Counting refusals never costs a genuine hit: at most a few writes a second per container, and an answer after a
+ * bounded wait whatever the ledger does.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import type { RejectedHit } from '../../functions/ledger/ledger-store';
+import {
+  REFUSAL_WAIT_MS,
+  REFUSALS_RECORDED_PER_SECOND,
+  refusalRecorder,
+} from '../../functions/receiving/refusal-recorder';
+
+const rejected: RejectedHit = {
+  at: '2026-11-23T10:00:00.000Z',
+  requestId: 'r',
+  channel: 'postback',
+  code: 'signature_mismatch',
+  reason: 'signature mismatch',
+  sourceIp: '203.0.113.9',
+};
+
+describe('refusal recorder', () => {
+  it('writes at most its rate in one second, and again the next second', async () => {
+    let clock = 1_000_000;
+    const writes: RejectedHit[] = [];
+    const record = refusalRecorder(
+      { recordRejectedHit: async (r) => void writes.push(r) },
+      { now: () => clock },
+    );
+    const first = await Promise.all(Array.from({ length: 40 }, () => record(rejected)));
+    expect(writes).toHaveLength(REFUSALS_RECORDED_PER_SECOND);
+    expect(first.filter((r) => r === 'not-recorded')).toHaveLength(40 - REFUSALS_RECORDED_PER_SECOND);
+    clock += 1000;
+    expect(await record(rejected)).toBe('recorded');
+    expect(writes).toHaveLength(REFUSALS_RECORDED_PER_SECOND + 1);
+  });
+
+  it('answers after its wait when the ledger hangs, and a failed write is only logged', async () => {
+    vi.useFakeTimers();
+    try {
+      const hanging = refusalRecorder({ recordRejectedHit: () => new Promise(() => undefined) });
+      const answer = hanging(rejected);
+      await vi.advanceTimersByTimeAsync(REFUSAL_WAIT_MS);
+      expect(await answer).toBe('pending');
+    } finally {
+      vi.useRealTimers();
+    }
+    const failing = refusalRecorder({
+      recordRejectedHit: async () => {
+        throw new Error('ProvisionedThroughputExceededException');
+      },
+    });
+    expect(await failing(rejected)).toBe('failed');
+  });
+});
