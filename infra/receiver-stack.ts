@@ -18,6 +18,7 @@ import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { HealthSettings } from '../functions/health/health-rules';
+import { ATTEMPT_PARTITION_PREFIX, CHECKPOINT_PARTITION_PREFIX } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { HitApi, type RouteThrottles } from './constructs/hit-api';
@@ -110,9 +111,11 @@ export class ReceiverStack extends Stack {
       >,
     })
       .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
+      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
       .bindSigningKeys(this.signingKeys);
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
       .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
+      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
       .bindSigningKeys(this.signingKeys);
 
     const reserved = props.receiverReservedConcurrency ?? 50;
@@ -129,17 +132,22 @@ export class ReceiverStack extends Stack {
     this.drainer = new ReceiverFunction(this, 'drain-buffer', {
       ...QUEUE_FUNCTIONS['drain-buffer'],
       timeout: Duration.seconds(30),
-    }).bindLedger(this.ledger.table, ['dynamodb:UpdateItem']);
+    })
+      .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
+      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
     this.buffer.bindDrainer(this.drainer);
 
     this.finance = new ReceiverFunction(this, 'finance', {
       ...FUNCTIONS.finance,
       memorySize: 512,
       timeout: Duration.seconds(29),
-    }).bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], {
-      indexQuery: true,
-      discrepancyIndexQuery: true,
-    });
+    })
+      .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], {
+        indexQuery: true,
+        discrepancyIndexQuery: true,
+      })
+      // The day index's backfill checkpoint, which the attempts' readers look at once.
+      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], CHECKPOINT_PARTITION_PREFIX);
 
     this.api = new HitApi(this, 'hit-api', {
       functions: {
@@ -236,7 +244,8 @@ export class ReceiverStack extends Stack {
       environment: healthEnvironmentOf(props.healthSettings ?? {}),
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })
-      .allowLedgerWrites(this.ledger.table, ['dynamodb:PutItem'], 'HEALTH#');
+      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], CHECKPOINT_PARTITION_PREFIX)
+      .allowLedgerItems(this.ledger.table, ['dynamodb:PutItem'], 'HEALTH#');
     this.healthSchedule = new Schedule(this, 'health-schedule', {
       description: "Evaluates each active survey's postback health",
       schedule: ScheduleExpression.rate(props.healthCheckRate ?? Duration.minutes(5)),

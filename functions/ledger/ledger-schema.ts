@@ -68,8 +68,11 @@ export const attemptKey = (surveyId: string, pid: string, token: string) => ({
   sk: `TOKEN#${keyPart(token)}`,
 });
 
+/** What every attempt's partition key starts with (IAM limits the receivers' reads to it). */
+export const ATTEMPT_PARTITION_PREFIX = 'ATTEMPT#';
+
 export function attemptPartition(surveyId: string, pid: string): string {
-  return `ATTEMPT#${surveyId}#${keyPart(pid)}`;
+  return `${ATTEMPT_PARTITION_PREFIX}${surveyId}#${keyPart(pid)}`;
 }
 
 export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({
@@ -107,7 +110,12 @@ export const rejectedPostbackKey = (at: string, code: string, surveyId: string, 
 
 export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });
 export const registrationIndexKey = (surveyId: string) => ({ gsi1pk: 'SURVEYS', gsi1sk: surveyId });
-export const checkpointKey = (name: string) => ({ pk: `CHECKPOINT#${name}`, sk: 'CHECKPOINT' });
+/** What every checkpoint's partition key starts with. */
+export const CHECKPOINT_PARTITION_PREFIX = 'CHECKPOINT#';
+export const checkpointKey = (name: string) => ({
+  pk: `${CHECKPOINT_PARTITION_PREFIX}${name}`,
+  sk: 'CHECKPOINT',
+});
 
 export const summaryKey = (surveyId: string, day: string) => ({
   pk: `SUMMARY#${surveyId}`,

@@ -183,6 +183,7 @@ export class Operations extends Construct {
             'RejectedPostback',
             'RejectedRedirect',
             'RejectedSource',
+            'RefusalsNotRecorded',
             'ConflictingHit',
             'BufferedHits',
           ] as const

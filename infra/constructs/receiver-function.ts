@@ -136,13 +136,13 @@ export class ReceiverFunction extends Construct {
   }
 
   /**
-   * Lets the function write the ledger items whose partition key starts with `partitionPrefix` (`HEALTH#`), and
-   * no other: IAM checks the key of every write against `dynamodb:LeadingKeys`, so a bug or a stolen role cannot
-   * touch an attempt or the registry. Call bindLedger first for the table's name.
+   * Lets the function take `actions` on the ledger items whose partition key starts with `partitionPrefix`
+   * (`HEALTH#`, `ATTEMPT#`), and no other: IAM checks the key of every request against `dynamodb:LeadingKeys`, so a
+   * bug or a stolen role cannot touch other items. Call bindLedger first for the table's name.
    */
-  allowLedgerWrites(
+  allowLedgerItems(
     table: ITableV2,
-    actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem')[],
+    actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:GetItem')[],
     partitionPrefix: string,
   ): this {
     this.role.addToPrincipalPolicy(

@@ -159,8 +159,9 @@ describe('functions', () => {
 });
 
 describe('least privilege', () => {
-  it('the redirect function may only update ledger items, buffer hits, read the key ring and write its logs', () => {
+  it('the redirect function may only update ledger items, read attempts back, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.redirect))).toEqual([
+      'dynamodb:GetItem',
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
@@ -169,8 +170,9 @@ describe('least privilege', () => {
     ]);
   });
 
-  it('the postback function may only update ledger items, buffer hits, read the key ring and write its logs', () => {
+  it('the postback function may only update ledger items, read attempts back, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.postback))).toEqual([
+      'dynamodb:GetItem',
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
@@ -183,7 +185,12 @@ describe('least privilege', () => {
     const tableArn = { 'Fn::GetAtt': [logicalId(stack.ledger.table), 'Arn'] };
     for (const fn of [stack.redirect, stack.postback]) {
       const ledger = statementsOf(fn).filter((s) => actionsOf([s]).some((a) => a.startsWith('dynamodb:')));
-      expect(ledger.map((s) => s.Resource)).toEqual([tableArn]);
+      expect(ledger.map((s) => s.Resource)).toEqual([tableArn, tableArn]);
+      // The read back of a retried write: attempts only.
+      const read = ledger.find((s) => actionsOf([s]).includes('dynamodb:GetItem'));
+      expect(read?.Condition).toEqual({
+        'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['ATTEMPT#*'] },
+      });
     }
   });
 
@@ -310,6 +317,7 @@ describe('survey health', () => {
     const statements = statementsOf(stack.health);
     expect(actionsOf(statements)).toEqual([
       'dynamodb:BatchGetItem',
+      'dynamodb:GetItem', // the day index's backfill checkpoint
       'dynamodb:PutItem',
       'dynamodb:Query', // the refused-hit partitions of the table
       'dynamodb:Query', // the day index
@@ -347,11 +355,16 @@ describe('finance API', () => {
     const statements = statementsOf(stack.finance);
     expect(actionsOf(statements)).toEqual([
       'dynamodb:BatchGetItem',
+      'dynamodb:GetItem', // the day index's backfill checkpoint (CHECKPOINT#, below)
       'dynamodb:Query',
       'dynamodb:Query',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
     ]);
+    const checkpoint = statements.find((s) => actionsOf([s]).includes('dynamodb:GetItem'));
+    expect(checkpoint?.Condition).toEqual({
+      'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['CHECKPOINT#*'] },
+    });
     const indexQuery = statements.find((s) => JSON.stringify(s.Resource).includes('/index/'));
     expect(JSON.stringify(indexQuery?.Resource)).toContain('/index/gsi1');
     expect(JSON.stringify(indexQuery?.Resource)).toContain('/index/gsi2');
@@ -390,6 +403,7 @@ describe('hit buffer', () => {
       ScalingConfig: { MaximumConcurrency: 2 },
     });
     expect(actionsOf(statementsOf(stack.drainer)).filter((a) => a.startsWith('dynamodb:'))).toEqual([
+      'dynamodb:GetItem',
       'dynamodb:UpdateItem',
     ]);
   });

@@ -1,0 +1,132 @@
+/**
+ * The receivers' ledger calls against their synthesized roles: every DynamoDB request the hit path can make (a
+ * retried write read back, a refusal counted, a late hit flagging its day, a buffered hit delivered twice) runs
+ * against the embedded engine through a guard that refuses, as IAM would, any action or partition key the
+ * function's role does not allow. A role narrower than its code fails here, not in the supplier's account.
+ */
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+} from '../../functions/ledger/ledger-store';
+import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
+import { ReceiverStack } from '../../infra/receiver-stack';
+import { freshTable } from '../support/ledger';
+
+interface Grant {
+  readonly actions: readonly string[];
+  /** `dynamodb:LeadingKeys` prefixes the statement is limited to, or undefined for any key. */
+  readonly prefixes?: readonly string[];
+}
+
+let stack: ReceiverStack;
+let template: Template;
+
+beforeAll(() => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  stack = new ReceiverStack(app, 'Roles', {});
+  template = Template.fromStack(stack);
+}, 60_000);
+
+/** The DynamoDB grants on the ledger table itself (not its indexes) in a function's role. */
+function tableGrants(fn: ReceiverFunction): Grant[] {
+  const roleId = stack.getLogicalId(fn.role.node.defaultChild as import('aws-cdk-lib').CfnElement);
+  const tableId = stack.getLogicalId(
+    stack.ledger.table.node.defaultChild as import('aws-cdk-lib').CfnElement,
+  );
+  const policies = template.findResources('AWS::IAM::Policy', { Properties: { Roles: [{ Ref: roleId }] } });
+  type Statement = {
+    Action: string | string[];
+    Resource: unknown;
+    Condition?: Record<string, Record<string, unknown>>;
+  };
+  const statements = Object.values(policies).flatMap(
+    (p) =>
+      (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+        .Statement,
+  );
+  return statements
+    .filter((s) => JSON.stringify(s.Resource) === JSON.stringify({ 'Fn::GetAtt': [tableId, 'Arn'] }))
+    .map((s) => {
+      const leading = s.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys'] as
+        | string[]
+        | undefined;
+      return {
+        actions: Array.isArray(s.Action) ? s.Action : [s.Action],
+        ...(leading ? { prefixes: leading.map((p) => p.replace(/\*$/, '')) } : {}),
+      };
+    });
+}
+
+/** A document client whose every request must be allowed by `grants`, as IAM would check it. */
+async function guardedClient(grants: Grant[], denied: string[]) {
+  const { endpoint, tableName } = await freshTable();
+  const client = createDocumentClient({ endpoint });
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const action = `dynamodb:${String(context.commandName).replace(/Command$/, '')}`;
+      const input = args.input as { Key?: { pk?: unknown }; Item?: { pk?: unknown } };
+      const key = String(input.Key?.pk ?? input.Item?.pk ?? '');
+      const allowed = grants.some(
+        (g) => g.actions.includes(action) && (!g.prefixes || g.prefixes.some((p) => key.startsWith(p))),
+      );
+      if (!allowed) {
+        denied.push(`${action} ${key}`);
+        throw Object.assign(new Error(`not authorized to perform ${action}`), {
+          name: 'AccessDeniedException',
+        });
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'iamGuard' },
+  );
+  return { client, tableName, open: createDocumentClient({ endpoint }) };
+}
+
+const hit = (channel: 'redirect' | 'postback', token: string) =>
+  ({ channel, surveyId: '4401', outcome: 'success', pid: `p-${token}`, token, source: 'query' }) as const;
+
+describe('the hit path within its roles', () => {
+  it.each(['redirect', 'postback'] as const)(
+    'the %s function: a write retried after its answer was lost, a refusal, a late hit flagging its day',
+    async (name) => {
+      const denied: string[] = [];
+      const { client, tableName, open } = await guardedClient(tableGrants(stack[name]), denied);
+      const store = createLedgerStore(client, tableName);
+      const at = new Date('2026-11-20T18:00:00.000Z');
+      await store.recordHit(hit(name, 'retried'), at, 'request-1');
+      // The SDK's retry of a write that was applied: refused by its condition, read back.
+      expect((await store.recordHit(hit(name, 'retried'), at, 'request-1')).effect).toBe('duplicate');
+      await store.recordRejectedHit({
+        at: at.toISOString(),
+        requestId: 'request-2',
+        channel: name,
+        code: 'signature_mismatch',
+        reason: 'signature mismatch',
+        surveyId: '4401',
+        sourceIp: '203.0.113.7',
+      });
+      // An attempt judged on its day by a run; its second channel arrives two days later and flags that day.
+      const late = hit(name === 'redirect' ? 'postback' : 'redirect', 'late');
+      await createLedgerStore(open, tableName).recordHit({ ...late, channel: name }, at, 'request-3');
+      const results = createReconciliationStore(open, tableName);
+      const [attempt] = await results.attemptsByKey('4401', [{ pid: late.pid, token: late.token }]);
+      expect(attempt).toBeDefined();
+      await store.recordHit(late, new Date(at.getTime() + 2 * 86_400_000), 'request-4');
+      expect(denied).toEqual([]);
+    },
+  );
+
+  it('the buffer drainer: a buffered hit delivered twice', async () => {
+    const denied: string[] = [];
+    const { client, tableName } = await guardedClient(tableGrants(stack.drainer), denied);
+    const store = createLedgerStore(client, tableName);
+    const at = new Date('2026-11-20T18:00:00.000Z');
+    expect(await store.recordBufferedHit(hit('postback', 'buffered'), at, 'buffer-1')).toBe(true);
+    expect(await store.recordBufferedHit(hit('postback', 'buffered'), at, 'buffer-1')).toBe(false);
+    expect(denied).toEqual([]);
+  });
+});
