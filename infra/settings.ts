@@ -10,6 +10,7 @@ import * as z from 'zod';
 import type { HealthSettings } from '../functions/health/health-rules';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, LANDING_VARIABLES } from '../functions/runtime/runtime-config';
+import { parseAllowList } from '../functions/runtime/source-allow-list';
 import type { ReceiverStackProps } from './receiver-stack';
 
 export const EXAMPLE_ENVIRONMENT = 'example';
@@ -29,7 +30,11 @@ const environmentSchema = z
   .object({
     stackName: z
       .string()
-      .regex(/^[A-Za-z][A-Za-z0-9-]{0,127}$/)
+      // The reconcile function is named `<stack>-reconcile`, and a function name holds 64 characters.
+      .regex(
+        /^[A-Za-z][A-Za-z0-9-]{0,53}$/,
+        'must be a letter, then letters, digits or -, 54 characters at most',
+      )
       .default('SurveyReceiver'),
     account: z
       .string()
@@ -41,9 +46,20 @@ const environmentSchema = z
       .optional(),
     marketplace: z
       .object({
-        baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+        // HTTPS only: every request carries the access token.
+        baseUrl: z
+          .url({
+            protocol: /^https$/,
+            error: 'must be an https:// URL (every request carries the access token)',
+          })
+          .check(z.refine((url) => !/\/api\/v\d+\/?$/.test(url), 'is the host, without /api/v1 or /api/v2'))
+          .optional(),
         apiVersion: z.enum(['v1', 'v2']).default('v1'),
-        tokenSecretName: z.string().min(1).optional(),
+        tokenSecretName: z
+          .string()
+          .min(1)
+          .check(z.refine((name) => !name.startsWith('arn:'), "is the secret's name, not its ARN"))
+          .optional(),
       })
       .strict()
       .default({ apiVersion: 'v1' }),
@@ -51,7 +67,8 @@ const environmentSchema = z
       .object({ success: method.default('GET'), fail: method.default('GET') })
       .strict()
       .default({ success: 'GET', fail: 'GET' }),
-    redirectSyncRateMinutes: z.int().min(1).max(1440).default(15),
+    // The sync may run five minutes: runs no closer than that never overlap.
+    redirectSyncRateMinutes: z.int().min(5).max(1440).default(15),
     reconcileRateMinutes: z.int().min(1).max(1440).default(60),
     reconcileWindowDays: z.int().min(1).max(31).default(7),
     health: z
@@ -128,6 +145,12 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
     healthEnvironmentOf(healthRuleSettings(settings));
   } catch (error) {
     throw new SettingsError(`environment "${name}": health: ${(error as Error).message}`);
+  }
+  try {
+    // Read as the postback function reads it at its start: a bad range would fail every postback, not the synth.
+    parseAllowList(settings.postbackSourceCidrs);
+  } catch (error) {
+    throw new SettingsError(`environment "${name}": postbackSourceCidrs: ${(error as Error).message}`);
   }
   if (name !== EXAMPLE_ENVIRONMENT) {
     const missing = [

@@ -16,7 +16,7 @@ import {
   type Unit,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import { ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Effect, PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { Topic } from 'aws-cdk-lib/aws-sns';
@@ -93,12 +93,34 @@ export class Operations extends Construct {
       removalPolicy: RemovalPolicy.DESTROY,
       pendingWindow: Duration.days(7),
     });
-    this.key.grant(new ServicePrincipal('cloudwatch.amazonaws.com'), 'kms:Decrypt', 'kms:GenerateDataKey*');
+    // CloudWatch acting for this account's alarms only (aws:SourceAccount), on the key and on the topic.
+    const cloudWatch = new ServicePrincipal('cloudwatch.amazonaws.com');
+    const thisAccount = { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } };
+    this.key.addToResourcePolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        principals: [cloudWatch],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+        conditions: thisAccount,
+      }),
+    );
     this.topic = new Topic(this, 'alarms', {
       displayName: 'Survey receiver alarms',
       enforceSSL: true,
       masterKey: this.key,
     });
+    // enforceSSL gives the topic a policy of its own (the SSL-only deny), which replaces SNS's default policy: the
+    // alarms' right to publish is stated, or no alarm would ever reach the topic.
+    this.topic.addToResourcePolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        principals: [cloudWatch],
+        actions: ['sns:Publish'],
+        resources: [this.topic.topicArn],
+        conditions: thisAccount,
+      }),
+    );
     if (props.alarmEmail) this.topic.addSubscription(new EmailSubscription(props.alarmEmail));
     const alarm = (name: string, description: string, metric: IMetric, threshold: number) => {
       const created = new Alarm(this, name, {

@@ -203,14 +203,19 @@ export class ReceiverFunction extends Construct {
     return this.bindSecret('SIGNING_KEYS_SECRET_ID', secret);
   }
 
-  /** Puts a secret's ARN in an environment variable and lets the function read that secret, nothing else. */
+  /**
+   * Puts a secret's id in an environment variable and lets the function read that secret, nothing else. A secret
+   * named in the settings (imported by name) has no full ARN here: the function is given its name, and the policy
+   * its ARN with the six characters Secrets Manager appends (`-??????`), which a name-built ARN never matches.
+   */
   bindSecret(variable: string, secret: ISecret): this {
-    this.function.addEnvironment(variable, secret.secretArn);
+    const fullArn = secret.secretFullArn;
+    this.function.addEnvironment(variable, fullArn ?? secret.secretName);
     this.role.addToPrincipalPolicy(
       new PolicyStatement({
         effect: Effect.ALLOW,
         actions: ['secretsmanager:GetSecretValue'],
-        resources: [secret.secretArn],
+        resources: [fullArn ?? `${secret.secretArn}-??????`],
       }),
     );
     return this;

@@ -203,6 +203,24 @@ describe('least privilege', () => {
   });
 });
 
+describe('a marketplace token secret named in the settings', () => {
+  it('is read by its name, under a policy that matches the ARN Secrets Manager gave it', () => {
+    const named = new ReceiverStack(templateApp(), 'Named', {
+      marketplace: { baseUrl: 'https://m.example.com', tokenSecretName: 'survey/marketplace-token' },
+    });
+    const variables = Template.fromStack(named).findResources('AWS::Lambda::Function');
+    const tokens = Object.values(variables)
+      .map((f) => (f as { Properties: { Environment?: { Variables?: Record<string, unknown> } } }).Properties)
+      .map((p) => p.Environment?.Variables?.MARKETPLACE_TOKEN_SECRET_ID)
+      .filter(Boolean);
+    expect(tokens.length).toBeGreaterThan(0);
+    for (const token of tokens) expect(token).toBe('survey/marketplace-token');
+    const policies = JSON.stringify(Template.fromStack(named).findResources('AWS::IAM::Policy'));
+    expect(policies).toContain(':secret:survey/marketplace-token-??????');
+    expect(policies).not.toMatch(/:secret:survey\/marketplace-token"/);
+  });
+});
+
 describe('redirect sync', () => {
   it('runs on the configured schedule, enabled, invoking the sync function without retries', () => {
     template.hasResourceProperties('AWS::Scheduler::Schedule', {
@@ -464,6 +482,19 @@ describe('operations', () => {
     );
     expect(actionsOf(forCloudWatch)).toEqual(['kms:Decrypt', 'kms:GenerateDataKey*']);
     expect(forCloudWatch.every((s) => s.Effect === 'Allow')).toBe(true);
+    const ownAccount = { StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } } };
+    for (const s of forCloudWatch) expect(s.Condition).toEqual(ownAccount);
+    // The topic's own policy (its SSL-only deny replaces SNS's default one) lets this account's alarms publish.
+    const [topicPolicy] = Object.values(template.findResources('AWS::SNS::TopicPolicy')) as {
+      Properties: { PolicyDocument: { Statement: (Statement & { Principal?: unknown })[] } };
+    }[];
+    const publish = topicPolicy?.Properties.PolicyDocument.Statement.filter(
+      (s) =>
+        s.Effect === 'Allow' &&
+        JSON.stringify(s.Principal) === JSON.stringify({ Service: 'cloudwatch.amazonaws.com' }),
+    );
+    expect(actionsOf(publish ?? [])).toEqual(['sns:Publish']);
+    expect(publish?.[0]?.Condition).toEqual(ownAccount);
   });
 
   it('subscribes the configured address to the alarm topic, and none when none is configured', () => {

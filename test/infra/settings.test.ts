@@ -61,6 +61,48 @@ describe('readEnvironmentSettings', () => {
     ).toThrow(/landingUrls\.success/);
   });
 
+  it.each([
+    [
+      'a plain-http marketplace',
+      { marketplace: { baseUrl: 'http://marketplace.example.com' } },
+      /baseUrl must be an https/,
+    ],
+    [
+      'a base URL with the API prefix',
+      { marketplace: { baseUrl: 'https://m.example.com/api/v1' } },
+      /without \/api\/v1/,
+    ],
+    [
+      'a token secret given by ARN',
+      {
+        marketplace: {
+          baseUrl: 'https://m.example.com',
+          tokenSecretName: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:token-AbCdEf',
+        },
+      },
+      /tokenSecretName is the secret's name, not its ARN/,
+    ],
+    [
+      'an address range that does not read',
+      { postbackSourceCidrs: '10.0.0.0/8, not-a-cidr' },
+      /postbackSourceCidrs: .*"not-a-cidr"/,
+    ],
+    [
+      'a sync schedule closer than its run may last',
+      { redirectSyncRateMinutes: 1 },
+      /redirectSyncRateMinutes/,
+    ],
+    ['a stack name too long for its functions', { stackName: `S${'x'.repeat(54)}` }, /stackName must be/],
+  ])('%s fails synth, naming it', (_, change, message) => {
+    expect(() => readEnvironmentSettings({ prod: { ...production, ...change } }, 'prod')).toThrow(message);
+  });
+
+  it('the example environment deploys under a stack name of its own, never over a real one', () => {
+    const real = Object.keys(environments).filter((name) => name !== 'example');
+    const example = readEnvironmentSettings(environments, 'example').stackName;
+    for (const name of real) expect(readEnvironmentSettings(environments, name).stackName).not.toBe(example);
+  });
+
   it('an environment that is not there fails, listing those that are', () => {
     expect(() => readEnvironmentSettings(environments, 'staging')).toThrow(
       'no environment "staging" under "environments" in cdk.json (known: example, production)',
