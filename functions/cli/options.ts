@@ -12,6 +12,16 @@ export const surveyIdOption = identifier('surveyId');
 export const pidOption = identifier('pid');
 export const tokenOption = identifier('token');
 
+/** A whole number within [min, max], or the option is refused naming the bounds. */
+export const wholeNumberOption =
+  (min: number, max: number) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || n < min || n > max)
+      throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`);
+    return n;
+  };
+
 export function dayOption(value: string): string {
   if (!isCalendarDay(value)) {
     throw new InvalidArgumentError('must be a date YYYY-MM-DD');

@@ -3,7 +3,7 @@ import { pacificDay } from '../marketplace/pacific-time';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext } from './context';
-import { dayOption, surveyIdOption } from './options';
+import { dayOption, surveyIdOption, wholeNumberOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
@@ -27,11 +27,11 @@ export function reconcileCommand(): Command {
       'only this survey (repeat for several; default: every registered survey)',
       collect,
     )
-    .option('--concurrency <n>', 'surveys at once', (v) => Number(v), 4)
+    .option('--concurrency <n>', 'surveys at once', wholeNumberOption(1, 32), 4)
     .option(
       '--settle-seconds <s>',
       'judge a discrepancy only once it has been quiet this long (default: RECONCILE_SETTLE_SECONDS, else 600)',
-      (v) => Number(v),
+      wholeNumberOption(0, 86_400),
     )
     .option(
       '--lookback-days <n>',

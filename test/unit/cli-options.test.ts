@@ -1,0 +1,28 @@
+/** The operator CLI's option parsers: a bad value is refused naming what is accepted, before anything runs. */
+import { InvalidArgumentError } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { wholeNumberOption } from '../../functions/cli/options';
+import { reconcileCommand } from '../../functions/cli/reconcile-command';
+
+describe('whole number options', () => {
+  it.each(['abc', '-5', '1.5', '99999999999999', ''])('refuse %j', (value) => {
+    expect(() => wholeNumberOption(0, 86_400)(value)).toThrow(InvalidArgumentError);
+    expect(() => wholeNumberOption(0, 86_400)(value)).toThrow('must be a whole number from 0 to 86400');
+  });
+
+  it('accept a value within bounds', () => {
+    expect(wholeNumberOption(0, 86_400)('600')).toBe(600);
+    expect(wholeNumberOption(0, 86_400)('0')).toBe(0);
+  });
+
+  it('reconcile refuses a settle time that is not one before reconciling anything', async () => {
+    const command = reconcileCommand()
+      .exitOverride()
+      .configureOutput({ writeErr: () => undefined });
+    await expect(
+      command.parseAsync(['--from', '2026-11-20', '--to', '2026-11-20', '--settle-seconds', 'abc'], {
+        from: 'user',
+      }),
+    ).rejects.toThrow(/--settle-seconds.*must be a whole number from 0 to 86400/);
+  });
+});
