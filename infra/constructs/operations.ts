@@ -37,6 +37,8 @@ export interface OperationsProps {
   readonly functions: Record<string, IFunction>;
   /** An address subscribed to the alarm topic (it must confirm the e-mail AWS sends). */
   readonly alarmEmail?: string;
+  /** The enabled schedules' rates: each gets an alarm for when its runs stop. */
+  readonly schedules?: { readonly reconcileEvery?: Duration; readonly syncEvery?: Duration };
 }
 
 /**
@@ -135,6 +137,40 @@ export class Operations extends Construct {
       this.alarms.push(created);
       return created;
     };
+
+    /**
+     * A scheduled job that stops finishing runs says nothing by itself (a disabled schedule, a function that cannot
+     * start): a run publishes its figures every time, so none for three of its intervals (an hour at least) alarms.
+     */
+    const stopped = (name: string, description: string, metric: MetricName, every: Duration) => {
+      const period = Duration.minutes(Math.min(24 * 60, Math.max(60, 3 * every.toMinutes())));
+      const [runs] = catalogued(metric, period);
+      if (!runs) throw new Error(`${metric} has no dimension set`);
+      const created = new Alarm(this, name, {
+        alarmDescription: `${description} (no run finished in ${period.toHumanString()}).`,
+        metric: runs.with({ statistic: 'SampleCount' }),
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
+        treatMissingData: TreatMissingData.BREACHING,
+      });
+      created.addAlarmAction(new SnsAction(this.topic));
+      this.alarms.push(created);
+    };
+    if (props.schedules?.reconcileEvery)
+      stopped(
+        'reconciliation-stopped',
+        'Reconciliation has stopped running: what the marketplace owes is not being checked; look at the reconcile function and its schedule',
+        'ReconciledSurveys',
+        props.schedules.reconcileEvery,
+      );
+    if (props.schedules?.syncEvery)
+      stopped(
+        'redirect-sync-stopped',
+        'The redirect sync has stopped running: new surveys are not pointed here and drift is not repaired; look at the redirect-sync function and its schedule',
+        'RedirectsApplied',
+        props.schedules.syncEvery,
+      );
 
     const requests = props.api.metricCount({ period: Duration.minutes(5), statistic: 'Sum' });
     const serverErrors = props.api.metricServerError({ period: Duration.minutes(5), statistic: 'Sum' });

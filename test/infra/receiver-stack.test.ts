@@ -460,9 +460,30 @@ describe('operations', () => {
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(6 + 7);
+    expect(alarms).toHaveLength(6 + 2 + 7);
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+  });
+
+  it('alarms when a scheduled job stops finishing runs, where its schedule is enabled', () => {
+    const stoppedAlarms = (from: Template) =>
+      Object.values(from.findResources('AWS::CloudWatch::Alarm'))
+        .map((a) => (a as { Properties: Record<string, unknown> }).Properties)
+        .filter((p) => p.TreatMissingData === 'breaching');
+    const found = stoppedAlarms(template);
+    type Stat = { MetricStat: { Metric: { MetricName: string }; Period: number; Stat: string } };
+    const stat = (p: Record<string, unknown>) => (p.Metrics as Stat[])[0]?.MetricStat;
+    expect(
+      found
+        .map((p) => [stat(p)?.Metric.MetricName, stat(p)?.Stat, stat(p)?.Period, p.ComparisonOperator])
+        .sort(),
+    ).toEqual([
+      ['ReconciledSurveys', 'SampleCount', 3 * 3600, 'LessThanThreshold'],
+      // The sync runs every 30 minutes in this stack: three of its intervals.
+      ['RedirectsApplied', 'SampleCount', 90 * 60, 'LessThanThreshold'],
+    ]);
+    // Without the marketplace both schedules are off, and so are their alarms.
+    expect(stoppedAlarms(Template.fromStack(new ReceiverStack(templateApp(), 'Off', {})))).toEqual([]);
   });
 
   it('CloudWatch can publish to the alarm topic: its key is customer-managed and lets CloudWatch use it', () => {
