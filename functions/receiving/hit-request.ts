@@ -19,6 +19,8 @@ export interface HitRequest {
   /** As received, still percent-encoded. */
   readonly rawQueryString: string;
   readonly contentType?: string | undefined;
+  /** The body's Content-Encoding, if the sender compressed it (`gzip` ...); `identity` is none. */
+  readonly contentEncoding?: string | undefined;
   /** The body as text (already base64-decoded by the adapter), if any. */
   readonly body?: string | undefined;
   /** The body's bytes were not UTF-8 (the adapter left `body` out rather than decode them lossily). */
@@ -142,6 +144,14 @@ interface ParsedBody {
 }
 
 function readBody(request: HitRequest): ParsedBody | undefined {
+  const encoding = request.contentEncoding?.trim().toLowerCase();
+  const hasBody = (request.body ?? '') !== '' || request.bodyNotUtf8 === true;
+  if (encoding && encoding !== 'identity' && hasBody)
+    throw new Rejection(
+      415,
+      'unsupported_media_type',
+      `content encoding ${encoding.slice(0, 40)} is not accepted; send the body uncompressed`,
+    );
   if (request.bodyNotUtf8) throw badRequest('body is not well-formed UTF-8');
   const text = request.body ?? '';
   if (Buffer.byteLength(text, 'utf8') > MAX_BODY_BYTES) {

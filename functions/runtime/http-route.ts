@@ -27,6 +27,7 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
     contentType: event.headers?.['content-type'],
+    contentEncoding: event.headers?.['content-encoding'],
     body,
     ...(undecodable ? { bodyNotUtf8: true } : {}),
   };

@@ -144,6 +144,8 @@ describe('reading the identity', () => {
       { contentType: 'multipart/form-data; boundary=x', body: '--x\r\n' },
       { contentType: 'application/json', body: '{"pid":' },
       { bodyNotUtf8: true },
+      { contentType: 'application/json', contentEncoding: 'gzip', bodyNotUtf8: true },
+      { contentType: 'application/json', body: `{"x":"${'y'.repeat(MAX_BODY_BYTES)}"}` },
     ])
       expect(identity(request(body))).toEqual({ pid: 'p1', token: 't1', source: 'query' });
   });
@@ -263,6 +265,17 @@ describe('reading the identity', () => {
       { rawQueryString: 'pid=x%ED%A0%80&token=t' },
       400,
       'pid is not well-formed UTF-8 (query)',
+    ],
+    [
+      'a compressed body the ids must come from',
+      {
+        rawQueryString: 'kid=k1&sig=abc',
+        contentType: 'application/json',
+        contentEncoding: 'gzip',
+        bodyNotUtf8: true,
+      },
+      415,
+      'content encoding gzip is not accepted; send the body uncompressed',
     ],
     [
       'oversized body',
