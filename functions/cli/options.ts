@@ -12,13 +12,15 @@ export const surveyIdOption = identifier('surveyId');
 export const pidOption = identifier('pid');
 export const tokenOption = identifier('token');
 
-/** A whole number within [min, max], or the option is refused naming the bounds. */
+/** A whole number within [min, max], or the option (or the named variable) is refused naming the bounds. */
 export const wholeNumberOption =
   (min: number, max: number) =>
-  (value: string): number => {
+  (value: string, name?: unknown): number => {
     const n = Number(value);
     if (!/^\d+$/.test(value.trim()) || n < min || n > max)
-      throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`);
+      throw new InvalidArgumentError(
+        `${typeof name === 'string' ? `${name} ` : ''}must be a whole number from ${min} to ${max}`,
+      );
     return n;
   };
 

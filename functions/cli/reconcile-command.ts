@@ -58,7 +58,10 @@ export function reconcileCommand(): Command {
           registry: context.registry,
           results: context.results,
           concurrency: options.concurrency,
-          settleMs: (options.settleSeconds ?? Number(env.RECONCILE_SETTLE_SECONDS ?? 600)) * 1000,
+          settleMs:
+            (options.settleSeconds ??
+              wholeNumberOption(0, 86_400)(env.RECONCILE_SETTLE_SECONDS ?? '600', 'RECONCILE_SETTLE_SECONDS')) *
+            1000,
           lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),
           onSurvey: (outcome, done, total) => {
             if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);

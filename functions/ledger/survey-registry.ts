@@ -31,6 +31,8 @@ export interface SurveyRegistration {
    * for its days past the window (reviews), and it is neither read back nor retried meanwhile.
    */
   readonly closedAt?: string | undefined;
+  /** When a lookup last found it live though the list of live surveys left it out (closure lookups go oldest first). */
+  readonly liveCheckedAt?: string | undefined;
   /** When the sync last read a verified survey's redirects back (whatever came of it): one a day. */
   readonly readBackAt?: string | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
@@ -70,6 +72,7 @@ const REGISTRATION_FIELDS = [
   'failures',
   'removedAt',
   'closedAt',
+  'liveCheckedAt',
   'readBackAt',
   'expectedCpi',
   'cpiHistory',

@@ -4,7 +4,7 @@
  * Every call carries the access token and a timeout, runs under its client's concurrency limit (or one limit
  * handed to several clients to share), and is retried with jittered exponential backoff on network errors, timeouts, malformed
  * responses, 429 and 5xx (never on other 4xx); a 429's Retry-After holds every call of the client back until it
- * has passed (at most a minute). A response is a success only when `apiStatus` says so, in any
+ * has passed (at most 30 s). A response is a success only when `apiStatus` says so, in any
  * casing; anything else is a MarketplaceError carrying the HTTP status and the marketplace's `msg`.
  *
  * Over 300 lines on purpose: every endpoint's typed call shares one request path (token, timeout, limit, retries,
@@ -37,7 +37,7 @@ export interface MarketplaceClientOptions {
   readonly retries?: number;
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
-  /** The longest a 429's Retry-After holds this client's calls back (default 60 s). */
+  /** The longest a 429's Retry-After holds this client's calls back (default 30 s: four retries stay within a run). */
   readonly maxRetryAfterMs?: number;
   /** Requests in flight at once for this client (default 4). */
   readonly concurrency?: number;
@@ -179,7 +179,7 @@ interface CallOptions {
 type Json = Record<string, unknown>;
 
 /** The longest a 429's Retry-After holds the client's calls back (the retries' own backoff comes on top). */
-const MAX_RETRY_AFTER_MS = 60_000;
+const MAX_RETRY_AFTER_MS = 30_000;
 
 /** A Retry-After header (seconds, or an HTTP date) as milliseconds from `now`; undefined when absent or unreadable. */
 export function retryAfterMs(header: string | null, now: number): number | undefined {

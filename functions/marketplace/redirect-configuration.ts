@@ -83,6 +83,8 @@ export interface SyncReport {
    * read-backs ran all the same, and the next run lists again.
    */
   readonly listingError?: string;
+  /** The hourly list of every live survey was refused (reported; tried again an hour later, not counted). */
+  readonly fullListingError?: string;
   /** Live surveys the full listing found that the registry did not know (configured this run). */
   readonly unlisted?: number;
 }
@@ -205,6 +207,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         verifiedAt: at,
         failures: 0,
         ...prices,
+        ...stillClosed(registration),
         updatedAt: at,
       });
       return { surveyId, status: 'applied', kid: ring.current.kid };
@@ -221,6 +224,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         lastErrorAt: at,
         failures: (registration?.failures ?? 0) + 1,
         ...prices,
+        ...stillClosed(registration),
         updatedAt: at,
       });
       return { surveyId, status: 'failed', error: error.message };
@@ -285,23 +289,20 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
   }
 
-  /** Looks up a survey the list of live surveys left out; records it closed when the marketplace says so. */
-  async function recordClosure(registration: SurveyRegistration): Promise<SurveyResult> {
-    const { surveyId } = registration;
-    let lookup: Awaited<ReturnType<MarketplaceClient['getAllocatedSurveyById']>>;
-    try {
-      lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
-    } catch (error) {
-      if (error instanceof MarketplaceError) return { surveyId, status: 'failed', error: error.message };
-      throw error;
-    }
-    if (lookup.live) return { surveyId, status: 'unchanged' };
+  /** Records a survey closed, as its registration stands now (an operator may have removed it meanwhile). */
+  async function recordClosure(surveyId: string, message: string): Promise<SurveyResult> {
     const at = now().toISOString();
-    // As it stands now: an operator may have removed it since the run began.
     const current = await deps.registry.get(surveyId);
     if (current?.state !== 'active') return { surveyId, status: 'skipped', reason: 'registration changed' };
     await deps.registry.put({ ...current, closedAt: at, updatedAt: at });
-    return { surveyId, status: 'closed', reason: lookup.message };
+    return { surveyId, status: 'closed', reason: message };
+  }
+
+  /** Notes that a survey the list of live surveys left out was found live, so the others get looked up first. */
+  async function recordLiveCheck(surveyId: string): Promise<void> {
+    const at = now().toISOString();
+    const current = await deps.registry.get(surveyId);
+    if (current?.state === 'active') await deps.registry.put({ ...current, liveCheckedAt: at, updatedAt: at });
   }
 
   /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
@@ -413,17 +414,26 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const since =
         (await deps.registry.checkpoint(SYNC_CHECKPOINT)) ?? (deps.initialSince ?? new Date(0)).toISOString();
       let listingError: string | undefined;
+      let fullListingError: string | undefined;
       /** A listing the marketplace refuses is reported, and the rest of the run goes on without it. */
-      const listing = async (list: () => Promise<Rows<Survey>>): Promise<Rows<Survey> | undefined> => {
+      const listing = async (
+        list: () => Promise<Rows<Survey>>,
+        failed: (message: string) => void,
+      ): Promise<Rows<Survey> | undefined> => {
         try {
           return await list();
         } catch (error) {
           if (!(error instanceof MarketplaceError)) throw error;
-          listingError ??= error.message;
+          failed(error.message);
           return undefined;
         }
       };
-      const byDate = await listing(() => deps.marketplace.getAllocatedSurveysByDate(new Date(since)));
+      const byDate = await listing(
+        () => deps.marketplace.getAllocatedSurveysByDate(new Date(since)),
+        (message) => {
+          listingError = message;
+        },
+      );
       const listed = byDate ?? { rows: [], malformed: [] };
       const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
       const ring = await deps.keyRing();
@@ -431,7 +441,15 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const fullAt = await deps.registry.checkpoint(FULL_LISTING_CHECKPOINT);
       const fullDue =
         !options.dryRun && !(Date.parse(fullAt ?? '') > startedAt.getTime() - FULL_LISTING_EVERY_MS);
-      const everyLive = fullDue ? await listing(() => deps.marketplace.getAllocatedSurveys()) : undefined;
+      // The backstop's failure is reported, not counted as the run's: it is tried again in an hour.
+      const everyLive = fullDue
+        ? await listing(
+            () => deps.marketplace.getAllocatedSurveys(),
+            (message) => {
+              fullListingError = message;
+            },
+          )
+        : undefined;
       const unlisted = (everyLive?.rows ?? []).filter(
         (survey) =>
           !registrations.has(survey.surveyId) && !listed.rows.some((r) => r.surveyId === survey.surveyId),
@@ -441,7 +459,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!options.dryRun)
         for (const r of registrations.values())
           if (r.closedAt !== undefined && live.has(r.surveyId)) {
-            const reopened = { ...r, closedAt: undefined, updatedAt: startedAt.toISOString() };
+            // As it stands now: an operator may have removed it since the run began.
+            const current = await deps.registry.get(r.surveyId);
+            if (current?.state !== 'active' || current.closedAt === undefined) continue;
+            const reopened = { ...current, closedAt: undefined, updatedAt: startedAt.toISOString() };
             await deps.registry.put(reopened);
             registrations.set(r.surveyId, reopened);
           }
@@ -451,6 +472,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         everyLive && !options.dryRun
           ? [...registrations.values()]
               .filter((r) => r.state === 'active' && r.closedAt === undefined && !live.has(r.surveyId))
+              // Those looked up longest ago first: a list that keeps leaving live ones out starves no one.
+              .sort((a, b) => (a.liveCheckedAt ?? '').localeCompare(b.liveCheckedAt ?? ''))
               .slice(0, CLOSURE_LOOKUPS_PER_RUN)
               .map((r) => r.surveyId)
           : [],
@@ -499,15 +522,20 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         if (registration?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
         }
-        if (registration && closing.has(surveyId) && !reverify.has(surveyId) && !retry.includes(registration))
-          return recordClosure(registration);
         // Listed as changed, but its last tries failed: it waits its turn like the other retries.
-        if (registration && !registration.verified && registration.failures > 0 && !retryDue(registration)) {
+        if (
+          registration &&
+          !closing.has(surveyId) &&
+          !registration.verified &&
+          registration.failures > 0 &&
+          !retryDue(registration)
+        ) {
           return { surveyId, status: 'skipped', reason: 'failed before; retried later' };
         }
         const trusted = reverify.get(surveyId);
-        if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));
-        if (!discovered.has(surveyId)) {
+        // Not listed live (a retry, or one the list of live surveys left out): asked first, and recorded closed
+        // when the marketplace says it is Paused/Closed (a dry run only says so).
+        if (!discovered.has(surveyId) && (closing.has(surveyId) || !trusted)) {
           let lookup: Awaited<ReturnType<MarketplaceClient['getAllocatedSurveyById']>>;
           try {
             lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
@@ -517,13 +545,20 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             throw error;
           }
           if (!lookup.live)
-            return { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` };
+            return options.dryRun
+              ? { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` }
+              : recordClosure(surveyId, lookup.message);
+          if (closing.has(surveyId)) {
+            await recordLiveCheck(surveyId);
+            if (!trusted && !retry.some((r) => r.surveyId === surveyId)) return { surveyId, status: 'unchanged' };
+          }
         }
+        if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));
         return applyOne(surveyId, ring, options, prices.get(surveyId));
       });
 
       let checkpoint: string | undefined;
-      if (everyLive) await deps.registry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, startedAt.toISOString());
+      if (fullDue) await deps.registry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, startedAt.toISOString());
       if (!options.dryRun && byDate) {
         const firstDeferred = ordered.findIndex((_, i) => results[i]?.status === 'deferred');
         let to = startedAt.getTime() - SYNC_OVERLAP_MS;
@@ -545,6 +580,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         malformed: [...listed.malformed, ...(everyLive?.malformed ?? [])],
         results,
         ...(listingError ? { listingError } : {}),
+        ...(fullListingError ? { fullListingError } : {}),
         ...(unlisted.length > 0 ? { unlisted: unlisted.length } : {}),
       };
     },
@@ -560,7 +596,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!deps.saveKeyRing) throw new Error('this key ring cannot be saved from here');
       const ring = await deps.keyRing();
       const next = rotateKeyRing(ring, { ...rotation, now: now() });
-      const active = (await deps.registry.list()).filter((r) => r.state === 'active').map((r) => r.surveyId);
+      // Closed surveys are left as they are: reopened, their old-key URLs no longer match and are applied again.
+      const active = (await deps.registry.list())
+        .filter((r) => r.state === 'active' && r.closedAt === undefined)
+        .map((r) => r.surveyId);
       if (!options.dryRun) await deps.saveKeyRing(next);
       const results = await each(active, options, (surveyId) => applyOne(surveyId, next, options));
       return {
@@ -574,6 +613,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 }
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
+
+/** A registration's closure, kept through an apply (an apply does not say the survey is live). */
+const stillClosed = (registration: SurveyRegistration | undefined) =>
+  registration?.closedAt ? { closedAt: registration.closedAt } : {};
 
 /** When the marketplace last created or changed a survey, in epoch ms. */
 function changedAt(survey: Survey): number | undefined {

@@ -21,6 +21,8 @@ export interface SyncSummary {
   readonly malformedRows: number;
   /** The marketplace refused a survey listing: the rest ran, the checkpoint stayed. */
   readonly listingError?: string;
+  /** The hourly list of every live survey was refused: logged, tried again an hour later. */
+  readonly fullListingError?: string;
   /** Live surveys only the hourly listing of every live survey found (configured this run). */
   readonly unlisted?: number;
 }
@@ -41,6 +43,7 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
     ),
     malformedRows: report.malformed.length,
     ...(report.listingError ? { listingError: report.listingError } : {}),
+    ...(report.fullListingError ? { fullListingError: report.fullListingError } : {}),
     ...(report.unlisted ? { unlisted: report.unlisted } : {}),
   };
 }
@@ -67,6 +70,8 @@ export function createRedirectSyncHandler({
       if (summary.failed.length > 0 || summary.listingError) {
         count('RedirectSyncFailures');
         logger.warn('redirect sync finished with failures', { ...summary });
+      } else if (summary.fullListingError) {
+        logger.warn('the list of every live survey was refused; tried again in an hour', { ...summary });
       } else if (summary.drifted.length > 0) {
         // Field names only (the values are signed URLs): someone changed them at the marketplace.
         logger.warn('redirects changed at the marketplace were applied again', { ...summary });

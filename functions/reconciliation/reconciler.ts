@@ -90,8 +90,8 @@ export interface ReconcilerDeps {
 export const REVIEW_HORIZON_DAYS = 60;
 
 /**
- * A day past the window whose completes were all reviewed can still change: the buyer adjusts a Valid complete to
- * Invalid after the fact. Such days are listed again this often (the marketplace's rows only; the ledger is read
+ * A day past the window with no complete awaiting review can still change: the buyer adjusts a Valid complete to
+ * Invalid, or a termination to a complete, after the fact. Such days are listed again this often (the marketplace's rows only; the ledger is read
  * when their fingerprint changed) until the review horizon, so a late reversal reaches what is owed within a week.
  */
 export const REVIEWED_RECHECK_DAYS = 7;
@@ -493,7 +493,9 @@ export function reconciler(deps: ReconcilerDeps) {
                 : (state?.openDays ?? []).includes(day);
             })
             .sort();
-      // Days past the window (or the next to leave it) whose completes were all reviewed: watched for reversals.
+      // Days past the window (or the next to leave it) with transactions and no complete awaiting review: watched
+      // for the marketplace's changes after the fact (a Valid complete turned Invalid, a termination adjusted to a
+      // complete).
       const reviewedDays = !plan
         ? (state?.reviewedDays ?? []).filter((day) => !openDays.includes(day))
         : [...new Set([...allDays, ...(state?.reviewedDays ?? [])])]
@@ -502,7 +504,7 @@ export function reconciler(deps: ReconcilerDeps) {
                 return false;
               const figures = latest.get(day);
               return figures
-                ? figures.marketplace.completes > 0 && figures.marketplace.pendingCompletes === 0
+                ? figures.marketplace.transactions > 0 && figures.marketplace.pendingCompletes === 0
                 : (state?.reviewedDays ?? []).includes(day);
             })
             .sort();

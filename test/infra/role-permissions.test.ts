@@ -95,8 +95,10 @@ describe('the hit path within its roles', () => {
     async (name) => {
       const denied: string[] = [];
       const { client, tableName, open } = await guardedClient(tableGrants(stack[name]), denied);
-      const store = createLedgerStore(client, tableName);
       const at = new Date('2026-11-20T18:00:00.000Z');
+      // The store's clock (what a late hit is measured against), not the machine's.
+      let clock = at;
+      const store = createLedgerStore(client, tableName, () => clock);
       await store.recordHit(hit(name, 'retried'), at, 'request-1');
       // The SDK's retry of a write that was applied: refused by its condition, read back.
       expect((await store.recordHit(hit(name, 'retried'), at, 'request-1')).effect).toBe('duplicate');
@@ -112,10 +114,33 @@ describe('the hit path within its roles', () => {
       // An attempt judged on its day by a run; its second channel arrives two days later and flags that day.
       const late = hit(name === 'redirect' ? 'postback' : 'redirect', 'late');
       await createLedgerStore(open, tableName).recordHit({ ...late, channel: name }, at, 'request-3');
+      // A run reconciled that day (its summary exists; a flag never creates one).
       const results = createReconciliationStore(open, tableName);
-      const [attempt] = await results.attemptsByKey('4401', [{ pid: late.pid, token: late.token }]);
-      expect(attempt).toBeDefined();
-      await store.recordHit(late, new Date(at.getTime() + 2 * 86_400_000), 'request-4');
+      await results.putDaySummary(
+        {
+          surveyId: '4401',
+          day: '2026-11-20',
+          here: { attempts: 1, postbackCompletes: 0, redirectOnlyCompletes: 0, nonCompletes: 0 },
+          marketplace: {
+            transactions: 0,
+            byStatus: {},
+            completes: 0,
+            validCompletes: 0,
+            pendingCompletes: 0,
+            invalidCompletes: 0,
+            owed: '0.00',
+            pending: '0.00',
+          },
+          verdicts: {},
+        },
+        new Date(at.getTime() + 3_600_000),
+        'run-1',
+      );
+      clock = new Date(at.getTime() + 2 * 86_400_000);
+      const recorded = await store.recordHit(late, clock, 'request-4');
+      expect(recorded.unflaggedDays).toBeUndefined();
+      const [summary] = await results.summariesOf('4401', ['2026-11-20']);
+      expect(summary?.ledgerChangedAt).toBe(clock.toISOString());
       expect(denied).toEqual([]);
     },
   );

@@ -254,7 +254,8 @@ describe('sync', () => {
     expect(retried.retried).toBe(1);
     expect(retried.results).toContainEqual({ surveyId: '5301', status: 'applied', kid: 'k1' });
 
-    // Fails twice more, then the survey is paused: the next sync leaves it alone.
+    // Fails twice more, then the survey is paused: the next retry finds it so and records it closed, and the runs
+    // after leave it alone (no lookup every run of a survey that ended unverified).
     marketplace.state.setRedirects = (id, request) => {
       if (id === 5301) throw new Error('boom');
       original(id, request);
@@ -270,9 +271,14 @@ describe('sync', () => {
     const paused = await configure({ ...deps, now: () => later }).sync();
     expect(paused.results).toContainEqual({
       surveyId: '5301',
-      status: 'skipped',
-      reason: 'marketplace says: Survey 5301 is Paused/Closed',
+      status: 'closed',
+      reason: 'Survey 5301 is Paused/Closed',
     });
+    expect((await syncRegistry.get('5301'))?.closedAt).toBeDefined();
+    calls = [];
+    const dayAfter = new Date(Date.now() + 30 * 3_600_000);
+    await configure({ ...deps, now: () => dayAfter }).sync();
+    expect(calls.filter((c) => c.includes('5301'))).toEqual([]);
   });
 
   it('reads a verified survey back once a day, and applies redirects changed at the marketplace again', async () => {
@@ -404,6 +410,45 @@ describe('sync', () => {
     const reopened = await configure({ registry: syncRegistry, now: at(27.1) }).sync();
     expect((await syncRegistry.get('5261'))?.closedAt).toBeUndefined();
     expect(reopened.results).toContainEqual({ surveyId: '5261', status: 'unchanged' });
+  });
+
+  it('a rotation leaves closed surveys as they are; a refused list of every live survey is reported, not counted', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    marketplace.state.addSurvey({ surveyId: 5271 });
+    await configure({ registry: syncRegistry }).apply(['5271']);
+    const closedAt = new Date().toISOString();
+    const registration = await syncRegistry.get('5271');
+    await syncRegistry.put({ ...(registration as NonNullable<typeof registration>), closedAt });
+    calls = [];
+    const rotation = await configure({ registry: syncRegistry }).rotate({
+      secret: 'a-third-signing-key-for-the-rotation-000',
+      retireAt: new Date(Date.now() + 3_600_000),
+    });
+    expect(rotation.results.map((r) => r.surveyId)).not.toContain('5271');
+    expect((await syncRegistry.get('5271'))?.closedAt).toBe(closedAt);
+    // The hourly listing of every live survey refused: the run goes on, and says so apart from its failures.
+    const refusing: typeof fetch = async (input, init) =>
+      String(input).includes('/getAllocatedSurveys?') || String(input).endsWith('/getAllocatedSurveys')
+        ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'countryCode is required' }), {
+            status: 400,
+          })
+        : fetch(input, init);
+    const report = await configure({
+      registry: syncRegistry,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        fetch: refusing,
+      }),
+      now: () => new Date(Date.now() + 2 * 3_600_000),
+    }).sync();
+    expect(report.fullListingError).toMatch(/countryCode is required/);
+    expect(report.listingError).toBeUndefined();
+    expect(summarizeSyncRun(report).failed).toEqual([]);
   });
 
   it('a read-back the marketplace keeps spelling otherwise fails on its own fields only, retried less and less often', async () => {
