@@ -60,8 +60,10 @@ export function reconcileCommand(): Command {
           concurrency: options.concurrency,
           settleMs:
             (options.settleSeconds ??
-              wholeNumberOption(0, 86_400)(env.RECONCILE_SETTLE_SECONDS ?? '600', 'RECONCILE_SETTLE_SECONDS')) *
-            1000,
+              wholeNumberOption(0, 86_400)(
+                env.RECONCILE_SETTLE_SECONDS ?? '600',
+                'RECONCILE_SETTLE_SECONDS',
+              )) * 1000,
           lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),
           onSurvey: (outcome, done, total) => {
             if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);

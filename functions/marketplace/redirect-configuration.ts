@@ -302,7 +302,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   async function recordLiveCheck(surveyId: string): Promise<void> {
     const at = now().toISOString();
     const current = await deps.registry.get(surveyId);
-    if (current?.state === 'active') await deps.registry.put({ ...current, liveCheckedAt: at, updatedAt: at });
+    if (current?.state === 'active')
+      await deps.registry.put({ ...current, liveCheckedAt: at, updatedAt: at });
   }
 
   /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
@@ -550,7 +551,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               : recordClosure(surveyId, lookup.message);
           if (closing.has(surveyId)) {
             await recordLiveCheck(surveyId);
-            if (!trusted && !retry.some((r) => r.surveyId === surveyId)) return { surveyId, status: 'unchanged' };
+            if (!trusted && !retry.some((r) => r.surveyId === surveyId))
+              return { surveyId, status: 'unchanged' };
           }
         }
         if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));
