@@ -18,7 +18,16 @@ import { startLocalStack } from './stack';
 const SAMPLE_SURVEY = '1001';
 const SAMPLE_PID = 'demo-pid';
 
-const stack = await startLocalStack();
+const stack = await startLocalStack().catch((error: unknown) => {
+  const busy = error as { code?: string; address?: string; port?: number };
+  if (busy.code !== 'EADDRINUSE') throw error;
+  // Another `npm start` (or anything else) holds a port this stack asked for: say which, and how to choose others.
+  console.error(
+    `npm start: ${busy.address ?? '127.0.0.1'}:${busy.port ?? '?'} is already in use (another npm start?). ` +
+      'Stop it, or choose other ports: PORT, DYNAMODB_PORT, MARKETPLACE_PORT, SQS_PORT (0 picks a free one).',
+  );
+  process.exit(1);
+});
 const env = process.env;
 const ring = await keyRingSource(keyRingLocation(env))();
 const urls = buildSurveyUrls(env.PUBLIC_BASE_URL as string, SAMPLE_SURVEY, ring);

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -35,7 +36,11 @@ const env = {
 };
 
 beforeAll(async () => {
-  server = spawn(TSX, ['infra/local/start.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // As `npm start` runs it: one node process (no wrapper between the signal and start.ts's handler).
+  server = spawn(process.execPath, ['--import', 'tsx', 'infra/local/start.ts'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   server.stdout?.on('data', (chunk) => {
     output += chunk;
   });
@@ -262,6 +267,25 @@ describe('npm start', () => {
       );
     } finally {
       await fetch(`${marketplace}/_sim/faults`, { method: 'PUT', body: JSON.stringify({ api: {} }) });
+    }
+  });
+
+  it('a port already in use is named, with the variables that choose others, and nothing half-started stays', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const port = (holder.address() as AddressInfo).port;
+    try {
+      const second = await run(process.execPath, ['--import', 'tsx', 'infra/local/start.ts'], {
+        env: { ...env, PORT: String(port) },
+      }).then(
+        () => ({ code: 0, stderr: '' }),
+        (error: { code?: number; stderr?: string }) => ({ code: error.code, stderr: error.stderr ?? '' }),
+      );
+      expect(second.code).toBe(1);
+      expect(second.stderr).toContain(`127.0.0.1:${port} is already in use`);
+      expect(second.stderr).toContain('PORT, DYNAMODB_PORT, MARKETPLACE_PORT, SQS_PORT');
+    } finally {
+      holder.close();
     }
   });
 
