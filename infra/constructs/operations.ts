@@ -174,18 +174,39 @@ export class Operations extends Construct {
 
     const requests = props.api.metricCount({ period: Duration.minutes(5), statistic: 'Sum' });
     const serverErrors = props.api.metricServerError({ period: Duration.minutes(5), statistic: 'Sum' });
+    // Below 20 requests in five minutes every 5xx counts as 5% (one alarms): a small supplier is watched too.
     const errorRate = new MathExpression({
-      expression: 'IF(requests >= 20, 100 * errors / requests, 0)',
+      expression: 'IF(requests >= 20, 100 * errors / requests, 5 * errors)',
       usingMetrics: { requests, errors: serverErrors },
       label: '5xx %',
       period: Duration.minutes(5),
     });
     alarm(
       'server-error-rate',
-      'More than 1% of requests answered 5xx over 5 minutes (at least 20 requests): the ledger and the buffer may both be failing.',
+      'More than 1% of requests answered 5xx over 5 minutes (any 5xx under 20 requests): the ledger and the buffer may both be failing.',
       errorRate,
       1,
     );
+    const receivers = ['redirect', 'postback']
+      .map((name) => props.functions[name])
+      .filter((fn): fn is IFunction => fn !== undefined);
+    if (receivers.length > 0)
+      alarm(
+        'receivers-throttled',
+        'A receiver was throttled (its reserved concurrency or the account limit was reached): hits were refused, and a refused postback may be lost. Raise receiverReservedConcurrency or the account limit.',
+        new MathExpression({
+          expression: receivers.map((_, i) => `t${i}`).join(' + '),
+          usingMetrics: Object.fromEntries(
+            receivers.map((fn, i) => [
+              `t${i}`,
+              fn.metricThrottles({ period: Duration.minutes(5), statistic: 'Sum' }),
+            ]),
+          ),
+          label: 'receiver throttles',
+          period: Duration.minutes(5),
+        }),
+        1,
+      );
     alarm(
       'buffer-age',
       'A hit has waited in the buffer for over 15 minutes: the drainer cannot write to the ledger.',

@@ -457,10 +457,15 @@ describe('operations', () => {
       'Reconciliation',
       'Redirect hits were neither recorded',
       'changed at the marketplace',
+      'receiver was throttled',
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(6 + 2 + 7);
+    expect(alarms).toHaveLength(7 + 2 + 7);
+    // A small supplier's every 5xx alarms (5% each under 20 requests); the throttles of both receivers are summed.
+    const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
+    expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
+    expect(expressions).toContain('t0 + t1');
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
   });
