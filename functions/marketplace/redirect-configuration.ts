@@ -131,6 +131,8 @@ export interface RedirectConfigurationDeps {
   readonly initialSince?: Date;
   /** Verified surveys read back per sync run at most (default `REVERIFY_PER_RUN`; 0: none). */
   readonly readBacksPerRun?: number;
+  /** Surveys the hourly list of live surveys left out, looked up per run at most (default CLOSURE_LOOKUPS_PER_RUN). */
+  readonly closureLookupsPerRun?: number;
   readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
 }
 
@@ -475,7 +477,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               .filter((r) => r.state === 'active' && r.closedAt === undefined && !live.has(r.surveyId))
               // Those looked up longest ago first: a list that keeps leaving live ones out starves no one.
               .sort((a, b) => (a.liveCheckedAt ?? '').localeCompare(b.liveCheckedAt ?? ''))
-              .slice(0, CLOSURE_LOOKUPS_PER_RUN)
+              .slice(0, deps.closureLookupsPerRun ?? CLOSURE_LOOKUPS_PER_RUN)
               .map((r) => r.surveyId)
           : [],
       );

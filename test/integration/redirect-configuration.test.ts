@@ -412,6 +412,54 @@ describe('sync', () => {
     expect(reopened.results).toContainEqual({ surveyId: '5261', status: 'unchanged' });
   });
 
+  it('closure lookups go to those looked up longest ago, so a list that keeps leaving live surveys out starves none', async () => {
+    const table = await freshTable();
+    const syncRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const ids = ['5281', '5282', '5283'];
+    for (const id of ids) marketplace.state.addSurvey({ surveyId: Number(id) });
+    await configure({ registry: syncRegistry }).apply(ids);
+    // Listings of live surveys that leave these three out, though they are live.
+    const omitting: typeof fetch = async (input, init) => {
+      const answer = await fetch(input, init);
+      const path = new URL(String(input)).pathname;
+      if (!path.endsWith('/getAllocatedSurveys') && !path.includes('/getAllocatedSurveysByDate/')) return answer;
+      const body = (await answer.json()) as { result: { surveyId?: number; SurveyId?: number }[] };
+      const result = body.result.filter((s) => !ids.includes(String(s.surveyId ?? s.SurveyId)));
+      return new Response(JSON.stringify({ ...body, result }), { status: 200 });
+    };
+    const lookedUp: string[][] = [];
+    for (const hours of [1.1, 2.2]) {
+      calls = [];
+      await configure({
+        registry: syncRegistry,
+        marketplace: createMarketplaceClient({
+          baseUrl: marketplace.url,
+          accessToken: () => TOKEN,
+          fetch: async (input, init) => {
+            calls.push(new URL(String(input)).pathname);
+            return omitting(input, init);
+          },
+        }),
+        closureLookupsPerRun: 2,
+        now: () => new Date(Date.now() + hours * 3_600_000),
+      }).sync();
+      lookedUp.push(
+        calls
+          .filter((c) => c.includes('getAllocatedSurveysBySurveyId/'))
+          .map((c) => c.split('/').pop() as string)
+          .filter((id) => ids.includes(id)),
+      );
+    }
+    expect(lookedUp[0]).toHaveLength(2);
+    // The one not looked up in the first hour is looked up in the second.
+    const missed = ids.filter((id) => !lookedUp[0]?.includes(id));
+    expect(lookedUp[1]).toEqual(expect.arrayContaining(missed));
+    for (const id of ids) expect((await syncRegistry.get(id))?.closedAt).toBeUndefined();
+  });
+
   it('a rotation leaves closed surveys as they are; a refused list of every live survey is reported, not counted', async () => {
     const table = await freshTable();
     const syncRegistry = createSurveyRegistry(
