@@ -37,6 +37,13 @@ const secrets = Object.entries(JSON.parse(TEST_KEY_RING) as Record<string, strin
   .filter(([name]) => name !== 'current')
   .map(([, secret]) => secret);
 
+/** The first line written since `capture()` that holds `marker` ('' when none). */
+const loggedLine = (marker: string) =>
+  written
+    .join('')
+    .split('\n')
+    .find((l) => l.includes(marker)) ?? '';
+
 describe('logs and metrics', () => {
   it('a forged postback is logged with its reason and counted, without the signature or any key', async () => {
     const ids = { pid: 'p-log', token: randomUUID() };
@@ -69,11 +76,7 @@ describe('logs and metrics', () => {
     );
     vi.restoreAllMocks();
     expect(result.statusCode).toBe(403);
-    const line =
-      written
-        .join('')
-        .split('\n')
-        .find((l) => l.includes('postback refused: signature')) ?? '';
+    const line = loggedLine('postback refused: signature');
     expect(line).toContain(`"kid":"${'k'.repeat(40)}"`);
     expect(line.length).toBeLessThan(1000);
   });
@@ -87,11 +90,7 @@ describe('logs and metrics', () => {
     const result = await invoke(postback, apiEvent('GET', url));
     vi.restoreAllMocks();
     expect(result.statusCode).toBe(400);
-    const line =
-      written
-        .join('')
-        .split('\n')
-        .find((l) => l.includes('postback refused: input')) ?? '';
+    const line = loggedLine('postback refused: input');
     const entry = JSON.parse(line) as Record<string, unknown>;
     expect(entry.reason).toBe(JSON.parse(result.body as string).message);
     expect(String(entry.reason)).toMatch(/pid/);

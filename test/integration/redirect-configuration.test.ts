@@ -60,6 +60,12 @@ const countingClient = (): MarketplaceClient => {
   });
 };
 
+/** A registry over a table of its own. */
+async function freshRegistry(): Promise<SurveyRegistry> {
+  const table = await freshTable();
+  return createSurveyRegistry(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+}
+
 const configure = (overrides: Partial<RedirectConfigurationDeps> = {}) =>
   redirectConfiguration({
     marketplace: countingClient(),
@@ -190,11 +196,7 @@ describe('show and remove', () => {
 
 describe('sync', () => {
   it('configures new live surveys, resumes after a failure without skipping any, and leaves others alone', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const sync = (overrides: Partial<RedirectConfigurationDeps> = {}) =>
       configure({ registry: syncRegistry, ...overrides }).sync();
 
@@ -229,11 +231,7 @@ describe('sync', () => {
   });
 
   it('retries a survey whose apply failed on the next run, and skips it once the marketplace pauses it', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     // Far enough back that the checkpoint (run start minus the overlap) moves past it.
     const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - SYNC_OVERLAP_MS - 120_000) };
     // Created before the checkpoint the first run will set, so the second run finds 5301 only through the registry.
@@ -282,11 +280,7 @@ describe('sync', () => {
   });
 
   it('reads a verified survey back once a day, and applies redirects changed at the marketplace again', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const start = Date.now();
     let clock = start;
     const deps = {
@@ -362,11 +356,7 @@ describe('sync', () => {
   });
 
   it('configures a live survey the listing by date never shows, found by the hourly listing of every live survey', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const at = (ms: number) => () => new Date(Date.now() + ms);
     await configure({ registry: syncRegistry }).sync();
     // Allocated to us now, last changed long before the checkpoint: the listing by date leaves it out.
@@ -382,11 +372,7 @@ describe('sync', () => {
   });
 
   it('records a survey closed once the list of live surveys leaves it out and the marketplace says so; live again, it is not', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const at = (hours: number) => () => new Date(Date.now() + hours * 3_600_000);
     marketplace.state.addSurvey({ surveyId: 5261 });
     await configure({ registry: syncRegistry }).sync();
@@ -413,11 +399,7 @@ describe('sync', () => {
   });
 
   it('closure lookups go to those looked up longest ago, so a list that keeps leaving live surveys out starves none', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const ids = ['5281', '5282', '5283'];
     for (const id of ids) marketplace.state.addSurvey({ surveyId: Number(id) });
     await configure({ registry: syncRegistry }).apply(ids);
@@ -425,7 +407,8 @@ describe('sync', () => {
     const omitting: typeof fetch = async (input, init) => {
       const answer = await fetch(input, init);
       const path = new URL(String(input)).pathname;
-      if (!path.endsWith('/getAllocatedSurveys') && !path.includes('/getAllocatedSurveysByDate/')) return answer;
+      if (!path.endsWith('/getAllocatedSurveys') && !path.includes('/getAllocatedSurveysByDate/'))
+        return answer;
       const body = (await answer.json()) as { result: { surveyId?: number; SurveyId?: number }[] };
       const result = body.result.filter((s) => !ids.includes(String(s.surveyId ?? s.SurveyId)));
       return new Response(JSON.stringify({ ...body, result }), { status: 200 });
@@ -461,11 +444,7 @@ describe('sync', () => {
   });
 
   it('a rotation leaves closed surveys as they are; a refused list of every live survey is reported, not counted', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5271 });
     await configure({ registry: syncRegistry }).apply(['5271']);
     const closedAt = new Date().toISOString();
@@ -530,11 +509,7 @@ describe('sync', () => {
   });
 
   it('leaves a survey an operator removed alone, even when it changes', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - 5_000) };
     marketplace.state.addSurvey({ surveyId: 5401 });
     await configure(deps).sync();
@@ -549,11 +524,7 @@ describe('sync', () => {
   });
 
   it('defers what does not fit the time budget and moves the checkpoint only up to it', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const base = Date.now() - 60_000;
     marketplace.state.addSurvey({ surveyId: 5501 }, new Date(base + 1_000));
     marketplace.state.addSurvey({ surveyId: 5502 }, new Date(base + 2_000));
@@ -570,11 +541,7 @@ describe('sync', () => {
   });
 
   it('a dry run lists what it would apply and moves no checkpoint', async () => {
-    const table = await freshTable();
-    const syncRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const syncRegistry = await freshRegistry();
     const report = await configure({ registry: syncRegistry }).sync({ dryRun: true });
     expect(report.results.length).toBeGreaterThan(0);
     expect(report.results.every((r) => r.status === 'would-apply')).toBe(true);
@@ -585,11 +552,7 @@ describe('sync', () => {
 
 describe('rotation', () => {
   it('re-applies every active survey with the new key; old-key hits are accepted until retirement, refused after', async () => {
-    const table = await freshTable();
-    const rotationRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5601 });
     const deps = { registry: rotationRegistry };
     await configure(deps).apply(['5601']);
@@ -641,11 +604,7 @@ describe('rotation', () => {
   });
 
   it('a dry run of a rotation saves no key and changes no survey', async () => {
-    const table = await freshTable();
-    const rotationRegistry = createSurveyRegistry(
-      createDocumentClient({ endpoint: table.endpoint }),
-      table.tableName,
-    );
+    const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5701 });
     await configure({ registry: rotationRegistry }).apply(['5701']);
     const before = serializeKeyRing(ring);
