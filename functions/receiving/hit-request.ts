@@ -226,6 +226,8 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
  * well-formed UTF-8 once decoded (never replaced by U+FFFD, which would make two ids one) and, when repeated, the
  * same; any other parameter is left alone.
  */
+const ID_PARAMS = new Set(['pid', 'token']);
+
 function readParams(encoded: string, where: 'query' | 'body'): Params {
   const params = new Map<string, string>();
   for (const part of encoded.split('&')) {
@@ -238,7 +240,10 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     if (value === undefined) throw badRequest(`${key} is not well-formed UTF-8 (${where})`);
     const seen = params.get(key);
     if (seen !== undefined && seen !== value) {
-      throw badRequest(`${key} is given twice with different values (${where})`);
+      // An id given once blank (empty, a placeholder left as it was) says nothing: the other value stands.
+      if (ID_PARAMS.has(key) && isBlank(value)) continue;
+      if (!(ID_PARAMS.has(key) && isBlank(seen)))
+        throw badRequest(`${key} is given twice with different values (${where})`);
     }
     params.set(key, value);
   }

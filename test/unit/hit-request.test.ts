@@ -60,6 +60,20 @@ describe('reading the claim', () => {
     );
     expect(readClaim('postback', request({ rawQueryString: 'kid=k1&kid=k1' })).claim.kid).toBe('k1');
   });
+
+  it('lets an id given once blank and once with a value stand on its value, in either order; two values conflict', () => {
+    for (const rawQueryString of [
+      'pid=&pid=p1&token=t1',
+      'pid=p1&pid=&token=t1',
+      'pid=[%%pid%%]&pid=p1&token=t1',
+      'pid=p1&token=t1&token=',
+    ]) {
+      expect(identity(request({ rawQueryString }))).toMatchObject({ pid: 'p1', token: 't1' });
+    }
+    expect(rejection(() => readClaim('postback', request({ rawQueryString: 'pid=p1&pid=p2' }))).message).toBe(
+      'pid is given twice with different values (query)',
+    );
+  });
 });
 
 describe('reading the identity', () => {
