@@ -253,9 +253,28 @@ export function reconciler(deps: ReconcilerDeps) {
             (day) => !days.includes(day) && day >= horizon && !open.includes(day),
           )
         : [];
-    /** Reviewed days are read in full only when their rows changed (or a late hit flagged them). */
-    const byRowsOnly = new Set(reviewed);
-    const pastDays = new Set([...open, ...reviewed]);
+    // Days that left the window since the last finished run without a run seeing them as its oldest (no run for a
+    // day or more): listed now, so one holding completes still to review or to watch is not dropped.
+    const lastRun = plan?.lastRun;
+    const lastOldest =
+      lastRun?.surveys.includes(surveyId) &&
+      !lastRun.failedSurveys.includes(surveyId) &&
+      days[0] !== undefined
+        ? nextDay(pacificDay(new Date(lastRun.startedAt)), 1 - days.length)
+        : undefined;
+    const skipped: string[] = [];
+    if (lastOldest !== undefined)
+      for (let day = nextDay(lastOldest, 1); day < (days[0] as string); day = nextDay(day, 1))
+        if (
+          day >= horizon &&
+          !(state?.openDays ?? []).includes(day) &&
+          !(state?.reviewedDays ?? []).includes(day) &&
+          !failedDays.includes(day)
+        )
+          skipped.push(day);
+    /** Reviewed (and skipped) days are read in full only when their rows changed (or a late hit flagged them). */
+    const byRowsOnly = new Set([...reviewed, ...skipped]);
+    const pastDays = new Set([...open, ...reviewed, ...skipped]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
     /** Windows of days past the window alone: read after the others, and a failure there does not fail the survey. */
@@ -391,7 +410,7 @@ export function reconciler(deps: ReconcilerDeps) {
     /** Days this survey's run reconciles: the ones done and the ones about to be, in the window at hand. */
     const judgedThisRun = new Set<string>();
     /** Each day's figures as they stand after this run: as stored, or as this run found them. */
-    const latest = new Map<string, Pick<DaySummary, 'marketplace'>>(stored);
+    const latest = new Map<string, Pick<DaySummary, 'marketplace' | 'here'>>(stored);
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
     /** Reconciles one contiguous window of the survey's days. */
@@ -457,7 +476,12 @@ export function reconciler(deps: ReconcilerDeps) {
       }
     }
 
-    const windows = contiguous(allDays).flatMap((w) => (pastOnly(w) ? chunks(w, PAST_DAYS_PER_CALL) : [w]));
+    // Days past the window are never merged into the window's own listing (a failure there must not fail it).
+    const pastAlone = allDays.filter((day) => pastOnly([day]));
+    const windows = [
+      ...contiguous(allDays.filter((day) => !pastAlone.includes(day))),
+      ...contiguous(pastAlone).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL)),
+    ];
     try {
       if (pastDays.size > 0)
         for (const summary of await deps.results.summariesOf(surveyId, [...pastDays].sort())) {
@@ -493,9 +517,9 @@ export function reconciler(deps: ReconcilerDeps) {
                 : (state?.openDays ?? []).includes(day);
             })
             .sort();
-      // Days past the window (or the next to leave it) with transactions and no complete awaiting review: watched
-      // for the marketplace's changes after the fact (a Valid complete turned Invalid, a termination adjusted to a
-      // complete).
+      // Days past the window (or the next to leave it) with transactions, or completes only this side has, and no
+      // complete awaiting review: watched for the marketplace's changes after the fact (a Valid complete turned
+      // Invalid, a termination adjusted to a complete, a complete listed late).
       const reviewedDays = !plan
         ? (state?.reviewedDays ?? []).filter((day) => !openDays.includes(day))
         : [...new Set([...allDays, ...(state?.reviewedDays ?? [])])]
@@ -504,7 +528,9 @@ export function reconciler(deps: ReconcilerDeps) {
                 return false;
               const figures = latest.get(day);
               return figures
-                ? figures.marketplace.transactions > 0 && figures.marketplace.pendingCompletes === 0
+                ? (figures.marketplace.transactions > 0 ||
+                    figures.here.postbackCompletes + figures.here.redirectOnlyCompletes > 0) &&
+                    figures.marketplace.pendingCompletes === 0
                 : (state?.reviewedDays ?? []).includes(day);
             })
             .sort();

@@ -472,6 +472,43 @@ describe('settled days', () => {
     expect(readDay(oldest)).toBe(false);
   });
 
+  it('a day that left the window while no run ran is still caught: its Pending completes are read until decided', async () => {
+    await survey(7223);
+    const second = WEEK[1] as string;
+    const pending = await complete(7223, second, { verify: 'Pending' });
+    await hourly();
+    // No run for two days (a deployment, the scheduler off): the day leaves the window unseen as its oldest.
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    expect((await results.surveyState('7223'))?.openDays).toEqual([second]);
+    pending.verifyToken = 'Valid';
+    clock += 24 * HOUR;
+    await hourly();
+    expect((await results.summariesOf('7223', [second]))[0]?.marketplace).toMatchObject({
+      owed: '1.50',
+      pendingCompletes: 0,
+    });
+  });
+
+  it('a day whose complete only this side had is watched past the window: listed late, it is owed', async () => {
+    await survey(7224);
+    const oldest = WEEK[0] as string;
+    const late = await complete(7224, oldest, { verify: 'Valid' });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    await hourly();
+    expect((await results.summariesOf('7224', [oldest]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
+    expect((await results.surveyState('7224'))?.reviewedDays).toEqual([oldest]);
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    // The marketplace lists it days later; the weekly look finds it.
+    marketplace.state.transactions.push(late);
+    clock += 7 * 24 * HOUR;
+    await hourly();
+    const [summary] = await results.summariesOf('7224', [oldest]);
+    expect(summary?.marketplace.owed).toBe('1.50');
+    expect(summary?.verdicts).toEqual({ matched: 1 });
+  });
+
   it('a postback under another pid spelling a week after the click: the click day, past the window, is read again for it', async () => {
     await survey(7217);
     const oldest = WEEK[0] as string;
