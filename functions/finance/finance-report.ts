@@ -173,7 +173,13 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
     money: MONEY_KINDS.has(kind),
     marketplaceStatus: verdict.marketplace?.status ?? 'missing',
     verifyToken: verdict.marketplace?.verifyToken ?? '',
-    cpi: verdict.marketplace?.cpi ?? '',
+    // A reversal re-filed at a price of 0 shows what was reversed: the survey's price at the click.
+    cpi:
+      kind === 'invalidated' &&
+      typeof verdict.detail.reversedCpi === 'string' &&
+      !(Number(verdict.marketplace?.cpi ?? '0') > 0)
+        ? verdict.detail.reversedCpi
+        : (verdict.marketplace?.cpi ?? ''),
     postback: attempt.postback?.outcome ?? 'none',
     redirect: attempt.redirect?.outcome ?? 'none',
     since: verdict.history.find((h) => h.verdict === verdict.verdict)?.at ?? verdict.at,

@@ -552,9 +552,15 @@ export function classify(
     return { kind: 'matched', detail: { ...here, ...marketplace } };
   }
   // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
-  // terminate"): a reversal, as when the row stays Completed.
-  if (evidence && transaction.verifyToken?.toLowerCase() === 'invalid')
-    return { kind: 'invalidated', detail: { ...here, ...marketplace, receivedHere: evidence } };
+  // terminate"): a reversal, as when the row stays Completed. The re-filed row's price is usually 0: what was
+  // reversed is the survey's price at the click (`reversedCpi`), so finance can read the amount.
+  if (evidence && transaction.verifyToken?.toLowerCase() === 'invalid') {
+    const price = typeof expectedCpi === 'string' ? expectedCpi : expectedCpi?.[0];
+    return {
+      kind: 'invalidated',
+      detail: { ...here, ...marketplace, receivedHere: evidence, ...(price ? { reversedCpi: price } : {}) },
+    };
+  }
   if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence } };
   if (contradicted) return { kind: 'contradicted_claim', detail: { ...here, ...marketplace } };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };

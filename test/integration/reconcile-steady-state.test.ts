@@ -6,6 +6,7 @@
  */
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { finance } from '../../functions/finance/finance-queries';
+import { discrepancyOf } from '../../functions/finance/finance-report';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -470,6 +471,24 @@ describe('settled days', () => {
     clock += HOUR;
     await hourly();
     expect(readDay(oldest)).toBe(false);
+  });
+
+  it('a complete re-filed as a termination at a price of 0 is a reversal of the price it was paid at', async () => {
+    await survey(7225);
+    const settled = WEEK[3] as string;
+    const refiled = await complete(7225, settled, { verify: 'Valid' });
+    await hourly();
+    refiled.status = 'Quality Termination';
+    refiled.verifyToken = 'Invalid';
+    clock += HOUR;
+    await hourly();
+    const [reversal] = await results.discrepancies(settled, '7225');
+    expect(reversal && discrepancyOf(reversal)).toMatchObject({
+      kind: 'invalidated',
+      marketplaceStatus: 'Quality Termination',
+      cpi: '1.50',
+      money: true,
+    });
   });
 
   it('a day that left the window while no run ran is still caught: its Pending completes are read until decided', async () => {

@@ -190,6 +190,15 @@ describe('classification', () => {
     });
   });
 
+  it('names the price a complete re-filed at 0 was reversed from, and only then', () => {
+    const paid = attempt('a', noon, { postback: 'success' });
+    const refiled = transaction('a', 'Quality Termination', noon, { verifyToken: 'Invalid', cpi: '0.00' });
+    expect(classify(refiled, paid, '1.50').detail).toMatchObject({ reversedCpi: '1.50' });
+    expect(classify(refiled, paid).detail).not.toHaveProperty('reversedCpi');
+    const invalid = transaction('a', 'Completed', noon, { verifyToken: 'Invalid' });
+    expect(classify(invalid, paid, '1.50').detail).not.toHaveProperty('reversedCpi');
+  });
+
   it('checks the amount of a matched complete where the CPI is known, exactly', () => {
     const t = transaction('a', 'Completed', noon, { cpi: '1.30' });
     const a = attempt('a', noon, { postback: 'success' });
