@@ -291,21 +291,29 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
   }
 
-  /** Records a survey closed, as its registration stands now (an operator may have removed it meanwhile). */
-  async function recordClosure(surveyId: string, message: string): Promise<SurveyResult> {
-    const at = now().toISOString();
+  /**
+   * Changes an active registration as it stands now, not as listed when the run began (an operator may have removed
+   * it meanwhile): the registration written, or undefined when it is not active (or `when` says no).
+   */
+  async function amendActive(
+    surveyId: string,
+    change: (at: string) => Partial<SurveyRegistration>,
+    when: (current: SurveyRegistration) => boolean = () => true,
+  ): Promise<SurveyRegistration | undefined> {
     const current = await deps.registry.get(surveyId);
-    if (current?.state !== 'active') return { surveyId, status: 'skipped', reason: 'registration changed' };
-    await deps.registry.put({ ...current, closedAt: at, updatedAt: at });
-    return { surveyId, status: 'closed', reason: message };
+    if (current?.state !== 'active' || !when(current)) return undefined;
+    const at = now().toISOString();
+    const amended = { ...current, ...change(at), updatedAt: at };
+    await deps.registry.put(amended);
+    return amended;
   }
 
-  /** Notes that a survey the list of live surveys left out was found live, so the others get looked up first. */
-  async function recordLiveCheck(surveyId: string): Promise<void> {
-    const at = now().toISOString();
-    const current = await deps.registry.get(surveyId);
-    if (current?.state === 'active')
-      await deps.registry.put({ ...current, liveCheckedAt: at, updatedAt: at });
+  /** Records a survey closed. */
+  async function recordClosure(surveyId: string, message: string): Promise<SurveyResult> {
+    const closed = await amendActive(surveyId, (at) => ({ closedAt: at }));
+    return closed
+      ? { surveyId, status: 'closed', reason: message }
+      : { surveyId, status: 'skipped', reason: 'registration changed' };
   }
 
   /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
@@ -416,26 +424,19 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const startedAt = now();
       const since =
         (await deps.registry.checkpoint(SYNC_CHECKPOINT)) ?? (deps.initialSince ?? new Date(0)).toISOString();
-      let listingError: string | undefined;
-      let fullListingError: string | undefined;
       /** A listing the marketplace refuses is reported, and the rest of the run goes on without it. */
       const listing = async (
         list: () => Promise<Rows<Survey>>,
-        failed: (message: string) => void,
-      ): Promise<Rows<Survey> | undefined> => {
+      ): Promise<{ rows?: Rows<Survey>; error?: string }> => {
         try {
-          return await list();
+          return { rows: await list() };
         } catch (error) {
           if (!(error instanceof MarketplaceError)) throw error;
-          failed(error.message);
-          return undefined;
+          return { error: error.message };
         }
       };
-      const byDate = await listing(
-        () => deps.marketplace.getAllocatedSurveysByDate(new Date(since)),
-        (message) => {
-          listingError = message;
-        },
+      const { rows: byDate, error: listingError } = await listing(() =>
+        deps.marketplace.getAllocatedSurveysByDate(new Date(since)),
       );
       const listed = byDate ?? { rows: [], malformed: [] };
       const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
@@ -445,14 +446,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const fullDue =
         !options.dryRun && !(Date.parse(fullAt ?? '') > startedAt.getTime() - FULL_LISTING_EVERY_MS);
       // The backstop's failure is reported, not counted as the run's: it is tried again in an hour.
-      const everyLive = fullDue
-        ? await listing(
-            () => deps.marketplace.getAllocatedSurveys(),
-            (message) => {
-              fullListingError = message;
-            },
-          )
-        : undefined;
+      const { rows: everyLive, error: fullListingError } = fullDue
+        ? await listing(() => deps.marketplace.getAllocatedSurveys())
+        : {};
       const unlisted = (everyLive?.rows ?? []).filter(
         (survey) =>
           !registrations.has(survey.surveyId) && !listed.rows.some((r) => r.surveyId === survey.surveyId),
@@ -462,12 +458,12 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!options.dryRun)
         for (const r of registrations.values())
           if (r.closedAt !== undefined && live.has(r.surveyId)) {
-            // As it stands now: an operator may have removed it since the run began.
-            const current = await deps.registry.get(r.surveyId);
-            if (current?.state !== 'active' || current.closedAt === undefined) continue;
-            const reopened = { ...current, closedAt: undefined, updatedAt: startedAt.toISOString() };
-            await deps.registry.put(reopened);
-            registrations.set(r.surveyId, reopened);
+            const reopened = await amendActive(
+              r.surveyId,
+              () => ({ closedAt: undefined }),
+              (current) => current.closedAt !== undefined,
+            );
+            if (reopened) registrations.set(r.surveyId, reopened);
           }
       // Active surveys the list of every live survey leaves out: looked up, and recorded closed if the marketplace
       // says so (a list that left one out by mistake changes nothing).
@@ -502,6 +498,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           !discovered.has(r.surveyId) &&
           retryDue(r),
       );
+      const retrying = new Set(retry.map((r) => r.surveyId));
       const trustedSince = new Date(startedAt.getTime() - REVERIFY_AFTER_MS).toISOString();
       // Those listed as changed too: a survey the marketplace touches every run would otherwise never be read back.
       const lastLook = (r: SurveyRegistration) =>
@@ -517,9 +514,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           .map((r) => [r.surveyId, r]),
       );
 
-      const worklist = [
-        ...new Set([...ordered, ...retry.map((r) => r.surveyId), ...reverify.keys(), ...closing]),
-      ];
+      const worklist = [...new Set([...ordered, ...retrying, ...reverify.keys(), ...closing])];
       const results = await each(worklist, options, async (surveyId) => {
         const registration = registrations.get(surveyId);
         if (registration?.state === 'removed') {
@@ -552,9 +547,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               ? { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` }
               : recordClosure(surveyId, lookup.message);
           if (closing.has(surveyId)) {
-            await recordLiveCheck(surveyId);
-            if (!trusted && !retry.some((r) => r.surveyId === surveyId))
-              return { surveyId, status: 'unchanged' };
+            // Found live though left out: the others are looked up before it next time.
+            await amendActive(surveyId, (at) => ({ liveCheckedAt: at }));
+            if (!trusted && !retrying.has(surveyId)) return { surveyId, status: 'unchanged' };
           }
         }
         if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));

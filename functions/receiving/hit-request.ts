@@ -241,9 +241,9 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     const seen = params.get(key);
     if (seen !== undefined && seen !== value) {
       // An id given once blank (empty, a placeholder left as it was) says nothing: the other value stands.
-      if (ID_PARAMS.has(key) && isBlank(value)) continue;
-      if (!(ID_PARAMS.has(key) && isBlank(seen)))
-        throw badRequest(`${key} is given twice with different values (${where})`);
+      const id = ID_PARAMS.has(key);
+      if (id && isBlank(value)) continue;
+      if (!id || !isBlank(seen)) throw badRequest(`${key} is given twice with different values (${where})`);
     }
     params.set(key, value);
   }

@@ -6,6 +6,7 @@
  * on in the background; a refusal that could not be counted still stands).
  */
 import type { LedgerStore, RejectedHit } from '../ledger/ledger-store';
+import { describe } from '../runtime/http-route';
 import { count, logger } from '../runtime/observability';
 
 export const REFUSALS_RECORDED_PER_SECOND = 5;
@@ -42,7 +43,7 @@ export function refusalRecorder(
         logger.error('refused hit not recorded', {
           channel: rejected.channel,
           code: rejected.code,
-          error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+          error: describe(error),
         });
         return 'failed';
       },

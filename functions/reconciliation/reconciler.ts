@@ -91,8 +91,9 @@ export const REVIEW_HORIZON_DAYS = 60;
 
 /**
  * A day past the window with no complete awaiting review can still change: the buyer adjusts a Valid complete to
- * Invalid, or a termination to a complete, after the fact. Such days are listed again this often (the marketplace's rows only; the ledger is read
- * when their fingerprint changed) until the review horizon, so a late reversal reaches what is owed within a week.
+ * Invalid, or a termination to a complete, after the fact. Such days are listed again this often (the marketplace's
+ * rows only; the ledger is read when their fingerprint changed) until the review horizon, so a late reversal
+ * reaches what is owed within a week.
  */
 export const REVIEWED_RECHECK_DAYS = 7;
 const REVIEWED_RECHECK_MS = REVIEWED_RECHECK_DAYS * 86_400_000;
@@ -245,7 +246,7 @@ export function reconciler(deps: ReconcilerDeps) {
       (state?.openCheckedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString()
         ? past
         : [];
-    // Days past the window whose completes were all reviewed: their rows listed again once a week.
+    // Days past the window with nothing awaiting review (`reviewedDays`): their rows listed again once a week.
     const reviewed =
       plan !== undefined &&
       (state?.reviewedCheckedAt ?? '') <= new Date(at.getTime() - REVIEWED_RECHECK_MS).toISOString()
@@ -277,9 +278,10 @@ export function reconciler(deps: ReconcilerDeps) {
     const pastDays = new Set([...open, ...reviewed, ...skipped]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
-    /** Windows of days past the window alone: read after the others, and a failure there does not fail the survey. */
-    const pastOnly = (window: readonly string[]) =>
-      window.every((day) => pastDays.has(day) && !days.includes(day) && !failedDays.includes(day));
+    /** Days past the window alone: read after the others, and a failure there does not fail the survey. */
+    const pastAlone = allDays.filter(
+      (day) => pastDays.has(day) && !days.includes(day) && !failedDays.includes(day),
+    );
     const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
     const outcome = {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
@@ -477,21 +479,18 @@ export function reconciler(deps: ReconcilerDeps) {
     }
 
     // Days past the window are never merged into the window's own listing (a failure there must not fail it).
-    const pastAlone = allDays.filter((day) => pastOnly([day]));
-    const windows = [
-      ...contiguous(allDays.filter((day) => !pastAlone.includes(day))),
-      ...contiguous(pastAlone).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL)),
-    ];
+    const windows = contiguous(allDays.filter((day) => !pastAlone.includes(day)));
+    const pastWindows = contiguous(pastAlone).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL));
     try {
       if (pastDays.size > 0)
         for (const summary of await deps.results.summariesOf(surveyId, [...pastDays].sort())) {
           stored.set(summary.day, summary);
           latest.set(summary.day, summary);
         }
-      for (const window of windows.filter((w) => !pastOnly(w))) await reconcileWindow(window);
+      for (const window of windows) await reconcileWindow(window);
       // Days past the window: one that fails (a row unreadable there) stays as it was, read again the next day.
       let reviewedFailed = false;
-      for (const window of windows.filter(pastOnly)) {
+      for (const window of pastWindows) {
         try {
           await reconcileWindow(window);
         } catch (error) {
@@ -534,7 +533,7 @@ export function reconciler(deps: ReconcilerDeps) {
                 : (state?.reviewedDays ?? []).includes(day);
             })
             .sort();
-      const openChanged =
+      const listsChanged =
         openDays.join() !== (state?.openDays ?? []).join() ||
         reviewedDays.join() !== (state?.reviewedDays ?? []).join();
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
@@ -542,7 +541,7 @@ export function reconciler(deps: ReconcilerDeps) {
         !state ||
         state.failedDays.length > 0 ||
         state.lastError !== undefined ||
-        openChanged ||
+        listsChanged ||
         open.length > 0 ||
         reviewed.length > 0
       )
@@ -824,7 +823,6 @@ function withOvertaken(
   return summarize(summary.surveyId, summary.day, kept, transactions, (summary.awaiting ?? 0) + ofDay);
 }
 
-/** Splits sorted days into runs of consecutive days. */
 /** `list` in consecutive pieces of at most `size`. */
 function chunks<T>(list: readonly T[], size: number): T[][] {
   const pieces: T[][] = [];
@@ -832,6 +830,7 @@ function chunks<T>(list: readonly T[], size: number): T[][] {
   return pieces;
 }
 
+/** Splits sorted days into runs of consecutive days. */
 function contiguous(days: readonly string[]): string[][] {
   const windows: string[][] = [];
   for (const day of days) {
