@@ -449,7 +449,8 @@ export function createLedgerStore(
  * item by repeating a hit (a set of every postback id grew 11 bytes a hit, to DynamoDB's 400 KB item limit, after
  * which the attempt's postbacks would fail). A retried write whose answer was lost is refused while its slot still
  * holds it, so another request of the same hit in between only counts it twice when it falls in the same slot, one
- * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was.
+ * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was,
+ * still consulted (hitIdCondition).
  */
 /**
  * The day-index partitions that can hold a survey's attempts of a UTC day: its own, and, until the backfill has
@@ -467,6 +468,16 @@ function dayPartitions(
     ...(legacy ? [{ partition: legacyAttemptDayPartition(day), sortPrefix: `${surveyId}#` }] : []),
   ];
 }
+
+/**
+ * Refuses a hit whose id its slot remembers. A postback's id is refused too while the set of every postback id an
+ * earlier release kept (`postbackHitIds`, never written now) holds it: a retry that straddles the upgrade is not
+ * counted twice. `contains` on a missing attribute is false, so items without the set cost nothing more.
+ */
+const hitIdCondition = (channel: Hit['channel'], slot: string) =>
+  channel === 'postback'
+    ? `(attribute_not_exists(${slot}) OR ${slot} <> :hitId) AND NOT contains(postbackHitIds, :hitId)`
+    : `attribute_not_exists(${slot}) OR ${slot} <> :hitId`;
 
 function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const now = at.toISOString();
@@ -488,7 +499,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   if (hitId) set.push(`${slot} = :hitId`);
   const day = attemptDayKey(hit.surveyId, now);
   return {
-    ...(hitId ? { ConditionExpression: `attribute_not_exists(${slot}) OR ${slot} <> :hitId` } : {}),
+    ...(hitId ? { ConditionExpression: hitIdCondition(hit.channel, slot) } : {}),
     TableName: '',
     Key: attemptKey(hit.surveyId, hit.pid, hit.token),
     UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
