@@ -249,8 +249,10 @@ export class Operations extends Construct {
       );
     }
 
+    // Dashboard names are unique in the whole account, not per region: the region keeps the same stack deployed in
+    // two regions apart.
     this.dashboard = new Dashboard(this, 'dashboard', {
-      dashboardName: `${Stack.of(this).stackName}-receiver`,
+      dashboardName: `${Stack.of(this).stackName}-receiver-${Stack.of(this).region}`,
     });
     this.dashboard.addWidgets(
       new GraphWidget({ title: 'Requests and 5xx', left: [requests], right: [serverErrors], width: 12 }),

@@ -468,6 +468,11 @@ describe('operations', () => {
     expect(expressions).toContain('t0 + t1');
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+    // Unique per account: the region in the name lets the same stack name live in two regions.
+    const [dashboard] = Object.values(template.findResources('AWS::CloudWatch::Dashboard')) as {
+      Properties: { DashboardName: unknown };
+    }[];
+    expect(JSON.stringify(dashboard?.Properties.DashboardName)).toContain('AWS::Region');
   });
 
   it('alarms when a scheduled job stops finishing runs, where its schedule is enabled', () => {
