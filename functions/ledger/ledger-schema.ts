@@ -15,7 +15,8 @@
  * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
  * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
  *
- * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes).
+ * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes); one too long
+ * for its key is keyed by its digest instead (`keyId`).
  *
  * Refused hits are counted: one item per source address, refusal code and UTC minute (`YYYY-MM-DDTHH:MM`), holding
  * the first hit as a sample and a `hits` counter. Items written before that have sk `<at>#<request id>`, one hit
@@ -45,6 +46,8 @@
  * the sort key into the partition key, so an attempt is no larger than before.
  */
 
+import { createHash } from 'node:crypto';
+
 export const LEDGER = {
   partitionKey: 'pk',
   sortKey: 'sk',
@@ -63,16 +66,34 @@ export const utcDay = (iso: string): string => iso.slice(0, 10);
  */
 export const keyPart = (value: string): string => value.replace(/[%#]/g, (c) => (c === '%' ? '%25' : '%23'));
 
+/**
+ * An id inside a key: `keyPart` as long as it fits the key, else a digest of it (`%~` and 43 characters of
+ * base64url SHA-256, which `keyPart` never writes: it leaves no `%` that is not `%25` or `%23`). The receivers
+ * accept no id near the bounds (identifiers.ts: a pid of 512 bytes escapes to at most 1,536, a token of 128 to 384),
+ * so only a marketplace row can carry one: a panel id a respondent lengthened in the entry link still keys the
+ * item its transaction gets, where DynamoDB would refuse the write (2,048 bytes for a partition key, 1,024 for a
+ * sort key) and fail its survey's reconciliation.
+ */
+export function keyId(value: string, maxBytes: number): string {
+  const escaped = keyPart(value);
+  if (Buffer.byteLength(escaped, 'utf8') <= maxBytes) return escaped;
+  return `%~${createHash('sha256').update(value).digest('base64url')}`;
+}
+/** The longest escaped pid a partition key holds as it is (with `ATTEMPT#` and a 12-digit survey id). */
+const KEYED_PID_BYTES = 1_600;
+/** The longest escaped token a sort key holds as it is (with the discrepancy index's survey and verdict before it). */
+const KEYED_TOKEN_BYTES = 400;
+
 export const attemptKey = (surveyId: string, pid: string, token: string) => ({
   pk: attemptPartition(surveyId, pid),
-  sk: `TOKEN#${keyPart(token)}`,
+  sk: `TOKEN#${keyId(token, KEYED_TOKEN_BYTES)}`,
 });
 
 /** What every attempt's partition key starts with (IAM limits the receivers' reads to it). */
 export const ATTEMPT_PARTITION_PREFIX = 'ATTEMPT#';
 
 export function attemptPartition(surveyId: string, pid: string): string {
-  return `${ATTEMPT_PARTITION_PREFIX}${surveyId}#${keyPart(pid)}`;
+  return `${ATTEMPT_PARTITION_PREFIX}${surveyId}#${keyId(pid, KEYED_PID_BYTES)}`;
 }
 
 export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({

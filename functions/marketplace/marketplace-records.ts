@@ -42,9 +42,24 @@ export const OUTCOME_OF_STATUS: Readonly<Record<TransactionStatus, Outcome>> = {
   'Start Survey DNC': 'fail',
 };
 
+/** A status's letters alone, lower case: `Over Quota`, `OverQuota`, `over_quota ` and `OVER-QUOTA` are one key. */
+const statusKey = (status: string) => status.toLowerCase().replace(/[^a-z]/g, '');
+const CANONICAL_STATUS = new Map<string, TransactionStatus>(
+  TRANSACTION_STATUSES.map((s) => [statusKey(s), s]),
+);
+
+/**
+ * A status as this product spells it: a known one however the list cased or spaced it (the metadata endpoint
+ * writes them without spaces), anything else as it was, trimmed. A complete spelled `completed` is still a
+ * complete: read exactly, it would drop out of what is owed and turn into a false discrepancy.
+ */
+export function canonicalStatus(status: string): string {
+  return CANONICAL_STATUS.get(statusKey(status)) ?? status.trim();
+}
+
 /** The outcome of a status as the marketplace spells it, or undefined for a status this product does not know. */
 export function outcomeOfStatus(status: string): Outcome | undefined {
-  return (OUTCOME_OF_STATUS as Record<string, Outcome>)[status];
+  return (OUTCOME_OF_STATUS as Record<string, Outcome>)[canonicalStatus(status)];
 }
 
 export type Parsed<T> =
@@ -100,7 +115,7 @@ const informational = <T extends z.ZodMiniType>(schema: T) => z.catch(z.optional
 const transactionSchema = z.object({
   token: z.pipe(text, nonEmpty),
   PID: z.pipe(text, nonEmpty),
-  status: nonEmpty,
+  status: z.pipe(z.pipe(z.string(), z.transform(canonicalStatus)), nonEmpty),
   // Checked below: a price matters only on a complete.
   CPI: z.catch(z.optional(amount), undefined),
   verifyToken: optionalText,
@@ -108,7 +123,8 @@ const transactionSchema = z.object({
   ip: informational(optionalText),
   trackId: informational(optionalText),
   surveyUrl: informational(optionalText),
-  st_date_time: pacificTime,
+  // Only a fallback for the click: unreadable, it fails the row only when the click is missing (below).
+  st_date_time: z.catch(pacificTime, undefined),
   clkDateTime: pacificTime,
   completeDateTime: informational(pacificTime),
   verifiedTknDt: informational(pacificTime),
@@ -168,6 +184,12 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
     return {
       ok: false,
       problem: `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
+    };
+  const started = (raw as { st_date_time?: unknown }).st_date_time;
+  if (!t.clkDateTime && !t.st_date_time && typeof started === 'string' && started.trim() !== '')
+    return {
+      ok: false,
+      problem: `st_date_time is not a marketplace time: ${JSON.stringify(started.slice(0, 40))}`,
     };
   // Every row must be placed in a day: by its click, its start, or at least its completion.
   if (!t.clkDateTime && !t.st_date_time && !t.completeDateTime)

@@ -61,34 +61,47 @@ export function pacificWallToUtc(
   return candidates.length > 0 ? Math.min(...candidates) : wall + 8 * 3_600_000;
 }
 
-const PATTERN =
-  /^\s*(\d{1,2})\/(\d{1,2})\/(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*([ap])\.?m\.?\s*(?:P[SD]?T)?\s*$/i;
+/**
+ * `MM/DD/YYYY, h:mm[:ss[.fff]] am/pm [PST|PDT|PT]`; without am/pm the hour is read on a 24-hour clock. A `UTC` or
+ * `GMT` label is taken at its word.
+ */
+const US_PATTERN =
+  /^\s*(\d{1,2})\/(\d{1,2})\/(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(?:([ap])\.?m\.?)?\s*(?:P[SD]?T|(UTC|GMT))?\s*$/i;
+/** ISO 8601: with `Z` or an offset the instant it names; without, a Pacific wall time (the marketplace's clock). */
+const ISO_PATTERN =
+  /^\s*(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$/i;
 
-/** Parses a marketplace timestamp, or undefined when the string is not one. */
+/**
+ * Parses a marketplace timestamp, or undefined when the string is not one. The documented form is the US one
+ * labelled PST; read tolerantly besides: seconds or their fractions left out or given, a 24-hour clock, ISO 8601.
+ */
 export function parsePacificTime(raw: string): PacificTime | undefined {
-  const match = PATTERN.exec(raw);
-  if (!match) return undefined;
-  const [, mm, dd, yyyy, h, mi, ss, half] = match;
-  const month = Number(mm);
-  const day = Number(dd);
-  const year = Number(yyyy);
-  let hour = Number(h);
-  if (
-    month < 1 ||
-    month > 12 ||
-    day < 1 ||
-    day > 31 ||
-    hour < 1 ||
-    hour > 12 ||
-    Number(mi) > 59 ||
-    Number(ss ?? 0) > 59
-  ) {
+  const us = US_PATTERN.exec(raw);
+  const iso = us ? undefined : ISO_PATTERN.exec(raw);
+  if (!us && !iso) return undefined;
+  const [year, month, day, h, minute, second, fraction, half, zone] = us
+    ? [us[3], us[1], us[2], us[4], us[5], us[6], us[7], us[8], us[9]]
+    : [iso?.[1], iso?.[2], iso?.[3], iso?.[4], iso?.[5], iso?.[6], iso?.[7], undefined, iso?.[8]];
+  const n = (v: string | undefined) => Number(v ?? 0);
+  let hour = n(h);
+  if (half ? hour < 1 || hour > 12 : hour > 23) return undefined;
+  if (n(month) < 1 || n(month) > 12 || n(day) < 1 || n(day) > 31 || n(minute) > 59 || n(second) > 59)
     return undefined;
-  }
-  if (new Date(Date.UTC(year, month - 1, day)).getUTCDate() !== day) return undefined;
-  hour = (hour % 12) + (half?.toLowerCase() === 'p' ? 12 : 0);
-  const utc = pacificWallToUtc(year, month, day, hour, Number(mi), Number(ss ?? 0));
+  if (new Date(Date.UTC(n(year), n(month) - 1, n(day))).getUTCDate() !== n(day)) return undefined;
+  if (half) hour = (hour % 12) + (half.toLowerCase() === 'p' ? 12 : 0);
+  const ms = Math.floor(Number(`0.${fraction ?? '0'}`) * 1000);
+  const wall = Date.UTC(n(year), n(month) - 1, n(day), hour, n(minute), n(second), ms);
+  const utc = zone
+    ? wall - offsetMinutes(zone) * 60_000
+    : pacificWallToUtc(n(year), n(month), n(day), hour, n(minute), n(second)) + ms;
   return { utc: new Date(utc).toISOString(), raw };
+}
+
+/** Minutes east of UTC a zone suffix names: `Z`, `UTC` and `GMT` none, `-08:00` or `-0800` -480. */
+function offsetMinutes(zone: string): number {
+  const match = /^([+-])(\d{2}):?(\d{2})$/.exec(zone);
+  if (!match) return 0;
+  return (match[1] === '-' ? -1 : 1) * (Number(match[2]) * 60 + Number(match[3]));
 }
 
 /** Formats a UTC instant the way the marketplace writes it. */

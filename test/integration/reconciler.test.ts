@@ -332,6 +332,50 @@ describe('a reconciliation run', () => {
   });
 });
 
+describe('rows a stricter reader would refuse', () => {
+  it('reconciles ids too long for a key, statuses spelled otherwise and times in other forms, counting every complete', async () => {
+    await survey(7007);
+    const click = new Date(REFERENCE_MS - 3_600_000);
+    const row = {
+      token: 'r1',
+      PID: 'r',
+      status: 'Completed',
+      CPI: '1.50',
+      verifyToken: 'Valid',
+      clkDateTime: formatPacificTime(click),
+    };
+    // A respondent lengthened the panel id in the entry link; the marketplace took it, and a token of `#`.
+    const longPid = `p${'#'.repeat(3_000)}`;
+    const longToken = '%'.repeat(700);
+    const rows = [
+      { ...row, PID: longPid, token: longToken },
+      { ...row, token: 'r2', status: 'completed ' },
+      { ...row, token: 'r3', status: 'OverQuota', CPI: 0, st_date_time: 'soon' },
+      { ...row, token: 'r4', clkDateTime: click.toISOString() },
+      { ...row, token: 'r5', clkDateTime: formatPacificTime(click).replace(/ (am|pm)/, '.125 $1') },
+    ];
+    const listing = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async () =>
+        new Response(JSON.stringify({ apiStatus: 'success', result: rows }), { status: 200 }),
+    });
+    const run = await engine({ marketplace: listing }).run(today, today, ['7007']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 5 });
+    const [summary] = await results.summariesOf('7007', [today]);
+    expect(summary?.marketplace).toMatchObject({ transactions: 5, validCompletes: 4, owed: '6.00' });
+    // The item the long ids' transaction got is found by them, and a second run changes nothing.
+    const window = pacificDayRange(today);
+    const found = await attempts.attemptByToken('7007', longToken, window.start, window.end);
+    expect(found?.pid).toBe(longPid);
+    expect(found?.reconciliation?.verdict).toBe('complete_not_received');
+    const again = await engine({ marketplace: listing }).run(today, today, ['7007']);
+    expect(again.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 5 });
+    expect((await results.summariesOf('7007', [today]))[0]?.marketplace.owed).toBe('6.00');
+  });
+});
+
 describe('verdicts whatever the window', () => {
   const NOW = REFERENCE_MS;
   const ago = (days: number, minutes: number) => new Date(NOW - days * 86_400_000 - minutes * 60_000);

@@ -88,7 +88,7 @@ describe('transactions', () => {
       ...transaction,
       token: 98765,
       completeDateTime: 'Invalid date',
-      verifiedTknDt: '2026-11-23T17:00:00Z',
+      verifiedTknDt: 'tomorrow',
       ip: null,
       trackId: { id: 1 },
     });
@@ -109,6 +109,27 @@ describe('transactions', () => {
     };
     expect(read({})).toBe('2026-11-22T07:55:00.000Z');
     expect(read({ clkDateTime: '', st_date_time: '' })).toBe('2026-11-22T08:20:00.000Z');
+    // The start is only the click's fallback: unreadable, it fails the row only when there is no click.
+    expect(read({ st_date_time: 'Nov 21st' })).toBe('2026-11-22T07:55:00.000Z');
+    expect(parseTransaction({ ...transaction, clkDateTime: '', st_date_time: 'Nov 21st' })).toEqual({
+      ok: false,
+      problem: 'st_date_time is not a marketplace time: "Nov 21st"',
+    });
+  });
+
+  it('read a known status however it is cased or spaced, and keep an unknown one as it came', () => {
+    const status = (value: string) => {
+      const parsed = parseTransaction({ ...transaction, status: value });
+      return parsed.ok ? parsed.value.status : parsed.problem;
+    };
+    expect(status('completed')).toBe('Completed');
+    expect(status(' Completed ')).toBe('Completed');
+    expect(status('OverQuota')).toBe('Over Quota');
+    expect(status('PRE_SURVEY_DNC')).toBe('Pre Survey DNC');
+    expect(status(' Adjusted ')).toBe('Adjusted');
+    expect(status('  ')).toMatch(/status/);
+    // A complete spelled otherwise still needs its price.
+    expect(parseTransaction({ ...transaction, status: 'completed', CPI: 'n/a' }).ok).toBe(false);
   });
 
   it('count a token listed twice once, keeping the copy verified last, else the one listed last', () => {

@@ -34,13 +34,27 @@ describe('marketplace timestamps', () => {
     expect(utcOf('11/01/2026, 2:00:00 am PST')).toBe('2026-11-01T10:00:00.000Z');
   });
 
+  it('read the forms a marketplace may drift to: fractions of a second, a 24-hour clock, ISO 8601, a UTC label', () => {
+    expect(utcOf('01/15/2026, 3:04:05.250 pm PST')).toBe('2026-01-15T23:04:05.250Z');
+    expect(utcOf('01/15/2026 15:04:05')).toBe('2026-01-15T23:04:05.000Z');
+    expect(utcOf('07/04/2026, 23:59')).toBe('2026-07-05T06:59:00.000Z');
+    // ISO 8601 with a zone is the instant it names; without one it is the marketplace's wall clock.
+    expect(utcOf('2026-11-21T10:00:00Z')).toBe('2026-11-21T10:00:00.000Z');
+    expect(utcOf('2026-11-21T10:00:00.5-08:00')).toBe('2026-11-21T18:00:00.500Z');
+    expect(utcOf('2026-07-04 23:59:59')).toBe('2026-07-05T06:59:59.000Z');
+    expect(utcOf('01/15/2026, 3:04:05 pm UTC')).toBe('2026-01-15T15:04:05.000Z');
+  });
+
   it.each([
     '',
     'yesterday',
-    '2026-11-21T10:00:00Z',
     '13/01/2026, 1:00:00 am PST',
     '02/30/2026, 1:00:00 am PST',
     '01/01/2026, 13:00:00 pm PST',
+    '01/01/2026, 0:30:00 am PST',
+    '01/01/2026, 24:00:00',
+    '2026-02-30T10:00:00Z',
+    '2026-11-21T10:00:00+5',
   ])('refuse %j', (raw) => {
     expect(parsePacificTime(raw)).toBeUndefined();
   });
