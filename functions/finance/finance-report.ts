@@ -57,6 +57,12 @@ export interface Discrepancy {
   readonly marketplaceStatus: string;
   readonly verifyToken: string;
   readonly cpi: string;
+  /**
+   * What the survey's price at the click says the attempt was worth, on the money discrepancies: a complete not
+   * paid (no transaction, or one filed under another status), a reversal, a price mismatch (the prices it may
+   * carry, `1.50 or 1.75` around a price change). Empty otherwise, and on verdicts recorded before it was kept.
+   */
+  readonly expectedCpi: string;
   /** What arrived here: postback and redirect outcomes. */
   readonly postback: string;
   readonly redirect: string;
@@ -159,6 +165,9 @@ const moneyCount = (byKind: Readonly<Partial<Record<VerdictKind, number>>>): num
     0,
   );
 
+const firstText = (...values: unknown[]): string =>
+  (values.find((v) => typeof v === 'string' && v !== '') as string | undefined) ?? '';
+
 /** A discrepancy as finance lists it, from the attempt carrying the verdict. */
 export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
   const verdict = attempt.reconciliation;
@@ -180,6 +189,7 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
       !(Number(verdict.marketplace?.cpi ?? '0') > 0)
         ? verdict.detail.reversedCpi
         : (verdict.marketplace?.cpi ?? ''),
+    expectedCpi: firstText(verdict.detail.expectedCpi, verdict.detail.claimedCpi, verdict.detail.reversedCpi),
     postback: attempt.postback?.outcome ?? 'none',
     redirect: attempt.redirect?.outcome ?? 'none',
     since: verdict.history.find((h) => h.verdict === verdict.verdict)?.at ?? verdict.at,

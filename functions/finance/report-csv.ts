@@ -77,6 +77,7 @@ export const DISCREPANCY_COLUMNS = [
   'redirect',
   'since',
   'searched_from',
+  'expected_cpi',
 ] as const;
 
 export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
@@ -96,6 +97,7 @@ export function discrepanciesCsv(rows: readonly Discrepancy[]): string {
       d.redirect,
       d.since,
       d.searchedFrom,
+      d.expectedCpi,
     ]),
   );
 }

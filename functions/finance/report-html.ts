@@ -65,7 +65,7 @@ export function reportHtml(report: FinanceReport): string {
     list
       .map(
         (d) =>
-          `<tr${d.money ? ' class="money"' : ''}><td>${html(d.day)}</td><td>${html(d.surveyId)}</td><td>${html(d.pid)}</td><td class="token">${html(d.token)}</td><td>${html(d.kind)}</td><td>${html(d.marketplaceStatus)}${d.verifyToken ? ` (${html(d.verifyToken)})` : ''}${d.searchedFrom ? ` (none since ${html(d.searchedFrom)})` : ''}</td><td class="n">${html(d.cpi)}</td><td>${html(d.postback)} / ${html(d.redirect)}</td></tr>`,
+          `<tr${d.money ? ' class="money"' : ''}><td>${html(d.day)}</td><td>${html(d.surveyId)}</td><td>${html(d.pid)}</td><td class="token">${html(d.token)}</td><td>${html(d.kind)}</td><td>${html(d.marketplaceStatus)}${d.verifyToken ? ` (${html(d.verifyToken)})` : ''}${d.searchedFrom ? ` (none since ${html(d.searchedFrom)})` : ''}</td><td class="n">${html(d.cpi)}${d.expectedCpi && d.expectedCpi !== d.cpi ? ` (expected ${html(d.expectedCpi)})` : ''}</td><td>${html(d.postback)} / ${html(d.redirect)}</td></tr>`,
       )
       .join('\n');
   const discrepancyRows = rowsOf(report.discrepancies);

@@ -316,6 +316,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const withdrawn: Attempt[] = [];
   const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
   const arrivedTokens = answeredTokens(pairs);
+  const pricedAt = (at: string | undefined) =>
+    at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction && filedAt(transaction);
     if (transaction && !clicked) {
@@ -360,7 +362,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const classified = classify(
       transaction,
       attempt,
-      clicked ? pricesAt(window.cpiHistory, window.expectedCpi, clicked) : window.expectedCpi,
+      // Without a transaction, the attempt's first sighting stands for the click.
+      pricedAt(clicked ?? attempt?.firstSeenAt),
     );
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
@@ -512,9 +515,15 @@ export function classify(
   // A success redirect the fail postback contradicts: only a browser claims a complete, and neither the
   // marketplace's server nor (below) its transaction list agrees. Visible, never money.
   const contradicted = redirect === 'success' && postback === 'fail';
+  // The survey's price at the click: what a complete that goes unpaid or is reversed was worth.
+  const price = typeof expectedCpi === 'string' ? expectedCpi : expectedCpi?.[0];
+  const worth: Record<string, string> = price ? { claimedCpi: price } : {};
   if (!transaction) {
     if (evidence === 'postback')
-      return { kind: 'complete_not_paid', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+      return {
+        kind: 'complete_not_paid',
+        detail: { ...here, evidence, marketplaceStatus: 'missing', ...worth },
+      };
     // A browser's success claim with nothing behind it: anyone holding the static success URL can send one.
     if (evidence === 'redirect')
       return { kind: 'unverified_claim', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
@@ -555,13 +564,12 @@ export function classify(
   // terminate"): a reversal, as when the row stays Completed. The re-filed row's price is usually 0: what was
   // reversed is the survey's price at the click (`reversedCpi`), so finance can read the amount.
   if (evidence && transaction.verifyToken?.toLowerCase() === 'invalid') {
-    const price = typeof expectedCpi === 'string' ? expectedCpi : expectedCpi?.[0];
     return {
       kind: 'invalidated',
       detail: { ...here, ...marketplace, receivedHere: evidence, ...(price ? { reversedCpi: price } : {}) },
     };
   }
-  if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence } };
+  if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };
   if (contradicted) return { kind: 'contradicted_claim', detail: { ...here, ...marketplace } };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };
   const outcome = outcomeOfStatus(status);

@@ -541,8 +541,12 @@ describe('verdicts whatever the window', () => {
       kind: 'complete_not_paid',
       money: true,
       searchedFrom: nextDay(day(4, 30), -8),
+      // What it was worth: the survey's price when it arrived here, for finance to add up.
+      expectedCpi: '1.50',
     });
-    expect(discrepanciesCsv(report.discrepancies).split('\r\n')[0]).toMatch(/,since,searched_from$/);
+    expect(discrepanciesCsv(report.discrepancies).split('\r\n')[0]).toMatch(
+      /,since,searched_from,expected_cpi$/,
+    );
     expect(reportHtml(report)).toContain(`(none since ${nextDay(day(4, 30), -8)})`);
   });
 

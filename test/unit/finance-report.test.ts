@@ -1,7 +1,12 @@
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import { readPeriod } from '../../functions/finance/finance-queries';
-import { addUp, financeReport, type SurveyDayRow } from '../../functions/finance/finance-report';
+import {
+  addUp,
+  discrepancyOf,
+  financeReport,
+  type SurveyDayRow,
+} from '../../functions/finance/finance-report';
 import {
   discrepanciesCsv,
   failingSurveysCsv,
@@ -112,11 +117,61 @@ describe('CSV', () => {
         redirect: 'overquota',
         since: '2026-11-20T23:00:00.000Z',
         searchedFrom: '',
+        expectedCpi: '',
       },
     ]);
     expect((parse(tricky, { columns: true }) as Record<string, string>[])[0]?.marketplace_status).toBe(
       'a, "b"\nc',
     );
+  });
+});
+
+describe('money discrepancies', () => {
+  const judged = (
+    verdict: string,
+    detail: Record<string, string>,
+    marketplace?: { status: string; cpi: string },
+  ) =>
+    discrepancyOf({
+      surveyId: '1',
+      pid: 'p',
+      token: 't',
+      complete: 'postback-confirmed',
+      conflict: false,
+      reconciliation: {
+        verdict,
+        day: '2026-11-20',
+        detail,
+        at: '2026-11-21T00:00:00.000Z',
+        ...(marketplace ? { marketplace } : {}),
+        history: [],
+      },
+    });
+
+  it('say what each was worth, so what is disputed can be added up', () => {
+    expect(judged('complete_not_paid', { claimedCpi: '1.50' })).toMatchObject({
+      cpi: '',
+      expectedCpi: '1.50',
+    });
+    expect(
+      judged('complete_not_paid', { claimedCpi: '1.50' }, { status: 'Failed', cpi: '0.00' }),
+    ).toMatchObject({
+      cpi: '0.00',
+      expectedCpi: '1.50',
+    });
+    expect(
+      judged(
+        'cpi_mismatch',
+        { expectedCpi: '1.50 or 1.75', cpi: '1.25' },
+        { status: 'Completed', cpi: '1.25' },
+      ),
+    ).toMatchObject({ cpi: '1.25', expectedCpi: '1.50 or 1.75' });
+    // A verdict recorded before the price was kept: nothing to show, never a made-up figure.
+    expect(judged('complete_not_paid', {})).toMatchObject({ expectedCpi: '' });
+    const csv = parse(discrepanciesCsv([judged('complete_not_paid', { claimedCpi: '1.50' }) as never]), {
+      columns: true,
+    }) as Record<string, string>[];
+    expect(csv[0]).toMatchObject({ cpi: '', expected_cpi: '1.50' });
   });
 });
 

@@ -199,6 +199,18 @@ describe('classification', () => {
     expect(classify(invalid, paid, '1.50').detail).not.toHaveProperty('reversedCpi');
   });
 
+  it("names what a complete not paid was worth: the survey's price at the click", () => {
+    const paid = attempt('a', noon, { postback: 'success' });
+    expect(classify(undefined, paid, '1.50').detail).toMatchObject({ claimedCpi: '1.50' });
+    expect(classify(undefined, paid, ['1.50', '1.75']).detail).toMatchObject({ claimedCpi: '1.50' });
+    const refiled = transaction('a', 'Failed', noon, { cpi: '0.00' });
+    expect(classify(refiled, paid, '1.50')).toMatchObject({
+      kind: 'complete_not_paid',
+      detail: { claimedCpi: '1.50', marketplaceStatus: 'Failed' },
+    });
+    expect(classify(undefined, paid).detail).not.toHaveProperty('claimedCpi');
+  });
+
   it('checks the amount of a matched complete where the CPI is known, exactly', () => {
     const t = transaction('a', 'Completed', noon, { cpi: '1.30' });
     const a = attempt('a', noon, { postback: 'success' });
