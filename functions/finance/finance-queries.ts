@@ -62,7 +62,9 @@ interface Cursor {
 }
 
 const CURSOR_KEY_NAMES = ['gsi2pk', 'gsi2sk', 'pk', 'sk'];
-const isIndexKeyOf = (key: unknown, day: string): key is Record<string, unknown> => {
+/** DynamoDB's bounds on a key's value, in bytes of UTF-8: the index's partition key (2,048) and sort key (1,024). */
+const KEY_BYTES: Record<string, number> = { gsi2pk: 2048, gsi2sk: 1024, pk: 2048, sk: 1024 };
+const isIndexKeyOf = (key: unknown, day: string, sortPrefix: string): key is Record<string, unknown> => {
   if (!key || typeof key !== 'object' || Array.isArray(key)) return false;
   const entries = Object.entries(key);
   return (
@@ -72,19 +74,22 @@ const isIndexKeyOf = (key: unknown, day: string): key is Record<string, unknown>
         CURSOR_KEY_NAMES.includes(name) &&
         typeof value === 'string' &&
         value.length > 0 &&
-        value.length <= 1024,
+        Buffer.byteLength(value, 'utf8') <= (KEY_BYTES[name] ?? 0),
     ) &&
-    (key as Record<string, unknown>).gsi2pk === discrepancyIndexKey(day, '', '', '').gsi2pk
+    (key as Record<string, unknown>).gsi2pk === discrepancyIndexKey(day, '', '', '').gsi2pk &&
+    // A page filtered by survey (and kind) is a key range of the partition: DynamoDB refuses a start outside it.
+    String((key as Record<string, unknown>).gsi2sk).startsWith(sortPrefix)
   );
 };
 
 const encodeCursor = (cursor: Cursor) => Buffer.from(JSON.stringify(cursor)).toString('base64url');
 /**
  * Reads a cursor back. Its key goes to DynamoDB as the page's start, so it must be exactly what a page of that
- * day's discrepancy index returns (the table's and the index's keys, strings, in that day's partition): anything
- * else is refused here as a 400, never passed on to fail as a 500.
+ * day's discrepancy index returns (the table's and the index's keys, strings, in that day's partition, within the
+ * survey and kind asked for): anything else, a cursor of another filter among them, is refused here as a 400,
+ * never passed on to fail as a 500.
  */
-function decodeCursor(value: string, period: Period): Cursor {
+function decodeCursor(value: string, period: Period, sortPrefix: string): Cursor {
   try {
     const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor;
     if (
@@ -94,13 +99,13 @@ function decodeCursor(value: string, period: Period): Cursor {
       isCalendarDay(cursor.d) &&
       cursor.d >= period.from &&
       cursor.d <= period.to &&
-      (cursor.k === undefined || isIndexKeyOf(cursor.k, cursor.d))
+      (cursor.k === undefined || isIndexKeyOf(cursor.k, cursor.d, sortPrefix))
     )
       return cursor.k === undefined ? { d: cursor.d } : { d: cursor.d, k: cursor.k };
   } catch {
     // fall through
   }
-  throw badRequest('cursor is not one this API returned for this period');
+  throw badRequest('cursor is not one this API returned for this period, survey and kind');
 }
 
 export function finance(deps: {
@@ -179,7 +184,11 @@ export function finance(deps: {
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
       let cursor: Cursor | undefined = options.cursor
-        ? decodeCursor(options.cursor, period)
+        ? decodeCursor(
+            options.cursor,
+            period,
+            options.surveyId ? `${options.surveyId}#${options.kind ? `${options.kind}#` : ''}` : '',
+          )
         : { d: period.from };
       const items: Discrepancy[] = [];
       while (cursor && items.length < limit) {

@@ -388,9 +388,30 @@ describe('discrepancies', () => {
     expect(seen).toEqual(['a2', 'a1', 'a3', 'b1', 'b2']);
   });
 
+  it("refuses another filter's cursor: a survey's page is a key range DynamoDB will not start outside", async () => {
+    const first = jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D2}&survey=8001&limit=1`)) as {
+      items: { token: string }[];
+      nextCursor?: string;
+    };
+    expect(first.nextCursor).toBeDefined();
+    const cursor = encodeURIComponent(first.nextCursor as string);
+    for (const filter of ['survey=8002', 'survey=8001&kind=cpi_mismatch']) {
+      const result = await get(`/finance/discrepancies?from=${D1}&to=${D2}&${filter}&cursor=${cursor}`);
+      expect(result.statusCode).toBe(400);
+      expect(jsonBody(result).message).toBe(
+        'cursor is not one this API returned for this period, survey and kind',
+      );
+    }
+    // The same filter goes on; a survey's cursor continues the unfiltered list too (its key is in the partition).
+    expect(
+      (await get(`/finance/discrepancies?from=${D1}&to=${D2}&survey=8001&cursor=${cursor}`)).statusCode,
+    ).toBe(200);
+    expect((await get(`/finance/discrepancies?from=${D1}&to=${D2}&cursor=${cursor}`)).statusCode).toBe(200);
+  });
+
   it('refuses a forged cursor, a bad limit and an unknown kind', async () => {
     for (const [query, message] of [
-      ['cursor=bm9wZQ', 'cursor is not one this API returned for this period'],
+      ['cursor=bm9wZQ', 'cursor is not one this API returned for this period, survey and kind'],
       // Well-formed JSON with a day in the period but a key DynamoDB would refuse (a 500 before).
       ...[
         { d: D1, k: { pk: 1 } },
@@ -403,7 +424,7 @@ describe('discrepancies', () => {
         (cursor) =>
           [
             `cursor=${Buffer.from(JSON.stringify(cursor)).toString('base64url')}`,
-            'cursor is not one this API returned for this period',
+            'cursor is not one this API returned for this period, survey and kind',
           ] as const,
       ),
       ['limit=0', 'limit must be an integer from 1 to 1000'],
