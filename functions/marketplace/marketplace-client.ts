@@ -178,6 +178,40 @@ interface CallOptions {
 
 type Json = Record<string, unknown>;
 
+/**
+ * Why a list answer is only part of the list, or undefined. The reference documents no paging for these calls, but
+ * a marketplace that starts paging would otherwise be read as complete: every transaction past the first page would
+ * turn into a false discrepancy and leave what is owed short. So an answer that says there is more (a page count
+ * above one, a next page or cursor, a total above the rows listed) fails the call, by name, rather than be judged.
+ */
+export function morePages(json: Json | undefined, listed: number): string | undefined {
+  if (!json) return undefined;
+  const number = (key: string) => {
+    const value = json[key];
+    return typeof value === 'number'
+      ? value
+      : typeof value === 'string' && /^\d+$/.test(value)
+        ? Number(value)
+        : undefined;
+  };
+  for (const key of ['totalPages', 'total_pages', 'pageCount', 'lastPage', 'last_page']) {
+    const pages = number(key);
+    if (pages !== undefined && pages > 1)
+      return `the list is one page of ${pages} (${key}); paging is not supported`;
+  }
+  for (const key of ['nextPage', 'next_page', 'next', 'nextCursor', 'hasMore', 'has_more']) {
+    const value = json[key];
+    if (value !== undefined && value !== null && value !== false && value !== '' && value !== 0)
+      return `the list has more pages (${key}); paging is not supported`;
+  }
+  for (const key of ['total', 'totalCount', 'total_count', 'totalRecords', 'totalRows', 'count']) {
+    const total = number(key);
+    if (total !== undefined && total > listed)
+      return `the list holds ${listed} of ${total} rows (${key}); paging is not supported`;
+  }
+  return undefined;
+}
+
 /** The longest a 429's Retry-After holds the client's calls back (the retries' own backoff comes on top). */
 const MAX_RETRY_AFTER_MS = 30_000;
 
@@ -308,11 +342,15 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   }
 
   const result = (json: Json | undefined) => json?.result;
-  const rows = <T>(endpoint: string, raw: unknown, parse: (row: unknown) => Parsed<T>): Rows<T> => {
+  /** A list's rows, all of them: a list that says it is one page of more is refused (see `morePages`). */
+  const rows = <T>(endpoint: string, json: Json | undefined, parse: (row: unknown) => Parsed<T>): Rows<T> => {
+    const raw = result(json);
     const list = raw === undefined ? [] : raw;
     if (!Array.isArray(list)) {
       throw new MarketplaceError({ endpoint, kind: 'malformed', detail: 'result is not a list' });
     }
+    const more = morePages(json, list.length);
+    if (more) throw new MarketplaceError({ endpoint, kind: 'malformed', detail: more });
     const parsed: Rows<T> = { rows: [], malformed: [] };
     list.forEach((row, index) => {
       const outcome = parse(row);
@@ -341,7 +379,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         query: { countryCode: query.countryCode, languageCode: query.languageCode },
         emptyWhen: noSurveys,
       });
-      return rows(path, result(json), parseSurvey);
+      return rows(path, json, parseSurvey);
     },
     async getAllocatedSurveyById(surveyId) {
       const path = `/supply/getAllocatedSurveysBySurveyId/${segment(surveyId)}`;
@@ -361,11 +399,11 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     },
     async getAllocatedSurveysByDate(since) {
       const path = `/supply/getAllocatedSurveysByDate/${segment(since.toISOString())}`;
-      return rows(path, result(await call(path, { emptyWhen: noSurveys })), parseSurvey);
+      return rows(path, await call(path, { emptyWhen: noSurveys }), parseSurvey);
     },
     async getQuotaForSurvey(surveyId) {
       const path = `/supply/getQuotaForSurvey/${segment(surveyId)}`;
-      return rows(path, result(await call(path)), parseQuota);
+      return rows(path, await call(path), parseQuota);
     },
     async getSurveyRedirects(surveyId) {
       const path = `/supply/surveySpecificRedirects/${segment(surveyId)}`;
@@ -396,7 +434,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         query: { startDate: query.startDate, endDate: query.endDate, status: query.statuses?.join(',') },
         emptyWhen: (status, message) => (status === 400 || status === 404) && /no data found/i.test(message),
       });
-      return rows(path, result(json), parseTransaction);
+      return rows(path, json, parseTransaction);
     },
     async getRespondentSurveys(pid, body) {
       const path = `/supply/respondent/${segment(pid)}/surveys`;

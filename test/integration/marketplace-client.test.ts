@@ -226,6 +226,38 @@ describe('answers', () => {
     ).toMatch(/Error while getting list/);
   });
 
+  it('refuse a list that says it is one page of more, rather than read the rest as missing', async () => {
+    const good = {
+      token: 't1',
+      PID: 'p1',
+      status: 'Completed',
+      CPI: '1.00',
+      clkDateTime: '11/21/2026, 1:00:00 pm PST',
+    };
+    for (const [envelope, problem] of [
+      [{ totalPages: 3, page: 1 }, /one page of 3 \(totalPages\)/],
+      [{ nextCursor: 'abc' }, /more pages \(nextCursor\)/],
+      [{ hasMore: true }, /more pages \(hasMore\)/],
+      [{ total: '1000' }, /holds 2 of 1000 rows \(total\)/],
+    ] as const) {
+      const { fetch } = failingFirst(9, () =>
+        json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
+      );
+      const error = await failure(client({ fetch }).getSurveyTransactions('1001'));
+      expect(error).toMatchObject({ kind: 'malformed', retriable: false });
+      expect(error.message).toMatch(problem);
+    }
+    // Paging fields that say the list is whole are no reason to refuse it.
+    for (const envelope of [{ totalPages: 1 }, { total: 2 }, { hasMore: false, next: null }]) {
+      const { fetch } = failingFirst(9, () =>
+        json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
+      );
+      expect((await client({ fetch }).getSurveyTransactions('1001')).rows).toHaveLength(2);
+    }
+    const { fetch } = failingFirst(9, () => json(200, { apiStatus: 'success', result: [], totalPages: 2 }));
+    expect((await failure(client({ fetch }).getAllocatedSurveys())).message).toMatch(/one page of 2/);
+  });
+
   it('skip and report a malformed row without failing the page or counting it as zero', async () => {
     const good = {
       token: 't1',
