@@ -62,7 +62,27 @@ export interface ReceiverStackProps extends StackProps {
   readonly alarmEmail?: string;
   /** API Gateway limits per hit route and per finance route, instead of the route table's defaults. */
   readonly throttles?: RouteThrottles;
+  /** The scheduled functions' memory and concurrency, for a larger supplier; unset ones keep the defaults. */
+  readonly scale?: ScaleSettings;
 }
+
+export interface ScaleSettings {
+  readonly reconcileMemoryMb?: number | undefined;
+  readonly reconcileConcurrency?: number | undefined;
+  readonly healthMemoryMb?: number | undefined;
+  readonly healthConcurrency?: number | undefined;
+  readonly redirectSyncConcurrency?: number | undefined;
+  readonly redirectReadbacksPerRun?: number | undefined;
+  readonly marketplaceConcurrency?: number | undefined;
+}
+
+/** The variables of the settings given (a function reads its defaults for the rest). */
+const variables = (entries: Record<string, number | undefined>): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(entries)
+      .filter((entry): entry is [string, number] => entry[1] !== undefined)
+      .map(([name, value]) => [name, String(value)]),
+  );
 
 export class ReceiverStack extends Stack {
   readonly ledger: LedgerTable;
@@ -159,6 +179,7 @@ export class ReceiverStack extends Stack {
     });
 
     const marketplace = props.marketplace ?? {};
+    const scale = props.scale ?? {};
     this.marketplaceToken = marketplace.tokenSecretName
       ? Secret.fromSecretNameV2(this, 'marketplace-token', marketplace.tokenSecretName)
       : new Secret(this, 'marketplace-token', {
@@ -175,6 +196,11 @@ export class ReceiverStack extends Stack {
         MARKETPLACE_API_VERSION: marketplace.apiVersion ?? 'v1',
         POSTBACK_METHOD_SUCCESS: props.postbackMethods?.success ?? 'GET',
         POSTBACK_METHOD_FAIL: props.postbackMethods?.fail ?? 'GET',
+        ...variables({
+          REDIRECT_SYNC_CONCURRENCY: scale.redirectSyncConcurrency,
+          REDIRECT_READBACKS_PER_RUN: scale.redirectReadbacksPerRun,
+          MARKETPLACE_CONCURRENCY: scale.marketplaceConcurrency,
+        }),
       },
     })
       .bindLedger(
@@ -204,10 +230,14 @@ export class ReceiverStack extends Stack {
       ...SCHEDULED_FUNCTIONS.reconcile,
       functionName: `${this.stackName}-reconcile`,
       timeout: Duration.minutes(15),
-      memorySize: 512,
+      memorySize: scale.reconcileMemoryMb ?? 512,
       environment: {
         ...marketplaceEnvironment,
         RECONCILE_WINDOW_DAYS: String(props.reconcileWindowDays ?? 7),
+        ...variables({
+          RECONCILE_CONCURRENCY: scale.reconcileConcurrency,
+          MARKETPLACE_CONCURRENCY: scale.marketplaceConcurrency,
+        }),
       },
     })
       .bindLedger(
@@ -241,7 +271,11 @@ export class ReceiverStack extends Stack {
     this.health = new ReceiverFunction(this, 'health', {
       ...SCHEDULED_FUNCTIONS.health,
       timeout: Duration.minutes(2),
-      environment: healthEnvironmentOf(props.healthSettings ?? {}),
+      ...(scale.healthMemoryMb ? { memorySize: scale.healthMemoryMb } : {}),
+      environment: {
+        ...healthEnvironmentOf(props.healthSettings ?? {}),
+        ...variables({ HEALTH_CONCURRENCY: scale.healthConcurrency }),
+      },
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], CHECKPOINT_PARTITION_PREFIX)

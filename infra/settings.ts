@@ -111,6 +111,23 @@ const environmentSchema = z
     alarmEmail: z.email().optional(),
     /** API Gateway's limit per hit route and per finance route (requests a second, and burst). */
     throttles: z.object({ hits: throttle.optional(), finance: throttle.optional() }).strict().default({}),
+    /**
+     * What a larger supplier raises (README, "Taking ten times the traffic"): the scheduled functions' memory (and
+     * with it their CPU) and how many surveys they work on at once, each its function's variable; unset, the
+     * defaults. Bounds as the functions check them at their start.
+     */
+    scale: z
+      .object({
+        reconcileMemoryMb: z.int().min(512).max(10_240).optional(),
+        reconcileConcurrency: z.int().min(1).max(32).optional(),
+        healthMemoryMb: z.int().min(256).max(10_240).optional(),
+        healthConcurrency: z.int().min(1).max(32).optional(),
+        redirectSyncConcurrency: z.int().min(1).max(32).optional(),
+        redirectReadbacksPerRun: z.int().min(0).max(10_000).optional(),
+        marketplaceConcurrency: z.int().min(1).max(64).optional(),
+      })
+      .strict()
+      .default({}),
   })
   .strict();
 
@@ -197,6 +214,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     receiverReservedConcurrency: settings.receiverReservedConcurrency,
     ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
     throttles: settings.throttles,
+    scale: settings.scale,
     ...(settings.account && settings.region
       ? { env: { account: settings.account, region: settings.region } }
       : {}),

@@ -6,9 +6,12 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import { healthEnvironmentOf, readHealthSettings } from '../../functions/runtime/runtime-config';
+import { ReceiverStack } from '../../infra/receiver-stack';
 import { readEnvironmentSettings, SettingsError, stackProps } from '../../infra/settings';
 
 const run = promisify(execFile);
@@ -144,6 +147,52 @@ describe('throttles', () => {
         'prod',
       ),
     ).toThrow(/throttles\.hits.*burst must be at least rate/);
+  });
+});
+
+describe('scale settings', () => {
+  it("reach the scheduled functions as their memory and the variables they read; unset ones keep the functions' defaults", () => {
+    const scale = {
+      reconcileMemoryMb: 2048,
+      reconcileConcurrency: 8,
+      healthMemoryMb: 1024,
+      healthConcurrency: 12,
+      redirectSyncConcurrency: 6,
+      redirectReadbacksPerRun: 400,
+      marketplaceConcurrency: 10,
+    };
+    const synthesized = (settings: Record<string, unknown>) => {
+      const props = stackProps(readEnvironmentSettings({ prod: { ...production, ...settings } }, 'prod'));
+      const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+      const functions = Template.fromStack(new ReceiverStack(app, 'Scaled', props)).findResources(
+        'AWS::Lambda::Function',
+      );
+      const named = (id: string) =>
+        Object.entries(functions).find(([logicalId]) => logicalId.startsWith(id))?.[1].Properties as {
+          MemorySize: number;
+          Environment: { Variables: Record<string, unknown> };
+        };
+      return { reconcile: named('reconcile'), health: named('health'), sync: named('redirectsync') };
+    };
+    const { reconcile, health, sync } = synthesized({ scale });
+    expect(reconcile.MemorySize).toBe(2048);
+    expect(reconcile.Environment.Variables).toMatchObject({
+      RECONCILE_CONCURRENCY: '8',
+      MARKETPLACE_CONCURRENCY: '10',
+    });
+    expect(health.MemorySize).toBe(1024);
+    expect(health.Environment.Variables).toMatchObject({ HEALTH_CONCURRENCY: '12' });
+    expect(sync.Environment.Variables).toMatchObject({
+      REDIRECT_SYNC_CONCURRENCY: '6',
+      REDIRECT_READBACKS_PER_RUN: '400',
+      MARKETPLACE_CONCURRENCY: '10',
+    });
+    const defaults = synthesized({});
+    expect(defaults.reconcile.MemorySize).toBe(512);
+    expect(defaults.reconcile.Environment.Variables).not.toHaveProperty('RECONCILE_CONCURRENCY');
+    expect(() =>
+      readEnvironmentSettings({ prod: { ...production, scale: { reconcileConcurrency: 0 } } }, 'prod'),
+    ).toThrow(/scale\.reconcileConcurrency/);
   });
 });
 
