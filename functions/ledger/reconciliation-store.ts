@@ -92,6 +92,13 @@ export interface RunState {
   readonly freshDays?: readonly string[] | undefined;
   /** Surveys that failed in this run so far (their days were not checked). */
   readonly failedSurveys?: readonly string[] | undefined;
+  /**
+   * How often an invocation died (out of memory, out of time) holding the run with the cursor here: each resumes
+   * where the cursor was saved, so a survey that kills every invocation would otherwise hold the run there for ever.
+   */
+  readonly stall?: { readonly cursor: number; readonly times: number } | undefined;
+  /** Surveys the run passed over after invocations died on them twice; the next run takes them last. */
+  readonly stoppedSurveys?: readonly string[] | undefined;
 }
 
 /**
@@ -105,6 +112,8 @@ export interface FinishedRun {
   readonly freshDays: readonly string[];
   readonly surveys: readonly string[];
   readonly failedSurveys: readonly string[];
+  /** Surveys passed over after invocations died on them (RunState.stoppedSurveys). */
+  readonly stoppedSurveys?: readonly string[];
 }
 
 export interface ReconciliationStore {
@@ -534,6 +543,7 @@ export function createReconciliationStore(
         freshDays: list(item.freshDays),
         surveys: list(item.surveys),
         failedSurveys: list(item.failedSurveys),
+        ...(Array.isArray(item.stoppedSurveys) ? { stoppedSurveys: list(item.stoppedSurveys) } : {}),
       };
     },
 

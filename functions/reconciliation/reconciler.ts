@@ -153,6 +153,9 @@ export interface ReconcileRunOptions {
   readonly runId?: string;
 }
 
+/** How many invocations may die with the cursor at one survey before the run passes over it. */
+export const DEATHS_BEFORE_PASSING_OVER = 2;
+
 const emptyOutcome = (
   surveyId: string,
   days: readonly string[],
@@ -677,13 +680,27 @@ export function reconciler(deps: ReconcilerDeps) {
       const started = now();
       const registry = registryView();
       let state = await deps.results.runState(SCHEDULED_RUN);
+      const lastRun = await deps.results.finishedRun(SCHEDULED_RUN);
+      // An invocation that ends releases the run (a lease of the epoch); one whose lease ran out without that died.
+      const previousDied =
+        state !== undefined &&
+        !state.finishedAt &&
+        state.leaseUntil !== undefined &&
+        Date.parse(state.leaseUntil) > 0 &&
+        Date.parse(state.leaseUntil) < started.getTime();
       if (!state || state.finishedAt) {
         const today = pacificDay(started);
         const days = pacificDays(nextDay(today, 1 - windowDays), today);
+        // Surveys the last run passed over because invocations died on them go last: they cannot hold up the rest.
+        const stoppedBefore = new Set(lastRun?.stoppedSurveys ?? []);
+        const surveys = await registeredSurveys(registry, days);
         state = {
           runId: started.toISOString(),
           days,
-          surveys: await registeredSurveys(registry, days),
+          surveys: [
+            ...surveys.filter((s) => !stoppedBefore.has(s)),
+            ...surveys.filter((s) => stoppedBefore.has(s)),
+          ],
           cursor: 0,
           startedAt: started.toISOString(),
           freshDays: freshDaysOf(days, freshDays),
@@ -700,31 +717,58 @@ export function reconciler(deps: ReconcilerDeps) {
         freshDays: new Set(fresh),
         settledRecheckMs,
         settleMs: deps.settleMs ?? 0,
-        lastRun: await deps.results.finishedRun(SCHEDULED_RUN),
+        lastRun,
       };
       const failedSurveys = new Set(run.failedSurveys ?? []);
-      let cursor = run.cursor;
+      const stoppedSurveys = new Set(run.stoppedSurveys ?? []);
+      const passedOver: SurveyOutcome[] = [];
+      let from = run.cursor;
+      let stall = run.stall;
+      if (previousDied) stall = { cursor: from, times: stall?.cursor === from ? stall.times + 1 : 1 };
+      // Died twice with the cursor at the same survey: it is passed over (failed in this run, last in the next), so
+      // a survey too big for the function's memory or time cannot stop every other survey's reconciliation.
+      const passed = stall && stall.times >= DEATHS_BEFORE_PASSING_OVER ? run.surveys[from] : undefined;
+      if (stall && passed !== undefined) {
+        failedSurveys.add(passed);
+        stoppedSurveys.add(passed);
+        passedOver.push(
+          emptyOutcome(
+            passed,
+            run.days,
+            'failed',
+            `the run's invocations died ${stall.times} times with this survey next (out of memory or time): passed over, taken last by the next run`,
+          ),
+        );
+        from++;
+        stall = undefined;
+      }
+      let cursor = from;
       let savedAt = now().getTime();
       const save = (extra: Partial<RunState>) =>
         deps.results.putRunState(SCHEDULED_RUN, {
           ...run,
           cursor,
           failedSurveys: [...failedSurveys],
+          stall: cursor === stall?.cursor ? stall : undefined,
+          stoppedSurveys: [...stoppedSurveys],
           ...extra,
         });
-      const remaining = run.surveys.slice(run.cursor);
-      const outcomes = await reconcileSurveys(remaining, run.days, run.runId, registry, {
+      // Saved before any work: an invocation that dies again finds the count.
+      if (previousDied) await save({ leaseUntil: options.deadline.toISOString() });
+      const remaining = run.surveys.slice(from);
+      const reconciled = await reconcileSurveys(remaining, run.days, run.runId, registry, {
         deadline: options.deadline,
         plan,
         onFailed: (surveyId) => failedSurveys.add(surveyId),
         // The cursor is saved now and then, not per survey: a crash redoes at most that much, idempotently.
         onProgress: async (settled) => {
-          if (run.cursor + settled > cursor) cursor = run.cursor + settled;
+          if (from + settled > cursor) cursor = from + settled;
           if (now().getTime() - savedAt < progressEveryMs) return;
           savedAt = now().getTime();
           await save({ leaseUntil: options.deadline.toISOString() });
         },
       });
+      const outcomes = [...passedOver, ...reconciled];
       const complete = outcomes.every((o) => o.status !== 'deferred');
       const finishedAt = now().toISOString();
       await save({ ...(complete ? { finishedAt } : {}), leaseUntil: new Date(0).toISOString() });
@@ -736,6 +780,7 @@ export function reconciler(deps: ReconcilerDeps) {
           freshDays: fresh,
           surveys: run.surveys,
           failedSurveys: [...failedSurveys],
+          stoppedSurveys: [...stoppedSurveys],
         });
       }
       return { runId: run.runId, days: run.days, outcomes, complete };

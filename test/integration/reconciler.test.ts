@@ -668,4 +668,55 @@ describe('the scheduled run', () => {
     expect(resumed?.outcomes.length).toBe(state?.surveys.length);
     expect((await results.runState(SCHEDULED_RUN))?.finishedAt).toBeDefined();
   });
+
+  it('passes over a survey invocations died on twice, and the next run takes it last', async () => {
+    for (const id of [7301, 7302, 7303]) await survey(id);
+    const realToday = pacificDay(new Date());
+    const days = [nextDay(realToday, -1), realToday];
+    const minuteAgo = () => new Date(Date.now() - 60_000).toISOString();
+    // An invocation that died (out of memory) holding the run at 7302: its lease ran out, never released.
+    await results.putRunState(SCHEDULED_RUN, {
+      runId: 'died',
+      days,
+      surveys: ['7301', '7302', '7303'],
+      cursor: 1,
+      startedAt: new Date().toISOString(),
+      leaseUntil: minuteAgo(),
+      failedSurveys: [],
+    });
+    // The next invocation counts the death before any work; this one stops cleanly at once (its deadline passed).
+    await engine().scheduled(2, { deadline: new Date(0) });
+    expect(await results.runState(SCHEDULED_RUN)).toMatchObject({
+      cursor: 1,
+      stall: { cursor: 1, times: 1 },
+    });
+    // A clean stop released the run: the invocation after it is no death.
+    await engine().scheduled(2, { deadline: new Date(0) });
+    expect(await results.runState(SCHEDULED_RUN)).toMatchObject({
+      cursor: 1,
+      stall: { cursor: 1, times: 1 },
+    });
+
+    // It dies again at the same survey: the next invocation passes over 7302 and finishes the run.
+    const state = (await results.runState(SCHEDULED_RUN)) as NonNullable<
+      Awaited<ReturnType<typeof results.runState>>
+    >;
+    await results.putRunState(SCHEDULED_RUN, { ...state, leaseUntil: minuteAgo() });
+    const finished = await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(finished?.complete).toBe(true);
+    expect(finished?.outcomes.map((o) => [o.surveyId, o.status])).toEqual([
+      ['7302', 'failed'],
+      ['7303', 'reconciled'],
+    ]);
+    expect(finished?.outcomes[0]?.error).toMatch(/died 2 times with this survey next/);
+    const last = await results.finishedRun(SCHEDULED_RUN);
+    expect(last).toMatchObject({ failedSurveys: ['7302'], stoppedSurveys: ['7302'] });
+
+    // The next run reconciles it again, after every other survey.
+    await engine().scheduled(2, { deadline: new Date(0) });
+    const next = await results.runState(SCHEDULED_RUN);
+    expect(next?.surveys.at(-1)).toBe('7302');
+    expect(next?.surveys).toContain('7301');
+    expect(next?.stall).toBeUndefined();
+  });
 });
