@@ -42,6 +42,9 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
       path: '/finance/summary',
       handler: async ({ query, csv, surveys }) => {
         const period = periodOf(query);
+        const detail = query.get('detail') ?? 'days';
+        if (!SUMMARY_DETAILS.includes(detail))
+          throw badRequest(`detail must be one of ${SUMMARY_DETAILS.join(', ')}`);
         if (csv) {
           const rows = await queries.summaryRows(period, surveys);
           return csvResponse(summaryCsv(rows), `summary-${period.from}-${period.to}.csv`);
@@ -50,7 +53,15 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           queries.summaryRows(period, surveys),
           queries.failingSurveys(period, surveys),
         ]);
-        return json(200, { timeZone, ...period, ...periodSummary(rows), failingSurveys });
+        const summary = periodSummary(rows);
+        return json(200, {
+          timeZone,
+          ...period,
+          totals: summary.totals,
+          ...(detail !== 'totals' ? { surveys: summary.surveys } : {}),
+          ...(detail === 'days' ? { days: summary.days } : {}),
+          failingSurveys,
+        });
       },
     },
     {
@@ -126,9 +137,21 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
 
   return jsonRoute(async (event, context) => {
     authorize(auth, event);
-    return (await router(event, context)) as ApiResult;
+    const result = (await router(event, context)) as ApiResult;
+    // Lambda refuses an answer over 6 MB (a 502 from API Gateway): say what to ask for instead.
+    const bytes = Buffer.byteLength(JSON.stringify(result), 'utf8');
+    if (bytes > MAX_ANSWER_BYTES)
+      throw badRequest(
+        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys, or for the summary with detail=surveys or detail=totals`,
+      );
+    return result;
   });
 }
+
+/** How much of the summary to answer: per survey and day (all), per survey and totals, or the totals alone. */
+const SUMMARY_DETAILS = ['days', 'surveys', 'totals'];
+/** Lambda's answer limit (6 MB) less room for API Gateway's envelope. */
+export const MAX_ANSWER_BYTES = 5_800_000;
 
 /** IAM: API Gateway verified the SigV4 signature and says whose it was; bearer: the local token, compared in constant time. */
 function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {

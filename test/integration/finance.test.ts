@@ -284,6 +284,46 @@ describe('summary', () => {
     expect(both.totals.surveys).toBe(2);
   });
 
+  it('answers per survey or totals alone when asked, and names what to ask for when the answer would be too large', async () => {
+    const surveysOnly = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&detail=surveys`));
+    expect(Object.keys(surveysOnly)).not.toContain('days');
+    expect((surveysOnly as { surveys: unknown[] }).surveys).toHaveLength(2);
+    const totals = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&detail=totals`));
+    expect(Object.keys(totals).sort()).toEqual(['failingSurveys', 'from', 'timeZone', 'to', 'totals']);
+    expect((totals as { totals: { owed: string } }).totals.owed).toBe('1234.867');
+    const bad = await get(`/finance/summary?from=${D1}&to=${D2}&detail=all`);
+    expect(bad.statusCode).toBe(400);
+    expect(jsonBody(bad).message).toBe('detail must be one of days, surveys, totals');
+
+    // A supplier of 10,000 surveys asking for a week: 70,000 survey-days, over what Lambda can answer (a 502).
+    const row = (await queries.summaryRows({ from: D2, to: D2 }, ['8002']))[0] as Awaited<
+      ReturnType<typeof queries.summaryRows>
+    >[number];
+    const many = Array.from({ length: 70_000 }, (_, i) => ({
+      ...row,
+      surveyId: String(10_000 + (i % 10_000)),
+    }));
+    const large = createFinanceHandler({
+      queries: { ...queries, summaryRows: async () => many, failingSurveys: async () => [] },
+      auth: { mode: 'bearer', token: TOKEN },
+      timeZone: 'America/Los_Angeles',
+    });
+    const tooLarge = await invoke(
+      large,
+      apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`, { headers: auth }),
+    );
+    expect(tooLarge.statusCode).toBe(400);
+    expect(jsonBody(tooLarge).message).toMatch(
+      /^the answer would be \d+\.\d MB, more than the 5\.8 MB an answer can carry: .*detail=surveys/,
+    );
+    const bySurvey = await invoke(
+      large,
+      apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}&detail=surveys`, { headers: auth }),
+    );
+    expect(bySurvey.statusCode).toBe(200);
+    expect((jsonBody(bySurvey) as { totals: { surveys: number } }).totals.surveys).toBe(10_000);
+  });
+
   it('answers CSV with a stable header and decimal strings', async () => {
     const result = await get(`/finance/summary?from=${D1}&to=${D2}`, { ...auth, accept: 'text/csv' });
     expect(result.headers?.['content-type']).toBe('text/csv; charset=utf-8');
