@@ -37,6 +37,22 @@ export interface RouteThrottles {
   readonly finance?: Throttle | undefined;
 }
 
+/**
+ * One access log line per request, every route: what API Gateway knows of it (the path, never the query, which
+ * carries the signature). At a line of about 300 bytes it is most of what CloudWatch bills per hit (BENCHMARKS.md §7).
+ */
+export const ACCESS_LOG_FIELDS = {
+  requestId: '$context.requestId',
+  time: '$context.requestTimeEpoch',
+  ip: '$context.identity.sourceIp',
+  route: '$context.routeKey',
+  path: '$context.path',
+  status: '$context.status',
+  latencyMs: '$context.responseLatency',
+  integrationLatencyMs: '$context.integrationLatency',
+  error: '$context.integrationErrorMessage',
+} as const;
+
 export class HitApi extends Construct {
   readonly api: HttpApi;
   readonly stage: HttpStage;
@@ -66,19 +82,7 @@ export class HitApi extends Construct {
       throttle: { rateLimit: throttle.rate, burstLimit: throttle.burst },
       accessLogSettings: {
         destination: new LogGroupLogDestination(this.accessLogs),
-        format: AccessLogFormat.custom(
-          JSON.stringify({
-            requestId: '$context.requestId',
-            time: '$context.requestTimeEpoch',
-            ip: '$context.identity.sourceIp',
-            route: '$context.routeKey',
-            path: '$context.path',
-            status: '$context.status',
-            latencyMs: '$context.responseLatency',
-            integrationLatencyMs: '$context.integrationLatency',
-            error: '$context.integrationErrorMessage',
-          }),
-        ),
+        format: AccessLogFormat.custom(JSON.stringify(ACCESS_LOG_FIELDS)),
       },
     });
 

@@ -13,6 +13,8 @@ export const PRICES = {
   dynamoPerMillionReadUnits: 0.125,
   dataTransferOutPerGb: 0.09, // after the first 100 GB a month
   secretsManagerPer10kCalls: 0.05,
+  cloudWatchLogsIngestPerGb: 0.5,
+  cloudWatchLogsStorePerGbMonth: 0.03,
 } as const;
 
 export const ASSUMPTIONS = {
@@ -26,6 +28,10 @@ export const ASSUMPTIONS = {
   runtimeStartMs: 100,
   /** Bytes API Gateway adds to each answer (status line, its own headers), besides the receiver's. */
   gatewayResponseBytes: 250,
+  /** CloudWatch bills a log event as its message plus 26 bytes. */
+  logEventOverheadBytes: 26,
+  /** The access logs' retention (hit-api.ts), stored at their ingested size (an upper bound: stored compressed). */
+  accessLogMonths: 3,
 } as const;
 
 export interface CostInputs {
@@ -38,6 +44,8 @@ export interface CostInputs {
   readonly firstHitWriteUnits: number;
   readonly secondHitWriteUnits: number;
   readonly responseBytes: number;
+  /** One API Gateway access log line of a hit, as the stage's format writes it. */
+  readonly accessLogLineBytes: number;
 }
 
 export function costPerMillionHits(inputs: CostInputs) {
@@ -77,7 +85,14 @@ export function costPerMillionHits(inputs: CostInputs) {
       basis: `${coldStarts} key ring fetches`,
       usd: (coldStarts / 10_000) * PRICES.secretsManagerPer10kCalls,
     },
-    { item: 'CloudWatch Logs', basis: 'successful hits log nothing', usd: 0 },
+    {
+      item: 'CloudWatch Logs',
+      basis: `access log ${inputs.accessLogLineBytes} B a request, kept ${ASSUMPTIONS.accessLogMonths} months (the functions log nothing for a successful hit)`,
+      usd:
+        (((inputs.accessLogLineBytes + ASSUMPTIONS.logEventOverheadBytes) * 1_000_000) / 1e9) *
+        (PRICES.cloudWatchLogsIngestPerGb +
+          ASSUMPTIONS.accessLogMonths * PRICES.cloudWatchLogsStorePerGbMonth),
+    },
   ];
   const total = lines.reduce((sum, line) => sum + line.usd, 0);
   return {

@@ -4,6 +4,8 @@
  * sizes and repeats are set with the variables below. Prints tables; BENCH_JSON=path saves the results as JSON.
  */
 import { writeFileSync } from 'node:fs';
+import { HIT_PATHS } from '../../functions/receiving/survey-urls';
+import { ACCESS_LOG_FIELDS } from '../../infra/constructs/hit-api';
 import { coldStart } from './cold-start';
 import {
   ASSUMPTIONS,
@@ -24,6 +26,27 @@ interface ScheduleCost {
 }
 /** Store requests per survey in a steady-state reconciliation run (section 5: 176 for 8 surveys). */
 const RECONCILE_REQUESTS_PER_SURVEY_RUN = 22;
+
+/** An access log line of a redirect hit as the stage's format writes it, with values of their usual length. */
+function accessLogLineBytes(): number {
+  const sample: Record<string, string> = {
+    '$context.requestId': 'dFgXcjV2oAMEb3Q=',
+    '$context.requestTimeEpoch': '1795430400123',
+    '$context.identity.sourceIp': '203.0.113.254',
+    '$context.routeKey': `GET ${HIT_PATHS.redirect}`,
+    '$context.path': '/redirect/12345678/success',
+    '$context.status': '302',
+    '$context.responseLatency': '23',
+    '$context.integrationLatency': '21',
+    '$context.integrationErrorMessage': '-',
+  };
+  const line = JSON.stringify(
+    Object.fromEntries(
+      Object.entries(ACCESS_LOG_FIELDS).map(([key, value]) => [key, sample[value] ?? value]),
+    ),
+  );
+  return Buffer.byteLength(line, 'utf8');
+}
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const numbers = (value: string) => value.split(',').map(Number);
@@ -171,6 +194,7 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
       firstHitWriteUnits: units('redirect, first hit of an attempt'),
       secondHitWriteUnits: units('postback, same attempt'),
       responseBytes: hot.sdk.redirectResponseBytes,
+      accessLogLineBytes: accessLogLineBytes(),
     });
     results.cost = { ...cost, prices: PRICES, assumptions: ASSUMPTIONS };
     console.table(cost.lines);

@@ -15,6 +15,7 @@ describe('cost per million hits (npm run bench, section 7)', () => {
     firstHitWriteUnits: 2,
     secondHitWriteUnits: 1,
     responseBytes: 150,
+    accessLogLineBytes: 274,
   };
 
   it('prices each line from the measured inputs and the list prices', () => {
@@ -27,6 +28,11 @@ describe('cost per million hits (npm run bench, section 7)', () => {
     expect(usd('HTTP API requests')).toBe(PRICES.httpApiPerMillionRequests);
     expect(usd('Data transfer out')).toBeCloseTo(
       ((150 + ASSUMPTIONS.gatewayResponseBytes) / 1e3) * PRICES.dataTransferOutPerGb,
+      4,
+    );
+    // One access log line a request, with CloudWatch's 26 bytes an event: ingested, then kept three months.
+    expect(usd('CloudWatch Logs')).toBeCloseTo(
+      (300 / 1e3) * (PRICES.cloudWatchLogsIngestPerGb + 3 * PRICES.cloudWatchLogsStorePerGbMonth),
       4,
     );
     expect(totalUsd).toBeCloseTo(
