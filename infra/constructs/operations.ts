@@ -222,10 +222,20 @@ export class Operations extends Construct {
       }),
       1,
     );
+    // Under 100 surveys an hour every failed one alarms; above, one in a hundred: a supplier of thousands always has
+    // a few failing on marketplace errors, and an alarm that never leaves ALARM would hide the next real problem.
     alarm(
       'reconciliation-failures',
-      'Reconciliation could not reconcile a survey (the marketplace answered with errors); it retries every run.',
-      cataloguedTotal('ReconcileFailedSurveys', Duration.hours(1)),
+      'Reconciliation could not reconcile a survey (the marketplace answered with errors or a row it could not read), or above 100 surveys an hour at least 1% of them; it retries every run. The reconcile log names each survey and its error.',
+      new MathExpression({
+        expression: 'IF(reconciled + failed >= 100, 100 * failed / (reconciled + failed), failed)',
+        usingMetrics: {
+          reconciled: cataloguedTotal('ReconciledSurveys', Duration.hours(1)),
+          failed: cataloguedTotal('ReconcileFailedSurveys', Duration.hours(1)),
+        },
+        label: 'failed surveys (count, or % above 100)',
+        period: Duration.hours(1),
+      }),
       1,
     );
     alarm(

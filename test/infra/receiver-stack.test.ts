@@ -466,6 +466,10 @@ describe('operations', () => {
     const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
     expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
     expect(expressions).toContain('t0 + t1');
+    // Reconciliation failures: each one for a small supplier, one in a hundred surveys for a large one.
+    expect(expressions).toContain(
+      'IF(reconciled + failed >= 100, 100 * failed / (reconciled + failed), failed)',
+    );
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     // Unique per account: the region in the name lets the same stack name live in two regions.
