@@ -13,6 +13,7 @@
  * | reconciliation  | SURVEY#<surveyId>        | RECONCILIATION               | -                       | -                        |
  * | run state       | RUN#<name>               | STATE                        | -                       | -                        |
  * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
+ * | run's surveys   | RUN#<name>               | SURVEYS#<runId>#<n>          | -                       | -                        |
  * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes); one too long
@@ -157,6 +158,11 @@ export const reconciliationStateKey = (surveyId: string) => ({
 export const runStateKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'STATE' });
 /** The last run of that name that finished: what it checked, kept while the next run is under way. */
 export const finishedRunKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'FINISHED' });
+/** One part of a long run's survey list (run-lists.ts). */
+export const runSurveysKey = (name: string, runId: string, index: number) => ({
+  pk: `RUN#${name}`,
+  sk: `SURVEYS#${runId}#${index}`,
+});
 export const healthKey = (surveyId: string) => ({ pk: `HEALTH#${surveyId}`, sk: 'STATE' });
 
 /** Rejected hits are kept for investigation, not for ever. */

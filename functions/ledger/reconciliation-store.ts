@@ -31,6 +31,7 @@ import {
   summaryIndexKey,
   summaryKey,
 } from './ledger-schema';
+import { runListStore } from './run-lists';
 
 /**
  * What recording a verdict did: a first verdict, a different one (history grows), fresher facts, nothing, or
@@ -194,6 +195,7 @@ export function createReconciliationStore(
   client: DynamoDBDocumentClient,
   tableName: string,
 ): ReconciliationStore {
+  const runLists = runListStore(client, tableName);
   const getItem = async (key: Record<string, string>) =>
     (await send(() => client.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }))))
       .Item;
@@ -516,17 +518,27 @@ export function createReconciliationStore(
 
     async runState(name) {
       const item = await getItem(runStateKey(name));
-      return item
-        ? (Object.fromEntries(
-            Object.entries(item).filter(([k]) => !['pk', 'sk', 'kind'].includes(k)),
-          ) as unknown as RunState)
-        : undefined;
+      if (!item) return undefined;
+      const lists = await runLists.lists(name, item);
+      // A run whose list is gone cannot be resumed: the next invocation starts a new one.
+      if (!lists) return { ...runFields(item), surveys: [], cursor: 0, finishedAt: String(item.startedAt) };
+      return { ...runFields(item), ...lists };
     },
 
     async putRunState(name, state) {
+      const { surveys, failedSurveys, ...rest } = state;
+      const lists = await runLists.attributes(
+        name,
+        state.runId,
+        { surveys, failedSurveys: failedSurveys ?? [] },
+        new Date(),
+      );
       await send(() =>
         client.send(
-          new PutCommand({ TableName: tableName, Item: { ...runStateKey(name), kind: 'run', ...state } }),
+          new PutCommand({
+            TableName: tableName,
+            Item: { ...runStateKey(name), kind: 'run', ...rest, ...lists },
+          }),
         ),
       );
     },
@@ -535,19 +547,22 @@ export function createReconciliationStore(
       // A batch read of one key: finance may batch-read the table but not get an item.
       const [item] = await batchGet(client, tableName, [finishedRunKey(name)], { consistent: true });
       if (!item) return undefined;
+      const lists = await runLists.lists(name, item);
+      if (!lists) return undefined;
       const list = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
       return {
         runId: String(item.runId),
         startedAt: String(item.startedAt),
         finishedAt: String(item.finishedAt),
         freshDays: list(item.freshDays),
-        surveys: list(item.surveys),
-        failedSurveys: list(item.failedSurveys),
+        ...lists,
         ...(Array.isArray(item.stoppedSurveys) ? { stoppedSurveys: list(item.stoppedSurveys) } : {}),
       };
     },
 
     async putFinishedRun(name, run) {
+      const { surveys, failedSurveys, ...rest } = run;
+      const lists = await runLists.attributes(name, run.runId, { surveys, failedSurveys }, new Date());
       await send(() =>
         client.send(
           new PutCommand({
@@ -555,10 +570,9 @@ export function createReconciliationStore(
             Item: {
               ...finishedRunKey(name),
               kind: 'run',
-              ...run,
+              ...rest,
               freshDays: [...run.freshDays],
-              surveys: [...run.surveys],
-              failedSurveys: [...run.failedSurveys],
+              ...lists,
             },
           }),
         ),
@@ -578,6 +592,23 @@ export function createReconciliationStore(
       });
     },
   };
+}
+
+/** A run state item's own fields (its lists are read apart, run-lists.ts). */
+function runFields(item: Item): Omit<RunState, 'surveys' | 'failedSurveys'> {
+  const {
+    pk: _pk,
+    sk: _sk,
+    kind: _kind,
+    surveys: _s,
+    failedSurveys: _f,
+    surveyChunks: _c,
+    surveyCount: _n,
+    failedMarks: _m,
+    failedOthers: _o,
+    ...rest
+  } = item;
+  return rest as unknown as Omit<RunState, 'surveys' | 'failedSurveys'>;
 }
 
 function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState {
