@@ -268,9 +268,12 @@ export class ReceiverStack extends Stack {
     }
 
     // The health check reads only the ledger: its schedule runs whether or not the marketplace is configured.
+    // As long as the gap between runs allows (30 s less, 4.5 minutes at most): a run that cannot judge every
+    // survey in it leaves the rest to the next, which starts with them (health-check.ts).
+    const healthEvery = (props.healthCheckRate ?? Duration.minutes(5)).toSeconds();
     this.health = new ReceiverFunction(this, 'health', {
       ...SCHEDULED_FUNCTIONS.health,
-      timeout: Duration.minutes(2),
+      timeout: Duration.seconds(Math.max(60, Math.min(270, healthEvery - 30))),
       ...(scale.healthMemoryMb ? { memorySize: scale.healthMemoryMb } : {}),
       environment: {
         ...healthEnvironmentOf(props.healthSettings ?? {}),

@@ -35,6 +35,8 @@ export interface HealthCheckReport {
   readonly surveys: readonly SurveyHealthResult[];
   /** Surveys whose traffic could not be read (the store was unavailable): judged next run. */
   readonly failed: readonly { readonly surveyId: string; readonly error: unknown }[];
+  /** Surveys the run had no time for (its deadline came first): the next run starts with them. */
+  readonly left: readonly string[];
 }
 
 /**
@@ -47,12 +49,21 @@ export const REMOVED_SURVEY_LOOKBACK_MS = 7 * 24 * 3_600_000;
 const REMOVED: HealthEvaluation = { state: 'ok', reasons: [] };
 
 export function healthCheck(deps: HealthCheckDependencies) {
+  /**
+   * Where the next run with a deadline starts in the survey list (by survey id, kept while the container is warm):
+   * a run that cannot judge every survey in its time leaves the rest for the next, which starts there, so no
+   * survey goes unwatched because it sorts last.
+   */
+  let resumeFrom: string | undefined;
   return {
     /**
      * Judges every active survey (and those removed or closed in the last week, which end `ok`), or the ones given
-     * (registered or not). Reads only.
+     * (registered or not). Reads only. With a deadline, starts no survey after it (`left`).
      */
-    async evaluate(now: Date, options: { surveys?: readonly string[] } = {}): Promise<HealthCheckReport> {
+    async evaluate(
+      now: Date,
+      options: { surveys?: readonly string[]; deadline?: Date } = {},
+    ): Promise<HealthCheckReport> {
       const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
       const removedSince = new Date(now.getTime() - REMOVED_SURVEY_LOOKBACK_MS).toISOString();
       const surveyIds =
@@ -65,6 +76,11 @@ export function healthCheck(deps: HealthCheckDependencies) {
                   : (r.removedAt ?? '') >= removedSince,
               )
               .map((r) => r.surveyId);
+      if (options.deadline && resumeFrom !== undefined) {
+        // Surveys are in numeric order: start at the one left first, or the next if it is gone.
+        const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
+        if (at > 0) surveyIds.push(...surveyIds.splice(0, at));
+      }
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
         readRefused(deps.attempts, deps.settings, now),
@@ -101,16 +117,19 @@ export function healthCheck(deps: HealthCheckDependencies) {
             ...(seen ? { lastPostbackAt: seen } : {}),
           };
         }),
-        { concurrency: deps.concurrency },
+        { concurrency: deps.concurrency, ...(options.deadline ? { deadline: options.deadline } : {}) },
       );
       const surveys: SurveyHealthResult[] = [];
       const failed: { surveyId: string; error: unknown }[] = [];
+      const left: string[] = [];
       report.results.forEach((result, index) => {
         const surveyId = surveyIds[index] as string;
         if (result.status === 'done') surveys.push(result.value);
-        else failed.push({ surveyId, error: result.status === 'failed' ? result.error : 'not started' });
+        else if (result.status === 'failed') failed.push({ surveyId, error: result.error });
+        else left.push(surveyId);
       });
-      return { evaluatedAt: now.toISOString(), surveys, failed };
+      if (options.deadline) resumeFrom = left[0];
+      return { evaluatedAt: now.toISOString(), surveys, failed, left };
     },
   };
 }

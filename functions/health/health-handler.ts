@@ -8,6 +8,7 @@
  */
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
 import type { HealthStore } from '../ledger/ledger-store';
 import { logger, publish } from '../runtime/observability';
 import type { HealthCheck } from './health-check';
@@ -21,6 +22,13 @@ export interface HealthHandlerDependencies {
   readonly notifier: Notifier;
   readonly now?: () => Date;
 }
+
+/**
+ * The time kept back from the Lambda's limit for what follows the judging (storing changes, notices, metrics; a
+ * quarter of a shorter limit): no survey is started after it, and those left are judged first by the next run (the
+ * run does not fail for them).
+ */
+export const HEALTH_DEADLINE_MARGIN_MS = 20_000;
 
 export interface HealthTransitionSummary {
   readonly surveyId: string;
@@ -45,9 +53,26 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
   const now = deps.now ?? (() => new Date());
   return middy<unknown, HealthRunSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
-    .handler(async () => {
+    .handler(async (_event: unknown, context: Context) => {
       const at = now();
-      const report = await deps.check.evaluate(at);
+      const remaining = context?.getRemainingTimeInMillis?.();
+      const report = await deps.check.evaluate(
+        at,
+        remaining === undefined
+          ? {}
+          : {
+              deadline: new Date(Date.now() + remaining - Math.min(HEALTH_DEADLINE_MARGIN_MS, remaining / 4)),
+            },
+      );
+      if (report.left.length > 0)
+        logger.warn(
+          'survey health check ran out of time: the surveys left are judged first by the next run',
+          {
+            judged: report.surveys.length,
+            left: report.left.length,
+            firstLeft: report.left[0],
+          },
+        );
       const failed = report.failed.map((f) => ({ surveyId: f.surveyId, error: describe(f.error) }));
       const counts: Record<HealthState, number> = { ok: 0, warning: 0, failing: 0 };
       const transitions: HealthTransitionSummary[] = [];

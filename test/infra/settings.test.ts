@@ -181,6 +181,8 @@ describe('scale settings', () => {
       MARKETPLACE_CONCURRENCY: '10',
     });
     expect(health.MemorySize).toBe(1024);
+    // The health check may run as long as the gap between its runs allows (5 minutes: 4.5).
+    expect((health as unknown as { Timeout: number }).Timeout).toBe(270);
     expect(health.Environment.Variables).toMatchObject({ HEALTH_CONCURRENCY: '12' });
     expect(sync.Environment.Variables).toMatchObject({
       REDIRECT_SYNC_CONCURRENCY: '6',
