@@ -28,6 +28,7 @@ export const handler = createReconcileHandler({
     lookbackDays: config.lookbackDays,
     freshDays: config.freshDays,
     settledRecheckMs: config.settledRecheckMs,
+    windowListHours: config.windowListHours,
   }),
   windowDays: config.windowDays,
   resume: config.continueSelf

@@ -69,6 +69,7 @@ export interface ReceiverStackProps extends StackProps {
 export interface ScaleSettings {
   readonly reconcileMemoryMb?: number | undefined;
   readonly reconcileConcurrency?: number | undefined;
+  readonly reconcileWindowListHours?: number | undefined;
   readonly healthMemoryMb?: number | undefined;
   readonly healthConcurrency?: number | undefined;
   readonly redirectSyncConcurrency?: number | undefined;
@@ -236,6 +237,7 @@ export class ReceiverStack extends Stack {
         RECONCILE_WINDOW_DAYS: String(props.reconcileWindowDays ?? 7),
         ...variables({
           RECONCILE_CONCURRENCY: scale.reconcileConcurrency,
+          RECONCILE_WINDOW_LIST_HOURS: scale.reconcileWindowListHours,
           MARKETPLACE_CONCURRENCY: scale.marketplaceConcurrency,
         }),
       },

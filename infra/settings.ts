@@ -120,6 +120,7 @@ const environmentSchema = z
       .object({
         reconcileMemoryMb: z.int().min(512).max(10_240).optional(),
         reconcileConcurrency: z.int().min(1).max(32).optional(),
+        reconcileWindowListHours: z.int().min(1).max(24).optional(),
         healthMemoryMb: z.int().min(256).max(10_240).optional(),
         healthConcurrency: z.int().min(1).max(32).optional(),
         redirectSyncConcurrency: z.int().min(1).max(32).optional(),

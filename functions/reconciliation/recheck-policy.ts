@@ -33,6 +33,8 @@ export interface RecheckPlan {
   /** How long after a day ends its last attempts and transactions may still be settling (the reconciler's). */
   readonly settleMs?: number;
   readonly lastRun?: FinishedRun | undefined;
+  /** False: list only the days checked regardless, not the whole window (reconciler's `windowListHours`). */
+  readonly listWholeWindow?: boolean;
 }
 
 /** The newest `freshDays` days of a run's days (the run's last day is today). */

@@ -79,6 +79,13 @@ export interface ReconcilerDeps {
    * checked for this long (default 24 hours). Manual runs always reconcile every day they are given.
    */
   readonly settledRecheckMs?: number;
+  /**
+   * Scheduled runs: the whole window's transactions are listed by the first run of every this many hours (UTC,
+   * default 1: every run); the runs between list only the days they check regardless (today, failed, flagged, due
+   * days...). A supplier whose surveys list tens of thousands of rows a day raises it: a settled day's change at the
+   * marketplace (a reversal, a review) then reaches its figures within that many hours instead of one.
+   */
+  readonly windowListHours?: number;
   /** Least time between two saves of a run's cursor while it runs (default 10 s; the end is always saved). */
   readonly progressEveryMs?: number;
 }
@@ -193,6 +200,7 @@ export function reconciler(deps: ReconcilerDeps) {
   const freshDays = deps.freshDays ?? DEFAULT_FRESH_DAYS;
   const settledRecheckMs = deps.settledRecheckMs ?? DEFAULT_SETTLED_RECHECK_HOURS * 3_600_000;
   const progressEveryMs = deps.progressEveryMs ?? 10_000;
+  const windowListMs = (deps.windowListHours ?? 1) * 3_600_000;
 
   /**
    * The registry as one invocation sees it: listed once (a run's survey list and each survey's expected CPI come
@@ -481,8 +489,19 @@ export function reconciler(deps: ReconcilerDeps) {
       }
     }
 
+    // Between the runs that list the whole window, a window day nothing makes due is not listed at all.
+    const unlisted = new Set(
+      plan?.listWholeWindow === false
+        ? days.filter(
+            (day) =>
+              checkRegardless(day, plan, { surveyId, failedDays, now: at, stored: stored.get(day) }) ===
+              undefined,
+          )
+        : [],
+    );
+    outcome.skippedDays += unlisted.size;
     // Days past the window are never merged into the window's own listing (a failure there must not fail it).
-    const windows = contiguous(allDays.filter((day) => !pastAlone.includes(day)));
+    const windows = contiguous(allDays.filter((day) => !pastAlone.includes(day) && !unlisted.has(day)));
     const pastWindows = contiguous(pastAlone).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL));
     try {
       if (pastDays.size > 0)
@@ -713,11 +732,17 @@ export function reconciler(deps: ReconcilerDeps) {
         return undefined;
       // A run started before fresh days were recorded checks every day in full.
       const fresh = run.freshDays ?? run.days;
+      const hoursBucket = (iso: string) => Math.floor(Date.parse(iso) / windowListMs);
       const plan: RecheckPlan = {
         freshDays: new Set(fresh),
         settledRecheckMs,
         settleMs: deps.settleMs ?? 0,
         lastRun,
+        // The first run of each `windowListHours` lists the whole window; the ones after it in the same hours not.
+        listWholeWindow:
+          windowListMs <= 3_600_000 ||
+          !lastRun ||
+          hoursBucket(run.startedAt) !== hoursBucket(lastRun.startedAt),
       };
       const failedSurveys = new Set(run.failedSurveys ?? []);
       const stoppedSurveys = new Set(run.stoppedSurveys ?? []);

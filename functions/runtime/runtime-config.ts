@@ -205,6 +205,8 @@ const reconcileEnvironment = z.extend(base, {
   RECONCILE_FRESH_DAYS: wholeNumber(1, 62, 1),
   /** An older day whose transactions did not change is re-checked after this many hours. */
   RECONCILE_SETTLED_RECHECK_HOURS: wholeNumber(1, 720, 24),
+  /** The whole window's transactions are listed by the first run of every this many hours (1: every run). */
+  RECONCILE_WINDOW_LIST_HOURS: wholeNumber(1, 24, 1),
 });
 
 export interface ReconcileConfig extends LedgerConnection {
@@ -215,6 +217,7 @@ export interface ReconcileConfig extends LedgerConnection {
   readonly lookbackDays: number;
   readonly freshDays: number;
   readonly settledRecheckMs: number;
+  readonly windowListHours: number;
 }
 
 /** The reconciliation function's configuration (it needs no signing keys). */
@@ -229,6 +232,7 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     lookbackDays: values.RECONCILE_LOOKBACK_DAYS,
     freshDays: values.RECONCILE_FRESH_DAYS,
     settledRecheckMs: values.RECONCILE_SETTLED_RECHECK_HOURS * 3_600_000,
+    windowListHours: values.RECONCILE_WINDOW_LIST_HOURS,
   };
 }
 

@@ -155,6 +155,7 @@ describe('scale settings', () => {
     const scale = {
       reconcileMemoryMb: 2048,
       reconcileConcurrency: 8,
+      reconcileWindowListHours: 6,
       healthMemoryMb: 1024,
       healthConcurrency: 12,
       redirectSyncConcurrency: 6,
@@ -178,6 +179,7 @@ describe('scale settings', () => {
     expect(reconcile.MemorySize).toBe(2048);
     expect(reconcile.Environment.Variables).toMatchObject({
       RECONCILE_CONCURRENCY: '8',
+      RECONCILE_WINDOW_LIST_HOURS: '6',
       MARKETPLACE_CONCURRENCY: '10',
     });
     expect(health.MemorySize).toBe(1024);

@@ -49,6 +49,8 @@ let requests: { command: string; pk: string }[];
 /** The UTC ranges the reconciler read attempts over. */
 let attemptReads: { from: string; to: string }[];
 let clock: number;
+/** The marketplace URLs the reconciler called. */
+const listed: string[] = [];
 /** While set, the store's writes to day summaries fail (a store fault injected below the SDK's retries). */
 let summaryWritesFail = false;
 
@@ -87,12 +89,20 @@ beforeEach(async () => {
 });
 
 /** Options of the reconciler beyond the recheck period (fresh days, settle time). */
-type Tuning = Pick<Parameters<typeof reconciler>[0], 'freshDays' | 'settleMs'>;
+type Tuning = Pick<Parameters<typeof reconciler>[0], 'freshDays' | 'settleMs' | 'windowListHours'>;
 
 const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
   reconciler({
     ...tuning,
-    marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => TOKEN, retries: 0 }),
+    marketplace: createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: (input, init) => {
+        listed.push(String(input));
+        return fetch(input, init);
+      },
+    }),
     attempts,
     registry,
     results,
@@ -290,6 +300,38 @@ describe('settled days', () => {
     expect(after?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
     expect(after?.verdicts).toMatchObject({ invalidated: 1 });
     await expectSameAsFullRecheck('7203');
+  });
+
+  it('listing the whole window every six hours: a reversal on a settled day waits for the first run of the next six', async () => {
+    await seededWeek(7290);
+    const settled = nextDay(TODAY, -3);
+    const tuning = { windowListHours: 6 };
+    // 13:00 PDT is 20:00 UTC: the first run of these six hours (none before) lists the week.
+    await hourly(24, tuning);
+    const [valid] = marketplace.state.transactions.filter(
+      (t) =>
+        t.surveyId === 7290 &&
+        t.verifyToken === 'Valid' &&
+        t.clickedAt >= pacificDayRange(settled).start &&
+        t.clickedAt < pacificDayRange(settled).end,
+    );
+    (valid as SimTransaction).verifyToken = 'Invalid';
+    const listedFrom = () =>
+      listed.splice(0).map((url) => new URL(url).searchParams.get('startDate') ?? '(all)');
+    listedFrom();
+    // 14:00 PDT, the same six hours: today alone (and the day before it, which a listing always spans).
+    clock += HOUR;
+    const between = await hourly(24, tuning);
+    expect(between.outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
+    expect(listedFrom()).toEqual([nextDay(TODAY, -1)]);
+    expect((await results.summariesOf('7290', [settled]))[0]?.marketplace.owed).toBe('1.50');
+    // 17:00 PDT is midnight UTC: the first run of the next six hours lists the week and sees the reversal.
+    clock += 3 * HOUR;
+    const next = await hourly(24, tuning);
+    expect(next.outcomes[0]).toMatchObject({ summariesWritten: 1, changes: { changed: 1 } });
+    expect(listedFrom()).toEqual([nextDay(TODAY, -7)]);
+    expect((await results.summariesOf('7290', [settled]))[0]?.marketplace).toMatchObject({ owed: '0.00' });
+    await expectSameAsFullRecheck('7290');
   });
 
   it('a postback days late flags its settled day, and the next run reconciles that day alone', async () => {
