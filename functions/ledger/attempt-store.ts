@@ -30,6 +30,8 @@ import { flagJudgedDay, staleDays } from './judged-day-flag';
 import {
   attemptDayKey,
   attemptDayPartition,
+  attemptDayPartitions,
+  attemptDayShard,
   attemptKey,
   attemptPartition,
   checkpointKey,
@@ -205,9 +207,10 @@ export function createLedgerStore(
     const keys: Item[] = [];
     const { index } = LEDGER;
     for (const day of utcDaysBetween(from, to)) {
-      for (const { partition, sortPrefix } of await dayPartitionsOf(surveyId, day)) {
-        keys.push(
-          ...(await queryAll(client, {
+      // A day's partitions (its shards) at once: one round trip, not one per shard.
+      const pages = await Promise.all(
+        (await dayPartitionsOf(surveyId, day)).map(({ partition, sortPrefix }) =>
+          queryAll(client, {
             TableName: tableName,
             IndexName: index.name,
             KeyConditionExpression: '#pk = :pk AND #sk BETWEEN :from AND :to',
@@ -218,9 +221,10 @@ export function createLedgerStore(
               // ISO instants sort as text; the end is exclusive, so stop just before it.
               ':to': `${sortPrefix}${new Date(to.getTime() - 1).toISOString()}`,
             },
-          })),
-        );
-      }
+          }),
+        ),
+      );
+      for (const page of pages) keys.push(...page);
     }
     return keys.map((key) => ({ pk: String(key.pk), sk: String(key.sk) }));
   };
@@ -379,8 +383,17 @@ export function createLedgerStore(
 
     async attemptByToken(surveyId, token, from, to) {
       const { index } = LEDGER;
+      const sortKey = attemptKey(surveyId, '', token).sk;
       for (const day of utcDaysBetween(from, to)) {
-        for (const { partition, sortPrefix } of await dayPartitionsOf(surveyId, day)) {
+        // The token's own shard, and shard 0, where attempts indexed before the shards are.
+        const shards = new Set([
+          attemptDayPartition(surveyId, day, attemptDayShard(sortKey)),
+          attemptDayPartition(surveyId, day),
+        ]);
+        const partitions = (await dayPartitionsOf(surveyId, day)).filter(
+          ({ partition, sortPrefix }) => sortPrefix !== '' || shards.has(partition),
+        );
+        for (const { partition, sortPrefix } of partitions) {
           // DynamoDB refuses an empty key-condition value, so the survey's own partition is read whole (it holds
           // only this survey's attempts of the day) and the day-wide one by the survey's sort-key prefix.
           const [key] = await queryAll(client, {
@@ -396,7 +409,7 @@ export function createLedgerStore(
             ExpressionAttributeValues: {
               ':pk': partition,
               ...(sortPrefix ? { ':prefix': sortPrefix } : {}),
-              ':token': attemptKey(surveyId, '', token).sk,
+              ':token': sortKey,
             },
           });
           if (key) {
@@ -464,7 +477,7 @@ function dayPartitions(
   legacy: boolean,
 ): { partition: string; sortPrefix: string }[] {
   return [
-    { partition: attemptDayPartition(surveyId, day), sortPrefix: '' },
+    ...attemptDayPartitions(surveyId, day).map((partition) => ({ partition, sortPrefix: '' })),
     ...(legacy ? [{ partition: legacyAttemptDayPartition(day), sortPrefix: `${surveyId}#` }] : []),
   ];
 }
@@ -497,11 +510,12 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const digest = hitId ? hitDigest(hitId) : '';
   const slot = hitId ? hitIdSlot(hit.channel, digest) : '';
   if (hitId) set.push(`${slot} = :hitId`);
-  const day = attemptDayKey(hit.surveyId, now);
+  const key = attemptKey(hit.surveyId, hit.pid, hit.token);
+  const day = attemptDayKey(hit.surveyId, key.sk, now);
   return {
     ...(hitId ? { ConditionExpression: hitIdCondition(hit.channel, slot) } : {}),
     TableName: '',
-    Key: attemptKey(hit.surveyId, hit.pid, hit.token),
+    Key: key,
     UpdateExpression: `SET ${set.join(', ')} ADD #sightingHits :one`,
     ExpressionAttributeNames: {
       '#token': 'token',
@@ -532,9 +546,10 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
  */
 export function firstHitItem(hit: Hit, at: Date): Item {
   const now = at.toISOString();
+  const key = attemptKey(hit.surveyId, hit.pid, hit.token);
   return {
-    ...attemptKey(hit.surveyId, hit.pid, hit.token),
-    ...attemptDayKey(hit.surveyId, now),
+    ...key,
+    ...attemptDayKey(hit.surveyId, key.sk, now),
     kind: 'attempt',
     surveyId: hit.surveyId,
     pid: hit.pid,

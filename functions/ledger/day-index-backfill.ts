@@ -146,8 +146,8 @@ async function backfillDayIndex(
                   ConditionExpression: '#pk = :legacy AND #sk = :legacySk',
                   ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
                   ExpressionAttributeValues: {
-                    ':pk': attemptDayKey(surveyId, placedAt).gsi1pk,
-                    ':sk': attemptDayKey(surveyId, placedAt).gsi1sk,
+                    ':pk': attemptDayKey(surveyId, String(key.sk), placedAt).gsi1pk,
+                    ':sk': attemptDayKey(surveyId, String(key.sk), placedAt).gsi1sk,
                     ':legacy': legacy,
                     ':legacySk': legacySortKey,
                   },

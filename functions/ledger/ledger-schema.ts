@@ -4,7 +4,7 @@
  *
  * | item            | pk                       | sk                           | gsi1pk                        | gsi1sk                   |
  * |-----------------|--------------------------|------------------------------|-------------------------------|--------------------------|
- * | attempt         | ATTEMPT#<surveyId>#<pid> | TOKEN#<token>                | ATTEMPTS#<utc day>#<surveyId> | <firstSeenAt>            |
+ * | attempt         | ATTEMPT#<surveyId>#<pid> | TOKEN#<token>                | ATTEMPTS#<utc day>#<surveyId>[#<shard>] | <firstSeenAt>  |
  * | rejected hits   | REJECTED#<utc day>       | <utc minute>#<code>#<source> | -                       | -                        |
  * | refused postbacks | REJECTED#<utc day>     | <utc minute>#postback#<code>#<surveyId>#<source> | -   | -                        |
  * | survey registry | SURVEY#<surveyId>        | REDIRECTS                    | SURVEYS                 | <surveyId>               |
@@ -38,9 +38,10 @@
  * `gsi1` projects keys only and its keys never change after an item is created, so only an attempt's first
  * hit writes to it: duplicates and later hits cost one table write unit and nothing in the index.
  *
- * An attempt's day-index partition is its survey's UTC day, so new attempts spread over one partition per survey
- * and day (each takes up to 1,000 index writes a second) instead of all landing in one partition per day, which
- * capped the whole table at about 1,000 new attempts a second. Attempts written before carry the day-wide
+ * An attempt's day-index partition is its survey's UTC day, one of DAY_INDEX_SHARDS by its key (shard 0 keeps the
+ * unsuffixed name), so new attempts spread over four partitions per survey and day (each takes up to 1,000 index
+ * writes a second) instead of all landing in one partition per day, which capped the whole table at about 1,000
+ * new attempts a second, or in one per survey and day, which capped a survey's launch at that. Attempts written before carry the day-wide
  * `ATTEMPTS#<utc day>` with gsi1sk `<surveyId>#<firstSeenAt>` (`legacyAttemptDayPartition`); their keys never
  * change, so the readers query both until `npm run cli -- ledger backfill-day-index` has moved them to their
  * survey's partition (day-index-backfill.ts) and left the `DAY_INDEX_BACKFILLED` checkpoint. The survey moved from
@@ -97,13 +98,35 @@ export function attemptPartition(surveyId: string, pid: string): string {
   return `${ATTEMPT_PARTITION_PREFIX}${surveyId}#${keyId(pid, KEYED_PID_BYTES)}`;
 }
 
-export const attemptDayKey = (surveyId: string, firstSeenAt: string) => ({
-  gsi1pk: attemptDayPartition(surveyId, utcDay(firstSeenAt)),
+/**
+ * How many day-index partitions a survey's attempts of one day spread over, by their key. One partition takes about
+ * 1,000 index writes a second, and a survey's launch can bring that many new attempts: four take four times it.
+ */
+export const DAY_INDEX_SHARDS = 4;
+
+/** The day-index shard of an attempt, from its table sort key (FNV-1a): any hit, and any reader, finds the same. */
+export function attemptDayShard(sortKey: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < sortKey.length; i++) hash = Math.imul(hash ^ sortKey.charCodeAt(i), 0x01000193);
+  return (hash >>> 0) % DAY_INDEX_SHARDS;
+}
+
+/** The day-index keys of an attempt (its table sort key `sortKey`) first seen at `firstSeenAt`. */
+export const attemptDayKey = (surveyId: string, sortKey: string, firstSeenAt: string) => ({
+  gsi1pk: attemptDayPartition(surveyId, utcDay(firstSeenAt), attemptDayShard(sortKey)),
   gsi1sk: firstSeenAt,
 });
 
-/** The day-index partition of a survey's attempts first seen on a UTC day. */
-export const attemptDayPartition = (surveyId: string, day: string) => `ATTEMPTS#${day}#${surveyId}`;
+/**
+ * A day-index partition of a survey's attempts first seen on a UTC day. Shard 0 is the partition a survey's day
+ * had before it was split (`ATTEMPTS#<day>#<survey>`): attempts indexed then are where its readers look.
+ */
+export const attemptDayPartition = (surveyId: string, day: string, shard = 0) =>
+  shard === 0 ? `ATTEMPTS#${day}#${surveyId}` : `ATTEMPTS#${day}#${surveyId}#${shard}`;
+
+/** Every day-index partition of a survey's day, shard 0 first. */
+export const attemptDayPartitions = (surveyId: string, day: string): string[] =>
+  Array.from({ length: DAY_INDEX_SHARDS }, (_, shard) => attemptDayPartition(surveyId, day, shard));
 
 /** The day-wide partition attempts were indexed under before the index was split by survey; read, never written. */
 export const legacyAttemptDayPartition = (day: string) => `ATTEMPTS#${day}`;

@@ -286,7 +286,7 @@ export function createReconciliationStore(
       }
       // Items for transactions this receiver never saw are placed in the day index by their click time.
       const placedAt = entry.attempt?.firstSeenAt ?? marketplace?.clickedAt ?? now;
-      const day = attemptDayKey(entry.surveyId, placedAt);
+      const day = attemptDayKey(entry.surveyId, key.sk, placedAt);
       const discrepancy = verdict.kind !== 'matched';
       const index = discrepancyIndexKey(
         verdict.day,

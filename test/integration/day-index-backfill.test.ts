@@ -6,7 +6,12 @@
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { firstHitItem } from '../../functions/ledger/attempt-store';
-import { attemptKey } from '../../functions/ledger/ledger-schema';
+import {
+  attemptDayPartition,
+  attemptDayShard,
+  attemptKey,
+  DAY_INDEX_SHARDS,
+} from '../../functions/ledger/ledger-schema';
 import {
   createDayIndexBackfill,
   createDocumentClient,
@@ -97,7 +102,10 @@ describe('day index backfill', () => {
     const { Item } = await documents.send(
       new GetCommand({ TableName: table, Key: attemptKey('802', 'p-c', 'c') }),
     );
-    expect(Item).toMatchObject({ gsi1pk: 'ATTEMPTS#2026-11-19#802', gsi1sk: '2026-11-19T10:00:00.000Z' });
+    expect(Item).toMatchObject({
+      gsi1pk: attemptDayPartition('802', '2026-11-19', attemptDayShard(attemptKey('802', 'p-c', 'c').sk)),
+      gsi1sk: '2026-11-19T10:00:00.000Z',
+    });
 
     proxy.operations.length = 0;
     const store = readers();
@@ -106,9 +114,11 @@ describe('day index backfill', () => {
     expect((await store.attemptByToken('801', 'a', day('2026-11-18').from, day('2026-11-18').to))?.pid).toBe(
       'p-a',
     );
-    // One query per survey and day (and one read of the checkpoint per store), no second day-wide query.
+    // One query per partition of a survey's day, its four shards (and one read of the checkpoint per store), no
+    // day-wide query; by token, its own shard and shard 0 at most.
     const queries = proxy.operations.filter((op) => op === 'Query').length;
-    expect(queries).toBe(3);
+    const byToken = attemptDayShard(attemptKey('801', 'p-a', 'a').sk) === 0 ? 1 : 2;
+    expect(queries).toBe(2 * DAY_INDEX_SHARDS + byToken);
   });
 
   it('running again moves nothing and keeps the readers right', async () => {

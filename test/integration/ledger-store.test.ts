@@ -10,7 +10,12 @@ import {
   POSTBACK_ID_SLOTS,
   REDIRECT_ID_SLOTS,
 } from '../../functions/ledger/attempt-store';
-import { attemptKey } from '../../functions/ledger/ledger-schema';
+import {
+  attemptDayPartition,
+  attemptDayShard,
+  attemptKey,
+  DAY_INDEX_SHARDS,
+} from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -119,7 +124,11 @@ describe('index writes', () => {
     };
     await store.recordHit(hit, new Date('2026-11-21T12:00:00.000Z'));
     const first = await indexKeys();
-    expect(first).toMatchObject({ gsi1pk: 'ATTEMPTS#2026-11-21#702', gsi1sk: '2026-11-21T12:00:00.000Z' });
+    const shard = attemptDayShard(attemptKey('702', hit.pid, hit.token).sk);
+    expect(first).toMatchObject({
+      gsi1pk: attemptDayPartition('702', '2026-11-21', shard),
+      gsi1sk: '2026-11-21T12:00:00.000Z',
+    });
     await store.recordHit(hit, new Date('2026-11-23T12:00:00.000Z'));
     await store.recordHit({ ...hit, channel: 'redirect' }, new Date('2026-11-23T12:00:01.000Z'));
     expect(await indexKeys()).toEqual(first);
@@ -151,13 +160,28 @@ describe('day index spread and the layout before it', () => {
     for (let i = 0; i < 1000; i += 20) {
       await Promise.all(Array.from({ length: 20 }, (_, k) => write(i + k)));
     }
-    // Before, all 1,000 went to ATTEMPTS#2026-11-21: one partition took every new attempt of the day.
-    expect(written.size).toBe(50);
-    expect(Math.max(...written.values())).toBe(20);
+    // Before, all 1,000 went to ATTEMPTS#2026-11-21: one partition took every new attempt of the day; then one
+    // per survey and day (50 of 20); now up to four per survey and day.
+    expect(written.size).toBeGreaterThan(150);
+    expect(written.size).toBeLessThanOrEqual(50 * DAY_INDEX_SHARDS);
+    expect(Math.max(...written.values())).toBeLessThan(20);
+    for (const partition of written.keys()) expect(partition).toMatch(/^ATTEMPTS#2026-11-21#8\d\d(#[123])?$/);
     // Each survey's reader still finds exactly its own attempts.
     const window = { from: new Date('2026-11-21T00:00:00.000Z'), to: new Date('2026-11-22T00:00:00.000Z') };
     expect(await store.attemptsOfSurvey('807', window.from, window.to)).toHaveLength(20);
   }, 60_000);
+
+  it("one survey's launch spreads its new attempts over its day's four partitions", async () => {
+    const shares = new Array<number>(DAY_INDEX_SHARDS).fill(0);
+    for (let i = 0; i < 10_000; i++) {
+      const token = `${(i * 2654435761) % 2 ** 32}`.padStart(10, '0');
+      const shard = attemptDayShard(attemptKey('900', `p-${i}`, token).sk);
+      shares[shard] = (shares[shard] ?? 0) + 1;
+    }
+    // A partition takes about 1,000 index writes a second: the survey's day now takes about four times that.
+    for (const share of shares) expect(share / 10_000).toBeLessThan(0.3);
+    for (const share of shares) expect(share / 10_000).toBeGreaterThan(0.2);
+  });
 
   it('attempts indexed under the day-wide partition of an earlier release are still found by every reader', async () => {
     const at = '2026-11-19T10:00:00.000Z';
