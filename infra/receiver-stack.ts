@@ -275,7 +275,7 @@ export class ReceiverStack extends Stack {
     const healthEvery = (props.healthCheckRate ?? Duration.minutes(5)).toSeconds();
     this.health = new ReceiverFunction(this, 'health', {
       ...SCHEDULED_FUNCTIONS.health,
-      timeout: Duration.seconds(Math.max(60, Math.min(270, healthEvery - 30))),
+      timeout: Duration.seconds(Math.max(30, Math.min(270, healthEvery - 30))),
       ...(scale.healthMemoryMb ? { memorySize: scale.healthMemoryMb } : {}),
       environment: {
         ...healthEnvironmentOf(props.healthSettings ?? {}),

@@ -14,8 +14,8 @@ import { runSurveysKey } from './ledger-schema';
 export const RUN_SURVEYS_INLINE = 1_000;
 /** Survey ids per item of a longer list: 5,000 ids of 12 digits are about 70 KB. */
 export const RUN_SURVEYS_PER_CHUNK = 5_000;
-/** A list's items outlive any run (and its finished record) that can still be read. */
-const RUN_SURVEYS_RETENTION_DAYS = 35;
+/** A list's items outlive any run (and its finished record) still read: past the 60-day review horizon. */
+const RUN_SURVEYS_RETENTION_DAYS = 70;
 
 export interface RunLists {
   readonly surveys: readonly string[];

@@ -201,14 +201,18 @@ export function morePages(json: Json | undefined, listed: number): string | unde
   }
   for (const key of ['nextPage', 'next_page', 'next', 'nextCursor', 'hasMore', 'has_more']) {
     const value = json[key];
-    if (value !== undefined && value !== null && value !== false && value !== '' && value !== 0)
+    const none = value === undefined || value === null || value === false || value === '' || value === 0;
+    if (!none && !(typeof value === 'string' && /^(false|0|null)$/i.test(value.trim())))
       return `the list has more pages (${key}); paging is not supported`;
   }
-  for (const key of ['total', 'totalCount', 'total_count', 'totalRecords', 'totalRows', 'count']) {
-    const total = number(key);
-    if (total !== undefined && total > listed)
-      return `the list holds ${listed} of ${total} rows (${key}); paging is not supported`;
-  }
+  // A total says the list is cut short only beside a page: alone it may count something else (the survey's
+  // transactions of every day, say).
+  if (['page', 'pageNumber', 'pageSize', 'perPage', 'limit', 'offset'].some((key) => json[key] !== undefined))
+    for (const key of ['total', 'totalCount', 'total_count', 'totalRecords', 'totalRows', 'count']) {
+      const total = number(key);
+      if (total !== undefined && total > listed)
+        return `the list holds ${listed} of ${total} rows (${key}); paging is not supported`;
+    }
   return undefined;
 }
 

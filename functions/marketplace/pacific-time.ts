@@ -62,8 +62,8 @@ export function pacificWallToUtc(
 }
 
 /**
- * `MM/DD/YYYY, h:mm[:ss[.fff]] am/pm [PST|PDT|PT]`; without am/pm the hour is read on a 24-hour clock. A `UTC` or
- * `GMT` label is taken at its word.
+ * `MM/DD/YYYY, h:mm[:ss[.fff]] am/pm [PST|PDT|PT]`; without am/pm only an hour no 12-hour clock shows (0, 13 to 23)
+ * is read, on a 24-hour clock. A `UTC` or `GMT` label is taken at its word.
  */
 const US_PATTERN =
   /^\s*(\d{1,2})\/(\d{1,2})\/(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(?:([ap])\.?m\.?)?\s*(?:P[SD]?T|(UTC|GMT))?\s*$/i;
@@ -73,7 +73,7 @@ const ISO_PATTERN =
 
 /**
  * Parses a marketplace timestamp, or undefined when the string is not one. The documented form is the US one
- * labelled PST; read tolerantly besides: seconds or their fractions left out or given, a 24-hour clock, ISO 8601.
+ * labelled PST; read tolerantly besides: seconds or their fractions left out or given, an unmistakable 24-hour clock, ISO 8601.
  */
 export function parsePacificTime(raw: string): PacificTime | undefined {
   const us = US_PATTERN.exec(raw);
@@ -85,6 +85,10 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
   const n = (v: string | undefined) => Number(v ?? 0);
   let hour = n(h);
   if (half ? hour < 1 || hour > 12 : hour > 23) return undefined;
+  // The documented clock is 12-hour: a US-form time of 1 to 12 without am/pm more likely lost its half of the day
+  // than changed clocks, so it is not read (ISO 8601 is 24-hour by definition).
+  if (us && !half && hour >= 1 && hour <= 12) return undefined;
+  if (zone && offsetMinutes(zone) === undefined) return undefined;
   if (n(month) < 1 || n(month) > 12 || n(day) < 1 || n(day) > 31 || n(minute) > 59 || n(second) > 59)
     return undefined;
   if (new Date(Date.UTC(n(year), n(month) - 1, n(day))).getUTCDate() !== n(day)) return undefined;
@@ -92,16 +96,21 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
   const ms = Math.floor(Number(`0.${fraction ?? '0'}`) * 1000);
   const wall = Date.UTC(n(year), n(month) - 1, n(day), hour, n(minute), n(second), ms);
   const utc = zone
-    ? wall - offsetMinutes(zone) * 60_000
+    ? wall - (offsetMinutes(zone) as number) * 60_000
     : pacificWallToUtc(n(year), n(month), n(day), hour, n(minute), n(second)) + ms;
   return { utc: new Date(utc).toISOString(), raw };
 }
 
-/** Minutes east of UTC a zone suffix names: `Z`, `UTC` and `GMT` none, `-08:00` or `-0800` -480. */
-function offsetMinutes(zone: string): number {
+/**
+ * Minutes east of UTC a zone suffix names: `Z`, `UTC` and `GMT` none, `-08:00` or `-0800` -480; undefined for an
+ * offset no zone has (past 14 hours, or 60 minutes and more).
+ */
+function offsetMinutes(zone: string): number | undefined {
   const match = /^([+-])(\d{2}):?(\d{2})$/.exec(zone);
   if (!match) return 0;
-  return (match[1] === '-' ? -1 : 1) * (Number(match[2]) * 60 + Number(match[3]));
+  const [hours, minutes] = [Number(match[2]), Number(match[3])];
+  if (hours > 14 || minutes > 59) return undefined;
+  return (match[1] === '-' ? -1 : 1) * (hours * 60 + minutes);
 }
 
 /** Formats a UTC instant the way the marketplace writes it. */

@@ -45,8 +45,11 @@ export function createReconcileHandler({ engine, windowDays, resume }: Reconcile
   return middy<unknown, ReconcileRunSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .handler(async (_event: unknown, context: Context) => {
-      const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
-      const report = await engine.scheduled(windowDays, { deadline });
+      const remaining = context.getRemainingTimeInMillis();
+      const deadline = new Date(Date.now() + remaining - DEADLINE_MARGIN_MS);
+      // Held to the Lambda's own limit: until then this invocation may still be finishing its last surveys.
+      const leaseUntil = new Date(Date.now() + remaining + 5_000);
+      const report = await engine.scheduled(windowDays, { deadline, leaseUntil });
       if (!report) {
         logger.info('another invocation is working on the reconciliation run');
         return { busy: true };

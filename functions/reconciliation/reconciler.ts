@@ -695,7 +695,19 @@ export function reconciler(deps: ReconcilerDeps) {
      * newest `freshDays` of them in full, the settled ones when something says they changed (recheck-policy.ts).
      * Resumes an unfinished run instead of starting another; returns undefined when another invocation holds it.
      */
-    async scheduled(windowDays: number, options: { deadline: Date }): Promise<RunReport | undefined> {
+    async scheduled(
+      windowDays: number,
+      options: {
+        /** No survey is started after it. */
+        deadline: Date;
+        /**
+         * When the invocation is over whatever it does (the Lambda's own limit; default the deadline): the run is
+         * held until then, so an invocation still finishing its last surveys is never taken for dead.
+         */
+        leaseUntil?: Date;
+      },
+    ): Promise<RunReport | undefined> {
+      const leaseUntil = (options.leaseUntil ?? options.deadline).toISOString();
       const started = now();
       const registry = registryView();
       let state = await deps.results.runState(SCHEDULED_RUN);
@@ -728,7 +740,7 @@ export function reconciler(deps: ReconcilerDeps) {
         await deps.results.putRunState(SCHEDULED_RUN, state);
       }
       const run: RunState = state;
-      if (!(await deps.results.acquireRun(SCHEDULED_RUN, run.runId, started, options.deadline)))
+      if (!(await deps.results.acquireRun(SCHEDULED_RUN, run.runId, started, new Date(leaseUntil))))
         return undefined;
       // A run started before fresh days were recorded checks every day in full.
       const fresh = run.freshDays ?? run.days;
@@ -779,20 +791,36 @@ export function reconciler(deps: ReconcilerDeps) {
           ...extra,
         });
       // Saved before any work: an invocation that dies again finds the count.
-      if (previousDied) await save({ leaseUntil: options.deadline.toISOString() });
-      const remaining = run.surveys.slice(from);
-      const reconciled = await reconcileSurveys(remaining, run.days, run.runId, registry, {
-        deadline: options.deadline,
-        plan,
-        onFailed: (surveyId) => failedSurveys.add(surveyId),
-        // The cursor is saved now and then, not per survey: a crash redoes at most that much, idempotently.
-        onProgress: async (settled) => {
-          if (from + settled > cursor) cursor = from + settled;
-          if (now().getTime() - savedAt < progressEveryMs) return;
-          savedAt = now().getTime();
-          await save({ leaseUntil: options.deadline.toISOString() });
-        },
-      });
+      if (previousDied) await save({ leaseUntil });
+      /** Reconciles the run's surveys from `start` (up to `end`), moving the cursor as they settle. */
+      const reconcileFrom = (start: number, end = run.surveys.length, saveEvery = progressEveryMs) =>
+        reconcileSurveys(run.surveys.slice(start, end), run.days, run.runId, registry, {
+          deadline: options.deadline,
+          plan,
+          onFailed: (surveyId) => failedSurveys.add(surveyId),
+          // The cursor is saved now and then, not per survey: a crash redoes at most that much, idempotently.
+          onProgress: async (settled) => {
+            if (start + settled > cursor) cursor = start + settled;
+            if (now().getTime() - savedAt < saveEvery) return;
+            savedAt = now().getTime();
+            await save({ leaseUntil });
+          },
+        });
+      const reconciled: SurveyOutcome[] = [];
+      try {
+        // After a death, the survey at the cursor runs alone and its end is saved at once: should the invocation
+        // die again, that survey is the one it died on, not one that merely ran beside it.
+        if (stall && from < run.surveys.length) {
+          reconciled.push(...(await reconcileFrom(from, from + 1, 0)));
+          if (cursor > from) reconciled.push(...(await reconcileFrom(from + 1)));
+          else
+            reconciled.push(...run.surveys.slice(from + 1).map((s) => emptyOutcome(s, run.days, 'deferred')));
+        } else reconciled.push(...(await reconcileFrom(from)));
+      } catch (error) {
+        // A failure is no death: the run is released for the next invocation, which resumes at the cursor.
+        await save({ leaseUntil: new Date(0).toISOString() }).catch(() => undefined);
+        throw error;
+      }
       const outcomes = [...passedOver, ...reconciled];
       const complete = outcomes.every((o) => o.status !== 'deferred');
       const finishedAt = now().toISOString();

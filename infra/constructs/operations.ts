@@ -70,7 +70,9 @@ function cataloguedTotal(name: MetricName, period = Duration.minutes(5)): IMetri
   const [only, ...more] = catalogued(name, period);
   if (!only) throw new Error(`${name} has no dimension set`);
   if (more.length === 0) return only;
-  const usingMetrics = Object.fromEntries([only, ...more].map((metric, i) => [`m${i}`, metric]));
+  // Ids named after the metric: two totals in one expression must not both call theirs m0.
+  const prefix = name.replace(/[^A-Za-z0-9]/g, '').replace(/^[A-Z]/, (c) => c.toLowerCase());
+  const usingMetrics = Object.fromEntries([only, ...more].map((metric, i) => [`${prefix}${i}`, metric]));
   return new MathExpression({
     expression: Object.keys(usingMetrics).join(' + '),
     usingMetrics,

@@ -238,7 +238,7 @@ describe('answers', () => {
       [{ totalPages: 3, page: 1 }, /one page of 3 \(totalPages\)/],
       [{ nextCursor: 'abc' }, /more pages \(nextCursor\)/],
       [{ hasMore: true }, /more pages \(hasMore\)/],
-      [{ total: '1000' }, /holds 2 of 1000 rows \(total\)/],
+      [{ total: '1000', page: 1 }, /holds 2 of 1000 rows \(total\)/],
     ] as const) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
@@ -247,8 +247,14 @@ describe('answers', () => {
       expect(error).toMatchObject({ kind: 'malformed', retriable: false });
       expect(error.message).toMatch(problem);
     }
-    // Paging fields that say the list is whole are no reason to refuse it.
-    for (const envelope of [{ totalPages: 1 }, { total: 2 }, { hasMore: false, next: null }]) {
+    // Paging fields that say the list is whole are no reason to refuse it, nor a total without a page beside it.
+    for (const envelope of [
+      { totalPages: 1 },
+      { total: 2 },
+      { hasMore: false, next: null },
+      { hasMore: 'false' },
+      { total: 1000 },
+    ]) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
       );

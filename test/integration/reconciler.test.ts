@@ -719,4 +719,50 @@ describe('the scheduled run', () => {
     expect(next?.surveys).toContain('7301');
     expect(next?.stall).toBeUndefined();
   });
+
+  it('after a death runs the survey at the cursor alone and saves its end at once; a failure is no death', async () => {
+    for (const id of [7311, 7312, 7313]) await survey(id);
+    const realToday = pacificDay(new Date());
+    const died = {
+      runId: 'died-once',
+      days: [nextDay(realToday, -1), realToday],
+      surveys: ['7311', '7312', '7313'],
+      cursor: 0,
+      startedAt: new Date().toISOString(),
+      leaseUntil: new Date(Date.now() - 60_000).toISOString(),
+      failedSurveys: [],
+    };
+    await results.putRunState(SCHEDULED_RUN, died);
+    const cursors: number[] = [];
+    const recording = {
+      ...results,
+      putRunState: async (name: string, state: Parameters<typeof results.putRunState>[1]) => {
+        cursors.push(state.cursor);
+        return results.putRunState(name, state);
+      },
+    };
+    const finished = await engine({ results: recording }).scheduled(2, {
+      deadline: new Date(Date.now() + 60_000),
+    });
+    expect(finished?.complete).toBe(true);
+    // The death counted (cursor 0), 7311 alone and saved (1), the rest together, the end (3).
+    expect(cursors).toEqual([0, 1, 3]);
+
+    // A store failure ends the invocation with an error, not a death: the run is released, nothing counted.
+    await results.putRunState(SCHEDULED_RUN, { ...died, runId: 'fails', leaseUntil: undefined });
+    const failing = {
+      ...results,
+      surveyRecords: async (surveyId: string, days: readonly string[]) => {
+        if (surveyId === '7312') throw new Error('injected: the store is down');
+        return results.surveyRecords(surveyId, days);
+      },
+    };
+    await expect(
+      engine({ results: failing, concurrency: 1 }).scheduled(2, { deadline: new Date(Date.now() + 60_000) }),
+    ).rejects.toThrow(/the store is down/);
+    const released = await results.runState(SCHEDULED_RUN);
+    expect(released).toMatchObject({ runId: 'fails', cursor: 1, leaseUntil: new Date(0).toISOString() });
+    await engine().scheduled(2, { deadline: new Date(0) });
+    expect((await results.runState(SCHEDULED_RUN))?.stall).toBeUndefined();
+  });
 });

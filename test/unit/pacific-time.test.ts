@@ -37,6 +37,7 @@ describe('marketplace timestamps', () => {
   it('read the forms a marketplace may drift to: fractions of a second, a 24-hour clock, ISO 8601, a UTC label', () => {
     expect(utcOf('01/15/2026, 3:04:05.250 pm PST')).toBe('2026-01-15T23:04:05.250Z');
     expect(utcOf('01/15/2026 15:04:05')).toBe('2026-01-15T23:04:05.000Z');
+    expect(utcOf('01/15/2026 0:30')).toBe('2026-01-15T08:30:00.000Z');
     expect(utcOf('07/04/2026, 23:59')).toBe('2026-07-05T06:59:00.000Z');
     // ISO 8601 with a zone is the instant it names; without one it is the marketplace's wall clock.
     expect(utcOf('2026-11-21T10:00:00Z')).toBe('2026-11-21T10:00:00.000Z');
@@ -55,6 +56,12 @@ describe('marketplace timestamps', () => {
     '01/01/2026, 24:00:00',
     '2026-02-30T10:00:00Z',
     '2026-11-21T10:00:00+5',
+    // Without am/pm, 1 to 12 could be either half of the day: not guessed.
+    '11/20/2026, 05:30:00 PST',
+    '11/20/2026 12:15',
+    // No zone is this far from UTC.
+    '2026-11-20T17:30:00+99:99',
+    '2026-11-20T17:30:00+15:00',
   ])('refuse %j', (raw) => {
     expect(parsePacificTime(raw)).toBeUndefined();
   });
