@@ -764,7 +764,12 @@ export function reconciler(deps: ReconcilerDeps) {
       if (previousDied) stall = { cursor: from, times: stall?.cursor === from ? stall.times + 1 : 1 };
       // Died twice with the cursor at the same survey: it is passed over (failed in this run, last in the next), so
       // a survey too big for the function's memory or time cannot stop every other survey's reconciliation.
-      const passed = stall && stall.times >= DEATHS_BEFORE_PASSING_OVER ? run.surveys[from] : undefined;
+      // One the last run passed over already needs one death only: it is last, but would still hold up the finish.
+      const passedBefore = (lastRun?.stoppedSurveys ?? []).includes(run.surveys[from] ?? '');
+      const passed =
+        stall && stall.times >= (passedBefore ? 1 : DEATHS_BEFORE_PASSING_OVER)
+          ? run.surveys[from]
+          : undefined;
       if (stall && passed !== undefined) {
         failedSurveys.add(passed);
         stoppedSurveys.add(passed);
@@ -773,7 +778,7 @@ export function reconciler(deps: ReconcilerDeps) {
             passed,
             run.days,
             'failed',
-            `the run's invocations died ${stall.times} times with this survey next (out of memory or time): passed over, taken last by the next run`,
+            `the run's invocations died ${stall.times === 1 ? 'once' : `${stall.times} times`} with this survey next (out of memory or time): passed over, taken last by the next run`,
           ),
         );
         from++;

@@ -718,6 +718,12 @@ describe('the scheduled run', () => {
     expect(next?.surveys.at(-1)).toBe('7302');
     expect(next?.surveys).toContain('7301');
     expect(next?.stall).toBeUndefined();
+    // Should it die on 7302 again, one death is enough to pass over it this time.
+    const atLast = { ...(next as NonNullable<typeof next>), cursor: (next?.surveys.length ?? 1) - 1 };
+    await results.putRunState(SCHEDULED_RUN, { ...atLast, leaseUntil: minuteAgo() });
+    const again = await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(again?.outcomes.map((o) => [o.surveyId, o.status])).toEqual([['7302', 'failed']]);
+    expect(again?.outcomes[0]?.error).toMatch(/died once with this survey next/);
   });
 
   it('after a death runs the survey at the cursor alone and saves its end at once; a failure is no death', async () => {
