@@ -11,7 +11,7 @@ import { readRefused, readSurveyWindow, type SightingsCache } from './health-win
 export interface HealthCheckDependencies {
   readonly attempts: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'rejectedHitsBetween'>;
   readonly registry: Pick<SurveyRegistry, 'list'>;
-  readonly health: Pick<HealthStore, 'getMany'>;
+  readonly health: Pick<HealthStore, 'getMany'> & Partial<Pick<HealthStore, 'resumePoint'>>;
   readonly settings: HealthSettings;
   /** Surveys read at once. */
   readonly concurrency: number;
@@ -37,6 +37,8 @@ export interface HealthCheckReport {
   readonly failed: readonly { readonly surveyId: string; readonly error: unknown }[];
   /** Surveys the run had no time for (its deadline came first): the next run starts with them. */
   readonly left: readonly string[];
+  /** With a deadline: the survey this run started at (the last run's first left), if any. */
+  readonly resumedFrom?: string | undefined;
 }
 
 /**
@@ -50,9 +52,9 @@ const REMOVED: HealthEvaluation = { state: 'ok', reasons: [] };
 
 export function healthCheck(deps: HealthCheckDependencies) {
   /**
-   * Where the next run with a deadline starts in the survey list (by survey id, kept while the container is warm):
-   * a run that cannot judge every survey in its time leaves the rest for the next, which starts there, so no
-   * survey goes unwatched because it sorts last.
+   * Where the next run with a deadline starts in the survey list (by survey id; stored by the scheduled handler,
+   * and kept here while the container is warm): a run that cannot judge every survey in its time leaves the rest
+   * for the next, which starts there, so no survey goes unwatched because it sorts last.
    */
   let resumeFrom: string | undefined;
   return {
@@ -76,6 +78,9 @@ export function healthCheck(deps: HealthCheckDependencies) {
                   : (r.removedAt ?? '') >= removedSince,
               )
               .map((r) => r.surveyId);
+      if (options.deadline && deps.health.resumePoint)
+        resumeFrom = (await deps.health.resumePoint().catch(() => resumeFrom)) ?? resumeFrom;
+      const resumedFrom = options.deadline ? resumeFrom : undefined;
       if (options.deadline && resumeFrom !== undefined) {
         // Surveys are in numeric order: start at the one left first, or the next if it is gone.
         const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
@@ -129,7 +134,13 @@ export function healthCheck(deps: HealthCheckDependencies) {
         else left.push(surveyId);
       });
       if (options.deadline) resumeFrom = left[0];
-      return { evaluatedAt: now.toISOString(), surveys, failed, left };
+      return {
+        evaluatedAt: now.toISOString(),
+        surveys,
+        failed,
+        left,
+        ...(resumedFrom ? { resumedFrom } : {}),
+      };
     },
   };
 }

@@ -43,7 +43,13 @@ export interface HealthStore {
    * Returns false when another run wrote first.
    */
   put(record: SurveyHealthRecord): Promise<boolean>;
+  /** Where the next scheduled check starts: the first survey the last one had no time for (none: the first). */
+  resumePoint(): Promise<string | undefined>;
+  putResumePoint(surveyId: string | undefined): Promise<void>;
 }
+
+/** The health item that holds the check's resume point (survey ids are numeric, so it is no survey's). */
+const RESUME_POINT = healthKey('resume-point');
 
 const FIELDS = [
   'surveyId',
@@ -65,6 +71,20 @@ export function createHealthStore(client: DynamoDBDocumentClient, tableName: str
         [...new Set(surveyIds)].map((id) => healthKey(id)),
       );
       return new Map(items.map((item) => [String(item.surveyId), healthFromItem(item)]));
+    },
+    async resumePoint() {
+      const [item] = await batchGet(client, tableName, [RESUME_POINT]);
+      return typeof item?.surveyId === 'string' ? item.surveyId : undefined;
+    },
+    async putResumePoint(surveyId) {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: { ...RESUME_POINT, kind: 'health-resume-point', ...(surveyId ? { surveyId } : {}) },
+          }),
+        ),
+      );
     },
     async put(record) {
       try {

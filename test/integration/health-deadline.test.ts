@@ -57,8 +57,20 @@ describe('the health check against its deadline', () => {
       store: createHealthStore(client, tableName),
       notifier: { notify: async () => undefined },
     });
-    // 1.6 s left: a quarter kept back, 1.2 s to judge in: one survey, the one the last run left first.
+    // 1.6 s left: a quarter kept back, 1.2 s to judge in: one survey, the one the last run left first (3203).
     const summary = await handler({}, lambdaContext('health', 'deadline', 1_600));
     expect(summary.ok).toBe(1);
+    // And again (3201): the handler stores where the next run starts, so a new container starts there too (3202).
+    await handler({}, lambdaContext('health', 'deadline', 1_600));
+    const coldStart = healthCheck({
+      attempts: slow,
+      registry,
+      health: createHealthStore(client, tableName),
+      settings: DEFAULT_HEALTH_SETTINGS,
+      concurrency: 1,
+    });
+    const resumed = await coldStart.evaluate(new Date(), soon());
+    expect(resumed.resumedFrom).toBe('3202');
+    expect(resumed.surveys.map((s) => s.surveyId)).toEqual(['3202']);
   }, 30_000);
 });
