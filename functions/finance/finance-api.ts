@@ -140,10 +140,15 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
     const result = (await router(event, context)) as ApiResult;
     // Lambda refuses an answer over 6 MB (a 502 from API Gateway): say what to ask for instead.
     const bytes = Buffer.byteLength(JSON.stringify(result), 'utf8');
-    if (bytes > MAX_ANSWER_BYTES)
+    if (bytes > MAX_ANSWER_BYTES) {
+      // The JSON summary can leave out its per-day or per-survey rows; the other answers only narrow.
+      const jsonSummary =
+        event.rawPath === '/finance/summary' &&
+        !String(result.headers?.['content-type'] ?? '').startsWith('text/csv');
       throw badRequest(
-        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys, or for the summary with detail=surveys or detail=totals`,
+        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys${jsonSummary ? ', or for the summary with detail=surveys or detail=totals' : ''}`,
       );
+    }
     return result;
   });
 }
