@@ -189,6 +189,15 @@ describe.each(['v1', 'v2'] as const)('supplier endpoints (%s)', (apiVersion) => 
   });
 });
 
+/** A readable complete as the transaction list writes it. */
+const good = {
+  token: 't1',
+  PID: 'p1',
+  status: 'Completed',
+  CPI: '1.00',
+  clkDateTime: '11/21/2026, 1:00:00 pm PST',
+};
+
 describe('answers', () => {
   it('accept apiStatus in any casing', async () => {
     const { fetch } = failingFirst(1, () => json(200, { apiStatus: 'Success', result: { countries: [] } }));
@@ -227,13 +236,6 @@ describe('answers', () => {
   });
 
   it('refuse a list that says it is one page of more, rather than read the rest as missing', async () => {
-    const good = {
-      token: 't1',
-      PID: 'p1',
-      status: 'Completed',
-      CPI: '1.00',
-      clkDateTime: '11/21/2026, 1:00:00 pm PST',
-    };
     for (const [envelope, problem] of [
       [{ totalPages: 3, page: 1 }, /one page of 3 \(totalPages\)/],
       [{ nextCursor: 'abc' }, /more pages \(nextCursor\)/],
@@ -265,13 +267,6 @@ describe('answers', () => {
   });
 
   it('skip and report a malformed row without failing the page or counting it as zero', async () => {
-    const good = {
-      token: 't1',
-      PID: 'p1',
-      status: 'Completed',
-      CPI: '1.00',
-      clkDateTime: '11/21/2026, 1:00:00 pm PST',
-    };
     const { fetch } = failingFirst(1, () =>
       json(200, {
         apiStatus: 'success',

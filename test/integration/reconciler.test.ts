@@ -128,6 +128,26 @@ async function attempt(
   return { token, pid, transaction };
 }
 
+/** A valid complete as the marketplace's list writes it, clicked in an hour before the reference time. */
+const listedComplete = (token: string, pid: string) => ({
+  token,
+  PID: pid,
+  status: 'Completed',
+  CPI: '1.50',
+  verifyToken: 'Valid',
+  clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 3_600_000)),
+});
+
+/** A marketplace client whose every list is `rows()` as they stand when it is called. */
+const listing = (rows: () => unknown[]) =>
+  createMarketplaceClient({
+    baseUrl: marketplace.url,
+    accessToken: () => TOKEN,
+    retries: 0,
+    fetch: async () =>
+      new Response(JSON.stringify({ apiStatus: 'success', result: rows() }), { status: 200 }),
+  });
+
 describe('a reconciliation run', () => {
   it('writes a verdict on every attempt and a summary per day, and a re-run changes nothing', async () => {
     await survey(7001, '2.00');
@@ -286,24 +306,9 @@ describe('a reconciliation run', () => {
 
   it('fails a survey with an unreadable row, naming it, rather than leave its money out; reads what is only informational', async () => {
     await survey(7006);
-    const click = new Date(REFERENCE_MS - 3_600_000);
-    const good = {
-      token: 'g1',
-      PID: 'g',
-      status: 'Completed',
-      CPI: '1.50',
-      verifyToken: 'Valid',
-      clkDateTime: formatPacificTime(click),
-    };
+    const good = listedComplete('g1', 'g');
     let rows: unknown[] = [good, { ...good, token: 'g2', CPI: 'n/a' }];
-    const listing = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async () =>
-        new Response(JSON.stringify({ apiStatus: 'success', result: rows }), { status: 200 }),
-    });
-    const failed = await engine({ marketplace: listing }).run(today, today, ['7006']);
+    const failed = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7006']);
     expect(failed.outcomes[0]).toMatchObject({ status: 'failed' });
     expect(failed.outcomes[0]?.error).toMatch(
       /1 unreadable transaction rows \(row 1 .*CPI is not an amount: "n\/a"/,
@@ -319,7 +324,7 @@ describe('a reconciliation run', () => {
       { ...good, token: 'g2', CPI: 1.5 },
       { ...good, token: 'g3', status: 'Failed', CPI: null },
     ];
-    const read = await engine({ marketplace: listing }).run(today, today, ['7006']);
+    const read = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7006']);
     expect(read.outcomes[0]).toMatchObject({
       status: 'reconciled',
       transactions: 3,
@@ -336,14 +341,7 @@ describe('rows a stricter reader would refuse', () => {
   it('reconciles ids too long for a key, statuses spelled otherwise and times in other forms, counting every complete', async () => {
     await survey(7007);
     const click = new Date(REFERENCE_MS - 3_600_000);
-    const row = {
-      token: 'r1',
-      PID: 'r',
-      status: 'Completed',
-      CPI: '1.50',
-      verifyToken: 'Valid',
-      clkDateTime: formatPacificTime(click),
-    };
+    const row = listedComplete('r1', 'r');
     // A respondent lengthened the panel id in the entry link; the marketplace took it, and a token of `#`.
     const longPid = `p${'#'.repeat(3_000)}`;
     const longToken = '%'.repeat(700);
@@ -354,14 +352,7 @@ describe('rows a stricter reader would refuse', () => {
       { ...row, token: 'r4', clkDateTime: click.toISOString() },
       { ...row, token: 'r5', clkDateTime: formatPacificTime(click).replace(/ (am|pm)/, '.125 $1') },
     ];
-    const listing = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async () =>
-        new Response(JSON.stringify({ apiStatus: 'success', result: rows }), { status: 200 }),
-    });
-    const run = await engine({ marketplace: listing }).run(today, today, ['7007']);
+    const run = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7007']);
     expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 5 });
     const [summary] = await results.summariesOf('7007', [today]);
     expect(summary?.marketplace).toMatchObject({ transactions: 5, validCompletes: 4, owed: '6.00' });
@@ -370,7 +361,7 @@ describe('rows a stricter reader would refuse', () => {
     const found = await attempts.attemptByToken('7007', longToken, window.start, window.end);
     expect(found?.pid).toBe(longPid);
     expect(found?.reconciliation?.verdict).toBe('complete_not_received');
-    const again = await engine({ marketplace: listing }).run(today, today, ['7007']);
+    const again = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7007']);
     expect(again.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 5 });
     expect((await results.summariesOf('7007', [today]))[0]?.marketplace.owed).toBe('6.00');
   });
