@@ -116,10 +116,14 @@ export function readIdentity(
     const fromQuery = query.get(field);
     const fromBody = body?.params.get(field);
     if (!isBlank(fromQuery) && !isBlank(fromBody) && fromQuery !== fromBody) {
-      // A `+` in a query the sender did not percent-encode reads as a space; the body says what was meant.
-      if (fromQuery !== fromBody?.replaceAll('+', ' '))
+      // A `+` its sender did not percent-encode reads as a space (in a query, or a form body): values that differ
+      // only so are one value, and a `+` that survived decoding is the one its sender wrote.
+      const loose = (value: string) => value.replaceAll('+', ' ');
+      if (loose(fromQuery as string) !== loose(fromBody as string))
         throw badRequest(`${field} is given twice with different values (query and body)`);
-      return checked(field, fromBody, true);
+      return (fromBody as string).includes('+')
+        ? checked(field, fromBody, true)
+        : checked(field, fromQuery, false);
     }
     if (!isBlank(fromQuery)) return checked(field, fromQuery, false);
     if (!isBlank(fromBody)) return checked(field, fromBody, true);
@@ -233,7 +237,9 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
   for (const part of encoded.split('&')) {
     if (part === '') continue;
     const at = part.indexOf('=');
-    const rawKey = decode(at < 0 ? part : part.slice(0, at));
+    const decoded = decode(at < 0 ? part : part.slice(0, at));
+    // A URL stored HTML-escaped (`&amp;` between parameters) still names its parameters.
+    const rawKey = decoded?.startsWith('amp;') ? decoded.slice(4) : decoded;
     const key = where === 'body' ? rawKey?.toLowerCase() : rawKey;
     if (key === undefined || !READ.has(key)) continue;
     const value = decode(at < 0 ? '' : part.slice(at + 1));

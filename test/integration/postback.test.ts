@@ -89,6 +89,13 @@ describe('a signed postback', () => {
     expect((await only()).postback).toMatchObject({ outcome: 'success', source });
   });
 
+  it('configured at the marketplace HTML-escaped (`&amp;` between parameters) is still recorded', async () => {
+    const escaped = successUrl().replaceAll('&', '&amp;');
+    const result = await invoke(handler, apiEvent('GET', escaped));
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ pid: ids.pid, complete: 'postback-confirmed' });
+  });
+
   it('over POST with the values in the query and an empty body is stored', async () => {
     const result = await invoke(
       handler,

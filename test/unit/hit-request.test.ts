@@ -189,6 +189,26 @@ describe('reading the identity', () => {
     ).toMatchObject({ pid: 'ab+cd/ef==', source: 'json' });
   });
 
+  it('takes the query when a form body differs from it only by a `+` the body did not encode', () => {
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=m%2Bn&token=tM',
+          contentType: 'application/x-www-form-urlencoded',
+          body: 'pid=m+n&token=tM',
+        }),
+      ),
+    ).toMatchObject({ pid: 'm+n', token: 'tM', source: 'query' });
+  });
+
+  it('reads parameters of a URL stored HTML-escaped (`&amp;` between them)', () => {
+    expect(identity(request({ rawQueryString: 'pid=p1&amp;token=t1&amp;utm=x' }))).toEqual({
+      pid: 'p1',
+      token: 't1',
+      source: 'query',
+    });
+  });
+
   it('reads percent-encoded UTF-8 exactly and leaves other parameters alone, repeated or not', () => {
     expect(
       identity(request({ rawQueryString: 'pid=Jos%C3%A9%F0%9F%98%80%2B&token=t%ZZ&x=1&x=2&utm=a' })),
