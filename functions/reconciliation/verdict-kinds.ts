@@ -34,7 +34,7 @@ export const MONEY_KINDS: ReadonlySet<VerdictKind> = new Set([
  * A success redirect nothing else backs: anyone who has seen the static success URL can send one with made-up
  * ids. Shown apart from the discrepancies (a burst of them is a forgery signal, not a debt) and never money.
  * `unverified_claim`: the redirect alone, no postback and no transaction. `contradicted_claim`: the fail
- * postback and the marketplace both say the attempt did not complete.
+ * postback or the marketplace's transaction (another status) says the attempt did not complete.
  */
 export const CLAIM_KINDS: ReadonlySet<VerdictKind> = new Set(['unverified_claim', 'contradicted_claim']);
 

@@ -569,8 +569,15 @@ export function classify(
       detail: { ...here, ...marketplace, receivedHere: evidence, ...(price ? { reversedCpi: price } : {}) },
     };
   }
-  if (evidence) return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };
-  if (contradicted) return { kind: 'contradicted_claim', detail: { ...here, ...marketplace } };
+  if (evidence === 'postback')
+    return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };
+  // A browser's success claim the marketplace files under another status: anyone holding the static success URL
+  // (the respondent who was just terminated, a link-preview bot) can send one. A claim, never money.
+  if (evidence === 'redirect' || contradicted)
+    return {
+      kind: 'contradicted_claim',
+      detail: { ...here, ...marketplace, ...(evidence ? { evidence } : {}) },
+    };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };
   const outcome = outcomeOfStatus(status);
   if (!outcome || (redirect && redirect !== outcome)) {

@@ -105,10 +105,10 @@ describe('classification', () => {
       'complete_not_paid',
     ],
     [
-      'a redirect-only complete the marketplace files as a termination',
+      'a success redirect alone the marketplace files as a termination (a claim)',
       transaction('a', 'Failed', noon),
       { redirect: 'success' },
-      'complete_not_paid',
+      'contradicted_claim',
     ],
     ['a complete here with no transaction', undefined, { postback: 'success' }, 'complete_not_paid'],
     [
@@ -177,16 +177,23 @@ describe('classification', () => {
     });
   });
 
-  it('says whether a complete not paid arrived by postback or only by redirect', () => {
+  it('makes a complete not paid of a postback only: a success redirect the marketplace files otherwise is a claim', () => {
     expect(classify(undefined, attempt('a', noon, { postback: 'success' })).detail).toMatchObject({
       evidence: 'postback',
       marketplaceStatus: 'missing',
     });
     expect(
-      classify(transaction('a', 'Failed', noon), attempt('a', noon, { redirect: 'success' })).detail,
+      classify(transaction('a', 'Failed', noon), attempt('a', noon, { postback: 'success' })),
     ).toMatchObject({
-      evidence: 'redirect',
-      marketplaceStatus: 'Failed',
+      kind: 'complete_not_paid',
+      detail: { evidence: 'postback', marketplaceStatus: 'Failed' },
+    });
+    // The respondent terminated at the marketplace types the success URL (or a preview bot fetches it): no money.
+    expect(
+      classify(transaction('a', 'Failed', noon), attempt('a', noon, { redirect: 'success' })),
+    ).toMatchObject({
+      kind: 'contradicted_claim',
+      detail: { evidence: 'redirect', marketplaceStatus: 'Failed' },
     });
   });
 
