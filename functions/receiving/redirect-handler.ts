@@ -13,6 +13,7 @@ import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejecti
 import { readClaim, readIdentity, refusedHit } from './hit-request';
 import { type LandingTemplates, landingFor } from './landing-page';
 import type { Outcome } from './outcome';
+import { previewRequest } from './preview-requests';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 
 export interface RedirectDependencies {
@@ -30,6 +31,12 @@ export interface RedirectDependencies {
 export function createRedirectHandler({ store, keyRing, buffer, landing, refusals }: RedirectDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   return respondentRoute(async (event, context) => {
+    // A prefetch is refused (the browser drops it and asks again if the respondent does navigate); a preview bot
+    // gets the plain page. Neither is recorded: no respondent reached the outcome.
+    const preview = previewRequest(event.headers);
+    if (preview === 'prefetch')
+      return { statusCode: 503, headers: { 'cache-control': 'no-store', 'retry-after': '0' }, body: '' };
+    if (preview === 'bot') return respondentAnswer(landingFor(landing, {}));
     const request = hitRequestFrom(event);
     const at = new Date();
     const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};

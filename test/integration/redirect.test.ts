@@ -78,6 +78,38 @@ describe('a signed redirect hit', () => {
     expect(attempt?.postback).toBeUndefined();
   });
 
+  it("is not recorded when a browser prefetches it or a link-preview bot unfurls it: no respondent's visit", async () => {
+    const at = (headers: Record<string, string>) =>
+      invoke(redirect, apiEvent('GET', redirectUrl('success'), { headers }));
+    // The browser drops a refused prefetch and asks again if the respondent navigates.
+    for (const headers of [
+      { 'sec-purpose': 'prefetch' },
+      { 'sec-purpose': 'prefetch;prerender' },
+      { purpose: 'prefetch' },
+    ] as Record<string, string>[]) {
+      const answer = await at(headers);
+      expect(answer.statusCode).toBe(503);
+      expect(answer.headers?.['cache-control']).toBe('no-store');
+    }
+    for (const agent of [
+      'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)',
+      'facebookexternalhit/1.1',
+      'WhatsApp/2.23.20.0',
+    ]) {
+      const answer = await at({ 'user-agent': agent });
+      expect(answer.statusCode).toBe(200);
+      expect(answer.body).toBe(SURVEY_OVER_PAGE);
+    }
+    expect(await store.attemptsOf('2002', ids.pid)).toEqual([]);
+    // The respondent's own visit, from a browser (Facebook's in-app one among them), is recorded once.
+    await at({
+      'user-agent': 'Mozilla/5.0 (iPhone) AppleWebKit/605.1.15 Mobile/15E148 [FBAN/FBIOS;FBAV/400.0]',
+    });
+    expect((await store.attemptsOf('2002', ids.pid))[0]).toMatchObject({
+      redirect: { outcome: 'success', hits: 1 },
+    });
+  });
+
   it('becomes postback-confirmed once the success postback arrives, on the same attempt', async () => {
     await invoke(redirect, apiEvent('GET', redirectUrl('success')));
     await invoke(postback, apiEvent('GET', filledUrl(TEST_KEY_RING, 'postback', '2002', 'success', ids)));
