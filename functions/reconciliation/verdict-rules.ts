@@ -287,6 +287,28 @@ const answeredTokens = (pairs: readonly Pair[]) =>
       .map((p) => p.transaction?.token),
   );
 
+/**
+ * For each token that more than one attempt without a transaction carries (the same respondent under two spellings
+ * of the pid): the one that stands for it, the one with a postback, else the first seen.
+ */
+function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
+  const byToken = groupBy(
+    pairs.flatMap((p) => (!p.transaction && p.attempt && arrivedHere(p.attempt) ? [p.attempt] : [])),
+    (a) => a.token,
+  );
+  const leads = new Map<string, Attempt>();
+  for (const [token, attempts] of byToken)
+    if (attempts.length > 1)
+      leads.set(
+        token,
+        attempts.find((a) => a.postback !== undefined) ??
+          ([...attempts].sort((a, b) =>
+            (a.firstSeenAt ?? '').localeCompare(b.firstSeenAt ?? ''),
+          )[0] as Attempt),
+      );
+  return leads;
+}
+
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
 const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || attempt.postback !== undefined;
 
@@ -316,6 +338,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const withdrawn: Attempt[] = [];
   const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
   const arrivedTokens = answeredTokens(pairs);
+  const unansweredLead = leadsWithoutTransaction(pairs);
   const pricedAt = (at: string | undefined) =>
     at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
   for (const { transaction, attempt, matchedBy } of pairs) {
@@ -338,6 +361,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // under the other): its transaction is judged with the attempt that took it; this one adds no verdict (it
     // would read as an unverified claim, a false forgery signal).
     if (!transaction && attempt && arrivedTokens.has(attempt.token)) continue;
+    // Likewise without a transaction: the token is judged once, by what its postback said (or the first to arrive);
+    // a redirect under another spelling would otherwise add an unverified claim beside the complete not paid.
+    if (!transaction && attempt && (unansweredLead.get(attempt.token) ?? attempt) !== attempt) continue;
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {

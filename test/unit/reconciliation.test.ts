@@ -342,6 +342,33 @@ describe('windows', () => {
     ).toBe(false);
   });
 
+  it('without a transaction, one token under two spellings of the pid is judged once, by its postback', () => {
+    const redirect = attempt('t2', noon, { redirect: 'success' }, 'b c');
+    const postback = attempt('t2', noon, { postback: 'success' }, 'b+c');
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts: [redirect, postback],
+    });
+    // Not a complete not paid and an unverified claim side by side: the claim would count a forgery that is none.
+    expect(result.verdicts.map((v) => [v.attempt?.pid, v.verdict.kind])).toEqual([
+      ['b+c', 'complete_not_paid'],
+    ]);
+    // Two redirects alone: the first seen stands for the token.
+    const later = attempt('t3', '2026-11-21T20:05:00.000Z', { redirect: 'success' }, 'x y');
+    const first = attempt('t3', noon, { redirect: 'success' }, 'x+y');
+    const claims = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts: [later, first],
+    });
+    expect(claims.verdicts.map((v) => [v.attempt?.pid, v.verdict.kind])).toEqual([
+      ['x+y', 'unverified_claim'],
+    ]);
+  });
+
   it('an item for a transaction filed by its start (no click time) keeps the time that places it', () => {
     const started = transaction('s', 'Completed', noon, { clickedAt: undefined, startedAt: at(noon) });
     const [verdict] = reconcileSurveyWindow({
