@@ -288,8 +288,9 @@ const answeredTokens = (pairs: readonly Pair[]) =>
   );
 
 /**
- * For each token that more than one attempt without a transaction carries (the same respondent under two spellings
- * of the pid): the one that stands for it, the one with a postback, else the first seen.
+ * For each token that more than one attempt without a transaction carries, one of them with a postback: that one
+ * stands for it, the marketplace's server having named the respondent (a redirect under another spelling of the pid
+ * is the same respondent). Redirects alone are each a claim of their own: many pids on one token is a forgery sign.
  */
 function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
   const byToken = groupBy(
@@ -297,15 +298,10 @@ function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
     (a) => a.token,
   );
   const leads = new Map<string, Attempt>();
-  for (const [token, attempts] of byToken)
-    if (attempts.length > 1)
-      leads.set(
-        token,
-        attempts.find((a) => a.postback !== undefined) ??
-          ([...attempts].sort((a, b) =>
-            (a.firstSeenAt ?? '').localeCompare(b.firstSeenAt ?? ''),
-          )[0] as Attempt),
-      );
+  for (const [token, attempts] of byToken) {
+    const lead = attempts.length > 1 ? attempts.find((a) => a.postback !== undefined) : undefined;
+    if (lead) leads.set(token, lead);
+  }
   return leads;
 }
 
@@ -361,8 +357,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // under the other): its transaction is judged with the attempt that took it; this one adds no verdict (it
     // would read as an unverified claim, a false forgery signal).
     if (!transaction && attempt && arrivedTokens.has(attempt.token)) continue;
-    // Likewise without a transaction: the token is judged once, by what its postback said (or the first to arrive);
-    // a redirect under another spelling would otherwise add an unverified claim beside the complete not paid.
+    // Likewise without a transaction, when a postback named the respondent: the token is judged once, by it; a
+    // redirect under another spelling would otherwise add an unverified claim beside the complete not paid.
     if (!transaction && attempt && (unansweredLead.get(attempt.token) ?? attempt) !== attempt) continue;
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
