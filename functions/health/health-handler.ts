@@ -75,13 +75,11 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
         );
       // Stored only when it moves, so a new container starts where the last run stopped too.
       if (report.left[0] !== report.resumedFrom && deps.store.putResumePoint)
-        await deps.store
-          .putResumePoint(report.left[0])
-          .catch((error) =>
-            logger.warn('survey health check could not store where the next run starts', {
-              error: describe(error),
-            }),
-          );
+        await deps.store.putResumePoint(report.left[0]).catch((error) =>
+          logger.warn('survey health check could not store where the next run starts', {
+            error: describe(error),
+          }),
+        );
       const failed = report.failed.map((f) => ({ surveyId: f.surveyId, error: describe(f.error) }));
       const counts: Record<HealthState, number> = { ok: 0, warning: 0, failing: 0 };
       const transitions: HealthTransitionSummary[] = [];
