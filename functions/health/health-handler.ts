@@ -133,6 +133,7 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
       publish('SurveysFailing', summary.failing, {});
       publish('SurveysTurnedFailing', summary.turnedFailing, {});
       publish('SurveysRecovered', summary.recovered, {});
+      publish('SurveysLeft', report.left.length, {});
       if (failed.length > 0) {
         logger.error('survey health check incomplete: retried next run', { ...summary, failed });
         throw new Error(

@@ -109,6 +109,11 @@ export const METRIC_CATALOGUE = {
     dimensions: {},
     about: 'surveys that stopped failing in a health check run (each also notified by name)',
   },
+  SurveysLeft: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'surveys a health check run had no time for (the next run starts with them)',
+  },
 } as const satisfies Record<string, MetricSpec>;
 
 export interface MetricSpec {

@@ -330,7 +330,7 @@ export class Operations extends Construct {
         left: (['SurveysOk', 'SurveysWarning', 'SurveysFailing'] as const).flatMap((m) =>
           catalogued(m, Duration.minutes(5)),
         ),
-        right: (['SurveysTurnedFailing', 'SurveysRecovered'] as const).flatMap((m) =>
+        right: (['SurveysTurnedFailing', 'SurveysRecovered', 'SurveysLeft'] as const).flatMap((m) =>
           catalogued(m, Duration.minutes(5)),
         ),
         width: 12,
