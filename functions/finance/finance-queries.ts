@@ -4,7 +4,7 @@
  */
 
 import { type FailingSpell, failingSpells } from '../health/health-transition';
-import { discrepancyIndexKey } from '../ledger/ledger-schema';
+import { discrepancyIndexKey, discrepancySortPrefix } from '../ledger/ledger-schema';
 import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
 import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
@@ -184,11 +184,7 @@ export function finance(deps: {
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
       let cursor: Cursor | undefined = options.cursor
-        ? decodeCursor(
-            options.cursor,
-            period,
-            options.surveyId ? `${options.surveyId}#${options.kind ? `${options.kind}#` : ''}` : '',
-          )
+        ? decodeCursor(options.cursor, period, discrepancySortPrefix(options.surveyId, options.kind))
         : { d: period.from };
       const items: Discrepancy[] = [];
       while (cursor && items.length < limit) {

@@ -454,18 +454,6 @@ export function createLedgerStore(
 }
 
 /**
- * The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. With a
- * hit id (the request's), a write that was applied but whose answer was lost is not counted again when retried
- * or replayed from the buffer. Each channel remembers a fixed number of ids (a 48-bit digest each), one per slot,
- * the slot chosen by the id's digest: redirects, which anyone holding the URL can repeat at will, four; postbacks,
- * which a marketplace retrying without end (or a leaked postback URL) can repeat as well, eight. No one can grow an
- * item by repeating a hit (a set of every postback id grew 11 bytes a hit, to DynamoDB's 400 KB item limit, after
- * which the attempt's postbacks would fail). A retried write whose answer was lost is refused while its slot still
- * holds it, so another request of the same hit in between only counts it twice when it falls in the same slot, one
- * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was,
- * still consulted (hitIdCondition).
- */
-/**
  * The day-index partitions that can hold a survey's attempts of a UTC day: its own, and, until the backfill has
  * moved them, the day-wide one attempts were indexed under before the index was split by survey (see
  * ledger-schema). Reading both keeps a table written by an earlier release whole; the second query of an empty
@@ -492,6 +480,18 @@ const hitIdCondition = (channel: Hit['channel'], slot: string) =>
     ? `(attribute_not_exists(${slot}) OR ${slot} <> :hitId) AND NOT contains(postbackHitIds, :hitId)`
     : `attribute_not_exists(${slot}) OR ${slot} <> :hitId`;
 
+/**
+ * The one UpdateItem a hit is (see the module comment): set what is not there yet, add to the counters. With a
+ * hit id (the request's), a write that was applied but whose answer was lost is not counted again when retried
+ * or replayed from the buffer. Each channel remembers a fixed number of ids (a 48-bit digest each), one per slot,
+ * the slot chosen by the id's digest: redirects, which anyone holding the URL can repeat at will, four; postbacks,
+ * which a marketplace retrying without end (or a leaked postback URL) can repeat as well, eight. No one can grow an
+ * item by repeating a hit (a set of every postback id grew 11 bytes a hit, to DynamoDB's 400 KB item limit, after
+ * which the attempt's postbacks would fail). A retried write whose answer was lost is refused while its slot still
+ * holds it, so another request of the same hit in between only counts it twice when it falls in the same slot, one
+ * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was,
+ * still consulted (hitIdCondition).
+ */
 function hitUpdate(hit: Hit, at: Date, hitId?: string) {
   const now = at.toISOString();
   const set = [

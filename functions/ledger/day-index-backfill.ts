@@ -136,6 +136,7 @@ async function backfillDayIndex(
             movedToday++;
             return;
           }
+          const moved = attemptDayKey(surveyId, String(key.sk), placedAt);
           try {
             await send(() =>
               client.send(
@@ -146,8 +147,8 @@ async function backfillDayIndex(
                   ConditionExpression: '#pk = :legacy AND #sk = :legacySk',
                   ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
                   ExpressionAttributeValues: {
-                    ':pk': attemptDayKey(surveyId, String(key.sk), placedAt).gsi1pk,
-                    ':sk': attemptDayKey(surveyId, String(key.sk), placedAt).gsi1sk,
+                    ':pk': moved.gsi1pk,
+                    ':sk': moved.gsi1sk,
                     ':legacy': legacy,
                     ':legacySk': legacySortKey,
                   },

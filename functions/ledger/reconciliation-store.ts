@@ -24,6 +24,7 @@ import {
   attemptDayKey,
   attemptKey,
   discrepancyIndexKey,
+  discrepancySortPrefix,
   finishedRunKey,
   LEDGER,
   reconciliationStateKey,
@@ -444,9 +445,7 @@ export function createReconciliationStore(
 
     async discrepancyPage(day, options) {
       const { discrepancyIndex: index } = LEDGER;
-      const prefix = options.surveyId
-        ? `${options.surveyId}#${options.kind ? `${options.kind}#` : ''}`
-        : undefined;
+      const prefix = discrepancySortPrefix(options.surveyId, options.kind) || undefined;
       // A kind without a survey cannot be a key condition, and a key cannot be filtered on: the kind is read
       // from each key here, and the page ends at the last key looked at.
       const kindOf = (key: Item) => String(key[index.sortKey]).split('#')[1];

@@ -39,7 +39,7 @@ export interface RouteThrottles {
 
 /**
  * One access log line per request, every route: what API Gateway knows of it (the path, never the query, which
- * carries the signature). At a line of about 300 bytes it is most of what CloudWatch bills per hit (BENCHMARKS.md §7).
+ * carries the signature). At about 230 bytes a line it is what CloudWatch bills per hit (BENCHMARKS.md §7).
  */
 export const ACCESS_LOG_FIELDS = {
   requestId: '$context.requestId',
