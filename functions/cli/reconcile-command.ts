@@ -90,7 +90,7 @@ export function reconcileCommand(): Command {
           }
           say(`  verdicts new ${sum.new}, changed ${sum.changed}; ${sum.awaiting} too recent to judge yet`);
           say(
-            `  late finishers: ${sum.readByKey} attempts read by key, ${sum.lookbacks} look-back calls, ${sum.earlier} attempts left to their earlier click day${sum.superseded > 0 ? `, ${sum.superseded} items retired (their transaction's attempt arrived under another pid)` : ''}${sum.withdrawn > 0 ? `, ${sum.withdrawn} items withdrawn (their transaction is listed no more)` : ''}`,
+            `  late finishers: ${sum.readByKey} attempts read by key, ${sum.lookbacks} look-back calls, ${sum.earlier} attempts left to their earlier click day${sum.superseded > 0 ? `, ${sum.superseded} items retired (their transaction's attempt arrived under another pid)` : ''}${sum.withdrawn > 0 ? `, ${sum.withdrawn} items withdrawn (their transaction is listed no more)` : ''}${sum.collapsed > 0 ? `, ${sum.collapsed} verdicts cleared (their respondent is judged by another attempt)` : ''}`,
           );
           for (const outcome of report.outcomes) {
             for (const change of outcome.changed)

@@ -131,6 +131,12 @@ export interface ReconciliationStore {
    */
   retireItem(item: Attempt, at: Date, reason: 'superseded' | 'withdrawn'): Promise<boolean>;
   /**
+   * Clears the verdict of an attempt that no longer adds one of its own (`collapsed` of verdict-rules.ts): out of
+   * the discrepancy index, the verdict ended in its history; it stays in the day index, an attempt like any other.
+   * False, and nothing done, when a hit reached it since it was read (the next run judges it as it is then).
+   */
+  clearVerdict(attempt: Attempt, at: Date): Promise<boolean>;
+  /**
    * Leaves on the item of a transaction the pid its attempt arrived under (`pointers` of verdict-rules.ts). False
    * when it already said so, or there is no such item yet.
    */
@@ -342,6 +348,22 @@ export function createReconciliationStore(
           ':now': at.toISOString(),
           ':empty': [],
           ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
+        },
+      });
+    },
+
+    clearVerdict(attempt, at) {
+      const seen = attempt.lastSeenAt;
+      return updated({
+        Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
+        UpdateExpression:
+          'SET verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
+          'REMOVE verdict, verdictDay, verdictDetail, verdictAt, marketplace, gsi2pk, gsi2sk',
+        ConditionExpression: `attribute_exists(verdict) AND ${seen === undefined ? 'attribute_not_exists(lastSeenAt)' : 'lastSeenAt = :seen'}`,
+        ExpressionAttributeValues: {
+          ':empty': [],
+          ':entry': [{ verdict: 'collapsed', day: attempt.reconciliation?.day ?? '', at: at.toISOString() }],
+          ...(seen === undefined ? {} : { ':seen': seen }),
         },
       });
     },

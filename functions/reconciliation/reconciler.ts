@@ -133,6 +133,8 @@ export interface SurveyOutcome {
   readonly superseded: number;
   /** Items created for a transaction the marketplace lists no more, retired. */
   readonly withdrawn: number;
+  /** Stored verdicts cleared: their attempt is now judged with another of the same respondent. */
+  readonly collapsed: number;
   /** Windows of days past the window (open or reviewed days) that could not be reconciled: read again next time. */
   readonly openFailures: number;
   readonly openError?: string;
@@ -184,6 +186,7 @@ const emptyOutcome = (
   earlier: 0,
   superseded: 0,
   withdrawn: 0,
+  collapsed: 0,
   openFailures: 0,
   skippedDays: 0,
   summariesWritten: 0,
@@ -372,6 +375,8 @@ export function reconciler(deps: ReconcilerDeps) {
         if (await deps.results.retireItem(item, at, 'superseded')) outcome.superseded++;
       for (const item of result.withdrawn)
         if (await deps.results.retireItem(item, at, 'withdrawn')) outcome.withdrawn++;
+      for (const attempt of result.collapsed)
+        if (await deps.results.clearVerdict(attempt, at)) outcome.collapsed++;
       for (const { pid, token, arrivedAs, day } of result.pointers) {
         if (!(await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))) continue;
         await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
@@ -881,6 +886,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     earlier: 0,
     superseded: 0,
     withdrawn: 0,
+    collapsed: 0,
     openFailures: 0,
     skippedDays: 0,
     summariesWritten: 0,
@@ -899,6 +905,7 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     sum.earlier += o.earlier;
     sum.superseded += o.superseded;
     sum.withdrawn += o.withdrawn;
+    sum.collapsed += o.collapsed;
     sum.openFailures += o.openFailures;
     sum.skippedDays += o.skippedDays;
     sum.summariesWritten += o.summariesWritten;

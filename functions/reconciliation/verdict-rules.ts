@@ -136,6 +136,12 @@ export interface SurveyWindowResult {
    */
   readonly withdrawn: readonly Attempt[];
   /**
+   * Attempts that arrived here and now add no verdict, the token being judged with another attempt of the same
+   * respondent (under another spelling of the pid), which still carry a verdict an earlier run gave them: the
+   * caller clears it, or an unverified claim judged before the postback came would stay in the discrepancy lists.
+   */
+  readonly collapsed: readonly Attempt[];
+  /**
    * Attempts of the window whose transaction is of an earlier day under another pid (`earlier`): that day's run
    * reads attempts by the transaction's pid and would not find them, so the caller leaves a pointer on the
    * transaction's item (`arrivedAs`) and tells that day to look again.
@@ -332,6 +338,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const settled = window.settledBefore?.toISOString();
   const superseded: Attempt[] = [];
   const withdrawn: Attempt[] = [];
+  const collapsed: Attempt[] = [];
   const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
   const arrivedTokens = answeredTokens(pairs);
   const unansweredLead = leadsWithoutTransaction(pairs);
@@ -356,10 +363,16 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // The same respondent seen here twice under two spellings of the pid (a redirect under one, the postback
     // under the other): its transaction is judged with the attempt that took it; this one adds no verdict (it
     // would read as an unverified claim, a false forgery signal).
-    if (!transaction && attempt && arrivedTokens.has(attempt.token)) continue;
     // Likewise without a transaction, when a postback named the respondent: the token is judged once, by it; a
     // redirect under another spelling would otherwise add an unverified claim beside the complete not paid.
-    if (!transaction && attempt && (unansweredLead.get(attempt.token) ?? attempt) !== attempt) continue;
+    if (
+      !transaction &&
+      attempt &&
+      (arrivedTokens.has(attempt.token) || (unansweredLead.get(attempt.token) ?? attempt) !== attempt)
+    ) {
+      if (attempt.reconciliation) collapsed.push(attempt);
+      continue;
+    }
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {
@@ -426,6 +439,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     elsewhere,
     superseded,
     withdrawn,
+    collapsed,
     pointers,
   };
 }

@@ -396,6 +396,38 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7213');
   });
 
+  it('an unverified claim judged before the postback came under another spelling of the pid is cleared, not left in the lists', async () => {
+    await survey(7230);
+    const hit = (channel: 'redirect' | 'postback', pid: string, at: Date) =>
+      attempts.recordHit(
+        { channel, surveyId: '7230', outcome: 'success', pid, token: 'claim-1', source: 'query' },
+        at,
+      );
+    // A success redirect alone (no transaction listed yet): a claim.
+    await hit('redirect', 'b c', new Date(clock - 2 * HOUR));
+    await hourly();
+    expect(
+      (await results.discrepancies(TODAY, '7230')).map((a) => [a.pid, a.reconciliation?.verdict]),
+    ).toEqual([['b c', 'unverified_claim']]);
+    // The marketplace's server then names the respondent, the pid spelt otherwise (a form's `+`).
+    clock += 10 * 60_000;
+    await hit('postback', 'b+c', new Date(clock));
+    clock += HOUR;
+    const next = await hourly();
+    expect(next.outcomes[0]).toMatchObject({ collapsed: 1 });
+    // One respondent, judged once: the claim is gone from the list and the summary alike.
+    expect(
+      (await results.discrepancies(TODAY, '7230')).map((a) => [a.pid, a.reconciliation?.verdict]),
+    ).toEqual([['b+c', 'complete_not_paid']]);
+    expect((await results.summariesOf('7230', [TODAY]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
+    const [redirect] = await results.attemptsByKey('7230', [{ pid: 'b c', token: 'claim-1' }]);
+    expect(redirect?.reconciliation).toBeUndefined();
+    expect(redirect?.redirect).toBeDefined();
+    // Nothing to clear the next time.
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({ collapsed: 0 });
+  });
+
   it('a postback days late under another spelling of the pid: its day points the transaction day to it, which matches it', async () => {
     await seededWeek(7214);
     const settled = nextDay(TODAY, -4);

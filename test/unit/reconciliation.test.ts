@@ -355,6 +355,20 @@ describe('windows', () => {
     expect(result.verdicts.map((v) => [v.attempt?.pid, v.verdict.kind])).toEqual([
       ['b+c', 'complete_not_paid'],
     ]);
+    // Not judged before: nothing to clear. Judged as a claim by a run before the postback came: cleared.
+    expect(result.collapsed).toEqual([]);
+    const judged = {
+      ...redirect,
+      reconciliation: { verdict: 'unverified_claim', day: DAY, detail: {}, at: noon, history: [] },
+    };
+    const again = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts: [judged, postback],
+    });
+    expect(again.verdicts.map((v) => v.attempt?.pid)).toEqual(['b+c']);
+    expect(again.collapsed).toEqual([judged]);
     // Redirects alone on one token are each a claim: many pids on one token is how a forger shows up.
     const one = attempt('t3', noon, { redirect: 'success' }, 'x y');
     const other = attempt('t3', noon, { redirect: 'success' }, 'forger');
