@@ -14,6 +14,7 @@ import pLimit, { type LimitFunction } from 'p-limit';
 import pRetry from 'p-retry';
 import {
   type Parsed,
+  type Placement,
   parseQuota,
   parseRedirectSettings,
   parseSurvey,
@@ -87,6 +88,8 @@ export interface MalformedRow {
   readonly problem: string;
   /** The row's token or id, when it had a readable one, to find it again. */
   readonly reference?: string;
+  /** A transaction row's token and filing time, when both read: the day and attempt it can hold back. */
+  readonly placed?: Placement;
 }
 
 export interface Rows<T> {
@@ -359,7 +362,14 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     list.forEach((row, index) => {
       const outcome = parse(row);
       if (outcome.ok) parsed.rows.push(outcome.value);
-      else parsed.malformed.push({ endpoint, index, problem: outcome.problem, reference: referenceOf(row) });
+      else
+        parsed.malformed.push({
+          endpoint,
+          index,
+          problem: outcome.problem,
+          reference: referenceOf(row),
+          ...(outcome.placed ? { placed: outcome.placed } : {}),
+        });
     });
     return parsed;
   };

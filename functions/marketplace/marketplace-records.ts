@@ -64,7 +64,14 @@ export function outcomeOfStatus(status: string): Outcome | undefined {
 
 export type Parsed<T> =
   | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly problem: string };
+  | { readonly ok: false; readonly problem: string; readonly placed?: Placement };
+
+/** Where an unreadable transaction row belongs, when its token and a time still read: what it can hold back. */
+export interface Placement {
+  readonly token: string;
+  /** UTC instant it is filed under (as `filedAt`). */
+  readonly filedAt: string;
+}
 
 const amount = z.pipe(
   z.unknown(),
@@ -174,17 +181,35 @@ export function distinctTransactions(rows: readonly Transaction[]): {
   return { rows: [...byToken.values()], duplicates: rows.length - byToken.size };
 }
 
+const placementSchema = z.object({
+  token: z.pipe(text, nonEmpty),
+  st_date_time: z.catch(pacificTime, undefined),
+  clkDateTime: z.catch(pacificTime, undefined),
+  completeDateTime: z.catch(pacificTime, undefined),
+});
+
+/** The token and filing time of a row that cannot be read whole, when both read (filed as `filedAt` files). */
+function placementOf(raw: unknown): Placement | undefined {
+  const parsed = placementSchema.safeParse(raw);
+  if (!parsed.success) return undefined;
+  const { token, clkDateTime, st_date_time, completeDateTime } = parsed.data;
+  const filed = clkDateTime ?? st_date_time ?? completeDateTime;
+  return filed ? { token, filedAt: filed.utc } : undefined;
+}
+
 export function parseTransaction(raw: unknown): Parsed<Transaction> {
+  const unreadable = (problem: string): Parsed<Transaction> => {
+    const placed = placementOf(raw);
+    return { ok: false, problem, ...(placed ? { placed } : {}) };
+  };
   const parsed = transactionSchema.safeParse(raw);
-  if (!parsed.success)
-    return { ok: false, problem: describeIssues(parsed.error, { limit: 3, whole: '(row)' }) };
+  if (!parsed.success) return unreadable(describeIssues(parsed.error, { limit: 3, whole: '(row)' }));
   const t = parsed.data;
   // A complete without a readable price cannot be counted; anything else earns nothing whatever it says.
   if (t.CPI === undefined && t.status === 'Completed')
-    return {
-      ok: false,
-      problem: `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
-    };
+    return unreadable(
+      `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
+    );
   const started = (raw as { st_date_time?: unknown }).st_date_time;
   if (!t.clkDateTime && !t.st_date_time && typeof started === 'string' && started.trim() !== '')
     return {

@@ -18,7 +18,12 @@ import type {
   VerdictChange,
 } from '../ledger/ledger-store';
 import type { MalformedRow, MarketplaceClient } from '../marketplace/marketplace-client';
-import { distinctTransactions, filedAt, type Transaction } from '../marketplace/marketplace-records';
+import {
+  distinctTransactions,
+  filedAt,
+  type Placement,
+  type Transaction,
+} from '../marketplace/marketplace-records';
 import { pacificDay } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
@@ -303,6 +308,13 @@ export function reconciler(deps: ReconcilerDeps) {
     };
     const changes = { new: 0, changed: 0, refreshed: 0 };
     const changed: { token: string; from: string; to: string }[] = [];
+    /**
+     * Days of the window a row that cannot be read holds back, with the error naming the row: a row whose token and
+     * day still read keeps only its day from being judged (retried by every run, as a failed survey's days are) and
+     * its token's attempts from being judged on any other day; the rest of the survey is reconciled.
+     */
+    const blocked = new Map<string, string>();
+    const heldTokens = new Set<string>();
 
     /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
     async function reconcileDays(
@@ -336,7 +348,8 @@ export function reconciler(deps: ReconcilerDeps) {
         pointed.size > 0
           ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, [...pointed.values()]))]
           : keyed;
-      const attempts = [...seen, ...byKey];
+      // The attempts of a token whose row cannot be read wait for it (judged on no day meanwhile).
+      const attempts = [...seen, ...byKey].filter((a) => !heldTokens.has(a.token));
       const sides = {
         surveyId,
         days: window,
@@ -432,7 +445,7 @@ export function reconciler(deps: ReconcilerDeps) {
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
     /** Reconciles one contiguous window of the survey's days. */
-    async function reconcileWindow(window: readonly string[]) {
+    async function reconcileWindow(window: readonly string[], holdDays = true) {
       const range = fetchRange(window);
       const context = { surveyId, failedDays, now: at };
       // Days checked whatever the marketplace lists: their attempts are read while it answers.
@@ -447,7 +460,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // failing (its days retried every run) reads the ledger only once the marketplace has answered.
       const listing = deps.marketplace
         .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
-        .then(readable);
+        .then((rows) => readable(rows, holdDays ? window : []));
       if (failedDays.length > 0) await listing;
       const [listed, seenByGroup] = await Promise.all([
         listing,
@@ -460,6 +473,12 @@ export function reconciler(deps: ReconcilerDeps) {
       ]);
       outcome.transactions += listed.rows.length;
       outcome.duplicateRows += listed.duplicates;
+      outcome.malformedRows += listed.held.length;
+      for (const { placed } of listed.held) {
+        blocked.set(pacificDay(new Date(placed.filedAt)), unreadable(listed.held).message);
+        heldTokens.add(placed.token);
+      }
+      const judged = (days: readonly string[]) => contiguous(days.filter((day) => !blocked.has(day)));
       outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
       // Settled days whose transactions changed since they were reconciled.
       const changedDays = window.filter(
@@ -486,8 +505,9 @@ export function reconciler(deps: ReconcilerDeps) {
         return earlier;
       };
       for (const [i, group] of groups.entries())
-        await reconcileDays(group, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
-      for (const group of contiguous(changedDays)) {
+        for (const part of judged(group))
+          await reconcileDays(part, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
+      for (const group of judged(changedDays)) {
         const { from, to } = attemptRange(group);
         const seen = await deps.attempts.attemptsOfSurvey(surveyId, from, to);
         await reconcileDays(group, listed.rows, seen, lookbackOnce);
@@ -519,7 +539,7 @@ export function reconciler(deps: ReconcilerDeps) {
       let reviewedFailed = false;
       for (const window of pastWindows) {
         try {
-          await reconcileWindow(window);
+          await reconcileWindow(window, false);
         } catch (error) {
           outcome.openFailures++;
           if (window.some((day) => byRowsOnly.has(day))) reviewedFailed = true;
@@ -563,8 +583,12 @@ export function reconciler(deps: ReconcilerDeps) {
       const listsChanged =
         openDays.join() !== (state?.openDays ?? []).join() ||
         reviewedDays.join() !== (state?.reviewedDays ?? []).join();
+      // Days an unreadable row held back: failed days, retried by every run, the error naming the row.
+      const heldDays = [...blocked.keys()].sort();
+      const heldError = heldDays.length > 0 ? blocked.get(heldDays[0] as string) : undefined;
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       if (
+        heldError !== undefined ||
         !state ||
         state.failedDays.length > 0 ||
         state.lastError !== undefined ||
@@ -575,7 +599,8 @@ export function reconciler(deps: ReconcilerDeps) {
         await deps.results.putSurveyState({
           surveyId,
           lastReconciledAt: at.toISOString(),
-          failedDays: [],
+          failedDays: heldDays,
+          ...(heldError !== undefined ? { lastError: heldError, lastErrorAt: at.toISOString() } : {}),
           ...(openDays.length > 0
             ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
             : {}),
@@ -592,6 +617,8 @@ export function reconciler(deps: ReconcilerDeps) {
               }
             : {}),
         });
+      if (heldError !== undefined)
+        return { ...outcome, changes, changed, status: 'failed', error: heldError };
       return { ...outcome, changes, changed };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -620,12 +647,21 @@ export function reconciler(deps: ReconcilerDeps) {
 
   /**
    * The window's rows, one per token, all of them readable: a row that cannot be read is not "no transaction"
-   * (its complete would drop out of what is owed and its attempt turn into a false discrepancy), so the survey
-   * fails, naming it, and its days are retried by every run until the row reads.
+   * (its complete would drop out of what is owed and its attempt turn into a false discrepancy). One whose token
+   * and day still read, a day of `holdable`, is returned as `held` (its day and token are then not judged); any
+   * other fails the survey, naming it, and its days are retried by every run until the row reads.
    */
-  function readable(listed: Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>) {
-    if (listed.malformed.length > 0) throw unreadable(listed.malformed);
-    return distinctTransactions(listed.rows);
+  function readable(
+    listed: Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>,
+    holdable: readonly string[],
+  ) {
+    const held: (MalformedRow & { placed: Placement })[] = [];
+    for (const row of listed.malformed) {
+      if (!row.placed || !holdable.includes(pacificDay(new Date(row.placed.filedAt))))
+        throw unreadable([row, ...listed.malformed.filter((other) => other !== row)]);
+      held.push({ ...row, placed: row.placed });
+    }
+    return { ...distinctTransactions(listed.rows), held };
   }
 
   /** The error that fails a survey for rows that cannot be read, naming the first. */

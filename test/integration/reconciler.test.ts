@@ -337,6 +337,69 @@ describe('a reconciliation run', () => {
   });
 });
 
+describe('a row that cannot be read, whose token and day still read', () => {
+  it('holds back only its day and its token: the other days are reconciled, and the day is judged once it reads', async () => {
+    await survey(7008);
+    const previous = nextDay(today, -1);
+    const clicked = (ms: number) => ({ clkDateTime: formatPacificTime(new Date(ms)) });
+    const good = listedComplete('g1', 'g1');
+    const rows: unknown[] = [
+      { ...good, ...clicked(REFERENCE_MS - 25 * 3_600_000) },
+      // Clicked in late the day before, finished after midnight: its postback is first seen today.
+      { ...good, token: 'h2', PID: 'h2', CPI: 'n/a', ...clicked(REFERENCE_MS - 12.5 * 3_600_000) },
+      { ...good, token: 't1', PID: 't1', ...clicked(REFERENCE_MS - 3_600_000) },
+    ];
+    const postback = (token: string, ms: number) =>
+      attempts.recordHit(
+        { channel: 'postback', surveyId: '7008', outcome: 'success', pid: token, token, source: 'query' },
+        new Date(ms),
+      );
+    await postback('g1', REFERENCE_MS - 24.8 * 3_600_000);
+    await postback('h2', REFERENCE_MS - 11.5 * 3_600_000);
+    await postback('t1', REFERENCE_MS - 0.8 * 3_600_000);
+    const held = await engine({ marketplace: listing(() => rows) }).run(previous, today, ['7008']);
+    expect(held.outcomes[0]).toMatchObject({ status: 'failed', malformedRows: 1, verdicts: { matched: 1 } });
+    expect(held.outcomes[0]?.error).toMatch(/1 unreadable transaction rows \(row 1 h2: CPI is not an amount/);
+    // Today is reconciled without it; its day is not, and its postback, first seen today, is not judged there
+    // as a complete the marketplace does not pay.
+    expect((await results.summariesOf('7008', [previous, today])).map((s) => [s.day, s.verdicts])).toEqual([
+      [today, { matched: 1 }],
+    ]);
+    const [late] = await results.attemptsByKey('7008', [{ pid: 'h2', token: 'h2' }]);
+    expect(late?.reconciliation).toBeUndefined();
+    expect(await results.surveyState('7008')).toMatchObject({
+      failedDays: [previous],
+      lastError: expect.stringMatching(/row 1 h2/),
+    });
+
+    // The row reads again: its day is judged with it, the state is clear.
+    rows[1] = { ...(rows[1] as object), CPI: '1.50' };
+    const read = await engine({ marketplace: listing(() => rows) }).run(previous, today, ['7008']);
+    expect(read.outcomes[0]).toMatchObject({ status: 'reconciled', malformedRows: 0 });
+    expect((await results.summariesOf('7008', [previous]))[0]?.verdicts).toEqual({ matched: 2 });
+    expect(
+      (await results.attemptsByKey('7008', [{ pid: 'h2', token: 'h2' }]))[0]?.reconciliation,
+    ).toMatchObject({
+      verdict: 'matched',
+      day: previous,
+    });
+    expect(await results.surveyState('7008')).toMatchObject({ failedDays: [] });
+  });
+
+  it('fails the whole survey when the row has no readable token or time', async () => {
+    await survey(7009);
+    const good = listedComplete('n1', 'n1');
+    for (const bad of [
+      { ...good, token: '', CPI: 'n/a' },
+      { ...good, token: 'n2', CPI: 'n/a', clkDateTime: 'soon' },
+    ]) {
+      const run = await engine({ marketplace: listing(() => [good, bad]) }).run(today, today, ['7009']);
+      expect(run.outcomes[0]).toMatchObject({ status: 'failed' });
+      expect(await results.summariesOf('7009', [today])).toEqual([]);
+    }
+  });
+});
+
 describe('rows a stricter reader would refuse', () => {
   it('reconciles ids too long for a key, statuses spelled otherwise and times in other forms, counting every complete', async () => {
     await survey(7007);
