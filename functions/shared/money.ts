@@ -16,6 +16,9 @@ export function parseAmount(value: unknown): string | undefined {
     // A JSON number's shortest round-trip form is the literal the sender wrote, for any amount of money.
     text = String(value);
     if (/e/i.test(text)) return undefined;
+    // More decimals than money has is the binary noise of a sum the sender made in floats (0.1 + 0.2 is
+    // 0.30000000000000004): the amount it stands for is the nearest millionth.
+    if ((text.split('.')[1]?.length ?? 0) > 6) text = value.toFixed(6).replace(/\.?0+$/, '');
   } else if (typeof value === 'string') {
     text = value.trim().replace(/^\$/, '');
   } else {

@@ -11,6 +11,11 @@ describe('amounts', () => {
     [2.675, '2.675'],
     ['$3.40', '3.40'],
     ['0012.30', '12.30'],
+    // A sender's float arithmetic: the amount, not its binary noise (and never a row refused for it).
+    [0.1 + 0.2, '0.30'],
+    [1.2000000000000002, '1.20'],
+    [1.1 * 3, '3.30'],
+    [3 * 1.15, '3.45'],
   ])('read %j as %s', (raw, expected) => {
     expect(parseAmount(raw)).toBe(expected);
   });
