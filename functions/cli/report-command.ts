@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError } from 'commander';
 import { finance, readPeriod } from '../finance/finance-queries';
-import { discrepanciesCsv, failingSurveysCsv, summaryCsv } from '../finance/report-csv';
+import { discrepanciesCsv, failingSurveysCsv, type SummaryDetail, summaryCsv } from '../finance/report-csv';
 import { reportHtml } from '../finance/report-html';
 import { pacificDay } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
@@ -29,6 +29,12 @@ export function reportCommand(): Command {
       choice(['summary', 'discrepancies', 'claims', 'failing']),
       'summary',
     )
+    .option(
+      '--detail <detail>',
+      'for the csv summary: days (a row per survey and day), surveys (a row per survey) or totals (one row)',
+      choice(['days', 'surveys', 'totals']),
+      'days',
+    )
     .option('--out <file>', 'write to this file instead of standard output')
     .action(
       async (options: {
@@ -37,6 +43,7 @@ export function reportCommand(): Command {
         survey?: string[];
         format: string;
         table: string;
+        detail: SummaryDetail;
         out?: string;
       }) => {
         const context = cliContext();
@@ -63,7 +70,7 @@ export function reportCommand(): Command {
                   ? discrepanciesCsv(report.claims)
                   : options.table === 'failing'
                     ? failingSurveysCsv(report.failingSurveys)
-                    : summaryCsv(report.days)
+                    : summaryCsv(report.days, { level: options.detail, ...period })
               : `${JSON.stringify(report, null, 2)}\n`;
         if (options.out) {
           await writeFile(options.out, output);

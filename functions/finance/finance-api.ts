@@ -11,7 +11,7 @@ import type { FinanceConfig } from '../runtime/runtime-config';
 import { badRequest, Rejection } from '../shared/rejection';
 import { type Finance, readKind, readPeriod } from './finance-queries';
 import { periodSummary } from './finance-report';
-import { discrepanciesCsv, summaryCsv } from './report-csv';
+import { discrepanciesCsv, type SummaryDetail, summaryCsv } from './report-csv';
 
 export interface FinanceApiDependencies {
   readonly queries: Pick<Finance, 'summaryRows' | 'discrepancyPage' | 'attempts' | 'failingSurveys'>;
@@ -47,7 +47,10 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           throw badRequest(`detail must be one of ${SUMMARY_DETAILS.join(', ')}`);
         if (csv) {
           const rows = await queries.summaryRows(period, surveys);
-          return csvResponse(summaryCsv(rows), `summary-${period.from}-${period.to}.csv`);
+          return csvResponse(
+            summaryCsv(rows, { level: detail as SummaryDetail, ...period }),
+            `summary-${period.from}-${period.to}${detail === 'days' ? '' : `-${detail}`}.csv`,
+          );
         }
         const [rows, failingSurveys] = await Promise.all([
           queries.summaryRows(period, surveys),
@@ -141,12 +144,10 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
     // Lambda refuses an answer over 6 MB (a 502 from API Gateway): say what to ask for instead.
     const bytes = Buffer.byteLength(JSON.stringify(result), 'utf8');
     if (bytes > MAX_ANSWER_BYTES) {
-      // The JSON summary can leave out its per-day or per-survey rows; the other answers only narrow.
-      const jsonSummary =
-        event.rawPath === '/finance/summary' &&
-        !String(result.headers?.['content-type'] ?? '').startsWith('text/csv');
+      // The summary (JSON or CSV) can leave out its per-day or per-survey rows; the other answers only narrow.
+      const summary = event.rawPath === '/finance/summary';
       throw badRequest(
-        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys${jsonSummary ? ', or for the summary with detail=surveys or detail=totals' : ''}`,
+        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys${summary ? ', or for the summary with detail=surveys or detail=totals' : ''}`,
       );
     }
     return result;
@@ -154,7 +155,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
 }
 
 /** How much of the summary to answer: per survey and day (all), per survey and totals, or the totals alone. */
-const SUMMARY_DETAILS = ['days', 'surveys', 'totals'];
+const SUMMARY_DETAILS: readonly string[] = ['days', 'surveys', 'totals'] satisfies readonly SummaryDetail[];
 /** Lambda's answer limit (6 MB) less room for API Gateway's envelope. */
 export const MAX_ANSWER_BYTES = 5_800_000;
 

@@ -5,7 +5,7 @@
 import { stringify } from 'csv-stringify/sync';
 import type { FailingSpell } from '../health/health-transition';
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from '../reconciliation/verdict-kinds';
-import type { Discrepancy, SurveyDayRow } from './finance-report';
+import { type Discrepancy, periodSummary, type SurveyDayRow } from './finance-report';
 
 /**
  * A cell a spreadsheet would run as a formula gets a leading `'`: one starting with = + - @, a tab or a carriage
@@ -41,10 +41,37 @@ export const SUMMARY_COLUMNS = [
   'last_reconciled_at',
 ] as const;
 
-export function summaryCsv(rows: readonly SurveyDayRow[]): string {
+/**
+ * The summary as CSV, one row per survey and day; `detail` `surveys` adds each survey's days up into one row and
+ * `totals` everything into one (survey `all`), their `day` the period as an ISO 8601 interval (`from/to`), so a
+ * month of thousands of surveys fits an answer with the same columns.
+ */
+export type SummaryDetail = 'days' | 'surveys' | 'totals';
+
+export function summaryCsv(
+  rows: readonly SurveyDayRow[],
+  detail: { readonly level: SummaryDetail; readonly from: string; readonly to: string } = {
+    level: 'days',
+    from: '',
+    to: '',
+  },
+): string {
+  const period = `${detail.from}/${detail.to}`;
+  const { surveys, totals } = periodSummary(rows);
+  const lastOf = (list: readonly { lastReconciledAt: string }[]) =>
+    list
+      .map((r) => r.lastReconciledAt)
+      .sort()
+      .pop() ?? '';
+  const shown: readonly SurveyDayRow[] =
+    detail.level === 'days'
+      ? rows
+      : detail.level === 'surveys'
+        ? surveys.map(({ days: _days, ...survey }) => ({ ...survey, day: period }))
+        : [{ ...totals, surveyId: 'all', day: period, lastReconciledAt: lastOf(surveys) }];
   return table(
     SUMMARY_COLUMNS,
-    rows.map((r) => [
+    shown.map((r) => [
       r.surveyId,
       r.day,
       r.completesPostback,

@@ -19,6 +19,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../../functions/reconciliation/verdict-rules';
+import { sumAmounts } from '../../functions/shared/money';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { freshTable } from '../support/ledger';
@@ -322,6 +323,51 @@ describe('summary', () => {
     );
     expect(bySurvey.statusCode).toBe(200);
     expect((jsonBody(bySurvey) as { totals: { surveys: number } }).totals.surveys).toBe(10_000);
+    // The CSV too: by day it is as large, and it says so; by survey, one row each; the totals, one row.
+    const csvOf = (detail: string) =>
+      invoke(
+        large,
+        apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}&format=csv${detail}`, { headers: auth }),
+      );
+    const csvTooLarge = await csvOf('');
+    expect(csvTooLarge.statusCode).toBe(400);
+    expect(jsonBody(csvTooLarge).message).toMatch(/detail=surveys or detail=totals/);
+    const csvSurveys = parse(String((await csvOf('&detail=surveys')).body), { columns: true }) as Record<
+      string,
+      string
+    >[];
+    expect(csvSurveys).toHaveLength(10_000);
+    expect(csvSurveys[0]).toMatchObject({
+      survey_id: '10000',
+      day: `${D1}/${D2}`,
+      owed: sumAmounts(Array(7).fill(row.owed)),
+    });
+  });
+
+  it('answers the CSV summary per survey or as totals, adding up what the days say', async () => {
+    const csv = async (detail: string) =>
+      parse(String((await get(`/finance/summary?from=${D1}&to=${D2}&format=csv${detail}`)).body), {
+        columns: true,
+      }) as Record<string, string>[];
+    const days = await csv('');
+    const surveys = await csv('&detail=surveys');
+    const [totals, ...more] = await csv('&detail=totals');
+    expect(more).toEqual([]);
+    expect(surveys.map((r) => r.survey_id)).toEqual(['8001', '8002']);
+    for (const survey of surveys) {
+      const own = days.filter((d) => d.survey_id === survey.survey_id);
+      expect(survey.day).toBe(`${D1}/${D2}`);
+      expect(survey.owed).toBe(sumAmounts(own.map((d) => d.owed as string)));
+      expect(Number(survey.valid_completes)).toBe(own.reduce((n, d) => n + Number(d.valid_completes), 0));
+      expect(survey.last_reconciled_at).toBe(
+        own
+          .map((d) => d.last_reconciled_at)
+          .sort()
+          .pop(),
+      );
+    }
+    expect(totals).toMatchObject({ survey_id: 'all', day: `${D1}/${D2}`, owed: '1234.867' });
+    expect(totals?.owed).toBe(sumAmounts(days.map((d) => d.owed as string)));
   });
 
   it('answers CSV with a stable header and decimal strings', async () => {
