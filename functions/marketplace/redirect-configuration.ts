@@ -8,6 +8,7 @@
  */
 
 import { pricedAt, type SurveyRegistration, type SurveyRegistry } from '../ledger/ledger-store';
+import { identifierProblem } from '../receiving/identifiers';
 import { type KeyRing, rotateKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
@@ -516,6 +517,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
       const worklist = [...new Set([...ordered, ...retrying, ...reverify.keys(), ...closing])];
       const results = await each(worklist, options, async (surveyId) => {
+        // An id the receivers' URLs cannot carry (0, negative, 13 digits): that survey fails, not the run.
+        const unusable = identifierProblem('surveyId', surveyId);
+        if (unusable)
+          return { surveyId, status: 'failed', error: `survey ${surveyId.slice(0, 20)}: ${unusable}` };
         const registration = registrations.get(surveyId);
         if (registration?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };

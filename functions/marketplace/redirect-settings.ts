@@ -39,29 +39,44 @@ export interface FieldDifference {
 const MUST_READ_BACK = new Set<string>(['pstbck', 'pstbck_fail']);
 
 /**
- * Fields whose value at the marketplace is not what this product set. Methods compare case-insensitively, URLs
- * as the same characters however escaped (`%5B%25%25pid%25%25%5D` is `[%%pid%%]`, `&amp;` is `&`). A field the
- * read-back leaves out is not a difference, except the two postbacks: the marketplace's own controller stores
- * neither `tUrl` nor the methods per survey (a GET and a POST postback are both received), and re-applying would
- * not make it report them.
+ * Fields the marketplace's controller keeps no per-survey value of: a read-back shows the supplier's global value,
+ * or nothing, whatever was set. Never a difference: terminations earn nothing, and postbacks are received by either
+ * method, so what they read back as cannot be drift, and re-applying would not change it.
+ */
+const NOT_KEPT_PER_SURVEY = new Set<string>(['tUrl', 'pstBckSuccessMethod', 'pstBckFailMethod']);
+
+/**
+ * Fields whose value at the marketplace is not what this product set. URLs compare as the same characters however
+ * escaped (`%5B%25%25pid%25%25%5D` is `[%%pid%%]`, `&amp;` is `&`), the scheme and host in any case, a default port
+ * or none. A field the read-back leaves out is not a difference, except the two postbacks; `tUrl` and the methods
+ * never are (`NOT_KEPT_PER_SURVEY`): the marketplace's own controller stores none of them per survey and reads back
+ * the supplier's global values or nothing, so comparing them would fail every survey's verification for good.
  */
 export function settingsDifferences(expected: RedirectSettings, actual: RedirectSettings): FieldDifference[] {
   const differences: FieldDifference[] = [];
   for (const field of REDIRECT_SETTING_FIELDS) {
     const want = expected[field];
     const have = actual[field];
+    if (NOT_KEPT_PER_SURVEY.has(field)) continue;
     if (have === undefined && want !== undefined && !MUST_READ_BACK.has(field)) continue;
-    const same = field.endsWith('Method')
-      ? want?.toUpperCase() === have?.toUpperCase()
-      : want === have || (want !== undefined && have !== undefined && unescaped(want) === unescaped(have));
+    const same =
+      want === have || (want !== undefined && have !== undefined && unescaped(want) === unescaped(have));
     if (!same) differences.push({ field, expected: want, actual: have });
   }
   return differences;
 }
 
-/** A URL's characters with HTML's `&amp;` and percent-escapes of ASCII undone (once; other escapes kept). */
+/**
+ * A URL's characters with HTML's `&amp;` and percent-escapes of ASCII undone (once; other escapes kept), its scheme
+ * and host in lower case and a default port dropped (`HTTPS://Hits.Example.com:443/` is `https://hits.example.com/`).
+ */
 function unescaped(url: string): string {
   return url
+    .replace(
+      /^([a-z][a-z0-9+.-]*):\/\/([^/?#@]*)/i,
+      (_, scheme: string, host: string) =>
+        `${scheme.toLowerCase()}://${host.toLowerCase().replace(scheme.toLowerCase() === 'https' ? /:443$/ : /:80$/, '')}`,
+    )
     .replace(/&amp;/gi, '&')
     .replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }

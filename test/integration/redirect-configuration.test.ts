@@ -494,10 +494,30 @@ describe('sync', () => {
         pstbck_fail: urls.pstbck_fail,
       }),
     ).toEqual([]);
-    // A postback it does not report, or a different URL, is one.
+    // Nor are the supplier's global values where it keeps none per survey (tUrl, the methods), or a host
+    // spelled in another case, with its default port.
+    expect(
+      settingsDifferences(urls, {
+        ...urls,
+        sUrl: urls.sUrl.replace('https://hits.test/', 'HTTPS://Hits.TEST:443/'),
+        pstbck: urls.pstbck.replace('https://hits.test/', 'https://hits.test:443/'),
+        tUrl: 'https://panel.example/global-termination',
+        pstBckSuccessMethod: 'GET',
+        pstBckFailMethod: 'GET',
+      }),
+    ).toEqual([]);
+    // A postback it does not report, or a different URL (another host, another port), is one.
     expect(settingsDifferences(urls, { ...urls, pstbck_fail: undefined }).map((d) => d.field)).toEqual([
       'pstbck_fail',
     ]);
+    expect(
+      settingsDifferences(urls, {
+        ...urls,
+        pstbck: urls.pstbck.replace('hits.test/', 'hits.test:8443/'),
+        pstbck_fail: urls.pstbck_fail.replace('hits.test', 'panel.example'),
+        sUrl: urls.sUrl.replace('/r/1/', '/R/1/'),
+      }).map((d) => d.field),
+    ).toEqual(['sUrl', 'pstbck', 'pstbck_fail']);
     expect(
       settingsDifferences(urls, { ...urls, sUrl: urls.sUrl.replace('sig=abc', 'sig=abd') }).map(
         (d) => d.field,
@@ -506,6 +526,20 @@ describe('sync', () => {
     expect([1, 2, 3, 4, 9, 20].map((failures) => retryDelayMs(failures) / 60_000)).toEqual([
       0, 15, 30, 60, 1440, 1440,
     ]);
+  });
+
+  it('fails a listed survey whose id its URLs cannot carry, and goes on with the rest', async () => {
+    const syncRegistry = await freshRegistry();
+    const deps = { registry: syncRegistry, initialSince: new Date(Date.now() - 5_000) };
+    marketplace.state.addSurvey({ surveyId: 1_234_567_890_123 });
+    marketplace.state.addSurvey({ surveyId: 5410 });
+    const report = await configure(deps).sync();
+    expect(report.results).toContainEqual({
+      surveyId: '1234567890123',
+      status: 'failed',
+      error: expect.stringMatching(/^survey 1234567890123: surveyId must be/),
+    });
+    expect(report.results).toContainEqual(expect.objectContaining({ surveyId: '5410', status: 'applied' }));
   });
 
   it('leaves a survey an operator removed alone, even when it changes', async () => {
