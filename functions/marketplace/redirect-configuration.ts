@@ -504,15 +504,22 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // Those listed as changed too: a survey the marketplace touches every run would otherwise never be read back.
       const lastLook = (r: SurveyRegistration) =>
         [r.verifiedAt ?? '', r.readBackAt ?? ''].sort().at(-1) as string;
+      const readBacks = deps.readBacksPerRun ?? REVERIFY_PER_RUN;
+      const verifiedActive = [...registrations.values()]
+        .filter((r) => r.state === 'active' && r.verified && r.closedAt === undefined)
+        .sort((a, b) => lastLook(a).localeCompare(lastLook(b)));
+      // Verified, then listed as created or changed at the marketplace since (a survey deleted and created again
+      // under its id, its own redirects reset to the supplier's global ones): read back now, not the next day.
+      // As many again as the daily read-backs, the longest unread first, so a marketplace that touches every
+      // survey every run reads each back about once a day, as before.
+      const changedSinceLook = verifiedActive
+        .filter((r) => (discovered.get(r.surveyId) ?? 0) > Date.parse(lastLook(r)))
+        .slice(0, readBacks);
       const reverify = new Map(
-        [...registrations.values()]
-          .filter(
-            (r) =>
-              r.state === 'active' && r.verified && r.closedAt === undefined && lastLook(r) < trustedSince,
-          )
-          .sort((a, b) => lastLook(a).localeCompare(lastLook(b)))
-          .slice(0, deps.readBacksPerRun ?? REVERIFY_PER_RUN)
-          .map((r) => [r.surveyId, r]),
+        [
+          ...verifiedActive.filter((r) => lastLook(r) < trustedSince).slice(0, readBacks),
+          ...changedSinceLook,
+        ].map((r) => [r.surveyId, r]),
       );
 
       const worklist = [...new Set([...ordered, ...retrying, ...reverify.keys(), ...closing])];

@@ -279,6 +279,43 @@ describe('sync', () => {
     expect(calls.filter((c) => c.includes('5301'))).toEqual([]);
   });
 
+  it('reads back at once a verified survey the marketplace lists as created again since, and applies it', async () => {
+    const syncRegistry = await freshRegistry();
+    // Applied two hours ago (no survey of the shared marketplace is dated after now).
+    const start = Date.now();
+    let clock = start - 2 * 3_600_000;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(clock - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId: 5320 }, new Date(clock - 100_000));
+    expect((await configure(deps).sync()).results).toContainEqual({
+      surveyId: '5320',
+      status: 'applied',
+      kid: 'k1',
+    });
+    // Now the survey is deleted and created again under its id: its own redirects are gone, the supplier's global
+    // ones (no postbacks) apply.
+    marketplace.state.deleteRedirects(5320);
+    marketplace.state.addSurvey({ surveyId: 5320 }, new Date(start));
+    clock = start + 60_000;
+    calls = [];
+    const next = await configure(deps).sync();
+    expect(next.results).toContainEqual({
+      surveyId: '5320',
+      status: 'applied',
+      kid: 'k1',
+      drifted: expect.arrayContaining(['pstbck', 'pstbck_fail']),
+    });
+    expect((await configure(deps).show('5320')).differences).toEqual([]);
+    // Read back as applied, it is not read again for the same change.
+    clock += 15 * 60_000;
+    calls = [];
+    await configure(deps).sync();
+    expect(calls.filter((c) => c.endsWith('/5320'))).toEqual([]);
+  });
+
   it('reads a verified survey back once a day, and applies redirects changed at the marketplace again', async () => {
     const syncRegistry = await freshRegistry();
     const start = Date.now();
@@ -540,6 +577,8 @@ describe('sync', () => {
       error: expect.stringMatching(/^survey 1234567890123: surveyId must be/),
     });
     expect(report.results).toContainEqual(expect.objectContaining({ surveyId: '5410', status: 'applied' }));
+    // Gone again, so the other tests' listings do not meet it.
+    marketplace.state.surveys.delete(1_234_567_890_123);
   });
 
   it('leaves a survey an operator removed alone, even when it changes', async () => {
