@@ -12,6 +12,7 @@ import { marketplaceFromEnvironment } from './runtime/marketplace-access';
 import { readRedirectSyncConfig } from './runtime/runtime-config';
 
 const config = readRedirectSyncConfig();
+const keyRing = keyRingSource(config.keyRing);
 const { registry, dayIndex } = openLedger(config, {
   registry: createSurveyRegistry,
   dayIndex: createDayIndexBackfill,
@@ -22,7 +23,8 @@ export const handler = createRedirectSyncHandler({
   configuration: redirectConfiguration({
     marketplace: marketplaceFromEnvironment(),
     registry,
-    keyRing: keyRingSource(config.keyRing),
+    // Read afresh each run: a ring cached from before a rotation would put surveys back on the retiring key.
+    keyRing: () => keyRing({ fresh: true }),
     publicBaseUrl: config.publicBaseUrl,
     methods: config.methods,
     concurrency: config.concurrency,

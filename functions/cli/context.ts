@@ -66,7 +66,7 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
   let marketplace: MarketplaceClient | undefined;
   return {
     ...ledger,
-    keyRing: () => keys.load(),
+    keyRing: () => keys.load({ fresh: true }),
     keyRingStore: keys,
     publicBaseUrl: env.PUBLIC_BASE_URL as string,
     target,

@@ -37,6 +37,9 @@ export const FULL_LISTING_CHECKPOINT = 'redirect-sync-full';
 export const FULL_LISTING_EVERY_MS = 3_600_000;
 /** Registered surveys missing from the list of live surveys looked up per run at most, to record them closed. */
 export const CLOSURE_LOOKUPS_PER_RUN = 50;
+/** How often a survey recorded closed is looked up in case it was resumed, and for how long after its closure. */
+export const RESUME_LOOKUP_EVERY_MS = 24 * 3_600_000;
+export const RESUME_LOOKUP_FOR_MS = 30 * 24 * 3_600_000;
 /**
  * A survey whose apply or verification keeps failing is retried at the next run, then after 15 minutes, doubling
  * up to a day: a read-back the marketplace will never give as sent costs a few calls a day, not three every run.
@@ -171,10 +174,26 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     ring: KeyRing,
     options: RedirectRunOptions,
     price?: ListedPrice,
+    ringAt?: string,
   ): Promise<SurveyResult> {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
     const registration = await deps.registry.get(surveyId);
+    // Applied with a key this run's ring does not hold, and newer than the ring (applied since the run read it, or
+    // a later `k<n>` than its current key): a rotation this run has not seen. Its URLs would put the survey back on
+    // the key being retired. (A key the ring no longer holds because it was forgotten long ago is older: applied.)
+    if (
+      registration?.kid &&
+      !ring.keys.has(registration.kid) &&
+      ((registration.appliedAt ?? '') >= (ringAt ?? '~') ||
+        (keyGeneration(registration.kid) ?? -1) >
+          (keyGeneration(ring.current.kid) ?? Number.POSITIVE_INFINITY))
+    )
+      return {
+        surveyId,
+        status: 'skipped',
+        reason: `applied with key ${registration.kid}, newer than this run's key ring; the next run applies it`,
+      };
     const cpi = price?.cpi;
     const prices = pricedAt(registration, cpi, priceTime(price));
     if (
@@ -244,6 +263,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     ring: KeyRing,
     options: RedirectRunOptions,
     price?: ListedPrice,
+    ringAt?: string,
   ): Promise<SurveyResult> {
     const { surveyId } = listed;
     // As it stands now, not as listed when the run began: an operator may have removed or rotated it since.
@@ -255,17 +275,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       registration.kid !== listed.kid
     )
       return { surveyId, status: 'skipped', reason: 'registration changed since the run began' };
+    // Signed with another key than the current one: with an older key this ring still holds (a survey a rotation
+    // could not re-sign, closed then), or one long forgotten, it is applied with the current key; with a key this
+    // run's ring does not know yet (a rotation saved since the run read it), left to the next run.
+    if (registration.kid !== ring.current.kid) return applyOne(surveyId, ring, options, price, ringAt);
     // Our own settings changed (the base URL, the methods): an apply, not a drift.
     const desired = desiredFor(surveyId, ring);
     if (registration.fingerprint !== settingsFingerprint(desired))
-      return applyOne(surveyId, ring, options, price);
-    // Signed with another key than this run holds (a rotation under way): the rotation applies it.
-    if (registration.kid !== ring.current.kid)
-      return {
-        surveyId,
-        status: 'skipped',
-        reason: `signed with key ${registration.kid ?? '-'}, not ${ring.current.kid}`,
-      };
+      return applyOne(surveyId, ring, options, price, ringAt);
     const at = now().toISOString();
     let actual: RedirectSettings;
     try {
@@ -288,7 +305,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         });
       return { surveyId, status: 'unchanged' };
     }
-    const applied = await applyOne(surveyId, ring, { ...options, force: true }, price);
+    const applied = await applyOne(surveyId, ring, { ...options, force: true }, price, ringAt);
     return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
   }
 
@@ -353,8 +370,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   return {
     /** Applies and verifies the redirects of each survey; unchanged, verified surveys make no call. */
     async apply(surveyIds: readonly string[], options: RedirectRunOptions = {}): Promise<SurveyResult[]> {
+      const ringAt = now().toISOString();
       const ring = await deps.keyRing();
-      return each(surveyIds, options, (surveyId) => applyOne(surveyId, ring, options));
+      return each(surveyIds, options, (surveyId) => applyOne(surveyId, ring, options, undefined, ringAt));
     },
 
     /** Deletes the survey-level redirects (the supplier's global ones apply again) and records it. */
@@ -441,6 +459,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       );
       const listed = byDate ?? { rows: [], malformed: [] };
       const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
+      const ringAt = now().toISOString();
       const ring = await deps.keyRing();
       // Every live survey, once an hour: those the listing by date missed and the registry does not know.
       const fullAt = await deps.registry.checkpoint(FULL_LISTING_CHECKPOINT);
@@ -477,6 +496,29 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               .slice(0, deps.closureLookupsPerRun ?? CLOSURE_LOOKUPS_PER_RUN)
               .map((r) => r.surveyId)
           : [],
+      );
+      // Surveys recorded closed that no listing shows live again: looked up once a day for 30 days after their
+      // closure (a listing that leaves a resumed survey out would leave it closed, unwatched and on whatever key
+      // it was signed with, for good), after the active ones, within the same number of lookups.
+      const dayAgo = new Date(startedAt.getTime() - RESUME_LOOKUP_EVERY_MS).toISOString();
+      const closedSince = new Date(startedAt.getTime() - RESUME_LOOKUP_FOR_MS).toISOString();
+      const resuming = new Set(
+        options.dryRun
+          ? []
+          : [...registrations.values()]
+              .filter(
+                (r) =>
+                  r.state === 'active' &&
+                  r.closedAt !== undefined &&
+                  r.closedAt >= closedSince &&
+                  !live.has(r.surveyId) &&
+                  (r.liveCheckedAt ?? r.closedAt) < dayAgo,
+              )
+              .sort((a, b) =>
+                (a.liveCheckedAt ?? a.closedAt ?? '').localeCompare(b.liveCheckedAt ?? b.closedAt ?? ''),
+              )
+              .slice(0, Math.max(0, (deps.closureLookupsPerRun ?? CLOSURE_LOOKUPS_PER_RUN) - closing.size))
+              .map((r) => r.surveyId),
       );
 
       // New or changed surveys, oldest change first, so a deferred tail can be picked up where this run stopped.
@@ -522,7 +564,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         ].map((r) => [r.surveyId, r]),
       );
 
-      const worklist = [...new Set([...ordered, ...retrying, ...reverify.keys(), ...closing])];
+      const worklist = [...new Set([...ordered, ...retrying, ...reverify.keys(), ...closing, ...resuming])];
       const results = await each(worklist, options, async (surveyId) => {
         // An id the receivers' URLs cannot carry (0, negative, 13 digits): that survey fails, not the run.
         const unusable = identifierProblem('surveyId', surveyId);
@@ -554,7 +596,16 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               return { surveyId, status: 'failed', error: error.message };
             throw error;
           }
-          if (!lookup.live)
+          if (resuming.has(surveyId)) {
+            // Still closed: looked at again tomorrow. Live again: watched again, and applied if it needs to be.
+            const amended = await amendActive(surveyId, (at) => ({
+              liveCheckedAt: at,
+              ...(lookup.live ? { closedAt: undefined } : {}),
+            }));
+            if (!lookup.live)
+              return { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` };
+            if (!amended) return { surveyId, status: 'skipped', reason: 'registration changed' };
+          } else if (!lookup.live)
             return options.dryRun
               ? { surveyId, status: 'skipped', reason: `marketplace says: ${lookup.message}` }
               : recordClosure(surveyId, lookup.message);
@@ -564,8 +615,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             if (!trusted && !retrying.has(surveyId)) return { surveyId, status: 'unchanged' };
           }
         }
-        if (trusted) return readBack(trusted, ring, options, prices.get(surveyId));
-        return applyOne(surveyId, ring, options, prices.get(surveyId));
+        if (trusted) return readBack(trusted, ring, options, prices.get(surveyId), ringAt);
+        return applyOne(surveyId, ring, options, prices.get(surveyId), ringAt);
       });
 
       let checkpoint: string | undefined;
@@ -607,10 +658,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!deps.saveKeyRing) throw new Error('this key ring cannot be saved from here');
       const ring = await deps.keyRing();
       const next = rotateKeyRing(ring, { ...rotation, now: now() });
-      // Closed surveys are left as they are: reopened, their old-key URLs no longer match and are applied again.
-      const active = (await deps.registry.list())
-        .filter((r) => r.state === 'active' && r.closedAt === undefined)
-        .map((r) => r.surveyId);
+      // Closed (paused) surveys too: one resumed after the old key retires would refuse its postbacks until a sync
+      // re-signed it. One the marketplace will not change while closed is recorded failed, and re-signed by the
+      // first sync that finds it live again (or its daily look at closed surveys).
+      const active = (await deps.registry.list()).filter((r) => r.state === 'active').map((r) => r.surveyId);
       if (!options.dryRun) await deps.saveKeyRing(next);
       const results = await each(active, options, (surveyId) => applyOne(surveyId, next, options));
       return {
@@ -624,6 +675,12 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 }
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
+
+/** The n of a default key id `k<n>` (the rotation's numbering), undefined for a key id an operator chose. */
+const keyGeneration = (kid: string): number | undefined => {
+  const match = /^k(\d+)$/.exec(kid);
+  return match ? Number(match[1]) : undefined;
+};
 
 /** A registration's closure, kept through an apply (an apply does not say the survey is live). */
 const stillClosed = (registration: SurveyRegistration | undefined) =>

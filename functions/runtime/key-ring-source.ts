@@ -28,8 +28,12 @@ export type KeyRingLocation =
   | { readonly file: string }
   | { readonly inline: string };
 
-/** The ring as of now (cached). With `unknownKid`, a ring missing that key is fetched afresh (rate-limited). */
-export type KeyRingSource = (options?: { unknownKid?: string }) => Promise<KeyRing>;
+/**
+ * The ring as of now (cached). With `unknownKid`, a ring missing that key is fetched afresh (rate-limited); with
+ * `fresh`, it is fetched afresh whatever the cache holds (what a job that signs URLs starts from: a ring cached
+ * from before a rotation would sign with the key being retired).
+ */
+export type KeyRingSource = (options?: { unknownKid?: string; fresh?: boolean }) => Promise<KeyRing>;
 
 export interface KeyRingStore {
   readonly load: KeyRingSource;
@@ -85,7 +89,7 @@ function secretStore(secretId: string): KeyRingStore {
   return {
     load: async (options = {}) => {
       try {
-        const ring = await fetchRing(false);
+        const ring = await fetchRing(options.fresh === true);
         const now = Date.now();
         if (
           options.unknownKid &&

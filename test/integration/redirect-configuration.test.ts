@@ -273,10 +273,20 @@ describe('sync', () => {
       reason: 'Survey 5301 is Paused/Closed',
     });
     expect((await syncRegistry.get('5301'))?.closedAt).toBeDefined();
+    // Within the day, left alone; a day after its closure, looked up once (in case it was resumed and the
+    // listings leave it out) and, still closed, left alone again until the next day.
     calls = [];
+    await configure({ ...deps, now: () => new Date(Date.now() + 3 * 3_600_000) }).sync();
+    expect(calls.filter((c) => c.includes('5301'))).toEqual([]);
     const dayAfter = new Date(Date.now() + 30 * 3_600_000);
     await configure({ ...deps, now: () => dayAfter }).sync();
+    expect(calls.filter((c) => c.includes('5301'))).toEqual([
+      'GET /supply/getAllocatedSurveysBySurveyId/5301',
+    ]);
+    calls = [];
+    await configure({ ...deps, now: () => new Date(dayAfter.getTime() + 15 * 60_000) }).sync();
     expect(calls.filter((c) => c.includes('5301'))).toEqual([]);
+    expect((await syncRegistry.get('5301'))?.closedAt).toBeDefined();
   });
 
   it('reads back at once a verified survey the marketplace lists as created again since, and applies it', async () => {
@@ -423,11 +433,21 @@ describe('sync', () => {
       reason: 'Survey 5261 is Paused/Closed',
     });
     expect((await syncRegistry.get('5261'))?.closedAt).toBeDefined();
-    // Closed: not looked up again, and a day later not read back.
+    // Closed: not looked up again within the day, and not read back; a day later looked up once, still closed.
+    calls = [];
+    const hourLater = await configure({ registry: syncRegistry, now: at(2.2) }).sync();
+    expect(hourLater.results.map((r) => r.surveyId)).not.toContain('5261');
+    expect(calls.filter((c) => c.includes('5261'))).toEqual([]);
     calls = [];
     const dayLater = await configure({ registry: syncRegistry, now: at(26) }).sync();
-    expect(dayLater.results.map((r) => r.surveyId)).not.toContain('5261');
-    expect(calls.filter((c) => c.includes('5261'))).toEqual([]);
+    expect(dayLater.results).toContainEqual({
+      surveyId: '5261',
+      status: 'skipped',
+      reason: 'marketplace says: Survey 5261 is Paused/Closed',
+    });
+    expect(calls.filter((c) => c.includes('5261'))).toEqual([
+      'GET /supply/getAllocatedSurveysBySurveyId/5261',
+    ]);
     // Live again: the next listing shows it, and the registration is open again (and read back).
     marketplace.state.setLive(5261, true);
     const reopened = await configure({ registry: syncRegistry, now: at(27.1) }).sync();
@@ -480,7 +500,7 @@ describe('sync', () => {
     for (const id of ids) expect((await syncRegistry.get(id))?.closedAt).toBeUndefined();
   });
 
-  it('a rotation leaves closed surveys as they are; a refused list of every live survey is reported, not counted', async () => {
+  it('a rotation re-signs closed surveys too, which stay closed; a refused list of every live survey is reported, not counted', async () => {
     const syncRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5271 });
     await configure({ registry: syncRegistry }).apply(['5271']);
@@ -492,7 +512,9 @@ describe('sync', () => {
       secret: 'a-third-signing-key-for-the-rotation-000',
       retireAt: new Date(Date.now() + 3_600_000),
     });
-    expect(rotation.results.map((r) => r.surveyId)).not.toContain('5271');
+    // Resumed after the old key retires, it would otherwise refuse its postbacks until a sync re-signed it.
+    expect(rotation.results).toContainEqual({ surveyId: '5271', status: 'applied', kid: rotation.kid });
+    expect(marketplace.state.effectiveRedirects(5271).pstbck).toContain(`kid=${rotation.kid}`);
     expect((await syncRegistry.get('5271'))?.closedAt).toBe(closedAt);
     // The hourly listing of every live survey refused: the run goes on, and says so apart from its failures.
     const refusing: typeof fetch = async (input, init) =>
@@ -674,6 +696,80 @@ describe('rotation', () => {
     });
     const store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
     expect((await store.attemptsOf('5601', 'old-key'))[0]?.postback?.outcome).toBe('success');
+  });
+
+  it('a sync holding the ring from before a rotation leaves the rotated surveys on the new key', async () => {
+    const rotationRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5610 });
+    await configure({ registry: rotationRegistry }).apply(['5610']);
+    const before = ring;
+    await configure({ registry: rotationRegistry }).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 3_600_000),
+    });
+    // A day later (its read-back due), with the ring a cache held from before the rotation.
+    const stale = await configure({
+      registry: rotationRegistry,
+      keyRing: async () => before,
+      now: () => new Date(Date.now() + 25 * 3_600_000),
+    }).sync();
+    expect(stale.results).toContainEqual({
+      surveyId: '5610',
+      status: 'skipped',
+      reason: "applied with key k2, newer than this run's key ring; the next run applies it",
+    });
+    expect(marketplace.state.effectiveRedirects(5610).pstbck).toContain('kid=k2');
+    expect((await rotationRegistry.get('5610'))?.kid).toBe('k2');
+  });
+
+  it('a closed survey the rotation could not re-sign, resumed and left out of the listings, is found by its daily look and re-signed', async () => {
+    const rotationRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5620 });
+    await configure({ registry: rotationRegistry }).apply(['5620']);
+    const registration = await rotationRegistry.get('5620');
+    await rotationRegistry.put({
+      ...(registration as NonNullable<typeof registration>),
+      closedAt: new Date().toISOString(),
+    });
+    // The marketplace will not change a closed survey's redirects.
+    const original = marketplace.state.setRedirects.bind(marketplace.state);
+    marketplace.state.setRedirects = (id, request) => {
+      if (id === 5620) throw new Error('survey is closed');
+      original(id, request);
+    };
+    const rotation = await configure({ registry: rotationRegistry }).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 3_600_000),
+    });
+    marketplace.state.setRedirects = original;
+    expect(rotation.results).toContainEqual(expect.objectContaining({ surveyId: '5620', status: 'failed' }));
+    expect(marketplace.state.effectiveRedirects(5620).pstbck).toContain('kid=k1');
+    // Resumed, but the listings leave it out.
+    const omitting: typeof fetch = async (input, init) => {
+      const answer = await fetch(input, init);
+      const path = new URL(String(input)).pathname;
+      if (!path.endsWith('/getAllocatedSurveys') && !path.includes('/getAllocatedSurveysByDate/'))
+        return answer;
+      const body = (await answer.json()) as { result: { surveyId?: number }[] };
+      return new Response(
+        JSON.stringify({ ...body, result: body.result.filter((s) => s.surveyId !== 5620) }),
+        {
+          status: 200,
+        },
+      );
+    };
+    const report = await configure({
+      registry: rotationRegistry,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        fetch: omitting,
+      }),
+      now: () => new Date(Date.now() + 25 * 3_600_000),
+    }).sync();
+    expect(report.results).toContainEqual({ surveyId: '5620', status: 'applied', kid: rotation.kid });
+    expect(marketplace.state.effectiveRedirects(5620).pstbck).toContain(`kid=${rotation.kid}`);
+    expect((await rotationRegistry.get('5620'))?.closedAt).toBeUndefined();
   });
 
   it('a dry run of a rotation saves no key and changes no survey', async () => {
