@@ -7,7 +7,7 @@
 import type { LedgerStore } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
 import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from '../runtime/http-route';
-import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
+import { checkSignature, type KeyRingSource, KeyRingUnavailable } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
 import { readClaim, readIdentity, refusedHit } from './hit-request';
@@ -47,7 +47,21 @@ export function createRedirectHandler({ store, keyRing, buffer, landing, refusal
       claimed.outcome = claim.target.outcome;
       const identity = readIdentity(request, query);
       claimed.pid = identity.pid;
-      const check = await checkSignature(keyRing, claim, at);
+      let check: Awaited<ReturnType<typeof checkSignature>>;
+      try {
+        check = await checkSignature(keyRing, claim, at);
+      } catch (error) {
+        if (!(error instanceof KeyRingUnavailable)) throw error;
+        // Neither genuine nor forged as far as can be told: the respondent goes on, the hit is in the log.
+        logger.error('redirect hit not recorded: the signing key ring is unavailable', {
+          ...hitFields({ ...claim.target, ...identity }),
+          kid: claim.kid?.slice(0, 40),
+          at: at.toISOString(),
+          error: describe(error),
+        });
+        count('RedirectNotRecorded');
+        return respondentAnswer(landingFor(landing, claimed));
+      }
       if (check.valid) {
         await record({ ...claim.target, ...identity });
       } else {

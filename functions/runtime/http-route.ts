@@ -10,6 +10,7 @@ import { StoreUnavailable } from '../ledger/ledger-store';
 import type { HitRequest } from '../receiving/hit-request';
 import { type Landing, SURVEY_OVER_PAGE } from '../receiving/landing-page';
 import { Rejection } from '../shared/rejection';
+import { KeyRingUnavailable } from './key-ring-source';
 import { count, logger } from './observability';
 
 export type ApiEvent = APIGatewayProxyEventV2;
@@ -73,6 +74,16 @@ export function jsonRoute(handler: Handler) {
         const requestId = request.context.awsRequestId;
         if (error instanceof Rejection) {
           request.response = json(error.status, { error: error.code, message: error.message });
+          return;
+        }
+        if (error instanceof KeyRingUnavailable) {
+          count('KeyRingUnavailable');
+          logger.error('signing key ring unavailable', { error: describe(error) });
+          request.response = json(503, {
+            error: 'unavailable',
+            message: 'the signing keys cannot be read right now; retry later',
+            requestId,
+          });
           return;
         }
         if (error instanceof StoreUnavailable) {

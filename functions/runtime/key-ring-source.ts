@@ -21,7 +21,18 @@ import { logger } from './observability';
 /** How long a fetched key ring is trusted before it is fetched again. */
 export const KEY_RING_CACHE_SECONDS = 300;
 /** A ring is fetched afresh for an unknown key id at most this often per container. */
-export const UNKNOWN_KEY_REFRESH_MS = 30_000;
+export const UNKNOWN_KEY_REFRESH_MS = 5_000;
+/** The longest a fetch of the ring may take before the last good ring stands in (or, without one, it is unavailable). */
+export const KEY_RING_FETCH_TIMEOUT_MS = 2_000;
+
+/**
+ * The ring cannot be read (Secrets Manager down, slow, or throttled, and no ring read before), or a key id it does
+ * not know could not be looked up afresh: a hit's signature can be neither accepted nor refused. A dependency
+ * down, not a forgery: a postback is answered 503 so the sender can retry.
+ */
+export class KeyRingUnavailable extends Error {
+  override readonly name = 'KeyRingUnavailable';
+}
 
 export type KeyRingLocation =
   | { readonly secretId: string }
@@ -45,7 +56,10 @@ export function keyRingSource(location: KeyRingLocation): KeyRingSource {
   return keyRingStore(location).load;
 }
 
-export function keyRingStore(location: KeyRingLocation): KeyRingStore {
+export function keyRingStore(
+  location: KeyRingLocation,
+  options: { fetchTimeoutMs?: number } = {},
+): KeyRingStore {
   if ('inline' in location) {
     let ring = parseKeyRing(location.inline);
     return {
@@ -57,7 +71,7 @@ export function keyRingStore(location: KeyRingLocation): KeyRingStore {
     };
   }
   if ('file' in location) return fileStore(location.file);
-  return secretStore(location.secretId);
+  return secretStore(location.secretId, options.fetchTimeoutMs);
 }
 
 function fileStore(file: string): KeyRingStore {
@@ -76,37 +90,60 @@ function fileStore(file: string): KeyRingStore {
   };
 }
 
-function secretStore(secretId: string): KeyRingStore {
+function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): KeyRingStore {
   let lastGood: { raw: string; ring: KeyRing } | undefined;
-  let lastForcedAt = 0;
+  let lastForcedAt = Number.NEGATIVE_INFINITY;
+  /** The forced fetch under way, which hits with other unknown key ids wait for rather than start another. */
+  let refreshing: Promise<KeyRing> | undefined;
+  /** A fetch that neither answers nor fails within `timeoutMs` is given up (it would hold every hit). */
   const fetchRing = async (forceFetch: boolean) => {
-    const raw = await getSecret<string>(secretId, { maxAge: KEY_RING_CACHE_SECONDS, forceFetch });
+    let timer: NodeJS.Timeout | undefined;
+    const raw = await Promise.race([
+      getSecret<string>(secretId, { maxAge: KEY_RING_CACHE_SECONDS, forceFetch }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
     if (typeof raw !== 'string') throw new Error('signing key secret has no string value');
     if (lastGood?.raw !== raw) lastGood = { raw, ring: parseKeyRing(raw) };
     return lastGood.ring;
   };
+  /** The ring as cached or fetched; when that fails, the last good one, else unavailable. */
+  const current = async (forceFetch: boolean) => {
+    try {
+      return await fetchRing(forceFetch);
+    } catch (error) {
+      // A key ring that worked a moment ago is better than refusing every hit while Secrets Manager is down.
+      if (lastGood) {
+        logger.warn('signing key ring refresh failed; using the last good one', { error: describe(error) });
+        return lastGood.ring;
+      }
+      throw new KeyRingUnavailable(`the signing key ring cannot be read (${describe(error).message})`);
+    }
+  };
   let client: SecretsManagerClient | undefined;
   return {
     load: async (options = {}) => {
+      const ring = await current(options.fresh === true);
+      if (!options.unknownKid || ring.keys.has(options.unknownKid)) return ring;
+      // A key id the ring does not know: a rotation this container has not seen, or a forgery. Only a ring read
+      // afresh can tell them apart; without one (read moments ago, or the read failed) the hit is not refused.
+      if (!refreshing) {
+        if (Date.now() - lastForcedAt < UNKNOWN_KEY_REFRESH_MS)
+          throw new KeyRingUnavailable(
+            'a key id the signing key ring does not know; the ring was read moments ago',
+          );
+        lastForcedAt = Date.now();
+        refreshing = fetchRing(true).finally(() => {
+          refreshing = undefined;
+        });
+      }
       try {
-        const ring = await fetchRing(options.fresh === true);
-        const now = Date.now();
-        if (
-          options.unknownKid &&
-          !ring.keys.has(options.unknownKid) &&
-          now - lastForcedAt >= UNKNOWN_KEY_REFRESH_MS
-        ) {
-          lastForcedAt = now;
-          return await fetchRing(true);
-        }
-        return ring;
+        return await refreshing;
       } catch (error) {
-        // A key ring that worked a moment ago is better than refusing every hit while Secrets Manager is down.
-        if (lastGood) {
-          logger.warn('signing key ring refresh failed; using the last good one', { error: describe(error) });
-          return lastGood.ring;
-        }
-        throw error;
+        throw new KeyRingUnavailable(
+          `the signing key ring cannot be read afresh (${describe(error).message})`,
+        );
       }
     },
     save: async (ring) => {

@@ -53,6 +53,12 @@ export const METRIC_CATALOGUE = {
     about: 'buffered hits the drainer could not write yet (retried with back-off)',
   },
   StoreUnavailable: { unit: 'Count', dimensions: {}, about: 'requests that found the ledger unavailable' },
+  KeyRingUnavailable: {
+    unit: 'Count',
+    dimensions: {},
+    about:
+      'postbacks answered 503 because the signing key ring could not be read (or a new key id looked up)',
+  },
   RedirectNotRecorded: {
     unit: 'Count',
     dimensions: {},

@@ -305,9 +305,15 @@ export class Operations extends Construct {
         width: 12,
       }),
       new GraphWidget({
-        title: 'Ledger unavailable, hits not recorded, internal errors',
+        title: 'Ledger or keys unavailable, hits not recorded, internal errors',
         left: (
-          ['StoreUnavailable', 'BufferedHitNotRecorded', 'RedirectNotRecorded', 'InternalError'] as const
+          [
+            'StoreUnavailable',
+            'KeyRingUnavailable',
+            'BufferedHitNotRecorded',
+            'RedirectNotRecorded',
+            'InternalError',
+          ] as const
         ).flatMap((m) => catalogued(m)),
         width: 12,
       }),

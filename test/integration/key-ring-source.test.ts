@@ -1,5 +1,6 @@
 /**
- * Key ring sources: Secrets Manager through the cache, with one fresh look for an unknown key id (rate-limited),
+ * Key ring sources: Secrets Manager through the cache, with one fresh look for an unknown key id (rate-limited;
+ * unavailable rather than refused when no fresh look can be had), a time limit on every fetch,
  * a file the local stack re-reads when it changes, and saving a rotated ring.
  */
 import { mkdtempSync, utimesSync } from 'node:fs';
@@ -13,7 +14,7 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseKeyRing, sign } from '../../functions/receiving/signing';
-import { checkSignature, keyRingStore } from '../../functions/runtime/key-ring-source';
+import { checkSignature, KeyRingUnavailable, keyRingStore } from '../../functions/runtime/key-ring-source';
 
 const secrets = mockClient(SecretsManagerClient);
 afterAll(() => secrets.restore());
@@ -43,18 +44,44 @@ describe('Secrets Manager key ring', () => {
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
 
-  it('forged unknown key ids cannot make it fetch more than once per interval', async () => {
+  it('forged unknown key ids cannot make it fetch more than once per interval, nor get a genuine new key refused', async () => {
     secrets.on(GetSecretValueCommand).resolves({ SecretString: OLD });
     const source = keyRingStore({ secretId: 'ring-b' }).load;
-    for (let i = 0; i < 5; i++) {
-      const result = await checkSignature(
-        source,
-        { target, kid: `k${9 + i}`, signature: 'A'.repeat(43) },
-        new Date(),
-      );
-      expect(result).toEqual({ valid: false, reason: 'unknown-key' });
-    }
+    const forged = (kid: string) =>
+      checkSignature(source, { target, kid, signature: 'A'.repeat(43) }, new Date());
+    // Looked up afresh: not in the ring, refused.
+    expect(await forged('k9')).toEqual({ valid: false, reason: 'unknown-key' });
+    // Moments later, no fresh look: neither accepted nor refused (a key rotated since would be genuine), so a
+    // postback is answered 503 and retried rather than refused as forged.
+    for (let i = 0; i < 4; i++) await expect(forged(`k${10 + i}`)).rejects.toBeInstanceOf(KeyRingUnavailable);
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
+  it('unreadable at a cold start, or not answering, is unavailable, never a hang and never a refusal', async () => {
+    secrets
+      .on(GetSecretValueCommand)
+      .rejects(Object.assign(new Error('down'), { name: 'InternalServiceError' }));
+    await expect(keyRingStore({ secretId: 'ring-d' }).load()).rejects.toBeInstanceOf(KeyRingUnavailable);
+    secrets.reset();
+    secrets.on(GetSecretValueCommand).callsFake(() => new Promise(() => undefined));
+    const started = Date.now();
+    await expect(keyRingStore({ secretId: 'ring-e' }, { fetchTimeoutMs: 100 }).load()).rejects.toBeInstanceOf(
+      KeyRingUnavailable,
+    );
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('a fresh look for an unknown key id that fails or hangs is unavailable, not a refusal; the cached ring still serves', async () => {
+    secrets
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: OLD })
+      .callsFake(() => new Promise(() => undefined));
+    const source = keyRingStore({ secretId: 'ring-f' }, { fetchTimeoutMs: 100 }).load;
+    expect((await checkSignature(source, claimWith('k1', OLD), new Date())).valid).toBe(true);
+    await expect(checkSignature(source, claimWith('k2', NEW), new Date())).rejects.toBeInstanceOf(
+      KeyRingUnavailable,
+    );
+    expect((await checkSignature(source, claimWith('k1', OLD), new Date())).valid).toBe(true);
   });
 
   it('saves a rotated ring with PutSecretValue', async () => {

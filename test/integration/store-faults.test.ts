@@ -13,6 +13,7 @@ import {
   createLedgerStore,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
+import { KeyRingUnavailable } from '../../functions/runtime/key-ring-source';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { receivers } from '../support/handlers';
@@ -80,6 +81,33 @@ describe('SDK-level faults (aws-sdk-client-mock)', () => {
     const result = await invoke(redirect, apiEvent('GET', redirectUrl()));
     expect(result.statusCode).toBe(302);
     expect(result.headers?.location).toBe(`https://panel.example.com/thanks?pid=${ids.pid}`);
+  });
+});
+
+describe('the signing key ring unavailable', () => {
+  it('a postback answers 503 (retry), not 500 and not a refusal; the respondent goes on to the landing page', async () => {
+    const { endpoint, tableName } = await freshTable();
+    const unavailable = await receivers({
+      endpoint,
+      tableName,
+      keyRingSource: async () => {
+        throw new KeyRingUnavailable('the signing key ring cannot be read (down)');
+      },
+      landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
+    });
+    const answered = await invoke(unavailable.postback, apiEvent('GET', postbackUrl()));
+    expect(answered.statusCode).toBe(503);
+    expect(jsonBody(answered)).toMatchObject({
+      error: 'unavailable',
+      message: 'the signing keys cannot be read right now; retry later',
+    });
+    const respondent = await invoke(unavailable.redirect, apiEvent('GET', redirectUrl()));
+    expect(respondent.statusCode).toBe(302);
+    expect(respondent.headers?.location).toBe(`https://panel.example.com/thanks?pid=${ids.pid}`);
+    // Nothing stored, and nothing counted as refused (no forgery was seen).
+    const local = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+    expect(await local.attemptsOf('3003', ids.pid)).toEqual([]);
+    expect(await local.rejectedHits(new Date().toISOString().slice(0, 10))).toEqual([]);
   });
 });
 

@@ -13,7 +13,7 @@ import { createPostbackHandler } from '../../functions/receiving/postback-handle
 import { createRedirectHandler } from '../../functions/receiving/redirect-handler';
 import type { RefusalRecorderOptions } from '../../functions/receiving/refusal-recorder';
 import type { HitBuffer } from '../../functions/runtime/hit-buffer';
-import { keyRingSource } from '../../functions/runtime/key-ring-source';
+import { type KeyRingSource, keyRingSource } from '../../functions/runtime/key-ring-source';
 import { parseAllowList } from '../../functions/runtime/source-allow-list';
 import type { Handler } from './api-events';
 import { freshTable, TEST_KEY_RING } from './ledger';
@@ -25,6 +25,8 @@ export interface ReceiverOptions {
   readonly endpoint?: string;
   readonly tableName?: string;
   readonly keyRing?: string;
+  /** A key ring source of the test's own (one that fails, hangs ...), instead of `keyRing`. */
+  readonly keyRingSource?: KeyRingSource;
   readonly landing?: LandingTemplates;
   readonly buffer?: HitBuffer;
   readonly postbackSources?: string;
@@ -58,7 +60,7 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
     }),
     table.tableName,
   );
-  const keyRing = keyRingSource({ inline: options.keyRing ?? TEST_KEY_RING });
+  const keyRing = options.keyRingSource ?? keyRingSource({ inline: options.keyRing ?? TEST_KEY_RING });
   return {
     redirect: createRedirectHandler({
       store,
