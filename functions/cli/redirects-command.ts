@@ -73,8 +73,10 @@ export function redirectsCommand(): Command {
     .description('what the marketplace has for a survey against what this receiver expects')
     .requiredOption('--survey <id>', 'survey id', surveyIdOption)
     .option('--json', 'print JSON')
-    .action(async (options: { survey: string; json?: boolean }) => {
-      const comparison = await configure({}).show(options.survey);
+    .addOption(new Option('--success-method <method>', 'success postback method').argParser(methodOption))
+    .addOption(new Option('--fail-method <method>', 'fail postback method').argParser(methodOption))
+    .action(async (options: { survey: string; json?: boolean } & Common) => {
+      const comparison = await configure(options).show(options.survey);
       if (options.json) sayJson(comparison);
       else {
         const r = comparison.registration;
@@ -85,8 +87,15 @@ export function redirectsCommand(): Command {
         for (const [field, expected] of Object.entries(comparison.expected)) {
           const actual = comparison.actual[field as keyof typeof comparison.actual];
           const same = comparison.differences.every((d) => d.field !== field);
+          // What it does not report, or reports as the supplier's global value, is said as such, not shown as ours.
+          const note =
+            actual === undefined
+              ? '  (not reported by the marketplace)'
+              : actual !== expected
+                ? `\n${' '.repeat(22)}reads back ${actual} (not kept per survey by the marketplace; not compared)`
+                : '';
           say(
-            `${same ? '  ' : '✗ '}${field.padEnd(19)} ${same ? expected : `expected ${expected}\n${' '.repeat(22)}actual   ${actual ?? '(none)'}`}`,
+            `${same ? '  ' : '✗ '}${field.padEnd(19)} ${same ? `${expected}${note}` : `expected ${expected}\n${' '.repeat(22)}actual   ${actual ?? '(none)'}`}`,
           );
         }
         say(

@@ -1,4 +1,5 @@
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
+import { desiredRedirectSettings, type PostbackMethod } from '../marketplace/redirect-settings';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { cliContext } from './context';
 import { surveyIdOption } from './options';
@@ -10,19 +11,45 @@ export function urlsCommand(): Command {
     .description("print a survey's five redirect and two postback URLs, signed with the current key")
     .requiredOption('--survey <id>', 'survey id', surveyIdOption)
     .option('--base-url <url>', 'public base URL of the receiver (default: PUBLIC_BASE_URL)')
-    .option('--json', 'print the setRedirectionForSurvey fields as JSON')
-    .action(async (options: { survey: string; baseUrl?: string; json?: boolean }) => {
-      const context = cliContext();
-      const urls = buildSurveyUrls(
-        options.baseUrl ?? context.publicBaseUrl,
-        options.survey,
-        await context.keyRing(),
-      );
-      if (options.json) {
-        sayJson(urls);
-        return;
-      }
-      const width = Math.max(...Object.keys(urls).map((field) => field.length));
-      for (const [field, url] of Object.entries(urls)) say(`${field.padEnd(width)}  ${url}`);
-    });
+    .option('--json', 'print the nine setRedirectionForSurvey fields as JSON')
+    .addOption(
+      new Option('--success-method <method>', 'success postback method, for --json (default: GET)').choices([
+        'GET',
+        'POST',
+      ]),
+    )
+    .addOption(
+      new Option('--fail-method <method>', 'fail postback method, for --json (default: GET)').choices([
+        'GET',
+        'POST',
+      ]),
+    )
+    .action(
+      async (options: {
+        survey: string;
+        baseUrl?: string;
+        json?: boolean;
+        successMethod?: PostbackMethod;
+        failMethod?: PostbackMethod;
+      }) => {
+        const context = cliContext();
+        const urls = buildSurveyUrls(
+          options.baseUrl ?? context.publicBaseUrl,
+          options.survey,
+          await context.keyRing(),
+        );
+        if (options.json) {
+          // All nine fields setRedirectionForSurvey takes: the seven URLs and the postback methods.
+          sayJson(
+            desiredRedirectSettings(urls, {
+              success: options.successMethod ?? 'GET',
+              fail: options.failMethod ?? 'GET',
+            }),
+          );
+          return;
+        }
+        const width = Math.max(...Object.keys(urls).map((field) => field.length));
+        for (const [field, url] of Object.entries(urls)) say(`${field.padEnd(width)}  ${url}`);
+      },
+    );
 }

@@ -155,11 +155,14 @@ describe('npm start', () => {
     expect(await response.json()).toEqual({ message: 'Not Found' });
   });
 
-  it('the CLI prints the seven URLs of a survey, and says so when an attempt is unknown', async () => {
+  it('the CLI prints the seven URLs and two methods of a survey, and says so when an attempt is unknown', async () => {
     const urls = await cli('urls', '--survey', '77', '--json');
+    // All nine fields setRedirectionForSurvey takes.
     expect(Object.keys(JSON.parse(urls.stdout)).sort()).toEqual([
       'fUrl',
       'oUrl',
+      'pstBckFailMethod',
+      'pstBckSuccessMethod',
       'pstbck',
       'pstbck_fail',
       'qTUrl',

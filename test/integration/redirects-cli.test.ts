@@ -1,0 +1,96 @@
+/**
+ * What `redirects show` tells an operator about a marketplace that keeps no per-survey `tUrl` or postback methods
+ * (it reports none of them, or the supplier's global values): said so, not shown as set, and no difference. The
+ * real CLI against a small marketplace of the test's own and the run's engine.
+ */
+import { execFile } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshTable } from '../support/ledger';
+
+const run = promisify(execFile);
+const TSX = join(process.cwd(), 'node_modules', '.bin', 'tsx');
+const RING = JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-cli-picture-00000' });
+const GLOBAL_TERMINATION = 'https://panel.example/global-termination';
+let server: Server;
+let url: string;
+let table: { endpoint: string; tableName: string };
+/** Survey-level settings as this marketplace keeps them: never tUrl nor the methods. */
+const stored = new Map<string, Record<string, string>>();
+
+beforeAll(async () => {
+  table = await freshTable();
+  server = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => {
+      body += chunk;
+    });
+    request.on('end', () => {
+      const path = new URL(request.url ?? '/', 'http://marketplace').pathname;
+      const id = path.split('/').pop() as string;
+      const send = (answer: unknown) => {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify(answer));
+      };
+      if (path.includes('/setRedirectionForSurvey/')) {
+        const { tUrl: _t, pstBckSuccessMethod: _s, pstBckFailMethod: _f, ...kept } = JSON.parse(body);
+        stored.set(id, { ...stored.get(id), ...kept });
+        return send({ apiStatus: 'success', msg: 'ok' });
+      }
+      if (path.includes('/surveySpecificRedirects/')) {
+        // Survey 9102's read-back reports the supplier's global tUrl and methods.
+        const globals = id === '9102' ? { tUrl: GLOBAL_TERMINATION, pstBckFailMethod: 'GET' } : {};
+        return send({ apiStatus: 'success', msg: 'ok', redirectURL: { ...globals, ...stored.get(id) } });
+      }
+      return send({ apiStatus: 'success', msg: `Survey ${id} is Paused/Closed` });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+async function cli(...args: string[]): Promise<{ stdout: string; code: number }> {
+  try {
+    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], {
+      env: {
+        ...process.env,
+        DYNAMODB_ENDPOINT: table.endpoint,
+        TABLE_NAME: table.tableName,
+        MARKETPLACE_BASE_URL: url,
+        MARKETPLACE_ACCESS_TOKEN: 'cli-picture-token',
+        SIGNING_KEYS: RING,
+        PUBLIC_BASE_URL: 'https://hits.test',
+        POWERTOOLS_LOG_LEVEL: 'ERROR',
+      },
+    });
+    return { stdout, code: 0 };
+  } catch (error) {
+    const failed = error as { stdout: string; stderr: string; code: number };
+    return { stdout: failed.stdout + failed.stderr, code: failed.code };
+  }
+}
+
+describe('redirects show', () => {
+  it('says which fields the marketplace does not report, or reads back as global values, and counts none as a difference', async () => {
+    for (const survey of ['9101', '9102'])
+      expect((await cli('redirects', 'apply', '--survey', survey, '--fail-method', 'POST')).code).toBe(0);
+    const unreported = await cli('redirects', 'show', '--survey', '9101', '--fail-method', 'POST');
+    expect(unreported.code).toBe(0);
+    expect(unreported.stdout).toMatch(
+      /^ {2}tUrl +https:\/\/hits\.test\/\S+ {2}\(not reported by the marketplace\)$/m,
+    );
+    expect(unreported.stdout).toMatch(/^ {2}pstBckFailMethod +POST {2}\(not reported by the marketplace\)$/m);
+    expect(unreported.stdout).toMatch(/^ {2}pstbck +https:\/\/hits\.test\/\S+$/m);
+    expect(unreported.stdout).toContain('the marketplace agrees');
+    const globals = await cli('redirects', 'show', '--survey', '9102', '--fail-method', 'POST');
+    expect(globals.code).toBe(0);
+    expect(globals.stdout).toContain(
+      `reads back ${GLOBAL_TERMINATION} (not kept per survey by the marketplace; not compared)`,
+    );
+    expect(globals.stdout).toContain('reads back GET (not kept per survey by the marketplace; not compared)');
+  });
+});
