@@ -25,10 +25,26 @@ export interface RedirectDependencies {
   readonly landing: LandingTemplates;
   /** How refused hits are counted in the ledger (refusal-recorder.ts). */
   readonly refusals?: RefusalRecorderOptions | undefined;
+  /** How long the respondent waits for the ledger before the hit goes to the buffer (default REDIRECT_STORE_BUDGET_MS). */
+  readonly storeBudgetMs?: number | undefined;
 }
 
+/**
+ * The respondent waits this long for the ledger, not for its client's timeouts and retries (three tries of a second
+ * each when it hangs): then the hit goes to the buffer and the respondent on. A write that lands after all is
+ * counted once with its buffered copy, both carrying the request's id.
+ */
+export const REDIRECT_STORE_BUDGET_MS = 1_500;
+
 /** The redirect handler, from its dependencies. */
-export function createRedirectHandler({ store, keyRing, buffer, landing, refusals }: RedirectDependencies) {
+export function createRedirectHandler({
+  store,
+  keyRing,
+  buffer,
+  landing,
+  refusals,
+  storeBudgetMs = REDIRECT_STORE_BUDGET_MS,
+}: RedirectDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   return respondentRoute(async (event, context) => {
     // A prefetch is refused (the browser drops it and asks again if the respondent does navigate); a preview bot
@@ -74,12 +90,30 @@ export function createRedirectHandler({ store, keyRing, buffer, landing, refusal
     if (refusal) await reject(refusal);
     return respondentAnswer(landingFor(landing, claimed));
 
+    /** The ledger's answer, or its failure, or a failure of its own once the budget is spent. */
+    async function withinBudget<T>(pending: Promise<T>): Promise<T> {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([
+          pending,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`the ledger did not answer within ${storeBudgetMs} ms`)),
+              storeBudgetMs,
+            );
+          }),
+        ]);
+      } finally {
+        clearTimeout(timer);
+        // Given up on, it may still land (or fail) after the answer: nothing waits for it.
+        pending.catch(() => undefined);
+      }
+    }
+
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
-        const { attempt, effect, unflaggedDays } = await store.recordHit(
-          hit,
-          at,
-          event.requestContext.requestId,
+        const { attempt, effect, unflaggedDays } = await withinBudget(
+          store.recordHit(hit, at, event.requestContext.requestId),
         );
         // The hit stands; the days it changed wait for their daily re-check instead of the next run.
         if (unflaggedDays)

@@ -13,6 +13,7 @@ import {
   createLedgerStore,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
+import type { BufferedHit } from '../../functions/runtime/hit-buffer';
 import { KeyRingUnavailable } from '../../functions/runtime/key-ring-source';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
@@ -23,9 +24,11 @@ let postback: Handler;
 let redirect: Handler;
 let store: LedgerStore;
 let proxy: EngineProxy;
+let table: string;
 
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
+  table = tableName;
   proxy = await startEngineProxy(endpoint);
   ({ postback, redirect } = await receivers({
     endpoint: proxy.endpoint,
@@ -149,6 +152,31 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     expect(proxy.operations.slice(start)[0]).toBe('UpdateItem');
     expect(proxy.operations.length - start).toBeGreaterThanOrEqual(2);
     expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+  });
+
+  it('the respondent waits for the ledger no longer than the budget: the hit goes to the buffer', async () => {
+    const buffered: BufferedHit[] = [];
+    const slow = await receivers({
+      endpoint: proxy.endpoint,
+      tableName: table,
+      // The store's own patience, three tries of 2 s, would keep the respondent 6 s.
+      storeTimeoutMs: 2_000,
+      storeBudgetMs: 300,
+      buffer: {
+        put: async (hit, at, id) => {
+          const entry = { id, at: at.toISOString(), hit };
+          buffered.push(entry);
+          return entry;
+        },
+      },
+      landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
+    });
+    proxy.faults(() => 'hang');
+    const started = Date.now();
+    const result = await invoke(slow.redirect, apiEvent('GET', redirectUrl()));
+    expect(result.statusCode).toBe(302);
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(buffered.map((b) => b.hit)).toEqual([expect.objectContaining({ ...ids, outcome: 'success' })]);
   });
 
   it('the respondent is redirected promptly while the store hangs', async () => {

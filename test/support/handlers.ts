@@ -31,6 +31,8 @@ export interface ReceiverOptions {
   readonly buffer?: HitBuffer;
   readonly postbackSources?: string;
   readonly storeTimeoutMs?: number;
+  /** The redirect's wait for the ledger before it buffers (REDIRECT_STORE_BUDGET_MS by default). */
+  readonly storeBudgetMs?: number;
   /**
    * How refusals are counted: by default here every one, waited for, so tests can read each back (the deployed
    * handlers keep to REFUSALS_RECORDED_PER_SECOND a container and REFUSAL_WAIT_MS; refusal-recorder.test.ts).
@@ -68,6 +70,7 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       buffer: options.buffer,
       landing: options.landing ?? {},
       refusals: options.refusals ?? EVERY_REFUSAL,
+      storeBudgetMs: options.storeBudgetMs,
     }) as unknown as Handler,
     postback: createPostbackHandler({
       store,
