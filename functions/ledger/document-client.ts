@@ -10,6 +10,30 @@ export class StoreUnavailable extends Error {
   override readonly name = 'StoreUnavailable';
 }
 
+/**
+ * The store's answer, or StoreUnavailable once `ms` have passed without one: a caller with someone waiting (a
+ * respondent, a sender with its own timeout) does not sit through the client's timeouts and retries. The request
+ * given up on may still land or fail afterwards; nothing waits for it (a hit's copy in the buffer carries the same
+ * request id, so it is then counted once).
+ */
+export async function storeAnswerWithin<T>(pending: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      pending,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new StoreUnavailable(`the ledger did not answer within ${ms} ms`)),
+          ms,
+        );
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    pending.catch(() => undefined);
+  }
+}
+
 export interface DocumentClientOptions {
   readonly region?: string | undefined;
   /** A local engine's URL; unset in AWS. */

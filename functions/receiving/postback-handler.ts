@@ -6,7 +6,7 @@
  * read: the refusal path, never the hit path), so the survey health check sees a survey's postbacks being refused.
  */
 
-import { type LedgerStore, StoreUnavailable } from '../ledger/ledger-store';
+import { type LedgerStore, StoreUnavailable, storeAnswerWithin } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
 import { describe, hitRequestFrom, json, jsonRoute } from '../runtime/http-route';
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
@@ -24,7 +24,15 @@ export interface PostbackDependencies {
   readonly postbackSources?: ((ip: string) => boolean) | undefined;
   /** How refused postbacks are counted in the ledger (refusal-recorder.ts). */
   readonly refusals?: RefusalRecorderOptions | undefined;
+  /** How long the sender waits for the ledger before the hit goes to the buffer (default POSTBACK_STORE_BUDGET_MS). */
+  readonly storeBudgetMs?: number | undefined;
 }
+
+/**
+ * The sender waits this long for the ledger, then the buffer's two tries of a second: answered within about 4 s,
+ * inside the 5 s a server-to-server callback is given by the strictest marketplaces, even while the ledger hangs.
+ */
+export const POSTBACK_STORE_BUDGET_MS = 2_000;
 
 /** The postback handler, from its dependencies. */
 export function createPostbackHandler({
@@ -33,6 +41,7 @@ export function createPostbackHandler({
   buffer,
   postbackSources,
   refusals,
+  storeBudgetMs = POSTBACK_STORE_BUDGET_MS,
 }: PostbackDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   return jsonRoute(async (event, context) => {
@@ -79,7 +88,10 @@ export function createPostbackHandler({
       const at = new Date();
       let recorded: Awaited<ReturnType<typeof store.recordHit>>;
       try {
-        recorded = await store.recordHit(hit, at, event.requestContext.requestId);
+        recorded = await storeAnswerWithin(
+          store.recordHit(hit, at, event.requestContext.requestId),
+          storeBudgetMs,
+        );
       } catch (error) {
         if (!(error instanceof StoreUnavailable) || !buffer) throw error;
         // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.

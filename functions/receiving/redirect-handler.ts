@@ -4,7 +4,7 @@
  * out is kept apart as rejected: a browser's word is a claim, and a forged one is never an outcome.
  */
 
-import type { LedgerStore } from '../ledger/ledger-store';
+import { type LedgerStore, storeAnswerWithin } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
 import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from '../runtime/http-route';
 import { checkSignature, type KeyRingSource, KeyRingUnavailable } from '../runtime/key-ring-source';
@@ -90,30 +90,11 @@ export function createRedirectHandler({
     if (refusal) await reject(refusal);
     return respondentAnswer(landingFor(landing, claimed));
 
-    /** The ledger's answer, or its failure, or a failure of its own once the budget is spent. */
-    async function withinBudget<T>(pending: Promise<T>): Promise<T> {
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        return await Promise.race([
-          pending,
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error(`the ledger did not answer within ${storeBudgetMs} ms`)),
-              storeBudgetMs,
-            );
-          }),
-        ]);
-      } finally {
-        clearTimeout(timer);
-        // Given up on, it may still land (or fail) after the answer: nothing waits for it.
-        pending.catch(() => undefined);
-      }
-    }
-
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
-        const { attempt, effect, unflaggedDays } = await withinBudget(
+        const { attempt, effect, unflaggedDays } = await storeAnswerWithin(
           store.recordHit(hit, at, event.requestContext.requestId),
+          storeBudgetMs,
         );
         // The hit stands; the days it changed wait for their daily re-check instead of the next run.
         if (unflaggedDays)

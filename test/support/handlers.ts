@@ -31,7 +31,7 @@ export interface ReceiverOptions {
   readonly buffer?: HitBuffer;
   readonly postbackSources?: string;
   readonly storeTimeoutMs?: number;
-  /** The redirect's wait for the ledger before it buffers (REDIRECT_STORE_BUDGET_MS by default). */
+  /** The receivers' wait for the ledger before they buffer (REDIRECT_STORE_BUDGET_MS, POSTBACK_STORE_BUDGET_MS). */
   readonly storeBudgetMs?: number;
   /**
    * How refusals are counted: by default here every one, waited for, so tests can read each back (the deployed
@@ -78,6 +78,7 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       buffer: options.buffer,
       postbackSources: parseAllowList(options.postbackSources),
       refusals: options.refusals ?? EVERY_REFUSAL,
+      storeBudgetMs: options.storeBudgetMs,
     }) as unknown as Handler,
     store,
     table,
