@@ -9,9 +9,11 @@ import { createReconcileHandler } from './reconciliation/reconcile-handler';
 import { reconciler } from './reconciliation/reconciler';
 import { openLedger } from './runtime/aws-clients';
 import { marketplaceFromEnvironment } from './runtime/marketplace-access';
+import { runDeadline } from './runtime/run-deadline';
 import { readReconcileConfig } from './runtime/runtime-config';
 
 const config = readReconcileConfig();
+const calls = runDeadline();
 const ledger = openLedger(config, {
   attempts: createLedgerStore,
   registry: createSurveyRegistry,
@@ -21,7 +23,7 @@ let lambda: LambdaClient | undefined;
 
 export const handler = createReconcileHandler({
   engine: reconciler({
-    marketplace: marketplaceFromEnvironment(),
+    marketplace: marketplaceFromEnvironment(process.env, calls),
     ...ledger,
     concurrency: config.concurrency,
     settleMs: config.settleMs,
@@ -31,6 +33,7 @@ export const handler = createReconcileHandler({
     windowListHours: config.windowListHours,
   }),
   windowDays: config.windowDays,
+  calls,
   resume: config.continueSelf
     ? async (functionArn, runId) => {
         lambda ??= new LambdaClient({});

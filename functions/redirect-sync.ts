@@ -9,9 +9,11 @@ import { createRedirectSyncHandler } from './marketplace/redirect-sync-handler';
 import { openLedger } from './runtime/aws-clients';
 import { keyRingSource } from './runtime/key-ring-source';
 import { marketplaceFromEnvironment } from './runtime/marketplace-access';
+import { runDeadline } from './runtime/run-deadline';
 import { readRedirectSyncConfig } from './runtime/runtime-config';
 
 const config = readRedirectSyncConfig();
+const calls = runDeadline();
 const keyRing = keyRingSource(config.keyRing);
 const { registry, dayIndex } = openLedger(config, {
   registry: createSurveyRegistry,
@@ -20,8 +22,9 @@ const { registry, dayIndex } = openLedger(config, {
 
 export const handler = createRedirectSyncHandler({
   dayIndex,
+  calls,
   configuration: redirectConfiguration({
-    marketplace: marketplaceFromEnvironment(),
+    marketplace: marketplaceFromEnvironment(process.env, calls),
     registry,
     // Read afresh each run: a ring cached from before a rotation would put surveys back on the retiring key.
     keyRing: () => keyRing({ fresh: true }),

@@ -44,6 +44,11 @@ export interface MarketplaceClientOptions {
   readonly concurrency?: number;
   /** A limit shared with other clients (see `marketplaceLimit`), instead of one of this client's own. */
   readonly limit?: MarketplaceLimit;
+  /**
+   * Epoch ms after which no attempt starts and no retry is made, each attempt's timeout cut to what is left (a
+   * scheduled run's end, `run-deadline.ts`); undefined, none.
+   */
+  readonly stopAt?: () => number | undefined;
   readonly fetch?: typeof fetch;
 }
 
@@ -257,9 +262,17 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     for (const [name, value] of Object.entries(callOptions.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, value);
     }
+    /** What is left before the run's end: no attempt starts without it. */
+    const timeLeft = () => {
+      const left = (options.stopAt?.() ?? Number.POSITIVE_INFINITY) - Date.now();
+      if (left <= 0)
+        throw new MarketplaceError({ endpoint, kind: 'timeout', detail: "not tried: the run's time is up" });
+      return left;
+    };
     const attempt = async (): Promise<Json | undefined> => {
       const hold = pausedUntil - Date.now();
-      if (hold > 0) await new Promise((resolve) => setTimeout(resolve, hold));
+      if (hold > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(hold, timeLeft())));
+      const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
       const token = await options.accessToken();
       let response: Response;
       try {
@@ -271,7 +284,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
             accept: 'application/json',
           },
           body: callOptions.body === undefined ? undefined : JSON.stringify(callOptions.body),
-          signal: AbortSignal.timeout(timeoutMs),
+          signal: AbortSignal.timeout(attemptTimeoutMs),
         });
       } catch (error) {
         const timedOut =
@@ -279,7 +292,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         throw new MarketplaceError({
           endpoint,
           kind: timedOut ? 'timeout' : 'network',
-          detail: timedOut ? `no answer within ${timeoutMs} ms` : `network error (${causeOf(error)})`,
+          detail: timedOut ? `no answer within ${attemptTimeoutMs} ms` : `network error (${causeOf(error)})`,
           retriable: true,
         });
       }
@@ -344,7 +357,10 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       minTimeout: options.minBackoffMs ?? 250,
       maxTimeout: options.maxBackoffMs ?? 8_000,
       randomize: true,
-      shouldRetry: ({ error }) => error instanceof MarketplaceError && error.retriable,
+      shouldRetry: ({ error }) =>
+        error instanceof MarketplaceError &&
+        error.retriable &&
+        Date.now() < (options.stopAt?.() ?? Number.POSITIVE_INFINITY),
     });
   }
 

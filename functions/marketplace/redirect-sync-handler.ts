@@ -7,6 +7,7 @@ import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { DayIndexBackfill } from '../ledger/ledger-store';
 import { count, logger, publish } from '../runtime/observability';
+import { callsStopAt, type RunDeadline } from '../runtime/run-deadline';
 import { failuresOf, type RedirectConfiguration, type SyncReport } from './redirect-configuration';
 
 const DEADLINE_MARGIN_MS = 30_000;
@@ -56,14 +57,18 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
 export function createRedirectSyncHandler({
   configuration,
   dayIndex,
+  calls,
 }: {
   configuration: Pick<RedirectConfiguration, 'sync'>;
   dayIndex?: Pick<DayIndexBackfill, 'settle'>;
+  /** When the run's marketplace calls must stop (set here, read by the client the configuration holds). */
+  calls?: RunDeadline;
 }) {
   return middy<unknown, SyncSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .handler(async (_event: unknown, context: Context) => {
       const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
+      calls?.set(callsStopAt(context.getRemainingTimeInMillis()));
       const summary = summarizeSyncRun(await configuration.sync({ deadline }));
       publish('RedirectsApplied', summary.counts.applied ?? 0, {});
       publish('RedirectsDrifted', summary.drifted.length, {});

@@ -7,6 +7,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { count, logger, publish } from '../runtime/observability';
+import { callsStopAt, type RunDeadline } from '../runtime/run-deadline';
 import { type Reconciler, type RunReport, totals } from './reconciler';
 import { VERDICT_KINDS } from './verdict-kinds';
 
@@ -18,6 +19,8 @@ export interface ReconcileHandlerDependencies {
   readonly windowDays: number;
   /** Invokes this function again, asynchronously, to resume run `runId`; unset, the next schedule resumes it. */
   readonly resume?: ((functionArn: string, runId: string) => Promise<void>) | undefined;
+  /** When the run's marketplace calls must stop (set here, read by the engine's client). */
+  readonly calls?: RunDeadline | undefined;
 }
 
 export type ReconcileRunSummary = ReturnType<typeof summarizeReconcileRun> | { busy: true };
@@ -41,12 +44,14 @@ export function summarizeReconcileRun(report: RunReport) {
 }
 
 /** The reconcile function's handler, from its dependencies. */
-export function createReconcileHandler({ engine, windowDays, resume }: ReconcileHandlerDependencies) {
+export function createReconcileHandler({ engine, windowDays, resume, calls }: ReconcileHandlerDependencies) {
   return middy<unknown, ReconcileRunSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .handler(async (_event: unknown, context: Context) => {
       const remaining = context.getRemainingTimeInMillis();
       const deadline = new Date(Date.now() + remaining - DEADLINE_MARGIN_MS);
+      // A call still hanging then gives up: the survey fails by name instead of the function dying in it.
+      calls?.set(callsStopAt(remaining));
       // Held to the Lambda's own limit: until then this invocation may still be finishing its last surveys.
       const leaseUntil = new Date(Date.now() + remaining + 5_000);
       const report = await engine.scheduled(windowDays, { deadline, leaseUntil });

@@ -50,7 +50,10 @@ const environment = z
   );
 
 /** Reads the marketplace settings and builds the client. Throws naming the bad variables, never their values. */
-export function marketplaceFromEnvironment(env: NodeJS.ProcessEnv = process.env): MarketplaceClient {
+export function marketplaceFromEnvironment(
+  env: NodeJS.ProcessEnv = process.env,
+  run: { readonly stopAt?: () => number | undefined } = {},
+): MarketplaceClient {
   const parsed = environment.safeParse(env);
   if (!parsed.success) {
     throw new Error(`invalid marketplace configuration: ${describeIssues(parsed.error)}`);
@@ -63,6 +66,7 @@ export function marketplaceFromEnvironment(env: NodeJS.ProcessEnv = process.env)
     retries: config.MARKETPLACE_RETRIES,
     concurrency: config.MARKETPLACE_CONCURRENCY,
     accessToken: tokenSource(config),
+    ...(run.stopAt ? { stopAt: run.stopAt } : {}),
   });
 }
 

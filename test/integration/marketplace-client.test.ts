@@ -355,6 +355,31 @@ describe('faults', () => {
     }
   });
 
+  it("a run's end cuts a hanging call short and stops its retries and a 429's hold, rather than outlast the run", async () => {
+    const hanging: typeof fetch = (_input, init) =>
+      new Promise((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)));
+    let stopAt = Date.now() + 400;
+    const started = Date.now();
+    // Five tries of 2 s each would take 10 s; the run ends in 400 ms.
+    const cut = await failure(client({ fetch: hanging, retries: 4, stopAt: () => stopAt }).getMetadata());
+    expect(cut).toMatchObject({ kind: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(1_500);
+    // Past the end nothing goes out at all.
+    const { fetch, calls } = failingFirst(0, () => json(500, {}));
+    stopAt = Date.now() - 1;
+    expect(await failure(client({ fetch, stopAt: () => stopAt }).getMetadata())).toMatchObject({
+      kind: 'timeout',
+      message: expect.stringContaining("not tried: the run's time is up"),
+    });
+    expect(calls()).toBe(0);
+    // A marketplace asking to be left alone for a minute is not waited for past the end.
+    const held = failingFirst(5, () => new Response('{}', { status: 429, headers: { 'retry-after': '60' } }));
+    stopAt = Date.now() + 300;
+    const at = Date.now();
+    await failure(client({ fetch: held.fetch, maxRetryAfterMs: 60_000, stopAt: () => stopAt }).getMetadata());
+    expect(Date.now() - at).toBeLessThan(1_500);
+  });
+
   it('network errors are typed and retried', async () => {
     const error = await failure(client({ baseUrl: 'http://127.0.0.1:9', retries: 1 }).getMetadata());
     expect(error).toMatchObject({ kind: 'network', retriable: true });
