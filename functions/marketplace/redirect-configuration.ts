@@ -179,20 +179,18 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
     const registration = await deps.registry.get(surveyId);
-    // Applied with a key this run's ring does not hold, and newer than the ring (applied since the run read it, or
-    // a later `k<n>` than its current key): a rotation this run has not seen. Its URLs would put the survey back on
-    // the key being retired. (A key the ring no longer holds because it was forgotten long ago is older: applied.)
+    // Applied since this run read its ring, with a key the ring does not hold: a rotation saved meanwhile, whose
+    // URLs this run's would put back on the key being retired. (The ring is read afresh at a run's start, so a key
+    // it does not hold that was applied before is older: forgotten, or of a ring started over. Applied.)
     if (
       registration?.kid &&
       !ring.keys.has(registration.kid) &&
-      ((registration.appliedAt ?? '') >= (ringAt ?? '~') ||
-        (keyGeneration(registration.kid) ?? -1) >
-          (keyGeneration(ring.current.kid) ?? Number.POSITIVE_INFINITY))
+      (registration.appliedAt ?? '') >= (ringAt ?? '~')
     )
       return {
         surveyId,
         status: 'skipped',
-        reason: `applied with key ${registration.kid}, newer than this run's key ring; the next run applies it`,
+        reason: `applied with key ${registration.kid} since this run read its key ring; the next run applies it`,
       };
     const cpi = price?.cpi;
     const prices = pricedAt(registration, cpi, priceTime(price));
@@ -675,12 +673,6 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 }
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
-
-/** The n of a default key id `k<n>` (the rotation's numbering), undefined for a key id an operator chose. */
-const keyGeneration = (kid: string): number | undefined => {
-  const match = /^k(\d+)$/.exec(kid);
-  return match ? Number(match[1]) : undefined;
-};
 
 /** A registration's closure, kept through an apply (an apply does not say the survey is live). */
 const stillClosed = (registration: SurveyRegistration | undefined) =>

@@ -24,6 +24,8 @@ export const KEY_RING_CACHE_SECONDS = 300;
 export const UNKNOWN_KEY_REFRESH_MS = 5_000;
 /** The longest a fetch of the ring may take before the last good ring stands in (or, without one, it is unavailable). */
 export const KEY_RING_FETCH_TIMEOUT_MS = 2_000;
+/** After a failed fetch, the last good ring serves without fetching for this long. */
+export const FAILED_FETCH_PAUSE_MS = 30_000;
 
 /**
  * The ring cannot be read (Secrets Manager down, slow, or throttled, and no ring read before), or a key id it does
@@ -92,29 +94,43 @@ function fileStore(file: string): KeyRingStore {
 
 function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): KeyRingStore {
   let lastGood: { raw: string; ring: KeyRing } | undefined;
-  let lastForcedAt = Number.NEGATIVE_INFINITY;
+  /** When the last fetch failed: for a while after, the last good ring serves at once (no hit waits on a fetch). */
+  let failedAt = Number.NEGATIVE_INFINITY;
+  /** The last forced fetch: when it was made, and whether it answered. */
+  let forced: { at: number; answered: boolean } = { at: Number.NEGATIVE_INFINITY, answered: false };
   /** The forced fetch under way, which hits with other unknown key ids wait for rather than start another. */
   let refreshing: Promise<KeyRing> | undefined;
   /** A fetch that neither answers nor fails within `timeoutMs` is given up (it would hold every hit). */
   const fetchRing = async (forceFetch: boolean) => {
     let timer: NodeJS.Timeout | undefined;
-    const raw = await Promise.race([
-      getSecret<string>(secretId, { maxAge: KEY_RING_CACHE_SECONDS, forceFetch }),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      }),
-    ]).finally(() => clearTimeout(timer));
-    if (typeof raw !== 'string') throw new Error('signing key secret has no string value');
-    if (lastGood?.raw !== raw) lastGood = { raw, ring: parseKeyRing(raw) };
-    return lastGood.ring;
-  };
-  /** The ring as cached or fetched; when that fails, the last good one, else unavailable. */
-  const current = async (forceFetch: boolean) => {
     try {
-      return await fetchRing(forceFetch);
+      const raw = await Promise.race([
+        getSecret<string>(secretId, { maxAge: KEY_RING_CACHE_SECONDS, forceFetch }),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+      if (typeof raw !== 'string') throw new Error('signing key secret has no string value');
+      if (lastGood?.raw !== raw) lastGood = { raw, ring: parseKeyRing(raw) };
+      return lastGood.ring;
+    } catch (error) {
+      failedAt = Date.now();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  /**
+   * The ring as cached or fetched; when that fails, the last good one (at once, for a while after a failure), else
+   * unavailable. `fresh` takes no stand-in: a job that signs URLs with an old ring would sign with a retiring key.
+   */
+  const current = async (fresh: boolean) => {
+    if (!fresh && lastGood && Date.now() - failedAt < FAILED_FETCH_PAUSE_MS) return lastGood.ring;
+    try {
+      return await fetchRing(fresh);
     } catch (error) {
       // A key ring that worked a moment ago is better than refusing every hit while Secrets Manager is down.
-      if (lastGood) {
+      if (lastGood && !fresh) {
         logger.warn('signing key ring refresh failed; using the last good one', { error: describe(error) });
         return lastGood.ring;
       }
@@ -126,17 +142,26 @@ function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): K
     load: async (options = {}) => {
       const ring = await current(options.fresh === true);
       if (!options.unknownKid || ring.keys.has(options.unknownKid)) return ring;
-      // A key id the ring does not know: a rotation this container has not seen, or a forgery. Only a ring read
-      // afresh can tell them apart; without one (read moments ago, or the read failed) the hit is not refused.
+      // A key id the ring does not know: a rotation this container has not seen, or a forgery. A ring read afresh
+      // tells them apart: one read moments ago that answered is taken as fresh (the key id is refused, so forged
+      // ids cannot turn refusals into outages); without an answer (the read failed), the hit is not refused.
       if (!refreshing) {
-        if (Date.now() - lastForcedAt < UNKNOWN_KEY_REFRESH_MS)
+        if (Date.now() - forced.at < UNKNOWN_KEY_REFRESH_MS) {
+          if (forced.answered && lastGood) return lastGood.ring;
           throw new KeyRingUnavailable(
-            'a key id the signing key ring does not know; the ring was read moments ago',
+            'a key id the signing key ring does not know, and the ring cannot be read afresh',
           );
-        lastForcedAt = Date.now();
-        refreshing = fetchRing(true).finally(() => {
-          refreshing = undefined;
-        });
+        }
+        forced = { at: Date.now(), answered: false };
+        const attempt = forced;
+        refreshing = fetchRing(true)
+          .then((fetched) => {
+            attempt.answered = true;
+            return fetched;
+          })
+          .finally(() => {
+            refreshing = undefined;
+          });
       }
       try {
         return await refreshing;

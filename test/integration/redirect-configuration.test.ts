@@ -698,28 +698,46 @@ describe('rotation', () => {
     expect((await store.attemptsOf('5601', 'old-key'))[0]?.postback?.outcome).toBe('success');
   });
 
-  it('a sync holding the ring from before a rotation leaves the rotated surveys on the new key', async () => {
+  it('a sync that read its ring just before a rotation leaves the rotated surveys on the new key', async () => {
     const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5610 });
     await configure({ registry: rotationRegistry }).apply(['5610']);
+    // Its last apply failed, so the sync retries it.
+    const registration = await rotationRegistry.get('5610');
+    await rotationRegistry.put({ ...(registration as NonNullable<typeof registration>), verified: false });
     const before = ring;
-    await configure({ registry: rotationRegistry }).rotate({
-      secret: randomBytes(48).toString('base64url'),
-      retireAt: new Date(Date.now() + 3_600_000),
-    });
-    // A day later (its read-back due), with the ring a cache held from before the rotation.
+    // A day later, the sync reads its ring, and the rotation is saved and applied right after.
+    const later = new Date(Date.now() + 25 * 3_600_000);
     const stale = await configure({
       registry: rotationRegistry,
-      keyRing: async () => before,
-      now: () => new Date(Date.now() + 25 * 3_600_000),
+      now: () => later,
+      keyRing: async () => {
+        await configure({ registry: rotationRegistry, now: () => new Date(later.getTime() + 1_000) }).rotate({
+          secret: randomBytes(48).toString('base64url'),
+          retireAt: new Date(later.getTime() + 3_600_000),
+        });
+        return before;
+      },
     }).sync();
     expect(stale.results).toContainEqual({
       surveyId: '5610',
       status: 'skipped',
-      reason: "applied with key k2, newer than this run's key ring; the next run applies it",
+      reason: 'applied with key k2 since this run read its key ring; the next run applies it',
     });
     expect(marketplace.state.effectiveRedirects(5610).pstbck).toContain('kid=k2');
     expect((await rotationRegistry.get('5610'))?.kid).toBe('k2');
+  });
+
+  it('a ring started over (a new stack, k1 again) re-signs surveys registered on a key it does not hold', async () => {
+    const rotationRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5615 });
+    await configure({ registry: rotationRegistry }).apply(['5615']);
+    const registration = await rotationRegistry.get('5615');
+    // Registered on k3 of the old stack's ring, copied over with the table.
+    await rotationRegistry.put({ ...(registration as NonNullable<typeof registration>), kid: 'k3' });
+    const applied = await configure({ registry: rotationRegistry }).apply(['5615'], { force: true });
+    expect(applied).toEqual([{ surveyId: '5615', status: 'applied', kid: 'k1' }]);
+    expect((await rotationRegistry.get('5615'))?.kid).toBe('k1');
   });
 
   it('a closed survey the rotation could not re-sign, resumed and left out of the listings, is found by its daily look and re-signed', async () => {
