@@ -69,6 +69,7 @@ export type Parsed<T> =
 /** Where an unreadable transaction row belongs, when its token and a time still read: what it can hold back. */
 export interface Placement {
   readonly token: string;
+  readonly pid: string;
   /** UTC instant it is filed under (as `filedAt`). */
   readonly filedAt: string;
 }
@@ -181,20 +182,28 @@ export function distinctTransactions(rows: readonly Transaction[]): {
   return { rows: [...byToken.values()], duplicates: rows.length - byToken.size };
 }
 
-const placementSchema = z.object({
-  token: z.pipe(text, nonEmpty),
-  st_date_time: z.catch(pacificTime, undefined),
-  clkDateTime: z.catch(pacificTime, undefined),
-  completeDateTime: z.catch(pacificTime, undefined),
-});
+const placementSchema = z.object({ token: z.pipe(text, nonEmpty), PID: z.pipe(text, nonEmpty) });
+/** The times a row is filed by, in the order `filedAt` takes them. */
+const FILING_FIELDS = ['clkDateTime', 'st_date_time', 'completeDateTime'] as const;
 
-/** The token and filing time of a row that cannot be read whole, when both read (filed as `filedAt` files). */
+/**
+ * The token, pid and filing time of a row that cannot be read whole, when all three read. The time is the one the
+ * marketplace files the row by: the first of click, start and completion the row carries at all; if that one does
+ * not read, the row has no placement (a later one could put it on another day than its own).
+ */
 function placementOf(raw: unknown): Placement | undefined {
-  const parsed = placementSchema.safeParse(raw);
-  if (!parsed.success) return undefined;
-  const { token, clkDateTime, st_date_time, completeDateTime } = parsed.data;
-  const filed = clkDateTime ?? st_date_time ?? completeDateTime;
-  return filed ? { token, filedAt: filed.utc } : undefined;
+  const ids = placementSchema.safeParse(raw);
+  if (!ids.success) return undefined;
+  const row = raw as Record<string, unknown>;
+  const field = FILING_FIELDS.find((name) => {
+    const value = row[name];
+    return value !== undefined && value !== null && !(typeof value === 'string' && value.trim() === '');
+  });
+  if (!field) return undefined;
+  const filed = pacificTime.safeParse(row[field]);
+  return filed.success && filed.data
+    ? { token: ids.data.token, pid: ids.data.PID, filedAt: filed.data.utc }
+    : undefined;
 }
 
 export function parseTransaction(raw: unknown): Parsed<Transaction> {

@@ -315,6 +315,8 @@ export function reconciler(deps: ReconcilerDeps) {
      */
     const blocked = new Map<string, string>();
     const heldTokens = new Set<string>();
+    /** Its pid too: an attempt under another token may be matched with the row by pid. */
+    const heldPids = new Set<string>();
 
     /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
     async function reconcileDays(
@@ -348,8 +350,8 @@ export function reconciler(deps: ReconcilerDeps) {
         pointed.size > 0
           ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, [...pointed.values()]))]
           : keyed;
-      // The attempts of a token whose row cannot be read wait for it (judged on no day meanwhile).
-      const attempts = [...seen, ...byKey].filter((a) => !heldTokens.has(a.token));
+      // The attempts of a token (or pid) whose row cannot be read wait for it (judged on no day meanwhile).
+      const attempts = [...seen, ...byKey].filter((a) => !heldTokens.has(a.token) && !heldPids.has(a.pid));
       const sides = {
         surveyId,
         days: window,
@@ -477,6 +479,7 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const { placed } of listed.held) {
         blocked.set(pacificDay(new Date(placed.filedAt)), unreadable(listed.held).message);
         heldTokens.add(placed.token);
+        heldPids.add(placed.pid);
       }
       const judged = (days: readonly string[]) => contiguous(days.filter((day) => !blocked.has(day)));
       outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
@@ -583,9 +586,11 @@ export function reconciler(deps: ReconcilerDeps) {
       const listsChanged =
         openDays.join() !== (state?.openDays ?? []).join() ||
         reviewedDays.join() !== (state?.reviewedDays ?? []).join();
-      // Days an unreadable row held back: failed days, retried by every run, the error naming the row.
-      const heldDays = [...blocked.keys()].sort();
-      const heldError = heldDays.length > 0 ? blocked.get(heldDays[0] as string) : undefined;
+      // Days an unreadable row held back: the survey failed, the error naming the row; they are failed days,
+      // retried by every run, within the horizon as a failed survey's are (a row that never reads does not keep
+      // its survey failing for good).
+      const heldError = blocked.values().next().value;
+      const heldDays = [...blocked.keys()].filter((day) => day >= horizon).sort();
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       if (
         heldError !== undefined ||

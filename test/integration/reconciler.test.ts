@@ -386,17 +386,56 @@ describe('a row that cannot be read, whose token and day still read', () => {
     expect(await results.surveyState('7008')).toMatchObject({ failedDays: [] });
   });
 
-  it('fails the whole survey when the row has no readable token or time', async () => {
+  it("holds back attempts of the row's pid too: one under another token is not judged a complete not paid", async () => {
+    await survey(7010);
+    const previous = nextDay(today, -1);
+    const rows: unknown[] = [
+      {
+        ...listedComplete('h3', 'p3'),
+        CPI: 'n/a',
+        clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 12.2 * 3_600_000)),
+      },
+    ];
+    // Its postback, the next day, under another token (matched by pid once the row reads).
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7010', outcome: 'success', pid: 'p3', token: 'x3', source: 'query' },
+      new Date(REFERENCE_MS - 11.5 * 3_600_000),
+    );
+    const held = await engine({ marketplace: listing(() => rows) }).run(previous, today, ['7010']);
+    expect(held.outcomes[0]).toMatchObject({ status: 'failed', verdicts: {} });
+    expect(await results.discrepancies(today, '7010')).toEqual([]);
+  });
+
+  it('fails the whole survey when the row has no readable token, pid or time, or its click time does not read', async () => {
     await survey(7009);
     const good = listedComplete('n1', 'n1');
     for (const bad of [
       { ...good, token: '', CPI: 'n/a' },
+      { ...good, token: 'n2', PID: '', CPI: 'n/a' },
       { ...good, token: 'n2', CPI: 'n/a', clkDateTime: 'soon' },
     ]) {
       const run = await engine({ marketplace: listing(() => [good, bad]) }).run(today, today, ['7009']);
       expect(run.outcomes[0]).toMatchObject({ status: 'failed' });
       expect(await results.summariesOf('7009', [today])).toEqual([]);
     }
+    // The click is what files the row: clicked the day before (unreadably), completed today, it is not held on
+    // today while the day before is judged without it.
+    const previous = nextDay(today, -1);
+    const late = {
+      ...good,
+      token: 'n3',
+      PID: 'n3',
+      CPI: 'n/a',
+      clkDateTime: 'garbage',
+      completeDateTime: formatPacificTime(new Date(REFERENCE_MS - 1_800_000)),
+    };
+    const earlier = {
+      ...listedComplete('n4', 'n4'),
+      clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 25 * 3_600_000)),
+    };
+    const run = await engine({ marketplace: listing(() => [earlier, late]) }).run(previous, today, ['7009']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'failed' });
+    expect(await results.summariesOf('7009', [previous, today])).toEqual([]);
   });
 });
 
