@@ -6,7 +6,7 @@ import {
   redirectConfiguration,
   type SurveyResult,
 } from '../marketplace/redirect-configuration';
-import type { PostbackMethod } from '../marketplace/redirect-settings';
+import { NOT_KEPT_PER_SURVEY, type PostbackMethod } from '../marketplace/redirect-settings';
 import { cliContext } from './context';
 import { surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
@@ -91,9 +91,11 @@ export function redirectsCommand(): Command {
           const note =
             actual === undefined
               ? '  (not reported by the marketplace)'
-              : actual !== expected
-                ? `\n${' '.repeat(22)}reads back ${actual} (not kept per survey by the marketplace; not compared)`
-                : '';
+              : actual === expected
+                ? ''
+                : NOT_KEPT_PER_SURVEY.has(field)
+                  ? `\n${' '.repeat(22)}reads back ${actual} (not kept per survey by the marketplace; not compared)`
+                  : `\n${' '.repeat(22)}reads back ${actual} (the same URL, spelled otherwise)`;
           say(
             `${same ? '  ' : '✗ '}${field.padEnd(19)} ${same ? `${expected}${note}` : `expected ${expected}\n${' '.repeat(22)}actual   ${actual ?? '(none)'}`}`,
           );

@@ -5,6 +5,10 @@ import { cliContext } from './context';
 import { surveyIdOption } from './options';
 import { say, sayJson } from './terminal';
 
+/** The deployed postback method a variable names (as the sync reads it), GET unless it says POST. */
+const methodOf = (value: string | undefined): PostbackMethod =>
+  value?.toUpperCase() === 'POST' ? 'POST' : 'GET';
+
 /** `urls --survey <id>`: the seven signed URLs of a survey, placeholders left in. */
 export function urlsCommand(): Command {
   return new Command('urls')
@@ -13,16 +17,16 @@ export function urlsCommand(): Command {
     .option('--base-url <url>', 'public base URL of the receiver (default: PUBLIC_BASE_URL)')
     .option('--json', 'print the nine setRedirectionForSurvey fields as JSON')
     .addOption(
-      new Option('--success-method <method>', 'success postback method, for --json (default: GET)').choices([
-        'GET',
-        'POST',
-      ]),
+      new Option(
+        '--success-method <method>',
+        'success postback method, for --json (default: POSTBACK_METHOD_SUCCESS, else GET)',
+      ).choices(['GET', 'POST']),
     )
     .addOption(
-      new Option('--fail-method <method>', 'fail postback method, for --json (default: GET)').choices([
-        'GET',
-        'POST',
-      ]),
+      new Option(
+        '--fail-method <method>',
+        'fail postback method, for --json (default: POSTBACK_METHOD_FAIL, else GET)',
+      ).choices(['GET', 'POST']),
     )
     .action(
       async (options: {
@@ -42,8 +46,8 @@ export function urlsCommand(): Command {
           // All nine fields setRedirectionForSurvey takes: the seven URLs and the postback methods.
           sayJson(
             desiredRedirectSettings(urls, {
-              success: options.successMethod ?? 'GET',
-              fail: options.failMethod ?? 'GET',
+              success: options.successMethod ?? methodOf(process.env.POSTBACK_METHOD_SUCCESS),
+              fail: options.failMethod ?? methodOf(process.env.POSTBACK_METHOD_FAIL),
             }),
           );
           return;

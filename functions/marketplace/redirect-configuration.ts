@@ -590,9 +590,18 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           try {
             lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
           } catch (error) {
-            if (error instanceof MarketplaceError)
-              return { surveyId, status: 'failed', error: error.message };
-            throw error;
+            if (!(error instanceof MarketplaceError)) throw error;
+            // A closed survey's daily look that fails (an archived survey the marketplace no longer finds) is
+            // tried again tomorrow, not every run: it is no failure of the run's.
+            if (resuming.has(surveyId)) {
+              await amendActive(surveyId, (at) => ({ liveCheckedAt: at }));
+              return {
+                surveyId,
+                status: 'skipped',
+                reason: `closed; looking it up failed: ${error.message}`,
+              };
+            }
+            return { surveyId, status: 'failed', error: error.message };
           }
           if (resuming.has(surveyId)) {
             // Still closed: looked at again tomorrow. Live again: watched again, and applied if it needs to be.

@@ -43,7 +43,11 @@ const MUST_READ_BACK = new Set<string>(['pstbck', 'pstbck_fail']);
  * or nothing, whatever was set. Never a difference: terminations earn nothing, and postbacks are received by either
  * method, so what they read back as cannot be drift, and re-applying would not change it.
  */
-const NOT_KEPT_PER_SURVEY = new Set<string>(['tUrl', 'pstBckSuccessMethod', 'pstBckFailMethod']);
+export const NOT_KEPT_PER_SURVEY: ReadonlySet<string> = new Set([
+  'tUrl',
+  'pstBckSuccessMethod',
+  'pstBckFailMethod',
+]);
 
 /**
  * Fields whose value at the marketplace is not what this product set. URLs compare as the same characters however

@@ -16,14 +16,16 @@ export function parseAmount(value: unknown): string | undefined {
     // A JSON number's shortest round-trip form is the literal the sender wrote, for any amount of money.
     text = String(value);
     if (/e/i.test(text)) return undefined;
-    // More decimals than money has is the binary noise of a sum the sender made in floats (0.1 + 0.2 is
-    // 0.30000000000000004): the amount it stands for is the nearest millionth.
-    if ((text.split('.')[1]?.length ?? 0) > 6) text = value.toFixed(6).replace(/\.?0+$/, '');
   } else if (typeof value === 'string') {
     text = value.trim().replace(/^\$/, '');
   } else {
     return undefined;
   }
+  // More decimals than money has is the binary noise of a sum the sender made in floats (0.1 + 0.2 is
+  // 0.30000000000000004, as a number or written out as a string): the amount it stands for is the nearest
+  // millionth, rounded half up on the decimal digits themselves.
+  const noisy = /^(\d{1,12})\.(\d{7,20})$/.exec(text);
+  if (noisy) text = nearestMillionth(noisy[1] as string, noisy[2] as string);
   const match = DECIMAL.exec(text);
   if (!match) return undefined;
   const whole = String(BigInt(match[1] as string));
@@ -53,4 +55,13 @@ export function sameAmount(a: string, b: string): boolean {
     return parsed?.replace(/\.?0+$/, '') ?? `invalid:${amount}`;
   };
   return canonical(a) === canonical(b);
+}
+
+/** `whole.fraction` rounded half up to six decimals, exactly (digits, not floats); trailing zeros dropped. */
+function nearestMillionth(whole: string, fraction: string): string {
+  const up = Number(fraction[6]) >= 5 ? 1n : 0n;
+  const micros = BigInt(whole + fraction.slice(0, 6)) + up;
+  const digits = micros.toString().padStart(7, '0');
+  const decimals = digits.slice(-6).replace(/0+$/, '');
+  return `${digits.slice(0, -6)}${decimals ? `.${decimals}` : ''}`;
 }

@@ -740,6 +740,45 @@ describe('rotation', () => {
     expect((await rotationRegistry.get('5615'))?.kid).toBe('k1');
   });
 
+  it('a closed survey whose daily look fails is looked at again the next day, not every run, and fails no run', async () => {
+    const syncRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5625 });
+    await configure({ registry: syncRegistry }).apply(['5625']);
+    const registration = await syncRegistry.get('5625');
+    await syncRegistry.put({
+      ...(registration as NonNullable<typeof registration>),
+      closedAt: new Date().toISOString(),
+    });
+    marketplace.state.setLive(5625, false);
+    const archived = {
+      ...countingClient(),
+      getAllocatedSurveyById: (id: string) =>
+        id === '5625'
+          ? Promise.reject(
+              new MarketplaceError({ endpoint: 'x', kind: 'http', httpStatus: 404, detail: 'not found' }),
+            )
+          : countingClient().getAllocatedSurveyById(id),
+    } as MarketplaceClient;
+    const dayLater = new Date(Date.now() + 25 * 3_600_000);
+    const first = await configure({
+      registry: syncRegistry,
+      marketplace: archived,
+      now: () => dayLater,
+    }).sync();
+    expect(first.results).toContainEqual({
+      surveyId: '5625',
+      status: 'skipped',
+      reason: 'closed; looking it up failed: x: not found',
+    });
+    expect(summarizeSyncRun(first).failed).toEqual([]);
+    const next = await configure({
+      registry: syncRegistry,
+      marketplace: archived,
+      now: () => new Date(dayLater.getTime() + 15 * 60_000),
+    }).sync();
+    expect(next.results.map((r) => r.surveyId)).not.toContain('5625');
+  });
+
   it('a closed survey the rotation could not re-sign, resumed and left out of the listings, is found by its daily look and re-signed', async () => {
     const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5620 });

@@ -43,7 +43,10 @@ beforeAll(async () => {
       if (path.includes('/surveySpecificRedirects/')) {
         // Survey 9102's read-back reports the supplier's global tUrl and methods.
         const globals = id === '9102' ? { tUrl: GLOBAL_TERMINATION, pstBckFailMethod: 'GET' } : {};
-        return send({ apiStatus: 'success', msg: 'ok', redirectURL: { ...globals, ...stored.get(id) } });
+        const kept = { ...stored.get(id) };
+        // Survey 9103's read-back writes its success postback HTML-escaped.
+        if (id === '9103' && kept.pstbck) kept.pstbck = kept.pstbck.replaceAll('&', '&amp;');
+        return send({ apiStatus: 'success', msg: 'ok', redirectURL: { ...globals, ...kept } });
       }
       return send({ apiStatus: 'success', msg: `Survey ${id} is Paused/Closed` });
     });
@@ -92,5 +95,12 @@ describe('redirects show', () => {
       `reads back ${GLOBAL_TERMINATION} (not kept per survey by the marketplace; not compared)`,
     );
     expect(globals.stdout).toContain('reads back GET (not kept per survey by the marketplace; not compared)');
+    // A URL read back spelled otherwise (HTML-escaped) is the same URL, and says so.
+    expect((await cli('redirects', 'apply', '--survey', '9103')).code).toBe(0);
+    const escaped = await cli('redirects', 'show', '--survey', '9103');
+    expect(escaped.code).toBe(0);
+    expect(escaped.stdout).toMatch(
+      /^ {2}pstbck +https:\/\/hits\.test\/\S+\n +reads back \S+&amp;\S+ \(the same URL, spelled otherwise\)$/m,
+    );
   });
 });

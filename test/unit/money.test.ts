@@ -15,17 +15,30 @@ describe('amounts', () => {
     [0.1 + 0.2, '0.30'],
     [1.2000000000000002, '1.20'],
     [1.1 * 3, '3.30'],
+    ['0.30000000000000004', '0.30'],
+    ['1.2345675', '1.234568'],
+    ['0.9999999', '1.00'],
     [3 * 1.15, '3.45'],
   ])('read %j as %s', (raw, expected) => {
     expect(parseAmount(raw)).toBe(expected);
   });
 
-  it.each([['abc'], [''], [-1], ['-1.00'], [Number.NaN], [null], [undefined], [{}], ['1,25'], [1e21]])(
-    'refuse %j, never reading it as zero',
-    (raw) => {
-      expect(parseAmount(raw)).toBeUndefined();
-    },
-  );
+  it.each([
+    ['abc'],
+    [''],
+    [-1],
+    ['-1.00'],
+    [Number.NaN],
+    [null],
+    [undefined],
+    [{}],
+    ['1,25'],
+    [1e21],
+    // More decimals than any float prints: not noise, and not money.
+    ['2.67499999999999982236431605997495353221893310546875'],
+  ])('refuse %j, never reading it as zero', (raw) => {
+    expect(parseAmount(raw)).toBeUndefined();
+  });
 
   it('sum exactly where floats would not', () => {
     expect(sumAmounts(Array.from({ length: 10 }, () => '0.10'))).toBe('1.00');
