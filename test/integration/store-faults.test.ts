@@ -188,6 +188,34 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     ]);
   });
 
+  it('a write given up on that lands after all is counted once with its buffered copy', async () => {
+    const buffered: BufferedHit[] = [];
+    const slow = await receivers({
+      endpoint: proxy.endpoint,
+      tableName: table,
+      storeTimeoutMs: 2_000,
+      storeBudgetMs: 200,
+      buffer: {
+        put: async (hit, at, id) => {
+          const entry = { id, at: at.toISOString(), hit };
+          buffered.push(entry);
+          return entry;
+        },
+      },
+    });
+    // The engine applies the write; its answer never comes back, and the budget runs out first.
+    const start = proxy.operations.length;
+    proxy.faults((_, index) => (index === start ? 'lost-answer' : undefined));
+    const answered = await invoke(slow.postback, apiEvent('GET', postbackUrl()));
+    expect(jsonBody(answered)).toMatchObject({ effect: 'buffered' });
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+    // The drainer's write of the buffered copy carries the same request id: refused, nothing counted again.
+    const [entry] = buffered;
+    if (!entry) throw new Error('nothing buffered');
+    expect(await store.recordBufferedHit(entry.hit, new Date(entry.at), entry.id)).toBe(false);
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+  });
+
   it('the respondent is redirected promptly while the store hangs', async () => {
     proxy.faults(() => 'hang');
     const started = Date.now();
