@@ -102,6 +102,36 @@ describe('buffered hits', () => {
     expect((Item?.bufferedIds as Set<string> | undefined)?.size).toBe(MAX_BUFFERED_IDS);
     expect((await store.attemptsOf('701', 'p-buffered'))[0]?.redirect?.hits).toBe(ids.length);
   });
+
+  it('a buffered hit made before the outcome standing takes its place: the first outcome by when it was made stands', async () => {
+    const postback = (outcome: 'success' | 'fail') =>
+      ({
+        channel: 'postback',
+        surveyId: '702',
+        outcome,
+        pid: 'p-order',
+        token: 't-order',
+        source: 'query',
+      }) as const;
+    // The fail postback was acknowledged into the buffer during an outage; a success for the same attempt was
+    // written live before the buffer drained.
+    const failMade = new Date('2026-11-21T12:00:00.000Z');
+    await store.recordHit(postback('success'), new Date('2026-11-21T12:05:00.000Z'), 'live-request');
+    expect(await store.recordBufferedHit(postback('fail'), failMade, 'buffered-request')).toBe(true);
+    const [attempt] = await store.attemptsOf('702', 'p-order');
+    expect(attempt?.postback).toMatchObject({
+      outcome: 'fail',
+      conflict: true,
+      firstAt: failMade.toISOString(),
+    });
+    expect(attempt?.complete).not.toBe('postback-confirmed');
+    // A buffered hit made after the standing one changes nothing but its sighting.
+    await store.recordHit(postback('fail'), new Date('2026-11-21T13:00:00.000Z'), 'live-2');
+    expect(
+      await store.recordBufferedHit(postback('success'), new Date('2026-11-21T14:00:00.000Z'), 'buffered-2'),
+    ).toBe(true);
+    expect((await store.attemptsOf('702', 'p-order'))[0]?.postback?.outcome).toBe('fail');
+  });
 });
 
 describe('index writes', () => {
