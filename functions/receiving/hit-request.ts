@@ -242,7 +242,10 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     const rawKey = decoded?.startsWith('amp;') ? decoded.slice(4) : decoded;
     const key = where === 'body' ? rawKey?.toLowerCase() : rawKey;
     if (key === undefined || !READ.has(key)) continue;
-    const value = decode(at < 0 ? '' : part.slice(at + 1));
+    const raw = at < 0 ? '' : part.slice(at + 1);
+    // A pid a panel keeps in another encoding (Latin-1 `Jos%E9`) is kept, its stray bytes left escaped, so both
+    // channels key its attempt alike and the postback is not refused (and lost); a token is the marketplace's own.
+    const value = decode(raw) ?? (key === 'pid' ? decodeKeepingStrayBytes(raw) : undefined);
     if (value === undefined) throw badRequest(`${key} is not well-formed UTF-8 (${where})`);
     const seen = params.get(key);
     if (seen !== undefined && seen !== value) {
@@ -269,16 +272,55 @@ function decode(encoded: string): string | undefined {
   }
 }
 
-/** Byte by byte: a malformed escape kept as it is, undefined when the bytes are not UTF-8. */
-function decodeBytes(spaced: string): string | undefined {
+/** The bytes a form-encoded value stands for: escapes decoded, a malformed escape kept as its characters. */
+function bytesOf(spaced: string): number[] {
   const bytes: number[] = [];
   for (const [piece] of spaced.matchAll(/%[0-9a-fA-F]{2}|[\s\S]/gu)) {
     if (piece.length === 3 && piece.startsWith('%')) bytes.push(Number.parseInt(piece.slice(1), 16));
     else bytes.push(...Buffer.from(piece, 'utf8'));
   }
+  return bytes;
+}
+
+/** Byte by byte: a malformed escape kept as it is, undefined when the bytes are not UTF-8. */
+function decodeBytes(spaced: string): string | undefined {
   try {
-    return STRICT_UTF8.decode(Uint8Array.from(bytes));
+    return STRICT_UTF8.decode(Uint8Array.from(bytesOf(spaced)));
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Every UTF-8 character decoded and every byte that is not part of one left as its escape (`Jos%E9` stays
+ * `Jos%E9`, `caf%C3%A9` is `café`): never a replacement character, which would make two ids one.
+ */
+function decodeKeepingStrayBytes(encoded: string): string {
+  const bytes = bytesOf(encoded.replaceAll('+', ' '));
+  let text = '';
+  for (let i = 0; i < bytes.length; ) {
+    const lead = bytes[i] as number;
+    const length =
+      lead < 0x80
+        ? 1
+        : lead >= 0xc2 && lead <= 0xdf
+          ? 2
+          : lead >= 0xe0 && lead <= 0xef
+            ? 3
+            : lead >= 0xf0 && lead <= 0xf4
+              ? 4
+              : 0;
+    if (length > 0 && i + length <= bytes.length) {
+      try {
+        text += STRICT_UTF8.decode(Uint8Array.from(bytes.slice(i, i + length)));
+        i += length;
+        continue;
+      } catch {
+        // not a character: the lead byte is kept escaped below
+      }
+    }
+    text += `%${lead.toString(16).toUpperCase().padStart(2, '0')}`;
+    i += 1;
+  }
+  return text;
 }

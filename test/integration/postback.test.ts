@@ -53,6 +53,15 @@ describe('a signed postback', () => {
     },
   );
 
+  it('with a pid a Latin-1 panel sent (a byte that is not UTF-8) is recorded under it, its stray byte kept escaped', async () => {
+    ids = { pid: 'placeholder', token: randomUUID() };
+    const url = successUrl().replace('pid=placeholder', 'pid=Jos%E9');
+    const result = await invoke(handler, apiEvent('GET', url));
+    expect(result.statusCode).toBe(200);
+    ids = { ...ids, pid: 'Jos%E9' };
+    expect(await only()).toMatchObject({ pid: 'Jos%E9', complete: 'postback-confirmed' });
+  });
+
   it('over GET is stored as a postback-confirmed complete and answered 200 once stored', async () => {
     const result = await invoke(handler, apiEvent('GET', successUrl()));
     expect(result.statusCode).toBe(200);

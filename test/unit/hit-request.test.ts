@@ -90,6 +90,30 @@ describe('reading the identity', () => {
     expect(identity(req)).toEqual({ pid: '12345', token: 't9', source: 'json' });
   });
 
+  it('a pid a panel keeps in another encoding: its stray bytes kept escaped, the same on every channel', () => {
+    const pidOf = (query: string) =>
+      identity(request({ rawQueryString: `${query}&token=t1&kid=k1&sig=abc` })).pid;
+    // Latin-1 é is byte E9, not a UTF-8 character: kept as its escape, never a replacement character.
+    expect(pidOf('pid=Jos%E9')).toBe('Jos%E9');
+    expect(pidOf('pid=Jos%e9+Mar%EDa')).toBe('Jos%E9 Mar%EDa');
+    // UTF-8 around it still decodes; an encoded surrogate is three stray bytes.
+    expect(pidOf('pid=caf%C3%A9%E9')).toBe('café%E9');
+    expect(pidOf('pid=x%ED%A0%80')).toBe('x%ED%A0%80');
+    // Two different byte strings never read as one.
+    expect(pidOf('pid=Jos%E9')).not.toBe(pidOf('pid=Jos%E8'));
+    expect(pidOf('pid=Jos%E9')).not.toBe(pidOf('pid=Jos%EF%BF%BD'));
+    // The same pid from a form body.
+    expect(
+      identity(
+        request({
+          rawQueryString: 'kid=k1&sig=s',
+          contentType: 'application/x-www-form-urlencoded',
+          body: 'pid=Jos%E9&token=t2',
+        }),
+      ).pid,
+    ).toBe('Jos%E9');
+  });
+
   it('from a form body', () => {
     const req = request({
       rawQueryString: 'kid=k1&sig=s',
@@ -289,16 +313,16 @@ describe('reading the identity', () => {
       'body is not well-formed UTF-8',
     ],
     [
-      'a query id whose escapes are not UTF-8 (two ids would read as one)',
-      { rawQueryString: 'pid=Jos%E9&token=t' },
+      'a token whose escapes are not UTF-8 (two ids would read as one)',
+      { rawQueryString: 'pid=p&token=t%E9' },
       400,
-      'pid is not well-formed UTF-8 (query)',
+      'token is not well-formed UTF-8 (query)',
     ],
     [
-      'an encoded surrogate',
-      { rawQueryString: 'pid=x%ED%A0%80&token=t' },
+      'an encoded surrogate in a token',
+      { rawQueryString: 'pid=p&token=x%ED%A0%80' },
       400,
-      'pid is not well-formed UTF-8 (query)',
+      'token is not well-formed UTF-8 (query)',
     ],
     [
       'a compressed body the ids must come from',
