@@ -294,6 +294,7 @@ export class ReceiverStack extends Stack {
 
     this.operations = new Operations(this, 'operations', {
       api: this.api.api,
+      accessLogs: this.api.accessLogs,
       buffer: this.buffer.queue,
       deadLetters: this.buffer.deadLetters,
       functions: {

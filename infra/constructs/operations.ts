@@ -19,6 +19,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Effect, PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Queue } from 'aws-cdk-lib/aws-sqs';
@@ -32,6 +33,8 @@ import {
 
 export interface OperationsProps {
   readonly api: HttpApi;
+  /** The HTTP API's access log (one JSON line a request): the 429s API Gateway's throttles answer are counted there. */
+  readonly accessLogs?: ILogGroup;
   readonly buffer: Queue;
   readonly deadLetters: Queue;
   readonly functions: Record<string, IFunction>;
@@ -209,6 +212,29 @@ export class Operations extends Construct {
         }),
         1,
       );
+    let throttledRequests: IMetric | undefined;
+    if (props.accessLogs) {
+      // HTTP APIs publish no metric of their own for the requests their throttles refuse: the access log says.
+      const throttled = new MetricFilter(this, 'throttled-requests', {
+        logGroup: props.accessLogs,
+        filterPattern: FilterPattern.stringValue('$.status', '=', '429'),
+        // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it.
+        metricNamespace: `${METRIC_NAMESPACE}/Api`,
+        metricName: 'ThrottledRequests',
+        metricValue: '1',
+      });
+      throttledRequests = throttled.metric({
+        period: Duration.minutes(5),
+        statistic: 'Sum',
+        label: '429 (throttled)',
+      });
+      alarm(
+        'requests-throttled',
+        "API Gateway answered 429 (a route's or the stage's throttle was reached): postbacks refused this way may be lost, and respondents saw an error. Raise the throttles.hits setting in cdk.json (and the receivers' concurrency) if the traffic was genuine.",
+        throttledRequests,
+        1,
+      );
+    }
     alarm(
       'buffer-age',
       'A hit has waited in the buffer for over 15 minutes: the drainer cannot write to the ledger.',
@@ -267,7 +293,12 @@ export class Operations extends Construct {
       dashboardName: `${Stack.of(this).stackName}-receiver-${Stack.of(this).region}`,
     });
     this.dashboard.addWidgets(
-      new GraphWidget({ title: 'Requests and 5xx', left: [requests], right: [serverErrors], width: 12 }),
+      new GraphWidget({
+        title: 'Requests, 5xx and 429',
+        left: [requests],
+        right: [serverErrors, ...(throttledRequests ? [throttledRequests] : [])],
+        width: 12,
+      }),
       new GraphWidget({ title: '5xx rate (%)', left: [errorRate], width: 12 }),
       new GraphWidget({
         title: 'Hits refused, conflicting, buffered',

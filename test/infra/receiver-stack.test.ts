@@ -458,10 +458,25 @@ describe('operations', () => {
       'Redirect hits were neither recorded',
       'changed at the marketplace',
       'receiver was throttled',
+      'API Gateway answered 429',
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(7 + 2 + 7);
+    expect(alarms).toHaveLength(8 + 2 + 7);
+    // The 429s API Gateway's throttles answer are counted from the access log (HTTP APIs publish no metric of them).
+    const [filter, ...moreFilters] = Object.values(template.findResources('AWS::Logs::MetricFilter')) as {
+      Properties: {
+        FilterPattern: string;
+        LogGroupName: unknown;
+        MetricTransformations: { MetricName: string; MetricValue: string }[];
+      };
+    }[];
+    expect(moreFilters).toEqual([]);
+    expect(filter?.Properties.FilterPattern).toBe('{ $.status = "429" }');
+    expect(filter?.Properties.LogGroupName).toEqual({ Ref: logicalId(stack.api.accessLogs) });
+    expect(filter?.Properties.MetricTransformations).toEqual([
+      expect.objectContaining({ MetricName: 'ThrottledRequests', MetricValue: '1' }),
+    ]);
     // A small supplier's every 5xx alarms (5% each under 20 requests); the throttles of both receivers are summed.
     const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
     expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
