@@ -252,7 +252,10 @@ export function createLedgerStore(
         // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).
         const attempt = attemptFromItem(Item ?? {});
         const { unflaggedDays } = await recorded(attempt, 'recorded');
-        return { attempt, effect: 'duplicate', ...(unflaggedDays ? { unflaggedDays } : {}) };
+        // Its effect as the lost answer would have said it (a conflict is still one; the only sighting of its
+        // outcome, it was recorded), not a duplicate by default: the conflict metric and warning depend on it.
+        const effect = hitEffect(attempt, hit.channel, hit.outcome);
+        return { attempt, effect, ...(unflaggedDays ? { unflaggedDays } : {}) };
       }
     },
 

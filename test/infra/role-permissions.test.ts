@@ -100,8 +100,9 @@ describe('the hit path within its roles', () => {
       let clock = at;
       const store = createLedgerStore(client, tableName, () => clock);
       await store.recordHit(hit(name, 'retried'), at, 'request-1');
-      // The SDK's retry of a write that was applied: refused by its condition, read back.
-      expect((await store.recordHit(hit(name, 'retried'), at, 'request-1')).effect).toBe('duplicate');
+      // The SDK's retry of a write that was applied: refused by its condition, read back, and answered with the
+      // effect the write had (its outcome's only sighting: recorded).
+      expect((await store.recordHit(hit(name, 'retried'), at, 'request-1')).effect).toBe('recorded');
       await store.recordRejectedHit({
         at: at.toISOString(),
         requestId: 'request-2',

@@ -144,14 +144,24 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
   });
 
-  it('a write applied whose answer was lost is not counted again when the SDK retries it', async () => {
+  it('a write applied whose answer was lost is not counted again when the SDK retries it, and says what it did', async () => {
     const start = proxy.operations.length;
     proxy.faults((_, index) => (index === start ? 'lost-answer' : undefined));
     const result = await invoke(postback, apiEvent('GET', postbackUrl()));
     expect(result.statusCode).toBe(200);
+    // As the lost answer would have said: the first sighting recorded, not a duplicate.
+    expect(jsonBody(result)).toMatchObject({ effect: 'recorded' });
     expect(proxy.operations.slice(start)[0]).toBe('UpdateItem');
     expect(proxy.operations.length - start).toBeGreaterThanOrEqual(2);
     expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+    // A contradicting postback whose answer is lost the same way is still a conflict.
+    const failing = proxy.operations.length;
+    proxy.faults((_, index) => (index === failing ? 'lost-answer' : undefined));
+    const contradiction = await invoke(
+      postback,
+      apiEvent('GET', filledUrl(TEST_KEY_RING, 'postback', '3003', 'fail', ids)),
+    );
+    expect(jsonBody(contradiction)).toMatchObject({ effect: 'conflict', outcome: 'success' });
   });
 
   it('respondent and sender wait for the ledger no longer than the budget: the hit goes to the buffer', async () => {
