@@ -60,10 +60,26 @@ export function respondentAnswer(landing: Landing): ApiResult {
   };
 }
 
+/** A dependency down: answered 503 so the sender retries, counted and logged as such. */
+const DEPENDENCIES_DOWN = [
+  {
+    error: KeyRingUnavailable,
+    metric: 'KeyRingUnavailable',
+    log: 'signing key ring unavailable',
+    message: 'the signing keys cannot be read right now; retry later',
+  },
+  {
+    error: StoreUnavailable,
+    metric: 'StoreUnavailable',
+    log: 'ledger store unavailable',
+    message: 'the ledger is unavailable; retry later',
+  },
+] as const;
+
 /**
- * For server-to-server routes: a Rejection answers its own status with a JSON error naming the problem; an
- * unavailable store answers 503 so the sender retries; anything else is a bug and answers 500 with the
- * request id, never the error itself.
+ * For server-to-server routes: a Rejection answers its own status with a JSON error naming the problem; a
+ * dependency down (the ledger, the signing keys) answers 503 so the sender retries; anything else is a bug and
+ * answers 500 with the request id, never the error itself.
  */
 export function jsonRoute(handler: Handler) {
   return middy<ApiEvent, ApiResult>()
@@ -76,24 +92,11 @@ export function jsonRoute(handler: Handler) {
           request.response = json(error.status, { error: error.code, message: error.message });
           return;
         }
-        if (error instanceof KeyRingUnavailable) {
-          count('KeyRingUnavailable');
-          logger.error('signing key ring unavailable', { error: describe(error) });
-          request.response = json(503, {
-            error: 'unavailable',
-            message: 'the signing keys cannot be read right now; retry later',
-            requestId,
-          });
-          return;
-        }
-        if (error instanceof StoreUnavailable) {
-          count('StoreUnavailable');
-          logger.error('ledger store unavailable', { error: describe(error) });
-          request.response = json(503, {
-            error: 'unavailable',
-            message: 'the ledger is unavailable; retry later',
-            requestId,
-          });
+        const down = DEPENDENCIES_DOWN.find(({ error: kind }) => error instanceof kind);
+        if (down) {
+          count(down.metric);
+          logger.error(down.log, { error: describe(error) });
+          request.response = json(503, { error: 'unavailable', message: down.message, requestId });
           return;
         }
         count('InternalError');

@@ -114,6 +114,26 @@ describe('the signing key ring unavailable', () => {
   });
 });
 
+/** Receivers through the proxy whose store client waits 2 s a try, that give up on it after `budgetMs`. */
+async function withBudget(budgetMs: number) {
+  const buffered: BufferedHit[] = [];
+  const slow = await receivers({
+    endpoint: proxy.endpoint,
+    tableName: table,
+    storeTimeoutMs: 2_000,
+    storeBudgetMs: budgetMs,
+    buffer: {
+      put: async (hit, at, id) => {
+        const entry = { id, at: at.toISOString(), hit };
+        buffered.push(entry);
+        return entry;
+      },
+    },
+    landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
+  });
+  return { slow, buffered };
+}
+
 describe('wire-level faults (proxy in front of the engine)', () => {
   it.each([
     ['throttling', 'throttle'],
@@ -165,22 +185,8 @@ describe('wire-level faults (proxy in front of the engine)', () => {
   });
 
   it('respondent and sender wait for the ledger no longer than the budget: the hit goes to the buffer', async () => {
-    const buffered: BufferedHit[] = [];
-    const slow = await receivers({
-      endpoint: proxy.endpoint,
-      tableName: table,
-      // The store's own patience, three tries of 2 s, would keep the respondent 6 s.
-      storeTimeoutMs: 2_000,
-      storeBudgetMs: 300,
-      buffer: {
-        put: async (hit, at, id) => {
-          const entry = { id, at: at.toISOString(), hit };
-          buffered.push(entry);
-          return entry;
-        },
-      },
-      landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
-    });
+    // The store's own patience, three tries of 2 s, would keep the respondent 6 s.
+    const { slow, buffered } = await withBudget(300);
     proxy.faults(() => 'hang');
     const started = Date.now();
     const result = await invoke(slow.redirect, apiEvent('GET', redirectUrl()));
@@ -199,20 +205,7 @@ describe('wire-level faults (proxy in front of the engine)', () => {
   });
 
   it('a write given up on that lands after all is counted once with its buffered copy', async () => {
-    const buffered: BufferedHit[] = [];
-    const slow = await receivers({
-      endpoint: proxy.endpoint,
-      tableName: table,
-      storeTimeoutMs: 2_000,
-      storeBudgetMs: 200,
-      buffer: {
-        put: async (hit, at, id) => {
-          const entry = { id, at: at.toISOString(), hit };
-          buffered.push(entry);
-          return entry;
-        },
-      },
-    });
+    const { slow, buffered } = await withBudget(200);
     // The engine applies the write; its answer never comes back, and the budget runs out first.
     const start = proxy.operations.length;
     proxy.faults((_, index) => (index === start ? 'lost-answer' : undefined));
