@@ -229,6 +229,43 @@ export function createLedgerStore(
     return keys.map((key) => ({ pk: String(key.pk), sk: String(key.sk) }));
   };
 
+  /**
+   * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
+   * buffered hit made before the one standing (written live while this one waited out an outage) takes its
+   * place. Conditional on the standing outcome and its first sighting as just read; lost to a race, the
+   * earlier write stands as it is (the sightings keep both).
+   */
+  const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
+    const record = attempt[drained.channel];
+    if (!record || record.outcome === drained.outcome) return;
+    const standingAt = record.sightings.find((s) => s.outcome === record.outcome)?.firstAt;
+    const madeAt = made.toISOString();
+    if (!standingAt || madeAt >= standingAt) return;
+    try {
+      await send(() =>
+        client.send(
+          new UpdateCommand({
+            TableName: tableName,
+            Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
+            UpdateExpression: 'SET #standing = :outcome',
+            ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
+            ExpressionAttributeNames: {
+              '#standing': standingOutcome(drained.channel),
+              '#standingAt': sightingAt(drained.channel, record.outcome),
+            },
+            ExpressionAttributeValues: {
+              ':outcome': drained.outcome,
+              ':standing': record.outcome,
+              ':standingAt': standingAt,
+            },
+          }),
+        ),
+      );
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+    }
+  };
+
   return {
     async recordHit(hit, at, hitId) {
       try {
@@ -260,42 +297,6 @@ export function createLedgerStore(
     },
 
     async recordBufferedHit(hit, at, bufferId) {
-      /**
-       * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
-       * buffered hit made before the one standing (written live while this one waited out an outage) takes its
-       * place. Conditional on the standing outcome and its first sighting as just read; lost to a race, the
-       * earlier write stands as it is (the sightings keep both).
-       */
-      const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
-        const record = attempt[drained.channel];
-        if (!record || record.outcome === drained.outcome) return;
-        const standingAt = record.sightings.find((s) => s.outcome === record.outcome)?.firstAt;
-        const madeAt = made.toISOString();
-        if (!standingAt || madeAt >= standingAt) return;
-        try {
-          await send(() =>
-            client.send(
-              new UpdateCommand({
-                TableName: tableName,
-                Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
-                UpdateExpression: 'SET #standing = :outcome',
-                ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
-                ExpressionAttributeNames: {
-                  '#standing': standingOutcome(drained.channel),
-                  '#standingAt': sightingAt(drained.channel, record.outcome),
-                },
-                ExpressionAttributeValues: {
-                  ':outcome': drained.outcome,
-                  ':standing': record.outcome,
-                  ':standingAt': standingAt,
-                },
-              }),
-            ),
-          );
-        } catch (error) {
-          if (!(error instanceof ConditionalCheckFailedException)) throw error;
-        }
-      };
       const update = { ...hitUpdate(hit, at, bufferId), TableName: tableName };
       const digest = hitDigest(bufferId);
       const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;

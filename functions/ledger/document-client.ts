@@ -4,6 +4,7 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { settleWithin } from '../shared/time-limit';
 
 /** The store could not be reached or is refusing work (throttling, 5xx, timeouts): retry later. */
 export class StoreUnavailable extends Error {
@@ -16,22 +17,10 @@ export class StoreUnavailable extends Error {
  * given up on may still land or fail afterwards; nothing waits for it (a hit's copy in the buffer carries the same
  * request id, so it is then counted once).
  */
-export async function storeAnswerWithin<T>(pending: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      pending,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new StoreUnavailable(`the ledger did not answer within ${ms} ms`)),
-          ms,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-    pending.catch(() => undefined);
-  }
+export function storeAnswerWithin<T>(pending: Promise<T>, ms: number): Promise<T> {
+  return settleWithin(pending, ms, (): never => {
+    throw new StoreUnavailable(`the ledger did not answer within ${ms} ms`);
+  });
 }
 
 export interface DocumentClientOptions {

@@ -291,6 +291,15 @@ function decodeBytes(spaced: string): string | undefined {
   }
 }
 
+/** How many bytes a UTF-8 character starting with `lead` has; 0 when no character starts so. */
+function utf8Length(lead: number): number {
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) return 2;
+  if (lead >= 0xe0 && lead <= 0xef) return 3;
+  if (lead >= 0xf0 && lead <= 0xf4) return 4;
+  return 0;
+}
+
 /**
  * Every UTF-8 character decoded and every byte that is not part of one left as its escape (`Jos%E9` stays
  * `Jos%E9`, `caf%C3%A9` is `café`): never a replacement character, which would make two ids one.
@@ -300,16 +309,7 @@ function decodeKeepingStrayBytes(encoded: string): string {
   let text = '';
   for (let i = 0; i < bytes.length; ) {
     const lead = bytes[i] as number;
-    const length =
-      lead < 0x80
-        ? 1
-        : lead >= 0xc2 && lead <= 0xdf
-          ? 2
-          : lead >= 0xe0 && lead <= 0xef
-            ? 3
-            : lead >= 0xf0 && lead <= 0xf4
-              ? 4
-              : 0;
+    const length = utf8Length(lead);
     if (length > 0 && i + length <= bytes.length) {
       try {
         text += STRICT_UTF8.decode(Uint8Array.from(bytes.slice(i, i + length)));

@@ -8,6 +8,7 @@
 import type { LedgerStore, RejectedHit } from '../ledger/ledger-store';
 import { describe } from '../runtime/http-route';
 import { count, logger } from '../runtime/observability';
+import { settleWithin } from '../shared/time-limit';
 
 export const REFUSALS_RECORDED_PER_SECOND = 5;
 export const REFUSAL_WAIT_MS = 300;
@@ -48,14 +49,6 @@ export function refusalRecorder(
         return 'failed';
       },
     );
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<RefusalRecording>((resolve) => {
-      timer = setTimeout(() => resolve('pending'), waitMs);
-    });
-    try {
-      return await Promise.race([write, waited]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return settleWithin(write, waitMs, (): RefusalRecording => 'pending');
   };
 }

@@ -309,9 +309,9 @@ export function reconciler(deps: ReconcilerDeps) {
     const changes = { new: 0, changed: 0, refreshed: 0 };
     const changed: { token: string; from: string; to: string }[] = [];
     /**
-     * Days of the window a row that cannot be read holds back, with the error naming the row: a row whose token and
-     * day still read keeps only its day from being judged (retried by every run, as a failed survey's days are) and
-     * its token's attempts from being judged on any other day; the rest of the survey is reconciled.
+     * Days of the window a row that cannot be read holds back, with the error naming the row: a row whose token, pid
+     * and day still read keeps only its day from being judged (retried by every run, as a failed survey's days are)
+     * and its token's and pid's attempts from being judged on any other day; the rest of the survey is reconciled.
      */
     const blocked = new Map<string, string>();
     const heldTokens = new Set<string>();
@@ -476,8 +476,9 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.transactions += listed.rows.length;
       outcome.duplicateRows += listed.duplicates;
       outcome.malformedRows += listed.held.length;
+      const heldMessage = listed.held.length > 0 ? unreadable(listed.held).message : '';
       for (const { placed } of listed.held) {
-        blocked.set(pacificDay(new Date(placed.filedAt)), unreadable(listed.held).message);
+        blocked.set(pacificDay(new Date(placed.filedAt)), heldMessage);
         heldTokens.add(placed.token);
         heldPids.add(placed.pid);
       }

@@ -16,6 +16,7 @@ import {
   serializeKeyRing,
   verify,
 } from '../receiving/signing';
+import { settleWithin } from '../shared/time-limit';
 import { logger } from './observability';
 
 /** How long a fetched key ring is trusted before it is fetched again. */
@@ -102,22 +103,20 @@ function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): K
   let refreshing: Promise<KeyRing> | undefined;
   /** A fetch that neither answers nor fails within `timeoutMs` is given up (it would hold every hit). */
   const fetchRing = async (forceFetch: boolean) => {
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const raw = await Promise.race([
+      const raw = await settleWithin(
         getSecret<string>(secretId, { maxAge: KEY_RING_CACHE_SECONDS, forceFetch }),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-        }),
-      ]);
+        timeoutMs,
+        (): never => {
+          throw new Error(`no answer within ${timeoutMs} ms`);
+        },
+      );
       if (typeof raw !== 'string') throw new Error('signing key secret has no string value');
       if (lastGood?.raw !== raw) lastGood = { raw, ring: parseKeyRing(raw) };
       return lastGood.ring;
     } catch (error) {
       failedAt = Date.now();
       throw error;
-    } finally {
-      clearTimeout(timer);
     }
   };
   /**
