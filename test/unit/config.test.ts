@@ -41,6 +41,13 @@ describe('configuration', () => {
         RECONCILE_SETTLED_RECHECK_HOURS: '6',
       }),
     ).toMatchObject({ freshDays: 7, settledRecheckMs: 6 * 3_600_000 });
+    expect(readReconcileConfig({ TABLE_NAME: 'ledger' }).windowListHours).toBe(1);
+    expect(
+      readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_WINDOW_LIST_HOURS: '6' }).windowListHours,
+    ).toBe(6);
+    expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_WINDOW_LIST_HOURS: '25' })).toThrow(
+      /RECONCILE_WINDOW_LIST_HOURS Too big/,
+    );
     expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_FRESH_DAYS: '0' })).toThrow(
       /RECONCILE_FRESH_DAYS Too small/,
     );
