@@ -88,17 +88,25 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
     claim: {
       target: { channel, surveyId: surveyId as string, outcome },
       kid: query.get('kid'),
-      signature: query.get('sig'),
+      signature: signatureAsSent(query.get('sig')),
     },
     query,
   };
 }
 
 /**
- * Reads pid and token from the query and, for postbacks, the body. A value given in both places must be the
- * same in both; one that says nothing (empty, null, a placeholder left unsubstituted) lets the other stand. When
- * the signed query already carries both, a body that cannot be read (or is too large to) is ignored: the marketplace's
- * body format is undocumented, and refusing a genuine postback loses it. Throws a Rejection (400, 413 or 415).
+ * The signature is the URL's last parameter, so a sender that adds its own with a second `?` (or leaves a stray
+ * newline) leaves them on it: what comes before is the signature as signed (the signed message is the survey,
+ * channel and outcome, never the query, so what follows changes nothing of what is checked).
+ */
+const signatureAsSent = (value: string | undefined) => value?.split(/[?\s]/, 1)[0];
+
+/**
+ * Reads pid and token from the query and, for postbacks, the body. One that says nothing (empty, null, a
+ * placeholder left unsubstituted) lets the other stand. When the signed query already carries both, they stand,
+ * and a body that cannot be read (or is too large to) or spells them otherwise is ignored, but for a `+` the query
+ * read as a space: the marketplace's body format is undocumented, and refusing a genuine postback loses it. When the
+ * ids must come from the body too, a value given in both places must agree. Throws a Rejection (400, 413 or 415).
  */
 export function readIdentity(
   request: HitRequest,
@@ -119,11 +127,14 @@ export function readIdentity(
       // A `+` its sender did not percent-encode reads as a space (in a query, or a form body): values that differ
       // only so are one value, and a `+` that survived decoding is the one its sender wrote.
       const loose = (value: string) => value.replaceAll('+', ' ');
-      if (loose(fromQuery as string) !== loose(fromBody as string))
-        throw badRequest(`${field} is given twice with different values (query and body)`);
-      return (fromBody as string).includes('+')
-        ? checked(field, fromBody, true)
-        : checked(field, fromQuery, false);
+      if (loose(fromQuery as string) === loose(fromBody as string))
+        return (fromBody as string).includes('+')
+          ? checked(field, fromBody, true)
+          : checked(field, fromQuery, false);
+      // The signed query carrying both ids is enough, and the body only another spelling of them (a number for
+      // `00123`, another encoding): the query's stand, as they would for a redirect of the same attempt.
+      if (querySuffices) return checked(field, fromQuery, false);
+      throw badRequest(`${field} is given twice with different values (query and body)`);
     }
     if (!isBlank(fromQuery)) return checked(field, fromQuery, false);
     if (!isBlank(fromBody)) return checked(field, fromBody, true);
@@ -161,10 +172,17 @@ function readBody(request: HitRequest): ParsedBody | undefined {
   if (Buffer.byteLength(text, 'utf8') > MAX_BODY_BYTES) {
     throw new Rejection(413, 'payload_too_large', `body exceeds ${MAX_BODY_BYTES} bytes`);
   }
-  if (text.trim() === '') return undefined;
+  // A byte-order mark is not content, but some encoders put one first.
+  const content = text.replace(/^\uFEFF/, '');
+  if (content.trim() === '') return undefined;
   const mediaType = request.contentType?.split(';')[0]?.trim().toLowerCase();
-  const kind = mediaType ? kindOfMediaType(mediaType) : sniff(text);
-  if (!kind) {
+  const declared = mediaType ? kindOfMediaType(mediaType) : undefined;
+  const evident = sniff(content);
+  // The declared type first; when the body is not of it (a sender that labels every request application/json,
+  // JSON sent as text/plain), the form the body evidently has: the postback body's format is undocumented, and a
+  // genuine postback refused is lost.
+  const kinds = [...new Set([declared, evident])].filter((kind) => kind !== undefined);
+  if (kinds.length === 0) {
     throw new Rejection(
       415,
       'unsupported_media_type',
@@ -173,7 +191,21 @@ function readBody(request: HitRequest): ParsedBody | undefined {
         : 'body is neither JSON nor form-encoded',
     );
   }
-  return { kind, params: kind === 'json' ? readJsonParams(text) : readParams(text, 'body') };
+  let first: { parsed?: ParsedBody; error?: unknown } | undefined;
+  for (const kind of kinds) {
+    try {
+      const parsed = {
+        kind,
+        params: kind === 'json' ? readJsonParams(content) : readParams(content, 'body'),
+      };
+      if (parsed.params.has('pid') || parsed.params.has('token')) return parsed;
+      first ??= { parsed };
+    } catch (error) {
+      first ??= { error };
+    }
+  }
+  if (first?.parsed) return first.parsed;
+  throw first?.error;
 }
 
 function kindOfMediaType(mediaType: string): 'json' | 'form' | undefined {
@@ -182,9 +214,9 @@ function kindOfMediaType(mediaType: string): 'json' | 'form' | undefined {
   return undefined;
 }
 
-/** Without a content type, a body is taken only when its form is unambiguous. */
+/** Whatever its label says, a body is taken as JSON or a form only when its form is unambiguous. */
 function sniff(text: string): 'json' | 'form' | undefined {
-  const trimmed = text.trim().replace(/^\uFEFF/, '');
+  const trimmed = text.trim();
   if (trimmed.startsWith('{')) return 'json';
   // name=value pairs joined by `&`, a stray `&` at either end or doubled allowed (form encoders emit them).
   if (/^&*[^=&\s]+=[^&\s]*(&+[^=&\s]+=[^&\s]*)*&*$/.test(trimmed)) return 'form';
@@ -192,11 +224,10 @@ function sniff(text: string): 'json' | 'form' | undefined {
 }
 
 /** Only the identifiers are read from a JSON body; other fields are ignored. Keys match case-insensitively. */
-function readJsonParams(text: string): Params {
+function readJsonParams(body: string): Params {
   let value: unknown;
   try {
-    // A byte-order mark is not JSON, but some encoders put one first.
-    value = JSON.parse(text.replace(/^\uFEFF/, ''));
+    value = JSON.parse(body);
   } catch {
     throw badRequest('body is not valid JSON');
   }
@@ -212,13 +243,31 @@ function readJsonParams(text: string): Params {
     if (raw === null) continue;
     if (typeof raw === 'string') text = raw;
     else if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 0) text = String(raw);
-    else throw badRequest(`${key} in the JSON body must be a string`);
+    else if (typeof raw === 'number' && Number.isInteger(raw) && raw > 0) {
+      // Past 2^53 the parsed number is rounded (a 19-digit id of a sender with 64-bit integers): its digits as
+      // written, when the body writes it once, plainly.
+      const written = integerAsWritten(body, key, raw);
+      if (written === undefined) throw badRequest(`${key} in the JSON body must be a string`);
+      text = written;
+    } else throw badRequest(`${key} in the JSON body must be a string`);
     const seen = params.get(key);
     if (seen !== undefined && seen !== text)
       throw badRequest(`${key} is given twice with different values (body)`);
     params.set(key, text);
   }
   return params;
+}
+
+/**
+ * The digits of an integer member `key` as the JSON text writes them, when it writes one such member and its
+ * digits are the parsed number's. A key written with escapes is not found (the caller refuses).
+ */
+function integerAsWritten(body: string, key: string, parsed: number): string | undefined {
+  const written = new Set(
+    Array.from(body.matchAll(new RegExp(`"${key}"\\s*:\\s*(\\d+)(?=\\s*[,}])`, 'gi')), (match) => match[1]),
+  );
+  const [digits] = written;
+  return written.size === 1 && digits !== undefined && Number(digits) === parsed ? digits : undefined;
 }
 
 /** The parameters a hit is read by: given twice, they must agree; any other parameter is not this product's. */

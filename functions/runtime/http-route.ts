@@ -21,9 +21,17 @@ type Handler = (event: ApiEvent, context: Context) => Promise<ApiResult>;
 export function hitRequestFrom(event: ApiEvent): HitRequest {
   const bytes =
     event.body !== undefined && event.isBase64Encoded ? Buffer.from(event.body, 'base64') : undefined;
-  // Bytes that are not UTF-8 are not text: said so, never decoded into replacement characters.
-  const undecodable = bytes !== undefined && !isUtf8(bytes);
-  const body = bytes ? (undecodable ? undefined : bytes.toString('utf8')) : event.body;
+  // Bytes that are not UTF-8 are not text, unless the sender says they are Latin-1: said so, never decoded into
+  // replacement characters.
+  const latin1 = bytes !== undefined && !isUtf8(bytes) && declaresLatin1(event.headers?.['content-type']);
+  const undecodable = bytes !== undefined && !isUtf8(bytes) && !latin1;
+  const body = bytes
+    ? latin1
+      ? bytes.toString('latin1')
+      : undecodable
+        ? undefined
+        : bytes.toString('utf8')
+    : event.body;
   return {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
@@ -32,6 +40,18 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
     body,
     ...(undecodable ? { bodyNotUtf8: true } : {}),
   };
+}
+
+/**
+ * A content type whose charset is ISO-8859-1. Windows-1252 is read as it: the two differ only in 0x80-0x9F, which
+ * come out as control characters an id may not hold (refused, 400), where Windows-1252 has `€` and curly quotes.
+ */
+function declaresLatin1(contentType: string | undefined): boolean {
+  const charset = /;\s*charset\s*=\s*"?([\w-]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+  return (
+    charset !== undefined &&
+    ['iso-8859-1', 'latin1', 'iso_8859-1', 'windows-1252', 'cp1252'].includes(charset)
+  );
 }
 
 const NO_STORE = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };

@@ -86,6 +86,32 @@ describe('a signed postback', () => {
       (i: typeof ids) => new URLSearchParams(i).toString(),
       'form',
     ],
+    // The postback body's format is undocumented: a sender may label every request application/json, or send
+    // JSON as text; the body's evident form is read when it is not of the type declared.
+    [
+      'a form body labelled application/json',
+      'application/json',
+      (i: typeof ids) => new URLSearchParams(i).toString(),
+      'form',
+    ],
+    [
+      'a JSON body labelled text/plain',
+      'text/plain;charset=UTF-8',
+      (i: typeof ids) => JSON.stringify(i),
+      'json',
+    ],
+    [
+      'a JSON body labelled form-encoded',
+      'application/x-www-form-urlencoded',
+      (i: typeof ids) => JSON.stringify(i),
+      'json',
+    ],
+    [
+      'a form body after a byte-order mark',
+      'application/x-www-form-urlencoded',
+      (i: typeof ids) => `\uFEFF${new URLSearchParams(i).toString()}`,
+      'form',
+    ],
   ])('over POST with %s is stored', async (_, contentType, body, source) => {
     const url = new URL(successUrl());
     url.searchParams.delete('pid');
@@ -305,6 +331,26 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     );
     expect(result.statusCode).toBe(200);
     expect((await only()).postback).toMatchObject({ outcome: 'success', source: 'query' });
+  });
+
+  it('with a Latin-1 body its content type declares, ids only in the body: recorded as the body spells them', async () => {
+    const bare = new URL(successUrl());
+    bare.searchParams.delete('pid');
+    bare.searchParams.delete('token');
+    ids = { pid: 'Jos\u00e9', token: randomUUID() };
+    const event = apiEvent('POST', bare.toString(), {
+      body: Buffer.from(JSON.stringify(ids), 'latin1').toString('base64'),
+      headers: { 'content-type': 'application/json; charset=ISO-8859-1' },
+    });
+    const result = await invoke(handler, { ...event, isBase64Encoded: true });
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ pid: 'José', complete: 'postback-confirmed' });
+  });
+
+  it('with parameters its sender appended after the signature with a second `?`: recorded', async () => {
+    const result = await invoke(handler, apiEvent('GET', `${successUrl()}?status=Completed&cpi=1.25`));
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ complete: 'postback-confirmed' });
   });
 
   it('with body bytes that are not UTF-8 and ids only in the body: 400, nothing stored', async () => {

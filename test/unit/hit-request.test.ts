@@ -243,6 +243,64 @@ describe('reading the identity', () => {
     });
   });
 
+  it('takes the signed query when it carries both ids and the body spells one otherwise', () => {
+    const query = 'pid=00123&token=t1&kid=k1&sig=abc';
+    expect(
+      identity(
+        request({ rawQueryString: query, contentType: 'application/json', body: '{"pid":123,"token":"t1"}' }),
+      ),
+    ).toEqual({ pid: '00123', token: 't1', source: 'query' });
+    expect(
+      identity(request({ rawQueryString: query, contentType: 'application/json', body: '{"pid":"other"}' })),
+    ).toEqual({ pid: '00123', token: 't1', source: 'query' });
+  });
+
+  it('reads a body by its evident form when it is not of the type declared', () => {
+    const bare = { rawQueryString: 'kid=k1&sig=abc' };
+    expect(identity(request({ ...bare, contentType: 'application/json', body: 'pid=p&token=t' }))).toEqual({
+      pid: 'p',
+      token: 't',
+      source: 'form',
+    });
+    expect(
+      identity(
+        request({
+          ...bare,
+          contentType: 'application/x-www-form-urlencoded',
+          body: '{"pid":"p","token":"t"}',
+        }),
+      ),
+    ).toEqual({ pid: 'p', token: 't', source: 'json' });
+    expect(identity(request({ ...bare, contentType: 'text/json', body: '{"pid":"p","token":"t"}' }))).toEqual(
+      {
+        pid: 'p',
+        token: 't',
+        source: 'json',
+      },
+    );
+    expect(
+      identity(
+        request({ ...bare, contentType: 'application/x-www-form-urlencoded', body: '\uFEFFpid=p&token=t' }),
+      ),
+    ).toMatchObject({ pid: 'p', token: 't' });
+  });
+
+  it('keeps the digits of a pid a JSON body gives as an integer past 2^53', () => {
+    const body = '{"pid": 9777771795474455950, "token": "t"}';
+    expect(identity(request({ rawQueryString: '', contentType: 'application/json', body }))).toMatchObject({
+      pid: '9777771795474455950',
+    });
+  });
+
+  it('takes the signature as what comes before parameters a sender appended with a second `?` or a newline', () => {
+    expect(
+      readClaim('postback', request({ rawQueryString: 'pid=p&token=t&kid=k1&sig=abc?status=1&x=2' })).claim,
+    ).toMatchObject({ kid: 'k1', signature: 'abc' });
+    expect(
+      readClaim('postback', request({ rawQueryString: 'pid=p&token=t&kid=k1&sig=abc%0A' })).claim.signature,
+    ).toBe('abc');
+  });
+
   it('accepts the same value in query and body', () => {
     expect(identity(request({ contentType: 'application/json', body: '{"pid":"p1"}' }))).toMatchObject({
       pid: 'p1',
@@ -251,10 +309,24 @@ describe('reading the identity', () => {
 
   it.each([
     [
-      'query and body disagree',
-      { contentType: 'application/json', body: '{"pid":"other"}' },
+      'query and body disagree when the ids must come from the body too',
+      {
+        rawQueryString: 'pid=p1&kid=k1&sig=abc',
+        contentType: 'application/json',
+        body: '{"pid":"other","token":"t"}',
+      },
       400,
       'pid is given twice with different values (query and body)',
+    ],
+    [
+      'a 64-bit pid written twice otherwise',
+      {
+        rawQueryString: '',
+        contentType: 'application/json',
+        body: '{"pid":9777771795474455950,"token":"t","PID":9777771795474455951}',
+      },
+      400,
+      'pid in the JSON body must be a string',
     ],
     [
       'body repeats a key differently',
