@@ -80,8 +80,11 @@ export interface AttemptItemKey {
 }
 
 export interface LedgerStore {
-  /** Records one verified hit and returns the attempt as it stands afterwards. One write, no read. */
-  recordHit(hit: Hit, at: Date, hitId?: string): Promise<RecordedHit>;
+  /**
+   * Records one verified hit and returns the attempt as it stands afterwards. One write, no read. `signal` aborts
+   * the write and its retries when whoever waits gives up on it (storeAnswerWithin).
+   */
+  recordHit(hit: Hit, at: Date, hitId?: string, signal?: AbortSignal): Promise<RecordedHit>;
   /**
    * Records a hit that waited in the buffer, once however often it is delivered: the buffer id is remembered on
    * the attempt, and a delivery it already holds changes nothing. Returns false for such a repeat. A hit of an
@@ -267,10 +270,11 @@ export function createLedgerStore(
   };
 
   return {
-    async recordHit(hit, at, hitId) {
+    async recordHit(hit, at, hitId, signal) {
+      const options = signal ? { abortSignal: signal } : {};
       try {
         const { Attributes } = await send(() =>
-          client.send(new UpdateCommand({ ...hitUpdate(hit, at, hitId), TableName: tableName })),
+          client.send(new UpdateCommand({ ...hitUpdate(hit, at, hitId), TableName: tableName }), options),
         );
         const attempt = attemptFromItem(Attributes ?? {});
         return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome));
@@ -284,6 +288,7 @@ export function createLedgerStore(
               Key: attemptKey(hit.surveyId, hit.pid, hit.token),
               ConsistentRead: true,
             }),
+            options,
           ),
         );
         // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).

@@ -14,11 +14,14 @@ export class StoreUnavailable extends Error {
 /**
  * The store's answer, or StoreUnavailable once `ms` have passed without one: a caller with someone waiting (a
  * respondent, a sender with its own timeout) does not sit through the client's timeouts and retries. The request
- * given up on may still land or fail afterwards; nothing waits for it (a hit's copy in the buffer carries the same
- * request id, so it is then counted once).
+ * given up on is aborted with its retries, which would otherwise land after the hit's copy went to the buffer: a
+ * request already on its way may still land; nothing waits for it (the copy carries the same request id, so it is
+ * then counted once, unless another request of the same attempt took its id slot in between).
  */
-export function storeAnswerWithin<T>(pending: Promise<T>, ms: number): Promise<T> {
-  return settleWithin(pending, ms, (): never => {
+export function storeAnswerWithin<T>(request: (signal: AbortSignal) => Promise<T>, ms: number): Promise<T> {
+  const controller = new AbortController();
+  return settleWithin(request(controller.signal), ms, (): never => {
+    controller.abort();
     throw new StoreUnavailable(`the ledger did not answer within ${ms} ms`);
   });
 }

@@ -89,7 +89,7 @@ export function createPostbackHandler({
       let recorded: Awaited<ReturnType<typeof store.recordHit>>;
       try {
         recorded = await storeAnswerWithin(
-          store.recordHit(hit, at, event.requestContext.requestId),
+          (signal) => store.recordHit(hit, at, event.requestContext.requestId, signal),
           storeBudgetMs,
         );
       } catch (error) {

@@ -93,7 +93,7 @@ export function createRedirectHandler({
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
         const { attempt, effect, unflaggedDays } = await storeAnswerWithin(
-          store.recordHit(hit, at, event.requestContext.requestId),
+          (signal) => store.recordHit(hit, at, event.requestContext.requestId, signal),
           storeBudgetMs,
         );
         // The hit stands; the days it changed wait for their daily re-check instead of the next run.

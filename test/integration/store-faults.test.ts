@@ -219,6 +219,23 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
   });
 
+  it('a write given up on is aborted with its retries: it does not land after the hit went to the buffer', async () => {
+    const { slow, buffered } = await withBudget(300);
+    // The first try hangs; without the abort the client would try again after its 2 s timeout, and that try lands.
+    const start = proxy.operations.length;
+    proxy.faults((_, index) => (index === start ? 'hang' : undefined));
+    const answered = await invoke(slow.postback, apiEvent('GET', postbackUrl()));
+    expect(jsonBody(answered)).toMatchObject({ effect: 'buffered' });
+    await new Promise((resolve) => setTimeout(resolve, 2_600));
+    expect(proxy.operations.slice(start)).toEqual(['UpdateItem']);
+    expect(await store.attemptsOf('3003', ids.pid)).toEqual([]);
+    // The buffered copy is the one that counts.
+    const [entry] = buffered;
+    if (!entry) throw new Error('nothing buffered');
+    expect(await store.recordBufferedHit(entry.hit, new Date(entry.at), entry.id)).toBe(true);
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
+  }, 10_000);
+
   it('the respondent is redirected promptly while the store hangs', async () => {
     proxy.faults(() => 'hang');
     const started = Date.now();
