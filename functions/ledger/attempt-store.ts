@@ -250,7 +250,8 @@ export function createLedgerStore(
           new UpdateCommand({
             TableName: tableName,
             Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
-            UpdateExpression: 'SET #standing = :outcome',
+            // A change like any hit's: a run that read the attempt before it must not judge it as it was.
+            UpdateExpression: 'SET #standing = :outcome, lastSeenAt = :seen',
             ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
             ExpressionAttributeNames: {
               '#standing': standingOutcome(drained.channel),
@@ -260,6 +261,10 @@ export function createLedgerStore(
               ':outcome': drained.outcome,
               ':standing': record.outcome,
               ':standingAt': standingAt,
+              // Later than the drained write's own, even within its millisecond.
+              ':seen': new Date(
+                Math.max(clock().getTime(), Date.parse(attempt.lastSeenAt ?? '') + 1 || 0),
+              ).toISOString(),
             },
           }),
         ),
@@ -302,7 +307,9 @@ export function createLedgerStore(
     },
 
     async recordBufferedHit(hit, at, bufferId) {
-      const update = { ...hitUpdate(hit, at, bufferId), TableName: tableName };
+      // Its sighting keeps when it was made; `lastSeenAt`, what a run's verdict is conditional on and a late hit is
+      // told by, says when the ledger changed: a time long past would pass for a hit older than the run's read.
+      const update = { ...hitUpdate(hit, at, bufferId, clock()), TableName: tableName };
       const digest = hitDigest(bufferId);
       const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;
       try {
@@ -539,7 +546,7 @@ const hitIdCondition = (channel: Hit['channel'], slot: string) =>
  * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was,
  * still consulted (hitIdCondition).
  */
-function hitUpdate(hit: Hit, at: Date, hitId?: string) {
+function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at) {
   const now = at.toISOString();
   const set = [
     'kind = :kind',
@@ -547,7 +554,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
     'pid = :pid',
     '#token = :token',
     'firstSeenAt = if_not_exists(firstSeenAt, :now)',
-    'lastSeenAt = :now',
+    'lastSeenAt = :seen',
     'gsi1pk = if_not_exists(gsi1pk, :gsi1pk)',
     'gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
     '#standing = if_not_exists(#standing, :outcome)',
@@ -576,6 +583,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string) {
       ':pid': hit.pid,
       ':token': hit.token,
       ':now': now,
+      ':seen': seenAt.toISOString(),
       ':gsi1pk': day.gsi1pk,
       ':gsi1sk': day.gsi1sk,
       ':outcome': hit.outcome,

@@ -77,6 +77,8 @@ export interface SurveyReconciliationState {
    */
   readonly reviewedDays?: readonly string[] | undefined;
   readonly reviewedCheckedAt?: string | undefined;
+  /** How many times the state was written (absent on states written before it was counted): writes are conditional on it. */
+  readonly revision?: number | undefined;
 }
 
 /** A run that may span several invocations: what it covers and how far it got. */
@@ -171,9 +173,25 @@ export interface ReconciliationStore {
     },
   ): Promise<{ attempts: Attempt[]; lastKey?: Record<string, unknown> }>;
   surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
-  putSurveyState(state: SurveyReconciliationState): Promise<void>;
+  /**
+   * Writes a survey's state. With `asRead` (the state the writer read, undefined when there was none), only if the
+   * stored state is still that one: false, and nothing written, when another run wrote it in between (whose
+   * open and reviewed days a write built from the older read would otherwise drop).
+   */
+  putSurveyState(
+    state: SurveyReconciliationState,
+    options?: { readonly asRead: SurveyReconciliationState | undefined },
+  ): Promise<boolean>;
   runState(name: string): Promise<RunState | undefined>;
-  putRunState(name: string, state: RunState): Promise<void>;
+  /**
+   * Writes a run's state. With `replacing` (the run id read, undefined when there was none), only if the stored run
+   * is still that one: false, and nothing written, when another invocation started a run in between.
+   */
+  putRunState(
+    name: string,
+    state: RunState,
+    options?: { readonly replacing: string | undefined },
+  ): Promise<boolean>;
   /** Takes the run for one invocation until `until`; false when another invocation holds it. */
   acquireRun(name: string, runId: string, now: Date, until: Date): Promise<boolean>;
   finishedRun(name: string): Promise<FinishedRun | undefined>;
@@ -206,16 +224,19 @@ export function createReconciliationStore(
   const getItem = async (key: Record<string, string>) =>
     (await send(() => client.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }))))
       .Item;
-  /** An update, if its condition holds: false, and nothing written, when it does not. */
-  const updated = async (input: Omit<UpdateCommandInput, 'TableName'>) => {
+  /** A write, if its condition holds: false, and nothing written, when it does not. */
+  const written = async (write: () => Promise<unknown>) => {
     try {
-      await send(() => client.send(new UpdateCommand({ TableName: tableName, ...input })));
+      await send(write);
       return true;
     } catch (error) {
       if (!(error instanceof ConditionalCheckFailedException)) throw error;
       return false;
     }
   };
+  /** An update, if its condition holds: false, and nothing written, when it does not. */
+  const updated = (input: Omit<UpdateCommandInput, 'TableName'>) =>
+    written(() => client.send(new UpdateCommand({ TableName: tableName, ...input })));
 
   const surveyRecords = async (surveyId: string, days: readonly string[], withState = true) => {
     // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
@@ -520,18 +541,32 @@ export function createReconciliationStore(
       return item ? stateFromItem(surveyId, item) : undefined;
     },
 
-    async putSurveyState(state) {
-      await send(() =>
+    async putSurveyState(state, options) {
+      const { revision: _revision, ...fields } = state;
+      const read = options?.asRead;
+      const condition = !options
+        ? {}
+        : read === undefined
+          ? { ConditionExpression: 'attribute_not_exists(pk)' }
+          : read.revision === undefined
+            ? { ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(revision)' }
+            : {
+                ConditionExpression: 'revision = :revision',
+                ExpressionAttributeValues: { ':revision': read.revision },
+              };
+      return written(() =>
         client.send(
           new PutCommand({
             TableName: tableName,
             Item: {
               ...reconciliationStateKey(state.surveyId),
               kind: 'reconciliation',
-              ...state,
+              ...fields,
               failedDays: [...state.failedDays],
+              revision: (read?.revision ?? 0) + 1,
             },
             // Undefined optional fields are dropped by the client's marshalling.
+            ...condition,
           }),
         ),
       );
@@ -546,7 +581,7 @@ export function createReconciliationStore(
       return { ...runFields(item), ...lists };
     },
 
-    async putRunState(name, state) {
+    async putRunState(name, state, options) {
       const { surveys, failedSurveys, ...rest } = state;
       const lists = await runLists.attributes(
         name,
@@ -554,11 +589,20 @@ export function createReconciliationStore(
         { surveys, failedSurveys: failedSurveys ?? [] },
         new Date(),
       );
-      await send(() =>
+      const condition = !options
+        ? {}
+        : options.replacing === undefined
+          ? { ConditionExpression: 'attribute_not_exists(pk)' }
+          : {
+              ConditionExpression: 'runId = :replacing',
+              ExpressionAttributeValues: { ':replacing': options.replacing },
+            };
+      return written(() =>
         client.send(
           new PutCommand({
             TableName: tableName,
             Item: { ...runStateKey(name), kind: 'run', ...rest, ...lists },
+            ...condition,
           }),
         ),
       );
@@ -643,6 +687,7 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.openCheckedAt === 'string' ? { openCheckedAt: item.openCheckedAt } : {}),
     ...(Array.isArray(item.reviewedDays) ? { reviewedDays: item.reviewedDays as string[] } : {}),
     ...(typeof item.reviewedCheckedAt === 'string' ? { reviewedCheckedAt: item.reviewedCheckedAt } : {}),
+    ...(typeof item.revision === 'number' ? { revision: item.revision } : {}),
   };
 }
 

@@ -592,37 +592,45 @@ export function reconciler(deps: ReconcilerDeps) {
       // its survey failing for good).
       const heldError = blocked.values().next().value;
       const heldDays = [...blocked.keys()].filter((day) => day >= horizon).sort();
-      // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
+      // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten. Another run that
+      // wrote the state since this one read it (an operator's run beside the hourly one) wins: this run's write,
+      // built from the older read, would drop that run's open and reviewed days; the next run writes it afresh.
       if (
-        heldError !== undefined ||
-        !state ||
-        state.failedDays.length > 0 ||
-        state.lastError !== undefined ||
-        listsChanged ||
-        open.length > 0 ||
-        reviewed.length > 0
+        (heldError !== undefined ||
+          !state ||
+          state.failedDays.length > 0 ||
+          state.lastError !== undefined ||
+          listsChanged ||
+          open.length > 0 ||
+          reviewed.length > 0) &&
+        !(await deps.results.putSurveyState(
+          {
+            surveyId,
+            lastReconciledAt: at.toISOString(),
+            failedDays: heldDays,
+            ...(heldError !== undefined ? { lastError: heldError, lastErrorAt: at.toISOString() } : {}),
+            ...(openDays.length > 0
+              ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
+              : {}),
+            ...(reviewedDays.length > 0
+              ? {
+                  reviewedDays,
+                  // Listed now: the next look in a week; if that failed, tomorrow.
+                  reviewedCheckedAt:
+                    reviewed.length === 0
+                      ? state?.reviewedCheckedAt
+                      : new Date(
+                          at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
+                        ).toISOString(),
+                }
+              : {}),
+          },
+          { asRead: state },
+        ))
       )
-        await deps.results.putSurveyState({
-          surveyId,
-          lastReconciledAt: at.toISOString(),
-          failedDays: heldDays,
-          ...(heldError !== undefined ? { lastError: heldError, lastErrorAt: at.toISOString() } : {}),
-          ...(openDays.length > 0
-            ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
-            : {}),
-          ...(reviewedDays.length > 0
-            ? {
-                reviewedDays,
-                // Listed now: the next look in a week; if that failed, tomorrow.
-                reviewedCheckedAt:
-                  reviewed.length === 0
-                    ? state?.reviewedCheckedAt
-                    : new Date(
-                        at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
-                      ).toISOString(),
-              }
-            : {}),
-        });
+        throw new Error(
+          'its reconciliation state was written by another run while this one reconciled it; the next run reconciles it again',
+        );
       if (heldError !== undefined)
         return { ...outcome, changes, changed, status: 'failed', error: heldError };
       return { ...outcome, changes, changed };
@@ -630,23 +638,27 @@ export function reconciler(deps: ReconcilerDeps) {
       const message = error instanceof Error ? error.message : String(error);
       // The window is not "zero transactions": it is unknown, and retried with the next run whatever its days.
       await deps.results
-        .putSurveyState({
-          surveyId,
-          ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
-          // Kept: the days past the window waiting for review are retried with the rest.
-          ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
-          ...(state?.reviewedDays
-            ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
-            : {}),
-          // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
-          // past the window stay open days (read daily), not failed ones (read hourly).
-          failedDays: allDays.filter(
-            (day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day)),
-          ),
-          lastError: message,
-          lastErrorAt: at.toISOString(),
-        })
-        .catch(() => undefined);
+        .putSurveyState(
+          {
+            surveyId,
+            ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
+            // Kept: the days past the window waiting for review are retried with the rest.
+            ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
+            ...(state?.reviewedDays
+              ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
+              : {}),
+            // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
+            // past the window stay open days (read daily), not failed ones (read hourly).
+            failedDays: allDays.filter(
+              (day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day)),
+            ),
+            lastError: message,
+            lastErrorAt: at.toISOString(),
+          },
+          // Not over another run's state written meanwhile (this run's failure is then its own to report).
+          { asRead: state },
+        )
+        .catch(() => false);
       return emptyOutcome(surveyId, allDays, 'failed', message);
     }
   }
@@ -767,6 +779,7 @@ export function reconciler(deps: ReconcilerDeps) {
         Date.parse(state.leaseUntil) > 0 &&
         Date.parse(state.leaseUntil) < started.getTime();
       if (!state || state.finishedAt) {
+        const previousRunId = state?.runId;
         const today = pacificDay(started);
         const days = pacificDays(nextDay(today, 1 - windowDays), today);
         // Surveys the last run passed over because invocations died on them go last: they cannot hold up the rest.
@@ -784,7 +797,10 @@ export function reconciler(deps: ReconcilerDeps) {
           freshDays: freshDaysOf(days, freshDays),
           failedSurveys: [],
         };
-        await deps.results.putRunState(SCHEDULED_RUN, state);
+        // Only over the run read: two invocations at once (the scheduler delivers at least once; a resume beside
+        // the hourly one) would each start a run, the later replacing the first, lease and all, both reconciling.
+        if (!(await deps.results.putRunState(SCHEDULED_RUN, state, { replacing: previousRunId })))
+          return undefined;
       }
       const run: RunState = state;
       if (!(await deps.results.acquireRun(SCHEDULED_RUN, run.runId, started, new Date(leaseUntil))))

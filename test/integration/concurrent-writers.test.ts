@@ -1,0 +1,245 @@
+/**
+ * Writers of the ledger racing each other: a reconciliation run against the drainer, two invocations starting a run
+ * at once, an operator's run beside the hourly one. Each test pauses one actor between its read and its write.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
+import { nextDay } from '../../functions/reconciliation/verdict-rules';
+import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
+import {
+  engineOf,
+  gate,
+  HOUR,
+  hitOf,
+  isAttemptKey,
+  survey,
+  TODAY,
+  TOKEN,
+  transaction,
+  world,
+} from '../support/concurrent-writers';
+
+let marketplace: LocalMarketplace;
+beforeAll(async () => {
+  marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
+});
+afterAll(() => marketplace.stop());
+
+const tuning = { settleMs: 10 * 60_000, freshDays: 1 };
+const midnight = pacificDayRange(TODAY).start.getTime();
+const yesterday = nextDay(TODAY, -1);
+
+describe('a drained hit and a reconciliation run', () => {
+  it('a buffered postback drained between the run reading its attempt and judging it: awaiting, re-read next run', async () => {
+    const w = await world();
+    const run = w.actor();
+    const drainer = w.actor();
+    await survey(marketplace, run.registry, 7301, midnight - 2 * HOUR);
+    // Clicked 23:40 yesterday; its redirect live at 23:45; its postback made at 23:50 and buffered in an outage.
+    const t = transaction(marketplace, 7301, new Date(midnight - 20 * 60_000));
+    await drainer.attempts.recordHit(
+      hitOf(t, 'redirect', 'success'),
+      new Date(midnight - 15 * 60_000),
+      'r-1',
+    );
+    const postbackMade = new Date(midnight - 10 * 60_000);
+    // 00:20: the first run after midnight reads yesterday; the drainer writes the postback right after.
+    w.clock.now = midnight + 20 * 60_000;
+    const read = run.attempts.attemptsOfSurvey;
+    let drained = false;
+    run.attempts = {
+      ...run.attempts,
+      attemptsOfSurvey: async (surveyId, from, to) => {
+        const found = await read(surveyId, from, to);
+        if (!drained && found.some((a) => a.token === t.token)) {
+          drained = true;
+          await drainer.attempts.recordBufferedHit(hitOf(t, 'postback', 'success'), postbackMade, 'buf-1');
+        }
+        return found;
+      },
+    };
+    const first = await engineOf(marketplace, w, run, tuning).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+    });
+    expect(drained).toBe(true);
+    // The drained hit was made before the run began, but changed the ledger after its read: not the attempt read.
+    expect(first?.outcomes[0]).toMatchObject({ awaiting: 1 });
+    expect((await run.results.summariesOf('7301', [yesterday]))[0]?.verdicts).toEqual({});
+    const [attempt] = await run.attempts.attemptsOf('7301', t.pid);
+    expect(attempt?.lastSeenAt).toBe(new Date(w.clock.now).toISOString());
+    expect(attempt?.postback?.sightings[0]?.firstAt).toBe(postbackMade.toISOString());
+    // The next run reads the day again and judges the attempt as it is.
+    w.clock.now += HOUR;
+    await engineOf(marketplace, w, w.actor(), tuning).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+    });
+    expect((await run.results.summariesOf('7301', [yesterday]))[0]?.verdicts).toEqual({ matched: 1 });
+  }, 60_000);
+
+  it('a drained earlier outcome taking its place after the run read the attempt: no verdict on the outcome it replaced', async () => {
+    const w = await world();
+    const standEarlierReached = gate();
+    const releaseStandEarlier = gate();
+    const verdictPending = gate();
+    const releaseVerdict = gate();
+    let token = '';
+    // The drainer pauses between its hit's update and the one that makes its earlier outcome stand.
+    const drainer = w.actor(async (command, input) => {
+      if (
+        command === 'UpdateItemCommand' &&
+        String(input.ConditionExpression ?? '').includes('#standing = :standing')
+      ) {
+        standEarlierReached.open();
+        await releaseStandEarlier.wait();
+      }
+    });
+    // The run pauses just before its verdict write on that attempt.
+    const run = w.actor(async (command, input) => {
+      if (
+        command === 'UpdateItemCommand' &&
+        isAttemptKey(input, token) &&
+        String(input.UpdateExpression ?? '').includes('verdict = :verdict')
+      ) {
+        verdictPending.open();
+        await releaseVerdict.wait();
+      }
+    });
+    await survey(marketplace, run.registry, 7302, midnight - 2 * HOUR);
+    const t = transaction(marketplace, 7302, new Date(midnight - 20 * 60_000));
+    token = t.token;
+    // 23:45 a success postback buffered in an outage; 23:50 a fail postback recorded live.
+    const successMade = new Date(midnight - 15 * 60_000);
+    await run.attempts.recordHit(hitOf(t, 'postback', 'fail'), new Date(midnight - 10 * 60_000), 'live-1');
+    // The drain's first update at 00:19, the run from 00:20.
+    w.clock.now = midnight + 19 * 60_000;
+    const drain = drainer.attempts.recordBufferedHit(hitOf(t, 'postback', 'success'), successMade, 'buf-1');
+    await standEarlierReached.wait();
+    w.clock.now = midnight + 20 * 60_000;
+    // Judged at once (no settling time): the run reads the attempt between the drainer's two updates.
+    const runDone = engineOf(marketplace, w, run, { ...tuning, settleMs: 0 }).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+    });
+    await verdictPending.wait();
+    releaseStandEarlier.open();
+    expect(await drain).toBe(true);
+    releaseVerdict.open();
+    const report = await runDone;
+    const [attempt] = await run.attempts.attemptsOf('7302', t.pid);
+    expect(attempt?.complete).toBe('postback-confirmed');
+    expect(report?.outcomes[0]).toMatchObject({ awaiting: 1 });
+    expect(attempt?.reconciliation).toBeUndefined();
+    expect(await run.results.discrepancies(yesterday, '7302')).toEqual([]);
+    w.clock.now += HOUR;
+    await engineOf(marketplace, w, w.actor(), tuning).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+    });
+    expect((await run.attempts.attemptsOf('7302', t.pid))[0]?.reconciliation?.verdict).toBe('matched');
+  }, 60_000);
+});
+
+describe('runs beside each other', () => {
+  const isRunStatePut = (command: string, input: Record<string, unknown>) =>
+    command === 'PutItemCommand' &&
+    (input.Item as { pk?: string } | undefined)?.pk === `RUN#${SCHEDULED_RUN}` &&
+    (input.Item as { sk?: string }).sk === 'STATE';
+
+  it('two invocations starting a run at once: one runs it, the other answers busy', async () => {
+    const w = await world();
+    const bRead = gate();
+    const aAcquired = gate();
+    let aPuts = 0;
+    let bPuts = 0;
+    // A writes its new run once B has read the run before it (both found it finished); B writes its own once A
+    // has taken A's.
+    const a = w.actor(async (command, input) => {
+      if (isRunStatePut(command, input) && aPuts++ === 0) await bRead.wait();
+    });
+    const b = w.actor(async (command, input) => {
+      if (isRunStatePut(command, input) && bPuts++ === 0) await aAcquired.wait();
+    });
+    const acquireA = a.results.acquireRun;
+    a.results = {
+      ...a.results,
+      acquireRun: async (...args) => {
+        const taken = await acquireA(...args);
+        aAcquired.open();
+        return taken;
+      },
+    };
+    const readB = b.results.runState;
+    b.results = {
+      ...b.results,
+      runState: async (name) => {
+        const state = await readB(name);
+        bRead.open();
+        return state;
+      },
+    };
+    for (const id of [7401, 7402]) await survey(marketplace, a.registry, id, w.clock.now - HOUR);
+    const start = w.clock.now;
+    const [reportA, reportB] = await Promise.all([
+      engineOf(marketplace, { ...w, clock: { now: start } }, a).scheduled(7, {
+        deadline: new Date(start + HOUR),
+      }),
+      engineOf(marketplace, { ...w, clock: { now: start + 1 } }, b).scheduled(7, {
+        deadline: new Date(start + HOUR),
+      }),
+    ]);
+    expect([reportA, reportB].filter((report) => report !== undefined)).toHaveLength(1);
+  }, 60_000);
+
+  it("an operator's run finishing after the hourly one does not put back the state it read", async () => {
+    const w = await world();
+    const oldest = nextDay(TODAY, -6);
+    const manualAtPut = gate();
+    const releaseManual = gate();
+    const manual = w.actor(async (command, input) => {
+      const item = input.Item as { pk?: string; sk?: string } | undefined;
+      if (command === 'PutItemCommand' && item?.pk === 'SURVEY#7601' && item.sk === 'RECONCILIATION') {
+        manualAtPut.open();
+        await releaseManual.wait();
+      }
+    });
+    const hourly = w.actor();
+    await survey(marketplace, hourly.registry, 7601, w.clock.now - 10 * 24 * HOUR);
+    // A complete on the window's oldest day, its postback here, still Pending review at the marketplace.
+    const t = transaction(marketplace, 7601, new Date(pacificDayRange(oldest).start.getTime() + 10 * HOUR), {
+      verifyToken: 'Pending',
+    });
+    await hourly.attempts.recordHit(
+      hitOf(t, 'postback', 'success'),
+      new Date(t.clickedAt.getTime() + 6 * 60_000),
+      'p',
+    );
+    await hourly.results.putSurveyState({
+      surveyId: '7601',
+      failedDays: [TODAY],
+      lastError: 'marketplace answered 503',
+      lastErrorAt: new Date(w.clock.now - HOUR).toISOString(),
+    });
+    const manualRun = engineOf(marketplace, w, manual, { settleMs: 0 }).run(TODAY, TODAY, ['7601']);
+    await manualAtPut.wait();
+    await engineOf(marketplace, w, hourly, tuning).scheduled(7, { deadline: new Date(w.clock.now + HOUR) });
+    expect((await hourly.results.surveyState('7601'))?.openDays).toEqual([oldest]);
+    releaseManual.open();
+    const report = await manualRun;
+    // The hourly run's open days stand; the operator's run says the survey must be run again.
+    expect((await hourly.results.surveyState('7601'))?.openDays).toEqual([oldest]);
+    expect(report.outcomes[0]).toMatchObject({ status: 'failed' });
+    expect(report.outcomes[0]?.error).toMatch(/written by another run/);
+    // So the buyer's later review reaches what is owed.
+    t.verifyToken = 'Valid';
+    t.verifiedAt = new Date(w.clock.now + 20 * HOUR);
+    for (let d = 1; d <= 2; d++) {
+      w.clock.now += 24 * HOUR;
+      await engineOf(marketplace, w, w.actor(), tuning).scheduled(7, {
+        deadline: new Date(w.clock.now + HOUR),
+      });
+    }
+    expect((await hourly.results.summariesOf('7601', [oldest]))[0]?.marketplace).toMatchObject({
+      pendingCompletes: 0,
+      owed: '1.50',
+    });
+  }, 60_000);
+});
