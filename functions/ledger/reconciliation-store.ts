@@ -77,7 +77,7 @@ export interface SurveyReconciliationState {
    */
   readonly reviewedDays?: readonly string[] | undefined;
   readonly reviewedCheckedAt?: string | undefined;
-  /** How many times the state was written (absent on states written before it was counted): writes are conditional on it. */
+  /** Moved on by every write (absent on states written before it was kept): a run's write is conditional on it. */
   readonly revision?: number | undefined;
 }
 
@@ -542,18 +542,9 @@ export function createReconciliationStore(
     },
 
     async putSurveyState(state, options) {
-      const { revision: _revision, ...fields } = state;
+      const { revision, ...fields } = state;
       const read = options?.asRead;
-      const condition = !options
-        ? {}
-        : read === undefined
-          ? { ConditionExpression: 'attribute_not_exists(pk)' }
-          : read.revision === undefined
-            ? { ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(revision)' }
-            : {
-                ConditionExpression: 'revision = :revision',
-                ExpressionAttributeValues: { ':revision': read.revision },
-              };
+      const condition = options ? unchangedSinceRead('revision', read !== undefined, read?.revision) : {};
       return written(() =>
         client.send(
           new PutCommand({
@@ -563,7 +554,7 @@ export function createReconciliationStore(
               kind: 'reconciliation',
               ...fields,
               failedDays: [...state.failedDays],
-              revision: (read?.revision ?? 0) + 1,
+              revision: ((options ? read?.revision : revision) ?? 0) + 1,
             },
             // Undefined optional fields are dropped by the client's marshalling.
             ...condition,
@@ -589,14 +580,9 @@ export function createReconciliationStore(
         { surveys, failedSurveys: failedSurveys ?? [] },
         new Date(),
       );
-      const condition = !options
-        ? {}
-        : options.replacing === undefined
-          ? { ConditionExpression: 'attribute_not_exists(pk)' }
-          : {
-              ConditionExpression: 'runId = :replacing',
-              ExpressionAttributeValues: { ':replacing': options.replacing },
-            };
+      const condition = options
+        ? unchangedSinceRead('runId', options.replacing !== undefined, options.replacing)
+        : {};
       return written(() =>
         client.send(
           new PutCommand({
@@ -657,6 +643,17 @@ export function createReconciliationStore(
       });
     },
   };
+}
+
+/**
+ * A Put's condition that the stored item is still the one its writer read: none stored when it read none; else
+ * `attribute` as read (absent when the item read had none: written before the attribute was).
+ */
+function unchangedSinceRead(attribute: string, existed: boolean, value: string | number | undefined) {
+  if (!existed) return { ConditionExpression: 'attribute_not_exists(pk)' };
+  if (value === undefined)
+    return { ConditionExpression: `attribute_exists(pk) AND attribute_not_exists(${attribute})` };
+  return { ConditionExpression: `${attribute} = :asRead`, ExpressionAttributeValues: { ':asRead': value } };
 }
 
 /** A run state item's own fields (its lists are read apart, run-lists.ts). */

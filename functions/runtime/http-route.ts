@@ -23,15 +23,14 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
     event.body !== undefined && event.isBase64Encoded ? Buffer.from(event.body, 'base64') : undefined;
   // Bytes that are not UTF-8 are not text, unless the sender says they are Latin-1: said so, never decoded into
   // replacement characters.
-  const latin1 = bytes !== undefined && !isUtf8(bytes) && declaresLatin1(event.headers?.['content-type']);
-  const undecodable = bytes !== undefined && !isUtf8(bytes) && !latin1;
-  const body = bytes
-    ? latin1
-      ? bytes.toString('latin1')
-      : undecodable
-        ? undefined
-        : bytes.toString('utf8')
-    : event.body;
+  const encoding =
+    bytes === undefined || isUtf8(bytes)
+      ? 'utf8'
+      : declaresLatin1(event.headers?.['content-type'])
+        ? 'latin1'
+        : undefined;
+  const undecodable = encoding === undefined;
+  const body = bytes === undefined ? event.body : encoding && bytes.toString(encoding);
   return {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
