@@ -13,6 +13,7 @@ import type {
   LedgerStore,
   ReconciliationStore,
   RunState,
+  SurveyReconciliationState,
   SurveyRegistration,
   SurveyRegistry,
   VerdictChange,
@@ -592,42 +593,40 @@ export function reconciler(deps: ReconcilerDeps) {
       // its survey failing for good).
       const heldError = blocked.values().next().value;
       const heldDays = [...blocked.keys()].filter((day) => day >= horizon).sort();
-      // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten. Another run that
-      // wrote the state since this one read it (an operator's run beside the hourly one) wins: this run's write,
-      // built from the older read, would drop that run's open and reviewed days; the next run writes it afresh.
-      if (
-        (heldError !== undefined ||
-          !state ||
-          state.failedDays.length > 0 ||
-          state.lastError !== undefined ||
-          listsChanged ||
-          open.length > 0 ||
-          reviewed.length > 0) &&
-        !(await deps.results.putSurveyState(
-          {
-            surveyId,
-            lastReconciledAt: at.toISOString(),
-            failedDays: heldDays,
-            ...(heldError !== undefined ? { lastError: heldError, lastErrorAt: at.toISOString() } : {}),
-            ...(openDays.length > 0
-              ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
-              : {}),
-            ...(reviewedDays.length > 0
-              ? {
-                  reviewedDays,
-                  // Listed now: the next look in a week; if that failed, tomorrow.
-                  reviewedCheckedAt:
-                    reviewed.length === 0
-                      ? state?.reviewedCheckedAt
-                      : new Date(
-                          at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
-                        ).toISOString(),
-                }
-              : {}),
-          },
-          { asRead: state },
-        ))
-      )
+      // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
+      const rewrite =
+        heldError !== undefined ||
+        !state ||
+        state.failedDays.length > 0 ||
+        state.lastError !== undefined ||
+        listsChanged ||
+        open.length > 0 ||
+        reviewed.length > 0;
+      const next: SurveyReconciliationState = {
+        surveyId,
+        lastReconciledAt: at.toISOString(),
+        failedDays: heldDays,
+        ...(heldError !== undefined ? { lastError: heldError, lastErrorAt: at.toISOString() } : {}),
+        ...(openDays.length > 0
+          ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
+          : {}),
+        ...(reviewedDays.length > 0
+          ? {
+              reviewedDays,
+              // Listed now: the next look in a week; if that failed, tomorrow.
+              reviewedCheckedAt:
+                reviewed.length === 0
+                  ? state?.reviewedCheckedAt
+                  : new Date(
+                      at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
+                    ).toISOString(),
+            }
+          : {}),
+      };
+      // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
+      // this run's write, built from the older read, would drop that run's open and reviewed days; the next run
+      // writes it afresh.
+      if (rewrite && !(await deps.results.putSurveyState(next, { asRead: state })))
         throw new Error(
           'its reconciliation state was written by another run while this one reconciled it; the next run reconciles it again',
         );
