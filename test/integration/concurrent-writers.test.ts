@@ -2,6 +2,7 @@
  * Writers of the ledger racing each other: a reconciliation run against the drainer, two invocations starting a run
  * at once, an operator's run beside the hourly one. Each test pauses one actor between its read and its write.
  */
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
@@ -187,6 +188,37 @@ describe('runs beside each other', () => {
       }),
     ]);
     expect([reportA, reportB].filter((report) => report !== undefined)).toHaveLength(1);
+  }, 60_000);
+
+  it('a survey state an earlier release wrote (no revision) is written over by the next run, then by revision', async () => {
+    const w = await world();
+    const { client, registry, results } = w.actor();
+    await survey(marketplace, registry, 7701, w.clock.now - 10 * 24 * HOUR);
+    await client.send(
+      new PutCommand({
+        TableName: w.tableName,
+        Item: {
+          pk: 'SURVEY#7701',
+          sk: 'RECONCILIATION',
+          kind: 'reconciliation',
+          surveyId: '7701',
+          failedDays: [TODAY],
+          lastError: 'marketplace answered 503',
+        },
+      }),
+    );
+    const read = await results.surveyState('7701');
+    expect(read?.revision).toBeUndefined();
+    const report = await engineOf(marketplace, w, w.actor(), tuning).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+    });
+    expect(report?.outcomes[0]).toMatchObject({ status: 'reconciled' });
+    expect(await results.surveyState('7701')).toMatchObject({ failedDays: [], revision: 1 });
+    // Written over that read again: refused; over the state as it now is: written.
+    expect(await results.putSurveyState({ surveyId: '7701', failedDays: [] }, { asRead: read })).toBe(false);
+    const now = await results.surveyState('7701');
+    expect(await results.putSurveyState({ surveyId: '7701', failedDays: [] }, { asRead: now })).toBe(true);
+    expect((await results.surveyState('7701'))?.revision).toBe(2);
   }, 60_000);
 
   it("an operator's run finishing after the hourly one does not put back the state it read", async () => {
