@@ -241,8 +241,9 @@ describe('a redirect hit that does not check out', () => {
 });
 
 describe('refused redirect hits are counted per source, code and UTC minute', () => {
-  // The middle of a minute, so a slow run cannot split the flood across two.
-  const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 30_000);
+  // The middle of a minute, so a slow run cannot split the flood across two, at noon, so the next minute is on the
+  // same UTC day whenever the tests run.
+  const minute = new Date(`${new Date().toISOString().slice(0, 10)}T12:00:30.000Z`);
   const day = minute.toISOString().slice(0, 10);
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['Date'], now: minute });

@@ -35,6 +35,11 @@ const env = {
   MARKETPLACE_ACCESS_TOKEN: undefined,
 };
 
+/** The UTC day the stack started on: its simulated respondents are first seen from then on. */
+const startedDay = new Date().toISOString().slice(0, 10);
+/** The UTC days respondents may have been first seen on since: a run over midnight spans two. */
+const daysSinceStart = () => [...new Set([startedDay, new Date().toISOString().slice(0, 10)])];
+
 beforeAll(async () => {
   // As `npm start` runs it: one node process (no wrapper between the signal and start.ts's handler).
   server = spawn(process.execPath, ['--import', 'tsx', 'infra/local/start.ts'], {
@@ -190,10 +195,13 @@ describe('npm start', () => {
     }
     expect(sent.length).toBeGreaterThanOrEqual(6);
     await new Promise((resolve) => setTimeout(resolve, 500));
+    const days = daysSinceStart();
     const recorded = (
       await Promise.all(
-        ['1001', '1002', '1003'].map(async (survey) =>
-          JSON.parse((await cli('attempts', '--survey', survey, '--json')).stdout),
+        ['1001', '1002', '1003'].flatMap((survey) =>
+          days.map(async (day) =>
+            JSON.parse((await cli('attempts', '--survey', survey, '--day', day, '--json')).stdout),
+          ),
         ),
       )
     ).flat() as { token: string; pid: string; postback?: { outcome: string } }[];
@@ -231,9 +239,14 @@ describe('npm start', () => {
       body: JSON.stringify({ surveyId: 2001, count: 3 }),
     });
     const { attempts } = (await sent.json()) as { attempts: { token: string; pid: string }[] };
-    const recorded = JSON.parse((await cli('attempts', '--survey', '2001', '--json')).stdout) as {
-      token: string;
-    }[];
+    const days = daysSinceStart();
+    const recorded = (
+      await Promise.all(
+        days.map(async (day) =>
+          JSON.parse((await cli('attempts', '--survey', '2001', '--day', day, '--json')).stdout),
+        ),
+      )
+    ).flat() as { token: string }[];
     // The background stream sends respondents to the new survey too; ours must all be there.
     expect(recorded.map((a) => a.token)).toEqual(expect.arrayContaining(attempts.map((a) => a.token)));
     expect(attempts).toHaveLength(3);
