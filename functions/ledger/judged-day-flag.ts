@@ -14,6 +14,9 @@ import type { Attempt, HitEffect } from '../receiving/attempt';
 import { send } from './document-client';
 import { summaryKey, utcDay } from './ledger-schema';
 
+/** The `kind` of a day's item that holds a flag and no figures yet. */
+export const DAY_FLAG_KIND = 'day-flag';
+
 /** A Pacific date is the UTC date of the same instant 7 (daylight saving) or 8 (standard time) hours earlier. */
 const HOUR_MS = 3_600_000;
 const pacificDateBounds = (iso: string): [string, string] => {
@@ -45,10 +48,14 @@ export function staleDays(attempt: Attempt, effect: HitEffect, now: Date): strin
 }
 
 /**
- * Sets `ledgerChangedAt` on a survey's day summary, never moving it back and never creating a summary (a day
- * without one has never been reconciled, and the next run reconciles it anyway). `now` is when the ledger changed:
- * taken after the write (not the hit's time: a drained hit is recorded long after it was made, and a run that
- * started between the two must still see the flag as newer than its check).
+ * Sets `ledgerChangedAt` on a survey's day summary, never moving it back. `now` is when the ledger changed: taken
+ * after the write (not the hit's time: a drained hit is recorded long after it was made, and a run that started
+ * between the two must still see the flag as newer than its check).
+ *
+ * A day without a summary gets the flag alone (`kind` `day-flag`, no figures; readers take it for no summary): a run
+ * reconciling the day for the first time writes its verdicts before the summary, and a hit in between would
+ * otherwise flag nothing, the summary then counting the attempt as it was until the daily re-check. The summary the
+ * run writes next is an update, which keeps the flag, newer than the run's check.
  */
 export function flagJudgedDay(
   client: DynamoDBDocumentClient,
@@ -61,8 +68,8 @@ export function flagJudgedDay(
 }
 
 /**
- * Moves one time of an existing day summary forward to `at` (a flag, or the last check): never back, and never onto
- * a summary that does not exist.
+ * Moves one time of a day summary forward to `at` (a flag, or the last check): never back. The last check only onto
+ * a summary that exists; a flag onto the day's item whether or not a run has written its figures yet.
  */
 export async function advanceSummaryTime(
   client: DynamoDBDocumentClient,
@@ -71,16 +78,23 @@ export async function advanceSummaryTime(
   attribute: 'ledgerChangedAt' | 'checkedAt',
   at: Date,
 ): Promise<void> {
+  const flag = attribute === 'ledgerChangedAt';
   try {
     await send(() =>
       client.send(
         new UpdateCommand({
           TableName: tableName,
           Key: summaryKey(summary.surveyId, summary.day),
-          UpdateExpression: 'SET #time = :at',
-          ConditionExpression: 'attribute_exists(pk) AND (attribute_not_exists(#time) OR #time < :at)',
-          ExpressionAttributeNames: { '#time': attribute },
-          ExpressionAttributeValues: { ':at': at.toISOString() },
+          UpdateExpression: flag
+            ? 'SET #time = :at, #kind = if_not_exists(#kind, :flagOnly)'
+            : 'SET #time = :at',
+          // A check is of figures: only onto a summary that has them (not onto a day's flag alone).
+          ConditionExpression: `${flag ? '' : 'attribute_exists(here) AND '}(attribute_not_exists(#time) OR #time < :at)`,
+          ExpressionAttributeNames: { '#time': attribute, ...(flag ? { '#kind': 'kind' } : {}) },
+          ExpressionAttributeValues: {
+            ':at': at.toISOString(),
+            ...(flag ? { ':flagOnly': DAY_FLAG_KIND } : {}),
+          },
         }),
       ),
     );

@@ -27,7 +27,8 @@
  * so a time range of refusals is one key-range Query per UTC day.
  *
  * A day summary may carry `ledgerChangedAt`: a late hit changed an attempt judged for that day after it was
- * checked (judged-day-flag.ts), so the next scheduled run reconciles it.
+ * checked (judged-day-flag.ts), so the next scheduled run reconciles it. A day no run has summarized yet may hold
+ * the flag alone (`kind` `day-flag`, no `here` figures), which readers take for no summary.
  *
  * A survey's health item holds its current health state, since when, the reasons and the last 20 transitions;
  * it is written only when the state or its reasons change.

@@ -249,7 +249,10 @@ export function createReconciliationStore(
       { consistent: true },
     );
     const stateItem = items.find((item) => item.pk === stateKey.pk && item.sk === stateKey.sk);
-    const summaries = items.filter((item) => item !== stateItem).map(summaryFromItem);
+    // A day's flag without figures (judged-day-flag.ts) is no summary: the day has not been reconciled.
+    const summaries = items
+      .filter((item) => item !== stateItem && item.here !== undefined)
+      .map(summaryFromItem);
     return {
       ...(stateItem ? { state: stateFromItem(surveyId, stateItem) } : {}),
       summaries: summaries.sort((a, b) => a.day.localeCompare(b.day)),

@@ -139,6 +139,57 @@ describe('a drained hit and a reconciliation run', () => {
   }, 60_000);
 });
 
+describe('a late hit and a run reconciling its day for the first time', () => {
+  it("a postback between the day's verdicts and its first summary: the day is read again by the next run", async () => {
+    const w = await world();
+    const day = nextDay(TODAY, -3);
+    const summaryPending = gate();
+    const releaseSummary = gate();
+    // The run pauses before it writes that day's first summary (its verdicts are written by then).
+    const run = w.actor(async (command, input) => {
+      const key = input.Key as { pk?: string; sk?: string } | undefined;
+      if (
+        command === 'UpdateItemCommand' &&
+        key?.pk === 'SUMMARY#7310' &&
+        key.sk === `DAY#${day}` &&
+        String(input.UpdateExpression ?? '').includes('#f0')
+      ) {
+        summaryPending.open();
+        await releaseSummary.wait();
+      }
+    });
+    const late = w.actor();
+    await survey(marketplace, run.registry, 7310, midnight - 5 * 24 * HOUR);
+    // Clicked at noon three days ago; only its redirect came back then.
+    const clicked = pacificDayRange(day).start.getTime() + 12 * HOUR;
+    const t = transaction(marketplace, 7310, new Date(clicked));
+    const now = w.clock.now;
+    w.clock.now = clicked + 10 * 60_000;
+    await late.attempts.recordHit(hitOf(t, 'redirect', 'success'), new Date(w.clock.now), 'r-1');
+    w.clock.now = now;
+    // The survey's first run reconciles every day of its window.
+    const runDone = engineOf(marketplace, w, run, tuning).scheduled(7, { deadline: new Date(now + HOUR) });
+    await summaryPending.wait();
+    expect((await run.attempts.attemptsOf('7310', t.pid))[0]?.reconciliation).toMatchObject({
+      verdict: 'complete_not_received',
+      day,
+    });
+    // The postback, re-sent three days late, arrives now.
+    w.clock.now = now + 1_000;
+    await late.attempts.recordHit(hitOf(t, 'postback', 'success'), new Date(w.clock.now), 'p-1');
+    releaseSummary.open();
+    await runDone;
+    expect((await run.results.summariesOf('7310', [day]))[0]?.here.postbackCompletes).toBe(0);
+    // The next run, an hour later: the day is not due for its daily re-check, but its flag says to read it.
+    w.clock.now = now + HOUR;
+    await engineOf(marketplace, w, w.actor(), tuning).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+    });
+    expect((await run.attempts.attemptsOf('7310', t.pid))[0]?.reconciliation?.verdict).toBe('matched');
+    expect((await run.results.summariesOf('7310', [day]))[0]?.here.postbackCompletes).toBe(1);
+  }, 60_000);
+});
+
 describe('runs beside each other', () => {
   const isRunStatePut = (command: string, input: Record<string, unknown>) =>
     command === 'PutItemCommand' &&

@@ -1,6 +1,6 @@
 /**
  * A late hit flags the earlier day whose verdict it made stale (judged-day-flag.ts): on the live and the buffered
- * path, never for a repeat or for today, never creating a summary, and never lost to the summary's own rewrite.
+ * path, never for a repeat or for today, never lost to the summary's own rewrite nor for want of a summary.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -83,7 +83,11 @@ const summary = (day: string, extra: Partial<DaySummary> = {}): DaySummary => ({
 
 /** An attempt judged `complete_not_received` on `day` (its redirect only reached here), and the day's summary. */
 async function judged(token: string, day = JUDGED_DAY, withSummary = true) {
-  const { attempt } = await ledger.recordHit(hit(token, 'redirect'), new Date(`${day}T20:00:00.000Z`));
+  // Recorded live, when it was made (one recorded days later is a drained hit, which flags the day it was made).
+  const later = recordedAt;
+  recordedAt = new Date(`${day}T20:00:00.000Z`);
+  const { attempt } = await ledger.recordHit(hit(token, 'redirect'), recordedAt);
+  recordedAt = later;
   await results.recordVerdict(
     {
       surveyId: SURVEY,
@@ -128,13 +132,42 @@ describe('a late hit on the live path', () => {
     expect(await flagOf('2026-11-22')).toBe('unflagged');
   });
 
-  it('never creates a summary for a day that has none (its next run reconciles it anyway)', async () => {
+  it('on a day without a summary leaves the flag alone, which no reader takes for one and its first summary keeps', async () => {
+    // A run writes a day's verdicts before its first summary: the hit comes in between.
     await judged('late-3', JUDGED_DAY, false);
     await ledger.recordHit(hit('late-3'), LATE);
     const { Item } = await documents.send(
       new GetCommand({ TableName: table, Key: summaryKey(SURVEY, JUDGED_DAY), ConsistentRead: true }),
     );
-    expect(Item).toBeUndefined();
+    expect(Item).toEqual({
+      ...summaryKey(SURVEY, JUDGED_DAY),
+      kind: 'day-flag',
+      ledgerChangedAt: LATE.toISOString(),
+    });
+    expect(await results.summariesOf(SURVEY, [JUDGED_DAY])).toEqual([]);
+    expect((await results.surveyRecords(SURVEY, [JUDGED_DAY])).summaries).toEqual([]);
+    expect(await results.daySummaries(JUDGED_DAY)).toEqual([]);
+    // The run's summary, checked when the run began (before the hit): the flag stands newer than the check.
+    await results.putDaySummary(summary(JUDGED_DAY), new Date(LATE.getTime() - 60_000), 'run-1');
+    const [stored] = await results.summariesOf(SURVEY, [JUDGED_DAY]);
+    expect(stored).toMatchObject({ ledgerChangedAt: LATE.toISOString(), runId: 'run-1' });
+    expect(await results.daySummaries(JUDGED_DAY)).toHaveLength(1);
+  });
+
+  it('on a day without a summary never moves a flag back either', async () => {
+    await judged('late-3b', JUDGED_DAY, false);
+    await ledger.recordHit(hit('late-3b'), LATE);
+    await results.flagDay(SURVEY, JUDGED_DAY, new Date(LATE.getTime() - 1));
+    await results.recordSummaryCheck(SURVEY, JUDGED_DAY, new Date(LATE.getTime() + 1));
+    const { Item } = await documents.send(
+      new GetCommand({ TableName: table, Key: summaryKey(SURVEY, JUDGED_DAY), ConsistentRead: true }),
+    );
+    // Nor is a check recorded on it: a check is of figures, and there are none.
+    expect(Item).toEqual({
+      ...summaryKey(SURVEY, JUDGED_DAY),
+      kind: 'day-flag',
+      ledgerChangedAt: LATE.toISOString(),
+    });
   });
 
   it('never moves the flag back', async () => {
