@@ -129,7 +129,7 @@ export interface ReconciliationStore {
    * Retires an item an earlier run created for a transaction, now matched with an attempt that arrived under
    * another pid (`superseded` of verdict-rules.ts) or listed no more (`withdrawn`): out of the day and discrepancy
    * indexes, its verdict ended in its history with the reason. False, and nothing done, when a hit reached the
-   * item meanwhile.
+   * item meanwhile or its verdict is no more the one read (another run judged it since).
    */
   retireItem(item: Attempt, at: Date, reason: 'superseded' | 'withdrawn'): Promise<boolean>;
   /**
@@ -366,9 +366,13 @@ export function createReconciliationStore(
         UpdateExpression:
           'SET retiredAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
           'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
-        // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one.
-        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(lastSeenAt)',
+        // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one. And its
+        // verdict as read: another run that judged it since, from a newer listing, is not undone.
+        ConditionExpression: `attribute_exists(pk) AND attribute_not_exists(lastSeenAt) AND ${
+          item.reconciliation ? 'verdictAt = :verdictAt' : 'attribute_not_exists(verdict)'
+        }`,
         ExpressionAttributeValues: {
+          ...(item.reconciliation ? { ':verdictAt': item.reconciliation.at } : {}),
           ':now': at.toISOString(),
           ':empty': [],
           ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],

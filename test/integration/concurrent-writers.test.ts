@@ -6,7 +6,8 @@ import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
-import { nextDay } from '../../functions/reconciliation/verdict-rules';
+import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
+import { type AttemptVerdict, nextDay, type Verdict } from '../../functions/reconciliation/verdict-rules';
 import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
 import {
   engineOf,
@@ -188,6 +189,43 @@ describe('a late hit and a run reconciling its day for the first time', () => {
     expect((await run.attempts.attemptsOf('7310', t.pid))[0]?.reconciliation?.verdict).toBe('matched');
     expect((await run.results.summariesOf('7310', [day]))[0]?.here.postbackCompletes).toBe(1);
   }, 60_000);
+});
+
+describe('two runs judging an item made for a transaction', () => {
+  it('one retiring the item as it read it does not undo the verdict the other wrote since', async () => {
+    const w = await world();
+    const { results } = w.actor();
+    const day = nextDay(TODAY, -2);
+    const at = (hours: number) => new Date(pacificDayRange(TODAY).start.getTime() + hours * HOUR);
+    const verdict = (kind: VerdictKind, detail: Verdict['detail']): AttemptVerdict => ({
+      surveyId: '7320',
+      pid: 'p-made',
+      token: 'tx-made',
+      verdict: { kind, day, detail },
+    });
+    // A run made the item for a complete only the marketplace listed.
+    await results.recordVerdict(
+      verdict('complete_not_received', { postback: 'none', redirect: 'none' }),
+      at(1),
+    );
+    const [read] = await results.attemptsByKey('7320', [{ pid: 'p-made', token: 'tx-made' }]);
+    expect(read?.reconciliation?.verdict).toBe('complete_not_received');
+    // Another run, from a newer listing, judges it anew before the first retires it as withdrawn.
+    await results.recordVerdict(
+      {
+        ...verdict('invalidated', { postback: 'none', redirect: 'none' }),
+        ...(read ? { attempt: read } : {}),
+      },
+      at(2),
+    );
+    expect(await results.retireItem(read as NonNullable<typeof read>, at(3), 'withdrawn')).toBe(false);
+    const [after] = await results.attemptsByKey('7320', [{ pid: 'p-made', token: 'tx-made' }]);
+    expect(after?.reconciliation?.verdict).toBe('invalidated');
+    // As read, it is retired.
+    expect(await results.retireItem(after as NonNullable<typeof after>, at(4), 'withdrawn')).toBe(true);
+    const [retired] = await results.attemptsByKey('7320', [{ pid: 'p-made', token: 'tx-made' }]);
+    expect(retired?.reconciliation).toBeUndefined();
+  });
 });
 
 describe('runs beside each other', () => {
