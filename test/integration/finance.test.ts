@@ -504,6 +504,10 @@ describe('discrepancies', () => {
         { d: D1, k: { gsi2pk: `DISCREPANCIES#${D1}`, gsi2sk: 'x', pk: 'p', sk: 's', extra: 'e' } },
         { d: D1, k: { gsi2pk: `DISCREPANCIES#${D2}`, gsi2sk: 'x', pk: 'p', sk: 's' } },
         { d: D1, k: [1, 2] },
+        // Past DynamoDB's key bounds (sort key 1,024 bytes, partition key 2,048): refused here, not by the store.
+        { d: D1, k: { gsi2pk: `DISCREPANCIES#${D1}`, gsi2sk: 'x'.repeat(1025), pk: 'p', sk: 's' } },
+        { d: D1, k: { gsi2pk: `DISCREPANCIES#${D1}`, gsi2sk: 'x', pk: 'p'.repeat(2049), sk: 's' } },
+        { d: D1, k: { gsi2pk: `DISCREPANCIES#${D1}`, gsi2sk: 'x', pk: 'p', sk: 'é'.repeat(513) } },
         { d: `${D1}T00`, k: undefined },
         null,
       ].map(
