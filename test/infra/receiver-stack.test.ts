@@ -331,6 +331,21 @@ describe('survey health', () => {
     expect(fn.Environment.Variables).not.toHaveProperty('MARKETPLACE_TOKEN_SECRET_ID');
   });
 
+  it('times out before its next run starts, whatever its schedule: 30 s under a gap of a minute, 4.5 minutes at most', () => {
+    expect(functionResource(stack.health).Properties.Timeout).toBe(270);
+    const timeoutAt = (minutes: number) => {
+      const other = new ReceiverStack(templateApp(), `Health${minutes}`, {
+        healthCheckRate: Duration.minutes(minutes),
+      });
+      const resources = Template.fromStack(other).toJSON().Resources;
+      const id = other.getLogicalId(
+        other.health.function.node.defaultChild as import('aws-cdk-lib').CfnElement,
+      );
+      return resources[id].Properties.Timeout as number;
+    };
+    expect([1, 2, 5, 60].map(timeoutAt)).toEqual([30, 90, 270, 270]);
+  });
+
   it('reads the ledger, writes only HEALTH# items, and publishes only to the alarm topic with its key', () => {
     const statements = statementsOf(stack.health);
     expect(actionsOf(statements)).toEqual([
