@@ -101,6 +101,19 @@ async function judged(token: string, day = JUDGED_DAY, withSummary = true) {
   if (withSummary) await results.putDaySummary(summary(day), new Date(`${day}T21:00:00.000Z`), 'run-1');
 }
 
+/** The day's item as stored, whatever it holds. */
+const dayItem = async (day = JUDGED_DAY) =>
+  (
+    await documents.send(
+      new GetCommand({ TableName: table, Key: summaryKey(SURVEY, day), ConsistentRead: true }),
+    )
+  ).Item;
+const flagAlone = (at: Date, day = JUDGED_DAY) => ({
+  ...summaryKey(SURVEY, day),
+  kind: 'day-flag',
+  ledgerChangedAt: at.toISOString(),
+});
+
 const flagOf = async (day = JUDGED_DAY) =>
   (await results.summariesOf(SURVEY, [day]))[0]?.ledgerChangedAt ?? 'unflagged';
 
@@ -136,14 +149,7 @@ describe('a late hit on the live path', () => {
     // A run writes a day's verdicts before its first summary: the hit comes in between.
     await judged('late-3', JUDGED_DAY, false);
     await ledger.recordHit(hit('late-3'), LATE);
-    const { Item } = await documents.send(
-      new GetCommand({ TableName: table, Key: summaryKey(SURVEY, JUDGED_DAY), ConsistentRead: true }),
-    );
-    expect(Item).toEqual({
-      ...summaryKey(SURVEY, JUDGED_DAY),
-      kind: 'day-flag',
-      ledgerChangedAt: LATE.toISOString(),
-    });
+    expect(await dayItem()).toEqual(flagAlone(LATE));
     expect(await results.summariesOf(SURVEY, [JUDGED_DAY])).toEqual([]);
     expect((await results.surveyRecords(SURVEY, [JUDGED_DAY])).summaries).toEqual([]);
     expect(await results.daySummaries(JUDGED_DAY)).toEqual([]);
@@ -159,15 +165,8 @@ describe('a late hit on the live path', () => {
     await ledger.recordHit(hit('late-3b'), LATE);
     await results.flagDay(SURVEY, JUDGED_DAY, new Date(LATE.getTime() - 1));
     await results.recordSummaryCheck(SURVEY, JUDGED_DAY, new Date(LATE.getTime() + 1));
-    const { Item } = await documents.send(
-      new GetCommand({ TableName: table, Key: summaryKey(SURVEY, JUDGED_DAY), ConsistentRead: true }),
-    );
     // Nor is a check recorded on it: a check is of figures, and there are none.
-    expect(Item).toEqual({
-      ...summaryKey(SURVEY, JUDGED_DAY),
-      kind: 'day-flag',
-      ledgerChangedAt: LATE.toISOString(),
-    });
+    expect(await dayItem()).toEqual(flagAlone(LATE));
   });
 
   it('never moves the flag back', async () => {
