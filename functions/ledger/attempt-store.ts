@@ -235,15 +235,26 @@ export function createLedgerStore(
   /**
    * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
    * buffered hit made before the one standing (written live while this one waited out an outage) takes its
-   * place. Conditional on the standing outcome and its first sighting as just read; lost to a race, the
-   * earlier write stands as it is (the sightings keep both).
+   * place, and one of the outcome standing takes its sighting back to when it was made. Conditional on the standing
+   * outcome and its first sighting as just read; lost to a race, the earlier write stands as it is (the sightings
+   * keep both).
    */
   const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
     const record = attempt[drained.channel];
-    if (!record || record.outcome === drained.outcome) return;
+    if (!record) return;
     const standingAt = record.sightings.find((s) => s.outcome === record.outcome)?.firstAt;
     const madeAt = made.toISOString();
     if (!standingAt || madeAt >= standingAt) return;
+    // Its outcome stands, and its sighting goes back to when it was made if a later hit of the same outcome came
+    // first: then a drained hit of another outcome made in between does not take its place either.
+    const same = record.outcome === drained.outcome;
+    const drainedAt = record.sightings.find((s) => s.outcome === drained.outcome)?.firstAt;
+    const movesBack = drainedAt !== undefined && madeAt < drainedAt;
+    const set = [
+      ...(same ? [] : ['#standing = :outcome']),
+      ...(movesBack ? [`${same ? '#standingAt' : '#drainedAt'} = :made`] : []),
+      'lastSeenAt = :seen',
+    ];
     try {
       await send(() =>
         client.send(
@@ -251,14 +262,16 @@ export function createLedgerStore(
             TableName: tableName,
             Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
             // A change like any hit's: a run that read the attempt before it must not judge it as it was.
-            UpdateExpression: 'SET #standing = :outcome, lastSeenAt = :seen',
+            UpdateExpression: `SET ${set.join(', ')}`,
             ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
             ExpressionAttributeNames: {
               '#standing': standingOutcome(drained.channel),
               '#standingAt': sightingAt(drained.channel, record.outcome),
+              ...(movesBack && !same ? { '#drainedAt': sightingAt(drained.channel, drained.outcome) } : {}),
             },
             ExpressionAttributeValues: {
-              ':outcome': drained.outcome,
+              ...(same ? {} : { ':outcome': drained.outcome }),
+              ...(movesBack ? { ':made': madeAt } : {}),
               ':standing': record.outcome,
               ':standingAt': standingAt,
               // Later than the drained write's own, even within its millisecond.

@@ -132,6 +132,30 @@ describe('buffered hits', () => {
     ).toBe(true);
     expect((await store.attemptsOf('702', 'p-order'))[0]?.postback?.outcome).toBe('fail');
   });
+
+  it('two buffered hits made before the standing one, drained in either order: the first made stands', async () => {
+    const postback = (outcome: 'success' | 'fail', token: string) =>
+      ({ channel: 'postback', surveyId: '703', outcome, pid: `p-${token}`, token, source: 'query' }) as const;
+    const at = (minute: number) => new Date(Date.UTC(2026, 10, 21, 12, minute));
+    // A success made at 12:00 and a fail at 12:02, both buffered in an outage; a success written live at 12:05.
+    for (const [token, order] of [
+      ['success-first', ['success', 'fail']],
+      ['fail-first', ['fail', 'success']],
+    ] as const) {
+      await store.recordHit(postback('success', token), at(5), `${token}-live`);
+      for (const outcome of order)
+        expect(
+          await store.recordBufferedHit(
+            postback(outcome, token),
+            at(outcome === 'success' ? 0 : 2),
+            `${token}-${outcome}`,
+          ),
+        ).toBe(true);
+      const [attempt] = await store.attemptsOf('703', `p-${token}`);
+      expect(attempt?.postback, token).toMatchObject({ outcome: 'success', firstAt: at(0).toISOString() });
+      expect(attempt?.complete, token).toBe('postback-confirmed');
+    }
+  });
 });
 
 describe('index writes', () => {
