@@ -68,6 +68,14 @@ export function answerSendInMemory(
   return () => answered;
 }
 
+/**
+ * The read units a Query is billed, from what the engine reported: DynamoDB bills a query that returns nothing its
+ * read's minimum (half a unit eventually consistent, one consistent), which dynalite reports as 0.
+ */
+export function billedQueryUnits(reported: number, input: Record<string, unknown>): number {
+  return Math.max(reported, input.ConsistentRead === true ? 1 : 0.5);
+}
+
 interface Consumed {
   CapacityUnits?: number;
   Table?: { CapacityUnits?: number };
@@ -110,12 +118,13 @@ export function recordCommands(recording: () => boolean): CommandRecord[] {
             {},
           )
         : reported;
+      const reportedTotal = consumed?.CapacityUnits ?? 0;
       records.push({
         command: name,
         ...(consumed
           ? {
               capacity: {
-                total: consumed.CapacityUnits ?? 0,
+                total: name === 'Query' ? billedQueryUnits(reportedTotal, command.input) : reportedTotal,
                 ...(consumed.Table?.CapacityUnits !== undefined
                   ? { table: consumed.Table.CapacityUnits }
                   : {}),
