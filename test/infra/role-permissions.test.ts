@@ -114,8 +114,14 @@ describe('the hit path within its roles', () => {
       });
       // An attempt judged on its day by a run; its second channel arrives two days later and flags that day.
       const late = hit(name === 'redirect' ? 'postback' : 'redirect', 'late');
-      await createLedgerStore(open, tableName).recordHit({ ...late, channel: name }, at, 'request-3');
-      // A run reconciled that day (its summary exists; a flag never creates one).
+      // Recorded live, when it was made (on the machine's clock it would be a hit drained days later, which flags
+      // the day it was made).
+      await createLedgerStore(open, tableName, () => at).recordHit(
+        { ...late, channel: name },
+        at,
+        'request-3',
+      );
+      // A run reconciled that day (its summary exists).
       const results = createReconciliationStore(open, tableName);
       await results.putDaySummary(
         {
