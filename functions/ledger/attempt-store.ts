@@ -130,6 +130,12 @@ export interface RecordedHit {
  */
 export const MAX_BUFFERED_IDS = 16;
 
+/**
+ * Times a drained hit's outcome is decided again when another change of the attempt came first: each loss means
+ * another drained hit of the same attempt took its place meanwhile, and a channel has at most five outcomes.
+ */
+const STAND_EARLIER_TRIES = 5;
+
 /** A 48-bit digest of a hit or buffer id: what an attempt remembers of it. */
 const hitDigest = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 8);
 
@@ -236,55 +242,72 @@ export function createLedgerStore(
    * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
    * buffered hit made before the one standing (written live while this one waited out an outage) takes its
    * place, and one of the outcome standing takes its sighting back to when it was made. Conditional on the standing
-   * outcome and its first sighting as just read; lost to a race, the earlier write stands as it is (the sightings
-   * keep both).
+   * outcome and its first sighting as read; lost to a race (another drained hit of the attempt taking the place
+   * first: the drainer works a batch at once), decided again on the attempt as it now is, a few times at most.
    */
   const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
+    let current: Attempt | undefined = attempt;
+    for (let tries = 0; current && tries < STAND_EARLIER_TRIES; tries++) {
+      const update = standEarlierUpdate(current, drained, made);
+      if (!update) return;
+      try {
+        await send(() => client.send(new UpdateCommand({ ...update, TableName: tableName })));
+        return;
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      }
+      const { Item } = await send(() =>
+        client.send(
+          new GetCommand({
+            TableName: tableName,
+            Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
+            ConsistentRead: true,
+          }),
+        ),
+      );
+      current = Item ? attemptFromItem(Item) : undefined;
+    }
+  };
+
+  /** The update that makes a drained hit's outcome stand on the attempt as read, or none if it need not. */
+  const standEarlierUpdate = (attempt: Attempt, drained: Hit, made: Date) => {
     const record = attempt[drained.channel];
-    if (!record) return;
+    if (!record) return undefined;
     const standingAt = record.sightings.find((s) => s.outcome === record.outcome)?.firstAt;
     const madeAt = made.toISOString();
-    if (!standingAt || madeAt >= standingAt) return;
+    if (!standingAt || madeAt >= standingAt) return undefined;
     // Its outcome stands, and its sighting goes back to when it was made if a later hit of the same outcome came
     // first: then a drained hit of another outcome made in between does not take its place either.
     const same = record.outcome === drained.outcome;
     const drainedAt = record.sightings.find((s) => s.outcome === drained.outcome)?.firstAt;
     const movesBack = drainedAt !== undefined && madeAt < drainedAt;
+    if (same && !movesBack) return undefined;
     const set = [
       ...(same ? [] : ['#standing = :outcome']),
       ...(movesBack ? [`${same ? '#standingAt' : '#drainedAt'} = :made`] : []),
       'lastSeenAt = :seen',
     ];
-    try {
-      await send(() =>
-        client.send(
-          new UpdateCommand({
-            TableName: tableName,
-            Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
-            // A change like any hit's: a run that read the attempt before it must not judge it as it was.
-            UpdateExpression: `SET ${set.join(', ')}`,
-            ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
-            ExpressionAttributeNames: {
-              '#standing': standingOutcome(drained.channel),
-              '#standingAt': sightingAt(drained.channel, record.outcome),
-              ...(movesBack && !same ? { '#drainedAt': sightingAt(drained.channel, drained.outcome) } : {}),
-            },
-            ExpressionAttributeValues: {
-              ...(same ? {} : { ':outcome': drained.outcome }),
-              ...(movesBack ? { ':made': madeAt } : {}),
-              ':standing': record.outcome,
-              ':standingAt': standingAt,
-              // Later than the drained write's own, even within its millisecond.
-              ':seen': new Date(
-                Math.max(clock().getTime(), Date.parse(attempt.lastSeenAt ?? '') + 1 || 0),
-              ).toISOString(),
-            },
-          }),
-        ),
-      );
-    } catch (error) {
-      if (!(error instanceof ConditionalCheckFailedException)) throw error;
-    }
+    return {
+      Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
+      // A change like any hit's: a run that read the attempt before it must not judge it as it was.
+      UpdateExpression: `SET ${set.join(', ')}`,
+      ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
+      ExpressionAttributeNames: {
+        '#standing': standingOutcome(drained.channel),
+        '#standingAt': sightingAt(drained.channel, record.outcome),
+        ...(movesBack && !same ? { '#drainedAt': sightingAt(drained.channel, drained.outcome) } : {}),
+      },
+      ExpressionAttributeValues: {
+        ...(same ? {} : { ':outcome': drained.outcome }),
+        ...(movesBack ? { ':made': madeAt } : {}),
+        ':standing': record.outcome,
+        ':standingAt': standingAt,
+        // Later than the drained write's own, even within its millisecond.
+        ':seen': new Date(
+          Math.max(clock().getTime(), Date.parse(attempt.lastSeenAt ?? '') + 1 || 0),
+        ).toISOString(),
+      },
+    };
   };
 
   return {
@@ -356,8 +379,13 @@ export function createLedgerStore(
       );
       const held = Item?.bufferedIds instanceof Set ? (Item.bufferedIds as Set<string>) : new Set<string>();
       if (held.size < MAX_BUFFERED_IDS || held.has(digest)) {
-        // A repeat: the delivery before may have recorded the hit and failed to flag (it threw to come back).
-        if (Item) await flagStaleDays(attemptFromItem(Item), 'recorded');
+        // A repeat: the delivery before may have recorded the hit and failed to make it stand or to flag (it threw
+        // to come back). Both are decided on the attempt as it is, so doing them again changes nothing done.
+        if (Item) {
+          const attempt = attemptFromItem(Item);
+          await standEarlier(attempt, hit, at);
+          await flagStaleDays(attempt, 'recorded');
+        }
         return false;
       }
       try {

@@ -364,3 +364,75 @@ describe('runs beside each other', () => {
     });
   }, 60_000);
 });
+
+describe('drained hits of one attempt', () => {
+  const postbackOf = (t: ReturnType<typeof transaction>, outcome: 'success' | 'fail') =>
+    hitOf(t, 'postback', outcome);
+  const minute = (n: number) => new Date(midnight + n * 60_000);
+
+  it('an earlier success and a later fail drained at once, the fail taking the place first: the success, made first, stands', async () => {
+    const w = await world();
+    const successAtStand = gate();
+    const releaseSuccess = gate();
+    // The success's drain pauses between its hit's update and the one that makes its earlier outcome stand.
+    const successDrain = w.actor(async (command, input) => {
+      if (
+        command === 'UpdateItemCommand' &&
+        String(input.ConditionExpression ?? '').includes('#standing = :standing')
+      ) {
+        successAtStand.open();
+        await releaseSuccess.wait();
+      }
+    });
+    const failDrain = w.actor();
+    const t = transaction(marketplace, 7310, minute(-30));
+    // A success made at 23:40 and a fail at 23:42, both buffered in an outage; a success recorded live at 23:45.
+    await failDrain.attempts.recordHit(postbackOf(t, 'success'), minute(-15), 'live-1');
+    w.clock.now = minute(19).getTime();
+    const success = successDrain.attempts.recordBufferedHit(postbackOf(t, 'success'), minute(-20), 'buf-s');
+    await successAtStand.wait();
+    // The fail drains whole meanwhile: made before the live success, it takes that one's place.
+    expect(await failDrain.attempts.recordBufferedHit(postbackOf(t, 'fail'), minute(-18), 'buf-f')).toBe(
+      true,
+    );
+    releaseSuccess.open();
+    expect(await success).toBe(true);
+    const [attempt] = await failDrain.attempts.attemptsOf(String(t.surveyId), t.pid);
+    expect(attempt?.postback).toMatchObject({ outcome: 'success', firstAt: minute(-20).toISOString() });
+    expect(attempt?.complete).toBe('postback-confirmed');
+  });
+
+  it('a drained hit whose place-taking update failed: its redelivery, a repeat, still makes the first made stand', async () => {
+    const w = await world();
+    let failOnce = true;
+    // The store gives way just as the drained hit is to take its place (after its own update was written).
+    const drainer = w.actor((command, input) => {
+      if (
+        failOnce &&
+        command === 'UpdateItemCommand' &&
+        String(input.ConditionExpression ?? '').includes('#standing = :standing')
+      ) {
+        failOnce = false;
+        throw Object.assign(new Error('injected: throughput exceeded'), {
+          name: 'ProvisionedThroughputExceededException',
+        });
+      }
+    });
+    const t = transaction(marketplace, 7311, minute(-30));
+    // A success made at 23:40 and buffered; a fail recorded live at 23:45.
+    await drainer.attempts.recordHit(postbackOf(t, 'fail'), minute(-15), 'live-1');
+    w.clock.now = minute(19).getTime();
+    await expect(
+      drainer.attempts.recordBufferedHit(postbackOf(t, 'success'), minute(-20), 'buf-s'),
+    ).rejects.toThrow();
+    expect((await drainer.attempts.attemptsOf(String(t.surveyId), t.pid))[0]?.postback?.outcome).toBe('fail');
+    // The queue delivers the message again: its hit is held already, so it is not counted twice.
+    w.clock.now = minute(21).getTime();
+    expect(await drainer.attempts.recordBufferedHit(postbackOf(t, 'success'), minute(-20), 'buf-s')).toBe(
+      false,
+    );
+    const [attempt] = await drainer.attempts.attemptsOf(String(t.surveyId), t.pid);
+    expect(attempt?.postback).toMatchObject({ outcome: 'success', firstAt: minute(-20).toISOString() });
+    expect(attempt?.postback?.sightings.find((s) => s.outcome === 'success')?.hits).toBe(1);
+  });
+});
