@@ -967,6 +967,60 @@ describe('yesterday', () => {
   });
 });
 
+describe('a run across midnight', () => {
+  it('started before midnight and reaching the survey after it: the day it judged late and the new day are both right by the next run', async () => {
+    await survey(7226);
+    const yesterday = nextDay(TODAY, -1);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    const tuning = { settleMs: 10 * 60_000 };
+    const postback = (pid: string, token: string, outcome: 'success' | 'fail', at: number) =>
+      attempts.recordHit(
+        { channel: 'postback', surveyId: '7226', outcome, pid, token, source: 'query' },
+        new Date(at),
+      );
+    // Yesterday: a paid complete, and at 23:58 the postback of a complete the marketplace does not list.
+    await complete(7226, yesterday, { clickedAt: new Date(midnight - 3 * HOUR) });
+    await postback('p-midnight', 'steady-midnight', 'success', midnight - 2 * 60_000);
+    // The run starts at 23:55 (its window ends yesterday, its fresh day); it reaches the survey at 00:20.
+    clock = midnight - 5 * 60_000;
+    const records = results.surveyRecords;
+    const stored = results;
+    results = {
+      ...stored,
+      surveyRecords: async (...args) => {
+        clock = Math.max(clock, midnight + 20 * 60_000);
+        return records(...args);
+      },
+    };
+    let late: Awaited<ReturnType<typeof hourly>>;
+    try {
+      late = await hourly(24, tuning);
+    } finally {
+      results = stored;
+    }
+    expect(late.days.at(-1)).toBe(yesterday);
+    expect(late.outcomes[0]).toMatchObject({ status: 'reconciled', awaiting: 0 });
+    expect((await results.summariesOf('7226', [yesterday]))[0]?.verdicts).toEqual({
+      matched: 1,
+      complete_not_paid: 1,
+    });
+    // 00:30: a complete of today arrives; 00:40 the unlisted one of yesterday gets a second postback, a fail.
+    const today = await complete(7226, TODAY, {
+      arrived: false,
+      clickedAt: new Date(midnight + 15 * 60_000),
+    });
+    await arrive(today, new Date(midnight + 30 * 60_000));
+    await postback('p-midnight', 'steady-midnight', 'fail', midnight + 40 * 60_000);
+    // 00:55: the next run's window ends today; yesterday is read again for the late postback it was told of.
+    clock = midnight + 55 * 60_000;
+    const next = await hourly(24, tuning);
+    expect(next.days.at(-1)).toBe(TODAY);
+    expect(readWholeDay(yesterday)).toBe(true);
+    expect((await results.summariesOf('7226', [TODAY]))[0]?.verdicts).toEqual({ matched: 1 });
+    await expectSameAsFullRecheck('7226');
+  });
+});
+
 describe("finance's figures and their freshness", () => {
   it('a skipped day shows the figures a full re-check gives, checked when it last was; fresh days when the run started', async () => {
     await seededWeek(7205);
