@@ -196,7 +196,9 @@ function readBody(request: HitRequest): ParsedBody | undefined {
     try {
       const parsed = {
         kind,
-        params: kind === 'json' ? readJsonParams(content) : readParams(content, 'body'),
+        // Whitespace around a form is never part of it (an encoder writes spaces as `+` or `%20`): a body ending
+        // in a newline, as a line-oriented sender writes it, must not end its last value with one.
+        params: kind === 'json' ? readJsonParams(content) : readParams(content.trim(), 'body'),
       };
       if (parsed.params.has('pid') || parsed.params.has('token')) return parsed;
       first ??= { parsed };

@@ -201,6 +201,26 @@ describe('reading the identity', () => {
     ).toMatchObject({ pid: 'a', source: 'json' });
   });
 
+  it('reads a form body that a newline ends or begins, labelled or not', () => {
+    for (const contentType of ['application/x-www-form-urlencoded', 'text/plain', undefined])
+      for (const body of ['pid=x&token=t9\r\n', 'pid=x&token=t9\n', '\r\npid=x&token=t9', 'token=t9&pid=x\n'])
+        expect(identity(request({ rawQueryString: '', contentType, body })), JSON.stringify(body)).toEqual({
+          pid: 'x',
+          token: 't9',
+          source: 'form',
+        });
+    // Only the token in the body, the pid in the query.
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=x',
+          contentType: 'application/x-www-form-urlencoded',
+          body: 'token=t9\r\n',
+        }),
+      ),
+    ).toMatchObject({ pid: 'x', token: 't9' });
+  });
+
   it('takes the body when the query differs from it only by `+` read as a space', () => {
     expect(
       identity(
