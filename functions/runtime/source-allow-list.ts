@@ -15,10 +15,12 @@ export function parseAllowList(value: string | undefined): SourceAllowList | und
     .split(',')
     .map((e) => e.trim())
     .filter(Boolean)) {
-    const [address = '', bits] = entry.split('/');
+    // An address, and a prefix length of digits if any: `203.0.113.7/` (Number('') is 0) must not allow every
+    // address, nor a second `/` pass unread.
+    const [, address = '', bits] = /^([^/]*)(?:\/(\d{1,3}))?$/.exec(entry) ?? [];
     const family = isIP(address);
     const prefix = bits === undefined ? (family === 6 ? 128 : 32) : Number(bits);
-    if (family === 0 || !Number.isInteger(prefix) || prefix < 0 || prefix > (family === 6 ? 128 : 32)) {
+    if (family === 0 || (bits === undefined && entry.includes('/')) || prefix > (family === 6 ? 128 : 32)) {
       throw new Error(`POSTBACK_SOURCE_CIDRS: "${entry.slice(0, 60)}" is not an address range`);
     }
     list.addSubnet(address, prefix, family === 6 ? 'ipv6' : 'ipv4');

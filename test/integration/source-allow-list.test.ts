@@ -25,6 +25,16 @@ describe('allow-list ranges', () => {
     expect(parseAllowList('')).toBeUndefined();
     expect(() => parseAllowList('10.0.0.0/33')).toThrow(/not an address range/);
     expect(() => parseAllowList('example.com')).toThrow(/not an address range/);
+    // A prefix left empty or doubled is a typo, not a range of every address.
+    for (const typo of [
+      '203.0.113.7/',
+      '203.0.113.0/24/8',
+      '203.0.113.0/ 24',
+      '2001:db8::/',
+      '203.0.113.0/-1',
+    ])
+      expect(() => parseAllowList(typo), typo).toThrow(/not an address range/);
+    expect(parseAllowList('203.0.113.0/24')?.('8.8.8.8')).toBe(false);
   });
 });
 
