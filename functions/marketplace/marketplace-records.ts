@@ -238,7 +238,8 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
       pid: t.PID,
       status: t.status,
       cpi: t.CPI ?? '0.00',
-      verifyToken: t.verifyToken || undefined,
+      // Trimmed as the status is: `Valid ` read as it came would be neither valid nor invalid (pending for ever).
+      verifyToken: t.verifyToken?.trim() || undefined,
       termReason: t.termReason || undefined,
       ip: t.ip,
       trackId: t.trackId,

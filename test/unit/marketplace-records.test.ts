@@ -132,6 +132,16 @@ describe('transactions', () => {
     expect(parseTransaction({ ...transaction, status: 'completed', CPI: 'n/a' }).ok).toBe(false);
   });
 
+  it('read the buyer review trimmed, and a blank one as none', () => {
+    const review = (value: string) => {
+      const parsed = parseTransaction({ ...transaction, verifyToken: value });
+      return parsed.ok ? parsed.value.verifyToken : parsed.problem;
+    };
+    expect(review('Valid ')).toBe('Valid');
+    expect(review(' Invalid')).toBe('Invalid');
+    expect(review('   ')).toBeUndefined();
+  });
+
   it('count a token listed twice once, keeping the copy verified last, else the one listed last', () => {
     const row = (change: object) => {
       const parsed = parseTransaction({ ...transaction, ...change });
