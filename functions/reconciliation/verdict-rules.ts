@@ -269,21 +269,36 @@ export function attemptKeysToRead(
  */
 export function needsLookback(window: SurveyWindow): boolean {
   const owned = new Set(window.days);
-  const lookbackDays = window.lookbackDays ?? 0;
-  const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
-  const pairs = match(window.transactions, window.attempts);
+  const listed = listedEarlier(window);
+  const pairs = match(window.transactions, window.attempts, (a) => listed(a).length > 0);
   const answered = answeredTokens(pairs);
-  return pairs.some(({ transaction, attempt }) => {
-    if (transaction || !attempt || !arrivedHere(attempt) || answered.has(attempt.token)) return false;
+  // An attempt paired by pid alone too: its own token may be listed on an earlier day, whose it then is.
+  return pairs.some(({ transaction, attempt, matchedBy }) => {
+    if ((transaction && matchedBy !== 'pid') || !attempt || !arrivedHere(attempt)) return false;
+    if (answered.has(attempt.token)) return false;
     const day = attemptDay(attempt);
     if (!day || !owned.has(day)) return false;
+    return listed(attempt).length === 0;
+  });
+}
+
+/**
+ * The rows listed before the window (`earlier`) that carry an attempt's own token, from the look-back of the
+ * attempt's own day on: the same whatever the window, so its verdict does not depend on how wide the window is.
+ */
+const listedEarlier = (window: SurveyWindow) => {
+  const lookbackDays = window.lookbackDays ?? 0;
+  const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
+  return (attempt: Attempt): Transaction[] => {
+    const day = attemptDay(attempt);
+    if (!day) return [];
     const searchedFrom = nextDay(day, -1 - lookbackDays);
-    return !(earlierByToken.get(attempt.token) ?? []).some((t) => {
+    return (earlierByToken.get(attempt.token) ?? []).filter((t) => {
       const at = filedAt(t);
       return at !== undefined && dayOf(at) >= searchedFrom;
     });
-  });
-}
+  };
+};
 
 /** Tokens whose transaction is matched with an attempt that arrived here. */
 const answeredTokens = (pairs: readonly Pair[]) =>
@@ -326,9 +341,9 @@ const attemptDay = (attempt: Attempt): string | undefined => {
 /** Matches the two sides of a survey's window and classifies every attempt that belongs to its days. */
 export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult {
   const owned = new Set(window.days);
-  const pairs = match(window.transactions, window.attempts);
+  const listed = listedEarlier(window);
+  const pairs = match(window.transactions, window.attempts, (a) => listed(a).length > 0);
   const lookbackDays = window.lookbackDays ?? 0;
-  const earlierByToken = groupBy(window.earlier ?? [], (t) => t.token);
   const verdicts: AttemptVerdict[] = [];
   let undated = 0;
   let awaiting = 0;
@@ -376,10 +391,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {
-      const candidates = (earlierByToken.get(attempt.token) ?? []).filter((t) => {
-        const at = filedAt(t);
-        return at !== undefined && dayOf(at) >= searchedFrom;
-      });
+      const candidates = listed(attempt);
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;
@@ -450,8 +462,16 @@ interface Pair {
   matchedBy?: 'token' | 'pid';
 }
 
-/** By token first; then by pid where exactly one unmatched attempt and one unmatched transaction share it. */
-function match(transactions: readonly Transaction[], attempts: readonly Attempt[]): Pair[] {
+/**
+ * By token first; then by pid where exactly one unmatched attempt and one unmatched transaction share it. Never by
+ * pid an attempt whose own token is listed elsewhere (`listedElsewhere`: a postback re-sent days after its click
+ * arrives beside a newer transaction of the same respondent, which must not take it).
+ */
+function match(
+  transactions: readonly Transaction[],
+  attempts: readonly Attempt[],
+  listedElsewhere: (attempt: Attempt) => boolean,
+): Pair[] {
   const byToken = new Map<string, Attempt[]>();
   for (const attempt of attempts)
     byToken.set(attempt.token, [...(byToken.get(attempt.token) ?? []), attempt]);
@@ -479,7 +499,7 @@ function match(transactions: readonly Transaction[], attempts: readonly Attempt[
     }
   }
   const leftByPid = groupBy(
-    attempts.filter((a) => !used.has(a)),
+    attempts.filter((a) => !used.has(a) && !listedElsewhere(a)),
     (a) => a.pid,
   );
   const unmatchedByPid = groupBy(unmatched, (t) => t.pid);

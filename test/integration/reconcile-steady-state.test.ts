@@ -334,6 +334,45 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7290');
   });
 
+  it("a postback re-sent days late beside today's complete of the same respondent: each judged on its own day, and no verdict moves between runs", async () => {
+    await survey(7227);
+    const midnight = pacificDayRange(TODAY).start.getTime();
+    // Four days ago a complete whose postback is re-sent only today; today the same respondent's complete, whose
+    // postback was lost. One pid, two tokens.
+    const old = await complete(7227, nextDay(TODAY, -4), { arrived: false });
+    const fresh = await complete(7227, TODAY, { arrived: false, clickedAt: new Date(midnight + 9 * HOUR) });
+    fresh.pid = old.pid;
+    // Neither row is listed at first (the older one held back, a survey resumed): the week is judged without them.
+    const listing = marketplace.state.transactions;
+    for (const t of [old, fresh]) listing.splice(listing.indexOf(t), 1);
+    await hourly();
+    // Then both are listed, and the older one's postback arrives: today is read as the fresh day, that day as
+    // changed, apart.
+    listing.push(old, fresh);
+    await arrive(old, new Date(clock + 10 * 60_000));
+    clock += HOUR;
+    await hourly();
+    const verdicts = async () =>
+      Object.fromEntries(
+        await Promise.all(
+          [nextDay(TODAY, -4), TODAY].map(async (day) => [
+            day,
+            (await results.summariesOf('7227', [day]))[0]?.verdicts,
+          ]),
+        ),
+      );
+    const expected = {
+      [nextDay(TODAY, -4)]: { matched: 1 },
+      [TODAY]: { complete_not_received: 1 },
+    };
+    expect(await verdicts()).toEqual(expected);
+    clock += HOUR;
+    const next = await hourly();
+    expect(next.outcomes[0]).toMatchObject({ changes: { new: 0, changed: 0, refreshed: 0 } });
+    expect(await verdicts()).toEqual(expected);
+    await expectSameAsFullRecheck('7227');
+  });
+
   it('a postback days late flags its settled day, and the next run reconciles that day alone', async () => {
     await seededWeek(7207);
     const settled = nextDay(TODAY, -4);

@@ -515,6 +515,29 @@ describe('late finishers', () => {
     expect(result.earlier).toBe(1);
   });
 
+  it("a postback re-sent days late beside a newer transaction of the same pid is not that one's: each is judged as its own", () => {
+    // The respondent's complete of three days ago (its postback re-sent today) and today's complete, whose
+    // postback was lost: same pid, two tokens.
+    const resent = attempt('late', noon, { postback: 'success' }, 'p-same');
+    const today = transaction('today', 'Completed', noon, { pid: 'p-same' });
+    const window = { surveyId: '1', days: [DAY], transactions: [today], attempts: [resent], lookbackDays: 7 };
+    // Paired by pid alone, the attempt's own token is still looked for on the days before.
+    expect(needsLookback(window)).toBe(true);
+    const result = reconcileSurveyWindow({
+      ...window,
+      earlier: [transaction('late', 'Completed', clicked, { pid: 'p-same' })],
+    });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind])).toEqual([
+      ['today', 'complete_not_received'],
+    ]);
+    expect(result.earlier).toBe(1);
+    // Its token listed nowhere it looked: the pair by pid stands (a token the sender spelt otherwise).
+    const alone = reconcileSurveyWindow({ ...window, earlier: [] });
+    expect(alone.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.matchedBy])).toEqual([
+      ['today', 'matched', 'pid'],
+    ]);
+  });
+
   it('without a transaction within the look-back, the verdict says from which day it looked', () => {
     const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 1 };
     const result = reconcileSurveyWindow({ ...window, earlier: [transaction('late', 'Completed', clicked)] });
