@@ -14,20 +14,25 @@ export const VERDICT_KINDS = [
   'cpi_mismatch',
   'not_received',
   'not_in_marketplace',
+  // Last of the discrepancies: added after the others, it keeps their CSV columns where they were.
+  'unknown_status',
   'unverified_claim',
   'contradicted_claim',
 ] as const;
 export type VerdictKind = (typeof VERDICT_KINDS)[number];
 
 /**
- * Kinds where money is at stake: a complete one side counts and the other does not, or at another price. Each
- * needs a signed postback or a marketplace transaction: a browser's claim alone is never money.
+ * Kinds where money is at stake: a complete one side counts and the other does not, or at another price, or a
+ * transaction under a status this product does not know (`unknown_status`: it may be a complete the marketplace
+ * pays, yet it is in no owed figure). Each needs a signed postback or a marketplace transaction: a browser's claim
+ * alone is never money.
  */
 export const MONEY_KINDS: ReadonlySet<VerdictKind> = new Set([
   'complete_not_received',
   'complete_not_paid',
   'invalidated',
   'cpi_mismatch',
+  'unknown_status',
 ]);
 
 /**

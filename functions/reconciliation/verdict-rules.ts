@@ -616,6 +616,13 @@ export function classify(
     }
     return { kind: 'matched', detail: { ...here, ...marketplace } };
   }
+  // A status this product does not know (a new one, an "adjusted" code): whether it is paid cannot be told, so it
+  // is counted in no owed figure and listed as money for finance to look at, whatever arrived here.
+  if (!outcomeOfStatus(status))
+    return {
+      kind: 'unknown_status',
+      detail: { ...here, ...marketplace, cpi: transaction.cpi, ...(evidence ? { evidence } : {}) },
+    };
   // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
   // terminate"): a reversal, as when the row stays Completed. The re-filed row's price is usually 0: what was
   // reversed is the survey's price at the click (`reversedCpi`), so finance can read the amount.
@@ -636,11 +643,8 @@ export function classify(
     };
   if (!attempt) return { kind: 'not_received', detail: { ...here, ...marketplace } };
   const outcome = outcomeOfStatus(status);
-  if (!outcome || (redirect && redirect !== outcome)) {
-    return {
-      kind: 'status_mismatch',
-      detail: { ...here, ...marketplace, expectedRedirect: outcome ?? 'unknown status' },
-    };
+  if (outcome && redirect && redirect !== outcome) {
+    return { kind: 'status_mismatch', detail: { ...here, ...marketplace, expectedRedirect: outcome } };
   }
   return { kind: 'matched', detail: { ...here, ...marketplace } };
 }

@@ -392,6 +392,7 @@ describe('summary', () => {
       'discrepancies_cpi_mismatch',
       'discrepancies_not_received',
       'discrepancies_not_in_marketplace',
+      'discrepancies_unknown_status',
       'money_discrepancies',
       'claims_unverified_claim',
       'claims_contradicted_claim',

@@ -197,6 +197,32 @@ describe('classification', () => {
     });
   });
 
+  it('lists a transaction under a status it does not know as money, in no owed figure, whatever arrived here', () => {
+    const adjusted = transaction('a', 'Adjusted Complete', noon, { cpi: '1.50', verifyToken: 'Valid' });
+    for (const channels of [
+      undefined,
+      { postback: 'success' },
+      { redirect: 'success' },
+      { redirect: 'fail' },
+    ])
+      expect(
+        classify(adjusted, channels && attempt('a', noon, channels)),
+        JSON.stringify(channels),
+      ).toMatchObject({
+        kind: 'unknown_status',
+        detail: { marketplaceStatus: 'Adjusted Complete', verifyToken: 'Valid', cpi: '1.50' },
+      });
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [adjusted, transaction('b', 'Completed', noon, { verifyToken: 'Valid' })],
+      attempts: [attempt('b', noon, { postback: 'success' })],
+    });
+    expect(result.summaries[0]?.verdicts).toEqual({ unknown_status: 1, matched: 1 });
+    expect(result.summaries[0]?.marketplace).toMatchObject({ owed: '1.25', completes: 1 });
+    expect(result.summaries[0]?.marketplace.byStatus).toMatchObject({ 'Adjusted Complete': 1 });
+  });
+
   it('names the price a complete re-filed at 0 was reversed from, and only then', () => {
     const paid = attempt('a', noon, { postback: 'success' });
     const refiled = transaction('a', 'Quality Termination', noon, { verifyToken: 'Invalid', cpi: '0.00' });
