@@ -221,6 +221,28 @@ describe('reading the identity', () => {
     ).toMatchObject({ pid: 'x', token: 't9' });
   });
 
+  it('keeps a space the query escaped as %20 over a `+` in the body there: the redirect keyed the space', () => {
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=a%20b&token=t1',
+          contentType: 'application/json',
+          body: '{"pid":"a+b","token":"t1"}',
+        }),
+      ),
+    ).toEqual({ pid: 'a b', token: 't1', source: 'query' });
+    // One `+` written raw and one escaped space: the body stands only where the query wrote the `+`.
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=a+b%20c&token=t1',
+          contentType: 'application/json',
+          body: '{"pid":"a+b c"}',
+        }),
+      ),
+    ).toMatchObject({ pid: 'a+b c', source: 'json' });
+  });
+
   it('takes the body when the query differs from it only by `+` read as a space', () => {
     expect(
       identity(
