@@ -313,13 +313,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
    */
   async function amendActive(
     surveyId: string,
-    change: (at: string) => Partial<SurveyRegistration>,
+    change: (at: string, current: SurveyRegistration) => Partial<SurveyRegistration>,
     when: (current: SurveyRegistration) => boolean = () => true,
   ): Promise<SurveyRegistration | undefined> {
     const current = await deps.registry.get(surveyId);
     if (current?.state !== 'active' || !when(current)) return undefined;
     const at = now().toISOString();
-    const amended = { ...current, ...change(at), updatedAt: at };
+    const amended = { ...current, ...change(at, current), updatedAt: at };
     await deps.registry.put(amended);
     return amended;
   }
@@ -601,6 +601,20 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
                 reason: `closed; looking it up failed: ${error.message}`,
               };
             }
+            // Recorded: as a look, so a survey the marketplace no longer finds goes behind the others in the
+            // closure lookups instead of taking a slot every run; and, for one whose redirects are not verified,
+            // as a failure, retried on the backoff and told by its health like any other.
+            if (!options.dryRun)
+              await amendActive(surveyId, (at, current) => ({
+                ...(closing.has(surveyId) ? { liveCheckedAt: at } : {}),
+                ...(current.verified
+                  ? {}
+                  : {
+                      lastError: `lookup: ${error.message}`,
+                      lastErrorAt: at,
+                      failures: current.failures + 1,
+                    }),
+              }));
             return { surveyId, status: 'failed', error: error.message };
           }
           if (resuming.has(surveyId)) {

@@ -500,6 +500,74 @@ describe('sync', () => {
     for (const id of ids) expect((await syncRegistry.get(id))?.closedAt).toBeUndefined();
   });
 
+  it('a survey whose lookup keeps failing: retried on the backoff if unverified, and behind the others in the closure lookups', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    // 5291: never verified (its apply failed an hour ago). 5293: verified, since deleted at the marketplace.
+    // 5294: verified, since paused. The marketplace no longer finds 5291 or 5293.
+    for (const id of [5293, 5294]) marketplace.state.addSurvey({ surveyId: id });
+    await configure({ registry: syncRegistry }).apply(['5293', '5294']);
+    for (const id of [5293, 5294]) marketplace.state.setLive(id, false);
+    await syncRegistry.put({
+      surveyId: '5291',
+      state: 'active',
+      verified: false,
+      failures: 1,
+      lastError: 'boom',
+      lastErrorAt: new Date(start - 3_600_000).toISOString(),
+      updatedAt: new Date(start - 3_600_000).toISOString(),
+    });
+    const gone = ['5291', '5293'];
+    const lookups: string[] = [];
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) => {
+        const path = new URL(String(input)).pathname;
+        const id = path.match(/getAllocatedSurveysBySurveyId\/(\d+)/)?.[1];
+        if (!id) return fetch(input, init);
+        lookups.push(id);
+        if (!gone.includes(id)) return fetch(input, init);
+        return new Response(JSON.stringify({ apiStatus: 'Failure', msg: `Survey ${id} not found` }), {
+          status: 404,
+        });
+      },
+    });
+    const run = (minutes: number) =>
+      configure({
+        registry: syncRegistry,
+        marketplace: client,
+        closureLookupsPerRun: 1,
+        now: () => new Date(start + minutes * 60_000),
+      }).sync();
+    // The first run: the unverified one's lookup fails and is counted; one closure lookup, which fails too.
+    const first = await run(70);
+    expect(first.results).toContainEqual(expect.objectContaining({ surveyId: '5291', status: 'failed' }));
+    expect(await syncRegistry.get('5291')).toMatchObject({
+      failures: 2,
+      lastErrorAt: new Date(start + 70 * 60_000).toISOString(),
+    });
+    // Within its backoff (a quarter of an hour after the second failure): not looked up; after it, again.
+    lookups.length = 0;
+    await run(80);
+    expect(lookups).not.toContain('5291');
+    lookups.length = 0;
+    await run(140);
+    expect(lookups).toContain('5291');
+    expect((await syncRegistry.get('5291'))?.failures).toBe(3);
+    // One closure lookup an hour: whichever went first, the other goes the hour after (a failed one is a look).
+    const closureLookups = lookups.filter((id) => id !== '5291');
+    expect(closureLookups).toHaveLength(1);
+    lookups.length = 0;
+    await run(200);
+    expect(lookups.filter((id) => id !== '5291')).toEqual(
+      ['5293', '5294'].filter((id) => !closureLookups.includes(id)),
+    );
+    expect((await syncRegistry.get('5294'))?.closedAt).toBeDefined();
+    expect((await syncRegistry.get('5293'))?.closedAt).toBeUndefined();
+  });
+
   it('a rotation re-signs closed surveys too, which stay closed; a refused list of every live survey is reported, not counted', async () => {
     const syncRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5271 });
