@@ -41,9 +41,10 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
       throw badRequest(`${name} must be a date YYYY-MM-DD`);
     }
   }
-  const days = pacificDays(from as string, to as string);
-  if (days.length === 0) throw badRequest('from must not be after to');
-  if (days.length > MAX_PERIOD_DAYS) throw badRequest(`a period may cover at most ${MAX_PERIOD_DAYS} days`);
+  // Counted before any list of days is made: a period of thousands of years is refused, not enumerated.
+  const span = (Date.parse(to as string) - Date.parse(from as string)) / 86_400_000 + 1;
+  if (span < 1) throw badRequest('from must not be after to');
+  if (span > MAX_PERIOD_DAYS) throw badRequest(`a period may cover at most ${MAX_PERIOD_DAYS} days`);
   return { from: from as string, to: to as string };
 }
 

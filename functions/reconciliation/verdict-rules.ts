@@ -174,7 +174,13 @@ function dayOf(iso: string): string {
 /** The Pacific days from `from` to `to`, inclusive. */
 export function pacificDays(from: string, to: string): string[] {
   const days: string[] = [];
-  for (let day = from; day <= to; day = nextDay(day)) days.push(day);
+  for (let day = from; day <= to; ) {
+    days.push(day);
+    // Past 9999-12-31 a day no longer sorts after the one before it (`+010000-01`): the list ends there.
+    const next = nextDay(day);
+    if (next <= day) break;
+    day = next;
+  }
   return days;
 }
 

@@ -416,6 +416,11 @@ describe('summary', () => {
       'a period may cover at most 92 days',
     ],
     [
+      'a period of millennia',
+      '/finance/discrepancies?from=0001-01-01&to=9999-12-31',
+      'a period may cover at most 92 days',
+    ],
+    [
       'a malformed survey',
       `/finance/summary?from=${D1}&to=${D2}&survey=abc`,
       'survey: surveyId must be a positive integer of at most 12 digits',
@@ -425,6 +430,20 @@ describe('summary', () => {
     const result = await get(url);
     expect(result.statusCode).toBe(400);
     expect(jsonBody(result)).toEqual({ error: 'bad_request', message });
+  });
+
+  it('answers the last day a date can name, on every route that reads a period (the day after it is no day)', async () => {
+    for (const url of [
+      '/finance/summary?from=9999-12-30&to=9999-12-31',
+      '/finance/discrepancies?from=9999-12-31&to=9999-12-31',
+      '/finance/attempts/8001?token=a1&from=9999-12-31&to=9999-12-31',
+    ]) {
+      const result = await get(url);
+      expect(result.statusCode, url).toBeLessThan(500);
+    }
+    expect(jsonBody(await get('/finance/summary?from=9999-12-31&to=9999-12-31'))).toMatchObject({
+      surveys: [],
+    });
   });
 });
 
