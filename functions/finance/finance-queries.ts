@@ -60,7 +60,16 @@ interface Cursor {
   /** The day the next page starts in, and where in it. */
   readonly d: string;
   readonly k?: Record<string, unknown>;
+  /** The survey and kind it was returned for (`filterOf`): absent, neither. */
+  readonly f?: string;
 }
+
+/**
+ * What a page was asked for, as its cursor carries it: a cursor continues only the list it came from (one of a
+ * kind sent with another would start that list where the first had got to, leaving out what comes before).
+ */
+const filterOf = (surveyId: string | undefined, kind: string | undefined): string | undefined =>
+  surveyId || kind ? `${surveyId ?? ''}|${kind ?? ''}` : undefined;
 
 const CURSOR_KEY_NAMES = ['gsi2pk', 'gsi2sk', 'pk', 'sk'];
 /** DynamoDB's bounds on a key's value, in bytes of UTF-8: the index's partition key (2,048) and sort key (1,024). */
@@ -90,19 +99,24 @@ const encodeCursor = (cursor: Cursor) => Buffer.from(JSON.stringify(cursor)).toS
  * survey and kind asked for): anything else, a cursor of another filter among them, is refused here as a 400,
  * never passed on to fail as a 500.
  */
-function decodeCursor(value: string, period: Period, sortPrefix: string): Cursor {
+function decodeCursor(value: string, period: Period, sortPrefix: string, filter: string | undefined): Cursor {
   try {
     const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor;
     if (
       cursor &&
       typeof cursor === 'object' &&
+      cursor.f === filter &&
       typeof cursor.d === 'string' &&
       isCalendarDay(cursor.d) &&
       cursor.d >= period.from &&
       cursor.d <= period.to &&
       (cursor.k === undefined || isIndexKeyOf(cursor.k, cursor.d, sortPrefix))
     )
-      return cursor.k === undefined ? { d: cursor.d } : { d: cursor.d, k: cursor.k };
+      return {
+        d: cursor.d,
+        ...(cursor.k === undefined ? {} : { k: cursor.k }),
+        ...(filter ? { f: filter } : {}),
+      };
   } catch {
     // fall through
   }
@@ -184,9 +198,11 @@ export function finance(deps: {
       options: { surveyId?: string; kind?: string; limit: number; cursor?: string },
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
+      const filter = filterOf(options.surveyId, options.kind);
+      const tagged = filter ? { f: filter } : {};
       let cursor: Cursor | undefined = options.cursor
-        ? decodeCursor(options.cursor, period, discrepancySortPrefix(options.surveyId, options.kind))
-        : { d: period.from };
+        ? decodeCursor(options.cursor, period, discrepancySortPrefix(options.surveyId, options.kind), filter)
+        : { d: period.from, ...tagged };
       const items: Discrepancy[] = [];
       while (cursor && items.length < limit) {
         const page = await deps.results.discrepancyPage(cursor.d, {
@@ -196,8 +212,8 @@ export function finance(deps: {
           ...(cursor.k ? { startKey: cursor.k } : {}),
         });
         items.push(...page.attempts.map(discrepancyOf).filter((d): d is Discrepancy => d !== undefined));
-        if (page.lastKey) cursor = { d: cursor.d, k: page.lastKey };
-        else cursor = cursor.d < period.to ? { d: nextDay(cursor.d) } : undefined;
+        if (page.lastKey) cursor = { d: cursor.d, k: page.lastKey, ...tagged };
+        else cursor = cursor.d < period.to ? { d: nextDay(cursor.d), ...tagged } : undefined;
       }
       return { items, ...(cursor ? { nextCursor: encodeCursor(cursor) } : {}) };
     },
