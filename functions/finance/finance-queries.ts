@@ -180,7 +180,9 @@ export function finance(deps: {
     failingSurveys,
 
     /** The whole report of a period (all discrepancies): what the CLI renders as JSON, CSV or HTML. */
-    async report(period: Period, surveyIds?: readonly string[]): Promise<FinanceReport> {
+    async report(period: Period, asked?: readonly string[]): Promise<FinanceReport> {
+      // A survey named twice is one survey: its discrepancies counted once.
+      const surveyIds = asked && [...new Set(asked)];
       const [rows, discrepancies, failing] = await Promise.all([
         summaryRows(period, surveyIds),
         allDiscrepancies(period, surveyIds),

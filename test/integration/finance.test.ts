@@ -237,6 +237,14 @@ describe('surveys failing in the period', () => {
     const report = await queries.report({ from: D1, to: D1 });
     expect(report.failingSurveys.map((f) => f.surveyId)).toEqual(['8001', '8002']);
   });
+
+  it('a report of a survey named twice counts its discrepancies once', async () => {
+    const once = await queries.report({ from: D1, to: D2 }, ['8001']);
+    const twice = await queries.report({ from: D1, to: D2 }, ['8001', '8001']);
+    expect(once.discrepancies.length).toBeGreaterThan(0);
+    expect(twice.discrepancies).toEqual(once.discrepancies);
+    expect(twice.totals).toEqual(once.totals);
+  });
 });
 
 describe('summary', () => {
