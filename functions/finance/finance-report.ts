@@ -238,6 +238,7 @@ export function financeReport(
       (a, b) =>
         a.day.localeCompare(b.day) ||
         Number(a.surveyId) - Number(b.surveyId) ||
+        a.kind.localeCompare(b.kind) ||
         a.token.localeCompare(b.token),
     );
   return {

@@ -175,6 +175,37 @@ describe('money discrepancies', () => {
   });
 });
 
+describe('the report', () => {
+  it('lists discrepancies by day, survey (as a number), kind and token, as the API does but for the survey order', () => {
+    const item = (surveyId: string, verdict: string, token: string) => ({
+      surveyId,
+      pid: `p-${token}`,
+      token,
+      complete: 'postback-confirmed' as const,
+      conflict: false,
+      reconciliation: { verdict, day: '2026-11-20', detail: {}, at: '2026-11-21T00:00:00.000Z', history: [] },
+    });
+    const report = financeReport(
+      '2026-11-20',
+      '2026-11-20',
+      [],
+      [
+        item('10', 'invalidated', 'a'),
+        item('9', 'invalidated', 'y'),
+        item('9', 'complete_not_paid', 'z'),
+        item('100', 'complete_not_paid', 'b'),
+      ],
+      new Date('2026-11-21T00:00:00.000Z'),
+    );
+    expect(report.discrepancies.map((d) => [d.surveyId, d.kind, d.token])).toEqual([
+      ['9', 'complete_not_paid', 'z'],
+      ['9', 'invalidated', 'y'],
+      ['10', 'invalidated', 'a'],
+      ['100', 'complete_not_paid', 'b'],
+    ]);
+  });
+});
+
 describe('failing surveys CSV', () => {
   it('one row per spell, open ends empty, reason codes separated by spaces', () => {
     const csv = failingSurveysCsv([
