@@ -73,7 +73,9 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
       handler: async ({ query, csv, surveys }) => {
         const period = periodOf(query);
         if (surveys.length > 1) throw badRequest('discrepancies take at most one survey');
-        const limit = query.has('limit') ? Number(query.get('limit')) : 100;
+        // Digits only: Number() would also read `0x10`, `1e2` and ` 1`.
+        const written = query.get('limit') ?? '100';
+        const limit = /^\d{1,4}$/.test(written) ? Number(written) : Number.NaN;
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
           throw badRequest('limit must be an integer from 1 to 1000');
         const kind = readKind(query.get('kind') ?? undefined);

@@ -553,6 +553,9 @@ describe('discrepancies', () => {
           ] as const,
       ),
       ['limit=0', 'limit must be an integer from 1 to 1000'],
+      ...['0x10', '1e2', '%201', '10.0', '', '-5'].map(
+        (limit) => [`limit=${limit}`, 'limit must be an integer from 1 to 1000'] as const,
+      ),
       ['kind=matched', expect.stringMatching(/^kind must be one of complete_not_received, /)],
     ]) {
       const result = await get(`/finance/discrepancies?from=${D1}&to=${D2}&${query}`);
