@@ -107,6 +107,11 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
         const surveyId = event.pathParameters?.surveyId;
         const problem = identifierProblem('surveyId', surveyId);
         if (problem) throw badRequest(problem);
+        // An attempt's hits and verdict history do not fit one row: asked for as CSV, it says so.
+        if (query.get('format') === 'csv')
+          throw badRequest(
+            'attempts are answered as JSON only (format=csv is for the summary and discrepancies)',
+          );
         const pid = query.get('pid') ?? undefined;
         const token = query.get('token') ?? undefined;
         for (const [field, value] of [

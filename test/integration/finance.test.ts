@@ -593,5 +593,9 @@ describe('one attempt', () => {
     expect(byToken.attempts.map((a) => a.pid)).toEqual(['pid-b1']);
     expect((await get(`/finance/attempts/8002?token=nope&from=${D1}&to=${D2}`)).statusCode).toBe(404);
     expect((await get('/finance/attempts/8002')).statusCode).toBe(400);
+    // Asked for as CSV: said to be JSON only, not answered as JSON as if CSV were given.
+    const csv = await get('/finance/attempts/8001?pid=pid-a1&format=csv');
+    expect(csv.statusCode).toBe(400);
+    expect(jsonBody(csv).message).toMatch(/^attempts are answered as JSON only/);
   });
 });
