@@ -97,12 +97,15 @@ export class HitApi extends Construct {
     };
     const iam = new HttpIamAuthorizer();
     for (const route of ROUTES) {
-      this.api.addRoutes({
+      const routes = this.api.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
         integration: integrationFor(route.function),
         ...(route.auth === 'iam' ? { authorizer: iam } : {}),
       });
+      // The stage's route settings name the routes by key: API Gateway refuses a stage whose settings name a route
+      // that does not exist yet, so the stage is created after every route (else the first deploy fails).
+      this.stage.node.addDependency(...routes);
     }
     // RouteSettings is free-form JSON in the L1, so its keys are written as CloudFormation spells them.
     const cfnStage = this.stage.node.defaultChild as CfnStage;

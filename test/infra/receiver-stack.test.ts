@@ -670,6 +670,15 @@ describe('HTTP API', () => {
     expect(routes.sort()).toEqual(ROUTES.map(routeKey).sort());
   });
 
+  it('creates the stage after every route its settings name (API Gateway refuses settings of a route not there yet)', () => {
+    const routeIds = Object.keys(template.findResources('AWS::ApiGatewayV2::Route'));
+    const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage')) as {
+      DependsOn?: string[];
+    }[];
+    expect(routeIds).toHaveLength(ROUTES.length);
+    for (const id of routeIds) expect(stage?.DependsOn ?? [], id).toContain(id);
+  });
+
   it('throttles the stage and every route', () => {
     template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       DefaultRouteSettings: { ThrottlingBurstLimit: Match.anyValue(), ThrottlingRateLimit: Match.anyValue() },
