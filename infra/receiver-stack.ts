@@ -292,6 +292,16 @@ export class ReceiverStack extends Stack {
       target: new LambdaInvoke(this.health.function, { retryAttempts: 0, maxEventAge: Duration.minutes(5) }),
     });
 
+    // The schedules invoke their functions asynchronously: without this, Lambda itself would run a failed or
+    // timed-out invocation twice more (up to six hours later, beside the next scheduled run). A failure is left
+    // to the next run, as the comments on the schedules say; reconcile's own resume call is invoked alike.
+    for (const [scheduled, maxEventAge] of [
+      [this.redirectSync, Duration.minutes(10)],
+      [this.reconcile, Duration.minutes(30)],
+      [this.health, Duration.minutes(5)],
+    ] as const)
+      scheduled.function.configureAsyncInvoke({ retryAttempts: 0, maxEventAge });
+
     this.operations = new Operations(this, 'operations', {
       api: this.api.api,
       accessLogs: this.api.accessLogs,

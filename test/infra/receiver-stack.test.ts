@@ -233,6 +233,15 @@ describe('redirect sync', () => {
     });
   });
 
+  it('the scheduled functions are not run again by Lambda after a failure (their schedules invoke them asynchronously)', () => {
+    for (const scheduled of [stack.redirectSync, stack.reconcile, stack.health])
+      template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
+        FunctionName: { Ref: logicalId(scheduled.function) },
+        MaximumRetryAttempts: 0,
+        MaximumEventAgeInSeconds: Match.anyValue(),
+      });
+  });
+
   it('is deployed with its schedule disabled when no marketplace URL was given', () => {
     const bare = Template.fromStack(new ReceiverStack(templateApp(), 'Bare'));
     bare.hasResourceProperties('AWS::Scheduler::Schedule', {
