@@ -18,7 +18,11 @@ import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { HealthSettings } from '../functions/health/health-rules';
-import { ATTEMPT_PARTITION_PREFIX, CHECKPOINT_PARTITION_PREFIX } from '../functions/ledger/ledger-schema';
+import {
+  ATTEMPT_PARTITION_PREFIX,
+  CHECKPOINT_PARTITION_PREFIX,
+  HIT_PATH_PARTITION_PREFIXES,
+} from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { HitApi, type RouteThrottles } from './constructs/hit-api';
@@ -131,11 +135,13 @@ export class ReceiverStack extends Stack {
         string
       >,
     })
-      .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
+      .bindLedger(this.ledger.table, [])
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
       .bindSigningKeys(this.signingKeys);
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
-      .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
+      .bindLedger(this.ledger.table, [])
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
       .bindSigningKeys(this.signingKeys);
 
@@ -154,7 +160,8 @@ export class ReceiverStack extends Stack {
       ...QUEUE_FUNCTIONS['drain-buffer'],
       timeout: Duration.seconds(30),
     })
-      .bindLedger(this.ledger.table, ['dynamodb:UpdateItem'])
+      .bindLedger(this.ledger.table, [])
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
     this.buffer.bindDrainer(this.drainer);
 

@@ -138,9 +138,12 @@ export const legacyAttemptDayPartition = (day: string) => `ATTEMPTS#${day}`;
  */
 export const DAY_INDEX_BACKFILLED = 'day-index-backfilled';
 
+/** What the partition key of every count of refused hits starts with. */
+export const REJECTED_PARTITION_PREFIX = 'REJECTED#';
+
 /** The item that counts a source's refused hits of one code in the UTC minute of `at`. */
 export const rejectedKey = (at: string, code: string, source: string) => ({
-  pk: `REJECTED#${utcDay(at)}`,
+  pk: `${REJECTED_PARTITION_PREFIX}${utcDay(at)}`,
   sk: `${at.slice(0, 16)}#${keyPart(code)}#${keyPart(source)}`,
 });
 
@@ -150,7 +153,7 @@ export const rejectedKey = (at: string, code: string, source: string) => ({
  * what counting on one item would (one write each) and expires with the rest.
  */
 export const rejectedPostbackKey = (at: string, code: string, surveyId: string, source: string) => ({
-  pk: `REJECTED#${utcDay(at)}`,
+  pk: `${REJECTED_PARTITION_PREFIX}${utcDay(at)}`,
   sk: `${at.slice(0, 16)}#postback#${keyPart(code)}#${keyPart(surveyId)}#${keyPart(source)}`,
 });
 
@@ -163,10 +166,22 @@ export const checkpointKey = (name: string) => ({
   sk: 'CHECKPOINT',
 });
 
+/** What every day summary's partition key starts with. */
+export const SUMMARY_PARTITION_PREFIX = 'SUMMARY#';
 export const summaryKey = (surveyId: string, day: string) => ({
-  pk: `SUMMARY#${surveyId}`,
+  pk: `${SUMMARY_PARTITION_PREFIX}${surveyId}`,
   sk: `DAY#${day}`,
 });
+
+/**
+ * The only items the hit path (receivers and drainer) writes: attempts, counts of refused hits, and the flag a
+ * late hit leaves on its judged day's summary (judged-day-flag.ts). Their roles may update nothing else.
+ */
+export const HIT_PATH_PARTITION_PREFIXES = [
+  ATTEMPT_PARTITION_PREFIX,
+  REJECTED_PARTITION_PREFIX,
+  SUMMARY_PARTITION_PREFIX,
+] as const;
 export const summaryIndexKey = (surveyId: string, day: string) => ({
   gsi1pk: `SUMMARIES#${day}`,
   gsi1sk: surveyId,

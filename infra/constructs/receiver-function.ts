@@ -116,9 +116,10 @@ export class ReceiverFunction extends Construct {
     options: { indexQuery?: boolean; discrepancyIndexQuery?: boolean } = {},
   ): this {
     this.function.addEnvironment('TABLE_NAME', table.tableName);
-    this.role.addToPrincipalPolicy(
-      new PolicyStatement({ effect: Effect.ALLOW, actions: [...actions], resources: [table.tableArn] }),
-    );
+    if (actions.length > 0)
+      this.role.addToPrincipalPolicy(
+        new PolicyStatement({ effect: Effect.ALLOW, actions: [...actions], resources: [table.tableArn] }),
+      );
     const indexes = [
       ...(options.indexQuery ? [LEDGER.index.name] : []),
       ...(options.discrepancyIndexQuery ? [LEDGER.discrepancyIndex.name] : []),
@@ -143,14 +144,17 @@ export class ReceiverFunction extends Construct {
   allowLedgerItems(
     table: ITableV2,
     actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:GetItem')[],
-    partitionPrefix: string,
+    partitionPrefix: string | readonly string[],
   ): this {
+    const prefixes = typeof partitionPrefix === 'string' ? [partitionPrefix] : partitionPrefix;
     this.role.addToPrincipalPolicy(
       new PolicyStatement({
         effect: Effect.ALLOW,
         actions: [...actions],
         resources: [table.tableArn],
-        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${partitionPrefix}*`] } },
+        conditions: {
+          'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes.map((prefix) => `${prefix}*`) },
+        },
       }),
     );
     return this;

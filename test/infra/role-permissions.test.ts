@@ -152,6 +152,22 @@ describe('the hit path within its roles', () => {
     },
   );
 
+  it('no hit-path role may write any other item: registrations, reconciliation state, runs, health', () => {
+    const mayWrite = (grants: Grant[], key: string) =>
+      grants.some(
+        (g) =>
+          g.actions.some((a) => ['dynamodb:UpdateItem', 'dynamodb:PutItem'].includes(a)) &&
+          (!g.prefixes || g.prefixes.some((p) => key.startsWith(p))),
+      );
+    for (const fn of [stack.redirect, stack.postback, stack.drainer]) {
+      const grants = tableGrants(fn);
+      for (const key of ['SURVEY#4401', 'RUN#reconcile', 'HEALTH#4401', 'CHECKPOINT#sync'])
+        expect(mayWrite(grants, key), `${fn.node.id} ${key}`).toBe(false);
+      for (const key of ['ATTEMPT#4401#p', 'REJECTED#2026-11-20', 'SUMMARY#4401'])
+        expect(mayWrite(grants, key), `${fn.node.id} ${key}`).toBe(true);
+    }
+  });
+
   it('the buffer drainer: a buffered hit delivered twice', async () => {
     const denied: string[] = [];
     const { client, tableName } = await guardedClient(tableGrants(stack.drainer), denied);
