@@ -324,14 +324,16 @@ export class ReceiverStack extends Stack {
         finance: this.finance.function,
       },
       ...(props.alarmEmail ? { alarmEmail: props.alarmEmail } : {}),
-      ...(marketplace.baseUrl
-        ? {
-            schedules: {
+      // The health check runs whether or not the marketplace is configured; the other two only with it.
+      schedules: {
+        healthEvery: props.healthCheckRate ?? Duration.minutes(5),
+        ...(marketplace.baseUrl
+          ? {
               reconcileEvery: props.reconcileRate ?? Duration.hours(1),
               syncEvery: props.redirectSyncRate ?? Duration.minutes(15),
-            },
-          }
-        : {}),
+            }
+          : {}),
+      },
     });
     // Per-survey notices (failing, recovered) come from the function: an alarm on an aggregate cannot name the survey.
     this.health.bindAlarmTopic(this.operations.topic, this.operations.key);

@@ -2,7 +2,7 @@
  * What an operator watches: alarms on what would lose money or hide a failure, published to an encrypted SNS
  * topic, and one CloudWatch dashboard with the same figures.
  */
-import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Annotations, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import {
   Alarm,
@@ -41,7 +41,11 @@ export interface OperationsProps {
   /** An address subscribed to the alarm topic (it must confirm the e-mail AWS sends). */
   readonly alarmEmail?: string;
   /** The enabled schedules' rates: each gets an alarm for when its runs stop. */
-  readonly schedules?: { readonly reconcileEvery?: Duration; readonly syncEvery?: Duration };
+  readonly schedules?: {
+    readonly reconcileEvery?: Duration;
+    readonly syncEvery?: Duration;
+    readonly healthEvery?: Duration;
+  };
 }
 
 /**
@@ -129,6 +133,11 @@ export class Operations extends Construct {
       }),
     );
     if (props.alarmEmail) this.topic.addSubscription(new EmailSubscription(props.alarmEmail));
+    // Said at synth and deploy: without a subscriber every alarm and every survey health notice reaches no one.
+    else
+      Annotations.of(this.topic).addWarning(
+        'no alarmEmail: the alarm topic has no subscriber, so alarms and survey health notices reach no one; set alarmEmail in the environment, or subscribe the topic (its ARN is the stack output AlarmTopicArn) another way',
+      );
     const alarm = (name: string, description: string, metric: IMetric, threshold: number) => {
       const created = new Alarm(this, name, {
         alarmDescription: description,
@@ -168,6 +177,13 @@ export class Operations extends Construct {
         'Reconciliation has stopped running: what the marketplace owes is not being checked; look at the reconcile function and its schedule',
         'ReconciledSurveys',
         props.schedules.reconcileEvery,
+      );
+    if (props.schedules?.healthEvery)
+      stopped(
+        'health-check-stopped',
+        'The survey health check has stopped running: a survey whose postbacks stop is not noticed; look at the health function and its schedule',
+        'SurveysOk',
+        props.schedules.healthEvery,
       );
     if (props.schedules?.syncEvery)
       stopped(

@@ -3,7 +3,7 @@
  * skip bundling (the template does not depend on the bundle's contents); bundling.test.ts bundles once.
  */
 import { App, Duration, Stack } from 'aws-cdk-lib';
-import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpUrlIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -486,7 +486,7 @@ describe('operations', () => {
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(8 + 2 + 7);
+    expect(alarms).toHaveLength(8 + 3 + 7);
     // The 429s API Gateway's throttles answer are counted from the access log (HTTP APIs publish no metric of them).
     const [filter, ...moreFilters] = Object.values(template.findResources('AWS::Logs::MetricFilter')) as {
       Properties: {
@@ -534,9 +534,25 @@ describe('operations', () => {
       ['ReconciledSurveys', 'SampleCount', 3 * 3600, 'LessThanThreshold'],
       // The sync runs every 30 minutes in this stack: three of its intervals.
       ['RedirectsApplied', 'SampleCount', 90 * 60, 'LessThanThreshold'],
+      // The health check, every 5 minutes: an hour at least.
+      ['SurveysOk', 'SampleCount', 3600, 'LessThanThreshold'],
     ]);
-    // Without the marketplace both schedules are off, and so are their alarms.
-    expect(stoppedAlarms(Template.fromStack(new ReceiverStack(templateApp(), 'Off', {})))).toEqual([]);
+    // Without the marketplace its two schedules are off, and so are their alarms; the health check's runs.
+    expect(
+      stoppedAlarms(Template.fromStack(new ReceiverStack(templateApp(), 'Off', {}))).map(
+        (p) => stat(p)?.Metric.MetricName,
+      ),
+    ).toEqual(['SurveysOk']);
+  });
+
+  it('warns at synth when no one would receive the alarms (no alarmEmail)', () => {
+    const warnings = (props: ConstructorParameters<typeof ReceiverStack>[2]) =>
+      Annotations.fromStack(new ReceiverStack(templateApp(), 'Warned', props)).findWarning(
+        '*',
+        Match.stringLikeRegexp('no alarmEmail'),
+      );
+    expect(warnings({})).toHaveLength(1);
+    expect(warnings({ alarmEmail: 'oncall@panel.example.com' })).toEqual([]);
   });
 
   it('CloudWatch can publish to the alarm topic: its key is customer-managed and lets CloudWatch use it', () => {
