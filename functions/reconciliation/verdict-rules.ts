@@ -339,6 +339,13 @@ const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || atte
  * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
  * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
  */
+/** When the attempt last told something new: the latest first sighting of an outcome on either channel. */
+const lastLearnedAt = (attempt: Attempt): string | undefined =>
+  [...(attempt.redirect?.sightings ?? []), ...(attempt.postback?.sightings ?? [])]
+    .map((sighting) => sighting.firstAt)
+    .sort()
+    .pop();
+
 const attemptDay = (attempt: Attempt): string | undefined => {
   const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;
   return at ? dayOf(at) : undefined;
@@ -422,7 +429,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     const detail = transaction ? classified.detail : { ...classified.detail, searchedFrom };
     if (kind !== 'matched' && settled !== undefined) {
-      const latest = [transaction?.completedAt?.utc, clicked, attempt?.lastSeenAt]
+      // The attempt's last new sighting, not its last hit: a respondent refreshing the end page (anyone holding the
+      // URL, every few minutes) would otherwise keep its discrepancy from ever being judged.
+      const latest = [transaction?.completedAt?.utc, clicked, attempt && lastLearnedAt(attempt)]
         .filter((t): t is string => !!t)
         .sort()
         .pop();

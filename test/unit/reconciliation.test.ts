@@ -507,6 +507,52 @@ describe('windows', () => {
   });
 });
 
+describe('settling', () => {
+  it('a discrepancy is judged once what it rests on is settled, however often its hits repeat since', () => {
+    const settledBefore = new Date('2026-11-21T21:50:00.000Z');
+    const hour = '2026-11-21T21:00:00.000Z';
+    const item = {
+      surveyId: '1',
+      pid: 'p-r',
+      token: 'r',
+      firstSeenAt: hour,
+      // The success redirect refreshed a minute ago: a repeat, nothing new.
+      lastSeenAt: '2026-11-21T21:59:00.000Z',
+      postbackOutcome: 'success',
+      postback_success_at: hour,
+      postback_success_hits: 1,
+      redirectOutcome: 'success',
+      redirect_success_at: hour,
+      redirect_success_hits: 9,
+    };
+    const repeated = attemptFromItem(item);
+    const judged = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts: [repeated],
+      settledBefore,
+    });
+    expect(judged.awaiting).toBe(0);
+    expect(judged.verdicts.map((v) => v.verdict.kind)).toEqual(['complete_not_paid']);
+    // Something new (the fail postback, a conflict) is another matter: it waits for the other side.
+    const fresh = attemptFromItem({
+      ...item,
+      postback_fail_at: '2026-11-21T21:58:00.000Z',
+      postback_fail_hits: 1,
+    });
+    expect(
+      reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: [],
+        attempts: [fresh],
+        settledBefore,
+      }).awaiting,
+    ).toBe(1);
+  });
+});
+
 describe('late finishers', () => {
   const clicked = '2026-11-18T20:00:00.000Z'; // three Pacific days before DAY
   const late = attempt('late', noon, { postback: 'success' });
