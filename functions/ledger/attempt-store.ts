@@ -689,6 +689,7 @@ export function attemptFromItem(item: Item): Attempt {
     conflict: hasConflict(redirect, postback),
     ...(typeof item.verdict === 'string' ? { reconciliation: reconciliationFromItem(item) } : {}),
     ...(typeof item.arrivedAs === 'string' ? { arrivedAs: item.arrivedAs } : {}),
+    ...(item.bufferedIds instanceof Set && item.bufferedIds.size > 0 ? { drained: true as const } : {}),
   };
 }
 

@@ -48,6 +48,11 @@ export interface Attempt {
    * spelling), found by a later day's run; the transaction's own day reads that attempt by key.
    */
   readonly arrivedAs?: string;
+  /**
+   * Some hit of it came through the buffer (an outage): its sightings keep when the hits were made, so only
+   * `lastSeenAt` says when the ledger last learned something of it.
+   */
+  readonly drained?: true;
 }
 
 /** Reconciliation's word on an attempt, kept on the attempt: the verdict, what the marketplace said, history. */

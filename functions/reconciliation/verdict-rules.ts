@@ -339,12 +339,17 @@ const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || atte
  * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
  * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
  */
-/** When the attempt last told something new: the latest first sighting of an outcome on either channel. */
+/**
+ * When the attempt last told something new: the latest first sighting of an outcome on either channel. For one
+ * with hits drained from the buffer, whose sightings keep when they were made, its last change (`lastSeenAt`).
+ */
 const lastLearnedAt = (attempt: Attempt): string | undefined =>
-  [...(attempt.redirect?.sightings ?? []), ...(attempt.postback?.sightings ?? [])]
-    .map((sighting) => sighting.firstAt)
-    .sort()
-    .pop();
+  attempt.drained
+    ? attempt.lastSeenAt
+    : [...(attempt.redirect?.sightings ?? []), ...(attempt.postback?.sightings ?? [])]
+        .map((sighting) => sighting.firstAt)
+        .sort()
+        .pop();
 
 const attemptDay = (attempt: Attempt): string | undefined => {
   const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;
@@ -430,7 +435,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const detail = transaction ? classified.detail : { ...classified.detail, searchedFrom };
     if (kind !== 'matched' && settled !== undefined) {
       // The attempt's last new sighting, not its last hit: a respondent refreshing the end page (anyone holding the
-      // URL, every few minutes) would otherwise keep its discrepancy from ever being judged.
+      // URL, every few minutes) would otherwise keep its discrepancy from ever being judged. (A drained hit is new
+      // when it is drained, not when it was made.)
       const latest = [transaction?.completedAt?.utc, clicked, attempt && lastLearnedAt(attempt)]
         .filter((t): t is string => !!t)
         .sort()

@@ -550,6 +550,17 @@ describe('settling', () => {
         settledBefore,
       }).awaiting,
     ).toBe(1);
+    // A hit drained from the buffer a minute ago is new now, whenever it was made.
+    const drained = attemptFromItem({ ...item, bufferedIds: new Set(['d1']) });
+    expect(
+      reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: [],
+        attempts: [drained],
+        settledBefore,
+      }).awaiting,
+    ).toBe(1);
   });
 });
 
