@@ -60,7 +60,7 @@ interface Cursor {
   /** The day the next page starts in, and where in it. */
   readonly d: string;
   readonly k?: Record<string, unknown>;
-  /** The survey and kind it was returned for (`filterOf`): absent, neither. */
+  /** The survey and kind it was returned for (`filterOf`); absent in cursors of the release before. */
   readonly f?: string;
 }
 
@@ -68,8 +68,9 @@ interface Cursor {
  * What a page was asked for, as its cursor carries it: a cursor continues only the list it came from (one of a
  * kind sent with another would start that list where the first had got to, leaving out what comes before).
  */
-const filterOf = (surveyId: string | undefined, kind: string | undefined): string | undefined =>
-  surveyId || kind ? `${surveyId ?? ''}|${kind ?? ''}` : undefined;
+const filterOf = (surveyId: string | undefined, kind: string | undefined): string =>
+  `${surveyId ?? ''}|${kind ?? ''}`;
+const UNFILTERED = filterOf(undefined, undefined);
 
 const CURSOR_KEY_NAMES = ['gsi2pk', 'gsi2sk', 'pk', 'sk'];
 /** DynamoDB's bounds on a key's value, in bytes of UTF-8: the index's partition key (2,048) and sort key (1,024). */
@@ -99,24 +100,24 @@ const encodeCursor = (cursor: Cursor) => Buffer.from(JSON.stringify(cursor)).toS
  * survey and kind asked for): anything else, a cursor of another filter among them, is refused here as a 400,
  * never passed on to fail as a 500.
  */
-function decodeCursor(value: string, period: Period, sortPrefix: string, filter: string | undefined): Cursor {
+function decodeCursor(value: string, period: Period, sortPrefix: string, filter: string): Cursor {
   try {
     const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor;
     if (
       cursor &&
       typeof cursor === 'object' &&
-      cursor.f === filter &&
+      // A cursor of the release before carries no filter: taken for the unfiltered list, or where its key alone says
+      // which list it continues (inside the survey asked for), so a page under way at an upgrade is not refused.
+      (cursor.f === filter ||
+        (cursor.f === undefined &&
+          (filter === UNFILTERED || (sortPrefix !== '' && cursor.k !== undefined)))) &&
       typeof cursor.d === 'string' &&
       isCalendarDay(cursor.d) &&
       cursor.d >= period.from &&
       cursor.d <= period.to &&
       (cursor.k === undefined || isIndexKeyOf(cursor.k, cursor.d, sortPrefix))
     )
-      return {
-        d: cursor.d,
-        ...(cursor.k === undefined ? {} : { k: cursor.k }),
-        ...(filter ? { f: filter } : {}),
-      };
+      return { d: cursor.d, ...(cursor.k === undefined ? {} : { k: cursor.k }), f: filter };
   } catch {
     // fall through
   }
@@ -201,7 +202,7 @@ export function finance(deps: {
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
       const filter = filterOf(options.surveyId, options.kind);
-      const tagged = filter ? { f: filter } : {};
+      const tagged = { f: filter };
       let cursor: Cursor | undefined = options.cursor
         ? decodeCursor(options.cursor, period, discrepancySortPrefix(options.surveyId, options.kind), filter)
         : { d: period.from, ...tagged };
