@@ -40,6 +40,9 @@ export const CLOSURE_LOOKUPS_PER_RUN = 50;
 /** How often a survey recorded closed is looked up in case it was resumed, and for how long after its closure. */
 export const RESUME_LOOKUP_EVERY_MS = 24 * 3_600_000;
 export const RESUME_LOOKUP_FOR_MS = 30 * 24 * 3_600_000;
+/** What a failure to look a survey up is recorded as (`lastError`), apart from a failure to apply it. */
+const LOOKUP_FAILED = 'lookup: ';
+
 /**
  * A survey whose apply or verification keeps failing is retried at the next run, then after 15 minutes, doubling
  * up to a day: a read-back the marketplace will never give as sent costs a few calls a day, not three every run.
@@ -572,12 +575,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         if (registration?.state === 'removed') {
           return { surveyId, status: 'skipped', reason: 'redirects were removed by an operator' };
         }
-        // Listed as changed, but its last tries failed: it waits its turn like the other retries.
+        // Listed as changed, but its last tries failed: it waits its turn like the other retries. Not when they
+        // failed only to look it up (the marketplace did not find it then): listed now, it is applied now.
         if (
           registration &&
           !closing.has(surveyId) &&
           !registration.verified &&
           registration.failures > 0 &&
+          !(discovered.has(surveyId) && registration.lastError?.startsWith(LOOKUP_FAILED)) &&
           !retryDue(registration)
         ) {
           return { surveyId, status: 'skipped', reason: 'failed before; retried later' };
@@ -610,7 +615,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
                 ...(current.verified
                   ? {}
                   : {
-                      lastError: `lookup: ${error.message}`,
+                      lastError: `${LOOKUP_FAILED}${error.message}`,
                       lastErrorAt: at,
                       failures: current.failures + 1,
                     }),

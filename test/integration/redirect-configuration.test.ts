@@ -566,6 +566,11 @@ describe('sync', () => {
     );
     expect((await syncRegistry.get('5294'))?.closedAt).toBeDefined();
     expect((await syncRegistry.get('5293'))?.closedAt).toBeUndefined();
+    // Listed live again within its backoff: its failures were lookups only, so it is applied at once.
+    gone.splice(gone.indexOf('5291'), 1);
+    marketplace.state.addSurvey({ surveyId: 5291 }, new Date(start + 205 * 60_000));
+    const listedAgain = await run(210);
+    expect(listedAgain.results).toContainEqual({ surveyId: '5291', status: 'applied', kid: 'k1' });
   });
 
   it('a rotation re-signs closed surveys too, which stay closed; a refused list of every live survey is reported, not counted', async () => {
