@@ -28,6 +28,12 @@ const program = new Command('cli')
   .addCommand(bufferCommand())
   .addCommand(ledgerCommand());
 
+// Output cut short by its reader (`| head`): nothing more to say, and no stack trace for it.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(process.exitCode ?? 0);
+});
+
 try {
   await program.parseAsync(process.argv);
 } catch (error) {

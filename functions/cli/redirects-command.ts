@@ -140,7 +140,8 @@ export function redirectsCommand(): Command {
         },
         options,
       );
-      say(
+      // With --json, standard output is the JSON alone: the line goes to standard error.
+      (options.json ? complain : say)(
         `${options.dryRun ? 'would rotate' : 'rotated'}: new key ${rotation.kid}; ${rotation.previousKid} and older keys accepted until ${rotation.retireAt}`,
       );
       report(rotation.results, options);

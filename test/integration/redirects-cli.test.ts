@@ -3,7 +3,7 @@
  * (it reports none of them, or the supplier's global values): said so, not shown as set, and no difference. The
  * real CLI against a small marketplace of the test's own and the run's engine.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -56,20 +56,20 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
+const cliEnv = () => ({
+  ...process.env,
+  DYNAMODB_ENDPOINT: table.endpoint,
+  TABLE_NAME: table.tableName,
+  MARKETPLACE_BASE_URL: url,
+  MARKETPLACE_ACCESS_TOKEN: 'cli-picture-token',
+  SIGNING_KEYS: RING,
+  PUBLIC_BASE_URL: 'https://hits.test',
+  POWERTOOLS_LOG_LEVEL: 'ERROR',
+});
+
 async function cli(...args: string[]): Promise<{ stdout: string; code: number }> {
   try {
-    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], {
-      env: {
-        ...process.env,
-        DYNAMODB_ENDPOINT: table.endpoint,
-        TABLE_NAME: table.tableName,
-        MARKETPLACE_BASE_URL: url,
-        MARKETPLACE_ACCESS_TOKEN: 'cli-picture-token',
-        SIGNING_KEYS: RING,
-        PUBLIC_BASE_URL: 'https://hits.test',
-        POWERTOOLS_LOG_LEVEL: 'ERROR',
-      },
-    });
+    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: cliEnv() });
     return { stdout, code: 0 };
   } catch (error) {
     const failed = error as { stdout: string; stderr: string; code: number };
@@ -102,5 +102,35 @@ describe('redirects show', () => {
     expect(escaped.stdout).toMatch(
       /^ {2}pstbck +https:\/\/hits\.test\/\S+\n +reads back \S+&amp;\S+ \(the same URL, spelled otherwise\)$/m,
     );
+  });
+});
+
+describe('output for other programs', () => {
+  it('--json is JSON alone on standard output, a rotation included', async () => {
+    expect((await cli('redirects', 'apply', '--survey', '9104')).code).toBe(0);
+    const { stdout } = await run(
+      TSX,
+      ['functions/cli/main.ts', 'redirects', 'rotate', '--dry-run', '--json'],
+      {
+        env: cliEnv(),
+      },
+    );
+    expect(() => JSON.parse(stdout)).not.toThrow();
+  });
+
+  it('a reader that stops early (`| head -1`) ends the output without an error', async () => {
+    const child = spawn(TSX, ['functions/cli/main.ts', 'redirects', 'show', '--survey', '9104'], {
+      env: cliEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    // The first chunk read, the pipe is closed, as head does.
+    child.stdout.once('data', () => child.stdout.destroy());
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(stderr).not.toMatch(/EPIPE|Error:/);
+    expect(code).toBe(0);
   });
 });
