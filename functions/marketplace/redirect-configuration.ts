@@ -389,7 +389,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         const registration = await deps.registry.get(surveyId);
         const at = now().toISOString();
         try {
-          await deps.marketplace.deleteSurveyRedirects(surveyId);
+          try {
+            await deps.marketplace.deleteSurveyRedirects(surveyId);
+          } catch (error) {
+            // The marketplace does not know the survey (an id mistyped in `apply`, a survey deleted there): none of
+            // its redirects point here any more, so it is removed here too instead of failing for good.
+            if (!(error instanceof MarketplaceError && error.httpStatus === 404)) throw error;
+          }
           // What it was configured with goes; its prices stay (reconciliation still checks its recent completes).
           await deps.registry.put({
             surveyId,

@@ -192,6 +192,15 @@ describe('show and remove', () => {
     expect(after.differences.map((d) => d.field)).toContain('pstbck');
     expect(after.live).toBe(true);
   });
+
+  it('an id the marketplace does not know (mistyped in apply) fails to apply and can be removed', async () => {
+    const configuration = configure();
+    const [applied] = await configuration.apply(['5199']);
+    expect(applied).toMatchObject({ surveyId: '5199', status: 'failed' });
+    expect(await registry.get('5199')).toMatchObject({ state: 'active', verified: false });
+    expect(await configuration.remove(['5199'])).toEqual([{ surveyId: '5199', status: 'removed' }]);
+    expect(await registry.get('5199')).toMatchObject({ state: 'removed' });
+  });
 });
 
 describe('sync', () => {
