@@ -302,6 +302,12 @@ describe('survey health knobs', () => {
   const arrivedFor = (token: string) =>
     received.filter((r) => r.query.get('token') === token).map((r) => `${r.method} ${r.path}`);
 
+  it('a control request naming no survey, or one it does not have, is a 400 or 404, never a 500', async () => {
+    expect((await sim('POST', '/respondents', { surveyId: 7777, count: 1 })).status).toBe(404);
+    expect((await sim('POST', '/respondents', { count: 1 })).status).toBe(400);
+    expect((await sim('POST', '/surveys/9898/status', { live: false })).status).toBe(404);
+  });
+
   it('dropPostbacksFor stops the postbacks of the listed survey only, redirects still sent, until emptied', async () => {
     const [quiet, other] = [3004, 3005];
     for (const surveyId of [quiet, other]) {

@@ -51,10 +51,13 @@ export async function control(
   }
   const status = /^\/_sim\/surveys\/(\d+)\/status$/.exec(path);
   if (method === 'POST' && status) {
+    if (!state.surveys.has(Number(status[1]))) return failure(404, `Survey ${status[1]} not found`);
     state.setLive(Number(status[1]), input.live === true);
     return ok({ msg: 'status set' });
   }
   if (method === 'POST' && path === '/_sim/respondents') {
+    if (!state.surveys.has(Number(input.surveyId)))
+      return failure(input.surveyId === undefined ? 400 : 404, `Survey ${String(input.surveyId)} not found`);
     const count = Math.min(Number(input.count ?? 1), 10_000);
     const results = [];
     for (let i = 0; i < count; i++) {
