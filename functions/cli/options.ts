@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { isCalendarDay } from '../marketplace/pacific-time';
+import type { PostbackMethod } from '../marketplace/redirect-settings';
 import { type IdentifierField, identifierProblem } from '../receiving/identifiers';
 
 const identifier = (field: IdentifierField) => (value: string) => {
@@ -23,6 +24,18 @@ export const wholeNumberOption =
       );
     return n;
   };
+
+/** A postback method, GET or POST in any case; refused naming the option (or the variable) otherwise. */
+export const methodOption = (value: string, name?: unknown): PostbackMethod => {
+  const upper = value.toUpperCase();
+  if (upper !== 'GET' && upper !== 'POST')
+    throw new InvalidArgumentError(`${typeof name === 'string' ? `${name} ` : ''}must be GET or POST`);
+  return upper;
+};
+
+/** The method a `POSTBACK_METHOD_*` variable names (as the deployed sync reads it), GET when it is not set. */
+export const methodOfVariable = (name: 'POSTBACK_METHOD_SUCCESS' | 'POSTBACK_METHOD_FAIL'): PostbackMethod =>
+  methodOption(process.env[name] ?? 'GET', name);
 
 export function dayOption(value: string): string {
   if (!isCalendarDay(value)) {

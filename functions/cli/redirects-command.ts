@@ -8,7 +8,7 @@ import {
 } from '../marketplace/redirect-configuration';
 import { NOT_KEPT_PER_SURVEY, type PostbackMethod } from '../marketplace/redirect-settings';
 import { cliContext } from './context';
-import { surveyIdOption } from './options';
+import { methodOfVariable, methodOption, surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
 interface Common {
@@ -19,11 +19,6 @@ interface Common {
 }
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
-const methodOption = (value: string): PostbackMethod => {
-  const upper = value.toUpperCase();
-  if (upper !== 'GET' && upper !== 'POST') throw new InvalidArgumentError('must be GET or POST');
-  return upper;
-};
 
 /** `redirects ...`: point surveys' redirects and postbacks at this receiver, check them, rotate the signing key. */
 export function redirectsCommand(): Command {
@@ -155,7 +150,6 @@ function configure(options: {
   failMethod?: PostbackMethod;
 }): RedirectConfiguration {
   const context = cliContext();
-  const env = process.env;
   const interactive = process.stderr.isTTY;
   return redirectConfiguration({
     marketplace: context.marketplace(),
@@ -164,8 +158,8 @@ function configure(options: {
     saveKeyRing: (ring) => context.keyRingStore.save(ring),
     publicBaseUrl: context.publicBaseUrl,
     methods: {
-      success: options.successMethod ?? methodOption(env.POSTBACK_METHOD_SUCCESS ?? 'GET'),
-      fail: options.failMethod ?? methodOption(env.POSTBACK_METHOD_FAIL ?? 'GET'),
+      success: options.successMethod ?? methodOfVariable('POSTBACK_METHOD_SUCCESS'),
+      fail: options.failMethod ?? methodOfVariable('POSTBACK_METHOD_FAIL'),
     },
     onResult: (_result, done, total) => {
       if (interactive && total > 1)

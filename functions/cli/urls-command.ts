@@ -2,12 +2,8 @@ import { Command, Option } from 'commander';
 import { desiredRedirectSettings, type PostbackMethod } from '../marketplace/redirect-settings';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { cliContext } from './context';
-import { surveyIdOption } from './options';
+import { methodOfVariable, surveyIdOption } from './options';
 import { say, sayJson } from './terminal';
-
-/** The deployed postback method a variable names (as the sync reads it), GET unless it says POST. */
-const methodOf = (value: string | undefined): PostbackMethod =>
-  value?.toUpperCase() === 'POST' ? 'POST' : 'GET';
 
 /** `urls --survey <id>`: the seven signed URLs of a survey, placeholders left in. */
 export function urlsCommand(): Command {
@@ -46,8 +42,8 @@ export function urlsCommand(): Command {
           // All nine fields setRedirectionForSurvey takes: the seven URLs and the postback methods.
           sayJson(
             desiredRedirectSettings(urls, {
-              success: options.successMethod ?? methodOf(process.env.POSTBACK_METHOD_SUCCESS),
-              fail: options.failMethod ?? methodOf(process.env.POSTBACK_METHOD_FAIL),
+              success: options.successMethod ?? methodOfVariable('POSTBACK_METHOD_SUCCESS'),
+              fail: options.failMethod ?? methodOfVariable('POSTBACK_METHOD_FAIL'),
             }),
           );
           return;

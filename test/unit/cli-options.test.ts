@@ -1,7 +1,7 @@
 /** The operator CLI's option parsers: a bad value is refused naming what is accepted, before anything runs. */
 import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { wholeNumberOption } from '../../functions/cli/options';
+import { methodOfVariable, wholeNumberOption } from '../../functions/cli/options';
 import { reconcileCommand } from '../../functions/cli/reconcile-command';
 
 describe('whole number options', () => {
@@ -24,5 +24,24 @@ describe('whole number options', () => {
         from: 'user',
       }),
     ).rejects.toThrow(/--settle-seconds.*must be a whole number from 0 to 86400/);
+  });
+});
+
+describe('postback methods from the environment', () => {
+  it('read as the deployed sync reads them, and a wrong one refused naming its variable', () => {
+    const saved = process.env.POSTBACK_METHOD_FAIL;
+    try {
+      delete process.env.POSTBACK_METHOD_FAIL;
+      expect(methodOfVariable('POSTBACK_METHOD_FAIL')).toBe('GET');
+      process.env.POSTBACK_METHOD_FAIL = 'post';
+      expect(methodOfVariable('POSTBACK_METHOD_FAIL')).toBe('POST');
+      process.env.POSTBACK_METHOD_FAIL = 'PUT';
+      expect(() => methodOfVariable('POSTBACK_METHOD_FAIL')).toThrow(
+        'POSTBACK_METHOD_FAIL must be GET or POST',
+      );
+    } finally {
+      if (saved === undefined) delete process.env.POSTBACK_METHOD_FAIL;
+      else process.env.POSTBACK_METHOD_FAIL = saved;
+    }
   });
 });
