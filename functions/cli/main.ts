@@ -2,6 +2,7 @@
  * The operator CLI: `npm run cli -- <command>`. Each command lives in its own module; this file only wires them.
  */
 import { Command } from 'commander';
+import { StoreUnavailable } from '../ledger/document-client';
 import { attemptCommand } from './attempt-command';
 import { attemptsCommand } from './attempts-command';
 import { bufferCommand } from './buffer-command';
@@ -37,6 +38,12 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
-  complain(`error: ${error instanceof Error ? error.message : String(error)}`);
+  // Against the local stack's engine, nothing answering almost always means the stack is not running.
+  const local = process.env.LOCAL_ENGINE === 'embedded' ? process.env.DYNAMODB_ENDPOINT : undefined;
+  const hint =
+    error instanceof StoreUnavailable && local
+      ? ` (nothing answers at ${local}: is the local stack running? npm start)`
+      : '';
+  complain(`error: ${error instanceof Error ? error.message : String(error)}${hint}`);
   process.exitCode = 1;
 }

@@ -133,4 +133,13 @@ describe('output for other programs', () => {
     expect(stderr).not.toMatch(/EPIPE|Error:/);
     expect(code).toBe(0);
   });
+
+  it('against the local stack when nothing answers, says to start it', async () => {
+    const { DYNAMODB_ENDPOINT: _endpoint, TABLE_NAME: _table, ...env } = cliEnv();
+    const failed = await run(TSX, ['functions/cli/main.ts', 'attempts', '--survey', '9104'], {
+      env: { ...env, DYNAMODB_PORT: '1' },
+    }).catch((error: { stderr: string; code: number }) => error);
+    expect(failed).toMatchObject({ code: 1 });
+    expect((failed as { stderr: string }).stderr).toContain('is the local stack running? npm start');
+  });
 });
