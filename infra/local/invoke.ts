@@ -14,6 +14,14 @@ if (!name || !eventFile || !(name in FUNCTIONS)) {
   process.exit(2);
 }
 
+// The event first: a file that cannot be read is said so, before any engine starts.
+const event = await readFile(eventFile, 'utf8')
+  .then((text) => JSON.parse(text) as unknown)
+  .catch((error: Error) => {
+    console.error(`cannot read the event ${eventFile}: ${error.message} (samples are in events/)`);
+    process.exit(2);
+  });
+
 const env = applyLocalDefaults();
 let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
 if (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT as string))) {
@@ -23,11 +31,10 @@ if (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT a
 }
 await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
 
-const event = JSON.parse(await readFile(eventFile, 'utf8'));
 const { handler } = (await import(`../../${FUNCTIONS[name as FunctionName].entry}`)) as {
   handler: LambdaHandler;
 };
-const result = await handler(event, lambdaContext(name));
+const result = await handler(event as Parameters<LambdaHandler>[0], lambdaContext(name));
 console.log(JSON.stringify(result, null, 2));
 await engine?.stop();
 
