@@ -327,6 +327,19 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     return amended;
   }
 
+  /** Whether a failure says the marketplace does not know the survey at all (its redirects read back 404 too). */
+  async function unknownAtMarketplace(surveyId: string, error: unknown): Promise<boolean> {
+    const notFound = (e: unknown) =>
+      e instanceof MarketplaceError && e.httpStatus === 404 && e.kind !== 'malformed';
+    if (!notFound(error)) return false;
+    try {
+      await deps.marketplace.getSurveyRedirects(surveyId);
+      return false;
+    } catch (readError) {
+      return notFound(readError);
+    }
+  }
+
   /** Records a survey closed. */
   async function recordClosure(surveyId: string, message: string): Promise<SurveyResult> {
     const closed = await amendActive(surveyId, (at) => ({ closedAt: at }));
@@ -393,8 +406,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             await deps.marketplace.deleteSurveyRedirects(surveyId);
           } catch (error) {
             // The marketplace does not know the survey (an id mistyped in `apply`, a survey deleted there): none of
-            // its redirects point here any more, so it is removed here too instead of failing for good.
-            if (!(error instanceof MarketplaceError && error.httpStatus === 404)) throw error;
+            // its redirects point here any more, so it is removed here too instead of failing for good. Only when
+            // it says so itself (a JSON answer, not a 404 page of a wrong URL) and reading its redirects says the
+            // same: a 404 for a survey whose redirects still read back fails as before.
+            if (!(await unknownAtMarketplace(surveyId, error))) throw error;
           }
           // What it was configured with goes; its prices stay (reconciliation still checks its recent completes).
           await deps.registry.put({

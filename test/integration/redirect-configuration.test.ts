@@ -200,6 +200,27 @@ describe('show and remove', () => {
     expect(await registry.get('5199')).toMatchObject({ state: 'active', verified: false });
     expect(await configuration.remove(['5199'])).toEqual([{ surveyId: '5199', status: 'removed' }]);
     expect(await registry.get('5199')).toMatchObject({ state: 'removed' });
+    // A 404 to the removal of a survey whose redirects still read back, or a 404 page (a wrong URL), is a failure:
+    // the survey stays as it was.
+    marketplace.state.addSurvey({ surveyId: 5198 });
+    await configuration.apply(['5198']);
+    for (const answer of [
+      () =>
+        new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Survey 5198 not found' }), { status: 404 }),
+      () => new Response('<html>Not Found</html>', { status: 404 }),
+    ]) {
+      const refusing = configure({
+        marketplace: createMarketplaceClient({
+          baseUrl: marketplace.url,
+          accessToken: () => TOKEN,
+          retries: 0,
+          fetch: async (input, init) => (init?.method === 'DELETE' ? answer() : fetch(input, init)),
+        }),
+      });
+      const [result] = await refusing.remove(['5198']);
+      expect(result).toMatchObject({ surveyId: '5198', status: 'failed' });
+      expect(await registry.get('5198')).toMatchObject({ state: 'active', verified: true });
+    }
   });
 });
 
