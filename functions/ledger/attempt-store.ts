@@ -345,7 +345,7 @@ export function createLedgerStore(
     async recordBufferedHit(hit, at, bufferId) {
       // Its sighting keeps when it was made; `lastSeenAt`, what a run's verdict is conditional on and a late hit is
       // told by, says when the ledger changed: a time long past would pass for a hit older than the run's read.
-      const update = { ...hitUpdate(hit, at, bufferId, clock()), TableName: tableName };
+      const update = { ...hitUpdate(hit, at, bufferId, clock(), true), TableName: tableName };
       const digest = hitDigest(bufferId);
       const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;
       try {
@@ -587,9 +587,11 @@ const hitIdCondition = (channel: Hit['channel'], slot: string) =>
  * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was,
  * still consulted (hitIdCondition).
  */
-function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at) {
+function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, drained = false) {
   const now = at.toISOString();
   const set = [
+    // A drained hit's sighting keeps when it was made; when the ledger learned of it is kept apart.
+    ...(drained ? ['drainedAt = :seen'] : []),
     'kind = :kind',
     'surveyId = :surveyId',
     'pid = :pid',
@@ -689,7 +691,7 @@ export function attemptFromItem(item: Item): Attempt {
     conflict: hasConflict(redirect, postback),
     ...(typeof item.verdict === 'string' ? { reconciliation: reconciliationFromItem(item) } : {}),
     ...(typeof item.arrivedAs === 'string' ? { arrivedAs: item.arrivedAs } : {}),
-    ...(item.bufferedIds instanceof Set && item.bufferedIds.size > 0 ? { drained: true as const } : {}),
+    ...(typeof item.drainedAt === 'string' ? { drainedAt: item.drainedAt } : {}),
   };
 }
 

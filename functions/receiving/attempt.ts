@@ -49,10 +49,10 @@ export interface Attempt {
    */
   readonly arrivedAs?: string;
   /**
-   * Some hit of it came through the buffer (an outage): its sightings keep when the hits were made, so only
-   * `lastSeenAt` says when the ledger last learned something of it.
+   * When a hit of it last came through the buffer (an outage): its sightings keep when the hits were made, so
+   * this says when the ledger learned of them.
    */
-  readonly drained?: true;
+  readonly drainedAt?: string;
 }
 
 /** Reconciliation's word on an attempt, kept on the attempt: the verdict, what the marketplace said, history. */

@@ -340,16 +340,17 @@ const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || atte
  * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
  */
 /**
- * When the attempt last told something new: the latest first sighting of an outcome on either channel. For one
- * with hits drained from the buffer, whose sightings keep when they were made, its last change (`lastSeenAt`).
+ * When the attempt last told something new: the latest first sighting of an outcome on either channel, or the
+ * last drain of a hit from the buffer (whose sighting keeps when the hit was made). A repeated hit moves neither.
  */
 const lastLearnedAt = (attempt: Attempt): string | undefined =>
-  attempt.drained
-    ? attempt.lastSeenAt
-    : [...(attempt.redirect?.sightings ?? []), ...(attempt.postback?.sightings ?? [])]
-        .map((sighting) => sighting.firstAt)
-        .sort()
-        .pop();
+  [
+    ...(attempt.redirect?.sightings ?? []).map((s) => s.firstAt),
+    ...(attempt.postback?.sightings ?? []).map((s) => s.firstAt),
+    ...(attempt.drainedAt ? [attempt.drainedAt] : []),
+  ]
+    .sort()
+    .pop();
 
 const attemptDay = (attempt: Attempt): string | undefined => {
   const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;

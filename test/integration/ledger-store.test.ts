@@ -133,6 +133,25 @@ describe('buffered hits', () => {
     expect((await store.attemptsOf('702', 'p-order'))[0]?.postback?.outcome).toBe('fail');
   });
 
+  it('a drained hit records when the ledger learned of it; a repeat after it does not move that', async () => {
+    const hit = {
+      channel: 'postback',
+      surveyId: '704',
+      outcome: 'success',
+      pid: 'p-drained',
+      token: 'drained',
+      source: 'query',
+    } as const;
+    const made = new Date(Date.UTC(2026, 10, 21, 12, 0));
+    const before = Date.now();
+    expect(await store.recordBufferedHit(hit, made, 'buffer-drained')).toBe(true);
+    const [drained] = await store.attemptsOf('704', 'p-drained');
+    expect(drained?.postback?.firstAt).toBe(made.toISOString());
+    expect(Date.parse(drained?.drainedAt ?? '')).toBeGreaterThanOrEqual(before - 1000);
+    await store.recordHit(hit, new Date(), 'live-repeat');
+    expect((await store.attemptsOf('704', 'p-drained'))[0]?.drainedAt).toBe(drained?.drainedAt);
+  });
+
   it('two buffered hits made before the standing one, drained in either order: the first made stands', async () => {
     const postback = (outcome: 'success' | 'fail', token: string) =>
       ({ channel: 'postback', surveyId: '703', outcome, pid: `p-${token}`, token, source: 'query' }) as const;

@@ -550,8 +550,18 @@ describe('settling', () => {
         settledBefore,
       }).awaiting,
     ).toBe(1);
-    // A hit drained from the buffer a minute ago is new now, whenever it was made.
-    const drained = attemptFromItem({ ...item, bufferedIds: new Set(['d1']) });
+    // A hit drained from the buffer a minute ago is new now, whenever it was made; repeats after an old drain are
+    // repeats still.
+    const drained = attemptFromItem({ ...item, drainedAt: '2026-11-21T21:58:30.000Z' });
+    expect(
+      reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: [],
+        attempts: [attemptFromItem({ ...item, drainedAt: '2026-11-21T21:05:00.000Z' })],
+        settledBefore,
+      }).awaiting,
+    ).toBe(0);
     expect(
       reconcileSurveyWindow({
         surveyId: '1',
