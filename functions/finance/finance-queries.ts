@@ -70,7 +70,6 @@ interface Cursor {
  */
 const filterOf = (surveyId: string | undefined, kind: string | undefined): string =>
   `${surveyId ?? ''}|${kind ?? ''}`;
-const UNFILTERED = filterOf(undefined, undefined);
 
 const CURSOR_KEY_NAMES = ['gsi2pk', 'gsi2sk', 'pk', 'sk'];
 /** DynamoDB's bounds on a key's value, in bytes of UTF-8: the index's partition key (2,048) and sort key (1,024). */
@@ -106,11 +105,9 @@ function decodeCursor(value: string, period: Period, sortPrefix: string, filter:
     if (
       cursor &&
       typeof cursor === 'object' &&
-      // A cursor of the release before carries no filter: taken for the unfiltered list, or where its key alone says
-      // which list it continues (inside the survey asked for), so a page under way at an upgrade is not refused.
-      (cursor.f === filter ||
-        (cursor.f === undefined &&
-          (filter === UNFILTERED || (sortPrefix !== '' && cursor.k !== undefined)))) &&
+      // A cursor of the release before carries no filter, and its key cannot say which list it came from: refused
+      // (the list starts again) rather than taken for another list, which would leave rows out.
+      cursor.f === filter &&
       typeof cursor.d === 'string' &&
       isCalendarDay(cursor.d) &&
       cursor.d >= period.from &&
