@@ -24,6 +24,14 @@ function table(header: readonly string[], rows: readonly (readonly (string | num
   });
 }
 
+/**
+ * Kinds added after the summary's columns were first published: their columns come last, so a reader that takes
+ * columns by position still finds every earlier one where it was.
+ */
+const LATER_KINDS: readonly string[] = ['unknown_status'];
+const EARLIER_KINDS = LISTED_DISCREPANCY_KINDS.filter((kind) => !LATER_KINDS.includes(kind));
+const ADDED_KINDS = LISTED_DISCREPANCY_KINDS.filter((kind) => LATER_KINDS.includes(kind));
+
 export const SUMMARY_COLUMNS = [
   'survey_id',
   'day',
@@ -35,10 +43,11 @@ export const SUMMARY_COLUMNS = [
   'invalid_completes',
   'owed',
   'pending_amount',
-  ...LISTED_DISCREPANCY_KINDS.map((kind) => `discrepancies_${kind}`),
+  ...EARLIER_KINDS.map((kind) => `discrepancies_${kind}`),
   'money_discrepancies',
   ...[...CLAIM_KINDS].map((kind) => `claims_${kind}`),
   'last_reconciled_at',
+  ...ADDED_KINDS.map((kind) => `discrepancies_${kind}`),
 ] as const;
 
 /**
@@ -82,10 +91,11 @@ export function summaryCsv(
       r.invalidCompletes,
       r.owed,
       r.pending,
-      ...LISTED_DISCREPANCY_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
+      ...EARLIER_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
       r.moneyDiscrepancies,
       ...[...CLAIM_KINDS].map((kind) => r.claims[kind] ?? 0),
       r.lastReconciledAt,
+      ...ADDED_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
     ]),
   );
 }

@@ -14,7 +14,7 @@ export const VERDICT_KINDS = [
   'cpi_mismatch',
   'not_received',
   'not_in_marketplace',
-  // Last of the discrepancies: added after the others, it keeps their CSV columns where they were.
+  // Added after the others: its summary CSV column comes last (report-csv.ts), so the others keep their places.
   'unknown_status',
   'unverified_claim',
   'contradicted_claim',

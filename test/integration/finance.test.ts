@@ -400,11 +400,12 @@ describe('summary', () => {
       'discrepancies_cpi_mismatch',
       'discrepancies_not_received',
       'discrepancies_not_in_marketplace',
-      'discrepancies_unknown_status',
       'money_discrepancies',
       'claims_unverified_claim',
       'claims_contradicted_claim',
       'last_reconciled_at',
+      // Added later: last, so every column before keeps its place.
+      'discrepancies_unknown_status',
     ]);
     expect(rows.map((r) => [r.survey_id, r.day, r.owed])).toEqual([
       ['8001', D1, '0.10'],
