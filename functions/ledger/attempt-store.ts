@@ -245,6 +245,24 @@ export function createLedgerStore(
    * outcome and its first sighting as read; lost to a race (another drained hit of the attempt taking the place
    * first: the drainer works a batch at once), decided again on the attempt as it now is, a few times at most.
    */
+  /** An attempt's item as it is now (a consistent read), or undefined when there is none. */
+  const currentItem = async (
+    attempt: Pick<Attempt, 'surveyId' | 'pid' | 'token'>,
+    options: { abortSignal?: AbortSignal } = {},
+  ): Promise<Item | undefined> =>
+    (
+      await send(() =>
+        client.send(
+          new GetCommand({
+            TableName: tableName,
+            Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
+            ConsistentRead: true,
+          }),
+          options,
+        ),
+      )
+    ).Item;
+
   const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
     let current: Attempt | undefined = attempt;
     for (let tries = 0; current && tries < STAND_EARLIER_TRIES; tries++) {
@@ -256,16 +274,8 @@ export function createLedgerStore(
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
       }
-      const { Item } = await send(() =>
-        client.send(
-          new GetCommand({
-            TableName: tableName,
-            Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
-            ConsistentRead: true,
-          }),
-        ),
-      );
-      current = Item ? attemptFromItem(Item) : undefined;
+      const item = await currentItem(attempt);
+      current = item ? attemptFromItem(item) : undefined;
     }
   };
 
@@ -322,16 +332,7 @@ export function createLedgerStore(
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
         // This very request was applied already (an earlier attempt of it timed out after the write): read back.
-        const { Item } = await send(() =>
-          client.send(
-            new GetCommand({
-              TableName: tableName,
-              Key: attemptKey(hit.surveyId, hit.pid, hit.token),
-              ConsistentRead: true,
-            }),
-            options,
-          ),
-        );
+        const Item = await currentItem(hit, options);
         // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).
         const attempt = attemptFromItem(Item ?? {});
         const { unflaggedDays } = await recorded(attempt, 'recorded');
@@ -374,9 +375,7 @@ export function createLedgerStore(
       }
       // Refused: either a repeat, or the set is full. Only a full set without this digest still counts the hit,
       // now without remembering it (a replay of it could then count again; the item stays bounded).
-      const { Item } = await send(() =>
-        client.send(new GetCommand({ TableName: tableName, Key: update.Key, ConsistentRead: true })),
-      );
+      const Item = await currentItem(hit);
       const held = Item?.bufferedIds instanceof Set ? (Item.bufferedIds as Set<string>) : new Set<string>();
       if (held.size < MAX_BUFFERED_IDS || held.has(digest)) {
         // A repeat: the delivery before may have recorded the hit and failed to make it stand or to flag (it threw
