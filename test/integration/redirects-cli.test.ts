@@ -142,4 +142,14 @@ describe('output for other programs', () => {
     expect(failed).toMatchObject({ code: 1 });
     expect((failed as { stderr: string }).stderr).toContain('is the local stack running? npm start');
   });
+
+  it('reconcile names a survey it is asked for that has no registration here (a mistyped id shows in finance)', async () => {
+    const result = await run(
+      TSX,
+      ['functions/cli/main.ts', 'reconcile', '--survey', '9999', '--survey', '9104', '--json'],
+      { env: cliEnv() },
+    ).catch((error: { stdout: string; stderr: string }) => error);
+    expect(result.stderr).toContain('survey 9999 has no redirects registered here');
+    expect(result.stderr).not.toContain('survey 9104 has no redirects');
+  });
 });
