@@ -58,6 +58,12 @@ export function healthCommand(): Command {
         settings: readHealthSettings(),
         concurrency: 4,
       });
+      // A survey named that has no registration here is not watched: said, rather than shown ok as if it were.
+      for (const surveyId of options.survey ?? [])
+        if (!(await context.registry.get(surveyId)))
+          complain(
+            `note: survey ${surveyId} has no redirects registered here; the health check does not watch it`,
+          );
       const report = await check.evaluate(new Date(), { surveys: options.survey ?? [] });
       const view = healthView(report);
       if (options.json) sayJson(view);

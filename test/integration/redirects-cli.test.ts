@@ -143,6 +143,13 @@ describe('output for other programs', () => {
     expect((failed as { stderr: string }).stderr).toContain('is the local stack running? npm start');
   });
 
+  it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
+    const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
+      env: cliEnv(),
+    }).catch((error: { stdout: string; stderr: string }) => error);
+    expect(result.stderr).toContain('survey 9998 has no redirects registered here');
+  });
+
   it('reconcile names a survey it is asked for that has no registration here (a mistyped id shows in finance)', async () => {
     const result = await run(
       TSX,
