@@ -89,6 +89,19 @@ const variables = (entries: Record<string, number | undefined>): Record<string, 
       .map(([name, value]) => [name, String(value)]),
   );
 
+/**
+ * A scheduled run that fails or is missed is not run again, neither by its schedule nor by Lambda: the schedules
+ * invoke their functions asynchronously, and Lambda would otherwise run a failed or timed-out invocation twice more
+ * (up to six hours later, beside the next scheduled run). Reconcile's own resume call is invoked alike. Returns
+ * the schedule target's retry policy, the same; `maxEventAge` is how long a run may wait to start before it is
+ * dropped (the next one does its work).
+ */
+function noRetry(scheduled: ReceiverFunction, maxEventAge: Duration) {
+  const policy = { retryAttempts: 0, maxEventAge };
+  scheduled.function.configureAsyncInvoke(policy);
+  return policy;
+}
+
 export class ReceiverStack extends Stack {
   readonly ledger: LedgerTable;
   readonly signingKeys: Secret;
@@ -224,10 +237,7 @@ export class ReceiverStack extends Stack {
       description: 'Runs the redirect sync',
       schedule: ScheduleExpression.rate(props.redirectSyncRate ?? Duration.minutes(15)),
       // A missed run is not retried: the next one starts from the same checkpoint.
-      target: new LambdaInvoke(this.redirectSync.function, {
-        retryAttempts: 0,
-        maxEventAge: Duration.minutes(10),
-      }),
+      target: new LambdaInvoke(this.redirectSync.function, noRetry(this.redirectSync, Duration.minutes(10))),
       enabled: marketplace.baseUrl !== undefined,
     });
     const marketplaceEnvironment = {
@@ -261,10 +271,7 @@ export class ReceiverStack extends Stack {
     this.reconcileSchedule = new Schedule(this, 'reconcile-schedule', {
       description: 'Runs reconciliation over the trailing window',
       schedule: ScheduleExpression.rate(props.reconcileRate ?? Duration.hours(1)),
-      target: new LambdaInvoke(this.reconcile.function, {
-        retryAttempts: 0,
-        maxEventAge: Duration.minutes(30),
-      }),
+      target: new LambdaInvoke(this.reconcile.function, noRetry(this.reconcile, Duration.minutes(30))),
       enabled: marketplace.baseUrl !== undefined,
     });
     if (!marketplace.baseUrl) {
@@ -296,18 +303,8 @@ export class ReceiverStack extends Stack {
       description: "Evaluates each active survey's postback health",
       schedule: ScheduleExpression.rate(props.healthCheckRate ?? Duration.minutes(5)),
       // A missed run is not retried: the next one, minutes later, sees the same traffic and more.
-      target: new LambdaInvoke(this.health.function, { retryAttempts: 0, maxEventAge: Duration.minutes(5) }),
+      target: new LambdaInvoke(this.health.function, noRetry(this.health, Duration.minutes(5))),
     });
-
-    // The schedules invoke their functions asynchronously: without this, Lambda itself would run a failed or
-    // timed-out invocation twice more (up to six hours later, beside the next scheduled run). A failure is left
-    // to the next run, as the comments on the schedules say; reconcile's own resume call is invoked alike.
-    for (const [scheduled, maxEventAge] of [
-      [this.redirectSync, Duration.minutes(10)],
-      [this.reconcile, Duration.minutes(30)],
-      [this.health, Duration.minutes(5)],
-    ] as const)
-      scheduled.function.configureAsyncInvoke({ retryAttempts: 0, maxEventAge });
 
     this.operations = new Operations(this, 'operations', {
       api: this.api.api,

@@ -24,6 +24,7 @@ import { type KeyRingStore, keyRingStore } from '../runtime/key-ring-source';
 import { applyLocalDefaults, localQueueUrls } from '../runtime/local-stack-defaults';
 import { marketplaceFromEnvironment } from '../runtime/marketplace-access';
 import { keyRingLocation } from '../runtime/runtime-config';
+import { complain } from './terminal';
 
 export interface CliContext {
   readonly store: LedgerStore;
@@ -107,4 +108,18 @@ function regionOfQueue(url: string): string | undefined {
     /^sqs\.([a-z0-9-]+)\.amazonaws\.com/.exec(host)?.[1] ??
     /^([a-z0-9-]+)\.queue\.amazonaws\.com/.exec(host)?.[1]
   );
+}
+
+/**
+ * Says on standard error which of the surveys an operator named have no registration here (an id mistyped, or
+ * redirects configured by hand), and what follows for them, rather than going on as if nothing were odd.
+ */
+export async function noteUnregistered(
+  registry: Pick<SurveyRegistry, 'get'>,
+  surveyIds: readonly string[],
+  consequence: string,
+): Promise<void> {
+  for (const surveyId of surveyIds)
+    if (!(await registry.get(surveyId)))
+      complain(`note: survey ${surveyId} has no redirects registered here; ${consequence}`);
 }

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { HealthCheckReport } from '../health/health-check';
 import { healthCheck } from '../health/health-check';
 import { readHealthSettings } from '../runtime/runtime-config';
-import { cliContext } from './context';
+import { cliContext, noteUnregistered } from './context';
 import { surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
@@ -58,12 +58,7 @@ export function healthCommand(): Command {
         settings: readHealthSettings(),
         concurrency: 4,
       });
-      // A survey named that has no registration here is not watched: said, rather than shown ok as if it were.
-      for (const surveyId of options.survey ?? [])
-        if (!(await context.registry.get(surveyId)))
-          complain(
-            `note: survey ${surveyId} has no redirects registered here; the health check does not watch it`,
-          );
+      await noteUnregistered(context.registry, options.survey ?? [], 'the health check does not watch it');
       const report = await check.evaluate(new Date(), { surveys: options.survey ?? [] });
       const view = healthView(report);
       if (options.json) sayJson(view);

@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { pacificDay } from '../marketplace/pacific-time';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
-import { cliContext } from './context';
+import { cliContext, noteUnregistered } from './context';
 import { dayOption, surveyIdOption, wholeNumberOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
@@ -73,13 +73,11 @@ export function reconcileCommand(): Command {
         });
         const from = options.from ?? pacificDay(new Date());
         const to = options.to ?? from;
-        // A survey named that has no registration here (an id mistyped, or redirects configured by hand): said, as
-        // its figures will appear in finance, zero if nothing of it is here or at the marketplace.
-        for (const surveyId of options.survey ?? [])
-          if (!(await context.registry.get(surveyId)))
-            complain(
-              `note: survey ${surveyId} has no redirects registered here; reconciling it anyway (check the id: its days will show in finance)`,
-            );
+        await noteUnregistered(
+          context.registry,
+          options.survey ?? [],
+          'reconciling it anyway (check the id: its days will show in finance)',
+        );
         const report = await engine.run(from, to, options.survey);
         const sum = totals(report.outcomes);
         if (options.json) {

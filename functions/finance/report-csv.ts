@@ -4,7 +4,7 @@
  */
 import { stringify } from 'csv-stringify/sync';
 import type { FailingSpell } from '../health/health-transition';
-import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS } from '../reconciliation/verdict-kinds';
+import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, type VerdictKind } from '../reconciliation/verdict-kinds';
 import { type Discrepancy, periodSummary, type SurveyDayRow } from './finance-report';
 
 /**
@@ -28,9 +28,8 @@ function table(header: readonly string[], rows: readonly (readonly (string | num
  * Kinds added after the summary's columns were first published: their columns come last, so a reader that takes
  * columns by position still finds every earlier one where it was.
  */
-const LATER_KINDS: readonly string[] = ['unknown_status'];
-const EARLIER_KINDS = LISTED_DISCREPANCY_KINDS.filter((kind) => !LATER_KINDS.includes(kind));
-const ADDED_KINDS = LISTED_DISCREPANCY_KINDS.filter((kind) => LATER_KINDS.includes(kind));
+const ADDED_KINDS: readonly VerdictKind[] = ['unknown_status'];
+const EARLIER_KINDS = LISTED_DISCREPANCY_KINDS.filter((kind) => !ADDED_KINDS.includes(kind));
 
 export const SUMMARY_COLUMNS = [
   'survey_id',

@@ -238,13 +238,6 @@ export function createLedgerStore(
     return keys.map((key) => ({ pk: String(key.pk), sk: String(key.sk) }));
   };
 
-  /**
-   * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
-   * buffered hit made before the one standing (written live while this one waited out an outage) takes its
-   * place, and one of the outcome standing takes its sighting back to when it was made. Conditional on the standing
-   * outcome and its first sighting as read; lost to a race (another drained hit of the attempt taking the place
-   * first: the drainer works a batch at once), decided again on the attempt as it now is, a few times at most.
-   */
   /** An attempt's item as it is now (a consistent read), or undefined when there is none. */
   const currentItem = async (
     attempt: Pick<Attempt, 'surveyId' | 'pid' | 'token'>,
@@ -263,6 +256,13 @@ export function createLedgerStore(
       )
     ).Item;
 
+  /**
+   * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
+   * buffered hit made before the one standing (written live while this one waited out an outage) takes its
+   * place, and one of the outcome standing takes its sighting back to when it was made. Conditional on the standing
+   * outcome and its first sighting as read; lost to a race (another drained hit of the attempt taking the place
+   * first: the drainer works a batch at once), decided again on the attempt as it now is, a few times at most.
+   */
   const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
     let current: Attempt | undefined = attempt;
     for (let tries = 0; current && tries < STAND_EARLIER_TRIES; tries++) {
@@ -332,9 +332,9 @@ export function createLedgerStore(
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
         // This very request was applied already (an earlier attempt of it timed out after the write): read back.
-        const Item = await currentItem(hit, options);
+        const item = await currentItem(hit, options);
         // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).
-        const attempt = attemptFromItem(Item ?? {});
+        const attempt = attemptFromItem(item ?? {});
         const { unflaggedDays } = await recorded(attempt, 'recorded');
         // Its effect as the lost answer would have said it (a conflict is still one; the only sighting of its
         // outcome, it was recorded), not a duplicate by default: the conflict metric and warning depend on it.
@@ -375,13 +375,13 @@ export function createLedgerStore(
       }
       // Refused: either a repeat, or the set is full. Only a full set without this digest still counts the hit,
       // now without remembering it (a replay of it could then count again; the item stays bounded).
-      const Item = await currentItem(hit);
-      const held = Item?.bufferedIds instanceof Set ? (Item.bufferedIds as Set<string>) : new Set<string>();
+      const item = await currentItem(hit);
+      const held = item?.bufferedIds instanceof Set ? (item.bufferedIds as Set<string>) : new Set<string>();
       if (held.size < MAX_BUFFERED_IDS || held.has(digest)) {
         // A repeat: the delivery before may have recorded the hit and failed to make it stand or to flag (it threw
         // to come back). Both are decided on the attempt as it is, so doing them again changes nothing done.
-        if (Item) {
-          const attempt = attemptFromItem(Item);
+        if (item) {
+          const attempt = attemptFromItem(item);
           await standEarlier(attempt, hit, at);
           await flagStaleDays(attempt, 'recorded');
         }

@@ -336,10 +336,6 @@ function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
 const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || attempt.postback !== undefined;
 
 /**
- * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
- * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
- */
-/**
  * When the attempt last told something new: the latest first sighting of an outcome on either channel, or the
  * last drain of a hit from the buffer (whose sighting keeps when the hit was made). A repeated hit moves neither.
  */
@@ -352,6 +348,10 @@ const lastLearnedAt = (attempt: Attempt): string | undefined =>
     .sort()
     .pop();
 
+/**
+ * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
+ * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
+ */
 const attemptDay = (attempt: Attempt): string | undefined => {
   const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;
   return at ? dayOf(at) : undefined;
