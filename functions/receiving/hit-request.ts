@@ -248,6 +248,7 @@ function readJsonParams(body: string): Params {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw badRequest('JSON body must be an object');
   }
+  refuseRepeatedIds(body);
   const params = new Map<string, string>();
   for (const [rawKey, raw] of Object.entries(value)) {
     const key = rawKey.toLowerCase();
@@ -270,6 +271,60 @@ function readJsonParams(body: string): Params {
     params.set(key, text);
   }
   return params;
+}
+
+/**
+ * An id written twice under one name with two values (`{"pid":"a","pid":"b"}`) is as ambiguous as in a query: the
+ * parse keeps the last, another reader of the same body may keep the first. Names in other cases are told apart by
+ * the caller (they survive the parse); a null member says nothing, as there.
+ */
+function refuseRepeatedIds(body: string): void {
+  // The usual body names each id once, unescaped: nothing to scan.
+  if (!body.includes('\\u') && !/"(pid|token)"[\s\S]*"\1"/i.test(body)) return;
+  const values = new Map<string, string>();
+  for (const [name, text] of topLevelMembers(body)) {
+    if (!/^(pid|token)$/i.test(name) || text === 'null') continue;
+    const seen = values.get(name);
+    if (seen !== undefined && seen !== text)
+      throw badRequest(`${name.toLowerCase()} is given twice with different values (body)`);
+    values.set(name, text);
+  }
+}
+
+/**
+ * The members of a JSON object text as written, duplicates included: each name (unescaped) with its value's text
+ * (trimmed). The text is valid JSON (it parsed): only strings and nesting need tracking.
+ */
+function topLevelMembers(text: string): [string, string][] {
+  const members: [string, string][] = [];
+  let depth = 0;
+  let stringFrom = -1;
+  let lastString = '""';
+  let name: string | undefined;
+  let valueFrom = 0;
+  const close = (at: number) => {
+    if (name !== undefined) members.push([name, text.slice(valueFrom, at).trim()]);
+    name = undefined;
+  };
+  for (let at = 0; at < text.length; at++) {
+    const c = text[at];
+    if (stringFrom >= 0) {
+      if (c === '\\') at++;
+      else if (c === '"') {
+        lastString = text.slice(stringFrom, at + 1);
+        stringFrom = -1;
+      }
+    } else if (c === '"') stringFrom = at;
+    else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') {
+      if (depth === 1) close(at);
+      depth--;
+    } else if (depth === 1 && c === ':' && name === undefined) {
+      name = JSON.parse(lastString) as string;
+      valueFrom = at + 1;
+    } else if (depth === 1 && c === ',') close(at);
+  }
+  return members;
 }
 
 /**

@@ -327,6 +327,46 @@ describe('reading the identity', () => {
     ).toMatchObject({ pid: 'p', token: 't' });
   });
 
+  it('refuses a JSON body naming an id twice with two values, as a query', () => {
+    const json = (body: string) => () =>
+      identity(request({ rawQueryString: '', contentType: 'application/json', body }));
+    expect(rejection(json('{"pid":"a","token":"t","pid":"b"}')).message).toBe(
+      'pid is given twice with different values (body)',
+    );
+    // Written with an escape, or nested values and strings in between, the name is the same.
+    expect(rejection(json('{"token":"t1","x":{"token":"n"},"s":"\\",\\"","t\\u006fken":"t2"}')).message).toBe(
+      'token is given twice with different values (body)',
+    );
+    // The same value twice, a null beside a value, or the id nested in another member: one id.
+    expect(
+      identity(
+        request({
+          rawQueryString: '',
+          contentType: 'application/json',
+          body: '{"pid":"a","pid" : "a","token":"t"}',
+        }),
+      ),
+    ).toMatchObject({ pid: 'a', token: 't' });
+    expect(
+      identity(
+        request({
+          rawQueryString: '',
+          contentType: 'application/json',
+          body: '{"pid":null,"pid":"a","token":"t"}',
+        }),
+      ),
+    ).toMatchObject({ pid: 'a' });
+    expect(
+      identity(
+        request({
+          rawQueryString: '',
+          contentType: 'application/json',
+          body: '{"pid":"a","meta":{"pid":"b"},"token":"t"}',
+        }),
+      ),
+    ).toMatchObject({ pid: 'a' });
+  });
+
   it('keeps the digits of a pid a JSON body gives as an integer past 2^53', () => {
     const body = '{"pid": 9777771795474455950, "token": "t"}';
     expect(identity(request({ rawQueryString: '', contentType: 'application/json', body }))).toMatchObject({
