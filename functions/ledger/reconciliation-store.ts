@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { Attempt } from '../receiving/attempt';
 import type { VerdictKind } from '../reconciliation/verdict-kinds';
-import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
+import { type AttemptVerdict, type DaySummary, verdictUnchanged } from '../reconciliation/verdict-rules';
 import { attemptFromItem } from './attempt-store';
 import { batchGet, type Item, queryAll, send } from './document-client';
 import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
@@ -198,24 +198,6 @@ export interface ReconciliationStore {
   putFinishedRun(name: string, run: FinishedRun): Promise<void>;
 }
 
-/**
- * Equal as data, whatever order the store returned the keys in (undefined and null alike). Compared in place:
- * a steady run compares two small objects per attempt, and building strings for it was most of its own CPU.
- */
-function same(a: unknown, b: unknown): boolean {
-  if (a === b || (a == null && b == null)) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a) || Array.isArray(b)) {
-    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
-    return a.every((value, i) => same(value, b[i]));
-  }
-  const x = a as Record<string, unknown>;
-  const y = b as Record<string, unknown>;
-  const keys = Object.keys(x).filter((k) => x[k] !== undefined);
-  if (keys.length !== Object.keys(y).filter((k) => y[k] !== undefined).length) return false;
-  return keys.every((k) => Object.hasOwn(y, k) && same(x[k], y[k]));
-}
-
 export function createReconciliationStore(
   client: DynamoDBDocumentClient,
   tableName: string,
@@ -273,9 +255,8 @@ export function createReconciliationStore(
       const { verdict } = entry;
       const existing = entry.attempt?.reconciliation;
       const marketplace = verdict.marketplace;
+      if (verdictUnchanged(entry)) return 'unchanged';
       const sameVerdict = existing?.verdict === verdict.kind && existing.day === verdict.day;
-      if (sameVerdict && same(existing?.detail, verdict.detail) && same(existing?.marketplace, marketplace))
-        return 'unchanged';
       const key = entry.attempt
         ? attemptKey(entry.attempt.surveyId, entry.attempt.pid, entry.attempt.token)
         : attemptKey(entry.surveyId, entry.pid, entry.token);

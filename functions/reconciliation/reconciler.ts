@@ -53,6 +53,7 @@ import {
   pacificDays,
   reconcileSurveyWindow,
   summarize,
+  verdictUnchanged,
 } from './verdict-rules';
 
 export { SCHEDULED_RUN } from './recheck-policy';
@@ -402,14 +403,22 @@ export function reconciler(deps: ReconcilerDeps) {
       // Verdicts a hit overtook between this run's read and its write: left for the next run, which the day's
       // summary tells to read the day again by counting them as awaiting.
       const overtaken: AttemptVerdict[] = [];
+      const count = (kind: VerdictKind) => {
+        outcome.verdicts[kind] = (outcome.verdicts[kind] ?? 0) + 1;
+      };
+      // Verdicts the attempts already carry are counted here: only the rest are written, side by side.
+      const toRecord: AttemptVerdict[] = [];
+      for (const entry of result.verdicts)
+        if (verdictUnchanged(entry)) count(entry.verdict.kind);
+        else toRecord.push(entry);
       const writes = await runBounded(
-        result.verdicts.map((entry) => async () => {
+        toRecord.map((entry) => async () => {
           const change = await deps.results.recordVerdict(entry, at);
           if (change === 'stale') {
             overtaken.push(entry);
             return;
           }
-          outcome.verdicts[entry.verdict.kind] = (outcome.verdicts[entry.verdict.kind] ?? 0) + 1;
+          count(entry.verdict.kind);
           if (change === 'unchanged') return;
           changes[change]++;
           if (change === 'changed' && changed.length < 20) {
@@ -768,8 +777,14 @@ export function reconciler(deps: ReconcilerDeps) {
       const leaseUntil = (options.leaseUntil ?? options.deadline).toISOString();
       const started = now();
       const registry = registryView();
-      let state = await deps.results.runState(SCHEDULED_RUN);
-      const lastRun = await deps.results.finishedRun(SCHEDULED_RUN);
+      // The registry is listed once per invocation whatever it does (a new run's surveys, each survey's
+      // registration): asked for beside the run's two records, not after them.
+      registry.all().catch(() => undefined);
+      const [stored, lastRun] = await Promise.all([
+        deps.results.runState(SCHEDULED_RUN),
+        deps.results.finishedRun(SCHEDULED_RUN),
+      ]);
+      let state = stored;
       // An invocation that ends releases the run (a lease of the epoch); one whose lease ran out without that died.
       const previousDied =
         state !== undefined &&
@@ -795,15 +810,16 @@ export function reconciler(deps: ReconcilerDeps) {
           startedAt: started.toISOString(),
           freshDays: freshDaysOf(days, freshDays),
           failedSurveys: [],
+          // Held from the start by the invocation that starts it: the one write takes the run and its lease.
+          leaseUntil,
         };
         // Only over the run read: two invocations at once (the scheduler delivers at least once; a resume beside
         // the hourly one) would each start a run, the later replacing the first, lease and all, both reconciling.
         if (!(await deps.results.putRunState(SCHEDULED_RUN, state, { replacing: previousRunId })))
           return undefined;
-      }
-      const run: RunState = state;
-      if (!(await deps.results.acquireRun(SCHEDULED_RUN, run.runId, started, new Date(leaseUntil))))
+      } else if (!(await deps.results.acquireRun(SCHEDULED_RUN, state.runId, started, new Date(leaseUntil))))
         return undefined;
+      const run: RunState = state;
       // A run started before fresh days were recorded checks every day in full.
       const fresh = run.freshDays ?? run.days;
       const hoursBucket = (iso: string) => Math.floor(Date.parse(iso) / windowListMs);

@@ -237,24 +237,24 @@ describe('runs beside each other', () => {
   it('two invocations starting a run at once: one runs it, the other answers busy', async () => {
     const w = await world();
     const bRead = gate();
-    const aAcquired = gate();
+    const aTook = gate();
     let aPuts = 0;
     let bPuts = 0;
     // A writes its new run once B has read the run before it (both found it finished); B writes its own once A
-    // has taken A's.
+    // has taken A's (the write of a new run holds its lease).
     const a = w.actor(async (command, input) => {
       if (isRunStatePut(command, input) && aPuts++ === 0) await bRead.wait();
     });
     const b = w.actor(async (command, input) => {
-      if (isRunStatePut(command, input) && bPuts++ === 0) await aAcquired.wait();
+      if (isRunStatePut(command, input) && bPuts++ === 0) await aTook.wait();
     });
-    const acquireA = a.results.acquireRun;
+    const putA = a.results.putRunState;
     a.results = {
       ...a.results,
-      acquireRun: async (...args) => {
-        const taken = await acquireA(...args);
-        aAcquired.open();
-        return taken;
+      putRunState: async (...args) => {
+        const written = await putA(...args);
+        aTook.open();
+        return written;
       },
     };
     const readB = b.results.runState;
@@ -277,6 +277,39 @@ describe('runs beside each other', () => {
       }),
     ]);
     expect([reportA, reportB].filter((report) => report !== undefined)).toHaveLength(1);
+  }, 60_000);
+
+  it('an invocation that starts a run holds it from that write: one reading it just after answers busy', async () => {
+    const w = await world();
+    const a = w.actor();
+    const b = w.actor();
+    const aWrote = gate();
+    const bDone = gate();
+    const putA = a.results.putRunState;
+    let aPuts = 0;
+    a.results = {
+      ...a.results,
+      putRunState: async (...args) => {
+        const written = await putA(...args);
+        if (aPuts++ === 0) {
+          aWrote.open();
+          await bDone.wait();
+        }
+        return written;
+      },
+    };
+    await survey(marketplace, a.registry, 7411, w.clock.now - HOUR);
+    const start = w.clock.now;
+    const runA = engineOf(marketplace, { ...w, clock: { now: start } }, a).scheduled(7, {
+      deadline: new Date(start + HOUR),
+    });
+    await aWrote.wait();
+    const reportB = await engineOf(marketplace, { ...w, clock: { now: start + 1 } }, b).scheduled(7, {
+      deadline: new Date(start + HOUR),
+    });
+    bDone.open();
+    expect(reportB).toBeUndefined();
+    expect((await runA)?.complete).toBe(true);
   }, 60_000);
 
   it('a survey state an earlier release wrote (no revision) is written over by the next run, then by revision', async () => {
