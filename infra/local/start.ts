@@ -10,6 +10,7 @@ import type { SyncSummary } from '../../functions/marketplace/redirect-sync-hand
 import { buildSurveyUrls } from '../../functions/receiving/survey-urls';
 import type { ReconcileRunSummary as ReconcileSummary } from '../../functions/reconciliation/reconcile-handler';
 import { keyRingSource } from '../../functions/runtime/key-ring-source';
+import { LOCAL_DEFAULTS } from '../../functions/runtime/local-stack-defaults';
 import { keyRingLocation } from '../../functions/runtime/runtime-config';
 import { startRespondentStream } from './marketplace/stream';
 import { startLocalSchedule } from './scheduler';
@@ -31,7 +32,32 @@ const stack = await startLocalStack().catch((error: unknown) => {
 const env = process.env;
 const ring = await keyRingSource(keyRingLocation(env))();
 const urls = buildSurveyUrls(env.PUBLIC_BASE_URL as string, SAMPLE_SURVEY, ring);
-const fill = (url: string) => url.replace('[%%pid%%]', SAMPLE_PID).replace('[%%token%%]', randomUUID());
+// One respondent for every sample URL: its postback and its redirect complete one attempt, as the marketplace's would.
+const sampleToken = randomUUID();
+const fill = (url: string) => url.replace('[%%pid%%]', SAMPLE_PID).replace('[%%token%%]', sampleToken);
+/**
+ * A stack on other ports than the defaults is reached by the CLI only with the same ports: the hints say so, or
+ * run as printed they would read another stack's ledger (or none).
+ */
+const portOf = (url: string | undefined) => (url ? new URL(url).port : undefined);
+const ports = {
+  PORT: portOf(stack.apiUrl),
+  DYNAMODB_PORT: stack.embeddedEngine ? portOf(stack.dynamoEndpoint) : undefined,
+  SQS_PORT: portOf(stack.buffer.endpoint),
+  MARKETPLACE_PORT: stack.marketplace ? portOf(env.MARKETPLACE_BASE_URL) : undefined,
+};
+const moved = Object.entries(ports).some(
+  ([name, port]) => port !== undefined && port !== LOCAL_DEFAULTS[name as keyof typeof ports],
+);
+const cli = (args: string) =>
+  `${
+    moved
+      ? `${Object.entries(ports)
+          .filter(([, port]) => port !== undefined)
+          .map(([name, port]) => `${name}=${port}`)
+          .join(' ')} `
+      : ''
+  }npm run cli -- ${args}`;
 const interactive = process.stdout.isTTY;
 
 const describeSync = (summary: SyncSummary) =>
@@ -72,11 +98,17 @@ const reconcile =
               `${interactive ? '\n' : ''}reconciliation failed: ${error instanceof Error ? error.message : String(error)}`,
             );
           else if (result && 'verdicts' in (result as object)) {
-            const r = result as ReconcileSummary & { verdicts: Record<string, number> };
+            const r = result as Exclude<ReconcileSummary, { busy: true }>;
             const found = Object.entries(r.verdicts)
               .map(([kind, n]) => `${n} ${kind}`)
               .join(', ');
-            console.log(`${interactive ? '\n' : ''}reconciliation: ${found || 'nothing to reconcile yet'}`);
+            const [failure] = r.failures;
+            const failed = failure
+              ? `${r.failures.length} of ${r.surveys} surveys failed (${failure.surveyId}: ${failure.error}); ${cli('reconcile')} retries now`
+              : '';
+            console.log(
+              `${interactive ? '\n' : ''}reconciliation: ${[found, failed].filter(Boolean).join('; ') || 'nothing to reconcile yet'}`,
+            );
           }
         },
         900_000,
@@ -96,7 +128,7 @@ const health =
         }
         for (const t of (result as HealthRunSummary).transitions) {
           console.log(
-            `${prefix}survey ${t.surveyId} health: ${t.from} -> ${t.to}${t.reasons.length ? ` (${t.reasons.join(', ')})` : ''}; npm run cli -- health --survey ${t.surveyId}`,
+            `${prefix}survey ${t.surveyId} health: ${t.from} -> ${t.to}${t.reasons.length ? ` (${t.reasons.join(', ')})` : ''}; ${cli(`health --survey ${t.surveyId}`)}`,
           );
         }
       })
@@ -108,15 +140,15 @@ const lines = [
   `  API          ${stack.apiUrl}`,
   `  DynamoDB     ${stack.dynamoEndpoint} (table ${stack.tableName}${stack.embeddedEngine ? ', embedded, in memory' : ''})`,
   `  Marketplace  ${env.MARKETPLACE_BASE_URL}${stack.marketplace ? ' (local)' : ''}`,
-  `  Hit buffer   ${stack.buffer.endpoint} (SQS stand-in: queue hits, dead letters hits-dlq; npm run cli -- buffer redrive)`,
+  `  Hit buffer   ${stack.buffer.endpoint} (SQS stand-in: queue hits, dead letters hits-dlq; ${cli('buffer redrive')})`,
   `  Signing keys ${env.SIGNING_KEYS_FILE ?? env.SIGNING_KEYS_SECRET_ID ?? 'SIGNING_KEYS'} (current key ${ring.current.kid})`,
   `  ${firstSync ? describeSync(firstSync) : 'redirect sync failed; see above'}; it runs again every ${env.REDIRECT_SYNC_INTERVAL_MS} ms.`,
   reconcile
-    ? `  Reconciliation runs every ${reconcileInterval} ms (or now: npm run cli -- reconcile).`
-    : '  Scheduled reconciliation is off (RECONCILE_INTERVAL_MS=0); npm run cli -- reconcile runs it.',
+    ? `  Reconciliation runs every ${reconcileInterval} ms (or now: ${cli('reconcile')}).`
+    : `  Scheduled reconciliation is off (RECONCILE_INTERVAL_MS=0); ${cli('reconcile')} runs it.`,
   health
-    ? `  Survey health is checked every ${healthInterval} ms (or now: npm run cli -- health); notices go to the log${env.HEALTH_WEBHOOK_URL ? ` and ${env.HEALTH_WEBHOOK_URL}` : ' (and HEALTH_WEBHOOK_URL, if set)'}.`
-    : '  The survey health check is off (HEALTH_INTERVAL_MS=0); npm run cli -- health shows it.',
+    ? `  Survey health is checked every ${healthInterval} ms (or now: ${cli('health')}); notices go to the log${env.HEALTH_WEBHOOK_URL ? ` and ${env.HEALTH_WEBHOOK_URL}` : ' (and HEALTH_WEBHOOK_URL, if set)'}.`
+    : `  The survey health check is off (HEALTH_INTERVAL_MS=0); ${cli('health')} shows it.`,
 ];
 if (stack.marketplace) {
   const interval = Number(env.RESPONDENT_INTERVAL_MS);
@@ -133,14 +165,14 @@ if (stack.marketplace) {
 }
 lines.push(
   '',
-  `Sample signed URLs for survey ${SAMPLE_SURVEY} (npm run cli -- urls --survey <id> prints any survey's):`,
+  `Sample signed URLs for survey ${SAMPLE_SURVEY} (${cli('urls --survey <id>')} prints any survey's):`,
   `  success postback  ${fill(urls.pstbck)}`,
   `  success redirect  ${fill(urls.sUrl)}`,
   '',
   'Try:',
   `  curl -i '${fill(urls.pstbck)}'`,
-  `  npm run cli -- attempt --survey ${SAMPLE_SURVEY} --pid ${SAMPLE_PID}`,
-  `  npm run cli -- redirects show --survey ${SAMPLE_SURVEY}`,
+  `  ${cli(`attempt --survey ${SAMPLE_SURVEY} --pid ${SAMPLE_PID}`)}`,
+  `  ${cli(`redirects show --survey ${SAMPLE_SURVEY}`)}`,
   '',
   'Ctrl-C stops.',
 );

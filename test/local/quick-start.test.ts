@@ -123,6 +123,31 @@ describe('npm start', () => {
     });
   });
 
+  it('prints one respondent for every sample URL, and hints a CLI on these ports follows to this stack', async () => {
+    const postback = new URL(printed(/success postback\s+(\S+)/));
+    const redirect = new URL(printed(/success redirect\s+(\S+)/));
+    expect(redirect.searchParams.get('token')).toBe(postback.searchParams.get('token'));
+    expect(printed(/curl -i '([^']+)'/)).toBe(postback.href);
+    await fetch(postback);
+    // The stack runs on free ports: run as printed, the hint reaches it, not a stack on the default ports.
+    const hint = printed(/^\s+((?:[A-Z_]+=\d+ )+)npm run cli -- attempt --survey 1001 --pid demo-pid$/m);
+    const ports = Object.fromEntries(
+      hint
+        .trim()
+        .split(' ')
+        .map((pair) => pair.split('=')),
+    );
+    expect(Object.keys(ports).sort()).toEqual(['DYNAMODB_PORT', 'MARKETPLACE_PORT', 'PORT', 'SQS_PORT']);
+    const { stdout } = await run(
+      TSX,
+      ['functions/cli/main.ts', 'attempt', '--survey', '1001', '--pid', 'demo-pid', '--json'],
+      { env: { ...env, ...ports } },
+    );
+    expect(JSON.parse(stdout)).toEqual([
+      expect.objectContaining({ token: postback.searchParams.get('token') }),
+    ]);
+  });
+
   it('refuses a tampered signature with 403', async () => {
     const sample = printed(/curl -i '([^']+)'/);
     const tampered = sample.replace(/sig=([\w-])/, (_, c: string) => `sig=${c === 'A' ? 'B' : 'A'}`);
