@@ -577,9 +577,10 @@ export function reconciler(deps: ReconcilerDeps) {
                 : (state?.openDays ?? []).includes(day);
             })
             .sort();
-      // Days past the window (or the next to leave it) with transactions, or completes only this side has, and no
+      // Days past the window (or the next to leave it) with transactions, or attempts only this side has, and no
       // complete awaiting review: watched for the marketplace's changes after the fact (a Valid complete turned
-      // Invalid, a termination adjusted to a complete, a complete listed late).
+      // Invalid, a termination adjusted to a complete, a complete listed late: a day this side saw traffic on and
+      // the marketplace listed nothing for may have been answered "no data" by a marketplace not yet up to date).
       const reviewedDays = !plan
         ? (state?.reviewedDays ?? []).filter((day) => !openDays.includes(day))
         : [...new Set([...allDays, ...(state?.reviewedDays ?? [])])]
@@ -588,8 +589,7 @@ export function reconciler(deps: ReconcilerDeps) {
                 return false;
               const figures = latest.get(day);
               return figures
-                ? (figures.marketplace.transactions > 0 ||
-                    figures.here.postbackCompletes + figures.here.redirectOnlyCompletes > 0) &&
+                ? (figures.marketplace.transactions > 0 || figures.here.attempts > 0) &&
                     figures.marketplace.pendingCompletes === 0
                 : (state?.reviewedDays ?? []).includes(day);
             })

@@ -643,11 +643,15 @@ export function classify(
   }
   const status = transaction.status;
   const marketplace = { marketplaceStatus: status, verifyToken: transaction.verifyToken ?? 'none' };
+  // What a reversal took: the survey's price at the click, else the row's own price while it still shows one (a
+  // reversed row usually shows 0), so finance can add up what was reversed.
+  const reversedPrice = price ?? (sameAmount(transaction.cpi, '0') ? undefined : transaction.cpi);
+  const reversed: Record<string, string> = reversedPrice ? { reversedCpi: reversedPrice } : {};
   if (status === 'Completed') {
     if (transaction.verifyToken?.toLowerCase() === 'invalid') {
       return {
         kind: 'invalidated',
-        detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing' },
+        detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
       };
     }
     if (postback !== 'success') {
@@ -678,12 +682,14 @@ export function classify(
       detail: { ...here, ...marketplace, cpi: transaction.cpi, ...(evidence ? { evidence } : {}) },
     };
   // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
-  // terminate"): a reversal, as when the row stays Completed. The re-filed row's price is usually 0: what was
-  // reversed is the survey's price at the click (`reversedCpi`), so finance can read the amount.
-  if (evidence && transaction.verifyToken?.toLowerCase() === 'invalid') {
+  // terminate"): a reversal, as when the row stays Completed (`reversedCpi` as there). Whatever arrived here, once
+  // this product has listed the row as a complete (the owed figure counted it) or judged it reversed before.
+  const prior = ledgerAttempt?.reconciliation;
+  const listedComplete = prior?.marketplace?.status === 'Completed' || prior?.verdict === 'invalidated';
+  if ((evidence || listedComplete) && transaction.verifyToken?.toLowerCase() === 'invalid') {
     return {
       kind: 'invalidated',
-      detail: { ...here, ...marketplace, receivedHere: evidence, ...(price ? { reversedCpi: price } : {}) },
+      detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
     };
   }
   if (evidence === 'postback')

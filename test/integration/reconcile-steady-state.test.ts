@@ -641,6 +641,37 @@ describe('settled days', () => {
     expect(summary?.verdicts).toEqual({ matched: 1 });
   });
 
+  it('a day the marketplace listed nothing for while attempts arrived here is watched past the window: a complete listed late is owed', async () => {
+    await survey(7226);
+    const oldest = WEEK[0] as string;
+    // A respondent terminated here (its fail postback), and the marketplace lists no row of the day yet.
+    const terminated = await complete(7226, oldest, { arrived: false });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(terminated), 1);
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7226',
+        outcome: 'fail',
+        pid: terminated.pid,
+        token: terminated.token,
+        source: 'query',
+      },
+      new Date(terminated.clickedAt.getTime() + 5 * 60_000),
+    );
+    await hourly();
+    expect((await results.surveyState('7226'))?.reviewedDays).toEqual([oldest]);
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    // The marketplace catches up: the day's rows appear, a complete among them that never reached this side.
+    await complete(7226, oldest, { arrived: false, verify: 'Valid' });
+    marketplace.state.transactions.push({ ...terminated, status: 'Failed' });
+    clock += 7 * 24 * HOUR;
+    await hourly();
+    const [summary] = await results.summariesOf('7226', [oldest]);
+    expect(summary?.marketplace).toMatchObject({ owed: '1.50', validCompletes: 1 });
+    expect(summary?.verdicts).toMatchObject({ complete_not_received: 1 });
+  });
+
   it('a postback under another pid spelling a week after the click: the click day, past the window, is read again for it', async () => {
     await survey(7217);
     const oldest = WEEK[0] as string;

@@ -197,6 +197,50 @@ describe('classification', () => {
     });
   });
 
+  it('gives every reversal the price it took, whether the row stays Completed or is re-filed', () => {
+    const invalid = (status: string, cpi: string) =>
+      transaction('a', status, noon, { cpi, verifyToken: 'Invalid' });
+    const postback = attempt('a', noon, { postback: 'success' });
+    // A complete turned Invalid whose row now shows 0: the survey's price at the click, else nothing to show.
+    expect(classify(invalid('Completed', '0'), postback, '1.50')).toMatchObject({
+      kind: 'invalidated',
+      detail: { reversedCpi: '1.50' },
+    });
+    // No price known here: the row's own while it still shows one.
+    expect(classify(invalid('Completed', '1.25'), postback).detail).toMatchObject({ reversedCpi: '1.25' });
+    expect(classify(invalid('Completed', '0'), postback).detail.reversedCpi).toBeUndefined();
+    expect(classify(invalid('Quality Termination', '0'), postback, '1.50').detail).toMatchObject({
+      reversedCpi: '1.50',
+    });
+  });
+
+  it('a complete that never arrived here, re-filed after its review, is a reversal once it was listed as a complete', () => {
+    const refiled = transaction('a', 'Quality Termination', noon, { cpi: '0', verifyToken: 'Invalid' });
+    // The item reconciliation made for the transaction when it was listed Completed (owed, never received here).
+    const listed = (verdict: string, status: string): Attempt => ({
+      ...attemptFromItem({ surveyId: '1', pid: 'p-a', token: 'a' }),
+      reconciliation: {
+        verdict,
+        day: DAY,
+        detail: {},
+        at: noon,
+        marketplace: { status, verifyToken: 'Valid', cpi: '1.25' },
+        history: [],
+      },
+    });
+    for (const item of [
+      listed('complete_not_received', 'Completed'),
+      listed('invalidated', 'Quality Termination'),
+    ])
+      expect(classify(refiled, item, '1.25')).toMatchObject({
+        kind: 'invalidated',
+        detail: { receivedHere: 'nothing', reversedCpi: '1.25' },
+      });
+    // Never listed as a complete: a termination like any other.
+    expect(classify(refiled, listed('not_received', 'Quality Termination')).kind).toBe('not_received');
+    expect(classify(refiled, undefined).kind).toBe('not_received');
+  });
+
   it('lists a transaction under a status it does not know as money, in no owed figure, whatever arrived here', () => {
     const adjusted = transaction('a', 'Adjusted Complete', noon, { cpi: '1.50', verifyToken: 'Valid' });
     for (const channels of [
@@ -223,13 +267,11 @@ describe('classification', () => {
     expect(result.summaries[0]?.marketplace.byStatus).toMatchObject({ 'Adjusted Complete': 1 });
   });
 
-  it('names the price a complete re-filed at 0 was reversed from, and only then', () => {
+  it('names the price a complete re-filed at 0 was reversed from, when one is known', () => {
     const paid = attempt('a', noon, { postback: 'success' });
     const refiled = transaction('a', 'Quality Termination', noon, { verifyToken: 'Invalid', cpi: '0.00' });
     expect(classify(refiled, paid, '1.50').detail).toMatchObject({ reversedCpi: '1.50' });
     expect(classify(refiled, paid).detail).not.toHaveProperty('reversedCpi');
-    const invalid = transaction('a', 'Completed', noon, { verifyToken: 'Invalid' });
-    expect(classify(invalid, paid, '1.50').detail).not.toHaveProperty('reversedCpi');
   });
 
   it("names what a complete not paid was worth: the survey's price at the click", () => {
