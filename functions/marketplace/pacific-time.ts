@@ -45,8 +45,9 @@ function wallOf(utcMs: number): number {
 const offsetByHour = new Map<number, number>();
 
 /**
- * The UTC instant of a Pacific wall time. In the autumn hour that happens twice the first (daylight) one is
- * taken; a spring time that never happened is read with the standard offset (02:30 becomes 03:30 PDT).
+ * The UTC instant of a Pacific wall time. The autumn hour that happens twice is read as its first (daylight)
+ * occurrence, or with `repeated` 'second' as the standard one; a spring time that never happened is read with the
+ * standard offset (02:30 becomes 03:30 PDT).
  */
 export function pacificWallToUtc(
   year: number,
@@ -55,10 +56,12 @@ export function pacificWallToUtc(
   hour = 0,
   minute = 0,
   second = 0,
+  repeated: 'first' | 'second' = 'first',
 ): number {
   const wall = Date.UTC(year, month - 1, day, hour, minute, second);
   const candidates = [7, 8].map((hours) => wall + hours * 3_600_000).filter((utc) => wallOf(utc) === wall);
-  return candidates.length > 0 ? Math.min(...candidates) : wall + 8 * 3_600_000;
+  if (candidates.length === 0) return wall + 8 * 3_600_000;
+  return repeated === 'first' ? Math.min(...candidates) : Math.max(...candidates);
 }
 
 /**
@@ -66,7 +69,7 @@ export function pacificWallToUtc(
  * is read, on a 24-hour clock. A `UTC` or `GMT` label is taken at its word.
  */
 const US_PATTERN =
-  /^\s*(\d{1,2})\/(\d{1,2})\/(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(?:([ap])\.?m\.?)?\s*(?:P[SD]?T|(UTC|GMT))?\s*$/i;
+  /^\s*(\d{1,2})\/(\d{1,2})\/(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(?:([ap])\.?m\.?)?\s*(?:(P[SD]?T)|(UTC|GMT))?\s*$/i;
 /** ISO 8601: with `Z` or an offset the instant it names; without, a Pacific wall time (the marketplace's clock). */
 const ISO_PATTERN =
   /^\s*(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$/i;
@@ -79,9 +82,9 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
   const us = US_PATTERN.exec(raw);
   const iso = us ? undefined : ISO_PATTERN.exec(raw);
   if (!us && !iso) return undefined;
-  const [year, month, day, h, minute, second, fraction, half, zone] = us
-    ? [us[3], us[1], us[2], us[4], us[5], us[6], us[7], us[8], us[9]]
-    : [iso?.[1], iso?.[2], iso?.[3], iso?.[4], iso?.[5], iso?.[6], iso?.[7], undefined, iso?.[8]];
+  const [year, month, day, h, minute, second, fraction, half, label, zone] = us
+    ? [us[3], us[1], us[2], us[4], us[5], us[6], us[7], us[8], us[9], us[10]]
+    : [iso?.[1], iso?.[2], iso?.[3], iso?.[4], iso?.[5], iso?.[6], iso?.[7], undefined, undefined, iso?.[8]];
   const n = (v: string | undefined) => Number(v ?? 0);
   let hour = n(h);
   if (half ? hour < 1 || hour > 12 : hour > 23) return undefined;
@@ -97,7 +100,17 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
   const wall = Date.UTC(n(year), n(month) - 1, n(day), hour, n(minute), n(second), ms);
   const utc = zone
     ? wall - (offsetMinutes(zone) as number) * 60_000
-    : pacificWallToUtc(n(year), n(month), n(day), hour, n(minute), n(second)) + ms;
+    : // The repeated autumn hour: the later (standard) instant unless labelled PDT. Either may be meant (the
+      // marketplace labels every time PST); the later one never makes a transaction look settled before it is.
+      pacificWallToUtc(
+        n(year),
+        n(month),
+        n(day),
+        hour,
+        n(minute),
+        n(second),
+        label?.toUpperCase() === 'PDT' ? 'first' : 'second',
+      ) + ms;
   return { utc: new Date(utc).toISOString(), raw };
 }
 

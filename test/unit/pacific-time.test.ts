@@ -27,10 +27,15 @@ describe('marketplace timestamps', () => {
     });
   });
 
-  it('read the spring-forward gap with the standard offset and the repeated autumn hour as its first occurrence', () => {
+  it('read the spring-forward gap with the standard offset and the repeated autumn hour as its later occurrence unless labelled PDT', () => {
     expect(utcOf('03/08/2026, 2:30:00 am PST')).toBe('2026-03-08T10:30:00.000Z');
     expect(utcOf('03/08/2026, 3:00:00 am PST')).toBe('2026-03-08T10:00:00.000Z');
-    expect(utcOf('11/01/2026, 1:30:00 am PST')).toBe('2026-11-01T08:30:00.000Z');
+    // Completed 1:52 in the repeated hour, read at 2:00 PST: completed 8 minutes ago, not 68 (not settled early).
+    expect(utcOf('11/01/2026, 1:52:00 am PST')).toBe('2026-11-01T09:52:00.000Z');
+    expect(utcOf('11/01/2026, 1:30:00 am')).toBe('2026-11-01T09:30:00.000Z');
+    expect(utcOf('2026-11-01T01:30:00')).toBe('2026-11-01T09:30:00.000Z');
+    expect(utcOf('11/01/2026, 1:30:00 am PDT')).toBe('2026-11-01T08:30:00.000Z');
+    expect(utcOf('11/01/2026, 0:59:59')).toBe('2026-11-01T07:59:59.000Z');
     expect(utcOf('11/01/2026, 2:00:00 am PST')).toBe('2026-11-01T10:00:00.000Z');
   });
 
