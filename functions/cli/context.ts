@@ -119,7 +119,16 @@ export async function noteUnregistered(
   surveyIds: readonly string[],
   consequence: string,
 ): Promise<void> {
-  for (const surveyId of surveyIds)
-    if (!(await registry.get(surveyId)))
-      complain(`note: survey ${surveyId} has no redirects registered here; ${consequence}`);
+  for (const surveyId of await unregistered(registry, surveyIds))
+    complain(`note: survey ${surveyId} has no redirects registered here; ${consequence}`);
+}
+
+/** Which of the surveys named have no registration here. */
+export async function unregistered(
+  registry: Pick<SurveyRegistry, 'get'>,
+  surveyIds: readonly string[],
+): Promise<string[]> {
+  const missing: string[] = [];
+  for (const surveyId of surveyIds) if (!(await registry.get(surveyId))) missing.push(surveyId);
+  return missing;
 }

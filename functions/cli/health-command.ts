@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { HealthCheckReport } from '../health/health-check';
 import { healthCheck } from '../health/health-check';
 import { readHealthSettings } from '../runtime/runtime-config';
-import { cliContext, noteUnregistered } from './context';
+import { cliContext, unregistered } from './context';
 import { surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
@@ -19,6 +19,8 @@ export interface HealthView {
     /** Its redirects were removed: no longer watched. */
     readonly removed?: true;
   }[];
+  /** Surveys named that have no registration here (an id mistyped, redirects set by hand): nothing watches them. */
+  readonly notWatched?: readonly string[];
 }
 
 /**
@@ -58,12 +60,21 @@ export function healthCommand(): Command {
         settings: readHealthSettings(),
         concurrency: 4,
       });
-      await noteUnregistered(context.registry, options.survey ?? [], 'the health check does not watch it');
-      const report = await check.evaluate(new Date(), { surveys: options.survey ?? [] });
-      const view = healthView(report);
+      // A survey named that has no registration is not judged (it would read as ok): said not to be watched.
+      const notWatched = await unregistered(context.registry, options.survey ?? []);
+      const named = options.survey?.filter((id) => !notWatched.includes(id));
+      const now = new Date();
+      const report: HealthCheckReport =
+        named?.length === 0
+          ? { evaluatedAt: now.toISOString(), surveys: [], failed: [], left: [] }
+          : await check.evaluate(now, { surveys: named ?? [] });
+      const view = { ...healthView(report), ...(notWatched.length > 0 ? { notWatched } : {}) };
       if (options.json) sayJson(view);
-      else if (view.surveys.length === 0 && report.failed.length === 0) say('no active survey');
+      else if (view.surveys.length === 0 && report.failed.length === 0 && notWatched.length === 0)
+        say('no active survey');
       else {
+        for (const surveyId of notWatched)
+          say(`${surveyId.padEnd(12)} not watched: no redirects registered here (check the id)`);
         for (const survey of view.surveys) {
           say(
             `${survey.surveyId.padEnd(12)} ${survey.state.padEnd(8)} since ${survey.since}${survey.removed ? ' (removed: no longer watched)' : ''}`,

@@ -750,6 +750,10 @@ export function reconciler(deps: ReconcilerDeps) {
     ): Promise<RunReport> {
       const days = pacificDays(from, to);
       if (days.length === 0) throw new RangeError('from must not be after to');
+      // A day still to come has no transactions: reconciled, it would show in finance as checked, owing nothing.
+      const today = pacificDay(now());
+      if (to > today)
+        throw new RangeError(`${to} is after today (${today}, Pacific): it has nothing to reconcile yet`);
       const registry = registryView();
       const surveys = surveyIds ?? (await registeredSurveys(registry, days));
       const runId = options.runId ?? `manual-${now().toISOString()}`;

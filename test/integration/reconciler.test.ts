@@ -283,6 +283,15 @@ describe('a reconciliation run', () => {
     expect(verdict?.verdicts).toEqual({ cpi_mismatch: 1 });
   });
 
+  it('refuses a day still to come: nothing to reconcile, and no summary saying it was checked', async () => {
+    await survey(7031);
+    const future = nextDay(pacificDay(new Date()), 2);
+    await expect(engine().run(today, future, ['7031'])).rejects.toThrow(
+      `${future} is after today (${pacificDay(new Date())}, Pacific): it has nothing to reconcile yet`,
+    );
+    expect(await results.summariesOf('7031', [today, future])).toEqual([]);
+  });
+
   it('"No data found" is zero transactions: what arrived here is then not in the marketplace', async () => {
     await survey(7005);
     await attempts.recordHit(

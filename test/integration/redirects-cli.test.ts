@@ -147,7 +147,13 @@ describe('output for other programs', () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
       env: cliEnv(),
     }).catch((error: { stdout: string; stderr: string }) => error);
-    expect(result.stderr).toContain('survey 9998 has no redirects registered here');
+    expect(result.stdout).toContain('9998         not watched: no redirects registered here');
+    expect(result.stdout).not.toMatch(/9998\s+ok/);
+    expect(result.stdout).toContain('0 ok, 0 warning, 0 failing');
+    const json = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998', '--json'], {
+      env: cliEnv(),
+    });
+    expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9998'] });
   });
 
   it('reconcile names a survey it is asked for that has no registration here (a mistyped id shows in finance)', async () => {
