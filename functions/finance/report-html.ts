@@ -81,7 +81,7 @@ export function reportHtml(report: FinanceReport): string {
   const kindCounts = kinds
     .map(
       (kind) =>
-        `<li>${html(kind)}${MONEY_KINDS.has(kind) ? ' (money)' : ''}: <strong>${t.discrepancies[kind] ?? 0}</strong></li>`,
+        `<li>${html(kind)}${MONEY_KINDS.has(kind) ? ' (money)' : ''}${kind === 'invalidated' ? ' (every reversal: rows re-filed under another status too)' : ''}: <strong>${t.discrepancies[kind] ?? 0}</strong></li>`,
     )
     .join('');
   return `<!doctype html>
@@ -110,7 +110,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="pending">Pending review<b>${html(t.pending)}</b></div>
 <div class="card" id="completes-here">Completes here (postback)<b>${t.completesPostback}</b></div>
 <div class="card" id="completes-marketplace">Completes counted by the marketplace<b>${t.marketplaceCompletes}</b></div>
-<div class="card" id="invalidated">Invalidated<b>${t.invalidCompletes}</b></div>
+<div class="card" id="invalidated">Completes reviewed Invalid (rows still Completed)<b>${t.invalidCompletes}</b></div>
 <div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
 <div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>

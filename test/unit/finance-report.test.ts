@@ -255,6 +255,9 @@ describe('HTML report', () => {
     );
     expect(html).not.toMatch(/<script|<link|src=|url\(|@import|https?:\/\//i);
     expect(html).toContain('time zone America/Los_Angeles');
+    // The card counts the rows still filed Completed; the kind counts every reversal: neither reads as the other.
+    expect(html).toMatch(/id="invalidated">Completes reviewed Invalid \(rows still Completed\)<b>/);
+    expect(html).toContain('invalidated (money) (every reversal: rows re-filed under another status too)');
     expect(html).toContain('No survey was failing in this period.');
   });
 
