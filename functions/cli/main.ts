@@ -1,6 +1,7 @@
 /**
  * The operator CLI: `npm run cli -- <command>`. Each command lives in its own module; this file only wires them.
  */
+import './one-invocation';
 import { Command } from 'commander';
 import { StoreUnavailable } from '../ledger/document-client';
 import { attemptCommand } from './attempt-command';

@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { type FunctionName, ROUTES, type Route, routeKey } from '../routes';
+import { invokeHandler } from './invocation';
 
 export type LambdaHandler = (
   event: APIGatewayProxyEventV2,
@@ -54,7 +55,7 @@ export async function startApiGateway(
       match,
     );
     const context = lambdaContext(match.route.function, event.requestContext.requestId);
-    const result = await handlers[match.route.function](event, context);
+    const result = await invokeHandler(handlers[match.route.function], event, context);
     if (typeof result === 'string' || result === undefined) {
       return send(res, 200, { 'content-type': 'application/json' }, result ?? '');
     }

@@ -7,6 +7,7 @@ import { applyLocalDefaults } from '../../functions/runtime/local-stack-defaults
 import { FUNCTIONS, type FunctionName } from '../routes';
 import { type LambdaHandler, lambdaContext } from './api-gateway';
 import { ensureLedgerTable, startEngine } from './engine';
+import { invokeHandler } from './invocation';
 
 const [name, eventFile] = process.argv.slice(2);
 if (!name || !eventFile || !(name in FUNCTIONS)) {
@@ -34,7 +35,7 @@ await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as strin
 const { handler } = (await import(`../../${FUNCTIONS[name as FunctionName].entry}`)) as {
   handler: LambdaHandler;
 };
-const result = await handler(event as Parameters<LambdaHandler>[0], lambdaContext(name));
+const result = await invokeHandler(handler, event as Parameters<LambdaHandler>[0], lambdaContext(name));
 console.log(JSON.stringify(result, null, 2));
 await engine?.stop();
 

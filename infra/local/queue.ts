@@ -12,6 +12,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { BUFFER_MAX_RECEIVES } from '../../functions/runtime/hit-buffer';
 import { localQueueUrls } from '../../functions/runtime/local-stack-defaults';
 import { lambdaContext } from './api-gateway';
+import { invokeHandler } from './invocation';
 
 interface Message {
   id: string;
@@ -212,7 +213,7 @@ export function pollQueue(
     };
     let failed = new Set(messages.map((m) => m.MessageId));
     try {
-      const result = await handler(event, lambdaContext('drain-buffer', randomUUID(), 60_000));
+      const result = await invokeHandler(handler, event, lambdaContext('drain-buffer', randomUUID(), 60_000));
       failed = new Set(result.batchItemFailures.map((f) => f.itemIdentifier));
     } catch {
       // The whole batch failed: every message becomes visible again.

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import { SCHEDULED_FUNCTIONS, type ScheduledFunctionName } from '../routes';
 import { lambdaContext } from './api-gateway';
+import { invokeHandler } from './invocation';
 
 type ScheduledHandler = (event: unknown, context: Context) => Promise<unknown>;
 
@@ -34,7 +35,7 @@ export async function startLocalSchedule(
         time: new Date().toISOString(),
       };
       try {
-        const result = await handler(event, lambdaContext(name, randomUUID(), timeoutMs));
+        const result = await invokeHandler(handler, event, lambdaContext(name, randomUUID(), timeoutMs));
         onResult(result);
         return result;
       } catch (error) {
