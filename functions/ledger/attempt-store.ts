@@ -279,6 +279,71 @@ export function createLedgerStore(
     }
   };
 
+  /**
+   * A drained hit made before the attempt's first sighting (a later hit of it, of either channel, was written live
+   * while this one waited out an outage): the attempt was first seen when this one was made, and belongs to that
+   * day. Its first-seen time moves back, and its day-index keys with it when they were taken from that time (an
+   * item reconciliation placed by its click keeps its place). Conditional on the first-seen time as read, decided
+   * again when another write won. Returns the attempt as moved, or undefined when it did not need to move.
+   */
+  const firstSeenBack = async (attempt: Attempt, made: Date): Promise<Attempt | undefined> => {
+    const madeAt = made.toISOString();
+    let current: Attempt | undefined = attempt;
+    for (let tries = 0; current && tries < STAND_EARLIER_TRIES; tries++) {
+      const read = current.firstSeenAt;
+      if (!read || madeAt >= read) return undefined;
+      const key = attemptKey(current.surveyId, current.pid, current.token);
+      const item = await currentItem(current);
+      if (!item || item.firstSeenAt !== read) {
+        current = item ? attemptFromItem(item) : undefined;
+        continue;
+      }
+      const indexed = item.gsi1sk === read;
+      const day = attemptDayKey(current.surveyId, key.sk, madeAt);
+      const lastSeen = current.lastSeenAt;
+      try {
+        const { Attributes } = await send(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: key,
+              // A change like any hit's: a run that read the attempt before it must not judge it as it was.
+              UpdateExpression: `SET firstSeenAt = :made, lastSeenAt = :seen${indexed ? ', gsi1pk = :gsi1pk, gsi1sk = :made' : ''}`,
+              ConditionExpression: 'firstSeenAt = :read',
+              ExpressionAttributeValues: {
+                ':made': madeAt,
+                ':read': read,
+                ':seen': new Date(
+                  Math.max(clock().getTime(), Date.parse(lastSeen ?? '') + 1 || 0),
+                ).toISOString(),
+                ...(indexed ? { ':gsi1pk': day.gsi1pk } : {}),
+              },
+              ReturnValues: 'ALL_NEW',
+            }),
+          ),
+        );
+        return attemptFromItem(Attributes ?? {});
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      }
+      const again = await currentItem(current);
+      current = again ? attemptFromItem(again) : undefined;
+    }
+    return undefined;
+  };
+
+  /**
+   * What a drained hit does beyond its write, on the attempt as written (or as it is, on a redelivery): its outcome
+   * stands if made first, the attempt goes back to when it was first seen, and the days it changed are flagged (the
+   * one it left too). Each is decided on the attempt as it is, so doing them again changes nothing done.
+   */
+  const settleDrained = async (attempt: Attempt, hit: Hit, made: Date, effect: HitEffect) => {
+    await standEarlier(attempt, hit, made);
+    const moved = await firstSeenBack(attempt, made);
+    await flagStaleDays(attempt, effect);
+    if (moved) await flagStaleDays(moved, 'recorded');
+  };
+
   /** The update that makes a drained hit's outcome stand on the attempt as read, or none if it need not. */
   const standEarlierUpdate = (attempt: Attempt, drained: Hit, made: Date) => {
     const record = attempt[drained.channel];
@@ -367,8 +432,7 @@ export function createLedgerStore(
           ),
         );
         const attempt = attemptFromItem(Attributes ?? {});
-        await standEarlier(attempt, hit, at);
-        await flagStaleDays(attempt, hitEffect(attempt, hit.channel, hit.outcome));
+        await settleDrained(attempt, hit, at, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
@@ -380,11 +444,7 @@ export function createLedgerStore(
       if (held.size < MAX_BUFFERED_IDS || held.has(digest)) {
         // A repeat: the delivery before may have recorded the hit and failed to make it stand or to flag (it threw
         // to come back). Both are decided on the attempt as it is, so doing them again changes nothing done.
-        if (item) {
-          const attempt = attemptFromItem(item);
-          await standEarlier(attempt, hit, at);
-          await flagStaleDays(attempt, 'recorded');
-        }
+        if (item) await settleDrained(attemptFromItem(item), hit, at, 'recorded');
         return false;
       }
       try {
@@ -398,13 +458,16 @@ export function createLedgerStore(
           ),
         );
         const attempt = attemptFromItem(Attributes ?? {});
-        await standEarlier(attempt, hit, at);
-        await flagStaleDays(attempt, hitEffect(attempt, hit.channel, hit.outcome));
+        await settleDrained(attempt, hit, at, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
       } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
       }
+      // Refused again: this very hit was recorded by a delivery before (its request id is remembered) that failed
+      // after its write: what that delivery left undone is done now, as on the repeat path above.
+      const recordedBefore = await currentItem(hit);
+      if (recordedBefore) await settleDrained(attemptFromItem(recordedBefore), hit, at, 'recorded');
+      return false;
     },
 
     async recordRejectedHit(rejected) {

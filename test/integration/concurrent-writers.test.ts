@@ -4,6 +4,7 @@
  */
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_BUFFERED_IDS } from '../../functions/ledger/attempt-store';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
@@ -401,6 +402,8 @@ describe('runs beside each other', () => {
 describe('drained hits of one attempt', () => {
   const postbackOf = (t: ReturnType<typeof transaction>, outcome: 'success' | 'fail') =>
     hitOf(t, 'postback', outcome);
+  const redirectOf = (t: ReturnType<typeof transaction>, outcome: 'success' | 'fail') =>
+    hitOf(t, 'redirect', outcome);
   const minute = (n: number) => new Date(midnight + n * 60_000);
 
   it('an earlier success and a later fail drained at once, the fail taking the place first: the success, made first, stands', async () => {
@@ -467,5 +470,38 @@ describe('drained hits of one attempt', () => {
     const [attempt] = await drainer.attempts.attemptsOf(String(t.surveyId), t.pid);
     expect(attempt?.postback).toMatchObject({ outcome: 'success', firstAt: minute(-20).toISOString() });
     expect(attempt?.postback?.sightings.find((s) => s.outcome === 'success')?.hits).toBe(1);
+  });
+
+  it('the same, on an attempt whose set of drained ids is full: the redelivery still makes the first made stand', async () => {
+    const w = await world();
+    let failOnce = true;
+    const drainer = w.actor((command, input) => {
+      if (
+        failOnce &&
+        command === 'UpdateItemCommand' &&
+        String(input.ConditionExpression ?? '').includes('#standing = :standing')
+      ) {
+        failOnce = false;
+        throw Object.assign(new Error('injected: throughput exceeded'), {
+          name: 'ProvisionedThroughputExceededException',
+        });
+      }
+    });
+    const t = transaction(marketplace, 7312, minute(-30));
+    // The outage buffered many refreshes of the end page: the attempt remembers as many drained ids as it keeps.
+    for (let i = 0; i < MAX_BUFFERED_IDS; i++)
+      await drainer.attempts.recordBufferedHit(redirectOf(t, 'fail'), minute(-25), `refresh-${i}`);
+    await drainer.attempts.recordHit(postbackOf(t, 'success'), minute(-15), 'live-1');
+    w.clock.now = minute(19).getTime();
+    await expect(
+      drainer.attempts.recordBufferedHit(postbackOf(t, 'fail'), minute(-20), 'buf-f'),
+    ).rejects.toThrow();
+    expect((await drainer.attempts.attemptsOf(String(t.surveyId), t.pid))[0]?.postback?.outcome).toBe(
+      'success',
+    );
+    w.clock.now = minute(21).getTime();
+    expect(await drainer.attempts.recordBufferedHit(postbackOf(t, 'fail'), minute(-20), 'buf-f')).toBe(false);
+    const [attempt] = await drainer.attempts.attemptsOf(String(t.surveyId), t.pid);
+    expect(attempt?.postback).toMatchObject({ outcome: 'fail', firstAt: minute(-20).toISOString() });
   });
 });

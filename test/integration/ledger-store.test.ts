@@ -152,6 +152,33 @@ describe('buffered hits', () => {
     expect((await store.attemptsOf('704', 'p-drained'))[0]?.drainedAt).toBe(drained?.drainedAt);
   });
 
+  it('a drained hit made before the attempt was first seen takes it back to then, day index and all', async () => {
+    const hit = (channel: 'redirect' | 'postback', token: string) =>
+      ({ channel, surveyId: '705', outcome: 'success', pid: `p-${token}`, token, source: 'query' }) as const;
+    const firstDay = { from: new Date('2026-06-10T00:00:00Z'), to: new Date('2026-06-11T00:00:00Z') };
+    const nextDay = { from: new Date('2026-06-11T00:00:00Z'), to: new Date('2026-06-12T00:00:00Z') };
+    const tokensOn = async (day: { from: Date; to: Date }) =>
+      (await store.attemptsOfSurvey('705', day.from, day.to)).map((a) => a.token).sort();
+    // The redirect, made at 23:59:30, waits out an outage in the buffer; the postback is written live after midnight.
+    const made = new Date('2026-06-10T23:59:30.000Z');
+    await store.recordHit(hit('postback', 'across'), new Date('2026-06-11T00:00:30.000Z'), 'live');
+    expect(await store.recordBufferedHit(hit('redirect', 'across'), made, 'drained')).toBe(true);
+    // Another attempt's postback drained after its retry was written live: the retry's time is not its first.
+    await store.recordHit(hit('postback', 'retried'), new Date('2026-06-11T00:02:00.000Z'), 'retry');
+    expect(await store.recordBufferedHit(hit('postback', 'retried'), made, 'first-copy')).toBe(true);
+    for (const token of ['across', 'retried']) {
+      const [attempt] = await store.attemptsOf('705', `p-${token}`);
+      expect(attempt?.firstSeenAt, token).toBe(made.toISOString());
+    }
+    expect(await tokensOn(firstDay)).toEqual(['across', 'retried']);
+    expect(await tokensOn(nextDay)).toEqual([]);
+    // A drained hit made after the first sighting moves nothing.
+    expect(
+      await store.recordBufferedHit(hit('postback', 'across'), new Date('2026-06-11T01:00:00Z'), 'later'),
+    ).toBe(true);
+    expect((await store.attemptsOf('705', 'p-across'))[0]?.firstSeenAt).toBe(made.toISOString());
+  });
+
   it('two buffered hits made before the standing one, drained in either order: the first made stands', async () => {
     const postback = (outcome: 'success' | 'fail', token: string) =>
       ({ channel: 'postback', surveyId: '703', outcome, pid: `p-${token}`, token, source: 'query' }) as const;
