@@ -12,7 +12,7 @@ import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Attempt, HitEffect } from '../receiving/attempt';
 import { send } from './document-client';
-import { summaryKey, utcDay } from './ledger-schema';
+import { DAY_FLAG_PREFIX, dayFlagsKey, summaryKey, utcDay } from './ledger-schema';
 
 /** The `kind` of a day's item that holds a flag and no figures yet. */
 export const DAY_FLAG_KIND = 'day-flag';
@@ -57,14 +57,31 @@ export function staleDays(attempt: Attempt, effect: HitEffect, now: Date): strin
  * otherwise flag nothing, the summary then counting the attempt as it was until the daily re-check. The summary the
  * run writes next is an update, which keeps the flag, newer than the run's check.
  */
-export function flagJudgedDay(
+export async function flagJudgedDay(
   client: DynamoDBDocumentClient,
   tableName: string,
   surveyId: string,
   day: string,
   now: Date,
 ): Promise<void> {
-  return advanceSummaryTime(client, tableName, { surveyId, day }, 'ledgerChangedAt', now);
+  await advanceSummaryTime(client, tableName, { surveyId, day }, 'ledgerChangedAt', now);
+  // Listed on the survey's flagged days too: a run reads that item every time, a day past the window's summary not.
+  try {
+    await send(() =>
+      client.send(
+        new UpdateCommand({
+          TableName: tableName,
+          Key: dayFlagsKey(surveyId),
+          UpdateExpression: 'SET #flag = :at, #kind = :kind',
+          ConditionExpression: 'attribute_not_exists(#flag) OR #flag < :at',
+          ExpressionAttributeNames: { '#flag': `${DAY_FLAG_PREFIX}${day}`, '#kind': 'kind' },
+          ExpressionAttributeValues: { ':at': now.toISOString(), ':kind': 'day-flags' },
+        }),
+      ),
+    );
+  } catch (error) {
+    if (!(error instanceof ConditionalCheckFailedException)) throw error;
+  }
 }
 
 /**

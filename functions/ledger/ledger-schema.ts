@@ -10,6 +10,7 @@
  * | survey registry | SURVEY#<surveyId>        | REDIRECTS                    | SURVEYS                 | <surveyId>               |
  * | checkpoint      | CHECKPOINT#<name>        | CHECKPOINT                   | -                       | -                        |
  * | day summary     | SUMMARY#<surveyId>       | DAY#<pacific day>            | SUMMARIES#<pacific day> | <surveyId>               |
+ * | flagged days    | SUMMARY#<surveyId>       | FLAGS                        | -                       | -                        |
  * | reconciliation  | SURVEY#<surveyId>        | RECONCILIATION               | -                       | -                        |
  * | run state       | RUN#<name>               | STATE                        | -                       | -                        |
  * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
@@ -174,6 +175,18 @@ export const summaryKey = (surveyId: string, day: string) => ({
   pk: `${SUMMARY_PARTITION_PREFIX}${surveyId}`,
   sk: `DAY#${day}`,
 });
+
+/**
+ * A survey's flagged days, one item beside its summaries: an attribute `flag#<pacific day>` per day a late hit
+ * flagged (judged-day-flag.ts), holding the flag's time. Read with the survey's state every run, so a flagged day
+ * past the window, whose summary a run does not read, is reconciled by the next run all the same; a run that has
+ * judged the day removes its attribute.
+ */
+export const dayFlagsKey = (surveyId: string) => ({
+  pk: `${SUMMARY_PARTITION_PREFIX}${surveyId}`,
+  sk: 'FLAGS',
+});
+export const DAY_FLAG_PREFIX = 'flag#';
 
 /**
  * The only items the hit path (receivers and drainer) writes: attempts, counts of refused hits, and the flag a

@@ -23,6 +23,8 @@ import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
 import {
   attemptDayKey,
   attemptKey,
+  DAY_FLAG_PREFIX,
+  dayFlagsKey,
   discrepancyIndexKey,
   discrepancySortPrefix,
   finishedRunKey,
@@ -151,11 +153,20 @@ export interface ReconciliationStore {
   recordSummaryCheck(surveyId: string, day: string, at: Date): Promise<void>;
   /** A survey's summaries of the Pacific days given, those that exist (a batch of point reads). */
   summariesOf(surveyId: string, days: readonly string[]): Promise<StoredDaySummary[]>;
-  /** What reconciling a survey starts from: its state and its summaries of the days given, in one batch read. */
+  /**
+   * What reconciling a survey starts from: its state, its flagged days (day to the flag's time, judged-day-flag.ts)
+   * and its summaries of the days given, in one batch read.
+   */
   surveyRecords(
     surveyId: string,
     days: readonly string[],
-  ): Promise<{ state?: SurveyReconciliationState; summaries: StoredDaySummary[] }>;
+  ): Promise<{
+    state?: SurveyReconciliationState;
+    summaries: StoredDaySummary[];
+    flags?: ReadonlyMap<string, string>;
+  }>;
+  /** Removes flagged days a run has dealt with, each only if its flag is still the time read. */
+  clearDayFlags(surveyId: string, flags: readonly { day: string; at: string }[]): Promise<void>;
   /** The summaries of a Pacific day, for all surveys (or the ones listed), through the index. */
   daySummaries(day: string): Promise<StoredDaySummary[]>;
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
@@ -224,20 +235,27 @@ export function createReconciliationStore(
     // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
     // figures compared against must be the last written.
     const stateKey = reconciliationStateKey(surveyId);
+    const flagsKey = dayFlagsKey(surveyId);
     const items = await batchGet(
       client,
       tableName,
-      [...(withState ? [stateKey] : []), ...days.map((day) => summaryKey(surveyId, day))],
+      [...(withState ? [stateKey, flagsKey] : []), ...days.map((day) => summaryKey(surveyId, day))],
       { consistent: true },
     );
     const stateItem = items.find((item) => item.pk === stateKey.pk && item.sk === stateKey.sk);
+    const flagsItem = items.find((item) => item.pk === flagsKey.pk && item.sk === flagsKey.sk);
     // A day's flag without figures (judged-day-flag.ts) is no summary: the day has not been reconciled.
     const summaries = items
-      .filter((item) => item !== stateItem && item.here !== undefined)
+      .filter((item) => item !== stateItem && item !== flagsItem && item.here !== undefined)
       .map(summaryFromItem);
+    const flags = new Map<string, string>();
+    for (const [name, at] of Object.entries(flagsItem ?? {}))
+      if (name.startsWith(DAY_FLAG_PREFIX) && typeof at === 'string')
+        flags.set(name.slice(DAY_FLAG_PREFIX.length), at);
     return {
       ...(stateItem ? { state: stateFromItem(surveyId, stateItem) } : {}),
       summaries: summaries.sort((a, b) => a.day.localeCompare(b.day)),
+      ...(withState ? { flags } : {}),
     };
   };
 
@@ -374,6 +392,19 @@ export function createReconciliationStore(
           ':entry': [{ verdict: 'collapsed', day: attempt.reconciliation?.day ?? '', at: at.toISOString() }],
           ...(seen === undefined ? {} : { ':seen': seen }),
         },
+      });
+    },
+
+    async clearDayFlags(surveyId, flags) {
+      if (flags.length === 0) return;
+      const names = Object.fromEntries(flags.map(({ day }, i) => [`#f${i}`, `${DAY_FLAG_PREFIX}${day}`]));
+      // Each only as read: a day flagged again since keeps its flag for the next run.
+      await updated({
+        Key: dayFlagsKey(surveyId),
+        UpdateExpression: `REMOVE ${Object.keys(names).join(', ')}`,
+        ConditionExpression: flags.map((_, i) => `#f${i} = :f${i}`).join(' AND '),
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: Object.fromEntries(flags.map(({ at }, i) => [`:f${i}`, at])),
       });
     },
 

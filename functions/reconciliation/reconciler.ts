@@ -256,7 +256,7 @@ export function reconciler(deps: ReconcilerDeps) {
       pacificDay(new Date(endedAt)) < nextDay(windowDays[0] ?? '', -1);
     const days = removedBefore ? [] : windowDays;
     // One batch read for the survey's own records.
-    const { state, summaries: storedList } = await deps.results.surveyRecords(surveyId, days);
+    const { state, summaries: storedList, flags } = await deps.results.surveyRecords(surveyId, days);
     const at = now();
     const failedDays = state?.failedDays ?? [];
     // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
@@ -296,7 +296,15 @@ export function reconciler(deps: ReconcilerDeps) {
           skipped.push(day);
     /** Reviewed (and skipped) days are read in full only when their rows changed (or a late hit flagged them). */
     const byRowsOnly = new Set([...reviewed, ...skipped]);
-    const pastDays = new Set([...open, ...reviewed, ...skipped]);
+    // Days before the window a late hit flagged (a postback re-sent days late, a hit drained or redriven after an
+    // outage): reconciled by this run, as a flagged day of the window is, not at their next daily or weekly look.
+    const flaggedPast =
+      plan === undefined || days[0] === undefined
+        ? []
+        : [...(flags ?? new Map<string, string>()).keys()].filter(
+            (day) => day < (days[0] as string) && day >= horizon,
+          );
+    const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
     /** Days past the window alone: read after the others, and a failure there does not fail the survey. */
@@ -639,6 +647,17 @@ export function reconciler(deps: ReconcilerDeps) {
         throw new Error(
           'its reconciliation state was written by another run while this one reconciled it; the next run reconciles it again',
         );
+      // Flagged days this run judged (or checked since their flag, or beyond the horizon) are dealt with; a flag
+      // left behind, should this write fail, costs the next run a spare read only.
+      const dealtWith = [...(flags ?? new Map<string, string>())]
+        .filter(
+          ([day, flaggedAt]) =>
+            day < horizon ||
+            (judgedThisRun.has(day) && latest.has(day) && !blocked.has(day)) ||
+            (stored.get(day)?.checkedAt ?? '') >= flaggedAt,
+        )
+        .map(([day, flaggedAt]) => ({ day, at: flaggedAt }));
+      await deps.results.clearDayFlags(surveyId, dealtWith).catch(() => undefined);
       if (heldError !== undefined)
         return { ...outcome, changes, changed, status: 'failed', error: heldError };
       return { ...outcome, changes, changed };

@@ -227,7 +227,9 @@ describe('the hourly run in the steady state', () => {
     await seededWeek(7201);
     const first = await hourly();
     expect(first.outcomes[0]).toMatchObject({ status: 'reconciled', summariesWritten: 7, skippedDays: 0 });
-    expect(writesTo('SUMMARY#7201')).toHaveLength(7);
+    // Its seven summaries, and one write taking off the flags the week's hits left on their days (written after
+    // those days began, their attempts were late to any run that had read them).
+    expect(writesTo('SUMMARY#7201')).toHaveLength(8);
     expect(surveyStateWrites()).toHaveLength(1);
 
     clock += HOUR;
@@ -670,6 +672,28 @@ describe('settled days', () => {
     const [summary] = await results.summariesOf('7226', [oldest]);
     expect(summary?.marketplace).toMatchObject({ owed: '1.50', validCompletes: 1 });
     expect(summary?.verdicts).toMatchObject({ complete_not_received: 1 });
+  });
+
+  it('a postback re-sent days after its day left the window: the next run reconciles the day, not its weekly look', async () => {
+    await survey(7227);
+    const oldest = WEEK[0] as string;
+    const late = await complete(7227, oldest, { arrived: false, verify: 'Valid' });
+    await hourly();
+    expect((await results.summariesOf('7227', [oldest]))[0]?.verdicts).toEqual({ complete_not_received: 1 });
+    // Out of the window and listed once since (its weekly look done), the marketplace re-sends the postback.
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    clock += 24 * HOUR;
+    await arrive(late, new Date(clock));
+    clock += HOUR;
+    await hourly();
+    const [summary] = await results.summariesOf('7227', [oldest]);
+    expect(summary?.verdicts).toEqual({ matched: 1 });
+    expect(summary?.here.postbackCompletes).toBe(1);
+    // Dealt with: the next runs read the day no more until its weekly look.
+    clock += HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
   });
 
   it('a postback under another pid spelling a week after the click: the click day, past the window, is read again for it', async () => {
