@@ -300,7 +300,8 @@ export function createLedgerStore(
       }
       const indexed = item.gsi1sk === read;
       const day = attemptDayKey(current.surveyId, key.sk, madeAt);
-      const lastSeen = current.lastSeenAt;
+      // After the item as just read (a place-taking update may have moved it since the attempt was returned).
+      const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : current.lastSeenAt;
       try {
         const { Attributes } = await send(() =>
           client.send(
@@ -334,14 +335,16 @@ export function createLedgerStore(
 
   /**
    * What a drained hit does beyond its write, on the attempt as written (or as it is, on a redelivery): its outcome
-   * stands if made first, the attempt goes back to when it was first seen, and the days it changed are flagged (the
-   * one it left too). Each is decided on the attempt as it is, so doing them again changes nothing done.
+   * stands if made first, the attempt goes back to when it was first seen, and the days it changed are flagged: its
+   * judged day or the one it was first seen on, and, when it moved, the day it moved to (its verdict, should it have
+   * one, stands on the day it left until a run of the day it moved to judges it there). Each is decided on the
+   * attempt as it is, so doing them again changes nothing done.
    */
   const settleDrained = async (attempt: Attempt, hit: Hit, made: Date, effect: HitEffect) => {
     await standEarlier(attempt, hit, made);
     const moved = await firstSeenBack(attempt, made);
     await flagStaleDays(attempt, effect);
-    if (moved) await flagStaleDays(moved, 'recorded');
+    if (moved) await flagStaleDays({ ...moved, reconciliation: undefined }, 'recorded');
   };
 
   /** The update that makes a drained hit's outcome stand on the attempt as read, or none if it need not. */

@@ -15,8 +15,9 @@ import {
   type UpdateCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { Attempt } from '../receiving/attempt';
+import { verdictUnchanged } from '../reconciliation/verdict-equality';
 import type { VerdictKind } from '../reconciliation/verdict-kinds';
-import { type AttemptVerdict, type DaySummary, verdictUnchanged } from '../reconciliation/verdict-rules';
+import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
 import { attemptFromItem } from './attempt-store';
 import { batchGet, type Item, queryAll, send } from './document-client';
 import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
@@ -396,16 +397,19 @@ export function createReconciliationStore(
     },
 
     async clearDayFlags(surveyId, flags) {
-      if (flags.length === 0) return;
-      const names = Object.fromEntries(flags.map(({ day }, i) => [`#f${i}`, `${DAY_FLAG_PREFIX}${day}`]));
-      // Each only as read: a day flagged again since keeps its flag for the next run.
-      await updated({
-        Key: dayFlagsKey(surveyId),
-        UpdateExpression: `REMOVE ${Object.keys(names).join(', ')}`,
-        ConditionExpression: flags.map((_, i) => `#f${i} = :f${i}`).join(' AND '),
-        ExpressionAttributeNames: names,
-        ExpressionAttributeValues: Object.fromEntries(flags.map(({ at }, i) => [`:f${i}`, at])),
-      });
+      // Each on its own and only as read: a day flagged again since (by a hit, or by this run's own verdicts) keeps
+      // its flag for the next run, and the others go. Flags are few: late hits only.
+      await Promise.all(
+        flags.map(({ day, at }) =>
+          updated({
+            Key: dayFlagsKey(surveyId),
+            UpdateExpression: 'REMOVE #flag',
+            ConditionExpression: '#flag = :at',
+            ExpressionAttributeNames: { '#flag': `${DAY_FLAG_PREFIX}${day}` },
+            ExpressionAttributeValues: { ':at': at },
+          }),
+        ),
+      );
     },
 
     pointToArrival(surveyId, pid, token, arrivedAs) {

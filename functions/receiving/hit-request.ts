@@ -266,8 +266,11 @@ function readJsonParams(body: string): Params {
       text = written;
     } else throw badRequest(`${key} in the JSON body must be a string`);
     const seen = params.get(key);
-    if (seen !== undefined && seen !== text)
-      throw badRequest(`${key} is given twice with different values (body)`);
+    if (seen !== undefined && seen !== text) {
+      // As in a query: one saying nothing (empty, a placeholder) lets the other stand.
+      if (isBlank(text)) continue;
+      if (!isBlank(seen)) throw badRequest(`${key} is given twice with different values (body)`);
+    }
     params.set(key, text);
   }
   return params;
@@ -275,19 +278,23 @@ function readJsonParams(body: string): Params {
 
 /**
  * An id written twice under one name with two values (`{"pid":"a","pid":"b"}`) is as ambiguous as in a query: the
- * parse keeps the last, another reader of the same body may keep the first. Names in other cases are told apart by
- * the caller (they survive the parse); a null member says nothing, as there.
+ * parse keeps the last, another reader of the same body may keep the first. As there, one saying nothing (null,
+ * empty, a placeholder left as it was) lets the other stand, and values are compared as read (`"12"` and `12`, an
+ * escape and its character, are one value). Names in other cases are told apart by the caller (they survive the parse).
  */
 function refuseRepeatedIds(body: string): void {
   // The usual body names each id once, unescaped: nothing to scan.
   if (!body.includes('\\u') && !/"(pid|token)"[\s\S]*"\1"/i.test(body)) return;
   const values = new Map<string, string>();
   for (const [name, text] of topLevelMembers(body)) {
-    if (!/^(pid|token)$/i.test(name) || text === 'null') continue;
+    if (!/^(pid|token)$/i.test(name)) continue;
+    const parsed: unknown = JSON.parse(text);
+    const value = typeof parsed === 'string' ? parsed : text;
+    if (parsed === null || isBlank(value)) continue;
     const seen = values.get(name);
-    if (seen !== undefined && seen !== text)
+    if (seen !== undefined && seen !== value)
       throw badRequest(`${name.toLowerCase()} is given twice with different values (body)`);
-    values.set(name, text);
+    values.set(name, value);
   }
 }
 

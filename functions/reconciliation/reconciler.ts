@@ -39,6 +39,7 @@ import {
   sameFigures,
   transactionsChanged,
 } from './recheck-policy';
+import { verdictUnchanged } from './verdict-equality';
 import type { VerdictKind } from './verdict-kinds';
 import {
   type AttemptVerdict,
@@ -53,7 +54,6 @@ import {
   pacificDays,
   reconcileSurveyWindow,
   summarize,
-  verdictUnchanged,
 } from './verdict-rules';
 
 export { SCHEDULED_RUN } from './recheck-policy';
@@ -298,11 +298,12 @@ export function reconciler(deps: ReconcilerDeps) {
     const byRowsOnly = new Set([...reviewed, ...skipped]);
     // Days before the window a late hit flagged (a postback re-sent days late, a hit drained or redriven after an
     // outage): reconciled by this run, as a flagged day of the window is, not at their next daily or weekly look.
+    const windowStart = windowDays[0];
     const flaggedPast =
-      plan === undefined || days[0] === undefined
+      plan === undefined || windowStart === undefined
         ? []
         : [...(flags ?? new Map<string, string>()).keys()].filter(
-            (day) => day < (days[0] as string) && day >= horizon,
+            (day) => day < windowStart && day >= horizon,
           );
     const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
@@ -647,12 +648,14 @@ export function reconciler(deps: ReconcilerDeps) {
         throw new Error(
           'its reconciliation state was written by another run while this one reconciled it; the next run reconciles it again',
         );
-      // Flagged days this run judged (or checked since their flag, or beyond the horizon) are dealt with; a flag
-      // left behind, should this write fail, costs the next run a spare read only.
+      // Flagged days this run judged (or checked since their flag, or beyond the horizon) are dealt with, and so are
+      // days past the window it tried: one that failed there goes back to its daily or weekly look (the summary
+      // keeps its flag), not to every run. A flag left behind, should this write fail, costs a spare read only.
       const dealtWith = [...(flags ?? new Map<string, string>())]
         .filter(
           ([day, flaggedAt]) =>
             day < horizon ||
+            pastDays.has(day) ||
             (judgedThisRun.has(day) && latest.has(day) && !blocked.has(day)) ||
             (stored.get(day)?.checkedAt ?? '') >= flaggedAt,
         )
@@ -838,8 +841,12 @@ export function reconciler(deps: ReconcilerDeps) {
         };
         // Only over the run read: two invocations at once (the scheduler delivers at least once; a resume beside
         // the hourly one) would each start a run, the later replacing the first, lease and all, both reconciling.
-        if (!(await deps.results.putRunState(SCHEDULED_RUN, state, { replacing: previousRunId })))
-          return undefined;
+        // Refused, it is this invocation's own write whose answer was lost (the SDK's retry then finds its own run)
+        // or another invocation's run.
+        if (!(await deps.results.putRunState(SCHEDULED_RUN, state, { replacing: previousRunId }))) {
+          const stands = await deps.results.runState(SCHEDULED_RUN);
+          if (stands?.runId !== state.runId || stands.leaseUntil !== leaseUntil) return undefined;
+        }
       } else if (!(await deps.results.acquireRun(SCHEDULED_RUN, state.runId, started, new Date(leaseUntil))))
         return undefined;
       const run: RunState = state;

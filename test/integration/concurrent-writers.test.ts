@@ -2,6 +2,7 @@
  * Writers of the ledger racing each other: a reconciliation run against the drainer, two invocations starting a run
  * at once, an operator's run beside the hourly one. Each test pauses one actor between its read and its write.
  */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_BUFFERED_IDS } from '../../functions/ledger/attempt-store';
@@ -278,6 +279,25 @@ describe('runs beside each other', () => {
       }),
     ]);
     expect([reportA, reportB].filter((report) => report !== undefined)).toHaveLength(1);
+  }, 60_000);
+
+  it("a new run's first write whose answer was lost: the invocation finds the run its own and runs it", async () => {
+    const w = await world();
+    const plain = w.actor();
+    let lost = true;
+    const a = w.actor(async (command, input) => {
+      if (!lost || !isRunStatePut(command, input)) return;
+      lost = false;
+      // The write lands and its answer is lost: the SDK's retry then meets the condition its own write broke.
+      await plain.client.send(
+        new PutCommand({ TableName: w.tableName, Item: input.Item as Record<string, unknown> }),
+      );
+      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    });
+    await survey(marketplace, a.registry, 7413, w.clock.now - HOUR);
+    const report = await engineOf(marketplace, w, a).scheduled(7, { deadline: new Date(w.clock.now + HOUR) });
+    expect(report?.complete).toBe(true);
+    expect(await a.results.runState(SCHEDULED_RUN)).toMatchObject({ finishedAt: expect.any(String) });
   }, 60_000);
 
   it('an invocation that starts a run holds it from that write: one reading it just after answers busy', async () => {

@@ -14,11 +14,14 @@ import {
   attemptDayPartition,
   attemptDayShard,
   attemptKey,
+  DAY_FLAG_PREFIX,
   DAY_INDEX_SHARDS,
+  dayFlagsKey,
 } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
+  createReconciliationStore,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
@@ -177,6 +180,41 @@ describe('buffered hits', () => {
       await store.recordBufferedHit(hit('postback', 'across'), new Date('2026-06-11T01:00:00Z'), 'later'),
     ).toBe(true);
     expect((await store.attemptsOf('705', 'p-across'))[0]?.firstSeenAt).toBe(made.toISOString());
+  });
+
+  it('an attempt judged on the day it was first seen, moved back a day by a drained hit: the day it moved to is flagged', async () => {
+    const hit = (channel: 'redirect' | 'postback') =>
+      ({
+        channel,
+        surveyId: '706',
+        outcome: 'success',
+        pid: 'p-moved',
+        token: 't-moved',
+        source: 'query',
+      }) as const;
+    // The redirect written live at 02:05 PDT on 06-11 and judged there; the postback made at 23:55 PDT on 06-10
+    // drains after the outage.
+    const { attempt } = await store.recordHit(hit('redirect'), new Date('2026-06-11T09:05:00.000Z'), 'live');
+    await createReconciliationStore(documents, table).recordVerdict(
+      {
+        surveyId: '706',
+        pid: 'p-moved',
+        token: 't-moved',
+        verdict: { kind: 'unverified_claim', day: '2026-06-11', detail: {} },
+        attempt,
+      },
+      new Date('2026-06-12T00:00:00.000Z'),
+    );
+    expect(
+      await store.recordBufferedHit(hit('postback'), new Date('2026-06-11T06:55:00.000Z'), 'drained'),
+    ).toBe(true);
+    const { Item } = await documents.send(new GetCommand({ TableName: table, Key: dayFlagsKey('706') }));
+    // The day its verdict stands on (left), and the day it now belongs to, for their next runs.
+    expect(
+      Object.keys(Item ?? {})
+        .filter((name) => name.startsWith(DAY_FLAG_PREFIX))
+        .sort(),
+    ).toEqual([`${DAY_FLAG_PREFIX}2026-06-10`, `${DAY_FLAG_PREFIX}2026-06-11`]);
   });
 
   it('two buffered hits made before the standing one, drained in either order: the first made stands', async () => {

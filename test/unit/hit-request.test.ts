@@ -337,7 +337,17 @@ describe('reading the identity', () => {
     expect(rejection(json('{"token":"t1","x":{"token":"n"},"s":"\\",\\"","t\\u006fken":"t2"}')).message).toBe(
       'token is given twice with different values (body)',
     );
-    // The same value twice, a null beside a value, or the id nested in another member: one id.
+    // The same value twice (as written or as read), a value beside one saying nothing (null, empty, a placeholder,
+    // under the same name or another case of it), or the id nested in another member: one id.
+    for (const body of [
+      '{"pid":"12","pid":12,"token":"t"}',
+      '{"pid":"ab\\u0063","pid":"abc","token":"t"}',
+      '{"pid":"","pid":"abc","token":"t"}',
+      '{"pid":"[%%pid%%]","pid":"abc","token":"t"}',
+      '{"PID":"abc","pid":"","token":"t"}',
+      '{"pid":"","PID":"abc","token":"t"}',
+    ])
+      expect(json(body)().pid, body).toMatch(/^(12|abc)$/);
     expect(
       identity(
         request({
