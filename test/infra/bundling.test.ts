@@ -22,10 +22,22 @@ describe('bundled functions', () => {
       Resources: Record<string, { Type: string; Properties: { Code?: { S3Key?: string } } }>;
     };
     // A function's code is the zip of the staged directory asset.<hash>.
-    const assets = Object.values(template.Resources)
-      .filter((r) => r.Type === 'AWS::Lambda::Function')
-      .map((r) => `asset.${r.Properties.Code?.S3Key?.replace(/\.zip$/, '')}`);
+    const functions = Object.entries(template.Resources).filter(
+      ([, r]) => r.Type === 'AWS::Lambda::Function',
+    );
+    const assetOf = (r: (typeof functions)[number][1]) =>
+      `asset.${r.Properties.Code?.S3Key?.replace(/\.zip$/, '')}`;
+    const assets = functions.map(([, r]) => assetOf(r));
     expect(assets).toHaveLength(7);
+    // The receivers carry no reconciliation: the marketplace's records (their schemas, built at import) and the
+    // verdict rules stay out of the two bundles every hit's cold start loads.
+    const receivers = functions.filter(([id]) => /^(redirect|postback)function/.test(id));
+    expect(receivers).toHaveLength(2);
+    for (const [id, r] of receivers) {
+      const code = readFileSync(join(outdir, assetOf(r), 'index.mjs'), 'utf8');
+      expect(code, id).not.toContain('verifiedTknDt');
+      expect(code, id).not.toContain('Pre Survey Termination');
+    }
     for (const asset of assets) {
       const files = readdirSync(join(outdir, asset));
       expect(files).toEqual(['index.mjs']);
