@@ -425,6 +425,22 @@ describe('drained hits of one attempt', () => {
   const redirectOf = (t: ReturnType<typeof transaction>, outcome: 'success' | 'fail') =>
     hitOf(t, 'redirect', outcome);
   const minute = (n: number) => new Date(midnight + n * 60_000);
+  /** A drainer whose store gives way once, on the update that makes a drained hit's outcome take its place. */
+  const failingOnceAtStand = (w: Awaited<ReturnType<typeof world>>) => {
+    let failOnce = true;
+    return w.actor((command, input) => {
+      if (
+        failOnce &&
+        command === 'UpdateItemCommand' &&
+        String(input.ConditionExpression ?? '').includes('#standing = :standing')
+      ) {
+        failOnce = false;
+        throw Object.assign(new Error('injected: throughput exceeded'), {
+          name: 'ProvisionedThroughputExceededException',
+        });
+      }
+    });
+  };
 
   it('an earlier success and a later fail drained at once, the fail taking the place first: the success, made first, stands', async () => {
     const w = await world();
@@ -460,20 +476,8 @@ describe('drained hits of one attempt', () => {
 
   it('a drained hit whose place-taking update failed: its redelivery, a repeat, still makes the first made stand', async () => {
     const w = await world();
-    let failOnce = true;
     // The store gives way just as the drained hit is to take its place (after its own update was written).
-    const drainer = w.actor((command, input) => {
-      if (
-        failOnce &&
-        command === 'UpdateItemCommand' &&
-        String(input.ConditionExpression ?? '').includes('#standing = :standing')
-      ) {
-        failOnce = false;
-        throw Object.assign(new Error('injected: throughput exceeded'), {
-          name: 'ProvisionedThroughputExceededException',
-        });
-      }
-    });
+    const drainer = failingOnceAtStand(w);
     const t = transaction(marketplace, 7311, minute(-30));
     // A success made at 23:40 and buffered; a fail recorded live at 23:45.
     await drainer.attempts.recordHit(postbackOf(t, 'fail'), minute(-15), 'live-1');
@@ -494,19 +498,7 @@ describe('drained hits of one attempt', () => {
 
   it('the same, on an attempt whose set of drained ids is full: the redelivery still makes the first made stand', async () => {
     const w = await world();
-    let failOnce = true;
-    const drainer = w.actor((command, input) => {
-      if (
-        failOnce &&
-        command === 'UpdateItemCommand' &&
-        String(input.ConditionExpression ?? '').includes('#standing = :standing')
-      ) {
-        failOnce = false;
-        throw Object.assign(new Error('injected: throughput exceeded'), {
-          name: 'ProvisionedThroughputExceededException',
-        });
-      }
-    });
+    const drainer = failingOnceAtStand(w);
     const t = transaction(marketplace, 7312, minute(-30));
     // The outage buffered many refreshes of the end page: the attempt remembers as many drained ids as it keeps.
     for (let i = 0; i < MAX_BUFFERED_IDS; i++)
