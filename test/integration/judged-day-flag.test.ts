@@ -192,6 +192,23 @@ describe('a late hit on the live path', () => {
   });
 });
 
+describe("the survey's flagged days", () => {
+  it('lists every flagged day, and a run takes each off on its own: one flagged again since keeps its flag', async () => {
+    const days = ['2026-11-10', '2026-11-11', '2026-11-12'];
+    for (const day of days) await results.flagDay(SURVEY, day, new Date('2026-11-23T10:00:00.000Z'));
+    const { flags } = await results.surveyRecords(SURVEY, []);
+    expect([...(flags ?? new Map()).keys()].sort()).toEqual(days);
+    // Between the run's read and its clearing, a hit flags the middle day again.
+    await results.flagDay(SURVEY, '2026-11-11', new Date('2026-11-23T10:30:00.000Z'));
+    await results.clearDayFlags(
+      SURVEY,
+      [...(flags ?? new Map())].map(([day, at]) => ({ day, at })),
+    );
+    const after = (await results.surveyRecords(SURVEY, [])).flags;
+    expect(Object.fromEntries(after ?? new Map())).toEqual({ '2026-11-11': '2026-11-23T10:30:00.000Z' });
+  });
+});
+
 describe('a late hit drained from the buffer', () => {
   it('flags with the time it is recorded, not the time it was made', async () => {
     await judged('buffered-1');

@@ -51,6 +51,8 @@ let attemptReads: { from: string; to: string }[];
 let clock: number;
 /** The marketplace URLs the reconciler called. */
 const listed: string[] = [];
+/** While set, the marketplace answers 500 to a listing that starts before this day. */
+let failListingsBefore: string | undefined;
 /** While set, the store's writes to day summaries fail (a store fault injected below the SDK's retries). */
 let summaryWritesFail = false;
 
@@ -100,6 +102,9 @@ const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
       retries: 0,
       fetch: (input, init) => {
         listed.push(String(input));
+        const from = new URL(String(input)).searchParams.get('startDate');
+        if (failListingsBefore !== undefined && from !== null && from < failListingsBefore)
+          return Promise.resolve(new Response('{"apiStatus":"Failure","msg":"injected"}', { status: 500 }));
         return fetch(input, init);
       },
     }),
@@ -694,6 +699,35 @@ describe('settled days', () => {
     clock += HOUR;
     await hourly();
     expect(readDay(oldest)).toBe(false);
+  });
+
+  it('a flagged day past the window whose listing fails goes back to its own look, not to every run', async () => {
+    await survey(7228);
+    const oldest = WEEK[0] as string;
+    const late = await complete(7228, oldest, { arrived: false, verify: 'Valid' });
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    clock += 24 * HOUR;
+    await arrive(late, new Date(clock));
+    // The next run tries the flagged day; the marketplace fails its listing (the window's own listing answers).
+    failListingsBefore = WEEK[0];
+    try {
+      clock += HOUR;
+      expect((await hourly()).outcomes[0]).toMatchObject({ status: 'reconciled', openFailures: 1 });
+    } finally {
+      failListingsBefore = undefined;
+    }
+    // Tried and failed: the day waits for its next daily look, not listed again by every run meanwhile.
+    clock += HOUR;
+    listed.length = 0;
+    await hourly();
+    const covers = (url: string) => {
+      const query = new URL(url).searchParams;
+      return (query.get('startDate') ?? '') <= oldest && oldest <= (query.get('endDate') ?? '');
+    };
+    expect(listed.length).toBeGreaterThan(0);
+    expect(listed.filter(covers)).toEqual([]);
   });
 
   it('a postback under another pid spelling a week after the click: the click day, past the window, is read again for it', async () => {
