@@ -182,13 +182,9 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
     money: MONEY_KINDS.has(kind),
     marketplaceStatus: verdict.marketplace?.status ?? 'missing',
     verifyToken: verdict.marketplace?.verifyToken ?? '',
-    // A reversal re-filed at a price of 0 shows what was reversed: the survey's price at the click.
-    cpi:
-      kind === 'invalidated' &&
-      typeof verdict.detail.reversedCpi === 'string' &&
-      !(Number(verdict.marketplace?.cpi ?? '0') > 0)
-        ? verdict.detail.reversedCpi
-        : (verdict.marketplace?.cpi ?? ''),
+    // The marketplace's own price (a reversal re-filed at 0 shows 0); what was reversed, claimed or expected is
+    // `expectedCpi`, so the two columns never pass one for the other.
+    cpi: verdict.marketplace?.cpi ?? '',
     expectedCpi: firstText(verdict.detail.expectedCpi, verdict.detail.claimedCpi, verdict.detail.reversedCpi),
     postback: attempt.postback?.outcome ?? 'none',
     redirect: attempt.redirect?.outcome ?? 'none',
