@@ -31,9 +31,18 @@ export function attemptCommand(): Command {
 function describeAttempt(attempt: Attempt): string {
   const lines = [
     `survey ${attempt.surveyId}  pid ${attempt.pid}  token ${attempt.token}`,
-    `  first seen ${attempt.firstSeenAt}  last seen ${attempt.lastSeenAt}`,
+    attempt.firstSeenAt
+      ? `  first seen ${attempt.firstSeenAt}  last seen ${attempt.lastSeenAt}`
+      : '  never seen here: an item reconciliation keeps for a transaction the marketplace lists',
     `  complete: ${attempt.complete}${attempt.conflict ? '  CONFLICT' : ''}`,
   ];
+  const verdict = attempt.reconciliation;
+  if (verdict) {
+    const listed = verdict.marketplace
+      ? ` (marketplace: ${verdict.marketplace.status}${verdict.marketplace.verifyToken ? `, ${verdict.marketplace.verifyToken}` : ''}, cpi ${verdict.marketplace.cpi})`
+      : '';
+    lines.push(`  reconciled: ${verdict.verdict} on ${verdict.day}${listed}, judged ${verdict.at}`);
+  }
   for (const channel of ['postback', 'redirect'] as const) {
     const record = attempt[channel];
     if (!record) {

@@ -23,7 +23,7 @@ export function attemptsCommand(): Command {
       if (attempts.length === 0) say(`no attempts at survey ${options.survey} on ${day}`);
       for (const a of attempts) {
         say(
-          `${a.firstSeenAt}  pid ${a.pid}  token ${a.token}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,
+          `${a.firstSeenAt ?? `(not seen here; clicked ${a.reconciliation?.marketplace?.clickedAt ?? '?'})`}  pid ${a.pid}  token ${a.token}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,
         );
       }
     });

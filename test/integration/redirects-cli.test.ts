@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient, createReconciliationStore } from '../../functions/ledger/ledger-store';
 import { freshTable } from '../support/ledger';
 
 const run = promisify(execFile);
@@ -141,6 +142,33 @@ describe('output for other programs', () => {
     }).catch((error: { stderr: string; code: number }) => error);
     expect(failed).toMatchObject({ code: 1 });
     expect((failed as { stderr: string }).stderr).toContain('is the local stack running? npm start');
+  });
+
+  it('attempt and attempts show an item kept for a transaction never seen here, and its verdict, in words', async () => {
+    const client = createDocumentClient({ endpoint: table.endpoint });
+    const clickedAt = new Date().toISOString();
+    await createReconciliationStore(client, table.tableName).recordVerdict(
+      {
+        surveyId: '9105',
+        pid: 'p-listed',
+        token: 't-listed',
+        verdict: {
+          kind: 'complete_not_received',
+          day: clickedAt.slice(0, 10),
+          detail: {},
+          marketplace: { status: 'Completed', verifyToken: 'Valid', cpi: '1.25', clickedAt },
+        },
+      },
+      new Date(),
+    );
+    const one = await cli('attempt', '--survey', '9105', '--pid', 'p-listed');
+    expect(one.stdout).not.toContain('undefined');
+    expect(one.stdout).toContain('never seen here');
+    expect(one.stdout).toContain('reconciled: complete_not_received on');
+    expect(one.stdout).toContain('(marketplace: Completed, Valid, cpi 1.25)');
+    const day = await cli('attempts', '--survey', '9105', '--day', clickedAt.slice(0, 10));
+    expect(day.stdout).not.toContain('undefined');
+    expect(day.stdout).toContain(`(not seen here; clicked ${clickedAt})  pid p-listed`);
   });
 
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
