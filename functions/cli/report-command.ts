@@ -5,7 +5,7 @@ import { discrepanciesCsv, failingSurveysCsv, type SummaryDetail, summaryCsv } f
 import { reportHtml } from '../finance/report-html';
 import { pacificDay } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
-import { cliContext } from './context';
+import { cliContext, noteUnregistered } from './context';
 import { dayOption, surveyIdOption } from './options';
 import { complain } from './terminal';
 
@@ -35,6 +35,7 @@ export function reportCommand(): Command {
       choice(['days', 'surveys', 'totals']),
       'days',
     )
+    .option('--json', 'the same as --format json (as every other command spells it)')
     .option('--out <file>', 'write to this file instead of standard output')
     .action(
       async (options: {
@@ -44,9 +45,13 @@ export function reportCommand(): Command {
         format: string;
         table: string;
         detail: SummaryDetail;
+        json?: boolean;
         out?: string;
       }) => {
+        if (options.json && options.format !== 'json')
+          throw new Error(`--json cannot go with --format ${options.format}`);
         const context = cliContext();
+        await noteUnregistered(context.registry, options.survey ?? [], 'its figures are zero (check the id)');
         const queries = finance({
           attempts: context.store,
           results: context.results,

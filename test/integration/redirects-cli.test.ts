@@ -171,6 +171,14 @@ describe('output for other programs', () => {
     expect(day.stdout).toContain(`(not seen here; clicked ${clickedAt})  pid p-listed`);
   });
 
+  it('report takes --json as every command does, and names a survey it is asked for that has no registration here', async () => {
+    const result = await run(TSX, ['functions/cli/main.ts', 'report', '--json', '--survey', '9997'], {
+      env: cliEnv(),
+    });
+    expect(JSON.parse(result.stdout)).toMatchObject({ surveys: [] });
+    expect(result.stderr).toContain('survey 9997 has no redirects registered here; its figures are zero');
+  });
+
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
       env: cliEnv(),
