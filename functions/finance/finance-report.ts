@@ -33,6 +33,12 @@ export interface Totals {
   readonly moneyDiscrepancies: number;
   /** Success redirects nothing backs (`unverified_claim`, `contradicted_claim`), by kind: a forgery signal. */
   readonly claims: Readonly<Partial<Record<VerdictKind, number>>>;
+  /**
+   * Attempts whose discrepancy the last run left for a later one (too recent to judge: a channel or the
+   * marketplace may still catch up): counted above under the verdict they had, or none. Above 0, the day's
+   * discrepancy figures are provisional.
+   */
+  readonly awaiting: number;
 }
 
 export interface SurveyDayRow extends Totals {
@@ -117,6 +123,7 @@ export function dayRow(summary: StoredDaySummary, checkedAt = summary.checkedAt)
     discrepancies,
     moneyDiscrepancies: moneyCount(discrepancies),
     claims,
+    awaiting: summary.awaiting ?? 0,
     lastReconciledAt: checkedAt,
   };
 }
@@ -132,7 +139,8 @@ export function addUp(rows: readonly Totals[]): Totals {
       | 'marketplaceCompletes'
       | 'validCompletes'
       | 'pendingCompletes'
-      | 'invalidCompletes',
+      | 'invalidCompletes'
+      | 'awaiting',
   ) => rows.reduce((sum, row) => sum + row[key], 0);
   return {
     completesPostback: count('completesPostback'),
@@ -146,6 +154,7 @@ export function addUp(rows: readonly Totals[]): Totals {
     discrepancies,
     moneyDiscrepancies: moneyCount(discrepancies),
     claims,
+    awaiting: count('awaiting'),
   };
 }
 

@@ -47,6 +47,8 @@ export const SUMMARY_COLUMNS = [
   ...[...CLAIM_KINDS].map((kind) => `claims_${kind}`),
   'last_reconciled_at',
   ...ADDED_KINDS.map((kind) => `discrepancies_${kind}`),
+  // Added later still, last for the same reason.
+  'awaiting',
 ] as const;
 
 /**
@@ -95,6 +97,7 @@ export function summaryCsv(
       ...[...CLAIM_KINDS].map((kind) => r.claims[kind] ?? 0),
       r.lastReconciledAt,
       ...ADDED_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
+      r.awaiting,
     ]),
   );
 }

@@ -113,6 +113,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="invalidated">Completes reviewed Invalid (rows still Completed)<b>${t.invalidCompletes}</b></div>
 <div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
+<div class="card" id="awaiting-count">Awaiting judgement (too recent: figures provisional)<b>${t.awaiting}</b></div>
 <div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>
 <div class="card" id="failing-count">Surveys failing in the period<b>${new Set(report.failingSurveys.map((f) => f.surveyId)).size}</b></div>
 </div>

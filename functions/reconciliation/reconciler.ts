@@ -43,6 +43,7 @@ import { verdictUnchanged } from './verdict-equality';
 import type { VerdictKind } from './verdict-kinds';
 import {
   type AttemptVerdict,
+  type Awaiting,
   attemptKeysToRead,
   attemptRange,
   type DaySummary,
@@ -444,7 +445,15 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.awaiting += overtaken.length;
       await Promise.all(
         result.summaries
-          .map((figures) => withOvertaken(figures, overtaken, result.verdicts, transactions))
+          .map((figures) =>
+            withOvertaken(
+              figures,
+              overtaken,
+              result.verdicts,
+              transactions,
+              result.waiting.get(figures.day) ?? [],
+            ),
+          )
           .map(async (summary) => {
             latest.set(summary.day, summary);
             const previous = stored.get(summary.day);
@@ -1020,20 +1029,18 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
   return { ...sum, verdicts };
 }
 
-/**
- * A day's figures without the verdicts a hit overtook (counted as awaiting judgement instead, and left out of what
- * this side saw, as awaiting ones are).
- */
+/** A day's figures with the verdicts a hit overtook counted as awaiting judgement instead, as awaiting ones are. */
 function withOvertaken(
   summary: DaySummary,
   overtaken: readonly AttemptVerdict[],
   verdicts: readonly AttemptVerdict[],
   transactions: readonly Transaction[],
+  waiting: readonly Awaiting[],
 ): DaySummary {
-  const ofDay = overtaken.filter((entry) => entry.verdict.day === summary.day).length;
-  if (ofDay === 0) return summary;
+  const ofDay = overtaken.filter((entry) => entry.verdict.day === summary.day);
+  if (ofDay.length === 0) return summary;
   const kept = verdicts.filter((entry) => !overtaken.includes(entry));
-  return summarize(summary.surveyId, summary.day, kept, transactions, (summary.awaiting ?? 0) + ofDay);
+  return summarize(summary.surveyId, summary.day, kept, transactions, [...waiting, ...ofDay]);
 }
 
 /** `list` in consecutive pieces of at most `size`. */

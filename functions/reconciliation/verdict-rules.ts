@@ -23,7 +23,7 @@ import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { sameAmount, sumAmounts } from '../shared/money';
 import { transactionsDigest } from './transactions-digest';
-import { CLAIM_KINDS, type VerdictKind } from './verdict-kinds';
+import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -121,6 +121,8 @@ export interface SurveyWindowResult {
   readonly undated: number;
   /** Discrepancies too recent to judge; the next run looks again. */
   readonly awaiting: number;
+  /** Those of them by day, with their attempts (the day's figures count them). */
+  readonly waiting: ReadonlyMap<string, readonly Awaiting[]>;
   /** Attempts whose transaction was clicked in before the window: the run of that day judges them. */
   readonly earlier: number;
   /** Attempts seen here that belong to a day outside the window (read by its range or lead), with that day. */
@@ -366,7 +368,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const verdicts: AttemptVerdict[] = [];
   let undated = 0;
   let awaiting = 0;
-  const awaitingByDay = new Map<string, number>();
+  const awaitingByDay = new Map<string, Awaiting[]>();
   let earlier = 0;
   const elsewhere: { day: string; attempt: Attempt }[] = [];
   const settled = window.settledBefore?.toISOString();
@@ -444,7 +446,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         .pop();
       if (latest !== undefined && latest >= settled) {
         awaiting++;
-        awaitingByDay.set(day, (awaitingByDay.get(day) ?? 0) + 1);
+        awaitingByDay.set(day, [...(awaitingByDay.get(day) ?? []), { ...(attempt ? { attempt } : {}) }]);
         continue;
       }
     }
@@ -465,10 +467,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   return {
     verdicts,
     summaries: window.days.map((day) =>
-      summarize(window.surveyId, day, verdicts, window.transactions, awaitingByDay.get(day) ?? 0),
+      summarize(window.surveyId, day, verdicts, window.transactions, awaitingByDay.get(day) ?? []),
     ),
     undated,
     awaiting,
+    waiting: awaitingByDay,
     earlier,
     elsewhere,
     superseded,
@@ -688,15 +691,37 @@ function viewOf(t: Transaction): MarketplaceView {
   };
 }
 
-/** A day's figures from the verdicts of the day's attempts and the window's transactions. */
+/**
+ * A discrepancy of the day left for a later run (too recent to judge, or a hit overtook the run's write), with the
+ * attempt it concerns when there is one here.
+ */
+export interface Awaiting {
+  readonly attempt?: Attempt;
+}
+
+/**
+ * A day's figures from the verdicts of the day's attempts and the window's transactions. An attempt awaiting its
+ * judgement is counted here all the same (it arrived: a signed complete is a complete here), under the verdict it
+ * carries from the run before if any (the one finance lists meanwhile), so the day's figures and its discrepancy
+ * list never contradict each other; a success redirect alone awaiting is not a complete here (a claim until judged).
+ */
 export function summarize(
   surveyId: string,
   day: string,
   verdicts: readonly AttemptVerdict[],
   transactions: readonly Transaction[],
-  awaiting: number,
+  waiting: readonly Awaiting[],
 ): DaySummary {
-  const ofDay = verdicts.filter((v) => v.verdict.day === day);
+  const judged = verdicts
+    .filter((v) => v.verdict.day === day)
+    .map((v) => ({ kind: v.verdict.kind as VerdictKind | undefined, attempt: v.attempt }));
+  // Awaiting: the verdict it carries for this day from the run before, if any (none for one never judged).
+  const held = waiting.map(({ attempt }) => {
+    const stored = attempt?.reconciliation;
+    const kind = stored && stored.day === day && isVerdictKind(stored.verdict) ? stored.verdict : undefined;
+    return { kind, attempt };
+  });
+  const ofDay = [...judged, ...held];
   const { start, end } = pacificDayRange(day);
   const dayTransactions = transactions.filter((t) => {
     const clicked = filedAt(t);
@@ -710,13 +735,14 @@ export function summarize(
   const byStatus: Record<string, number> = {};
   for (const t of dayTransactions) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const counts: Partial<Record<VerdictKind, number>> = {};
-  for (const v of ofDay) counts[v.verdict.kind] = (counts[v.verdict.kind] ?? 0) + 1;
+  for (const { kind } of ofDay) if (kind) counts[kind] = (counts[kind] ?? 0) + 1;
   const attempts = ofDay
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a?.redirect !== undefined || a?.postback !== undefined);
-  // A browser's success claim nothing backs is not a complete here: it is counted among the claims.
+  // A browser's success claim nothing backs is not a complete here: it is counted among the claims (and one not
+  // judged yet is not counted as a complete until it is).
   const backed = ofDay
-    .filter((v) => !CLAIM_KINDS.has(v.verdict.kind))
+    .filter((v) => v.kind !== undefined && !CLAIM_KINDS.has(v.kind))
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a !== undefined);
   return {
@@ -739,7 +765,7 @@ export function summarize(
       pending: sumAmounts(pending.map((t) => t.cpi)),
     },
     verdicts: counts,
-    ...(awaiting > 0 ? { awaiting } : {}),
+    ...(waiting.length > 0 ? { awaiting: waiting.length } : {}),
     transactionsDigest: transactionsDigest(transactions, day),
   };
 }

@@ -406,6 +406,7 @@ describe('summary', () => {
       'last_reconciled_at',
       // Added later: last, so every column before keeps its place.
       'discrepancies_unknown_status',
+      'awaiting',
     ]);
     expect(rows.map((r) => [r.survey_id, r.day, r.owed])).toEqual([
       ['8001', D1, '0.10'],

@@ -930,11 +930,12 @@ describe('verdicts a run cannot stand behind', () => {
     const overtaken = await hourly(24, tuning);
     expect(landed).toBe(true);
     expect(overtaken.outcomes[0]).toMatchObject({ awaiting: 1, verdicts: {} });
-    // The day's figures leave the overtaken attempt out, as they do any awaiting one, and say it awaits.
+    // The day's figures count the overtaken attempt as arrived, as any awaiting one (a success redirect no run has
+    // judged is no complete here yet), with no verdict for it, and say it awaits.
     expect((await results.summariesOf('7210', [yesterday]))[0]).toMatchObject({
       verdicts: {},
       awaiting: 1,
-      here: { attempts: 0, redirectOnlyCompletes: 0 },
+      here: { attempts: 1, redirectOnlyCompletes: 0 },
     });
     const [attempt] = await attempts.attemptsOf('7210', t.pid);
     expect(attempt?.reconciliation).toBeUndefined();
@@ -943,6 +944,41 @@ describe('verdicts a run cannot stand behind', () => {
     await hourly(24, tuning);
     expect(readWholeDay(yesterday)).toBe(true);
     expect((await results.summariesOf('7210', [yesterday]))[0]?.verdicts).toEqual({ matched: 1 });
+  });
+
+  it('a discrepancy awaiting judgement again after a late hit: the day counts what arrived and the verdict finance lists', async () => {
+    await survey(7229);
+    const tuning = { settleMs: 10 * 60_000 };
+    const hit = (channel: 'redirect' | 'postback', outcome: 'success' | 'fail') =>
+      ({
+        channel,
+        surveyId: '7229',
+        outcome,
+        pid: 'p-claim',
+        token: 'steady-claim',
+        source: 'query',
+      }) as const;
+    // A success redirect the marketplace does not list: a claim, once settled.
+    await attempts.recordHit(hit('redirect', 'success'), new Date(clock - HOUR));
+    await hourly(24, tuning);
+    expect((await results.summariesOf('7229', [TODAY]))[0]?.verdicts).toEqual({ unverified_claim: 1 });
+    // Its fail postback arrives late; the next run, within the settling time, leaves it to a later run.
+    clock += 60_000;
+    await attempts.recordHit(hit('postback', 'fail'), new Date(clock));
+    clock += 60_000;
+    await hourly(24, tuning);
+    // Meanwhile the day counts the attempt and the verdict it carries, as the list finance reads does.
+    expect((await results.summariesOf('7229', [TODAY]))[0]).toMatchObject({
+      awaiting: 1,
+      verdicts: { unverified_claim: 1 },
+      here: { attempts: 1 },
+    });
+    expect((await results.discrepancies(TODAY, '7229')).map((a) => a.reconciliation?.verdict)).toEqual([
+      'unverified_claim',
+    ]);
+    clock += 15 * 60_000;
+    await hourly(24, tuning);
+    expect((await results.summariesOf('7229', [TODAY]))[0]?.verdicts).toEqual({ contradicted_claim: 1 });
   });
 
   it('an attempt whose transaction turns up on the day before: both days are right by the run after', async () => {

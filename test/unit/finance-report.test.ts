@@ -35,6 +35,7 @@ const row = (
   discrepancies: { invalidated: 1 },
   moneyDiscrepancies: 1,
   claims: {},
+  awaiting: 0,
   lastReconciledAt: `${day}T23:00:00.000Z`,
   ...extra,
 });
@@ -48,6 +49,23 @@ describe('totals', () => {
       completesPostback: 30,
       discrepancies: { invalidated: 10 },
     });
+  });
+});
+
+describe('awaiting judgement', () => {
+  it('is counted per day, added up, and shown in every format: the figures it concerns are provisional', () => {
+    const rows = [
+      row('1', '2026-11-10', '0.10', { awaiting: 2 }),
+      row('2', '2026-11-10', '0.10', { awaiting: 1 }),
+    ];
+    expect(addUp(rows).awaiting).toBe(3);
+    const csv = parse(summaryCsv(rows, { level: 'totals', from: '2026-11-10', to: '2026-11-10' }), {
+      columns: true,
+    }) as Record<string, string>[];
+    expect(csv[0]?.awaiting).toBe('3');
+    const report = financeReport('2026-11-10', '2026-11-10', rows, [], new Date('2026-11-11T00:00:00.000Z'));
+    expect(report.totals.awaiting).toBe(3);
+    expect(reportHtml(report)).toMatch(/id="awaiting-count">[^<]*<b>3<\/b>/);
   });
 });
 
