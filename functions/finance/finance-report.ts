@@ -14,7 +14,7 @@ import {
   MONEY_KINDS,
   type VerdictKind,
 } from '../reconciliation/verdict-kinds';
-import { sumAmounts } from '../shared/money';
+import { parseAmount, sumAmounts } from '../shared/money';
 
 export interface Totals {
   readonly completesPostback: number;
@@ -84,7 +84,23 @@ export interface PeriodSummary {
   readonly days: readonly SurveyDayRow[];
 }
 
+/**
+ * What the period's money discrepancies add up to, each from its list (so each total can be rebuilt from the
+ * discrepancy CSV): completes reversed after the fact (`invalidated`, at the price they took), completes signed here
+ * the marketplace does not pay (`complete_not_paid`, at the survey's price at the click), and completes the
+ * marketplace lists that never reached this receiver (`complete_not_received`, at the marketplace's price: already
+ * in owed or pending, so a hole in this side's records, not money to claim). A discrepancy without a price known
+ * (a verdict recorded before prices were kept) is counted in `unpriced`.
+ */
+export interface DisputedAmounts {
+  readonly reversed: string;
+  readonly notPaid: string;
+  readonly notReceived: string;
+  readonly unpriced: number;
+}
+
 export interface FinanceReport extends PeriodSummary {
+  readonly amounts: DisputedAmounts;
   /** The zone the report's calendar days are in: the marketplace's. */
   readonly timeZone: typeof PACIFIC_TIME_ZONE;
   readonly from: string;
@@ -246,12 +262,28 @@ export function financeReport(
         a.kind.localeCompare(b.kind) ||
         a.token.localeCompare(b.token),
     );
+  const priced = (kind: VerdictKind, price: (d: Discrepancy) => string) => {
+    const amounts = listed.filter((d) => d.kind === kind).map(price);
+    return {
+      total: sumAmounts(amounts.filter((a) => parseAmount(a) !== undefined)),
+      unpriced: amounts.filter((a) => parseAmount(a) === undefined).length,
+    };
+  };
+  const reversed = priced('invalidated', (d) => d.expectedCpi);
+  const notPaid = priced('complete_not_paid', (d) => d.expectedCpi);
+  const notReceived = priced('complete_not_received', (d) => d.cpi);
   return {
     timeZone: PACIFIC_TIME_ZONE,
     from,
     to,
     generatedAt: generatedAt.toISOString(),
     ...periodSummary(rows),
+    amounts: {
+      reversed: reversed.total,
+      notPaid: notPaid.total,
+      notReceived: notReceived.total,
+      unpriced: reversed.unpriced + notPaid.unpriced + notReceived.unpriced,
+    },
     discrepancies: listed.filter((d) => !CLAIM_KINDS.has(d.kind)),
     claims: listed.filter((d) => CLAIM_KINDS.has(d.kind)),
     failingSurveys,

@@ -112,6 +112,9 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="completes-marketplace">Completes counted by the marketplace<b>${t.marketplaceCompletes}</b></div>
 <div class="card" id="invalidated">Completes reviewed Invalid (rows still Completed)<b>${t.invalidCompletes}</b></div>
 <div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
+<div class="card" id="reversed-amount">Reversed after the fact<b>${html(report.amounts.reversed)}</b></div>
+<div class="card" id="not-paid-amount">Completes signed here, not paid<b>${html(report.amounts.notPaid)}</b></div>
+<div class="card" id="not-received-amount">Completes listed there, never received here<b>${html(report.amounts.notReceived)}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
 <div class="card" id="awaiting-count">Awaiting judgement (too recent: figures provisional)<b>${t.awaiting}</b></div>
 <div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>

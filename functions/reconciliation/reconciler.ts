@@ -394,7 +394,8 @@ export function reconciler(deps: ReconcilerDeps) {
         }
         for (const day of missed) await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
       }
-      outcome.attempts += attempts.length;
+      // What arrived here: not the items kept for transactions never seen here.
+      outcome.attempts += attempts.filter((a) => a.redirect || a.postback).length;
       outcome.awaiting += result.awaiting;
       outcome.readByKey += byKey.length;
       outcome.earlier += result.earlier;

@@ -189,6 +189,8 @@ describe('a reconciliation run', () => {
 
     const again = await engine().run(today, today, ['7001']);
     expect(again.outcomes[0]?.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
+    // Attempts here: the two that arrived, not the item kept for the transaction never seen here.
+    expect(again.outcomes[0]?.attempts).toBe(2);
     expect((await attempts.attemptsOf('7001', good.pid))[0]?.reconciliation?.history).toHaveLength(1);
   });
 

@@ -166,6 +166,42 @@ describe('money discrepancies', () => {
       },
     });
 
+  it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received', () => {
+    let n = 0;
+    const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') => ({
+      surveyId: '1',
+      pid: `p${++n}`,
+      token: `t${n}`,
+      complete: 'none' as const,
+      conflict: false,
+      reconciliation: {
+        verdict,
+        day: '2026-11-20',
+        detail,
+        at: '2026-11-21T00:00:00.000Z',
+        marketplace: { status: 'Completed', cpi },
+        history: [],
+      },
+    });
+    const report = financeReport(
+      '2026-11-20',
+      '2026-11-20',
+      [],
+      [
+        attempt('invalidated', { reversedCpi: '1.50' }),
+        attempt('invalidated', { reversedCpi: '1.25' }),
+        // Recorded before prices were kept: counted apart, not as 0.
+        attempt('invalidated', {}),
+        attempt('complete_not_paid', { claimedCpi: '1.50' }),
+        attempt('complete_not_received', {}, '2.00'),
+        attempt('cpi_mismatch', { expectedCpi: '1.50 or 1.75' }, '1.25'),
+      ],
+      new Date('2026-11-21T00:00:00.000Z'),
+    );
+    expect(report.amounts).toEqual({ reversed: '2.75', notPaid: '1.50', notReceived: '2.00', unpriced: 1 });
+    expect(reportHtml(report)).toMatch(/id="reversed-amount">[^<]*<b>2\.75<\/b>/);
+  });
+
   it('say what each was worth, so what is disputed can be added up', () => {
     expect(judged('complete_not_paid', { claimedCpi: '1.50' })).toMatchObject({
       cpi: '',
