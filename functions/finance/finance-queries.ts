@@ -18,6 +18,7 @@ import {
   discrepancyOf,
   type FinanceReport,
   financeReport,
+  type ReconciliationFailure,
   type SurveyDayRow,
 } from './finance-report';
 
@@ -148,6 +149,28 @@ export function finance(deps: {
       .sort((a, b) => Number(a.surveyId) - Number(b.surveyId) || (a.from ?? '').localeCompare(b.from ?? ''));
   }
 
+  /**
+   * Surveys whose last reconciliation of days in the period failed (the marketplace down or refusing, a row that
+   * cannot be read): those days' figures are as an earlier run left them, or missing, until a run succeeds.
+   */
+  async function failingReconciliations(
+    period: Period,
+    surveyIds?: readonly string[],
+  ): Promise<ReconciliationFailure[]> {
+    const ids =
+      surveyIds && surveyIds.length > 0 ? surveyIds : ((await deps.health?.registry.surveyIds()) ?? []);
+    const states = await deps.results.surveyStates(ids);
+    return states
+      .map((state) => ({
+        surveyId: state.surveyId,
+        days: state.failedDays.filter((day) => day >= period.from && day <= period.to),
+        error: state.lastError ?? '',
+        since: state.lastErrorAt ?? '',
+      }))
+      .filter((failure) => failure.days.length > 0)
+      .sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
+  }
+
   async function summaryRows(period: Period, surveyIds?: readonly string[]): Promise<SurveyDayRow[]> {
     const wanted = surveyIds && surveyIds.length > 0 ? new Set(surveyIds) : undefined;
     const [perDay, lastRun] = await Promise.all([
@@ -181,12 +204,13 @@ export function finance(deps: {
     async report(period: Period, asked?: readonly string[]): Promise<FinanceReport> {
       // A survey named twice is one survey: its discrepancies counted once.
       const surveyIds = asked && [...new Set(asked)];
-      const [rows, discrepancies, failing] = await Promise.all([
+      const [rows, discrepancies, failing, unreconciled] = await Promise.all([
         summaryRows(period, surveyIds),
         allDiscrepancies(period, surveyIds),
         failingSurveys(period, surveyIds),
+        failingReconciliations(period, surveyIds),
       ]);
-      return financeReport(period.from, period.to, rows, discrepancies, now(), failing);
+      return financeReport(period.from, period.to, rows, discrepancies, now(), failing, unreconciled);
     },
 
     /**

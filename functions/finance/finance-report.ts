@@ -99,8 +99,19 @@ export interface DisputedAmounts {
   readonly unpriced: number;
 }
 
+/** A survey whose last reconciliation of some of the period's days failed: their figures are not up to date. */
+export interface ReconciliationFailure {
+  readonly surveyId: string;
+  /** The period's days still to reconcile (retried by every run). */
+  readonly days: readonly string[];
+  readonly error: string;
+  readonly since: string;
+}
+
 export interface FinanceReport extends PeriodSummary {
   readonly amounts: DisputedAmounts;
+  /** Surveys whose reconciliation of days in the period is failing: those days' figures are stale or missing. */
+  readonly reconciliationFailing: readonly ReconciliationFailure[];
   /** The zone the report's calendar days are in: the marketplace's. */
   readonly timeZone: typeof PACIFIC_TIME_ZONE;
   readonly from: string;
@@ -251,6 +262,7 @@ export function financeReport(
   discrepancies: readonly Attempt[],
   generatedAt: Date,
   failingSurveys: readonly FailingSpell[] = [],
+  reconciliationFailing: readonly ReconciliationFailure[] = [],
 ): FinanceReport {
   const listed = discrepancies
     .map(discrepancyOf)
@@ -287,5 +299,6 @@ export function financeReport(
     discrepancies: listed.filter((d) => !CLAIM_KINDS.has(d.kind)),
     claims: listed.filter((d) => CLAIM_KINDS.has(d.kind)),
     failingSurveys,
+    reconciliationFailing,
   };
 }

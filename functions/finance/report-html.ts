@@ -129,6 +129,21 @@ ${dailyChart(report)}
 <tbody>
 ${surveyRows}
 </tbody></table>
+<h2>Reconciliation failing</h2>
+${
+  report.reconciliationFailing.length === 0
+    ? '<p class="meta">Every survey\'s days of the period were reconciled by its last run.</p>'
+    : `<p class="meta">The last run could not reconcile these days: their figures are as an earlier run left them (or missing) until one succeeds.</p>
+<table id="reconciliation-failing"><thead><tr><th>Survey</th><th>Days</th><th>Error</th><th>Since</th></tr></thead>
+<tbody>
+${report.reconciliationFailing
+  .map(
+    (f) =>
+      `<tr><td>${html(f.surveyId)}</td><td>${html(f.days.join(', '))}</td><td>${html(f.error)}</td><td>${html(f.since)}</td></tr>`,
+  )
+  .join('\n')}
+</tbody></table>`
+}
 <h2>Surveys failing in this period</h2>
 <p class="meta">Spells in which the survey health check found a survey failing (postbacks stopped, success redirects without their postback, postbacks refused for a stale key, configuration drift): completes of those hours may be missing here or unpaid. <code>npm run cli -- health --survey &lt;id&gt;</code> shows a survey now.</p>
 ${

@@ -185,6 +185,8 @@ export interface ReconciliationStore {
     },
   ): Promise<{ attempts: Attempt[]; lastKey?: Record<string, unknown> }>;
   surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
+  /** The states of these surveys that have one, by batch reads (eventually consistent: for reports). */
+  surveyStates(surveyIds: readonly string[]): Promise<SurveyReconciliationState[]>;
   /**
    * Writes a survey's state. With `asRead` (the state the writer read, undefined when there was none), only if the
    * stored state is still that one: false, and nothing written, when another run wrote it in between (whose
@@ -562,6 +564,11 @@ export function createReconciliationStore(
     async surveyState(surveyId) {
       const item = await getItem(reconciliationStateKey(surveyId));
       return item ? stateFromItem(surveyId, item) : undefined;
+    },
+
+    async surveyStates(surveyIds) {
+      const items = await batchGet(client, tableName, surveyIds.map(reconciliationStateKey));
+      return items.map((item) => stateFromItem(String(item.pk).slice('SURVEY#'.length), item));
     },
 
     async putSurveyState(state, options) {

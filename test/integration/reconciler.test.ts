@@ -243,6 +243,19 @@ describe('a reconciliation run', () => {
       failedDays: [today],
       lastError: expect.stringMatching(/HTTP 500/),
     });
+    // Finance's report says which days' figures are not up to date, and why.
+    const { reconciliationFailing } = await finance({ attempts, results }).report(
+      { from: today, to: today },
+      ['7003', '7004'],
+    );
+    expect(reconciliationFailing).toEqual([
+      {
+        surveyId: '7003',
+        days: [today],
+        error: expect.stringMatching(/HTTP 500/),
+        since: expect.any(String),
+      },
+    ]);
 
     // A later run for another window still picks up the failed day.
     const tomorrow = nextDay(today);

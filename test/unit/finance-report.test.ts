@@ -199,6 +199,28 @@ describe('money discrepancies', () => {
       new Date('2026-11-21T00:00:00.000Z'),
     );
     expect(report.amounts).toEqual({ reversed: '2.75', notPaid: '1.50', notReceived: '2.00', unpriced: 1 });
+    const stale = financeReport(
+      '2026-11-20',
+      '2026-11-20',
+      [],
+      [],
+      new Date(),
+      [],
+      [
+        {
+          surveyId: '7',
+          days: ['2026-11-20'],
+          error: 'marketplace answered HTTP 503 <x>',
+          since: '2026-11-20T10:00:00.000Z',
+        },
+      ],
+    );
+    expect(reportHtml(stale)).toContain(
+      '<tr><td>7</td><td>2026-11-20</td><td>marketplace answered HTTP 503 &lt;x&gt;</td><td>2026-11-20T10:00:00.000Z</td></tr>',
+    );
+    expect(reportHtml(report)).toContain(
+      "Every survey's days of the period were reconciled by its last run.",
+    );
     expect(reportHtml(report)).toMatch(/id="reversed-amount">[^<]*<b>2\.75<\/b>/);
   });
 
