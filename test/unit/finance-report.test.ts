@@ -145,44 +145,32 @@ describe('CSV', () => {
 });
 
 describe('money discrepancies', () => {
-  const judged = (
+  let n = 0;
+  /** An attempt carrying a verdict of 2026-11-20, each with ids of its own. */
+  const withVerdict = (
     verdict: string,
     detail: Record<string, string>,
     marketplace?: { status: string; cpi: string },
-  ) =>
-    discrepancyOf({
-      surveyId: '1',
-      pid: 'p',
-      token: 't',
-      complete: 'postback-confirmed',
-      conflict: false,
-      reconciliation: {
-        verdict,
-        day: '2026-11-20',
-        detail,
-        at: '2026-11-21T00:00:00.000Z',
-        ...(marketplace ? { marketplace } : {}),
-        history: [],
-      },
-    });
+  ) => ({
+    surveyId: '1',
+    pid: `p${++n}`,
+    token: `t${n}`,
+    complete: 'postback-confirmed' as const,
+    conflict: false,
+    reconciliation: {
+      verdict,
+      day: '2026-11-20',
+      detail,
+      at: '2026-11-21T00:00:00.000Z',
+      ...(marketplace ? { marketplace } : {}),
+      history: [],
+    },
+  });
+  const judged = (...args: Parameters<typeof withVerdict>) => discrepancyOf(withVerdict(...args));
 
   it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received', () => {
-    let n = 0;
-    const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') => ({
-      surveyId: '1',
-      pid: `p${++n}`,
-      token: `t${n}`,
-      complete: 'none' as const,
-      conflict: false,
-      reconciliation: {
-        verdict,
-        day: '2026-11-20',
-        detail,
-        at: '2026-11-21T00:00:00.000Z',
-        marketplace: { status: 'Completed', cpi },
-        history: [],
-      },
-    });
+    const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') =>
+      withVerdict(verdict, detail, { status: 'Completed', cpi });
     const report = financeReport(
       '2026-11-20',
       '2026-11-20',
