@@ -39,6 +39,8 @@ export interface Totals {
    * discrepancy figures are provisional.
    */
   readonly awaiting: number;
+  /** Attempts both sides agree on: with the discrepancies and claims, every attempt judged. */
+  readonly matched: number;
 }
 
 export interface SurveyDayRow extends Totals {
@@ -151,6 +153,7 @@ export function dayRow(summary: StoredDaySummary, checkedAt = summary.checkedAt)
     moneyDiscrepancies: moneyCount(discrepancies),
     claims,
     awaiting: summary.awaiting ?? 0,
+    matched: summary.verdicts.matched ?? 0,
     lastReconciledAt: checkedAt,
   };
 }
@@ -167,7 +170,8 @@ export function addUp(rows: readonly Totals[]): Totals {
       | 'validCompletes'
       | 'pendingCompletes'
       | 'invalidCompletes'
-      | 'awaiting',
+      | 'awaiting'
+      | 'matched',
   ) => rows.reduce((sum, row) => sum + row[key], 0);
   return {
     completesPostback: count('completesPostback'),
@@ -182,6 +186,7 @@ export function addUp(rows: readonly Totals[]): Totals {
     moneyDiscrepancies: moneyCount(discrepancies),
     claims,
     awaiting: count('awaiting'),
+    matched: count('matched'),
   };
 }
 

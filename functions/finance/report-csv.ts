@@ -49,6 +49,10 @@ export const SUMMARY_COLUMNS = [
   ...ADDED_KINDS.map((kind) => `discrepancies_${kind}`),
   // Added later still, last for the same reason.
   'awaiting',
+  'matched',
+  // How many survey-days of figures the row adds up (1 on a day's row): a survey's row may cover fewer days than the
+  // period its `day` names (days not reconciled yet, or without traffic).
+  'survey_days',
 ] as const;
 
 /**
@@ -73,12 +77,20 @@ export function summaryCsv(
       .map((r) => r.lastReconciledAt)
       .sort()
       .pop() ?? '';
-  const shown: readonly SurveyDayRow[] =
+  const shown: readonly (SurveyDayRow & { readonly surveyDays: number })[] =
     detail.level === 'days'
-      ? rows
+      ? rows.map((row) => ({ ...row, surveyDays: 1 }))
       : detail.level === 'surveys'
-        ? surveys.map(({ days: _days, ...survey }) => ({ ...survey, day: period }))
-        : [{ ...totals, surveyId: 'all', day: period, lastReconciledAt: lastOf(surveys) }];
+        ? surveys.map(({ days, ...survey }) => ({ ...survey, day: period, surveyDays: days }))
+        : [
+            {
+              ...totals,
+              surveyId: 'all',
+              day: period,
+              lastReconciledAt: lastOf(surveys),
+              surveyDays: rows.length,
+            },
+          ];
   return table(
     SUMMARY_COLUMNS,
     shown.map((r) => [
@@ -98,6 +110,8 @@ export function summaryCsv(
       r.lastReconciledAt,
       ...ADDED_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
       r.awaiting,
+      r.matched,
+      r.surveyDays,
     ]),
   );
 }

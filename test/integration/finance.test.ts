@@ -407,6 +407,8 @@ describe('summary', () => {
       // Added later: last, so every column before keeps its place.
       'discrepancies_unknown_status',
       'awaiting',
+      'matched',
+      'survey_days',
     ]);
     expect(rows.map((r) => [r.survey_id, r.day, r.owed])).toEqual([
       ['8001', D1, '0.10'],

@@ -36,6 +36,7 @@ const row = (
   moneyDiscrepancies: 1,
   claims: {},
   awaiting: 0,
+  matched: 5,
   lastReconciledAt: `${day}T23:00:00.000Z`,
   ...extra,
 });
@@ -62,7 +63,15 @@ describe('awaiting judgement', () => {
     const csv = parse(summaryCsv(rows, { level: 'totals', from: '2026-11-10', to: '2026-11-10' }), {
       columns: true,
     }) as Record<string, string>[];
-    expect(csv[0]?.awaiting).toBe('3');
+    expect(csv[0]).toMatchObject({ awaiting: '3', matched: '10', survey_days: '2' });
+    const bySurvey = parse(summaryCsv(rows, { level: 'surveys', from: '2026-11-01', to: '2026-11-30' }), {
+      columns: true,
+    }) as Record<string, string>[];
+    // The survey's row names the period, and says how many of its days have figures.
+    expect(bySurvey.map((r) => [r.day, r.survey_days])).toEqual([
+      ['2026-11-01/2026-11-30', '1'],
+      ['2026-11-01/2026-11-30', '1'],
+    ]);
     const report = financeReport('2026-11-10', '2026-11-10', rows, [], new Date('2026-11-11T00:00:00.000Z'));
     expect(report.totals.awaiting).toBe(3);
     expect(reportHtml(report)).toMatch(/id="awaiting-count">[^<]*<b>3<\/b>/);
