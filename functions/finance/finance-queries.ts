@@ -165,7 +165,7 @@ export function finance(deps: {
         surveyId: state.surveyId,
         days: state.failedDays.filter((day) => day >= period.from && day <= period.to),
         error: state.lastError ?? '',
-        since: state.lastErrorAt ?? '',
+        lastFailedAt: state.lastErrorAt ?? '',
       }))
       .filter((failure) => failure.days.length > 0)
       .sort((a, b) => Number(a.surveyId) - Number(b.surveyId));

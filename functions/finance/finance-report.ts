@@ -106,8 +106,9 @@ export interface ReconciliationFailure {
   readonly surveyId: string;
   /** The period's days still to reconcile (retried by every run). */
   readonly days: readonly string[];
+  /** The last run's error, and when that run failed (every failing run rewrites both). */
   readonly error: string;
-  readonly since: string;
+  readonly lastFailedAt: string;
 }
 
 export interface FinanceReport extends PeriodSummary {

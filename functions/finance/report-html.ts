@@ -112,7 +112,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="completes-marketplace">Completes counted by the marketplace<b>${t.marketplaceCompletes}</b></div>
 <div class="card" id="invalidated">Completes reviewed Invalid (rows still Completed)<b>${t.invalidCompletes}</b></div>
 <div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
-<div class="card" id="reversed-amount">Reversed after the fact<b>${html(report.amounts.reversed)}</b></div>
+<div class="card" id="reversed-amount">Reversed after the fact${report.amounts.unpriced > 0 ? ` (${report.amounts.unpriced} discrepancies below have no price known: not in these sums)` : ''}<b>${html(report.amounts.reversed)}</b></div>
 <div class="card" id="not-paid-amount">Completes signed here, not paid<b>${html(report.amounts.notPaid)}</b></div>
 <div class="card" id="not-received-amount">Completes listed there, never received here<b>${html(report.amounts.notReceived)}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
@@ -134,12 +134,12 @@ ${
   report.reconciliationFailing.length === 0
     ? '<p class="meta">Every survey\'s days of the period were reconciled by its last run.</p>'
     : `<p class="meta">The last run could not reconcile these days: their figures are as an earlier run left them (or missing) until one succeeds.</p>
-<table id="reconciliation-failing"><thead><tr><th>Survey</th><th>Days</th><th>Error</th><th>Since</th></tr></thead>
+<table id="reconciliation-failing"><thead><tr><th>Survey</th><th>Days</th><th>Last error</th><th>Last failed at</th></tr></thead>
 <tbody>
 ${report.reconciliationFailing
   .map(
     (f) =>
-      `<tr><td>${html(f.surveyId)}</td><td>${html(f.days.join(', '))}</td><td>${html(f.error)}</td><td>${html(f.since)}</td></tr>`,
+      `<tr><td>${html(f.surveyId)}</td><td>${html(f.days.join(', '))}</td><td>${html(f.error)}</td><td>${html(f.lastFailedAt)}</td></tr>`,
   )
   .join('\n')}
 </tbody></table>`

@@ -253,7 +253,7 @@ describe('a reconciliation run', () => {
         surveyId: '7003',
         days: [today],
         error: expect.stringMatching(/HTTP 500/),
-        since: expect.any(String),
+        lastFailedAt: expect.any(String),
       },
     ]);
 

@@ -208,7 +208,7 @@ describe('money discrepancies', () => {
           surveyId: '7',
           days: ['2026-11-20'],
           error: 'marketplace answered HTTP 503 <x>',
-          since: '2026-11-20T10:00:00.000Z',
+          lastFailedAt: '2026-11-20T10:00:00.000Z',
         },
       ],
     );
@@ -218,7 +218,7 @@ describe('money discrepancies', () => {
     expect(reportHtml(report)).toContain(
       "Every survey's days of the period were reconciled by its last run.",
     );
-    expect(reportHtml(report)).toMatch(/id="reversed-amount">[^<]*<b>2\.75<\/b>/);
+    expect(reportHtml(report)).toMatch(/id="reversed-amount">[^<]*\(1 discrepancies below have no price known[^<]*<b>2\.75<\/b>/);
   });
 
   it('say what each was worth, so what is disputed can be added up', () => {
