@@ -218,7 +218,9 @@ describe('money discrepancies', () => {
     expect(reportHtml(report)).toContain(
       "Every survey's days of the period were reconciled by its last run.",
     );
-    expect(reportHtml(report)).toMatch(/id="reversed-amount">[^<]*\(1 discrepancies below have no price known[^<]*<b>2\.75<\/b>/);
+    expect(reportHtml(report)).toMatch(
+      /id="reversed-amount">[^<]*\(1 discrepancies below have no price known[^<]*<b>2\.75<\/b>/,
+    );
   });
 
   it('say what each was worth, so what is disputed can be added up', () => {
