@@ -165,6 +165,7 @@ export function finance(deps: {
         surveyId: state.surveyId,
         days: state.failedDays.filter((day) => day >= period.from && day <= period.to),
         error: state.lastError ?? '',
+        failingSince: state.failingSince ?? state.lastErrorAt ?? '',
         lastFailedAt: state.lastErrorAt ?? '',
       }))
       .filter((failure) => failure.days.length > 0)

@@ -106,8 +106,9 @@ export interface ReconciliationFailure {
   readonly surveyId: string;
   /** The period's days still to reconcile (retried by every run). */
   readonly days: readonly string[];
-  /** The last run's error, and when that run failed (every failing run rewrites both). */
+  /** The last run's error, when the runs began to fail, and when the last of them failed. */
   readonly error: string;
+  readonly failingSince: string;
   readonly lastFailedAt: string;
 }
 

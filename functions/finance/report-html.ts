@@ -134,12 +134,12 @@ ${
   report.reconciliationFailing.length === 0
     ? '<p class="meta">Every survey\'s days of the period were reconciled by its last run.</p>'
     : `<p class="meta">The last run could not reconcile these days: their figures are as an earlier run left them (or missing) until one succeeds.</p>
-<table id="reconciliation-failing"><thead><tr><th>Survey</th><th>Days</th><th>Last error</th><th>Last failed at</th></tr></thead>
+<table id="reconciliation-failing"><thead><tr><th>Survey</th><th>Days</th><th>Last error</th><th>Failing since</th><th>Last failed at</th></tr></thead>
 <tbody>
 ${report.reconciliationFailing
   .map(
     (f) =>
-      `<tr><td>${html(f.surveyId)}</td><td>${html(f.days.join(', '))}</td><td>${html(f.error)}</td><td>${html(f.lastFailedAt)}</td></tr>`,
+      `<tr><td>${html(f.surveyId)}</td><td>${html(f.days.join(', '))}</td><td>${html(f.error)}</td><td>${html(f.failingSince)}</td><td>${html(f.lastFailedAt)}</td></tr>`,
   )
   .join('\n')}
 </tbody></table>`

@@ -68,6 +68,8 @@ export interface SurveyReconciliationState {
   readonly failedDays: readonly string[];
   readonly lastError?: string | undefined;
   readonly lastErrorAt?: string | undefined;
+  /** When the runs of this survey began to fail (the first of the failing runs in a row; `lastErrorAt` the last). */
+  readonly failingSince?: string | undefined;
   /**
    * Pacific days holding completes the buyer has not reviewed yet (Pending), within the review horizon: once they
    * fall out of the window, re-read once a day (`openCheckedAt`) until decided, so what is owed follows.
@@ -710,6 +712,7 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     failedDays: (item.failedDays as string[] | undefined) ?? [],
     lastError: item.lastError as string | undefined,
     lastErrorAt: item.lastErrorAt as string | undefined,
+    ...(typeof item.failingSince === 'string' ? { failingSince: item.failingSince } : {}),
     ...(Array.isArray(item.openDays) ? { openDays: item.openDays as string[] } : {}),
     ...(typeof item.openCheckedAt === 'string' ? { openCheckedAt: item.openCheckedAt } : {}),
     ...(Array.isArray(item.reviewedDays) ? { reviewedDays: item.reviewedDays as string[] } : {}),

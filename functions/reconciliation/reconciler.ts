@@ -314,6 +314,11 @@ export function reconciler(deps: ReconcilerDeps) {
       (day) => pastDays.has(day) && !days.includes(day) && !failedDays.includes(day),
     );
     const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
+    /** When this survey began to fail: kept from the state if its last run failed too, else now. */
+    const failingSince = () =>
+      state?.lastError !== undefined
+        ? (state.failingSince ?? state.lastErrorAt ?? at.toISOString())
+        : at.toISOString();
     const outcome = {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
       verdicts: {} as Partial<Record<VerdictKind, number>>,
@@ -634,7 +639,9 @@ export function reconciler(deps: ReconcilerDeps) {
         surveyId,
         lastReconciledAt: at.toISOString(),
         failedDays: heldDays,
-        ...(heldError !== undefined ? { lastError: heldError, lastErrorAt: at.toISOString() } : {}),
+        ...(heldError !== undefined
+          ? { lastError: heldError, lastErrorAt: at.toISOString(), failingSince: failingSince() }
+          : {}),
         ...(openDays.length > 0
           ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
           : {}),
@@ -694,6 +701,7 @@ export function reconciler(deps: ReconcilerDeps) {
             ),
             lastError: message,
             lastErrorAt: at.toISOString(),
+            failingSince: failingSince(),
           },
           // Not over another run's state written meanwhile (this run's failure is then its own to report).
           { asRead: state },

@@ -248,11 +248,20 @@ describe('a reconciliation run', () => {
       { from: today, to: today },
       ['7003', '7004'],
     );
+    const first = await results.surveyState('7003');
+    expect(first?.failingSince).toBe(first?.lastErrorAt);
+    // Failing again: since when it has been failing stays, the last failure moves.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await engine({ marketplace: failing }).run(today, today, ['7003']);
+    const again = await results.surveyState('7003');
+    expect(again?.failingSince).toBe(first?.failingSince);
+    expect((again?.lastErrorAt ?? '') > (first?.lastErrorAt ?? '')).toBe(true);
     expect(reconciliationFailing).toEqual([
       {
         surveyId: '7003',
         days: [today],
         error: expect.stringMatching(/HTTP 500/),
+        failingSince: first?.failingSince,
         lastFailedAt: expect.any(String),
       },
     ]);

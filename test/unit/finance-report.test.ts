@@ -208,12 +208,13 @@ describe('money discrepancies', () => {
           surveyId: '7',
           days: ['2026-11-20'],
           error: 'marketplace answered HTTP 503 <x>',
+          failingSince: '2026-11-19T10:00:00.000Z',
           lastFailedAt: '2026-11-20T10:00:00.000Z',
         },
       ],
     );
     expect(reportHtml(stale)).toContain(
-      '<tr><td>7</td><td>2026-11-20</td><td>marketplace answered HTTP 503 &lt;x&gt;</td><td>2026-11-20T10:00:00.000Z</td></tr>',
+      '<tr><td>7</td><td>2026-11-20</td><td>marketplace answered HTTP 503 &lt;x&gt;</td><td>2026-11-19T10:00:00.000Z</td><td>2026-11-20T10:00:00.000Z</td></tr>',
     );
     expect(reportHtml(report)).toContain(
       "Every survey's days of the period were reconciled by its last run.",
