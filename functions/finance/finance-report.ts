@@ -91,8 +91,9 @@ export interface PeriodSummary {
  * discrepancy CSV): completes reversed after the fact (`invalidated`, at the price they took), completes signed here
  * the marketplace does not pay (`complete_not_paid`, at the survey's price at the click), and completes the
  * marketplace lists that never reached this receiver (`complete_not_received`, at the marketplace's price: already
- * in owed or pending, so a hole in this side's records, not money to claim). A discrepancy without a price known
- * (a verdict recorded before prices were kept) is counted in `unpriced`.
+ * in owed or pending, so a hole in this side's records, not money to claim). One of them without a price known (a
+ * verdict recorded before prices were kept, or of a survey with no registered price whose row shows 0) is counted in
+ * `unpriced` and left out of the sums. `cpi_mismatch` and `unknown_status` are listed, not summed.
  */
 export interface DisputedAmounts {
   readonly reversed: string;

@@ -288,20 +288,15 @@ export function createLedgerStore(
    */
   const firstSeenBack = async (attempt: Attempt, made: Date): Promise<Attempt | undefined> => {
     const madeAt = made.toISOString();
-    let current: Attempt | undefined = attempt;
-    for (let tries = 0; current && tries < STAND_EARLIER_TRIES; tries++) {
-      const read = current.firstSeenAt;
-      if (!read || madeAt >= read) return undefined;
-      const key = attemptKey(current.surveyId, current.pid, current.token);
-      const item = await currentItem(current);
-      if (!item || item.firstSeenAt !== read) {
-        current = item ? attemptFromItem(item) : undefined;
-        continue;
-      }
+    // The usual drained hit was not made first: nothing read.
+    if (!attempt.firstSeenAt || madeAt >= attempt.firstSeenAt) return undefined;
+    for (let tries = 0; tries < STAND_EARLIER_TRIES; tries++) {
+      const item = await currentItem(attempt);
+      const read = typeof item?.firstSeenAt === 'string' ? item.firstSeenAt : undefined;
+      if (!item || !read || madeAt >= read) return undefined;
+      const key = attemptKey(attempt.surveyId, attempt.pid, attempt.token);
       const indexed = item.gsi1sk === read;
-      const day = attemptDayKey(current.surveyId, key.sk, madeAt);
-      // After the item as just read (a place-taking update may have moved it since the attempt was returned).
-      const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : current.lastSeenAt;
+      const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : undefined;
       try {
         const { Attributes } = await send(() =>
           client.send(
@@ -317,7 +312,7 @@ export function createLedgerStore(
                 ':seen': new Date(
                   Math.max(clock().getTime(), Date.parse(lastSeen ?? '') + 1 || 0),
                 ).toISOString(),
-                ...(indexed ? { ':gsi1pk': day.gsi1pk } : {}),
+                ...(indexed ? { ':gsi1pk': attemptDayKey(attempt.surveyId, key.sk, madeAt).gsi1pk } : {}),
               },
               ReturnValues: 'ALL_NEW',
             }),
@@ -325,10 +320,9 @@ export function createLedgerStore(
         );
         return attemptFromItem(Attributes ?? {});
       } catch (error) {
+        // Another write moved it first: decided again on the item as it then is.
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
       }
-      const again = await currentItem(current);
-      current = again ? attemptFromItem(again) : undefined;
     }
     return undefined;
   };

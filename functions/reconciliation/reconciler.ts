@@ -257,7 +257,11 @@ export function reconciler(deps: ReconcilerDeps) {
       pacificDay(new Date(endedAt)) < nextDay(windowDays[0] ?? '', -1);
     const days = removedBefore ? [] : windowDays;
     // One batch read for the survey's own records.
-    const { state, summaries: storedList, flags } = await deps.results.surveyRecords(surveyId, days);
+    const {
+      state,
+      summaries: storedList,
+      flags = new Map<string, string>(),
+    } = await deps.results.surveyRecords(surveyId, days);
     const at = now();
     const failedDays = state?.failedDays ?? [];
     // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
@@ -303,9 +307,7 @@ export function reconciler(deps: ReconcilerDeps) {
     const flaggedPast =
       plan === undefined || windowStart === undefined
         ? []
-        : [...(flags ?? new Map<string, string>()).keys()].filter(
-            (day) => day < windowStart && day >= horizon,
-          );
+        : [...flags.keys()].filter((day) => day < windowStart && day >= horizon);
     const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
@@ -668,7 +670,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // Flagged days this run judged (or checked since their flag, or beyond the horizon) are dealt with, and so are
       // days past the window it tried: one that failed there goes back to its daily or weekly look (the summary
       // keeps its flag), not to every run. A flag left behind, should this write fail, costs a spare read only.
-      const dealtWith = [...(flags ?? new Map<string, string>())]
+      const dealtWith = [...flags]
         .filter(
           ([day, flaggedAt]) =>
             day < horizon ||
