@@ -178,8 +178,56 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
     ];
     if (missing.length > 0)
       throw new SettingsError(`environment "${name}" is missing required settings: ${missing.join(', ')}`);
+    const placeholders = placeholderSettings(settings);
+    if (placeholders.length > 0)
+      throw new SettingsError(
+        `environment "${name}" still holds placeholder values: ${placeholders.join(', ')}; ` +
+          "put the deployment's own there",
+      );
   }
   return settings;
+}
+
+/** The example account ids of AWS's documentation. */
+const PLACEHOLDER_ACCOUNTS = new Set(['123456789012', '111122223333', '444455556666', '000000000000']);
+
+/** Names reserved for examples and tests (RFC 2606, RFC 6761): nothing real answers there. */
+function isPlaceholderHost(host: string): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  return /(^|\.)example\.(com|net|org)$/.test(name) || /(^|\.)(example|invalid|test|localhost)$/.test(name);
+}
+
+function hostOf(url: string): string | undefined {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The settings of a real environment that still hold the template's placeholder values (an example account, a
+ * host reserved for examples): a deploy with them would send respondents, the marketplace's calls or the alarms
+ * where nothing answers, and the missing-settings check cannot see it, since each is set.
+ */
+function placeholderSettings(settings: EnvironmentSettings): string[] {
+  const found: string[] = [];
+  if (settings.account && PLACEHOLDER_ACCOUNTS.has(settings.account))
+    found.push(`account (${settings.account})`);
+  const urls: [string, string | undefined][] = [
+    ['marketplace.baseUrl', settings.marketplace.baseUrl],
+    ...Object.entries(settings.landingUrls).map(([outcome, url]): [string, string | undefined] => [
+      `landingUrls.${outcome}`,
+      url,
+    ]),
+  ];
+  for (const [setting, url] of urls) {
+    const host = url === undefined ? undefined : hostOf(url);
+    if (host && isPlaceholderHost(host)) found.push(`${setting} (${host})`);
+  }
+  const mailHost = settings.alarmEmail?.split('@').pop();
+  if (mailHost && isPlaceholderHost(mailHost)) found.push(`alarmEmail (${mailHost})`);
+  return found;
 }
 
 /** The health rules' settings of an environment (its schedule aside). */

@@ -19,20 +19,62 @@ const environments = JSON.parse(readFileSync('cdk.json', 'utf8')).context.enviro
   string,
   Record<string, unknown>
 >;
-const production = environments.production as Record<string, unknown>;
+/** What a supplier puts in place of the template's placeholders. */
+const placeholdersFilled = {
+  account: '210987654321',
+  alarmEmail: 'oncall@panel.acme-research.net',
+  marketplace: { baseUrl: 'https://supply.samplemarket.net', apiVersion: 'v1' },
+  landingUrls: { success: 'https://panel.acme-research.net/thanks?pid={pid}' },
+};
+
+/** The checked-in `production` template, filled in as a supplier would before the first deploy. */
+const production: Record<string, unknown> = { ...environments.production, ...placeholdersFilled };
 
 describe('readEnvironmentSettings', () => {
-  it('reads every checked-in environment', () => {
-    for (const name of Object.keys(environments))
-      expect(() => readEnvironmentSettings(environments, name)).not.toThrow();
+  it('reads the example environment, and the production template once filled in', () => {
+    expect(() => readEnvironmentSettings(environments, 'example')).not.toThrow();
+    expect(() => readEnvironmentSettings({ production }, 'production')).not.toThrow();
+  });
+
+  it('the checked-in production template fails until its placeholders are replaced, naming each', () => {
+    expect(() => readEnvironmentSettings(environments, 'production')).toThrow(
+      'environment "production" still holds placeholder values: account (123456789012), marketplace.baseUrl ' +
+        '(marketplace.example.com), landingUrls.success (panel.example.com), alarmEmail (panel.example.com)',
+    );
+  });
+
+  it.each([
+    ['an account of the documentation', { account: '111122223333' }, 'account (111122223333)'],
+    [
+      'a .test marketplace',
+      { marketplace: { baseUrl: 'https://api.marketplace.test' } },
+      'marketplace.baseUrl',
+    ],
+    [
+      'an example.org landing page',
+      { landingUrls: { fail: 'https://www.EXAMPLE.org/x?p={pid}' } },
+      'landingUrls.fail',
+    ],
+    ['an .invalid alarm address', { alarmEmail: 'ops@alerts.invalid' }, 'alarmEmail (alerts.invalid)'],
+  ])('a real environment with %s fails, naming it', (_, change, named) => {
+    expect(() => readEnvironmentSettings({ prod: { ...production, ...change } }, 'prod')).toThrow(
+      new RegExp(`still holds placeholder values: ${named.replace(/[().]/g, '\\$&')}`),
+    );
+  });
+
+  it('a host that merely contains "example" is not a placeholder', () => {
+    const settings = { ...production, marketplace: { baseUrl: 'https://api.examplemarket.com' } };
+    expect(() => readEnvironmentSettings({ prod: settings }, 'prod')).not.toThrow();
   });
 
   it('fills defaults and turns them into stack properties', () => {
-    const props = stackProps(readEnvironmentSettings(environments, 'production'));
-    expect(props.env).toEqual({ account: '123456789012', region: 'us-east-1' });
-    expect(props.marketplace?.baseUrl).toBe('https://marketplace.example.com');
+    const props = stackProps(readEnvironmentSettings({ production }, 'production'));
+    expect(props.env).toEqual({ account: '210987654321', region: 'us-east-1' });
+    expect(props.marketplace?.baseUrl).toBe('https://supply.samplemarket.net');
     expect(props.reconcileRate?.toMinutes()).toBe(60);
-    expect(props.landingUrls).toEqual({ LANDING_URL_SUCCESS: 'https://panel.example.com/thanks?pid={pid}' });
+    expect(props.landingUrls).toEqual({
+      LANDING_URL_SUCCESS: 'https://panel.acme-research.net/thanks?pid={pid}',
+    });
     expect(props.receiverReservedConcurrency).toBe(50);
   });
 
@@ -103,7 +145,13 @@ describe('readEnvironmentSettings', () => {
   it('the example environment deploys under a stack name of its own, never over a real one', () => {
     const real = Object.keys(environments).filter((name) => name !== 'example');
     const example = readEnvironmentSettings(environments, 'example').stackName;
-    for (const name of real) expect(readEnvironmentSettings(environments, name).stackName).not.toBe(example);
+    for (const name of real)
+      expect(
+        readEnvironmentSettings(
+          { [name]: { ...production, ...environments[name], ...placeholdersFilled } },
+          name,
+        ).stackName,
+      ).not.toBe(example);
   });
 
   it('an environment that is not there fails, listing those that are', () => {
