@@ -8,6 +8,11 @@
 import { VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 
 export const METRIC_NAMESPACE = 'SurveyReceiver';
+/**
+ * The `service` of an undeployed function (the local stack, the tests). A deployed stack's functions publish under
+ * the stack's name (`POWERTOOLS_SERVICE_NAME`), and its alarms read that name: two stacks in one account and region
+ * (staging beside production, the example stack deployed by mistake) never read each other's metrics.
+ */
 export const SERVICE_NAME = 'survey-receiver';
 
 /** Powertools adds `service` to every metric; the catalogue lists the dimensions beyond it. */
@@ -141,8 +146,8 @@ export type DimensionsOf<N extends MetricName> = {
  * Every dimension combination a metric is published under, `service` included: what a dashboard lists to show
  * all of it.
  */
-export function dimensionSets(name: MetricName): Record<string, string>[] {
-  let sets: Record<string, string>[] = [{ [SERVICE_DIMENSION]: SERVICE_NAME }];
+export function dimensionSets(name: MetricName, service: string = SERVICE_NAME): Record<string, string>[] {
+  let sets: Record<string, string>[] = [{ [SERVICE_DIMENSION]: service }];
   for (const [dimension, values] of Object.entries(
     METRIC_CATALOGUE[name].dimensions as MetricSpec['dimensions'],
   ))
@@ -151,11 +156,15 @@ export function dimensionSets(name: MetricName): Record<string, string>[] {
 }
 
 /** Whether a published or read metric (name and full dimension map) is one the catalogue names. */
-export function inCatalogue(name: string, dimensions: Record<string, string>): boolean {
+export function inCatalogue(
+  name: string,
+  dimensions: Record<string, string>,
+  service: string = SERVICE_NAME,
+): boolean {
   if (!Object.hasOwn(METRIC_CATALOGUE, name)) return false;
   const spec = METRIC_CATALOGUE[name as MetricName] as MetricSpec;
-  const { [SERVICE_DIMENSION]: service, ...rest } = dimensions;
-  if (service !== SERVICE_NAME) return false;
+  const { [SERVICE_DIMENSION]: published, ...rest } = dimensions;
+  if (published !== service) return false;
   const expected = Object.keys(spec.dimensions).sort();
   if (expected.join() !== Object.keys(rest).sort().join()) return false;
   return expected.every((d) => (spec.dimensions[d] as readonly string[]).includes(rest[d] as string));

@@ -52,8 +52,8 @@ export interface OperationsProps {
  * A catalogued metric as published, one line per dimension combination (a `reason`, a `channel`): CloudWatch
  * only returns the exact dimension set a metric was published with.
  */
-export function catalogued(name: MetricName, period = Duration.minutes(5)): Metric[] {
-  return dimensionSets(name).map(
+export function catalogued(service: string, name: MetricName, period = Duration.minutes(5)): Metric[] {
+  return dimensionSets(name, service).map(
     (dimensionsMap) =>
       new Metric({
         namespace: METRIC_NAMESPACE,
@@ -73,8 +73,8 @@ export function catalogued(name: MetricName, period = Duration.minutes(5)): Metr
 }
 
 /** The sum over all of a catalogued metric's dimension combinations, for an alarm. */
-function cataloguedTotal(name: MetricName, period = Duration.minutes(5)): IMetric {
-  const [only, ...more] = catalogued(name, period);
+function cataloguedTotal(service: string, name: MetricName, period = Duration.minutes(5)): IMetric {
+  const [only, ...more] = catalogued(service, name, period);
   if (!only) throw new Error(`${name} has no dimension set`);
   if (more.length === 0) return only;
   // Ids named after the metric: two totals in one expression must not both call theirs m0.
@@ -96,6 +96,8 @@ export class Operations extends Construct {
 
   constructor(scope: Construct, id: string, props: OperationsProps) {
     super(scope, id);
+    // The functions publish under the stack's name (receiver-function.ts): this stack's alarms read its own.
+    const service = Stack.of(this).stackName;
     // CloudWatch cannot publish to a topic under the AWS-managed SNS key (its policy cannot be changed), so the
     // topic has its own key whose policy lets CloudWatch use it.
     this.key = new Key(this, 'alarm-key', {
@@ -158,7 +160,7 @@ export class Operations extends Construct {
      */
     const stopped = (name: string, description: string, metric: MetricName, every: Duration) => {
       const period = Duration.minutes(Math.min(24 * 60, Math.max(60, 3 * every.toMinutes())));
-      const [runs] = catalogued(metric, period);
+      const [runs] = catalogued(service, metric, period);
       if (!runs) throw new Error(`${metric} has no dimension set`);
       const created = new Alarm(this, name, {
         alarmDescription: `${description} (no run finished in ${period.toHumanString()}).`,
@@ -234,8 +236,9 @@ export class Operations extends Construct {
       const throttled = new MetricFilter(this, 'throttled-requests', {
         logGroup: props.accessLogs,
         filterPattern: FilterPattern.stringValue('$.status', '=', '429'),
-        // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it.
-        metricNamespace: `${METRIC_NAMESPACE}/Api`,
+        // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it. A metric
+        // filter cannot add a fixed dimension, so the stack's name is in the namespace.
+        metricNamespace: `${METRIC_NAMESPACE}/Api/${service}`,
         metricName: 'ThrottledRequests',
         metricValue: '1',
       });
@@ -274,8 +277,8 @@ export class Operations extends Construct {
       new MathExpression({
         expression: 'IF(reconciled + failed >= 100, 100 * failed / (reconciled + failed), failed)',
         usingMetrics: {
-          reconciled: cataloguedTotal('ReconciledSurveys', Duration.hours(1)),
-          failed: cataloguedTotal('ReconcileFailedSurveys', Duration.hours(1)),
+          reconciled: cataloguedTotal(service, 'ReconciledSurveys', Duration.hours(1)),
+          failed: cataloguedTotal(service, 'ReconcileFailedSurveys', Duration.hours(1)),
         },
         label: 'failed surveys (count, or % above 100)',
         period: Duration.hours(1),
@@ -285,13 +288,13 @@ export class Operations extends Construct {
     alarm(
       'redirects-drifted',
       "A survey's redirects were changed at the marketplace (postbacks may have gone elsewhere since its last daily read-back); the sync applied them again. Its log names the fields ('redirects changed at the marketplace were applied again').",
-      cataloguedTotal('RedirectsDrifted', Duration.hours(1)),
+      cataloguedTotal(service, 'RedirectsDrifted', Duration.hours(1)),
       1,
     );
     alarm(
       'redirects-not-recorded',
       'Redirect hits were neither recorded nor buffered; the log holds them ("redirect hit not recorded").',
-      cataloguedTotal('RedirectNotRecorded'),
+      cataloguedTotal(service, 'RedirectNotRecorded'),
       1,
     );
     for (const [name, fn] of Object.entries(props.functions)) {
@@ -327,7 +330,7 @@ export class Operations extends Construct {
             'ConflictingHit',
             'BufferedHits',
           ] as const
-        ).flatMap((m) => catalogued(m)),
+        ).flatMap((m) => catalogued(service, m)),
         width: 12,
       }),
       new GraphWidget({
@@ -342,13 +345,13 @@ export class Operations extends Construct {
       new GraphWidget({
         title: 'Reconciliation',
         left: (['ReconciledSurveys', 'ReconcileFailedSurveys', 'VerdictChanges'] as const).flatMap((m) =>
-          catalogued(m, Duration.hours(1)),
+          catalogued(service, m, Duration.hours(1)),
         ),
         width: 12,
       }),
       new GraphWidget({
         title: 'Verdicts per reconciliation run',
-        left: catalogued('Verdicts', Duration.hours(1)),
+        left: catalogued(service, 'Verdicts', Duration.hours(1)),
         width: 12,
       }),
       new GraphWidget({
@@ -361,7 +364,7 @@ export class Operations extends Construct {
             'RedirectNotRecorded',
             'InternalError',
           ] as const
-        ).flatMap((m) => catalogued(m)),
+        ).flatMap((m) => catalogued(service, m)),
         width: 12,
       }),
       new GraphWidget({
@@ -374,17 +377,17 @@ export class Operations extends Construct {
             'ReconcileFailures',
             'ReconciledTransactions',
           ] as const
-        ).flatMap((m) => catalogued(m, Duration.hours(1))),
+        ).flatMap((m) => catalogued(service, m, Duration.hours(1))),
         width: 12,
       }),
       new GraphWidget({
         // Surveys per state, never one line per survey: who is failing is in the notices and `npm run cli -- health`.
         title: 'Survey health (surveys per state, transitions)',
         left: (['SurveysOk', 'SurveysWarning', 'SurveysFailing'] as const).flatMap((m) =>
-          catalogued(m, Duration.minutes(5)),
+          catalogued(service, m, Duration.minutes(5)),
         ),
         right: (['SurveysTurnedFailing', 'SurveysRecovered', 'SurveysLeft'] as const).flatMap((m) =>
-          catalogued(m, Duration.minutes(5)),
+          catalogued(service, m, Duration.minutes(5)),
         ),
         width: 12,
       }),

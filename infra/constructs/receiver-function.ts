@@ -19,6 +19,7 @@ import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { LEDGER } from '../../functions/ledger/ledger-schema';
+import { METRIC_NAMESPACE } from '../../functions/runtime/metric-catalogue';
 import { REPO_ROOT } from '../paths';
 
 /** How every function is bundled: one minified ESM file per function, the SDK inside it. */
@@ -97,8 +98,9 @@ export class ReceiverFunction extends Construct {
       // START/END/REPORT lines on every invocation would cost more than the hit; errors still show.
       systemLogLevelV2: SystemLogLevel.WARN,
       environment: {
-        POWERTOOLS_SERVICE_NAME: 'survey-receiver',
-        POWERTOOLS_METRICS_NAMESPACE: 'SurveyReceiver',
+        // The stack's name, which its alarms read (metric-catalogue.ts): stacks in one account keep apart.
+        POWERTOOLS_SERVICE_NAME: Stack.of(this).stackName,
+        POWERTOOLS_METRICS_NAMESPACE: METRIC_NAMESPACE,
         POWERTOOLS_LOG_LEVEL: 'INFO',
         ...props.environment,
       },

@@ -597,11 +597,30 @@ describe('operations', () => {
     bare.resourceCountIs('AWS::SNS::Subscription', 0);
   });
 
+  it("every function publishes under the stack's name, and two stacks in one account read only their own metrics", () => {
+    for (const fn of Object.values(template.findResources('AWS::Lambda::Function')) as {
+      Properties: { Environment?: { Variables?: Record<string, unknown> } };
+    }[])
+      expect(fn.Properties.Environment?.Variables?.POWERTOOLS_SERVICE_NAME).toBe('Test');
+    const staging = Template.fromStack(new ReceiverStack(templateApp(), 'Staging'));
+    const services = (from: Template) => new Set(customMetricsRead(from).map((m) => m.dimensions.service));
+    expect([...services(template)]).toEqual(['Test']);
+    expect([...services(staging)]).toEqual(['Staging']);
+    const throttledNamespaces = (from: Template) =>
+      Object.values(from.findResources('AWS::Logs::MetricFilter')).map(
+        (f) =>
+          (f as { Properties: { MetricTransformations: { MetricNamespace: string }[] } }).Properties
+            .MetricTransformations[0]?.MetricNamespace,
+      );
+    expect(throttledNamespaces(template)).toEqual([`${METRIC_NAMESPACE}/Api/Test`]);
+    expect(throttledNamespaces(staging)).toEqual([`${METRIC_NAMESPACE}/Api/Staging`]);
+  });
+
   it('every custom metric the dashboard and alarms read is one the functions publish, dimensions and all', () => {
     const read = customMetricsRead(template);
     expect(read.length).toBeGreaterThan(10);
     for (const metric of read)
-      expect(inCatalogue(metric.name, metric.dimensions), JSON.stringify(metric)).toBe(true);
+      expect(inCatalogue(metric.name, metric.dimensions, 'Test'), JSON.stringify(metric)).toBe(true);
   });
 
   it('the dashboard shows every catalogued metric under every dimension value it is published with', () => {
@@ -609,7 +628,7 @@ describe('operations', () => {
       customMetricsRead(template).map((m) => `${m.name} ${JSON.stringify(sorted(m.dimensions))}`),
     );
     for (const name of Object.keys(METRIC_CATALOGUE) as MetricName[])
-      for (const dimensions of dimensionSets(name))
+      for (const dimensions of dimensionSets(name, 'Test'))
         expect(read, `${name} ${JSON.stringify(dimensions)}`).toContain(
           `${name} ${JSON.stringify(sorted(dimensions))}`,
         );
@@ -621,6 +640,7 @@ describe('operations', () => {
       false,
     );
     expect(inCatalogue('BufferedHits', { service: 'survey-receiver', channel: 'postback' })).toBe(true);
+    expect(inCatalogue('BufferedHits', { service: 'Staging', channel: 'postback' }, 'Test')).toBe(false);
   });
 });
 
