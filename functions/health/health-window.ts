@@ -70,12 +70,18 @@ export async function readRefused(
 export function sightingsCache() {
   const settled = new Map<string, { readonly firstSeenAt: string; readonly sightings: AttemptSightings }>();
   const keyOf = (key: AttemptItemKey) => `${key.pk}\n${key.sk}`;
+  // Where the last walk forgot up to: every survey of a run keeps with the same `from`, so the cache is walked
+  // once a run, not once a survey (thousands of surveys times the settled attempts of the window).
+  let forgotBefore = '';
   return {
     get: (key: AttemptItemKey) => settled.get(keyOf(key))?.sightings,
     /** Keeps the settled ones of the attempts just read, and forgets those first seen before `from`. */
     keep(attempts: readonly Attempt[], from: Date) {
       const oldest = from.toISOString();
-      for (const [key, entry] of settled) if (entry.firstSeenAt < oldest) settled.delete(key);
+      if (oldest > forgotBefore) {
+        for (const [key, entry] of settled) if (entry.firstSeenAt < oldest) settled.delete(key);
+        forgotBefore = oldest;
+      }
       for (const attempt of attempts) {
         if (!attempt.redirect || !attempt.postback || !attempt.firstSeenAt) continue;
         settled.set(keyOf(attemptKey(attempt.surveyId, attempt.pid, attempt.token)), {
