@@ -47,6 +47,12 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
   const missing = ['TABLE_NAME', 'PUBLIC_BASE_URL'].filter((name) => !env[name]);
   if (!env.SIGNING_KEYS_SECRET_ID && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS)
     missing.push('SIGNING_KEYS_SECRET_ID');
+  // In AWS every client must address the stack's region: the ledger's and the secrets' (Powertools builds its own
+  // client from the environment) alike. A profile's region would reach some clients and not others.
+  if (target === 'aws') {
+    env.AWS_REGION ??= env.AWS_DEFAULT_REGION;
+    if (!env.AWS_REGION) missing.push("AWS_REGION (the stack's region)");
+  }
   if (missing.length > 0) throw new Error(`set ${missing.join(', ')} (RECEIVER_TARGET=${target})`);
   const ledger = openLedger(
     {

@@ -116,6 +116,15 @@ describe('ledger table', () => {
   });
 });
 
+describe('hit buffer', () => {
+  it('both queues, which hold acknowledged hits not yet in the ledger, survive a stack delete or a replacement', () => {
+    const queues = Object.values(template.findResources('AWS::SQS::Queue'));
+    expect(queues).toHaveLength(2);
+    for (const queue of queues)
+      expect(queue).toMatchObject({ DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' });
+  });
+});
+
 describe('functions', () => {
   it('run nodejs22.x on arm64 with the bundled ESM handler', () => {
     const functions = template.findResources('AWS::Lambda::Function');

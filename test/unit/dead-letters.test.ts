@@ -12,7 +12,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { cliDeadLetters } from '../../functions/cli/context';
+import { cliContext, cliDeadLetters } from '../../functions/cli/context';
 import { sqsDeadLetters } from '../../functions/runtime/hit-buffer';
 
 const sqs = mockClient(SQSClient);
@@ -122,6 +122,21 @@ describe('count', () => {
 });
 
 describe('the CLI in AWS', () => {
+  it("needs the stack's region named, so that the ledger and the secrets are addressed in the same one", () => {
+    const outputs = {
+      RECEIVER_TARGET: 'aws',
+      TABLE_NAME: 'SurveyReceiver-ledger',
+      SIGNING_KEYS_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:210987654321:secret:keys',
+      PUBLIC_BASE_URL: 'https://abc.execute-api.eu-west-1.amazonaws.com/',
+    };
+    expect(() => cliContext({ ...outputs })).toThrow(
+      "set AWS_REGION (the stack's region) (RECEIVER_TARGET=aws)",
+    );
+    const env: NodeJS.ProcessEnv = { ...outputs, AWS_DEFAULT_REGION: 'eu-west-1' };
+    expect(() => cliContext(env)).not.toThrow();
+    expect(env.AWS_REGION).toBe('eu-west-1');
+  });
+
   it('needs only DEAD_LETTER_QUEUE_URL, and takes the region from it', async () => {
     expect(() => cliDeadLetters({ RECEIVER_TARGET: 'aws' })).toThrow(/DEAD_LETTER_QUEUE_URL/);
     sqs.on(GetQueueAttributesCommand).resolves({ Attributes: {} });
