@@ -79,6 +79,10 @@ export interface ScaleSettings {
   readonly redirectSyncConcurrency?: number | undefined;
   readonly redirectReadbacksPerRun?: number | undefined;
   readonly marketplaceConcurrency?: number | undefined;
+  readonly marketplaceTimeoutMs?: number | undefined;
+  readonly marketplaceBodyTimeoutMs?: number | undefined;
+  readonly redirectSyncMemoryMb?: number | undefined;
+  readonly financeMemoryMb?: number | undefined;
 }
 
 /** The variables of the settings given (a function reads its defaults for the rest). */
@@ -122,6 +126,7 @@ export class ReceiverStack extends Stack {
 
   constructor(scope: Construct, id: string, props: ReceiverStackProps = {}) {
     super(scope, id, props);
+    const scale = props.scale ?? {};
     const landingUrls = props.landingUrls ?? {};
     for (const [name, template] of Object.entries(landingUrls)) {
       const problem = template ? templateProblem(template) : undefined;
@@ -180,7 +185,7 @@ export class ReceiverStack extends Stack {
 
     this.finance = new ReceiverFunction(this, 'finance', {
       ...FUNCTIONS.finance,
-      memorySize: 512,
+      memorySize: scale.financeMemoryMb ?? 512,
       timeout: Duration.seconds(29),
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], {
@@ -200,7 +205,6 @@ export class ReceiverStack extends Stack {
     });
 
     const marketplace = props.marketplace ?? {};
-    const scale = props.scale ?? {};
     this.marketplaceToken = marketplace.tokenSecretName
       ? Secret.fromSecretNameV2(this, 'marketplace-token', marketplace.tokenSecretName)
       : new Secret(this, 'marketplace-token', {
@@ -211,6 +215,7 @@ export class ReceiverStack extends Stack {
     this.redirectSync = new ReceiverFunction(this, 'redirect-sync', {
       ...SCHEDULED_FUNCTIONS['redirect-sync'],
       timeout: Duration.minutes(5),
+      memorySize: scale.redirectSyncMemoryMb ?? 256,
       environment: {
         PUBLIC_BASE_URL: this.api.url,
         MARKETPLACE_BASE_URL: marketplace.baseUrl ?? 'https://marketplace.invalid',
@@ -221,6 +226,8 @@ export class ReceiverStack extends Stack {
           REDIRECT_SYNC_CONCURRENCY: scale.redirectSyncConcurrency,
           REDIRECT_READBACKS_PER_RUN: scale.redirectReadbacksPerRun,
           MARKETPLACE_CONCURRENCY: scale.marketplaceConcurrency,
+          MARKETPLACE_TIMEOUT_MS: scale.marketplaceTimeoutMs,
+          MARKETPLACE_BODY_TIMEOUT_MS: scale.marketplaceBodyTimeoutMs,
         }),
       },
     })
@@ -256,6 +263,8 @@ export class ReceiverStack extends Stack {
           RECONCILE_CONCURRENCY: scale.reconcileConcurrency,
           RECONCILE_WINDOW_LIST_HOURS: scale.reconcileWindowListHours,
           MARKETPLACE_CONCURRENCY: scale.marketplaceConcurrency,
+          MARKETPLACE_TIMEOUT_MS: scale.marketplaceTimeoutMs,
+          MARKETPLACE_BODY_TIMEOUT_MS: scale.marketplaceBodyTimeoutMs,
         }),
       },
     })

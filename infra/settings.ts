@@ -126,6 +126,10 @@ const environmentSchema = z
         redirectSyncConcurrency: z.int().min(1).max(32).optional(),
         redirectReadbacksPerRun: z.int().min(0).max(10_000).optional(),
         marketplaceConcurrency: z.int().min(1).max(64).optional(),
+        marketplaceTimeoutMs: z.int().min(100).max(120_000).optional(),
+        marketplaceBodyTimeoutMs: z.int().min(1_000).max(600_000).optional(),
+        redirectSyncMemoryMb: z.int().min(256).max(10_240).optional(),
+        financeMemoryMb: z.int().min(512).max(10_240).optional(),
       })
       .strict()
       .default({}),

@@ -33,8 +33,13 @@ export interface MarketplaceClientOptions {
   readonly apiVersion?: ApiVersion;
   /** Resolves the access token; called per request so a rotated token is picked up. */
   readonly accessToken: () => string | Promise<string>;
-  /** Per attempt. */
+  /** Per attempt: how long the marketplace may take to answer (its status and headers). */
   readonly timeoutMs?: number;
+  /**
+   * Per attempt, once the answer has begun: how long reading its body may take (default 120 s). A survey's window
+   * of tens of thousands of rows is tens of megabytes, which a timeout for the answer alone would cut off.
+   */
+  readonly bodyTimeoutMs?: number;
   readonly retries?: number;
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
@@ -245,6 +250,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const base = `${options.baseUrl.replace(/\/+$/, '')}/api/${version}`;
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 10_000;
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? 120_000;
   if (options.limit && options.concurrency)
     throw new RangeError('give the client a concurrency or a shared limit, not both');
   // Each client its own limit unless one is shared explicitly: a client made later never changes this one's.
@@ -274,6 +280,9 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       if (hold > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(hold, timeLeft())));
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
       const token = await options.accessToken();
+      // One signal for the request and its body: aborted when the answer is late, then when its body is.
+      const abort = new AbortController();
+      let timer = setTimeout(() => abort.abort(), attemptTimeoutMs);
       let response: Response;
       try {
         response = await doFetch(url, {
@@ -284,11 +293,13 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
             accept: 'application/json',
           },
           body: callOptions.body === undefined ? undefined : JSON.stringify(callOptions.body),
-          signal: AbortSignal.timeout(attemptTimeoutMs),
+          signal: abort.signal,
         });
       } catch (error) {
+        clearTimeout(timer);
         const timedOut =
-          error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+          abort.signal.aborted ||
+          (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError'));
         throw new MarketplaceError({
           endpoint,
           kind: timedOut ? 'timeout' : 'network',
@@ -296,7 +307,29 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           retriable: true,
         });
       }
-      const text = await response.text().catch(() => '');
+      clearTimeout(timer);
+      const readTimeoutMs = Math.max(
+        1,
+        Math.min(bodyTimeoutMs, (options.stopAt?.() ?? Number.POSITIVE_INFINITY) - Date.now()),
+      );
+      timer = setTimeout(() => abort.abort(), readTimeoutMs);
+      let text: string;
+      try {
+        text = await response.text();
+      } catch (error) {
+        // A body cut off is not a malformed answer: it is retried, and said for what it is.
+        throw new MarketplaceError({
+          endpoint,
+          kind: abort.signal.aborted ? 'timeout' : 'network',
+          detail: abort.signal.aborted
+            ? `HTTP ${response.status}: the answer's body was not read in full within ${readTimeoutMs} ms`
+            : `HTTP ${response.status}: the answer's body was cut off (${causeOf(error)})`,
+          httpStatus: response.status,
+          retriable: true,
+        });
+      } finally {
+        clearTimeout(timer);
+      }
       let body: unknown;
       try {
         body = text === '' ? undefined : JSON.parse(text);

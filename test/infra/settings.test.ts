@@ -209,6 +209,10 @@ describe('scale settings', () => {
       redirectSyncConcurrency: 6,
       redirectReadbacksPerRun: 400,
       marketplaceConcurrency: 10,
+      marketplaceTimeoutMs: 30_000,
+      marketplaceBodyTimeoutMs: 300_000,
+      redirectSyncMemoryMb: 1024,
+      financeMemoryMb: 1769,
     };
     const synthesized = (settings: Record<string, unknown>) => {
       const props = stackProps(readEnvironmentSettings({ prod: { ...production, ...settings } }, 'prod'));
@@ -221,14 +225,21 @@ describe('scale settings', () => {
           MemorySize: number;
           Environment: { Variables: Record<string, unknown> };
         };
-      return { reconcile: named('reconcile'), health: named('health'), sync: named('redirectsync') };
+      return {
+        reconcile: named('reconcile'),
+        health: named('health'),
+        sync: named('redirectsync'),
+        finance: named('finance'),
+      };
     };
-    const { reconcile, health, sync } = synthesized({ scale });
+    const { reconcile, health, sync, finance } = synthesized({ scale });
     expect(reconcile.MemorySize).toBe(2048);
     expect(reconcile.Environment.Variables).toMatchObject({
       RECONCILE_CONCURRENCY: '8',
       RECONCILE_WINDOW_LIST_HOURS: '6',
       MARKETPLACE_CONCURRENCY: '10',
+      MARKETPLACE_TIMEOUT_MS: '30000',
+      MARKETPLACE_BODY_TIMEOUT_MS: '300000',
     });
     expect(health.MemorySize).toBe(1024);
     // The health check may run as long as the gap between its runs allows (5 minutes: 4.5).
@@ -238,9 +249,15 @@ describe('scale settings', () => {
       REDIRECT_SYNC_CONCURRENCY: '6',
       REDIRECT_READBACKS_PER_RUN: '400',
       MARKETPLACE_CONCURRENCY: '10',
+      MARKETPLACE_TIMEOUT_MS: '30000',
+      MARKETPLACE_BODY_TIMEOUT_MS: '300000',
     });
+    expect(sync.MemorySize).toBe(1024);
+    expect(finance.MemorySize).toBe(1769);
     const defaults = synthesized({});
     expect(defaults.reconcile.MemorySize).toBe(512);
+    expect(defaults.sync.MemorySize).toBe(256);
+    expect(defaults.finance.MemorySize).toBe(512);
     expect(defaults.reconcile.Environment.Variables).not.toHaveProperty('RECONCILE_CONCURRENCY');
     expect(() =>
       readEnvironmentSettings({ prod: { ...production, scale: { reconcileConcurrency: 0 } } }, 'prod'),

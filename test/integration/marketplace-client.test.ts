@@ -355,6 +355,48 @@ describe('faults', () => {
     }
   });
 
+  it('a large answer may take longer to read than to begin; a body that stalls is a timeout, not a malformed answer', async () => {
+    // The answer begins at once, then its body arrives in pieces for about 400 ms: a survey's window of tens of
+    // thousands of rows is tens of megabytes.
+    const trickling =
+      (pieces: readonly string[], gapMs: number, stallAfter = pieces.length): typeof fetch =>
+      async (_input, init) => {
+        let timer: NodeJS.Timeout | undefined;
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            init?.signal?.addEventListener('abort', () => {
+              clearTimeout(timer);
+              controller.error(init.signal?.reason);
+            });
+            let sent = 0;
+            const next = () => {
+              if (sent === stallAfter) return;
+              controller.enqueue(new TextEncoder().encode(pieces[sent++]));
+              if (sent === pieces.length) controller.close();
+              else timer = setTimeout(next, gapMs);
+            };
+            next();
+          },
+        });
+        return new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
+      };
+    const answer = JSON.stringify({ apiStatus: 'success', result: { data: [] } });
+    const pieces = answer.match(/.{1,8}/g) ?? [];
+    const gapMs = Math.ceil(400 / pieces.length);
+    const slow = client({ fetch: trickling(pieces, gapMs), timeoutMs: 150, retries: 0 });
+    await expect(slow.getMetadata()).resolves.toBeDefined();
+    const stalled = await failure(
+      client({
+        fetch: trickling(pieces, gapMs, 2),
+        timeoutMs: 150,
+        bodyTimeoutMs: 300,
+        retries: 0,
+      }).getMetadata(),
+    );
+    expect(stalled).toMatchObject({ kind: 'timeout', retriable: true, httpStatus: 200 });
+    expect(stalled.message).toContain("the answer's body was not read in full within 300 ms");
+  });
+
   it("a run's end cuts a hanging call short and stops its retries and a 429's hold, rather than outlast the run", async () => {
     const hanging: typeof fetch = (_input, init) =>
       new Promise((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)));
