@@ -72,6 +72,8 @@ export function createRedirectSyncHandler({
       const summary = summarizeSyncRun(await configuration.sync({ deadline }));
       publish('RedirectsApplied', summary.counts.applied ?? 0, {});
       publish('RedirectsDrifted', summary.drifted.length, {});
+      // Every run, 0 or 1: two runs in a row refused alarm (a wrong or missing token, the marketplace down).
+      publish('RedirectListingRefused', summary.listingError || summary.fullListingError ? 1 : 0, {});
       if (summary.failed.length > 0 || summary.listingError) {
         count('RedirectSyncFailures');
         logger.warn('redirect sync finished with failures', { ...summary });

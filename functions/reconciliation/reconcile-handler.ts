@@ -14,6 +14,16 @@ import { VERDICT_KINDS } from './verdict-kinds';
 /** Stop taking up surveys this long before the deadline, to finish the ones in hand and save the cursor. */
 const DEADLINE_MARGIN_MS = 60_000;
 
+/**
+ * A survey whose runs have failed this long is counted apart (`SurveysFailingLong`, alarmed): a survey that fails
+ * every run (too big for the marketplace's answer or the function's memory, a row that never reads) is not one
+ * of the few that a marketplace error fails now and then, whatever share of the surveys it is.
+ */
+export const FAILING_LONG_MS = 6 * 3_600_000;
+
+/** The failed surveys a run's log line names; the rest are counted (a log event holds 256 KB at most). */
+const FAILURES_LOGGED = 50;
+
 export interface ReconcileHandlerDependencies {
   readonly engine: Pick<Reconciler, 'scheduled'>;
   readonly windowDays: number;
@@ -26,16 +36,24 @@ export interface ReconcileHandlerDependencies {
 export type ReconcileRunSummary = ReturnType<typeof summarizeReconcileRun> | { busy: true };
 
 /** What a run reports and logs: its totals and the surveys that failed. */
-export function summarizeReconcileRun(report: RunReport) {
+export function summarizeReconcileRun(report: RunReport, now = new Date()) {
   const sum = totals(report.outcomes);
+  const failed = report.outcomes.filter((o) => o.status === 'failed');
+  const failingLong = failed.filter(
+    (o) => o.failingSince !== undefined && now.getTime() - Date.parse(o.failingSince) >= FAILING_LONG_MS,
+  );
   return {
     runId: report.runId,
     days: report.days,
     complete: report.complete,
     ...sum,
-    failures: report.outcomes
-      .filter((o) => o.status === 'failed')
-      .map((o) => ({ surveyId: o.surveyId, error: o.error ?? '' })),
+    failingLong: failingLong.length,
+    failures: failed.slice(0, FAILURES_LOGGED).map((o) => ({
+      surveyId: o.surveyId,
+      error: o.error ?? '',
+      failingSince: o.failingSince ?? '',
+    })),
+    failuresNotListed: Math.max(0, failed.length - FAILURES_LOGGED),
     // Days past the window that could not be read: the survey reconciled, those days tried again tomorrow.
     openDayFailures: report.outcomes
       .filter((o) => o.openFailures > 0)
@@ -62,6 +80,7 @@ export function createReconcileHandler({ engine, windowDays, resume, calls }: Re
       const summary = summarizeReconcileRun(report);
       publish('ReconciledSurveys', summary.reconciled, {});
       publish('ReconcileFailedSurveys', summary.failed, {});
+      publish('SurveysFailingLong', summary.failingLong, {});
       publish('ReconciledTransactions', summary.transactions, {});
       publish('VerdictChanges', summary.changed + summary.new, {});
       for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });

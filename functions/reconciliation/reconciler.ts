@@ -120,6 +120,8 @@ export interface SurveyOutcome {
   readonly status: 'reconciled' | 'failed' | 'deferred';
   readonly days: readonly string[];
   readonly error?: string;
+  /** A failed survey's: since when its runs have failed (this one's time if the last run did not). */
+  readonly failingSince?: string;
   readonly transactions: number;
   readonly attempts: number;
   readonly malformedRows: number;
@@ -173,16 +175,48 @@ export interface ReconcileRunOptions {
 /** How many invocations may die with the cursor at one survey before the run passes over it. */
 export const DEATHS_BEFORE_PASSING_OVER = 2;
 
+/** Since when a survey's runs have failed, as of a failure at `at`: kept from its state if its last run failed too. */
+const failingSinceOf = (state: SurveyReconciliationState | undefined, at: Date): string =>
+  state?.lastError !== undefined
+    ? (state.failingSince ?? state.lastErrorAt ?? at.toISOString())
+    : at.toISOString();
+
+/**
+ * The state of a survey whose reconciliation failed at `at`: the days to read again, the error and since when, and
+ * what it was waiting for (its days past the window) kept from the state before.
+ */
+const failedSurveyState = (
+  surveyId: string,
+  state: SurveyReconciliationState | undefined,
+  failedDays: readonly string[],
+  error: string,
+  at: Date,
+): SurveyReconciliationState => ({
+  surveyId,
+  ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
+  // Kept: the days past the window waiting for review are retried with the rest.
+  ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
+  ...(state?.reviewedDays
+    ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
+    : {}),
+  failedDays: [...failedDays],
+  lastError: error,
+  lastErrorAt: at.toISOString(),
+  failingSince: failingSinceOf(state, at),
+});
+
 const emptyOutcome = (
   surveyId: string,
   days: readonly string[],
   status: SurveyOutcome['status'],
   error?: string,
+  failingSince?: string,
 ): SurveyOutcome => ({
   surveyId,
   status,
   days,
   ...(error ? { error } : {}),
+  ...(failingSince ? { failingSince } : {}),
   transactions: 0,
   attempts: 0,
   malformedRows: 0,
@@ -317,10 +351,7 @@ export function reconciler(deps: ReconcilerDeps) {
     );
     const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
     /** When this survey began to fail: kept from the state if its last run failed too, else now. */
-    const failingSince = () =>
-      state?.lastError !== undefined
-        ? (state.failingSince ?? state.lastErrorAt ?? at.toISOString())
-        : at.toISOString();
+    const failingSince = () => failingSinceOf(state, at);
     const outcome = {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
       verdicts: {} as Partial<Record<VerdictKind, number>>,
@@ -681,35 +712,34 @@ export function reconciler(deps: ReconcilerDeps) {
         .map(([day, flaggedAt]) => ({ day, at: flaggedAt }));
       await deps.results.clearDayFlags(surveyId, dealtWith).catch(() => undefined);
       if (heldError !== undefined)
-        return { ...outcome, changes, changed, status: 'failed', error: heldError };
+        return {
+          ...outcome,
+          changes,
+          changed,
+          status: 'failed',
+          error: heldError,
+          failingSince: failingSince(),
+        };
       return { ...outcome, changes, changed };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       // The window is not "zero transactions": it is unknown, and retried with the next run whatever its days.
       await deps.results
         .putSurveyState(
-          {
+          failedSurveyState(
             surveyId,
-            ...(state?.lastReconciledAt ? { lastReconciledAt: state.lastReconciledAt } : {}),
-            // Kept: the days past the window waiting for review are retried with the rest.
-            ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
-            ...(state?.reviewedDays
-              ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
-              : {}),
+            state,
             // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
             // past the window stay open days (read daily), not failed ones (read hourly).
-            failedDays: allDays.filter(
-              (day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day)),
-            ),
-            lastError: message,
-            lastErrorAt: at.toISOString(),
-            failingSince: failingSince(),
-          },
+            allDays.filter((day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day))),
+            message,
+            at,
+          ),
           // Not over another run's state written meanwhile (this run's failure is then its own to report).
           { asRead: state },
         )
         .catch(() => false);
-      return emptyOutcome(surveyId, allDays, 'failed', message);
+      return emptyOutcome(surveyId, allDays, 'failed', message, failingSince());
     }
   }
 
@@ -901,14 +931,20 @@ export function reconciler(deps: ReconcilerDeps) {
       if (stall && passed !== undefined) {
         failedSurveys.add(passed);
         stoppedSurveys.add(passed);
-        passedOver.push(
-          emptyOutcome(
-            passed,
-            run.days,
-            'failed',
-            `the run's invocations died ${stall.times === 1 ? 'once' : `${stall.times} times`} with this survey next (out of memory or time): passed over, taken last by the next run`,
-          ),
+        const error = `the run's invocations died ${stall.times === 1 ? 'once' : `${stall.times} times`} with this survey next (out of memory or time): passed over, taken last by the next run`;
+        // Recorded as any failed survey's is (its window's days to read again), so that finance names it among the
+        // surveys whose figures are stale, and since when; a write that fails leaves that to the next death.
+        const at = now();
+        const state = await deps.results.surveyState(passed).catch(() => undefined);
+        const failed = failedSurveyState(
+          passed,
+          state,
+          [...new Set([...(state?.failedDays ?? []), ...run.days])].sort(),
+          error,
+          at,
         );
+        await deps.results.putSurveyState(failed, { asRead: state }).catch(() => false);
+        passedOver.push(emptyOutcome(passed, run.days, 'failed', error, failed.failingSince));
         from++;
         stall = undefined;
       }

@@ -80,6 +80,12 @@ export const METRIC_CATALOGUE = {
     dimensions: {},
     about: 'redirect sync runs with a failed survey or a survey listing refused',
   },
+  RedirectListingRefused: {
+    unit: 'Count',
+    dimensions: {},
+    about:
+      'redirect sync runs whose survey listing the marketplace refused or did not answer (new or closed surveys unseen); 0 in the others',
+  },
   RedirectsDrifted: {
     unit: 'Count',
     dimensions: {},
@@ -90,6 +96,11 @@ export const METRIC_CATALOGUE = {
     unit: 'Count',
     dimensions: {},
     about: 'surveys a reconciliation run could not reconcile',
+  },
+  SurveysFailingLong: {
+    unit: 'Count',
+    dimensions: {},
+    about: 'surveys a reconciliation run could not reconcile whose runs have failed for six hours or more',
   },
   ReconciledTransactions: { unit: 'Count', dimensions: {}, about: 'marketplace transactions read' },
   VerdictChanges: { unit: 'Count', dimensions: {}, about: 'verdicts a reconciliation run wrote or changed' },

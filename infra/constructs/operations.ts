@@ -285,6 +285,29 @@ export class Operations extends Construct {
       }),
       1,
     );
+    // Whatever share of the surveys it is: the surveys that fail every run are often the biggest (the most money).
+    alarm(
+      'reconciliation-failing-long',
+      "A survey's reconciliation has failed for six hours or more (every run since): its figures are stale. The reconcile log names it and its error (failingSince); a survey too big for the marketplace's answer or the function's memory needs the scale settings (README, Taking ten times the traffic).",
+      cataloguedTotal(service, 'SurveysFailingLong', Duration.hours(1)),
+      1,
+    );
+    if (props.schedules?.syncEvery) {
+      // Two runs in a row: one refused listing (a marketplace error) is retried by the next run.
+      const every = Duration.minutes(Math.max(5, props.schedules.syncEvery.toMinutes()));
+      const listing = new Alarm(this, 'redirect-listing-refused', {
+        alarmDescription:
+          "The redirect sync's survey listing was refused or not answered in two runs in a row: new surveys are not pointed here and closed ones not seen. A refusal naming the token (401/403) means the marketplace token secret does not hold the real token yet (README, First deployment, step 4); the redirect-sync log says what the marketplace answered (listingError, fullListingError).",
+        metric: cataloguedTotal(service, 'RedirectListingRefused', every),
+        threshold: 1,
+        evaluationPeriods: 2,
+        datapointsToAlarm: 2,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      });
+      listing.addAlarmAction(new SnsAction(this.topic));
+      this.alarms.push(listing);
+    }
     alarm(
       'redirects-drifted',
       "A survey's redirects were changed at the marketplace (postbacks may have gone elsewhere since its last daily read-back); the sync applied them again. Its log names the fields ('redirects changed at the marketplace were applied again').",
@@ -344,9 +367,9 @@ export class Operations extends Construct {
       }),
       new GraphWidget({
         title: 'Reconciliation',
-        left: (['ReconciledSurveys', 'ReconcileFailedSurveys', 'VerdictChanges'] as const).flatMap((m) =>
-          catalogued(service, m, Duration.hours(1)),
-        ),
+        left: (
+          ['ReconciledSurveys', 'ReconcileFailedSurveys', 'SurveysFailingLong', 'VerdictChanges'] as const
+        ).flatMap((m) => catalogued(service, m, Duration.hours(1))),
         width: 12,
       }),
       new GraphWidget({
@@ -374,6 +397,7 @@ export class Operations extends Construct {
             'RedirectsApplied',
             'RedirectsDrifted',
             'RedirectSyncFailures',
+            'RedirectListingRefused',
             'ReconcileFailures',
             'ReconciledTransactions',
           ] as const

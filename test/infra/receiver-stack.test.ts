@@ -492,10 +492,26 @@ describe('operations', () => {
       'changed at the marketplace',
       'receiver was throttled',
       'API Gateway answered 429',
+      'reconciliation has failed for six hours or more',
+      'survey listing was refused or not answered in two runs in a row',
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(8 + 3 + 7);
+    expect(alarms).toHaveLength(10 + 3 + 7);
+    // A survey failing every run alarms whatever share of the surveys it is; a refused listing, two runs in a row.
+    const byDescription = (text: string) =>
+      Object.values(template.findResources('AWS::CloudWatch::Alarm')).find((a) =>
+        (a as { Properties: { AlarmDescription: string } }).Properties.AlarmDescription.includes(text),
+      ) as { Properties: Record<string, unknown> } | undefined;
+    const failingLong = byDescription('six hours or more')?.Properties;
+    expect(failingLong).toMatchObject({ Threshold: 1, EvaluationPeriods: 1 });
+    expect(JSON.stringify(failingLong)).toContain(
+      '"Dimensions":[{"Name":"service","Value":"Test"}],"MetricName":"SurveysFailingLong"',
+    );
+    const listing = byDescription('two runs in a row')?.Properties;
+    expect(listing).toMatchObject({ Threshold: 1, EvaluationPeriods: 2, DatapointsToAlarm: 2 });
+    // One period per sync interval (30 minutes in this stack).
+    expect(JSON.stringify(listing)).toMatch(/"MetricName":"RedirectListingRefused".*"Period":1800/);
     // The 429s API Gateway's throttles answer are counted from the access log (HTTP APIs publish no metric of them).
     const [filter, ...moreFilters] = Object.values(template.findResources('AWS::Logs::MetricFilter')) as {
       Properties: {

@@ -170,6 +170,72 @@ describe('published metrics', () => {
   });
 });
 
+describe('published metrics of the scheduled runs', () => {
+  const context = {
+    functionName: 'scheduled',
+    awsRequestId: 'request-1',
+    invokedFunctionArn: 'arn:aws:lambda:us-east-1:210987654321:function:scheduled',
+    getRemainingTimeInMillis: () => 300_000,
+  } as unknown as import('aws-lambda').Context;
+  const metricValues = (output: string, name: string) =>
+    output
+      .split('\n')
+      .filter((line) => line.includes('"_aws"') && line.includes(`"${name}"`))
+      .map((line) => (JSON.parse(line) as Record<string, unknown>)[name]);
+
+  it('a redirect sync run says every time whether its survey listing was refused (the alarm reads two in a row)', async () => {
+    const { createRedirectSyncHandler } = await import('../../functions/marketplace/redirect-sync-handler');
+    const run = (report: Record<string, unknown>) =>
+      createRedirectSyncHandler({
+        configuration: {
+          sync: async () =>
+            ({ results: [], malformed: [], ...report }) as unknown as Awaited<
+              ReturnType<Parameters<typeof createRedirectSyncHandler>[0]['configuration']['sync']>
+            >,
+        },
+      })({}, context);
+    capture();
+    await run({ listingError: 'GET /surveys/allocated/by-date: HTTP 401: invalid token' });
+    await run({ fullListingError: 'GET /surveys/allocated: no answer within 10000 ms' });
+    await run({});
+    vi.restoreAllMocks();
+    expect(metricValues(written.join(''), 'RedirectListingRefused')).toEqual([1, 1, 0]);
+  });
+
+  it('a reconciliation run counts the surveys that have failed for six hours or more apart', async () => {
+    const { createReconcileHandler } = await import('../../functions/reconciliation/reconcile-handler');
+    const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
+    const failed = (surveyId: string, failingSince: string) => ({
+      surveyId,
+      status: 'failed',
+      days: [],
+      error: 'GET /surveys/transactions: HTTP 500',
+      failingSince,
+    });
+    const outcomes = [
+      failed('1', hoursAgo(7)),
+      failed('2', hoursAgo(1)),
+      ...Array.from({ length: 60 }, (_, i) => failed(String(100 + i), hoursAgo(30))),
+    ].map((o) => ({ ...o, transactions: 0, attempts: 0, verdicts: {}, changes: {}, changed: [] }));
+    capture();
+    const summary = (await createReconcileHandler({
+      windowDays: 7,
+      engine: {
+        scheduled: async () =>
+          ({ runId: 'r', days: [], outcomes, complete: true }) as unknown as Awaited<
+            ReturnType<Parameters<typeof createReconcileHandler>[0]['engine']['scheduled']>
+          >,
+      },
+    })({}, context)) as { failingLong: number; failures: unknown[]; failuresNotListed: number };
+    vi.restoreAllMocks();
+    expect(metricValues(written.join(''), 'SurveysFailingLong')).toEqual([61]);
+    // The log line names fifty and counts the rest: a log event holds 256 KB at most.
+    expect(summary.failures).toHaveLength(50);
+    expect(summary.failures[0]).toMatchObject({ surveyId: '1', failingSince: outcomes[0]?.failingSince });
+    expect(summary.failuresNotListed).toBe(12);
+  });
+});
+
 describe('text from outside in the log', () => {
   it('control characters in any logged field are written as \\u escapes: none reaches the log raw', async () => {
     const hostile = 'a\u001b[2Jb\u009b2Jc\u007fd\re';

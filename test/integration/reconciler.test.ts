@@ -837,6 +837,13 @@ describe('the scheduled run', () => {
     expect(finished?.outcomes[0]?.error).toMatch(/died 2 times with this survey next/);
     const last = await results.finishedRun(SCHEDULED_RUN);
     expect(last).toMatchObject({ failedSurveys: ['7302'], stoppedSurveys: ['7302'] });
+    // Recorded as a failed survey is, so finance names it among the surveys whose figures are stale, and since when.
+    const passedState = await results.surveyState('7302');
+    expect(passedState).toMatchObject({
+      failedDays: days,
+      lastError: expect.stringMatching(/died 2 times/),
+      failingSince: finished?.outcomes[0]?.failingSince,
+    });
 
     // The next run reconciles it again, after every other survey.
     await engine().scheduled(2, { deadline: new Date(0) });
@@ -850,6 +857,9 @@ describe('the scheduled run', () => {
     const again = await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) });
     expect(again?.outcomes.map((o) => [o.surveyId, o.status])).toEqual([['7302', 'failed']]);
     expect(again?.outcomes[0]?.error).toMatch(/died once with this survey next/);
+    // Failing since the first time, not since this one.
+    expect(again?.outcomes[0]?.failingSince).toBe(passedState?.failingSince);
+    expect((await results.surveyState('7302'))?.failingSince).toBe(passedState?.failingSince);
   });
 
   it('after a death runs the survey at the cursor alone and saves its end at once; a failure is no death', async () => {
