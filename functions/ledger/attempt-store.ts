@@ -24,6 +24,7 @@ import {
 import type { Hit, HitSource } from '../receiving/hit-request';
 import { SURVEY_ID_PATTERN } from '../receiving/identifiers';
 import { type Channel, type Outcome, outcomesOf } from '../receiving/outcome';
+import { withoutSignatures } from '../shared/printable';
 import type { RefusalCode } from '../shared/rejection';
 import { batchGet, type Item, queryAll, send } from './document-client';
 import { flagJudgedDay, staleDays } from './judged-day-flag';
@@ -470,20 +471,24 @@ export function createLedgerStore(
     async recordRejectedHit(rejected) {
       const sourceIp = clip(rejected.sourceIp);
       const surveyId = clip(rejected.surveyId);
-      // Every field is bounded: the reason can quote the input it refused.
+      // Every field is bounded (the reason can quote the input it refused), and none shows a signature it quotes.
+      const quoted = (value: string | undefined, characters?: number) =>
+        clip(value === undefined ? undefined : withoutSignatures(value), characters);
       const sample = {
         at: rejected.at,
         requestId: clip(rejected.requestId) ?? 'unknown',
         channel: rejected.channel,
-        reason: clip(rejected.reason, 200) ?? 'unknown',
+        reason: quoted(rejected.reason, 200) ?? 'unknown',
         surveyId,
-        outcome: clip(rejected.outcome),
-        pid: clip(rejected.pid),
-        token: clip(rejected.token),
+        outcome: quoted(rejected.outcome),
+        pid: quoted(rejected.pid),
+        token: quoted(rejected.token),
         sourceIp,
         expiresAt: Math.floor(Date.parse(rejected.at) / 1000) + REJECTED_RETENTION_DAYS * 86_400,
       };
-      const fields = Object.entries(sample).filter(([, value]) => value !== undefined);
+      // Every field of the sample is written, an absent one as '', so that a later hit of the minute cannot fill in
+      // what the first one lacked (a pid of another request beside the first one's reason).
+      const fields = Object.entries(sample).map(([name, value]) => [name, value ?? ''] as const);
       await send(() =>
         client.send(
           new UpdateCommand({
@@ -773,11 +778,12 @@ function rejectedFromItems(items: readonly Item[]): RejectedHits[] {
       channel: item.channel as Channel,
       code: optionalString(item.code),
       reason: String(item.reason),
-      surveyId: optionalString(item.surveyId),
-      outcome: optionalString(item.outcome),
-      pid: optionalString(item.pid),
-      token: optionalString(item.token),
-      sourceIp: optionalString(item.sourceIp),
+      // '' is a field the first hit did not have.
+      surveyId: optionalString(item.surveyId) || undefined,
+      outcome: optionalString(item.outcome) || undefined,
+      pid: optionalString(item.pid) || undefined,
+      token: optionalString(item.token) || undefined,
+      sourceIp: optionalString(item.sourceIp) || undefined,
       // Records written before refusals were counted are one hit each.
       hits: typeof item.hits === 'number' ? item.hits : 1,
     }))

@@ -5,7 +5,7 @@
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { printable } from '../shared/printable';
+import { printable, withoutSignatures } from '../shared/printable';
 import {
   type DimensionsOf,
   METRIC_CATALOGUE,
@@ -17,10 +17,11 @@ import {
 const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? SERVICE_NAME;
 
 // Every string field is written through `printable`: JSON escapes C0 controls but a log viewer shows them decoded,
-// and it does not escape DEL or the C1 controls at all.
+// and it does not escape DEL or the C1 controls at all. And without any URL signature a field quotes (a sender that
+// encodes its separators puts the whole query, `sig=` included, into one parameter).
 export const logger = new Logger({
   serviceName,
-  jsonReplacerFn: (_key, value) => (typeof value === 'string' ? printable(value) : value),
+  jsonReplacerFn: (_key, value) => (typeof value === 'string' ? printable(withoutSignatures(value)) : value),
 });
 const metrics = new Metrics({
   namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? METRIC_NAMESPACE,

@@ -429,6 +429,54 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
     ]);
   });
 
+  it("the minute's sample is its first hit's alone: a later hit does not fill in what the first one lacked", async () => {
+    const sourceIp = source();
+    const url = successUrl();
+    const unreadable = await invoke(
+      handler,
+      apiEvent('POST', url.replace(/pid=[^&]*&token=[^&]*&/, ''), {
+        sourceIp,
+        body: '{"pid":',
+        headers: { 'content-type': 'application/json' },
+      }),
+    );
+    expect(unreadable.statusCode).toBe(400);
+    const bystander = { pid: 'innocent-bystander', token: randomUUID() };
+    const twice = `${filledUrl(TEST_KEY_RING, 'postback', '1001', 'success', bystander)}&sig=x`;
+    expect((await invoke(handler, apiEvent('GET', twice, { sourceIp }))).statusCode).toBe(400);
+    const [sample] = await refusedFrom(sourceIp);
+    expect(sample).toMatchObject({ hits: 2, reason: expect.stringMatching(/not valid JSON/) });
+    expect(sample?.pid).toBeUndefined();
+    expect(sample?.token).toBeUndefined();
+  });
+
+  it('a signature quoted in a refused identifier (separators sent encoded) is stored and logged concealed', async () => {
+    const sourceIp = source();
+    const genuine = new URL(successUrl());
+    const sig = genuine.searchParams.get('sig') as string;
+    // The whole query as one pid: `&` and `=` percent-encoded by a sender that encodes twice.
+    const oneParameter = `${genuine.origin}${genuine.pathname}?pid=${encodeURIComponent(
+      `${ids.pid}&token=${ids.token}&kid=${genuine.searchParams.get('kid')}&sig=${sig}`,
+    )}`;
+    const written: string[] = [];
+    const record = (chunk: unknown) => {
+      written.push(String(chunk));
+      return true;
+    };
+    vi.spyOn(process.stdout, 'write').mockImplementation(record);
+    vi.spyOn(process.stderr, 'write').mockImplementation(record);
+    const result = await invoke(handler, apiEvent('GET', oneParameter, { sourceIp }));
+    vi.mocked(process.stdout.write).mockRestore();
+    vi.mocked(process.stderr.write).mockRestore();
+    expect(result.statusCode).toBe(403);
+    const [sample] = await refusedFrom(sourceIp);
+    expect(sample?.pid).toBe(
+      `${ids.pid}&token=${ids.token}&kid=${genuine.searchParams.get('kid')}&sig=[concealed]`,
+    );
+    expect(JSON.stringify(sample)).not.toContain(sig.slice(0, 12));
+    expect(written.join('')).not.toContain(sig.slice(0, 12));
+  });
+
   it('another claimed survey makes another item, so refusals count per survey', async () => {
     const sourceIp = source();
     for (let i = 0; i < 3; i++) await invoke(retiring, apiEvent('GET', oldKeyUrl('1001'), { sourceIp }));
