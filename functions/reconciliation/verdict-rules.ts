@@ -21,6 +21,7 @@ import type { Transaction } from '../marketplace/marketplace-records';
 import { filedAt, outcomeOfStatus } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
+import type { Outcome } from '../receiving/outcome';
 import { sameAmount, sumAmounts } from '../shared/money';
 import { transactionsDigest } from './transactions-digest';
 import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
@@ -588,11 +589,22 @@ export function classify(
   const redirect = attempt?.redirect?.outcome;
   const evidence =
     postback === 'success' ? 'postback' : !postback && redirect === 'success' ? 'redirect' : undefined;
+  /** Whether the marketplace's server reported `outcome` at all: its first postback, or a later one. */
+  const postbackSaid = (outcome: Outcome) =>
+    attempt?.postback?.sightings.some((sighting) => sighting.outcome === outcome) ?? false;
   const here: Record<string, string | boolean> = {
     postback: postback ?? 'none',
     redirect: redirect ?? 'none',
     ...(attempt?.conflict ? { conflict: true } : {}),
   };
+  /**
+   * A later postback of another outcome is the marketplace correcting its own (a status flipped after the fact):
+   * where the transaction list agrees with the correction, the verdict follows them both and says so.
+   */
+  const corrected = (outcome: Outcome): Record<string, string> =>
+    postback !== undefined && postback !== outcome && postbackSaid(outcome)
+      ? { postbackCorrectedTo: outcome }
+      : {};
   // A success redirect the fail postback contradicts: only a browser claims a complete, and neither the
   // marketplace's server nor (below) its transaction list agrees. Visible, never money.
   const contradicted = redirect === 'success' && postback === 'fail';
@@ -625,7 +637,7 @@ export function classify(
         detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
       };
     }
-    if (postback !== 'success') {
+    if (postback !== 'success' && !postbackSaid('success')) {
       return {
         kind: 'complete_not_received',
         detail: {
@@ -637,13 +649,20 @@ export function classify(
       };
     }
     const expected = typeof expectedCpi === 'string' ? [expectedCpi] : (expectedCpi ?? []);
+    const correction = corrected('success');
     if (expected.length > 0 && !expected.some((cpi) => sameAmount(transaction.cpi, cpi))) {
       return {
         kind: 'cpi_mismatch',
-        detail: { ...here, ...marketplace, expectedCpi: expected.join(' or '), cpi: transaction.cpi },
+        detail: {
+          ...here,
+          ...correction,
+          ...marketplace,
+          expectedCpi: expected.join(' or '),
+          cpi: transaction.cpi,
+        },
       };
     }
-    return { kind: 'matched', detail: { ...here, ...marketplace } };
+    return { kind: 'matched', detail: { ...here, ...correction, ...marketplace } };
   }
   // A status this product does not know (a new one, an "adjusted" code): whether it is paid cannot be told, so it
   // is counted in no owed figure and listed as money for finance to look at, whatever arrived here.
@@ -663,6 +682,13 @@ export function classify(
       detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
     };
   }
+  // The marketplace's server reported a success, then corrected it to a fail the transaction list agrees with: a
+  // complete reversed (the panel may have credited it), not one to chase.
+  if (evidence === 'postback' && postbackSaid('fail'))
+    return {
+      kind: 'invalidated',
+      detail: { ...here, ...corrected('fail'), ...marketplace, receivedHere: 'postback', ...reversed },
+    };
   if (evidence === 'postback')
     return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };
   // A browser's success claim the marketplace files under another status: anyone holding the static success URL

@@ -164,6 +164,44 @@ describe('classification', () => {
     expect(classify(t, channels ? attempt('a', noon, channels) : undefined).kind).toBe(kind);
   });
 
+  it("follows the marketplace's own later postback where its transaction list agrees with it, and says so", () => {
+    const later = '2026-11-21T20:05:00.000Z';
+    /** An attempt whose postback said `first`, then `then` (a correction after a status flipped). */
+    const corrected = (first: string, then: string) =>
+      attemptFromItem({
+        surveyId: '1',
+        pid: 'p-a',
+        token: 'a',
+        firstSeenAt: noon,
+        lastSeenAt: later,
+        postbackOutcome: first,
+        [`postback_${first}_at`]: noon,
+        [`postback_${first}_hits`]: 1,
+        [`postback_${then}_at`]: later,
+        [`postback_${then}_hits`]: 1,
+      });
+    // Fail, then success, and the list says Completed: the success was received here (it is no unreceived complete).
+    expect(classify(transaction('a', 'Completed', noon), corrected('fail', 'success'), '1.25')).toMatchObject(
+      {
+        kind: 'matched',
+        detail: { postback: 'fail', postbackCorrectedTo: 'success', conflict: true },
+      },
+    );
+    // Success, then fail, and the list says Failed: a complete reversed by the marketplace itself, not one to chase.
+    expect(classify(transaction('a', 'Failed', noon), corrected('success', 'fail'), '1.25')).toMatchObject({
+      kind: 'invalidated',
+      detail: {
+        postback: 'success',
+        postbackCorrectedTo: 'fail',
+        receivedHere: 'postback',
+        reversedCpi: '1.25',
+      },
+    });
+    // A correction the list does not agree with changes nothing.
+    expect(classify(transaction('a', 'Completed', noon), corrected('success', 'fail')).kind).toBe('matched');
+    expect(classify(transaction('a', 'Failed', noon), corrected('fail', 'success')).kind).toBe('matched');
+  });
+
   it('says whether a success redirect arrived for a complete whose postback did not', () => {
     expect(
       classify(transaction('a', 'Completed', noon), attempt('a', noon, { redirect: 'success' })).detail,
