@@ -281,14 +281,30 @@ export function needsLookback(window: SurveyWindow): boolean {
   const listed = listedEarlier(window);
   const pairs = match(window.transactions, window.attempts, (a) => listed(a).length > 0);
   const answered = answeredTokens(pairs);
+  const lookbackDays = window.lookbackDays ?? 0;
   // An attempt paired by pid alone too: its own token may be listed on an earlier day, whose it then is.
   return pairs.some(({ transaction, attempt, matchedBy }) => {
     if ((transaction && matchedBy !== 'pid') || !attempt || !arrivedHere(attempt)) return false;
     if (answered.has(attempt.token)) return false;
     const day = attemptDay(attempt);
     if (!day || !owned.has(day)) return false;
+    if (searchedBefore(attempt, nextDay(day, -1 - lookbackDays))) return false;
     return listed(attempt).length === 0;
   });
+}
+
+/**
+ * Whether an earlier run already looked back at least to `from` for this attempt, found nothing (its verdict says
+ * how far it searched), and nothing was learnt of the attempt since: judged without the call, it gets the same
+ * verdict. Without this, one attempt whose transaction is older than the look-back (or a forged claim, which has
+ * none) made every run of its day, and every daily look after, list days more of the survey's rows.
+ */
+function searchedBefore(attempt: Attempt, from: string): boolean {
+  const prior = attempt.reconciliation;
+  const searched = prior?.detail.searchedFrom;
+  if (!prior || typeof searched !== 'string' || searched > from) return false;
+  const learned = lastLearnedAt(attempt);
+  return learned !== undefined && learned <= prior.at;
 }
 
 /**

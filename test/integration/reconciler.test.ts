@@ -676,6 +676,29 @@ describe('verdicts whatever the window', () => {
     expect(reportHtml(report)).toContain(`(none since ${nextDay(day(4, 30), -8)})`);
   });
 
+  it('does not look back again for an attempt an earlier run searched for in vain, until something new arrives', async () => {
+    await survey(7206);
+    const today = pacificDay(ago(0, 0));
+    // A success claim no transaction backs (a forged or much older one): the first run looks back for it.
+    await hit(7206, 'claim', '7206-claim', 'redirect', 'success', ago(0, 30));
+    const run = () => engine({ lookbackDays: 7 }).run(today, today, ['7206']);
+    expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { unverified_claim: 1 } });
+    // Every later run of its day finds its verdict says how far it was searched: no call, the same verdict.
+    const again = await run();
+    expect(again.outcomes[0]).toMatchObject({
+      lookbacks: 0,
+      verdicts: { unverified_claim: 1 },
+      changes: { new: 0, changed: 0, refreshed: 0 },
+    });
+    // A hit with something new on it (its postback, after that verdict) is looked for again.
+    await hit(7206, 'claim', '7206-claim', 'postback', 'success', new Date());
+    expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { complete_not_paid: 1 } });
+    // A run that would search further back than the verdict says searches.
+    expect((await engine({ lookbackDays: 9 }).run(today, today, ['7206'])).outcomes[0]).toMatchObject({
+      lookbacks: 1,
+    });
+  });
+
   it('finds a late finisher by a point read, and looks back once per survey window before judging', async () => {
     await traffic(7205);
     const today = pacificDay(ago(0, 0));
