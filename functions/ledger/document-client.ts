@@ -75,7 +75,10 @@ export async function queryAll(
   return items;
 }
 
-/** Reads items by key, 100 per request, retrying what the table leaves unprocessed. */
+/** Batches of a batch read in flight at once: a day of thousands of summaries is tens of requests, not one after another. */
+const BATCHES_AT_ONCE = 4;
+
+/** Reads items by key, 100 per request (a few at once), retrying what the table leaves unprocessed. */
 export async function batchGet(
   client: DynamoDBDocumentClient,
   tableName: string,
@@ -83,8 +86,10 @@ export async function batchGet(
   options: { consistent?: boolean } = {},
 ): Promise<Item[]> {
   const items: Item[] = [];
-  for (let start = 0; start < keys.length; start += 100) {
-    let pending: Item[] = keys.slice(start, start + 100);
+  const batches: Item[][] = [];
+  for (let start = 0; start < keys.length; start += 100) batches.push(keys.slice(start, start + 100));
+  const readBatch = async (batch: Item[]) => {
+    let pending = batch;
     for (let round = 0; pending.length > 0; round++) {
       if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** round)));
       if (round > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
@@ -100,7 +105,12 @@ export async function batchGet(
       items.push(...((page.Responses?.[tableName] ?? []) as Item[]));
       pending = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];
     }
-  }
+  };
+  let next = 0;
+  const worker = async () => {
+    while (next < batches.length) await readBatch(batches[next++] as Item[]);
+  };
+  await Promise.all(Array.from({ length: Math.min(BATCHES_AT_ONCE, batches.length) }, worker));
   return items;
 }
 

@@ -199,6 +199,17 @@ describe('throttles', () => {
 });
 
 describe('scale settings', () => {
+  it("the README's example for ten times the traffic is accepted as it stands", () => {
+    const readme = readFileSync('README.md', 'utf8');
+    const section = readme.slice(readme.indexOf('### Taking ten times the traffic'));
+    const block = /```json\n([\s\S]*?)```/.exec(section)?.[1];
+    expect(block).toBeDefined();
+    const example = JSON.parse(`{${block}}`) as Record<string, unknown>;
+    const props = stackProps(readEnvironmentSettings({ prod: { ...production, ...example } }, 'prod'));
+    expect(props.scale).toMatchObject({ reconcileMemoryMb: 4096, financeMemoryMb: 1769 });
+    expect(props.receiverReservedConcurrency).toBe(200);
+  });
+
   it("reach the scheduled functions as their memory and the variables they read; unset ones keep the functions' defaults", () => {
     const scale = {
       reconcileMemoryMb: 2048,

@@ -293,6 +293,29 @@ describe('summary', () => {
     expect(both.totals.surveys).toBe(2);
   });
 
+  it("reads a few named surveys' summaries by key, not every survey's, with the same rows", async () => {
+    const read: string[] = [];
+    const counting = new Proxy(results, {
+      get: (target, name, receiver) => {
+        const value = Reflect.get(target, name, receiver);
+        return typeof value === 'function'
+          ? (...args: unknown[]) => {
+              read.push(String(name));
+              return value.apply(target, args);
+            }
+          : value;
+      },
+    });
+    const byKey = finance({ attempts, results: counting });
+    const named = await byKey.summaryRows({ from: D1, to: D2 }, ['8002', '8001']);
+    expect(read).not.toContain('daySummaries');
+    const picked = (await queries.summaryRows({ from: D1, to: D2 })).filter((r) =>
+      ['8001', '8002'].includes(r.surveyId),
+    );
+    expect(picked.length).toBeGreaterThan(1);
+    expect(named).toEqual(picked);
+  });
+
   it('answers per survey or totals alone when asked, and names what to ask for when the answer would be too large', async () => {
     const surveysOnly = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&detail=surveys`));
     expect(Object.keys(surveysOnly)).not.toContain('days');
