@@ -55,6 +55,12 @@ export interface ReceiverStackProps extends StackProps {
   readonly postbackSourceCidrs?: string;
   /** How often the redirect sync runs (default 15 minutes). */
   readonly redirectSyncRate?: Duration;
+  /**
+   * Whether the scheduled redirect sync runs (default true, with a marketplace). It points every live survey of the
+   * marketplace account at this stack: a second stack on the same account (staging, a migration) turns it off and
+   * is given its surveys with `redirects apply`.
+   */
+  readonly redirectSyncEnabled?: boolean;
   /** Postback methods configured at the marketplace (default GET for both). */
   readonly postbackMethods?: { readonly success?: 'GET' | 'POST'; readonly fail?: 'GET' | 'POST' };
   /**
@@ -245,7 +251,7 @@ export class ReceiverStack extends Stack {
       schedule: ScheduleExpression.rate(props.redirectSyncRate ?? Duration.minutes(15)),
       // A missed run is not retried: the next one starts from the same checkpoint.
       target: new LambdaInvoke(this.redirectSync.function, noRetry(this.redirectSync, Duration.minutes(10))),
-      enabled: marketplace.baseUrl !== undefined,
+      enabled: marketplace.baseUrl !== undefined && props.redirectSyncEnabled !== false,
     });
     const marketplaceEnvironment = {
       MARKETPLACE_BASE_URL: marketplace.baseUrl ?? 'https://marketplace.invalid',
@@ -336,7 +342,9 @@ export class ReceiverStack extends Stack {
         ...(marketplace.baseUrl
           ? {
               reconcileEvery: props.reconcileRate ?? Duration.hours(1),
-              syncEvery: props.redirectSyncRate ?? Duration.minutes(15),
+              ...(props.redirectSyncEnabled !== false
+                ? { syncEvery: props.redirectSyncRate ?? Duration.minutes(15) }
+                : {}),
             }
           : {}),
       },

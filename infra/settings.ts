@@ -69,6 +69,8 @@ const environmentSchema = z
       .default({ success: 'GET', fail: 'GET' }),
     // The sync may run five minutes: runs no closer than that never overlap.
     redirectSyncRateMinutes: z.int().min(5).max(1440).default(15),
+    /** Off for a second stack on the same marketplace account: the sync points every live survey at its stack. */
+    redirectSyncEnabled: z.boolean().default(true),
     reconcileRateMinutes: z.int().min(1).max(1440).default(60),
     reconcileWindowDays: z.int().min(1).max(31).default(7),
     health: z
@@ -258,6 +260,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
         : {}),
     },
     redirectSyncRate: Duration.minutes(settings.redirectSyncRateMinutes),
+    redirectSyncEnabled: settings.redirectSyncEnabled,
     reconcileRate: Duration.minutes(settings.reconcileRateMinutes),
     reconcileWindowDays: settings.reconcileWindowDays,
     healthCheckRate: Duration.minutes(settings.health.scheduleMinutes),

@@ -259,6 +259,26 @@ describe('redirect sync', () => {
     });
   });
 
+  it('a second stack on the same marketplace account turns it off: no schedule, no alarms of its runs; reconciliation runs', () => {
+    const second = Template.fromStack(
+      new ReceiverStack(templateApp(), 'Staging', {
+        marketplace: { baseUrl: 'https://supplier.marketplace.example' },
+        redirectSyncEnabled: false,
+      }),
+    );
+    const states = Object.values(second.findResources('AWS::Scheduler::Schedule')).map((schedule) => {
+      const { Description, State } = (schedule as { Properties: { Description: string; State: string } })
+        .Properties;
+      return [Description, State];
+    });
+    expect(states).toContainEqual(['Runs the redirect sync', 'DISABLED']);
+    expect(states.filter(([, state]) => state === 'ENABLED')).toHaveLength(2);
+    const described = JSON.stringify(second.findResources('AWS::CloudWatch::Alarm'));
+    expect(described).not.toContain('The redirect sync has stopped running');
+    expect(described).not.toContain('survey listing was refused');
+    expect(described).toContain('Reconciliation has stopped running');
+  });
+
   it('gets the marketplace settings, the API URL and the token secret, never the token', () => {
     const variables = functionResource(stack.redirectSync).Properties.Environment.Variables;
     expect(variables).toMatchObject({

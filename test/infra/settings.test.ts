@@ -76,6 +76,9 @@ describe('readEnvironmentSettings', () => {
       LANDING_URL_SUCCESS: 'https://panel.acme-research.net/thanks?pid={pid}',
     });
     expect(props.receiverReservedConcurrency).toBe(50);
+    expect(props.redirectSyncEnabled).toBe(true);
+    const second = { ...production, redirectSyncEnabled: false };
+    expect(stackProps(readEnvironmentSettings({ second }, 'second')).redirectSyncEnabled).toBe(false);
   });
 
   it.each([
