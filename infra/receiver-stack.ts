@@ -25,7 +25,7 @@ import {
 } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
-import { HitApi, type RouteThrottles } from './constructs/hit-api';
+import { type CustomDomain, HitApi, type RouteThrottles } from './constructs/hit-api';
 import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
 import { Operations } from './constructs/operations';
@@ -72,6 +72,8 @@ export interface ReceiverStackProps extends StackProps {
   readonly alarmEmail?: string;
   /** API Gateway limits per hit route and per finance route, instead of the route table's defaults. */
   readonly throttles?: RouteThrottles;
+  /** The supplier's own host name for the API, with its certificate (hit-api.ts): the surveys' URLs are built on it. */
+  readonly customDomain?: CustomDomain | undefined;
   /** The scheduled functions' memory and concurrency, for a larger supplier; unset ones keep the defaults. */
   readonly scale?: ScaleSettings;
 }
@@ -208,6 +210,7 @@ export class ReceiverStack extends Stack {
         finance: this.finance.function,
       },
       ...(props.throttles ? { throttles: props.throttles } : {}),
+      ...(props.customDomain ? { customDomain: props.customDomain } : {}),
     });
 
     const marketplace = props.marketplace ?? {};
@@ -358,6 +361,13 @@ export class ReceiverStack extends Stack {
     new CfnOutput(this, 'DeadLetterQueueUrl', { value: this.buffer.deadLetters.queueUrl });
 
     new CfnOutput(this, 'ApiUrl', { value: this.api.url, description: 'PUBLIC_BASE_URL for the CLI' });
+    if (this.api.domain)
+      new CfnOutput(this, 'CustomDomainTarget', {
+        value: this.api.domain.regionalDomainName,
+        description: `Point ${props.customDomain?.name} here (a CNAME, or an alias record in the zone of hosted zone id below)`,
+      });
+    if (this.api.domain)
+      new CfnOutput(this, 'CustomDomainHostedZoneId', { value: this.api.domain.regionalHostedZoneId });
     new CfnOutput(this, 'TableName', { value: this.ledger.table.tableName });
     new CfnOutput(this, 'SigningKeysSecretArn', { value: this.signingKeys.secretArn });
     new CfnOutput(this, 'MarketplaceTokenSecretArn', { value: this.marketplaceToken.secretArn });

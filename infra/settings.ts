@@ -110,6 +110,24 @@ const environmentSchema = z
       .strict()
       .default({}),
     receiverReservedConcurrency: z.int().min(0).max(1000).default(50),
+    /** The API under the supplier's own host name: the surveys' URLs then outlive a replaced API. */
+    customDomain: z
+      .object({
+        name: z
+          .string()
+          .regex(
+            /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/,
+            'must be a lower-case host name such as surveys.panel.example',
+          ),
+        certificateArn: z
+          .string()
+          .regex(
+            /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/,
+            "must be an ACM certificate's ARN",
+          ),
+      })
+      .strict()
+      .optional(),
     alarmEmail: z.email().optional(),
     /** API Gateway's limit per hit route and per finance route (requests a second, and burst). */
     throttles: z.object({ hits: throttle.optional(), finance: throttle.optional() }).strict().default({}),
@@ -184,6 +202,11 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
     ];
     if (missing.length > 0)
       throw new SettingsError(`environment "${name}" is missing required settings: ${missing.join(', ')}`);
+    const certificateRegion = settings.customDomain?.certificateArn.split(':')[3];
+    if (certificateRegion !== undefined && certificateRegion !== settings.region)
+      throw new SettingsError(
+        `environment "${name}": customDomain.certificateArn is in ${certificateRegion}; the API's certificate must be in the stack's region (${settings.region})`,
+      );
     const placeholders = placeholderSettings(settings);
     if (placeholders.length > 0)
       throw new SettingsError(
@@ -231,6 +254,8 @@ function placeholderSettings(settings: EnvironmentSettings): string[] {
     const host = url === undefined ? undefined : hostOf(url);
     if (host && isPlaceholderHost(host)) found.push(`${setting} (${host})`);
   }
+  const apiHost = settings.customDomain?.name;
+  if (apiHost && isPlaceholderHost(apiHost)) found.push(`customDomain.name (${apiHost})`);
   const mailHost = settings.alarmEmail?.split('@').pop();
   if (mailHost && isPlaceholderHost(mailHost)) found.push(`alarmEmail (${mailHost})`);
   return found;
@@ -270,6 +295,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     receiverReservedConcurrency: settings.receiverReservedConcurrency,
     ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
     throttles: settings.throttles,
+    ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),
     scale: settings.scale,
     ...(settings.account && settings.region
       ? { env: { account: settings.account, region: settings.region } }

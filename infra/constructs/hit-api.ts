@@ -6,7 +6,9 @@
 import { RemovalPolicy } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import {
+  ApiMapping,
   type CfnStage,
+  DomainName,
   HttpApi,
   HttpMethod,
   HttpStage,
@@ -14,6 +16,7 @@ import {
 } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
@@ -23,6 +26,17 @@ export interface HitApiProps {
   readonly functions: Record<FunctionName, IFunction>;
   /** Per-route limits of the hit routes and the finance routes, instead of the route table's defaults. */
   readonly throttles?: RouteThrottles;
+  /**
+   * The supplier's own host name for the API (an ACM certificate of the stack's region covers it): what every
+   * survey's URLs are built on, so that they outlive the API itself (a replaced or redeployed API gets a new
+   * execute-api host, and every survey would point at a dead one until re-applied).
+   */
+  readonly customDomain?: CustomDomain | undefined;
+}
+
+export interface CustomDomain {
+  readonly name: string;
+  readonly certificateArn: string;
 }
 
 export interface Throttle {
@@ -57,6 +71,9 @@ export class HitApi extends Construct {
   readonly api: HttpApi;
   readonly stage: HttpStage;
   readonly accessLogs: LogGroup;
+  /** The custom domain, when one is set: DNS must point its name at `regionalDomainName`. */
+  readonly domain?: DomainName;
+  private readonly customHost?: string;
 
   constructor(scope: Construct, id: string, props: HitApiProps) {
     super(scope, id);
@@ -107,6 +124,14 @@ export class HitApi extends Construct {
       // that does not exist yet, so the stage is created after every route (else the first deploy fails).
       this.stage.node.addDependency(...routes);
     }
+    if (props.customDomain) {
+      this.customHost = props.customDomain.name;
+      this.domain = new DomainName(this, 'domain', {
+        domainName: props.customDomain.name,
+        certificate: Certificate.fromCertificateArn(this, 'certificate', props.customDomain.certificateArn),
+      });
+      new ApiMapping(this, 'domain-mapping', { api: this.api, domainName: this.domain, stage: this.stage });
+    }
     // RouteSettings is free-form JSON in the L1, so its keys are written as CloudFormation spells them.
     const cfnStage = this.stage.node.defaultChild as CfnStage;
     cfnStage.routeSettings = Object.fromEntries(
@@ -117,7 +142,8 @@ export class HitApi extends Construct {
     );
   }
 
+  /** The API's public base URL: the custom domain's when there is one. */
   get url(): string {
-    return this.stage.url;
+    return this.customHost ? `https://${this.customHost}/` : this.stage.url;
   }
 }

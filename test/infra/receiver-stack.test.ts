@@ -42,8 +42,8 @@ const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
   stack.getLogicalId(construct.node.defaultChild as import('aws-cdk-lib').CfnElement);
 
 /** The synthesized AWS::Lambda::Function of a house function. */
-function functionResource(fn: ReceiverFunction) {
-  const resource = template.toJSON().Resources[logicalId(fn.function)];
+function functionResource(fn: ReceiverFunction, from: Template = template) {
+  const resource = from.toJSON().Resources[logicalId(fn.function)];
   return resource as {
     Properties: {
       Environment: { Variables: Record<string, unknown> };
@@ -277,6 +277,37 @@ describe('redirect sync', () => {
     expect(described).not.toContain('The redirect sync has stopped running');
     expect(described).not.toContain('survey listing was refused');
     expect(described).toContain('Reconciliation has stopped running');
+  });
+
+  it("builds the surveys' URLs on the supplier's own host name when one is set, and says where DNS must point it", () => {
+    const own = new ReceiverStack(templateApp(), 'OwnDomain', {
+      marketplace: { baseUrl: 'https://supplier.marketplace.example' },
+      customDomain: {
+        name: 'surveys.acme-research.net',
+        certificateArn: 'arn:aws:acm:us-east-1:210987654321:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789',
+      },
+    });
+    const domainTemplate = Template.fromStack(own);
+    domainTemplate.hasResourceProperties('AWS::ApiGatewayV2::DomainName', {
+      DomainName: 'surveys.acme-research.net',
+      DomainNameConfigurations: [
+        Match.objectLike({
+          CertificateArn:
+            'arn:aws:acm:us-east-1:210987654321:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789',
+        }),
+      ],
+    });
+    domainTemplate.resourceCountIs('AWS::ApiGatewayV2::ApiMapping', 1);
+    expect(functionResource(own.redirectSync, domainTemplate).Properties.Environment.Variables).toMatchObject(
+      {
+        PUBLIC_BASE_URL: 'https://surveys.acme-research.net/',
+      },
+    );
+    const outputs = domainTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(outputs.ApiUrl?.Value).toBe('https://surveys.acme-research.net/');
+    expect(outputs.CustomDomainTarget?.Value).toEqual({
+      'Fn::GetAtt': [expect.stringMatching(/domain/), 'RegionalDomainName'],
+    });
   });
 
   it('gets the marketplace settings, the API URL and the token secret, never the token', () => {

@@ -62,6 +62,27 @@ describe('readEnvironmentSettings', () => {
     );
   });
 
+  it("takes a custom domain whose certificate is in the stack's region, and names what is wrong with another", () => {
+    const certificateArn = (region: string) =>
+      `arn:aws:acm:${region}:210987654321:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789`;
+    const withDomain = (customDomain: unknown) =>
+      readEnvironmentSettings({ prod: { ...production, customDomain } }, 'prod');
+    const domain = { name: 'surveys.acme-research.net', certificateArn: certificateArn('us-east-1') };
+    expect(stackProps(withDomain(domain)).customDomain).toEqual(domain);
+    expect(() => withDomain({ ...domain, certificateArn: certificateArn('eu-west-1') })).toThrow(
+      "customDomain.certificateArn is in eu-west-1; the API's certificate must be in the stack's region (us-east-1)",
+    );
+    expect(() =>
+      withDomain({ ...domain, certificateArn: 'arn:aws:iam::210987654321:server-certificate/x' }),
+    ).toThrow(/customDomain\.certificateArn must be an ACM certificate's ARN/);
+    expect(() => withDomain({ ...domain, name: 'https://surveys.acme-research.net/' })).toThrow(
+      /customDomain\.name must be a lower-case host name/,
+    );
+    expect(() => withDomain({ ...domain, name: 'surveys.panel.example' })).toThrow(
+      'still holds placeholder values: customDomain.name (surveys.panel.example)',
+    );
+  });
+
   it('a host that merely contains "example" is not a placeholder', () => {
     const settings = { ...production, marketplace: { baseUrl: 'https://api.examplemarket.com' } };
     expect(() => readEnvironmentSettings({ prod: settings }, 'prod')).not.toThrow();
