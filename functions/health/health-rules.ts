@@ -28,6 +28,9 @@
  * |                            | failing               | the marketplace read back something else than was applied (`read-back    |
  * |                            |                       | differs`), or `driftFailures` (2) failures in a row                      |
  *
+ * Redirects no postback backs count at most `CLAIMS_PER_SENDER` (3) per sender (the attempt's `redirectFrom`): a
+ * claim anyone holding the static URL can send, one address's burst is a few claims, not a leaking survey.
+ *
  * Coverage is success redirects with a success postback on the same attempt / success redirects. The grace
  * period is how long a postback may lag its redirect: redirects younger than that are never held against a
  * survey. `postbacks_stopped` counts redirects of every outcome, assuming the marketplace calls the fail postback
@@ -90,6 +93,8 @@ export const DEFAULT_HEALTH_SETTINGS: HealthSettings = {
 /** What one attempt tells the rules: when each channel first reported, in UTC ISO-8601. */
 export interface AttemptSightings {
   readonly pid: string;
+  /** Who sent its first redirect (a fingerprint of the address); absent on attempts recorded before it was kept. */
+  readonly redirectFrom?: string | undefined;
   /** The first redirect of any outcome. */
   readonly redirectAt?: string | undefined;
   readonly successRedirectAt?: string | undefined;
@@ -127,6 +132,32 @@ export interface SurveyWindow {
 }
 
 const MINUTE = 60_000;
+
+/**
+ * Redirects a postback does not back, counted per sender: at most this many from one address. One person holding
+ * a success URL (every respondent who completed once) can send any number of claims, but from one address they
+ * count as a few (a warning at most), while a genuine outage shows in many respondents' redirects (respondents
+ * behind one carrier's shared address count this many, enough for the rules to fire with others).
+ */
+export const CLAIMS_PER_SENDER = 3;
+
+/** The attempts, at most `CLAIMS_PER_SENDER` of them per sender (one with no sender known is its own). */
+function perSender<T extends AttemptSightings>(attempts: readonly T[]): { kept: T[]; left: number } {
+  const bySender = new Map<string, number>();
+  const kept: T[] = [];
+  for (const attempt of attempts) {
+    const sender = attempt.redirectFrom;
+    const seen = sender === undefined ? 0 : (bySender.get(sender) ?? 0);
+    if (seen >= CLAIMS_PER_SENDER) continue;
+    if (sender !== undefined) bySender.set(sender, seen + 1);
+    kept.push(attempt);
+  }
+  return { kept, left: attempts.length - kept.length };
+}
+
+/** What the rules say of redirects left out because one sender sent more than its share. */
+const leftOut = (left: number) =>
+  left > 0 ? ` (${left} more from senders that sent over ${CLAIMS_PER_SENDER} each not counted)` : '';
 /** The signature refusals that mean the marketplace holds URLs signed with a key this receiver refuses. */
 const KEY_REFUSALS = new Set(['signature_retired_key', 'signature_unknown_key']);
 /** Refusals only a holder of a genuine URL can cause: the signature holds, under a key retired since. */
@@ -162,9 +193,11 @@ export function postbacksStopped(
 ): HealthReason | undefined {
   const from = ago(now, settings.stoppedMinutes);
   const until = ago(now, settings.graceMinutes);
-  const redirects = window.attempts
-    .filter((a) => within(a.redirectAt, from, until))
-    .sort((a, b) => String(a.redirectAt).localeCompare(String(b.redirectAt)));
+  const { kept: redirects, left } = perSender(
+    window.attempts
+      .filter((a) => within(a.redirectAt, from, until))
+      .sort((a, b) => String(a.redirectAt).localeCompare(String(b.redirectAt))),
+  );
   if (redirects.length < settings.stoppedMinRedirects) return undefined;
   if (window.attempts.some((a) => within(a.postbackAt, from, now))) return undefined;
   const last = latest([...window.attempts.map((a) => a.postbackAt), window.lastPostbackAt]);
@@ -174,7 +207,7 @@ export function postbacksStopped(
     severity: 'failing',
     detail:
       `${redirects.length} redirects first seen from ${redirects[0]?.redirectAt} to ${redirects.at(-1)?.redirectAt}` +
-      ` (pids ${samples(redirects.map((a) => a.pid))}) and no postback since ${from.toISOString()}; ` +
+      ` (pids ${samples(redirects.map((a) => a.pid))})${leftOut(left)} and no postback since ${from.toISOString()}; ` +
       (last ? `the last postback seen was at ${last}. ` : 'no postback seen for this survey at all. ') +
       `Check the marketplace still holds this receiver's postback URLs: npm run cli -- redirects show --survey ${id}; ` +
       `if they differ, npm run cli -- redirects apply --survey ${id} --force. ` +
@@ -190,10 +223,15 @@ export function successWithoutPostback(
 ): HealthReason | undefined {
   const from = ago(now, settings.windowMinutes + settings.graceMinutes);
   const until = ago(now, settings.graceMinutes);
-  const successes = window.attempts.filter((a) => within(a.successRedirectAt, from, until));
-  const uncovered = successes
-    .filter((a) => a.successPostbackAt === undefined)
-    .sort((a, b) => String(a.successRedirectAt).localeCompare(String(b.successRedirectAt)));
+  const inWindow = window.attempts.filter((a) => within(a.successRedirectAt, from, until));
+  // A success redirect its postback backs is genuine; the others are claims, counted per sender.
+  const covered = inWindow.filter((a) => a.successPostbackAt !== undefined);
+  const { kept: uncovered, left } = perSender(
+    inWindow
+      .filter((a) => a.successPostbackAt === undefined)
+      .sort((a, b) => String(a.successRedirectAt).localeCompare(String(b.successRedirectAt))),
+  );
+  const successes = [...covered, ...uncovered];
   if (successes.length === 0 || uncovered.length === 0) return undefined;
   const coverage = ((successes.length - uncovered.length) * 100) / successes.length;
   const failing = successes.length >= settings.coverageMinSuccess && coverage < settings.coverageFailPercent;
@@ -206,7 +244,7 @@ export function successWithoutPostback(
     severity: failing ? 'failing' : 'warning',
     detail:
       `${uncovered.length} of ${successes.length} success redirects first seen from ${from.toISOString()} to ${until.toISOString()}` +
-      ` have no success postback after ${settings.graceMinutes} minutes (coverage ${Math.floor(coverage)}%;` +
+      ` have no success postback after ${settings.graceMinutes} minutes${leftOut(left)} (coverage ${Math.floor(coverage)}%;` +
       ` pids ${samples(uncovered.map((a) => a.pid))}, the first at ${uncovered[0]?.successRedirectAt}). ` +
       `One attempt's story: npm run cli -- attempt --survey ${id} --pid ${JSON.stringify(firstPid)}; ` +
       `the marketplace's settings: npm run cli -- redirects show --survey ${id}. ` +

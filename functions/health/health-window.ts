@@ -24,6 +24,7 @@ export function sightingsOf(attempt: Attempt): AttemptSightings {
   const postbacks = attempt.postback?.sightings ?? [];
   return {
     pid: attempt.pid,
+    ...(attempt.redirect?.from ? { redirectFrom: attempt.redirect.from } : {}),
     redirectAt: first(redirects.map((s) => s.firstAt)),
     successRedirectAt: redirects.find((s) => s.outcome === 'success')?.firstAt,
     postbackAt: first(postbacks.map((s) => s.firstAt)),

@@ -668,6 +668,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, draine
     '#sightingAt = if_not_exists(#sightingAt, :now)',
   ];
   if (hit.channel === 'postback') set.push('postbackSource = if_not_exists(postbackSource, :source)');
+  if (hit.channel === 'redirect' && hit.from) set.push('redirectFrom = if_not_exists(redirectFrom, :from)');
   const digest = hitId ? hitDigest(hitId) : '';
   const slot = hitId ? hitIdSlot(hit.channel, digest) : '';
   if (hitId) set.push(`${slot} = :hitId`);
@@ -696,6 +697,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, draine
       ':outcome': hit.outcome,
       ':one': 1,
       ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),
+      ...(hit.channel === 'redirect' && hit.from ? { ':from': hit.from } : {}),
       ...(hitId ? { ':hitId': digest } : {}),
     } as Record<string, unknown>,
     ReturnValues: 'ALL_NEW' as const,
@@ -722,6 +724,7 @@ export function firstHitItem(hit: Hit, at: Date): Item {
     [sightingAt(hit.channel, hit.outcome)]: now,
     [sightingHits(hit.channel, hit.outcome)]: 1,
     ...(hit.channel === 'postback' ? { postbackSource: hit.source } : {}),
+    ...(hit.channel === 'redirect' && hit.from ? { redirectFrom: hit.from } : {}),
   };
 }
 
@@ -737,7 +740,11 @@ export function attemptFromItem(item: Item): Attempt {
     }
     return channelRecord(item[standingOutcome(channel)] as Outcome | undefined, sightings);
   };
-  const redirect = record('redirect');
+  const redirectRecord = record('redirect');
+  const redirect = redirectRecord && {
+    ...redirectRecord,
+    ...(typeof item.redirectFrom === 'string' ? { from: item.redirectFrom } : {}),
+  };
   const postbackRecord = record('postback');
   const postback = postbackRecord && {
     ...postbackRecord,

@@ -36,7 +36,8 @@ export interface Attempt {
   /** UTC ISO-8601 of the first hit on either channel; absent for an attempt only the marketplace reported. */
   readonly firstSeenAt?: string;
   readonly lastSeenAt?: string;
-  readonly redirect?: ChannelRecord;
+  /** `from`: the first redirect's sender (a fingerprint of its address, sender.ts). */
+  readonly redirect?: ChannelRecord & { readonly from?: string };
   readonly postback?: ChannelRecord & { readonly source?: HitSource };
   readonly complete: CompleteEvidence;
   /** A channel reported conflicting outcomes, or the two channels disagree on success. */

@@ -45,6 +45,11 @@ export interface Hit {
   readonly pid: string;
   readonly token: string;
   readonly source: HitSource;
+  /**
+   * A redirect's sender, as a short fingerprint of the address it came from (sender.ts): the health check counts
+   * success claims per sender, so one person forging them from one address cannot make a survey look failing.
+   */
+  readonly from?: string | undefined;
 }
 
 type Params = ReadonlyMap<string, string>;

@@ -15,6 +15,7 @@ import { type LandingTemplates, landingFor } from './landing-page';
 import type { Outcome } from './outcome';
 import { previewRequest } from './preview-requests';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
+import { senderOf } from './sender';
 
 export interface RedirectDependencies {
   readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
@@ -79,7 +80,7 @@ export function createRedirectHandler({
         return respondentAnswer(landingFor(landing, claimed));
       }
       if (check.valid) {
-        await record({ ...claim.target, ...identity });
+        await record({ ...claim.target, ...identity, from: senderOf(event.requestContext.http.sourceIp) });
       } else {
         refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
       }

@@ -118,6 +118,7 @@ const bufferedHitSchema = z.object({
     pid: identifier('pid'),
     token: identifier('token'),
     source: z.enum(['query', 'json', 'form']),
+    from: z.optional(z.string().check(z.maxLength(16))),
   }),
 });
 

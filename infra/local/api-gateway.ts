@@ -15,6 +15,14 @@ export type LambdaHandler = (
   context: Context,
 ) => Promise<APIGatewayProxyResultV2>;
 
+/**
+ * The address a simulated respondent's browser stands for. Every request reaches the local stand-in from loopback,
+ * where in AWS each respondent has an address of its own (what the health check counts success claims by): the
+ * local marketplace's respondents name theirs in this header, which only this stand-in reads, and only from
+ * loopback. API Gateway itself takes the address from the connection, never from a header.
+ */
+export const LOCAL_RESPONDENT_ADDRESS = 'x-local-respondent-address';
+
 /** API Gateway's own payload limit. */
 const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
 const TEXT_TYPES = /^(text\/|application\/(json|x-www-form-urlencoded|xml|[\w.+-]+\+json))/i;
@@ -22,6 +30,13 @@ const TEXT_TYPES = /^(text\/|application\/(json|x-www-form-urlencoded|xml|[\w.+-
 export interface LocalApi {
   readonly url: string;
   stop(): Promise<void>;
+}
+
+export function sourceAddress(req: Pick<IncomingMessage, 'socket' | 'headers'>): string {
+  const peer = req.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '127.0.0.1';
+  const simulated = req.headers[LOCAL_RESPONDENT_ADDRESS];
+  const loopback = peer === '127.0.0.1' || peer === '::1';
+  return loopback && typeof simulated === 'string' && /^[\d.:a-f]{2,45}$/i.test(simulated) ? simulated : peer;
 }
 
 export async function startApiGateway(
@@ -49,7 +64,7 @@ export async function startApiGateway(
         url,
         headers: req.headers,
         body,
-        sourceIp: req.socket.remoteAddress?.replace(/^::ffff:/, '') ?? '127.0.0.1',
+        sourceIp: sourceAddress(req),
         httpVersion: req.httpVersion,
       },
       match,

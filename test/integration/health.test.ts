@@ -92,6 +92,7 @@ const ids = (surveyId: string, n: number) =>
     token: `t-${surveyId}-${i}-${randomUUID()}`,
   }));
 const attempts = Object.fromEntries(Object.values(SURVEYS).map((s) => [s, ids(s, 6)]));
+let respondents = 0;
 const hit = async (
   handler: Handler,
   channel: 'redirect' | 'postback',
@@ -100,9 +101,12 @@ const hit = async (
   who: { pid: string; token: string },
   kid?: string,
 ) => {
+  // Each respondent's browser from its own address: the rules count redirects per sender.
   const result = await invoke(
     handler,
-    apiEvent('GET', filledUrl(TEST_KEY_RING, channel, surveyId, outcome, who, kid)),
+    apiEvent('GET', filledUrl(TEST_KEY_RING, channel, surveyId, outcome, who, kid), {
+      sourceIp: `198.51.100.${(respondents++ % 250) + 1}`,
+    }),
   );
   if (channel === 'redirect') expect(result.statusCode).toBeLessThan(400);
   else expect(result.statusCode).toBe(kid ? 403 : 200);

@@ -11,6 +11,7 @@ import {
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
 import { SURVEY_OVER_PAGE } from '../../functions/receiving/landing-page';
+import { senderOf } from '../../functions/receiving/sender';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
 import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
@@ -108,6 +109,22 @@ describe('a signed redirect hit', () => {
     expect((await store.attemptsOf('2002', ids.pid))[0]).toMatchObject({
       redirect: { outcome: 'success', hits: 1 },
     });
+  });
+
+  it("keeps who sent it as a fingerprint of the address, never the address, and the first sender's only", async () => {
+    const first = freshSource();
+    await invoke(redirect, apiEvent('GET', redirectUrl('success'), { sourceIp: first }));
+    await invoke(redirect, apiEvent('GET', redirectUrl('success'), { sourceIp: freshSource() }));
+    const [attempt] = await store.attemptsOf('2002', ids.pid);
+    expect(attempt?.redirect?.from).toBe(senderOf(first));
+    expect(attempt?.redirect?.from).toMatch(/^[\w-]{8}$/);
+    expect(JSON.stringify(attempt)).not.toContain(first);
+    const other = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    await invoke(
+      redirect,
+      apiEvent('GET', filledUrl(TEST_KEY_RING, 'redirect', '2002', 'fail', other), { sourceIp: first }),
+    );
+    expect((await store.attemptsOf('2002', other.pid))[0]?.redirect?.from).toBe(senderOf(first));
   });
 
   it('becomes postback-confirmed once the success postback arrives, on the same attempt', async () => {

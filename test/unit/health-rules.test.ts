@@ -44,6 +44,44 @@ const successes = (count: number, covered: number) => [
   ...Array.from({ length: count - covered }, () => success(15)),
 ];
 
+describe('claims counted per sender', () => {
+  const fromOne = (attempts: AttemptSightings[], sender = 'senderA1') =>
+    attempts.map((a) => ({ ...a, redirectFrom: sender }));
+
+  it('thirty success claims from one address, with no postback, are three: a warning at most, never failing', () => {
+    const claims = fromOne(successes(30, 0));
+    const evaluation = evaluateHealth(window({ attempts: claims }), settings, now);
+    expect(evaluation.state).toBe('warning');
+    expect(evaluation.reasons.map((r) => r.code)).toEqual(['success_without_postback']);
+    expect(evaluation.reasons[0]?.detail).toContain('3 of 3 success redirects');
+    expect(evaluation.reasons[0]?.detail).toContain('27 more from senders that sent over 3 each not counted');
+    // Redirects of any outcome from one address do not make postbacks look stopped either.
+    expect(postbacksStopped(window({ attempts: fromOne(redirects(30)) }), settings, now)).toBeUndefined();
+  });
+
+  it('the same claims from many senders are what a real outage looks like: failing', () => {
+    const claims = successes(30, 0).map((a, i) => ({ ...a, redirectFrom: `sender${i}` }));
+    expect(evaluateHealth(window({ attempts: claims }), settings, now).state).toBe('failing');
+    const behindTwo = redirects(10).map((a, i) => ({ ...a, redirectFrom: `carrier${i % 2}` }));
+    // Respondents behind two shared addresses count three each: six, enough for the rule.
+    expect(postbacksStopped(window({ attempts: behindTwo }), settings, now)).toMatchObject({
+      severity: 'failing',
+    });
+  });
+
+  it('success redirects their postback backs count whoever sent them', () => {
+    const genuine = fromOne(successes(10, 10), 'office');
+    const reason = successWithoutPostback(
+      window({ attempts: [...genuine, ...fromOne(successes(8, 0), 'forger')] }),
+      settings,
+      now,
+    );
+    // 10 covered and 3 claims counted: coverage 76%, a warning, not failing.
+    expect(reason).toMatchObject({ severity: 'warning' });
+    expect(reason?.detail).toContain('3 of 13 success redirects');
+  });
+});
+
 describe('postbacks_stopped', () => {
   it('fires at 5 redirects older than the grace period and no postback in 30 minutes', () => {
     const reason = postbacksStopped(window({ attempts: redirects(5) }), settings, now);

@@ -6,6 +6,7 @@
 import { outcomeOfStatus } from '../../../functions/marketplace/marketplace-records';
 import { REDIRECT_FIELD } from '../../../functions/receiving/outcome';
 import { sumAmounts } from '../../../functions/shared/money';
+import { LOCAL_RESPONDENT_ADDRESS } from '../api-gateway';
 import type { MarketplaceState, SimTransaction } from './state';
 
 /** Weights of the statuses a respondent ends in. */
@@ -140,7 +141,12 @@ export class RespondentSimulator {
       state.inject(transaction, 'dropped-redirect');
     } else if (redirectTemplate) {
       const url = fill(redirectTemplate);
-      const response = await this.send(url, { redirect: 'manual', signal: AbortSignal.timeout(10_000) });
+      // The respondent's browser, from its own address (the local API Gateway reads it from this header).
+      const response = await this.send(url, {
+        redirect: 'manual',
+        signal: AbortSignal.timeout(10_000),
+        headers: { [LOCAL_RESPONDENT_ADDRESS]: transaction.ip },
+      });
       await response.arrayBuffer();
       redirect = { url, status: response.status };
       transaction.notified = true;
