@@ -4,6 +4,7 @@
  * run continues from the checkpoint.
  */
 import { createDayIndexBackfill, createSurveyRegistry } from './ledger/ledger-store';
+import { publicHostCheck } from './marketplace/public-host';
 import { redirectConfiguration } from './marketplace/redirect-configuration';
 import { createRedirectSyncHandler } from './marketplace/redirect-sync-handler';
 import { openLedger } from './runtime/aws-clients';
@@ -23,6 +24,7 @@ const { registry, dayIndex } = openLedger(config, {
 export const handler = createRedirectSyncHandler({
   dayIndex,
   calls,
+  publicHost: publicHostCheck(config.publicBaseUrl),
   configuration: redirectConfiguration({
     marketplace: marketplaceFromEnvironment(process.env, calls),
     registry,

@@ -58,17 +58,28 @@ export function createRedirectSyncHandler({
   configuration,
   dayIndex,
   calls,
+  publicHost,
 }: {
   configuration: Pick<RedirectConfiguration, 'sync'>;
   dayIndex?: Pick<DayIndexBackfill, 'settle'>;
   /** When the run's marketplace calls must stop (set here, read by the client the configuration holds). */
   calls?: RunDeadline;
+  /** Throws when the receiver's public host does not resolve (public-host.ts): then no survey is touched. */
+  publicHost?: () => Promise<void>;
 }) {
   return middy<unknown, SyncSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .handler(async (_event: unknown, context: Context) => {
       const deadline = new Date(Date.now() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS);
       calls?.set(callsStopAt(context.getRemainingTimeInMillis()));
+      try {
+        await publicHost?.();
+      } catch (error) {
+        // The function fails (its errors alarm), and no survey is pointed at a name that leads nowhere.
+        count('RedirectSyncFailures');
+        logger.error('redirect sync not run', { error: (error as Error).message });
+        throw error;
+      }
       const summary = summarizeSyncRun(await configuration.sync({ deadline }));
       publish('RedirectsApplied', summary.counts.applied ?? 0, {});
       publish('RedirectsDrifted', summary.drifted.length, {});

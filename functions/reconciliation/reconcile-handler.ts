@@ -48,11 +48,15 @@ export function summarizeReconcileRun(report: RunReport, now = new Date()) {
     complete: report.complete,
     ...sum,
     failingLong: failingLong.length,
-    failures: failed.slice(0, FAILURES_LOGGED).map((o) => ({
-      surveyId: o.surveyId,
-      error: o.error ?? '',
-      failingSince: o.failingSince ?? '',
-    })),
+    // The longest failing first: they are what `SurveysFailingLong` alarms on, and must be among those named.
+    failures: [...failed]
+      .sort((a, b) => (a.failingSince ?? '~').localeCompare(b.failingSince ?? '~'))
+      .slice(0, FAILURES_LOGGED)
+      .map((o) => ({
+        surveyId: o.surveyId,
+        error: o.error ?? '',
+        failingSince: o.failingSince ?? '',
+      })),
     failuresNotListed: Math.max(0, failed.length - FAILURES_LOGGED),
     // Days past the window that could not be read: the survey reconciled, those days tried again tomorrow.
     openDayFailures: report.outcomes

@@ -939,7 +939,10 @@ export function reconciler(deps: ReconcilerDeps) {
         const failed = failedSurveyState(
           passed,
           state,
-          [...new Set([...(state?.failedDays ?? []), ...run.days])].sort(),
+          // Bounded as any failed survey's are: days before the review horizon are not read again.
+          [...new Set([...(state?.failedDays ?? []), ...run.days])]
+            .filter((day) => day >= nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS))
+            .sort(),
           error,
           at,
         );

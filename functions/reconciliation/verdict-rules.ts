@@ -282,27 +282,34 @@ export function needsLookback(window: SurveyWindow): boolean {
   const pairs = match(window.transactions, window.attempts, (a) => listed(a).length > 0);
   const answered = answeredTokens(pairs);
   const lookbackDays = window.lookbackDays ?? 0;
+  // A search in vain is trusted for a day: a row the marketplace lists late (its list lagging, a re-file) is still
+  // found by the first run of the next day.
+  const trustedSince =
+    window.settledBefore && new Date(window.settledBefore.getTime() - SEARCH_TRUSTED_MS).toISOString();
   // An attempt paired by pid alone too: its own token may be listed on an earlier day, whose it then is.
   return pairs.some(({ transaction, attempt, matchedBy }) => {
     if ((transaction && matchedBy !== 'pid') || !attempt || !arrivedHere(attempt)) return false;
     if (answered.has(attempt.token)) return false;
     const day = attemptDay(attempt);
     if (!day || !owned.has(day)) return false;
-    if (searchedBefore(attempt, nextDay(day, -1 - lookbackDays))) return false;
+    if (trustedSince && searchedBefore(attempt, nextDay(day, -1 - lookbackDays), trustedSince)) return false;
     return listed(attempt).length === 0;
   });
 }
 
+/** How long a look-back that found nothing stands for an attempt nothing new arrived on. */
+const SEARCH_TRUSTED_MS = 24 * 3_600_000;
+
 /**
- * Whether an earlier run already looked back at least to `from` for this attempt, found nothing (its verdict says
+ * Whether an earlier run (since `since`) already looked back at least to `from` for this attempt, found nothing (its verdict says
  * how far it searched), and nothing was learnt of the attempt since: judged without the call, it gets the same
  * verdict. Without this, one attempt whose transaction is older than the look-back (or a forged claim, which has
  * none) made every run of its day, and every daily look after, list days more of the survey's rows.
  */
-function searchedBefore(attempt: Attempt, from: string): boolean {
+function searchedBefore(attempt: Attempt, from: string, since: string): boolean {
   const prior = attempt.reconciliation;
   const searched = prior?.detail.searchedFrom;
-  if (!prior || typeof searched !== 'string' || searched > from) return false;
+  if (!prior || typeof searched !== 'string' || searched > from || prior.at < since) return false;
   const learned = lastLearnedAt(attempt);
   return learned !== undefined && learned <= prior.at;
 }
@@ -756,12 +763,17 @@ export function summarize(
 ): DaySummary {
   const judged = verdicts
     .filter((v) => v.verdict.day === day)
-    .map((v) => ({ kind: v.verdict.kind as VerdictKind | undefined, attempt: v.attempt }));
+    .map((v) => ({
+      kind: v.verdict.kind as VerdictKind | undefined,
+      attempt: v.attempt,
+      corrected: v.verdict.detail.postbackCorrectedTo,
+    }));
   // Awaiting: the verdict it carries for this day from the run before, if any (none for one never judged).
   const held = waiting.map(({ attempt }) => {
     const stored = attempt?.reconciliation;
-    const kind = stored && stored.day === day && isVerdictKind(stored.verdict) ? stored.verdict : undefined;
-    return { kind, attempt };
+    const ofThisDay = stored && stored.day === day;
+    const kind = ofThisDay && isVerdictKind(stored.verdict) ? stored.verdict : undefined;
+    return { kind, attempt, corrected: ofThisDay ? stored.detail.postbackCorrectedTo : undefined };
   });
   const ofDay = [...judged, ...held];
   const { start, end } = pacificDayRange(day);
@@ -778,9 +790,12 @@ export function summarize(
   for (const t of dayTransactions) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const counts: Partial<Record<VerdictKind, number>> = {};
   for (const { kind } of ofDay) if (kind) counts[kind] = (counts[kind] ?? 0) + 1;
-  const attempts = ofDay
-    .map((v) => v.attempt)
-    .filter((a): a is Attempt => a?.redirect !== undefined || a?.postback !== undefined);
+  const arrived = ofDay.filter((v) => v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined);
+  const attempts = arrived.map((v) => v.attempt as Attempt);
+  // A success postback that came after a fail one, where the list says Completed, is a complete received here
+  // (verdict-rules' `postbackCorrectedTo`), whatever the standing outcome says.
+  const postbackComplete = (v: (typeof arrived)[number]) =>
+    v.attempt?.complete === 'postback-confirmed' || v.corrected === 'success';
   // A browser's success claim nothing backs is not a complete here: it is counted among the claims (and one not
   // judged yet is not counted as a complete until it is).
   const backed = ofDay
@@ -792,9 +807,9 @@ export function summarize(
     day,
     here: {
       attempts: attempts.length,
-      postbackCompletes: attempts.filter((a) => a.complete === 'postback-confirmed').length,
+      postbackCompletes: arrived.filter(postbackComplete).length,
       redirectOnlyCompletes: backed.filter((a) => a.complete === 'redirect-only').length,
-      nonCompletes: attempts.filter((a) => a.complete === 'none').length,
+      nonCompletes: arrived.filter((v) => v.attempt?.complete === 'none' && !postbackComplete(v)).length,
     },
     marketplace: {
       transactions: dayTransactions.length,

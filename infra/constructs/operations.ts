@@ -293,14 +293,17 @@ export class Operations extends Construct {
       1,
     );
     if (props.schedules?.syncEvery) {
-      // Two runs in a row: one refused listing (a marketplace error) is retried by the next run.
+      // Two runs refused within about two hours and a quarter: the listing by date is tried every run, the list of
+      // every live survey once an hour (the runs between publish 0), so two refusals of either alarm. One refused
+      // listing (a marketplace error) is retried by the next run.
       const every = Duration.minutes(Math.max(5, props.schedules.syncEvery.toMinutes()));
+      const periods = Math.max(2, Math.ceil(135 / every.toMinutes()));
       const listing = new Alarm(this, 'redirect-listing-refused', {
         alarmDescription:
-          "The redirect sync's survey listing was refused or not answered in two runs in a row: new surveys are not pointed here and closed ones not seen. A refusal naming the token (401/403) means the marketplace token secret does not hold the real token yet (README, First deployment, step 4); the redirect-sync log says what the marketplace answered (listingError, fullListingError).",
+          "The redirect sync's survey listing was refused or not answered in two runs within about two hours: new surveys are not pointed here and closed ones not seen. A refusal naming the token (401/403) means the marketplace token secret does not hold the real token yet (README, First deployment, step 4); the redirect-sync log says what the marketplace answered (listingError, fullListingError).",
         metric: cataloguedTotal(service, 'RedirectListingRefused', every),
         threshold: 1,
-        evaluationPeriods: 2,
+        evaluationPeriods: periods,
         datapointsToAlarm: 2,
         comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: TreatMissingData.NOT_BREACHING,

@@ -544,12 +544,12 @@ describe('operations', () => {
       'receiver was throttled',
       'API Gateway answered 429',
       'reconciliation has failed for six hours or more',
-      'survey listing was refused or not answered in two runs in a row',
+      'survey listing was refused or not answered in two runs within about two hours',
     ]) {
       expect(described).toContain(topic);
     }
     expect(alarms).toHaveLength(10 + 3 + 7);
-    // A survey failing every run alarms whatever share of the surveys it is; a refused listing, two runs in a row.
+    // A survey failing every run alarms whatever share of the surveys it is; a refused listing, twice within about two hours.
     const byDescription = (text: string) =>
       Object.values(template.findResources('AWS::CloudWatch::Alarm')).find((a) =>
         (a as { Properties: { AlarmDescription: string } }).Properties.AlarmDescription.includes(text),
@@ -559,8 +559,9 @@ describe('operations', () => {
     expect(JSON.stringify(failingLong)).toContain(
       '"Dimensions":[{"Name":"service","Value":"Test"}],"MetricName":"SurveysFailingLong"',
     );
-    const listing = byDescription('two runs in a row')?.Properties;
-    expect(listing).toMatchObject({ Threshold: 1, EvaluationPeriods: 2, DatapointsToAlarm: 2 });
+    const listing = byDescription('two runs within about two hours')?.Properties;
+    // Two refused runs of the last five 30-minute periods: the hourly list of every live survey refused twice alarms.
+    expect(listing).toMatchObject({ Threshold: 1, EvaluationPeriods: 5, DatapointsToAlarm: 2 });
     // One period per sync interval (30 minutes in this stack).
     expect(JSON.stringify(listing)).toMatch(/"MetricName":"RedirectListingRefused".*"Period":1800/);
     // The 429s API Gateway's throttles answer are counted from the access log (HTTP APIs publish no metric of them).

@@ -202,6 +202,35 @@ describe('published metrics of the scheduled runs', () => {
     expect(metricValues(written.join(''), 'RedirectListingRefused')).toEqual([1, 1, 0]);
   });
 
+  it('a redirect sync whose public host does not resolve touches no survey and fails, naming the host', async () => {
+    const { createRedirectSyncHandler } = await import('../../functions/marketplace/redirect-sync-handler');
+    const { publicHostCheck, PublicHostUnresolved } = await import('../../functions/marketplace/public-host');
+    let synced = 0;
+    const sync = async () => {
+      synced++;
+      return { results: [], malformed: [] } as unknown as Awaited<
+        ReturnType<Parameters<typeof createRedirectSyncHandler>[0]['configuration']['sync']>
+      >;
+    };
+    const unresolved = publicHostCheck('https://surveys.acme-research.net/', async () => {
+      throw Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' });
+    });
+    capture();
+    const run = createRedirectSyncHandler({ configuration: { sync }, publicHost: unresolved })({}, context);
+    await expect(run).rejects.toBeInstanceOf(PublicHostUnresolved);
+    vi.restoreAllMocks();
+    expect(synced).toBe(0);
+    expect(loggedLine('redirect sync not run')).toContain(
+      "the receiver's public host surveys.acme-research.net does not resolve (ENOTFOUND)",
+    );
+    // A host that resolves (the loopback address here) lets the run go on.
+    await createRedirectSyncHandler({
+      configuration: { sync },
+      publicHost: publicHostCheck('http://127.0.0.1:3000/'),
+    })({}, context);
+    expect(synced).toBe(1);
+  });
+
   it('a reconciliation run counts the surveys that have failed for six hours or more apart', async () => {
     const { createReconcileHandler } = await import('../../functions/reconciliation/reconcile-handler');
     const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000).toISOString();
@@ -213,9 +242,10 @@ describe('published metrics of the scheduled runs', () => {
       failingSince,
     });
     const outcomes = [
+      // Fifty-five that failed this last hour (a marketplace hiccup), then the six failing for hours.
+      ...Array.from({ length: 55 }, (_, i) => failed(String(100 + i), hoursAgo(1))),
       failed('1', hoursAgo(7)),
-      failed('2', hoursAgo(1)),
-      ...Array.from({ length: 60 }, (_, i) => failed(String(100 + i), hoursAgo(30))),
+      ...Array.from({ length: 5 }, (_, i) => failed(String(200 + i), hoursAgo(30))),
     ].map((o) => ({ ...o, transactions: 0, attempts: 0, verdicts: {}, changes: {}, changed: [] }));
     capture();
     const summary = (await createReconcileHandler({
@@ -226,13 +256,24 @@ describe('published metrics of the scheduled runs', () => {
             ReturnType<Parameters<typeof createReconcileHandler>[0]['engine']['scheduled']>
           >,
       },
-    })({}, context)) as { failingLong: number; failures: unknown[]; failuresNotListed: number };
+    })({}, context)) as {
+      failingLong: number;
+      failures: { surveyId: string }[];
+      failuresNotListed: number;
+    };
     vi.restoreAllMocks();
-    expect(metricValues(written.join(''), 'SurveysFailingLong')).toEqual([61]);
-    // The log line names fifty and counts the rest: a log event holds 256 KB at most.
+    expect(metricValues(written.join(''), 'SurveysFailingLong')).toEqual([6]);
+    // The log line names fifty, the longest failing first (those the alarm is about), and counts the rest.
     expect(summary.failures).toHaveLength(50);
-    expect(summary.failures[0]).toMatchObject({ surveyId: '1', failingSince: outcomes[0]?.failingSince });
-    expect(summary.failuresNotListed).toBe(12);
+    expect(summary.failures.slice(0, 6).map((f) => f.surveyId)).toEqual([
+      '200',
+      '201',
+      '202',
+      '203',
+      '204',
+      '1',
+    ]);
+    expect(summary.failuresNotListed).toBe(11);
   });
 });
 

@@ -2,7 +2,7 @@
  * The reconciler against the local marketplace and the embedded engine: verdicts and summaries written,
  * idempotent re-runs, statuses that change after the fact, failures isolated and retried, and runs that resume.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { finance } from '../../functions/finance/finance-queries';
 import { discrepanciesCsv, summaryCsv } from '../../functions/finance/report-csv';
 import { reportHtml } from '../../functions/finance/report-html';
@@ -690,6 +690,13 @@ describe('verdicts whatever the window', () => {
       verdicts: { unverified_claim: 1 },
       changes: { new: 0, changed: 0, refreshed: 0 },
     });
+    // A day later the search is made again (a row the marketplace listed late is found), once.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 25 * 3_600_000 });
+    try {
+      expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1 });
+    } finally {
+      vi.useRealTimers();
+    }
     // A hit with something new on it (its postback, after that verdict) is looked for again.
     await hit(7206, 'claim', '7206-claim', 'postback', 'success', new Date());
     expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { complete_not_paid: 1 } });

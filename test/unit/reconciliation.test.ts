@@ -197,6 +197,16 @@ describe('classification', () => {
         reversedCpi: '1.25',
       },
     });
+    // The day's figures count the corrected success as a complete here: both sides one complete, nothing unexplained.
+    const day = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [transaction('a', 'Completed', noon)],
+      attempts: [corrected('fail', 'success')],
+    }).summaries[0];
+    expect(day?.verdicts).toEqual({ matched: 1 });
+    expect(day?.here).toMatchObject({ postbackCompletes: 1, nonCompletes: 0 });
+    expect(day?.marketplace.completes).toBe(1);
     // A correction the list does not agree with changes nothing.
     expect(classify(transaction('a', 'Completed', noon), corrected('success', 'fail')).kind).toBe('matched');
     expect(classify(transaction('a', 'Failed', noon), corrected('fail', 'success')).kind).toBe('matched');

@@ -1,0 +1,28 @@
+/**
+ * Before surveys are pointed at the receiver's public URL, its host must resolve: a custom domain whose DNS record
+ * is not made yet (the stack creates the domain, the supplier points a name at it) would otherwise take every
+ * survey's redirects and postbacks to a name that leads nowhere, and those hits are lost.
+ */
+import { lookup } from 'node:dns/promises';
+
+export class PublicHostUnresolved extends Error {
+  override readonly name = 'PublicHostUnresolved';
+}
+
+/** A check that throws `PublicHostUnresolved`, naming the host, when the URL's host name does not resolve. */
+export function publicHostCheck(
+  publicBaseUrl: string,
+  resolve: (host: string) => Promise<unknown> = (host) => lookup(host),
+): () => Promise<void> {
+  const host = new URL(publicBaseUrl).hostname;
+  return async () => {
+    try {
+      await resolve(host);
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? (error as Error).message;
+      throw new PublicHostUnresolved(
+        `the receiver's public host ${host} does not resolve (${code}): no survey is pointed at it until it does (create its DNS record: the stack output CustomDomainTarget)`,
+      );
+    }
+  };
+}
