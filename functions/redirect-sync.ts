@@ -34,6 +34,7 @@ export const handler = createRedirectSyncHandler({
     methods: config.methods,
     concurrency: config.concurrency,
     readBacksPerRun: config.readBacksPerRun,
+    closureLookupsPerRun: config.closureLookupsPerRun,
     ...(config.initialSince ? { initialSince: config.initialSince } : {}),
   }),
 });

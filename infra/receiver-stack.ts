@@ -86,6 +86,7 @@ export interface ScaleSettings {
   readonly healthConcurrency?: number | undefined;
   readonly redirectSyncConcurrency?: number | undefined;
   readonly redirectReadbacksPerRun?: number | undefined;
+  readonly redirectClosureLookupsPerRun?: number | undefined;
   readonly marketplaceConcurrency?: number | undefined;
   readonly marketplaceTimeoutMs?: number | undefined;
   readonly marketplaceBodyTimeoutMs?: number | undefined;
@@ -234,6 +235,7 @@ export class ReceiverStack extends Stack {
         ...variables({
           REDIRECT_SYNC_CONCURRENCY: scale.redirectSyncConcurrency,
           REDIRECT_READBACKS_PER_RUN: scale.redirectReadbacksPerRun,
+          REDIRECT_CLOSURE_LOOKUPS_PER_RUN: scale.redirectClosureLookupsPerRun,
           MARKETPLACE_CONCURRENCY: scale.marketplaceConcurrency,
           MARKETPLACE_TIMEOUT_MS: scale.marketplaceTimeoutMs,
           MARKETPLACE_BODY_TIMEOUT_MS: scale.marketplaceBodyTimeoutMs,

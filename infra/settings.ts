@@ -145,6 +145,7 @@ const environmentSchema = z
         healthConcurrency: z.int().min(1).max(32).optional(),
         redirectSyncConcurrency: z.int().min(1).max(32).optional(),
         redirectReadbacksPerRun: z.int().min(0).max(10_000).optional(),
+        redirectClosureLookupsPerRun: z.int().min(0).max(5_000).optional(),
         marketplaceConcurrency: z.int().min(1).max(64).optional(),
         marketplaceTimeoutMs: z.int().min(100).max(120_000).optional(),
         marketplaceBodyTimeoutMs: z.int().min(1_000).max(600_000).optional(),

@@ -96,6 +96,8 @@ const syncEnvironment = z
     REDIRECT_SYNC_CONCURRENCY: wholeNumber(1, 32, 4),
     /** Verified surveys read back per run at most (each once a day; redirect-configuration.ts REVERIFY_PER_RUN); 0 turns it off. */
     REDIRECT_READBACKS_PER_RUN: wholeNumber(0, 10_000, 50),
+    /** Active surveys the hourly list of live surveys leaves out, looked up per run (closures; resumed ones after). */
+    REDIRECT_CLOSURE_LOOKUPS_PER_RUN: wholeNumber(0, 5_000, 50),
     /** Where the first sync starts looking (default: every live survey). */
     REDIRECT_SYNC_INITIAL_SINCE: z.optional(z.iso.datetime()),
   })
@@ -124,6 +126,7 @@ export interface RedirectSyncConfig extends StoreConfig {
   readonly methods: PostbackMethods;
   readonly concurrency: number;
   readonly readBacksPerRun: number;
+  readonly closureLookupsPerRun: number;
   readonly initialSince?: Date | undefined;
 }
 
@@ -174,6 +177,7 @@ export function readRedirectSyncConfig(env: NodeJS.ProcessEnv = process.env): Re
     methods: { success: values.POSTBACK_METHOD_SUCCESS, fail: values.POSTBACK_METHOD_FAIL },
     concurrency: values.REDIRECT_SYNC_CONCURRENCY,
     readBacksPerRun: values.REDIRECT_READBACKS_PER_RUN,
+    closureLookupsPerRun: values.REDIRECT_CLOSURE_LOOKUPS_PER_RUN,
     initialSince: values.REDIRECT_SYNC_INITIAL_SINCE
       ? new Date(values.REDIRECT_SYNC_INITIAL_SINCE)
       : undefined,

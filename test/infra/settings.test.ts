@@ -243,6 +243,7 @@ describe('scale settings', () => {
       healthConcurrency: 12,
       redirectSyncConcurrency: 6,
       redirectReadbacksPerRun: 400,
+      redirectClosureLookupsPerRun: 200,
       marketplaceConcurrency: 10,
       marketplaceTimeoutMs: 30_000,
       marketplaceBodyTimeoutMs: 300_000,
@@ -283,6 +284,7 @@ describe('scale settings', () => {
     expect(sync.Environment.Variables).toMatchObject({
       REDIRECT_SYNC_CONCURRENCY: '6',
       REDIRECT_READBACKS_PER_RUN: '400',
+      REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '200',
       MARKETPLACE_CONCURRENCY: '10',
       MARKETPLACE_TIMEOUT_MS: '30000',
       MARKETPLACE_BODY_TIMEOUT_MS: '300000',

@@ -102,6 +102,15 @@ describe('the redirect sync configuration', () => {
       /REDIRECT_READBACKS_PER_RUN/,
     );
   });
+
+  it('looks up 50 surveys the live list leaves out a run, or as many as a supplier closing more sets', () => {
+    expect(readRedirectSyncConfig(sync).closureLookupsPerRun).toBe(50);
+    const many = { ...sync, REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '400' };
+    expect(readRedirectSyncConfig(many).closureLookupsPerRun).toBe(400);
+    expect(() => readRedirectSyncConfig({ ...sync, REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '9999' })).toThrow(
+      /REDIRECT_CLOSURE_LOOKUPS_PER_RUN/,
+    );
+  });
 });
 
 describe('the survey health check configuration', () => {
