@@ -24,6 +24,13 @@ import {
 
 /** The longest period one request may cover. */
 export const MAX_PERIOD_DAYS = 92;
+
+/**
+ * The surveys a period's failing spells and failed reconciliations can concern: live ones, and those ended since
+ * a week before it began (a survey's health is closed within a week of its end; a day it was live on is in it).
+ */
+const endedSinceFor = (period: { from: string }) =>
+  new Date(pacificDayRange(period.from).start.getTime() - 8 * 86_400_000).toISOString();
 /** Up to this many surveys named, a period's summaries are read by key rather than picked out of every survey's. */
 export const SURVEYS_READ_BY_KEY = 50;
 export const MAX_PAGE = 1000;
@@ -142,7 +149,10 @@ export function finance(deps: {
    */
   async function failingSurveys(period: Period, surveyIds?: readonly string[]): Promise<FailingSpell[]> {
     if (!deps.health) return [];
-    const ids = surveyIds && surveyIds.length > 0 ? surveyIds : await deps.health.registry.surveyIds();
+    const ids =
+      surveyIds && surveyIds.length > 0
+        ? surveyIds
+        : await deps.health.registry.surveyIds({ endedSince: endedSinceFor(period) });
     const records = await deps.health.store.getMany(ids);
     const start = pacificDayRange(period.from).start;
     const end = pacificDayRange(period.to).end;
@@ -160,7 +170,9 @@ export function finance(deps: {
     surveyIds?: readonly string[],
   ): Promise<ReconciliationFailure[]> {
     const ids =
-      surveyIds && surveyIds.length > 0 ? surveyIds : ((await deps.health?.registry.surveyIds()) ?? []);
+      surveyIds && surveyIds.length > 0
+        ? surveyIds
+        : ((await deps.health?.registry.surveyIds({ endedSince: endedSinceFor(period) })) ?? []);
     const states = await deps.results.surveyStates(ids);
     return states
       .map((state) => ({

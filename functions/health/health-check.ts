@@ -66,8 +66,11 @@ export function healthCheck(deps: HealthCheckDependencies) {
       now: Date,
       options: { surveys?: readonly string[]; deadline?: Date } = {},
     ): Promise<HealthCheckReport> {
-      const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
       const removedSince = new Date(now.getTime() - REMOVED_SURVEY_LOOKBACK_MS).toISOString();
+      // Live surveys and those ended in the last week: a registry of every survey ever run is not read every run.
+      const registrations = new Map(
+        (await deps.registry.list({ endedSince: removedSince })).map((r) => [r.surveyId, r]),
+      );
       const surveyIds =
         options.surveys && options.surveys.length > 0
           ? [...new Set(options.surveys)]

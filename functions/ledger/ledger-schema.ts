@@ -161,7 +161,19 @@ export const rejectedPostbackKey = (at: string, code: string, surveyId: string, 
 });
 
 export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });
-export const registrationIndexKey = (surveyId: string) => ({ gsi1pk: 'SURVEYS', gsi1sk: surveyId });
+/**
+ * A registration's place in the index: a live survey's under `SURVEYS` by id; one closed or removed under
+ * `SURVEYS#ENDED` by the time it ended, so that each job reads only the ended surveys it still needs (the last
+ * week's, the review horizon's) instead of every survey a supplier ever ran.
+ */
+export const REGISTRY_LIVE = 'SURVEYS';
+export const REGISTRY_ENDED = 'SURVEYS#ENDED';
+export const registrationIndexKey = (surveyId: string, endedAt?: string) =>
+  endedAt === undefined
+    ? { gsi1pk: REGISTRY_LIVE, gsi1sk: surveyId }
+    : { gsi1pk: REGISTRY_ENDED, gsi1sk: `${endedAt}#${surveyId}` };
+/** The survey id of a registration's index sort key, live or ended. */
+export const surveyOfRegistrationIndex = (gsi1sk: string) => gsi1sk.slice(gsi1sk.lastIndexOf('#') + 1);
 /** What every checkpoint's partition key starts with. */
 export const CHECKPOINT_PARTITION_PREFIX = 'CHECKPOINT#';
 export const checkpointKey = (name: string) => ({

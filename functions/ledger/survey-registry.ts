@@ -5,7 +5,15 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { batchGet, type Item, queryAll, send } from './document-client';
-import { checkpointKey, LEDGER, registrationIndexKey, registrationKey } from './ledger-schema';
+import {
+  checkpointKey,
+  LEDGER,
+  REGISTRY_ENDED,
+  REGISTRY_LIVE,
+  registrationIndexKey,
+  registrationKey,
+  surveyOfRegistrationIndex,
+} from './ledger-schema';
 
 /** What this product has configured at the marketplace for one survey. */
 export interface SurveyRegistration {
@@ -46,13 +54,31 @@ export interface SurveyRegistration {
   readonly updatedAt: string;
 }
 
+/** When a registration's survey ended here: removed, or closed at the marketplace; undefined while it is live. */
+export const endedAt = (registration: SurveyRegistration): string | undefined =>
+  registration.state === 'removed'
+    ? (registration.removedAt ?? registration.updatedAt)
+    : registration.closedAt;
+
+/** Which registrations a listing returns: every live one, and the ended ones since `endedSince` (all if unset). */
+export interface RegistryListing {
+  readonly endedSince?: string | undefined;
+}
+
 export interface SurveyRegistry {
   get(surveyId: string): Promise<SurveyRegistration | undefined>;
+  /** The registrations of these surveys that exist, live or ended (point reads in batches). */
+  many(surveyIds: readonly string[]): Promise<SurveyRegistration[]>;
   put(registration: SurveyRegistration): Promise<void>;
-  /** Every registered survey, by id, through the index. */
-  list(): Promise<SurveyRegistration[]>;
-  /** The ids of every registered survey, from the keys-only index alone (no item read). */
-  surveyIds(): Promise<string[]>;
+  /** The registered surveys, by id, through the index: the live ones and those ended since `endedSince`. */
+  list(listing?: RegistryListing): Promise<SurveyRegistration[]>;
+  /** The ids `list` would give, from the keys-only index alone (no item read). */
+  surveyIds(listing?: RegistryListing): Promise<string[]>;
+  /**
+   * Moves up to `limit` ended registrations that a release before the ended part of the index kept among the live
+   * ones to where they belong; the number moved (0 once none is left).
+   */
+  relocateEnded(limit: number): Promise<number>;
   /** A named checkpoint (ISO-8601 UTC), or undefined before the first. */
   checkpoint(name: string): Promise<string | undefined>;
   /** Moves a checkpoint forward; never backwards, even when two runs race. Returns false if it did not move. */
@@ -99,14 +125,48 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
     Object.fromEntries(
       REGISTRATION_FIELDS.filter((f) => item[f] !== undefined).map((f) => [f, item[f]]),
     ) as unknown as SurveyRegistration;
-  const registrationKeys = () =>
+  const partitionKeys = (partition: string, sortFrom?: string) =>
     queryAll(client, {
       TableName: tableName,
       IndexName: LEDGER.index.name,
-      KeyConditionExpression: '#pk = :pk',
-      ExpressionAttributeNames: { '#pk': LEDGER.index.partitionKey },
-      ExpressionAttributeValues: { ':pk': registrationIndexKey('').gsi1pk },
+      KeyConditionExpression: sortFrom === undefined ? '#pk = :pk' : '#pk = :pk AND #sk >= :from',
+      ExpressionAttributeNames: {
+        '#pk': LEDGER.index.partitionKey,
+        ...(sortFrom === undefined ? {} : { '#sk': LEDGER.index.sortKey }),
+      },
+      ExpressionAttributeValues: {
+        ':pk': partition,
+        ...(sortFrom === undefined ? {} : { ':from': sortFrom }),
+      },
     });
+  const registrationKeys = async (listing: RegistryListing = {}) =>
+    (
+      await Promise.all([partitionKeys(REGISTRY_LIVE), partitionKeys(REGISTRY_ENDED, listing.endedSince)])
+    ).flat();
+  // Once: a registration just moved between the live and the ended part can show in both for a moment (the index
+  // is eventually consistent), and a batch read refuses a key given twice.
+  const read = async (keys: readonly Item[]) =>
+    (
+      await batchGet(client, tableName, [
+        ...new Map(keys.map((key) => [`${key.pk}\n${key.sk}`, { pk: key.pk, sk: key.sk }])).values(),
+      ])
+    ).map(fromItem);
+  const byId = (a: SurveyRegistration, b: SurveyRegistration) => Number(a.surveyId) - Number(b.surveyId);
+  const put = async (registration: SurveyRegistration) => {
+    await send(() =>
+      client.send(
+        new PutCommand({
+          TableName: tableName,
+          Item: {
+            ...registrationKey(registration.surveyId),
+            ...registrationIndexKey(registration.surveyId, endedAt(registration)),
+            kind: 'survey',
+            ...registration,
+          },
+        }),
+      ),
+    );
+  };
   return {
     async get(surveyId) {
       const { Item } = await send(() =>
@@ -116,34 +176,29 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       );
       return Item ? fromItem(Item) : undefined;
     },
-    async put(registration) {
-      await send(() =>
-        client.send(
-          new PutCommand({
-            TableName: tableName,
-            Item: {
-              ...registrationKey(registration.surveyId),
-              ...registrationIndexKey(registration.surveyId),
-              kind: 'survey',
-              ...registration,
-            },
-          }),
+    async many(surveyIds) {
+      const keys = [...new Set(surveyIds)].map((surveyId) => registrationKey(surveyId));
+      return (await batchGet(client, tableName, keys, { consistent: true })).map(fromItem);
+    },
+    put,
+    async list(listing) {
+      return (await read(await registrationKeys(listing))).sort(byId);
+    },
+    async surveyIds(listing) {
+      return [
+        ...new Set(
+          (await registrationKeys(listing)).map((key) =>
+            surveyOfRegistrationIndex(String(key[LEDGER.index.sortKey])),
+          ),
         ),
-      );
+      ].sort((a, b) => Number(a) - Number(b));
     },
-    async list() {
-      const keys = await registrationKeys();
-      const items = await batchGet(
-        client,
-        tableName,
-        keys.map((key) => ({ pk: key.pk, sk: key.sk })),
-      );
-      return items.map(fromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
-    },
-    async surveyIds() {
-      return (await registrationKeys())
-        .map((key) => String(key[LEDGER.index.sortKey]))
-        .sort((a, b) => Number(a) - Number(b));
+    async relocateEnded(limit) {
+      const misplaced = (await read(await partitionKeys(REGISTRY_LIVE)))
+        .filter((registration) => endedAt(registration) !== undefined)
+        .slice(0, limit);
+      for (const registration of misplaced) await put(registration);
+      return misplaced.length;
     },
     async checkpoint(name) {
       const { Item } = await send(() =>

@@ -40,6 +40,8 @@ export const CLOSURE_LOOKUPS_PER_RUN = 50;
 /** How often a survey recorded closed is looked up in case it was resumed, and for how long after its closure. */
 export const RESUME_LOOKUP_EVERY_MS = 24 * 3_600_000;
 export const RESUME_LOOKUP_FOR_MS = 30 * 24 * 3_600_000;
+/** Ended registrations an hourly run moves out of the live part of the index (a table an earlier release wrote). */
+export const RELOCATIONS_PER_RUN = 500;
 /** What a failure to look a survey up is recorded as (`lastError`), apart from a failure to apply it. */
 const LOOKUP_FAILED = 'lookup: ';
 
@@ -480,7 +482,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         deps.marketplace.getAllocatedSurveysByDate(new Date(since)),
       );
       const listed = byDate ?? { rows: [], malformed: [] };
-      const registrations = new Map((await deps.registry.list()).map((r) => [r.surveyId, r]));
+      // Live surveys and those ended in the last month (their daily look for a resumption); one that ended before
+      // is read by key when a listing shows it live again (below).
+      const endedSince = new Date(startedAt.getTime() - RESUME_LOOKUP_FOR_MS - 86_400_000).toISOString();
+      const registrations = new Map((await deps.registry.list({ endedSince })).map((r) => [r.surveyId, r]));
       const ringAt = now().toISOString();
       const ring = await deps.keyRing();
       // Every live survey, once an hour: those the listing by date missed and the registry does not know.
@@ -491,6 +496,17 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const { rows: everyLive, error: fullListingError } = fullDue
         ? await listing(() => deps.marketplace.getAllocatedSurveys())
         : {};
+      // A survey listed live that the listing of registrations lacks may have ended here long ago: read by key, so a
+      // removed one is still left alone and a closed one opens again (below), instead of being taken for a new one.
+      const unknown = [
+        ...new Set([...listed.rows, ...(everyLive?.rows ?? [])].map((s) => s.surveyId)),
+      ].filter(
+        (surveyId) => !registrations.has(surveyId) && identifierProblem('surveyId', surveyId) === undefined,
+      );
+      if (unknown.length > 0)
+        for (const r of await deps.registry.many(unknown)) registrations.set(r.surveyId, r);
+      // Registrations a release before the ended part of the index kept among the live ones: moved, a few an hour.
+      if (fullDue) await deps.registry.relocateEnded(RELOCATIONS_PER_RUN).catch(() => 0);
       const unlisted = (everyLive?.rows ?? []).filter(
         (survey) =>
           !registrations.has(survey.surveyId) && !listed.rows.some((r) => r.surveyId === survey.surveyId),

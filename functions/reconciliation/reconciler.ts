@@ -255,14 +255,20 @@ export function reconciler(deps: ReconcilerDeps) {
   function registryView() {
     let listing: Promise<Map<string, SurveyRegistration>> | undefined;
     const all = () => {
-      listing ??= deps.registry.list().then((list) => new Map(list.map((r) => [r.surveyId, r])));
+      // Live surveys and those ended within the review horizon (and the longest window before it): the ones a run
+      // reconciles; one ended before is read by key when named.
+      const endedSince = new Date(now().getTime() - (REVIEW_HORIZON_DAYS + 33) * 86_400_000).toISOString();
+      listing ??= deps.registry
+        .list({ endedSince })
+        .then((list) => new Map(list.map((r) => [r.surveyId, r])));
       return listing;
     };
     return {
       all,
+      // One the listing lacks (ended long ago, reconciled by hand for an old day) is read by key.
       of: (surveyId: string) =>
         all().then(
-          (map) => map.get(surveyId),
+          (map) => map.get(surveyId) ?? deps.registry.get(surveyId).catch(() => undefined),
           () => deps.registry.get(surveyId).catch(() => undefined),
         ),
     };

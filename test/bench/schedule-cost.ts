@@ -53,7 +53,8 @@ Object.assign(process.env, {
   SIGNING_KEYS: BENCH_KEY_RING,
   MARKETPLACE_BASE_URL: marketplace.url,
   MARKETPLACE_ACCESS_TOKEN: TOKEN,
-  PUBLIC_BASE_URL: 'https://receiver.example.com',
+  // A host that resolves here (the sync checks its public host before touching a survey).
+  PUBLIC_BASE_URL: 'https://localhost',
 });
 
 let marketplaceCalls = 0;

@@ -3,6 +3,7 @@
  * semantics, idempotence, remove, sync checkpoints and failures, dry runs, and key rotation end to end.
  */
 import { randomBytes } from 'node:crypto';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   createDocumentClient,
@@ -483,6 +484,77 @@ describe('sync', () => {
     const reopened = await configure({ registry: syncRegistry, now: at(27.1) }).sync();
     expect((await syncRegistry.get('5261'))?.closedAt).toBeUndefined();
     expect(reopened.results).toContainEqual({ surveyId: '5261', status: 'unchanged' });
+  });
+
+  it('lists ended registrations only as far back as asked, reads any by key, and still leaves a removed survey alone or opens a closed one when listed live', async () => {
+    const syncRegistry = await freshRegistry();
+    const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+    const base = { verified: true, failures: 0, updatedAt: daysAgo(100) };
+    await syncRegistry.put({ ...base, surveyId: '5271', state: 'active', closedAt: daysAgo(100) });
+    await syncRegistry.put({ ...base, surveyId: '5272', state: 'removed', removedAt: daysAgo(100) });
+    await syncRegistry.put({ ...base, surveyId: '5273', state: 'active', closedAt: daysAgo(1) });
+    await syncRegistry.put({ ...base, surveyId: '5274', state: 'active' });
+    const ids = async (listing?: { endedSince: string }) =>
+      (await syncRegistry.list(listing)).map((r) => r.surveyId);
+    expect(await ids()).toEqual(['5271', '5272', '5273', '5274']);
+    expect(await ids({ endedSince: daysAgo(7) })).toEqual(['5273', '5274']);
+    expect(await syncRegistry.surveyIds({ endedSince: daysAgo(7) })).toEqual(['5273', '5274']);
+    expect(await syncRegistry.surveyIds()).toEqual(['5271', '5272', '5273', '5274']);
+    expect((await syncRegistry.many(['5271', '5272', '5999'])).map((r) => r.surveyId).sort()).toEqual([
+      '5271',
+      '5272',
+    ]);
+    // Listed live at the marketplace again, ended long before the sync's own listing reaches: the removed one is
+    // left alone, the closed one is open and live again.
+    marketplace.state.addSurvey({ surveyId: 5271 });
+    marketplace.state.addSurvey({ surveyId: 5272 });
+    const run = await configure({ registry: syncRegistry }).sync();
+    expect(run.results).toContainEqual({
+      surveyId: '5272',
+      status: 'skipped',
+      reason: 'redirects were removed by an operator',
+    });
+    expect(marketplace.state.effectiveRedirects(5272).pstbck ?? '').not.toContain(BASE);
+    expect((await syncRegistry.get('5271'))?.closedAt).toBeUndefined();
+    // (The marketplace's other live surveys are configured by that run too.)
+    const live = await ids({ endedSince: daysAgo(0) });
+    expect(live).toEqual(expect.arrayContaining(['5271', '5274']));
+    expect(live).not.toContain('5272');
+    expect(live).not.toContain('5273');
+  });
+
+  it('an hourly sync run moves ended registrations an earlier release kept among the live ones', async () => {
+    const table = await freshTable();
+    const client = createDocumentClient({ endpoint: table.endpoint });
+    const syncRegistry = createSurveyRegistry(client, table.tableName);
+    const closedAt = new Date(Date.now() - 40 * 86_400_000).toISOString();
+    // As an earlier release wrote it: under the live part of the index, though closed.
+    await client.send(
+      new PutCommand({
+        TableName: table.tableName,
+        Item: {
+          pk: 'SURVEY#5276',
+          sk: 'REDIRECTS',
+          gsi1pk: 'SURVEYS',
+          gsi1sk: '5276',
+          kind: 'survey',
+          surveyId: '5276',
+          state: 'active',
+          verified: true,
+          failures: 0,
+          closedAt,
+          updatedAt: closedAt,
+        },
+      }),
+    );
+    const recent = { endedSince: new Date(Date.now() - 86_400_000).toISOString() };
+    // Listed with the live ones (nothing is lost meanwhile), until the run that lists every live survey moves it.
+    expect(await syncRegistry.surveyIds(recent)).toEqual(['5276']);
+    await configure({ registry: syncRegistry }).sync();
+    // (The sync configured the marketplace's live surveys meanwhile: they are live here now.)
+    expect(await syncRegistry.surveyIds(recent)).not.toContain('5276');
+    expect(await syncRegistry.surveyIds()).toContain('5276');
+    expect((await syncRegistry.get('5276'))?.closedAt).toBe(closedAt);
   });
 
   it('closure lookups go to those looked up longest ago, so a list that keeps leaving live surveys out starves none', async () => {
