@@ -8,9 +8,10 @@
 const ANY_CONTROL = /\p{Cc}/u; // C0, DEL and C1: the quick test before the walk
 const isControl = (code: number) => (code < 0x20 && code !== 0x0a) || (code >= 0x7f && code <= 0x9f);
 
-// A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, encoded once more) and what follows
-// up to the next separator. A sender that percent-encodes its separators sends the whole query as one parameter.
-const SIGNATURE = /(sig(?:=|%3D))[^&\s"'<>]+/gi;
+// A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, `sig%253D`, encoded once or twice
+// more) and what follows up to the next separator. A sender that percent-encodes its separators sends the whole
+// query as one parameter.
+const SIGNATURE = /(sig(?:=|%3D|%253D))[^&\s"'<>]+/gi;
 
 /**
  * The text with any URL signature in it concealed. A signature is the postback URL's credential: quoted in a

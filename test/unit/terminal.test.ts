@@ -1,6 +1,7 @@
 /** What the CLI prints is safe for a terminal: control characters from outside show as text. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { printable, say, sayJson } from '../../functions/cli/terminal';
+import { withoutSignatures } from '../../functions/shared/printable';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -29,5 +30,17 @@ describe('say and sayJson', () => {
       });
     for (const line of lines) expect(controls(line)).toEqual([]);
     expect(JSON.parse(lines[1] as string)).toEqual({ reason });
+  });
+});
+
+describe('withoutSignatures', () => {
+  it('conceals a signature quoted in text, however many times its separator was encoded, and nothing else', () => {
+    const sig = 'Ab3_dE-9xYz0AbCdEfGhIjKlMnOpQrStUvWxYz012345';
+    expect(withoutSignatures(`p1&token=t&kid=k1&sig=${sig}`)).toBe('p1&token=t&kid=k1&sig=[concealed]');
+    expect(withoutSignatures(`p1%26kid%3Dk1%26sig%3D${sig}`)).toBe('p1%26kid%3Dk1%26sig%3D[concealed]');
+    expect(withoutSignatures(`p1%2526sig%253D${sig}`)).toBe('p1%2526sig%253D[concealed]');
+    expect(withoutSignatures(`SIG=${sig}&pid=x`)).toBe('SIG=[concealed]&pid=x');
+    // Text that merely holds the letters is left as it is.
+    expect(withoutSignatures('design=5; signal strength')).toBe('design=5; signal strength');
   });
 });
