@@ -8,7 +8,7 @@ import { discrepancyIndexKey, discrepancySortPrefix } from '../ledger/ledger-sch
 import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
 import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
-import { checkedAtReader, SCHEDULED_RUN } from '../reconciliation/recheck-policy';
+import { checkedAtReader, REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from '../reconciliation/recheck-policy';
 import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../reconciliation/verdict-rules';
 import { badRequest } from '../shared/rejection';
@@ -26,11 +26,14 @@ import {
 export const MAX_PERIOD_DAYS = 92;
 
 /**
- * The surveys a period's failing spells and failed reconciliations can concern: live ones, and those ended since
- * a week before it began (a survey's health is closed within a week of its end; a day it was live on is in it).
+ * The surveys a period's failing spells or failed reconciliations can concern: live ones, and those ended since
+ * `days` before it began (a survey's health is closed within a week of its end; its days are reconciled for the
+ * review horizon after it, and failed ones again by every run).
  */
-const endedSinceFor = (period: { from: string }) =>
-  new Date(pacificDayRange(period.from).start.getTime() - 8 * 86_400_000).toISOString();
+const endedSinceFor = (period: { from: string }, days: number) =>
+  new Date(pacificDayRange(period.from).start.getTime() - days * 86_400_000).toISOString();
+const HEALTH_CLOSED_WITHIN_DAYS = 8;
+const RECONCILED_WITHIN_DAYS = REVIEW_HORIZON_DAYS + 33;
 /** Up to this many surveys named, a period's summaries are read by key rather than picked out of every survey's. */
 export const SURVEYS_READ_BY_KEY = 50;
 export const MAX_PAGE = 1000;
@@ -152,7 +155,9 @@ export function finance(deps: {
     const ids =
       surveyIds && surveyIds.length > 0
         ? surveyIds
-        : await deps.health.registry.surveyIds({ endedSince: endedSinceFor(period) });
+        : await deps.health.registry.surveyIds({
+            endedSince: endedSinceFor(period, HEALTH_CLOSED_WITHIN_DAYS),
+          });
     const records = await deps.health.store.getMany(ids);
     const start = pacificDayRange(period.from).start;
     const end = pacificDayRange(period.to).end;
@@ -172,7 +177,9 @@ export function finance(deps: {
     const ids =
       surveyIds && surveyIds.length > 0
         ? surveyIds
-        : ((await deps.health?.registry.surveyIds({ endedSince: endedSinceFor(period) })) ?? []);
+        : ((await deps.health?.registry.surveyIds({
+            endedSince: endedSinceFor(period, RECONCILED_WITHIN_DAYS),
+          })) ?? []);
     const states = await deps.results.surveyStates(ids);
     return states
       .map((state) => ({

@@ -10,7 +10,7 @@ import { readRefused, readSurveyWindow, type SightingsCache } from './health-win
 
 export interface HealthCheckDependencies {
   readonly attempts: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'rejectedHitsBetween'>;
-  readonly registry: Pick<SurveyRegistry, 'list'>;
+  readonly registry: Pick<SurveyRegistry, 'list' | 'many'>;
   readonly health: Pick<HealthStore, 'getMany'> & Partial<Pick<HealthStore, 'resumePoint'>>;
   readonly settings: HealthSettings;
   /** Surveys read at once. */
@@ -71,6 +71,9 @@ export function healthCheck(deps: HealthCheckDependencies) {
       const registrations = new Map(
         (await deps.registry.list({ endedSince: removedSince })).map((r) => [r.surveyId, r]),
       );
+      // Surveys named that ended before the listing reaches: read by key, so one removed long ago is said so.
+      const named = (options.surveys ?? []).filter((surveyId) => !registrations.has(surveyId));
+      if (named.length > 0) for (const r of await deps.registry.many(named)) registrations.set(r.surveyId, r);
       const surveyIds =
         options.surveys && options.surveys.length > 0
           ? [...new Set(options.surveys)]

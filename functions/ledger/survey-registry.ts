@@ -152,20 +152,32 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       ])
     ).map(fromItem);
   const byId = (a: SurveyRegistration, b: SurveyRegistration) => Number(a.surveyId) - Number(b.surveyId);
-  const put = async (registration: SurveyRegistration) => {
-    await send(() =>
-      client.send(
-        new PutCommand({
-          TableName: tableName,
-          Item: {
-            ...registrationKey(registration.surveyId),
-            ...registrationIndexKey(registration.surveyId, endedAt(registration)),
-            kind: 'survey',
-            ...registration,
-          },
-        }),
-      ),
-    );
+  const put = async (registration: SurveyRegistration, options: { unchangedSince?: string } = {}) => {
+    try {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...registrationKey(registration.surveyId),
+              ...registrationIndexKey(registration.surveyId, endedAt(registration)),
+              kind: 'survey',
+              ...registration,
+            },
+            ...(options.unchangedSince === undefined
+              ? {}
+              : {
+                  ConditionExpression: 'updatedAt = :read',
+                  ExpressionAttributeValues: { ':read': options.unchangedSince },
+                }),
+          }),
+        ),
+      );
+    } catch (error) {
+      // Written by someone else since it was read: theirs stands (and is in the right place).
+      if (!(options.unchangedSince !== undefined && error instanceof ConditionalCheckFailedException))
+        throw error;
+    }
   };
   return {
     async get(surveyId) {
@@ -180,7 +192,7 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       const keys = [...new Set(surveyIds)].map((surveyId) => registrationKey(surveyId));
       return (await batchGet(client, tableName, keys, { consistent: true })).map(fromItem);
     },
-    put,
+    put: (registration) => put(registration),
     async list(listing) {
       return (await read(await registrationKeys(listing))).sort(byId);
     },
@@ -197,7 +209,9 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       const misplaced = (await read(await partitionKeys(REGISTRY_LIVE)))
         .filter((registration) => endedAt(registration) !== undefined)
         .slice(0, limit);
-      for (const registration of misplaced) await put(registration);
+      // Each written back as read, only if no one wrote it since (an operator's apply or remove meanwhile wins).
+      for (const registration of misplaced)
+        await put(registration, { unchangedSince: registration.updatedAt });
       return misplaced.length;
     },
     async checkpoint(name) {

@@ -42,6 +42,8 @@ export const RESUME_LOOKUP_EVERY_MS = 24 * 3_600_000;
 export const RESUME_LOOKUP_FOR_MS = 30 * 24 * 3_600_000;
 /** Ended registrations an hourly run moves out of the live part of the index (a table an earlier release wrote). */
 export const RELOCATIONS_PER_RUN = 500;
+/** Set once a run finds no ended registration left in the live part: later runs do not look again. */
+export const RELOCATED_CHECKPOINT = 'registry-ended-relocated';
 /** What a failure to look a survey up is recorded as (`lastError`), apart from a failure to apply it. */
 const LOOKUP_FAILED = 'lookup: ';
 
@@ -498,15 +500,25 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         : {};
       // A survey listed live that the listing of registrations lacks may have ended here long ago: read by key, so a
       // removed one is still left alone and a closed one opens again (below), instead of being taken for a new one.
+      // (A malformed row's reference too: the run works on it below.)
       const unknown = [
-        ...new Set([...listed.rows, ...(everyLive?.rows ?? [])].map((s) => s.surveyId)),
+        ...new Set([
+          ...[...listed.rows, ...(everyLive?.rows ?? [])].map((s) => s.surveyId),
+          ...listed.malformed.flatMap((row) =>
+            row.reference && /^\d+$/.test(row.reference) ? [row.reference] : [],
+          ),
+        ]),
       ].filter(
         (surveyId) => !registrations.has(surveyId) && identifierProblem('surveyId', surveyId) === undefined,
       );
       if (unknown.length > 0)
         for (const r of await deps.registry.many(unknown)) registrations.set(r.surveyId, r);
-      // Registrations a release before the ended part of the index kept among the live ones: moved, a few an hour.
-      if (fullDue) await deps.registry.relocateEnded(RELOCATIONS_PER_RUN).catch(() => 0);
+      // Registrations a release before the ended part of the index kept among the live ones: moved, a few an hour,
+      // until a run finds none left.
+      if (fullDue && !(await deps.registry.checkpoint(RELOCATED_CHECKPOINT))) {
+        const moved = await deps.registry.relocateEnded(RELOCATIONS_PER_RUN).catch(() => undefined);
+        if (moved === 0) await deps.registry.advanceCheckpoint(RELOCATED_CHECKPOINT, startedAt.toISOString());
+      }
       const unlisted = (everyLive?.rows ?? []).filter(
         (survey) =>
           !registrations.has(survey.surveyId) && !listed.rows.some((r) => r.surveyId === survey.surveyId),

@@ -80,7 +80,10 @@ export function createRedirectHandler({
         return respondentAnswer(landingFor(landing, claimed));
       }
       if (check.valid) {
-        await record({ ...claim.target, ...identity, from: senderOf(event.requestContext.http.sourceIp) });
+        // The ring the signature was just checked with (cached in the container).
+        const secret = (await keyRing().catch(() => undefined))?.current.secret;
+        const from = secret ? senderOf(event.requestContext.http.sourceIp, secret) : undefined;
+        await record({ ...claim.target, ...identity, from });
       } else {
         refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
       }

@@ -14,6 +14,12 @@ import { canonicalJson, transactionsDigest } from './transactions-digest';
 import type { DaySummary } from './verdict-rules';
 import { nextDay } from './verdict-rules';
 
+/**
+ * How long after its day a complete may still be reviewed and the day re-read for it: past the window, a day
+ * holding completes still Pending is re-read once a day for up to this many days.
+ */
+export const REVIEW_HORIZON_DAYS = 60;
+
 /** The scheduled run's name: its run state and its finished-run record are kept under it. */
 export const SCHEDULED_RUN = 'reconcile';
 

@@ -25,7 +25,7 @@ import {
   type Placement,
   type Transaction,
 } from '../marketplace/marketplace-records';
-import { pacificDay } from '../marketplace/pacific-time';
+import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
 import {
@@ -34,6 +34,7 @@ import {
   DEFAULT_SETTLED_RECHECK_HOURS,
   freshDaysOf,
   lastCheckedAt,
+  REVIEW_HORIZON_DAYS,
   type RecheckPlan,
   SCHEDULED_RUN,
   sameFigures,
@@ -57,7 +58,7 @@ import {
   summarize,
 } from './verdict-rules';
 
-export { SCHEDULED_RUN } from './recheck-policy';
+export { REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from './recheck-policy';
 
 export interface ReconcilerDeps {
   readonly marketplace: MarketplaceClient;
@@ -97,12 +98,6 @@ export interface ReconcilerDeps {
   /** Least time between two saves of a run's cursor while it runs (default 10 s; the end is always saved). */
   readonly progressEveryMs?: number;
 }
-
-/**
- * How long after its day a complete may still be reviewed and the day re-read for it: past the window, a day
- * holding completes still Pending is re-read once a day for up to this many days.
- */
-export const REVIEW_HORIZON_DAYS = 60;
 
 /**
  * A day past the window with no complete awaiting review can still change: the buyer adjusts a Valid complete to
@@ -252,12 +247,19 @@ export function reconciler(deps: ReconcilerDeps) {
    * from it) rather than read once per survey. If the listing fails, each survey reads its own registration, as
    * before; one that cannot be read is reconciled without an expected CPI.
    */
-  function registryView() {
+  function registryView(firstDay?: string) {
     let listing: Promise<Map<string, SurveyRegistration>> | undefined;
     const all = () => {
-      // Live surveys and those ended within the review horizon (and the longest window before it): the ones a run
-      // reconciles; one ended before is read by key when named.
-      const endedSince = new Date(now().getTime() - (REVIEW_HORIZON_DAYS + 33) * 86_400_000).toISOString();
+      // Live surveys and those ended within the review horizon (and the longest window before it) of the run's first
+      // day, or of today: the ones a run reconciles (registeredSurveys); one ended before is read by key when named.
+      const horizonMs = (REVIEW_HORIZON_DAYS + 33) * 86_400_000;
+      const since = Math.min(
+        now().getTime() - horizonMs,
+        firstDay === undefined
+          ? Number.POSITIVE_INFINITY
+          : pacificDayRange(firstDay).start.getTime() - horizonMs,
+      );
+      const endedSince = new Date(since).toISOString();
       listing ??= deps.registry
         .list({ endedSince })
         .then((list) => new Map(list.map((r) => [r.surveyId, r])));
@@ -832,7 +834,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const today = pacificDay(now());
       if (to > today)
         throw new RangeError(`${to} is after today (${today}, Pacific): it has nothing to reconcile yet`);
-      const registry = registryView();
+      const registry = registryView(days[0]);
       const surveys = surveyIds ?? (await registeredSurveys(registry, days));
       const runId = options.runId ?? `manual-${now().toISOString()}`;
       const outcomes = await reconcileSurveys(surveys, days, runId, registry, options);

@@ -282,34 +282,31 @@ export function needsLookback(window: SurveyWindow): boolean {
   const pairs = match(window.transactions, window.attempts, (a) => listed(a).length > 0);
   const answered = answeredTokens(pairs);
   const lookbackDays = window.lookbackDays ?? 0;
-  // A search in vain is trusted for a day: a row the marketplace lists late (its list lagging, a re-file) is still
-  // found by the first run of the next day.
-  const trustedSince =
-    window.settledBefore && new Date(window.settledBefore.getTime() - SEARCH_TRUSTED_MS).toISOString();
+  // A search in vain is trusted while its attempt's day is still today (the day every run reads): once the day is
+  // past, it is read only when due (daily), changed or flagged, and each such read searches again, so a row the
+  // marketplace lists late (its list lagging, a re-file) is still found.
+  const today = window.settledBefore && pacificDay(window.settledBefore);
   // An attempt paired by pid alone too: its own token may be listed on an earlier day, whose it then is.
   return pairs.some(({ transaction, attempt, matchedBy }) => {
     if ((transaction && matchedBy !== 'pid') || !attempt || !arrivedHere(attempt)) return false;
     if (answered.has(attempt.token)) return false;
     const day = attemptDay(attempt);
     if (!day || !owned.has(day)) return false;
-    if (trustedSince && searchedBefore(attempt, nextDay(day, -1 - lookbackDays), trustedSince)) return false;
+    if (today && day >= today && searchedBefore(attempt, nextDay(day, -1 - lookbackDays))) return false;
     return listed(attempt).length === 0;
   });
 }
 
-/** How long a look-back that found nothing stands for an attempt nothing new arrived on. */
-const SEARCH_TRUSTED_MS = 24 * 3_600_000;
-
 /**
- * Whether an earlier run (since `since`) already looked back at least to `from` for this attempt, found nothing (its verdict says
+ * Whether an earlier run already looked back at least to `from` for this attempt, found nothing (its verdict says
  * how far it searched), and nothing was learnt of the attempt since: judged without the call, it gets the same
  * verdict. Without this, one attempt whose transaction is older than the look-back (or a forged claim, which has
  * none) made every run of its day, and every daily look after, list days more of the survey's rows.
  */
-function searchedBefore(attempt: Attempt, from: string, since: string): boolean {
+function searchedBefore(attempt: Attempt, from: string): boolean {
   const prior = attempt.reconciliation;
   const searched = prior?.detail.searchedFrom;
-  if (!prior || typeof searched !== 'string' || searched > from || prior.at < since) return false;
+  if (!prior || typeof searched !== 'string' || searched > from) return false;
   const learned = lastLearnedAt(attempt);
   return learned !== undefined && learned <= prior.at;
 }

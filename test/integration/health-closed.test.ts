@@ -37,5 +37,14 @@ describe('survey health of closed surveys', () => {
     expect(bySurvey.get('3101')).toMatchObject({ removed: true, evaluation: { state: 'ok', reasons: [] } });
     expect(bySurvey.has('3102')).toBe(false);
     expect(bySurvey.get('3103')?.evaluation.state).toBe('failing');
+    // Named (the CLI's health --survey), one closed longer ago is still said to be closed, not judged as live.
+    const named = await healthCheck({
+      attempts: createLedgerStore(client, tableName),
+      registry,
+      health: createHealthStore(client, tableName),
+      settings: DEFAULT_HEALTH_SETTINGS,
+      concurrency: 2,
+    }).evaluate(now, { surveys: ['3102'] });
+    expect(named.surveys).toEqual([expect.objectContaining({ surveyId: '3102', removed: true })]);
   });
 });

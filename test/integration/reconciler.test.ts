@@ -676,34 +676,42 @@ describe('verdicts whatever the window', () => {
     expect(reportHtml(report)).toContain(`(none since ${nextDay(day(4, 30), -8)})`);
   });
 
-  it('does not look back again for an attempt an earlier run searched for in vain, until something new arrives', async () => {
+  it('does not look back again, while its day is today, for an attempt an earlier run searched for in vain, until something new arrives', async () => {
     await survey(7206);
     const today = pacificDay(ago(0, 0));
-    // A success claim no transaction backs (a forged or much older one): the first run looks back for it.
-    await hit(7206, 'claim', '7206-claim', 'redirect', 'success', ago(0, 30));
-    const run = () => engine({ lookbackDays: 7 }).run(today, today, ['7206']);
-    expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { unverified_claim: 1 } });
-    // Every later run of its day finds its verdict says how far it was searched: no call, the same verdict.
-    const again = await run();
-    expect(again.outcomes[0]).toMatchObject({
-      lookbacks: 0,
-      verdicts: { unverified_claim: 1 },
-      changes: { new: 0, changed: 0, refreshed: 0 },
-    });
-    // A day later the search is made again (a row the marketplace listed late is found), once.
-    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 25 * 3_600_000 });
+    // The clock an hour past the reference time, on the same Pacific day as the attempt: the day is today.
+    const clock = (ms: number) => vi.useFakeTimers({ toFake: ['Date'], now: NOW + ms });
+    clock(3_600_000);
     try {
+      // A success claim no transaction backs (a forged or much older one): the first run looks back for it.
+      await hit(7206, 'claim', '7206-claim', 'redirect', 'success', ago(0, 30));
+      const run = () => engine({ lookbackDays: 7 }).run(today, today, ['7206']);
+      expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { unverified_claim: 1 } });
+      // Every later run of its day finds its verdict says how far it was searched: no call, the same verdict.
+      clock(2 * 3_600_000);
+      const again = await run();
+      expect(again.outcomes[0]).toMatchObject({
+        lookbacks: 0,
+        verdicts: { unverified_claim: 1 },
+        changes: { new: 0, changed: 0, refreshed: 0 },
+      });
+      // A hit with something new on it (its postback, after that verdict) is looked for again.
+      clock(3 * 3_600_000);
+      await hit(7206, 'claim', '7206-claim', 'postback', 'success', new Date());
+      clock(3 * 3_600_000 + 60_000);
+      expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { complete_not_paid: 1 } });
+      // A run that would search further back than the verdict says searches.
+      expect((await engine({ lookbackDays: 9 }).run(today, today, ['7206'])).outcomes[0]).toMatchObject({
+        lookbacks: 1,
+      });
+      // Its day past, every read of it (daily when due, or changed, or flagged) searches again, however often: a
+      // row the marketplace lists late is found.
+      clock(26 * 3_600_000);
+      expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1 });
       expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1 });
     } finally {
       vi.useRealTimers();
     }
-    // A hit with something new on it (its postback, after that verdict) is looked for again.
-    await hit(7206, 'claim', '7206-claim', 'postback', 'success', new Date());
-    expect((await run()).outcomes[0]).toMatchObject({ lookbacks: 1, verdicts: { complete_not_paid: 1 } });
-    // A run that would search further back than the verdict says searches.
-    expect((await engine({ lookbackDays: 9 }).run(today, today, ['7206'])).outcomes[0]).toMatchObject({
-      lookbacks: 1,
-    });
   });
 
   it('finds a late finisher by a point read, and looks back once per survey window before judging', async () => {
@@ -823,6 +831,26 @@ describe('the scheduled run', () => {
     expect(resumed).toMatchObject({ runId, complete: true });
     expect(resumed?.outcomes.length).toBe(state?.surveys.length);
     expect((await results.runState(SCHEDULED_RUN))?.finishedAt).toBeDefined();
+  });
+
+  it('a run of an old period reconciles the surveys live then, however long ago they ended', async () => {
+    const table = await freshTable();
+    const ownRegistry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+    const base = { verified: true, failures: 0, updatedAt: daysAgo(120) };
+    await ownRegistry.put({ ...base, surveyId: '7207', state: 'active', closedAt: daysAgo(120) });
+    await ownRegistry.put({ ...base, surveyId: '7208', state: 'active', closedAt: daysAgo(300) });
+    marketplace.state.addSurvey({ surveyId: 7207 });
+    const realToday = pacificDay(new Date());
+    const report = await engine({ registry: ownRegistry }).run(
+      nextDay(realToday, -130),
+      nextDay(realToday, -125),
+    );
+    // Closed 120 days ago: live during the period, reconciled; closed 300 days ago: past its review horizon.
+    expect(report.outcomes.map((o) => [o.surveyId, o.status])).toEqual([['7207', 'reconciled']]);
   });
 
   it('passes over a survey invocations died on twice, and the next run takes it last', async () => {

@@ -516,6 +516,33 @@ describe('sync', () => {
     });
     expect(marketplace.state.effectiveRedirects(5272).pstbck ?? '').not.toContain(BASE);
     expect((await syncRegistry.get('5271'))?.closedAt).toBeUndefined();
+    // Removed long ago, and listed as a row that does not read (its id does): still left alone.
+    await syncRegistry.put({ ...base, surveyId: '5275', state: 'removed', removedAt: daysAgo(100) });
+    marketplace.state.addSurvey({ surveyId: 5275 });
+    const client = countingClient();
+    const unreadable = await configure({
+      registry: syncRegistry,
+      marketplace: {
+        ...client,
+        getAllocatedSurveysByDate: async () => ({
+          rows: [],
+          malformed: [
+            {
+              endpoint: 'GET /supply/getAllocatedSurveysByDate',
+              index: 0,
+              problem: 'cpi',
+              reference: '5275',
+            },
+          ],
+        }),
+      },
+    }).sync();
+    expect(unreadable.results).toContainEqual({
+      surveyId: '5275',
+      status: 'skipped',
+      reason: 'redirects were removed by an operator',
+    });
+    expect((await syncRegistry.get('5275'))?.state).toBe('removed');
     // (The marketplace's other live surveys are configured by that run too.)
     const live = await ids({ endedSince: daysAgo(0) });
     expect(live).toEqual(expect.arrayContaining(['5271', '5274']));

@@ -2,7 +2,7 @@
  * The redirect handler against the real DynamoDB protocol: respondents always get their answer; only
  * verified hits become outcomes; refused ones are kept apart.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
@@ -12,6 +12,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { SURVEY_OVER_PAGE } from '../../functions/receiving/landing-page';
 import { senderOf } from '../../functions/receiving/sender';
+import { parseKeyRing } from '../../functions/receiving/signing';
 import { apiEvent, filledUrl, type Handler, invoke } from '../support/api-events';
 import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
@@ -116,7 +117,8 @@ describe('a signed redirect hit', () => {
     await invoke(redirect, apiEvent('GET', redirectUrl('success'), { sourceIp: first }));
     await invoke(redirect, apiEvent('GET', redirectUrl('success'), { sourceIp: freshSource() }));
     const [attempt] = await store.attemptsOf('2002', ids.pid);
-    expect(attempt?.redirect?.from).toBe(senderOf(first));
+    const secret = parseKeyRing(TEST_KEY_RING).current.secret;
+    expect(attempt?.redirect?.from).toBe(senderOf(first, secret));
     expect(attempt?.redirect?.from).toMatch(/^[\w-]{8}$/);
     expect(JSON.stringify(attempt)).not.toContain(first);
     const other = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
@@ -124,7 +126,11 @@ describe('a signed redirect hit', () => {
       redirect,
       apiEvent('GET', filledUrl(TEST_KEY_RING, 'redirect', '2002', 'fail', other), { sourceIp: first }),
     );
-    expect((await store.attemptsOf('2002', other.pid))[0]?.redirect?.from).toBe(senderOf(first));
+    expect((await store.attemptsOf('2002', other.pid))[0]?.redirect?.from).toBe(senderOf(first, secret));
+    // Keyed: not the plain hash of the address, which hashing every address would reverse.
+    expect(attempt?.redirect?.from).not.toBe(
+      createHash('sha256').update(first).digest('base64url').slice(0, 8),
+    );
   });
 
   it('becomes postback-confirmed once the success postback arrives, on the same attempt', async () => {
