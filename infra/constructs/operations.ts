@@ -142,6 +142,8 @@ export class Operations extends Construct {
       );
     const alarm = (name: string, description: string, metric: IMetric, threshold: number) => {
       const created = new Alarm(this, name, {
+        // Named `<stack>-<name>`, as the README's alarm table calls them (unique per account and region).
+        alarmName: `${service}-${name}`,
         alarmDescription: description,
         metric,
         threshold,
@@ -163,6 +165,7 @@ export class Operations extends Construct {
       const [runs] = catalogued(service, metric, period);
       if (!runs) throw new Error(`${metric} has no dimension set`);
       const created = new Alarm(this, name, {
+        alarmName: `${service}-${name}`,
         alarmDescription: `${description} (no run finished in ${period.toHumanString()}).`,
         metric: runs.with({ statistic: 'SampleCount' }),
         threshold: 1,
@@ -299,6 +302,7 @@ export class Operations extends Construct {
       const every = Duration.minutes(Math.max(5, props.schedules.syncEvery.toMinutes()));
       const periods = Math.max(2, Math.ceil(135 / every.toMinutes()));
       const listing = new Alarm(this, 'redirect-listing-refused', {
+        alarmName: `${service}-redirect-listing-refused`,
         alarmDescription:
           "The redirect sync's survey listing was refused or not answered in two runs within about two hours: new surveys are not pointed here and closed ones not seen. A refusal naming the token (401/403) means the marketplace token secret does not hold the real token yet (README, First deployment, step 4); the redirect-sync log says what the marketplace answered (listingError, fullListingError).",
         metric: cataloguedTotal(service, 'RedirectListingRefused', every),

@@ -587,6 +587,19 @@ describe('operations', () => {
       'IF(reconciled + failed >= 100, 100 * failed / (reconciled + failed), failed)',
     );
     for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: logicalId(stack.operations.topic) }]);
+    // Named as the README's alarm table calls them, after the stack.
+    const names = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map(
+      (a) => (a as { Properties: { AlarmName: string } }).Properties.AlarmName,
+    );
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'Test-server-error-rate',
+        'Test-redirect-listing-refused',
+        'Test-reconciliation-stopped',
+        'Test-redirect-errors',
+      ]),
+    );
+    expect(new Set(names).size).toBe(names.length);
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     // Unique per account: the region in the name lets the same stack name live in two regions.
     const [dashboard] = Object.values(template.findResources('AWS::CloudWatch::Dashboard')) as {
