@@ -12,6 +12,7 @@ import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
+import { captureOutput } from '../support/output';
 
 let handler: Handler;
 let store: LedgerStore;
@@ -458,23 +459,16 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
     const oneParameter = `${genuine.origin}${genuine.pathname}?pid=${encodeURIComponent(
       `${ids.pid}&token=${ids.token}&kid=${genuine.searchParams.get('kid')}&sig=${sig}`,
     )}`;
-    const written: string[] = [];
-    const record = (chunk: unknown) => {
-      written.push(String(chunk));
-      return true;
-    };
-    vi.spyOn(process.stdout, 'write').mockImplementation(record);
-    vi.spyOn(process.stderr, 'write').mockImplementation(record);
+    const output = captureOutput();
     const result = await invoke(handler, apiEvent('GET', oneParameter, { sourceIp }));
-    vi.mocked(process.stdout.write).mockRestore();
-    vi.mocked(process.stderr.write).mockRestore();
+    output.restore();
     expect(result.statusCode).toBe(403);
     const [sample] = await refusedFrom(sourceIp);
     expect(sample?.pid).toBe(
       `${ids.pid}&token=${ids.token}&kid=${genuine.searchParams.get('kid')}&sig=[concealed]`,
     );
     expect(JSON.stringify(sample)).not.toContain(sig.slice(0, 12));
-    expect(written.join('')).not.toContain(sig.slice(0, 12));
+    expect(output.text()).not.toContain(sig.slice(0, 12));
   });
 
   it('another claimed survey makes another item, so refusals count per survey', async () => {
