@@ -31,6 +31,7 @@ import { LedgerTable } from './constructs/ledger-table';
 import { Operations } from './constructs/operations';
 import { ReceiverFunction } from './constructs/receiver-function';
 import { FUNCTIONS, QUEUE_FUNCTIONS, SCHEDULED_FUNCTIONS } from './routes';
+import type { EnvironmentSettings } from './settings';
 
 export interface MarketplaceSettings {
   /** The supplier host; without it the sync is deployed with its schedule disabled. */
@@ -78,21 +79,8 @@ export interface ReceiverStackProps extends StackProps {
   readonly scale?: ScaleSettings;
 }
 
-export interface ScaleSettings {
-  readonly reconcileMemoryMb?: number | undefined;
-  readonly reconcileConcurrency?: number | undefined;
-  readonly reconcileWindowListHours?: number | undefined;
-  readonly healthMemoryMb?: number | undefined;
-  readonly healthConcurrency?: number | undefined;
-  readonly redirectSyncConcurrency?: number | undefined;
-  readonly redirectReadbacksPerRun?: number | undefined;
-  readonly redirectClosureLookupsPerRun?: number | undefined;
-  readonly marketplaceConcurrency?: number | undefined;
-  readonly marketplaceTimeoutMs?: number | undefined;
-  readonly marketplaceBodyTimeoutMs?: number | undefined;
-  readonly redirectSyncMemoryMb?: number | undefined;
-  readonly financeMemoryMb?: number | undefined;
-}
+/** The environment's `scale` settings (settings.ts validates them), each optional: unset, the function's default. */
+export type ScaleSettings = Readonly<EnvironmentSettings['scale']>;
 
 /** The variables of the settings given (a function reads its defaults for the rest). */
 const variables = (entries: Record<string, number | undefined>): Record<string, string> =>

@@ -777,6 +777,9 @@ function reconciliationFromItem(item: Item): AttemptReconciliation {
   };
 }
 
+/** A field of a refused hit's sample; '' is one its first hit did not have. */
+const sampled = (value: unknown): string | undefined => optionalString(value) || undefined;
+
 function rejectedFromItems(items: readonly Item[]): RejectedHits[] {
   return items
     .map((item) => ({
@@ -785,12 +788,11 @@ function rejectedFromItems(items: readonly Item[]): RejectedHits[] {
       channel: item.channel as Channel,
       code: optionalString(item.code),
       reason: String(item.reason),
-      // '' is a field the first hit did not have.
-      surveyId: optionalString(item.surveyId) || undefined,
-      outcome: optionalString(item.outcome) || undefined,
-      pid: optionalString(item.pid) || undefined,
-      token: optionalString(item.token) || undefined,
-      sourceIp: optionalString(item.sourceIp) || undefined,
+      surveyId: sampled(item.surveyId),
+      outcome: sampled(item.outcome),
+      pid: sampled(item.pid),
+      token: sampled(item.token),
+      sourceIp: sampled(item.sourceIp),
       // Records written before refusals were counted are one hit each.
       hits: typeof item.hits === 'number' ? item.hits : 1,
     }))

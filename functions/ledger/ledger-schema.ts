@@ -8,6 +8,7 @@
  * | rejected hits   | REJECTED#<utc day>       | <utc minute>#<code>#<source> | -                       | -                        |
  * | refused postbacks | REJECTED#<utc day>     | <utc minute>#postback#<code>#<surveyId>#<source> | -   | -                        |
  * | survey registry | SURVEY#<surveyId>        | REDIRECTS                    | SURVEYS                 | <surveyId>               |
+ * |  (closed/removed)|                          |                              | SURVEYS#ENDED           | <ended at>#<surveyId>    |
  * | checkpoint      | CHECKPOINT#<name>        | CHECKPOINT                   | -                       | -                        |
  * | day summary     | SUMMARY#<surveyId>       | DAY#<pacific day>            | SUMMARIES#<pacific day> | <surveyId>               |
  * | flagged days    | SUMMARY#<surveyId>       | FLAGS                        | -                       | -                        |

@@ -484,6 +484,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         deps.marketplace.getAllocatedSurveysByDate(new Date(since)),
       );
       const listed = byDate ?? { rows: [], malformed: [] };
+      // A row that does not read but names its survey: the run works on that survey all the same (below).
+      const malformedIds = listed.malformed.flatMap((row) =>
+        row.reference && /^\d+$/.test(row.reference) ? [row.reference] : [],
+      );
       // Live surveys and those ended in the last month (their daily look for a resumption); one that ended before
       // is read by key when a listing shows it live again (below).
       const endedSince = new Date(startedAt.getTime() - RESUME_LOOKUP_FOR_MS - 86_400_000).toISOString();
@@ -500,14 +504,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         : {};
       // A survey listed live that the listing of registrations lacks may have ended here long ago: read by key, so a
       // removed one is still left alone and a closed one opens again (below), instead of being taken for a new one.
-      // (A malformed row's reference too: the run works on it below.)
       const unknown = [
-        ...new Set([
-          ...[...listed.rows, ...(everyLive?.rows ?? [])].map((s) => s.surveyId),
-          ...listed.malformed.flatMap((row) =>
-            row.reference && /^\d+$/.test(row.reference) ? [row.reference] : [],
-          ),
-        ]),
+        ...new Set([...[...listed.rows, ...(everyLive?.rows ?? [])].map((s) => s.surveyId), ...malformedIds]),
       ].filter(
         (surveyId) => !registrations.has(surveyId) && identifierProblem('surveyId', surveyId) === undefined,
       );
@@ -578,8 +576,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         discovered.set(survey.surveyId, changedAt(survey));
         prices.set(survey.surveyId, { cpi: survey.cpi, changedAt: changedAt(survey) });
       }
-      for (const row of listed.malformed)
-        if (row.reference && /^\d+$/.test(row.reference)) discovered.set(row.reference, undefined);
+      for (const surveyId of malformedIds) discovered.set(surveyId, undefined);
       const ordered = [...discovered.entries()].sort(([, a], [, b]) => (a ?? 0) - (b ?? 0)).map(([id]) => id);
       const retryDue = (r: SurveyRegistration) =>
         !(Date.parse(r.lastErrorAt ?? '') + retryDelayMs(r.failures) > startedAt.getTime());

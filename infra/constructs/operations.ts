@@ -140,14 +140,22 @@ export class Operations extends Construct {
       Annotations.of(this.topic).addWarning(
         'no alarmEmail: the alarm topic has no subscriber, so alarms and survey health notices reach no one; set alarmEmail in the environment, or subscribe the topic (its ARN is the stack output AlarmTopicArn) another way',
       );
-    const alarm = (name: string, description: string, metric: IMetric, threshold: number) => {
+    /** An alarm on `threshold` or more; by default in one period, else in `datapoints` of the last `periods`. */
+    const alarm = (
+      name: string,
+      description: string,
+      metric: IMetric,
+      threshold: number,
+      window: { periods: number; datapoints: number } = { periods: 1, datapoints: 1 },
+    ) => {
       const created = new Alarm(this, name, {
         // Named `<stack>-<name>`, as the README's alarm table calls them (unique per account and region).
         alarmName: `${service}-${name}`,
         alarmDescription: description,
         metric,
         threshold,
-        evaluationPeriods: 1,
+        evaluationPeriods: window.periods,
+        ...(window.datapoints !== window.periods ? { datapointsToAlarm: window.datapoints } : {}),
         comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: TreatMissingData.NOT_BREACHING,
       });
@@ -300,20 +308,13 @@ export class Operations extends Construct {
       // every live survey once an hour (the runs between publish 0), so two refusals of either alarm. One refused
       // listing (a marketplace error) is retried by the next run.
       const every = Duration.minutes(Math.max(5, props.schedules.syncEvery.toMinutes()));
-      const periods = Math.max(2, Math.ceil(135 / every.toMinutes()));
-      const listing = new Alarm(this, 'redirect-listing-refused', {
-        alarmName: `${service}-redirect-listing-refused`,
-        alarmDescription:
-          "The redirect sync's survey listing was refused or not answered in two runs within about two hours: new surveys are not pointed here and closed ones not seen. A refusal naming the token (401/403) means the marketplace token secret does not hold the real token yet (README, First deployment, step 4); the redirect-sync log says what the marketplace answered (listingError, fullListingError).",
-        metric: cataloguedTotal(service, 'RedirectListingRefused', every),
-        threshold: 1,
-        evaluationPeriods: periods,
-        datapointsToAlarm: 2,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-      });
-      listing.addAlarmAction(new SnsAction(this.topic));
-      this.alarms.push(listing);
+      alarm(
+        'redirect-listing-refused',
+        "The redirect sync's survey listing was refused or not answered in two runs within about two hours: new surveys are not pointed here and closed ones not seen. A refusal naming the token (401/403) means the marketplace token secret does not hold the real token yet (README, First deployment, step 4); the redirect-sync log says what the marketplace answered (listingError, fullListingError).",
+        cataloguedTotal(service, 'RedirectListingRefused', every),
+        1,
+        { periods: Math.max(2, Math.ceil(135 / every.toMinutes())), datapoints: 2 },
+      );
     }
     alarm(
       'redirects-drifted',
