@@ -9,6 +9,7 @@ import {
   createDocumentClient,
   createLedgerStore,
   createSurveyRegistry,
+  type SurveyRegistration,
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import {
@@ -17,6 +18,7 @@ import {
   MarketplaceError,
 } from '../../functions/marketplace/marketplace-client';
 import {
+  RELOCATED_CHECKPOINT,
   type RedirectConfigurationDeps,
   redirectConfiguration,
   retryDelayMs,
@@ -582,6 +584,73 @@ describe('sync', () => {
     expect(await syncRegistry.surveyIds(recent)).not.toContain('5276');
     expect(await syncRegistry.surveyIds()).toContain('5276');
     expect((await syncRegistry.get('5276'))?.closedAt).toBe(closedAt);
+  });
+
+  it('relocation leaves a registration written since it was read as its writer left it, and stops once none is left', async () => {
+    const table = await freshTable();
+    const client = createDocumentClient({ endpoint: table.endpoint });
+    const closedAt = new Date(Date.now() - 40 * 86_400_000).toISOString();
+    const misplaced = (surveyId: string) =>
+      new PutCommand({
+        TableName: table.tableName,
+        Item: {
+          pk: `SURVEY#${surveyId}`,
+          sk: 'REDIRECTS',
+          gsi1pk: 'SURVEYS',
+          gsi1sk: surveyId,
+          kind: 'survey',
+          surveyId,
+          state: 'active',
+          verified: true,
+          failures: 0,
+          closedAt,
+          updatedAt: closedAt,
+        },
+      });
+    await client.send(misplaced('5277'));
+    await client.send(misplaced('5278'));
+    const direct = createSurveyRegistry(client, table.tableName);
+    // An operator's write lands on 5277 between the relocation's read and its write.
+    let raced = false;
+    const racing = {
+      send: async (command: { input: { Item?: { surveyId?: string } } }) => {
+        if (!raced && command.input.Item?.surveyId === '5277') {
+          raced = true;
+          const current = await direct.get('5277');
+          await direct.put({
+            ...(current as SurveyRegistration),
+            closedAt: undefined,
+            updatedAt: new Date().toISOString(),
+          });
+        }
+        return client.send(command as never);
+      },
+    } as unknown as typeof client;
+    const syncRegistry = createSurveyRegistry(racing, table.tableName);
+    let relocations = 0;
+    const counting: SurveyRegistry = {
+      ...syncRegistry,
+      relocateEnded: (limit) => {
+        relocations += 1;
+        return syncRegistry.relocateEnded(limit);
+      },
+    };
+    const hour = 3_600_000;
+    const at = (hours: number) => () => new Date(Date.now() + hours * hour);
+    await configure({ registry: counting, now: at(0) }).sync();
+    expect(raced).toBe(true);
+    // The operator's write stands: reopened, not put back as the relocation read it.
+    expect((await direct.get('5277'))?.closedAt).toBeUndefined();
+    expect((await direct.get('5278'))?.closedAt).toBe(closedAt);
+    const recent = { endedSince: new Date(Date.now() - 86_400_000).toISOString() };
+    expect(await direct.surveyIds(recent)).not.toContain('5278');
+    expect(await direct.checkpoint(RELOCATED_CHECKPOINT)).toBeUndefined();
+    // The next hourly run finds none left and records so; the runs after it do not look again.
+    await configure({ registry: counting, now: at(1.1) }).sync();
+    expect(relocations).toBe(2);
+    expect(await direct.checkpoint(RELOCATED_CHECKPOINT)).toBeDefined();
+    await configure({ registry: counting, now: at(2.2) }).sync();
+    expect(relocations).toBe(2);
   });
 
   it('closure lookups go to those looked up longest ago, so a list that keeps leaving live surveys out starves none', async () => {
