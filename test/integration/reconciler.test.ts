@@ -19,6 +19,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { REVIEW_HORIZON_DAYS } from '../../functions/reconciliation/recheck-policy';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import { MONEY_KINDS } from '../../functions/reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
@@ -885,6 +886,16 @@ describe('the scheduled run', () => {
     const state = (await results.runState(SCHEDULED_RUN)) as NonNullable<
       Awaited<ReturnType<typeof results.runState>>
     >;
+    // It had failed before, on a day now past the review horizon and on one within it.
+    const beyondHorizon = nextDay(realToday, -(REVIEW_HORIZON_DAYS + 10));
+    const withinHorizon = nextDay(realToday, -5);
+    await results.putSurveyState({
+      surveyId: '7302',
+      failedDays: [beyondHorizon, withinHorizon],
+      lastError: 'the marketplace refused',
+      lastErrorAt: minuteAgo(),
+      failingSince: minuteAgo(),
+    });
     await results.putRunState(SCHEDULED_RUN, { ...state, leaseUntil: minuteAgo() });
     const finished = await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) });
     expect(finished?.complete).toBe(true);
@@ -897,8 +908,9 @@ describe('the scheduled run', () => {
     expect(last).toMatchObject({ failedSurveys: ['7302'], stoppedSurveys: ['7302'] });
     // Recorded as a failed survey is, so finance names it among the surveys whose figures are stale, and since when.
     const passedState = await results.surveyState('7302');
+    // Its window's days added to those it had failed on, but for the one past the review horizon (never read again).
     expect(passedState).toMatchObject({
-      failedDays: days,
+      failedDays: [withinHorizon, ...days],
       lastError: expect.stringMatching(/died 2 times/),
       failingSince: finished?.outcomes[0]?.failingSince,
     });
