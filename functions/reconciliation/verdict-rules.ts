@@ -571,7 +571,8 @@ export const PRICE_CHANGE_MARGIN_MS = 3_600_000;
 
 /**
  * The prices a transaction clicked in at `clicked` may carry: those in force within `PRICE_CHANGE_MARGIN_MS` of
- * it. Without a history, the survey's price as known; undefined (not checked) for a click before any price known.
+ * it, the one in force at the click first. Without a history, the survey's price as known; undefined (not
+ * checked) for a click before any price known.
  */
 export function pricesAt(
   history: SurveyWindow['cpiHistory'],
@@ -586,13 +587,15 @@ export function pricesAt(
       : since === ''
         ? Number.NEGATIVE_INFINITY
         : Date.parse(since);
-  const prices = history
-    .filter(
-      (entry, i) =>
-        start(entry.since) <= at + PRICE_CHANGE_MARGIN_MS &&
-        start(history[i + 1]?.since) > at - PRICE_CHANGE_MARGIN_MS,
-    )
-    .map((entry) => entry.cpi);
+  const near = history.filter(
+    (entry, i) =>
+      start(entry.since) <= at + PRICE_CHANGE_MARGIN_MS &&
+      start(history[i + 1]?.since) > at - PRICE_CHANGE_MARGIN_MS,
+  );
+  // The price in force at the click itself first: what an unpaid or reversed complete was worth. The others within
+  // the margin only widen what a row may carry without being a mismatch.
+  const inForce = near.findLast((entry) => start(entry.since) <= at);
+  const prices = [...(inForce ? [inForce] : []), ...near].map((entry) => entry.cpi);
   return prices.length > 0 ? [...new Set(prices)] : undefined;
 }
 
@@ -646,9 +649,15 @@ export function classify(
   }
   const status = transaction.status;
   const marketplace = { marketplaceStatus: status, verifyToken: transaction.verifyToken ?? 'none' };
-  // What a reversal took: the survey's price at the click, else the row's own price while it still shows one (a
-  // reversed row usually shows 0), so finance can add up what was reversed.
-  const reversedPrice = price ?? (sameAmount(transaction.cpi, '0') ? undefined : transaction.cpi);
+  // What a reversal took, so finance can add up what was reversed: the row's own price while it still shows one
+  // (what owed counted), else (a reversed row usually shows 0) the price an earlier run saw on it while it was a
+  // complete, else the survey's price at the click.
+  const priced = (cpi: string | undefined) => (cpi === undefined || sameAmount(cpi, '0') ? undefined : cpi);
+  const listedBefore = ledgerAttempt?.reconciliation?.marketplace;
+  const reversedPrice =
+    priced(transaction.cpi) ??
+    (listedBefore?.status === 'Completed' ? priced(listedBefore.cpi) : undefined) ??
+    price;
   const reversed: Record<string, string> = reversedPrice ? { reversedCpi: reversedPrice } : {};
   if (status === 'Completed') {
     if (transaction.verifyToken?.toLowerCase() === 'invalid') {

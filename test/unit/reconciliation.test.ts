@@ -254,8 +254,11 @@ describe('classification', () => {
       kind: 'invalidated',
       detail: { reversedCpi: '1.50' },
     });
-    // No price known here: the row's own while it still shows one.
+    // The row's own price while it still shows one: what owed counted, whatever the survey's price.
     expect(classify(invalid('Completed', '1.25'), postback).detail).toMatchObject({ reversedCpi: '1.25' });
+    expect(classify(invalid('Completed', '2.00'), postback, '1.50').detail).toMatchObject({
+      reversedCpi: '2.00',
+    });
     expect(classify(invalid('Completed', '0'), postback).detail.reversedCpi).toBeUndefined();
     expect(classify(invalid('Quality Termination', '0'), postback, '1.50').detail).toMatchObject({
       reversedCpi: '1.50',
@@ -284,6 +287,17 @@ describe('classification', () => {
         kind: 'invalidated',
         detail: { receivedHere: 'nothing', reversedCpi: '1.25' },
       });
+    // Listed as a complete at another price than the survey's: reversed at the price owed counted it at.
+    const listedAt = (cpi: string): Attempt => {
+      const item = listed('complete_not_received', 'Completed');
+      const prior = item.reconciliation as NonNullable<Attempt['reconciliation']>;
+      return {
+        ...item,
+        reconciliation: { ...prior, marketplace: { ...prior.marketplace, status: 'Completed', cpi } },
+      };
+    };
+    expect(classify(refiled, listedAt('1.75'), '1.25').detail).toMatchObject({ reversedCpi: '1.75' });
+    expect(classify(refiled, listedAt('0'), '1.25').detail).toMatchObject({ reversedCpi: '1.25' });
     // Never listed as a complete: a termination like any other.
     expect(classify(refiled, listed('not_received', 'Quality Termination')).kind).toBe('not_received');
     expect(classify(refiled, undefined).kind).toBe('not_received');
@@ -325,7 +339,8 @@ describe('classification', () => {
   it("names what a complete not paid was worth: the survey's price at the click", () => {
     const paid = attempt('a', noon, { postback: 'success' });
     expect(classify(undefined, paid, '1.50').detail).toMatchObject({ claimedCpi: '1.50' });
-    expect(classify(undefined, paid, ['1.50', '1.75']).detail).toMatchObject({ claimedCpi: '1.50' });
+    // Around a price change the prices a row may carry come the one in force at the click first (pricesAt).
+    expect(classify(undefined, paid, ['1.75', '1.50']).detail).toMatchObject({ claimedCpi: '1.75' });
     const refiled = transaction('a', 'Failed', noon, { cpi: '0.00' });
     expect(classify(refiled, paid, '1.50')).toMatchObject({
       kind: 'complete_not_paid',
@@ -355,7 +370,11 @@ describe('prices over time', () => {
   it.each([
     ['long before any change', '2026-11-20T12:00:00.000Z', ['1.50']],
     ['within the hour before a change: either', '2026-11-21T11:30:00.000Z', ['1.50', '1.75']],
-    ['within the hour after a change (seen late): either', '2026-11-21T12:45:00.000Z', ['1.50', '1.75']],
+    [
+      'within the hour after a change (seen late): either, the one in force first',
+      '2026-11-21T12:45:00.000Z',
+      ['1.75', '1.50'],
+    ],
     ['between changes', '2026-11-21T15:00:00.000Z', ['1.75']],
     ['after the last change', '2026-11-22T15:00:00.000Z', ['2.00']],
   ])('a click %s carries the price then', (_, clicked, expected) => {
