@@ -74,6 +74,9 @@ const US_PATTERN =
 const ISO_PATTERN =
   /^\s*(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$/i;
 
+const MIN_YEAR = 2000;
+const MAX_YEAR = 2199;
+
 /**
  * Parses a marketplace timestamp, or undefined when the string is not one. The documented form is the US one
  * labelled PST; read tolerantly besides: seconds or their fractions left out or given, an unmistakable 24-hour clock, ISO 8601.
@@ -94,6 +97,9 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
   if (zone && offsetMinutes(zone) === undefined) return undefined;
   if (n(month) < 1 || n(month) > 12 || n(day) < 1 || n(day) > 31 || n(minute) > 59 || n(second) > 59)
     return undefined;
+  // A year no marketplace time has (a garbled `0026`, which Date.UTC would read as 1926): refused, so the row is
+  // named unreadable instead of filed on a day no run looks at.
+  if (n(year) < MIN_YEAR || n(year) > MAX_YEAR) return undefined;
   if (new Date(Date.UTC(n(year), n(month) - 1, n(day))).getUTCDate() !== n(day)) return undefined;
   if (half) hour = (hour % 12) + (half.toLowerCase() === 'p' ? 12 : 0);
   const ms = Math.floor(Number(`0.${fraction ?? '0'}`) * 1000);

@@ -67,6 +67,11 @@ describe('marketplace timestamps', () => {
     // No zone is this far from UTC.
     '2026-11-20T17:30:00+99:99',
     '2026-11-20T17:30:00+15:00',
+    // A year no marketplace time has (Date.UTC would read 0026 as 1926).
+    '03/20/0026, 10:00:00 am PST',
+    '0026-03-20T10:00:00Z',
+    '03/20/1999, 10:00:00 am PST',
+    '03/20/2200, 10:00:00 am PST',
   ])('refuse %j', (raw) => {
     expect(parsePacificTime(raw)).toBeUndefined();
   });
