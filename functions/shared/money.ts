@@ -44,8 +44,9 @@ export function sumAmounts(amounts: Iterable<string>): string {
   }
   let total = 0n;
   for (const [units, digits] of parts) total += units * 10n ** BigInt(scale - digits);
-  const text = total.toString().padStart(scale + 1, '0');
-  return `${text.slice(0, -scale)}.${text.slice(-scale)}`;
+  // The sign apart from the digits: a negative total (a credit, a difference) reads -0.05, not 0.-5.
+  const text = (total < 0n ? -total : total).toString().padStart(scale + 1, '0');
+  return `${total < 0n ? '-' : ''}${text.slice(0, -scale)}.${text.slice(-scale)}`;
 }
 
 /** Whether two decimal amounts are the same number ("1.5" and "1.50" are), compared exactly. */

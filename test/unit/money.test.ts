@@ -47,4 +47,10 @@ describe('amounts', () => {
     expect(sumAmounts([])).toBe('0.00');
     expect(sumAmounts(Array.from({ length: 1000 }, () => '1.01'))).toBe('1010.00');
   });
+
+  it('sum to a negative total with its sign in front', () => {
+    expect(sumAmounts(['-0.05'])).toBe('-0.05');
+    expect(sumAmounts(['1.00', '-1.25'])).toBe('-0.25');
+    expect(sumAmounts(['-1.5', '1.5'])).toBe('0.00');
+  });
 });
