@@ -13,6 +13,7 @@
 import pLimit, { type LimitFunction } from 'p-limit';
 import pRetry from 'p-retry';
 import {
+  canonicalStatus,
   type Parsed,
   type Placement,
   parseQuota,
@@ -111,6 +112,7 @@ export interface TransactionQuery {
   /** Both or neither: Pacific calendar days `YYYY-MM-DD`, end inclusive, filtered on creation (click) time. */
   readonly startDate?: string;
   readonly endDate?: string;
+  /** Statuses as the marketplace names them (with spaces; any known spelling is sent so); none or empty, all. */
   readonly statuses?: readonly string[];
 }
 
@@ -338,7 +340,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       }
       const json =
         body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Json) : undefined;
-      const message = redact(typeof json?.msg === 'string' ? json.msg : '', token);
+      const said = typeof json?.msg === 'string' ? json.msg : '';
+      const message = redact(said, token);
       const status = response.status;
       if (status === 429) {
         const wait = retryAfterMs(response.headers.get('retry-after'), Date.now());
@@ -354,7 +357,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           retriable: true,
         });
       }
-      if (callOptions.emptyWhen?.(status, message)) return undefined;
+      // Told on the message as sent (a token's characters concealed inside its words would hide "No data found").
+      if (callOptions.emptyWhen?.(status, said)) return undefined;
       if (!json) {
         throw new MarketplaceError({
           endpoint,
@@ -400,10 +404,15 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const result = (json: Json | undefined) => json?.result;
   /** A list's rows, all of them: a list that says it is one page of more is refused (see `morePages`). */
   const rows = <T>(endpoint: string, json: Json | undefined, parse: (row: unknown) => Parsed<T>): Rows<T> => {
-    const raw = result(json);
-    const list = raw === undefined ? [] : raw;
+    // No answer at all is the empty list the call's own "nothing found" stands for (`emptyWhen`); an answer without
+    // its list is not one, or a success with its rows under another name would read as no transactions.
+    const list = json === undefined ? [] : result(json);
     if (!Array.isArray(list)) {
-      throw new MarketplaceError({ endpoint, kind: 'malformed', detail: 'result is not a list' });
+      throw new MarketplaceError({
+        endpoint,
+        kind: 'malformed',
+        detail: list === undefined ? 'the answer has no result list' : 'result is not a list',
+      });
     }
     const more = morePages(json, list.length);
     if (more) throw new MarketplaceError({ endpoint, kind: 'malformed', detail: more });
@@ -492,9 +501,16 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         if (day !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(day))
           throw new RangeError(`not a date YYYY-MM-DD: ${day}`);
       }
+      // The marketplace answers 400 to an empty item or a name it does not know: none sent when none is asked for,
+      // each known one as it spells it.
+      const statuses = (query.statuses ?? []).map(canonicalStatus).filter((status) => status !== '');
       const path = `/supply/getSurveyTransactions/${segment(surveyId)}`;
       const json = await call(path, {
-        query: { startDate: query.startDate, endDate: query.endDate, status: query.statuses?.join(',') },
+        query: {
+          startDate: query.startDate,
+          endDate: query.endDate,
+          status: statuses.length > 0 ? statuses.join(',') : undefined,
+        },
         emptyWhen: (status, message) => (status === 400 || status === 404) && /no data found/i.test(message),
       });
       return rows(path, json, parseTransaction);

@@ -235,6 +235,34 @@ describe('answers', () => {
     ).toMatch(/Error while getting list/);
   });
 
+  it('refuse a success whose list is missing, rather than read it as no transactions', async () => {
+    // Rows under another name: read as an empty list, three received completes would show as not paid.
+    const misnamed = () => json(200, { apiStatus: 'success', msg: 'Transactions', data: [{ token: 'a' }] });
+    const api = client({ fetch: failingFirst(3, misnamed).fetch, retries: 0 });
+    const error = await failure(
+      api.getSurveyTransactions('2203', { startDate: '2026-11-20', endDate: '2026-11-20' }),
+    );
+    expect(error.kind).toBe('malformed');
+    expect(error.message).toMatch(/no result list/);
+    expect((await failure(api.getAllocatedSurveys())).message).toMatch(/no result list/);
+    expect((await failure(api.getAllocatedSurveysByDate(new Date()))).message).toMatch(/no result list/);
+  });
+
+  it('read "No data found" as no transactions whatever the token, and send only statuses the marketplace names', async () => {
+    // A token whose characters occur in the message: concealed in what is shown, but the message still read.
+    const sent: string[] = [];
+    const answering: typeof fetch = async (input) => {
+      sent.push(String(input));
+      return json(400, { apiStatus: 'Failure', msg: 'No data found for survey: 2204' });
+    };
+    const api = client({ fetch: answering, accessToken: () => 'ta' });
+    expect(await api.getSurveyTransactions('2204')).toEqual({ rows: [], malformed: [] });
+    await api.getSurveyTransactions('2204', { statuses: [] });
+    await api.getSurveyTransactions('2204', { statuses: ['OverQuota', ' completed'] });
+    const statusOf = (url: string | undefined) => new URL(url ?? '').searchParams.get('status');
+    expect(sent.map(statusOf)).toEqual([null, null, 'Over Quota,Completed']);
+  });
+
   it('refuse a list that says it is one page of more, rather than read the rest as missing', async () => {
     for (const [envelope, problem] of [
       [{ totalPages: 3, page: 1 }, /one page of 3 \(totalPages\)/],
