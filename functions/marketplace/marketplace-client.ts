@@ -456,11 +456,18 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     async getAllocatedSurveyById(surveyId) {
       const path = `/supply/getAllocatedSurveysBySurveyId/${segment(surveyId)}`;
       const json = await call(path);
+      // Paused or closed: a success without a result. A result given as the survey itself rather than a list of
+      // one is still the survey (read as not live, a live survey would be recorded closed).
       const list = result(json);
-      if (!Array.isArray(list) || list.length === 0) {
+      const survey = Array.isArray(list)
+        ? list[0]
+        : list !== null && typeof list === 'object'
+          ? list
+          : undefined;
+      if (survey === undefined) {
         return { live: false, message: typeof json?.msg === 'string' ? json.msg : 'survey is not live' };
       }
-      const parsed = parseSurvey(list[0]);
+      const parsed = parseSurvey(survey);
       if (!parsed.ok)
         throw new MarketplaceError({
           endpoint: path,

@@ -89,6 +89,17 @@ describe.each(['v1', 'v2'] as const)('supplier endpoints (%s)', (apiVersion) => 
       live: false,
       message: 'Survey 1004 is Paused/Closed',
     });
+    // The survey given as the result itself rather than a list of one: live all the same.
+    const live = await api().getAllocatedSurveyById('1002');
+    const unwrapped = failingFirst(1, () =>
+      json(200, { apiStatus: 'success', msg: 'Survey', result: { surveyId: 1002, CPI: '2.10' } }),
+    );
+    expect(await client({ apiVersion, fetch: unwrapped.fetch }).getAllocatedSurveyById('1002')).toMatchObject(
+      {
+        live: true,
+        survey: { surveyId: '1002', cpi: live.live ? live.survey.cpi : 'live' },
+      },
+    );
   });
 
   it('getAllocatedSurveysByDate lists live surveys created or updated after the instant', async () => {
