@@ -12,6 +12,7 @@ import { identifierProblem } from '../receiving/identifiers';
 import { type KeyRing, rotateKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
+import { sameAmount } from '../shared/money';
 import { type MalformedRow, type MarketplaceClient, MarketplaceError, type Rows } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
@@ -577,6 +578,24 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         prices.set(survey.surveyId, { cpi: survey.cpi, changedAt: changedAt(survey) });
       }
       for (const surveyId of malformedIds) discovered.set(surveyId, undefined);
+      // The hourly listing of every live survey carries prices too: a registered survey whose price moved without
+      // the listing by date showing it (its modified time not touched) takes the new price now, or its completes
+      // would be judged against the old one. Since this run: when it changed is not known closer than the hour.
+      if (!options.dryRun)
+        for (const survey of everyLive?.rows ?? []) {
+          const known = registrations.get(survey.surveyId);
+          if (
+            discovered.has(survey.surveyId) ||
+            survey.cpi === undefined ||
+            known?.state !== 'active' ||
+            (known.expectedCpi !== undefined && sameAmount(known.expectedCpi, survey.cpi))
+          )
+            continue;
+          const amended = await amendActive(survey.surveyId, (at, current) =>
+            pricedAt(current, survey.cpi, at),
+          );
+          if (amended) registrations.set(survey.surveyId, amended);
+        }
       const ordered = [...discovered.entries()].sort(([, a], [, b]) => (a ?? 0) - (b ?? 0)).map(([id]) => id);
       const retryDue = (r: SurveyRegistration) =>
         !(Date.parse(r.lastErrorAt ?? '') + retryDelayMs(r.failures) > startedAt.getTime());

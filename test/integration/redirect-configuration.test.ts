@@ -435,6 +435,28 @@ describe('sync', () => {
     expect((await configure({ ...deps, readBacksPerRun: 0 }).sync()).reverified).toBe(0);
   });
 
+  it("takes a registered survey's new price from the hourly listing of every live survey when the listing by date does not show the change", async () => {
+    const syncRegistry = await freshRegistry();
+    const at = (ms: number) => () => new Date(Date.now() + ms);
+    marketplace.state.addSurvey({ surveyId: 5252, cpi: '1.50' }, new Date(Date.now() - 2 * SYNC_OVERLAP_MS));
+    await configure({ registry: syncRegistry }).sync();
+    expect((await syncRegistry.get('5252'))?.expectedCpi).toBe('1.50');
+    // Repriced at the marketplace without its modified time moving: the listing by date leaves it out.
+    const listed = marketplace.state.surveys.get(5252);
+    if (listed) listed.cpi = '1.80';
+    const run = await configure({ registry: syncRegistry, now: at(61 * 60_000) }).sync();
+    expect(run.results.map((r) => r.surveyId)).not.toContain('5252');
+    const repriced = await syncRegistry.get('5252');
+    expect(repriced?.expectedCpi).toBe('1.80');
+    expect(repriced?.cpiHistory?.map((p) => p.cpi)).toEqual(['1.50', '1.80']);
+    // Since the run that saw it, not since the survey's old modified time.
+    expect(Date.parse(repriced?.cpiHistory?.at(-1)?.since ?? '')).toBeGreaterThan(Date.now());
+    // Seen again at the same price: not written again.
+    const updatedAt = repriced?.updatedAt;
+    await configure({ registry: syncRegistry, now: at(122 * 60_000) }).sync();
+    expect((await syncRegistry.get('5252'))?.updatedAt).toBe(updatedAt);
+  });
+
   it('configures a live survey the listing by date never shows, found by the hourly listing of every live survey', async () => {
     const syncRegistry = await freshRegistry();
     const at = (ms: number) => () => new Date(Date.now() + ms);
