@@ -4,10 +4,10 @@
  */
 
 import { type FailingSpell, failingSpells } from '../health/health-transition';
-import { discrepancyIndexKey, discrepancySortPrefix } from '../ledger/ledger-schema';
 import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
 import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
+import { identifierProblem } from '../receiving/identifiers';
 import { checkedAtReader, REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from '../reconciliation/recheck-policy';
 import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../reconciliation/verdict-rules';
@@ -70,10 +70,13 @@ export function readKind(kind: string | undefined): string | undefined {
 }
 
 interface Cursor {
-  /** The day the next page starts in, and where in it. */
+  /** The day the next page starts in. */
   readonly d: string;
-  readonly k?: Record<string, unknown>;
-  /** The survey and kind it was returned for (`filterOf`); absent in cursors of the release before. */
+  /** Where in it: after this survey's row of this token (as keyed) and partition key. */
+  readonly s?: string;
+  readonly t?: string;
+  readonly p?: string;
+  /** The survey and kind it was returned for (`filterOf`). */
   readonly f?: string;
 }
 
@@ -84,50 +87,42 @@ interface Cursor {
 const filterOf = (surveyId: string | undefined, kind: string | undefined): string =>
   `${surveyId ?? ''}|${kind ?? ''}`;
 
-const CURSOR_KEY_NAMES = ['gsi2pk', 'gsi2sk', 'pk', 'sk'];
-/** DynamoDB's bounds on a key's value, in bytes of UTF-8: the index's partition key (2,048) and sort key (1,024). */
-const KEY_BYTES: Record<string, number> = { gsi2pk: 2048, gsi2sk: 1024, pk: 2048, sk: 1024 };
-const isIndexKeyOf = (key: unknown, day: string, sortPrefix: string): key is Record<string, unknown> => {
-  if (!key || typeof key !== 'object' || Array.isArray(key)) return false;
-  const entries = Object.entries(key);
-  return (
-    entries.length === CURSOR_KEY_NAMES.length &&
-    entries.every(
-      ([name, value]) =>
-        CURSOR_KEY_NAMES.includes(name) &&
-        typeof value === 'string' &&
-        value.length > 0 &&
-        Buffer.byteLength(value, 'utf8') <= (KEY_BYTES[name] ?? 0),
-    ) &&
-    (key as Record<string, unknown>).gsi2pk === discrepancyIndexKey(day, '', '', '').gsi2pk &&
-    // A page filtered by survey (and kind) is a key range of the partition: DynamoDB refuses a start outside it.
-    String((key as Record<string, unknown>).gsi2sk).startsWith(sortPrefix)
-  );
-};
+/** DynamoDB's bounds on a key's value, in bytes of UTF-8: a sort key's 1,024, a partition key's 2,048. */
+const within = (value: unknown, bytes: number): value is string =>
+  typeof value === 'string' && value.length > 0 && Buffer.byteLength(value, 'utf8') <= bytes;
 
 const encodeCursor = (cursor: Cursor) => Buffer.from(JSON.stringify(cursor)).toString('base64url');
 /**
- * Reads a cursor back. Its key goes to DynamoDB as the page's start, so it must be exactly what a page of that
- * day's discrepancy index returns (the table's and the index's keys, strings, in that day's partition, within the
- * survey and kind asked for): anything else, a cursor of another filter among them, is refused here as a 400,
- * never passed on to fail as a 500.
+ * Reads a cursor back: a day of the period and, within it, a position of the list asked for (a survey id as this
+ * product keys one, the one asked for if any; a token and a partition key within DynamoDB's bounds). Anything
+ * else, a cursor of another filter or of the release before among them, is refused as a 400 (the list starts
+ * again), never passed on to fail as a 500.
  */
-function decodeCursor(value: string, period: Period, sortPrefix: string, filter: string): Cursor {
+function decodeCursor(value: string, period: Period, surveyId: string | undefined, filter: string): Cursor {
   try {
-    const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor;
+    const cursor = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Cursor & { k?: unknown };
+    const positioned = cursor?.s !== undefined || cursor?.t !== undefined || cursor?.p !== undefined;
     if (
       cursor &&
       typeof cursor === 'object' &&
-      // A cursor of the release before carries no filter, and its key cannot say which list it came from: refused
-      // (the list starts again) rather than taken for another list, which would leave rows out.
       cursor.f === filter &&
+      cursor.k === undefined &&
       typeof cursor.d === 'string' &&
       isCalendarDay(cursor.d) &&
       cursor.d >= period.from &&
       cursor.d <= period.to &&
-      (cursor.k === undefined || isIndexKeyOf(cursor.k, cursor.d, sortPrefix))
+      (!positioned ||
+        (typeof cursor.s === 'string' &&
+          identifierProblem('surveyId', cursor.s) === undefined &&
+          (surveyId === undefined || cursor.s === surveyId) &&
+          within(cursor.t, 1024) &&
+          within(cursor.p, 2048)))
     )
-      return { d: cursor.d, ...(cursor.k === undefined ? {} : { k: cursor.k }), f: filter };
+      return {
+        d: cursor.d,
+        ...(positioned ? { s: cursor.s, t: cursor.t, p: cursor.p } : {}),
+        f: filter,
+      };
   } catch {
     // fall through
   }
@@ -254,7 +249,7 @@ export function finance(deps: {
       const filter = filterOf(options.surveyId, options.kind);
       const tagged = { f: filter };
       let cursor: Cursor | undefined = options.cursor
-        ? decodeCursor(options.cursor, period, discrepancySortPrefix(options.surveyId, options.kind), filter)
+        ? decodeCursor(options.cursor, period, options.surveyId, filter)
         : { d: period.from, ...tagged };
       const items: Discrepancy[] = [];
       while (cursor && items.length < limit) {
@@ -262,10 +257,13 @@ export function finance(deps: {
           ...(options.surveyId ? { surveyId: options.surveyId } : {}),
           ...(options.kind ? { kind: options.kind } : { excludeKinds: [...CLAIM_KINDS] }),
           limit: limit - items.length,
-          ...(cursor.k ? { startKey: cursor.k } : {}),
+          ...(cursor.s && cursor.t && cursor.p
+            ? { after: { surveyId: cursor.s, token: cursor.t, pk: cursor.p } }
+            : {}),
         });
         items.push(...page.attempts.map(discrepancyOf).filter((d): d is Discrepancy => d !== undefined));
-        if (page.lastKey) cursor = { d: cursor.d, k: page.lastKey, ...tagged };
+        if (page.next)
+          cursor = { d: cursor.d, s: page.next.surveyId, t: page.next.token, p: page.next.pk, ...tagged };
         else cursor = cursor.d < period.to ? { d: nextDay(cursor.d), ...tagged } : undefined;
       }
       return { items, ...(cursor ? { nextCursor: encodeCursor(cursor) } : {}) };

@@ -214,9 +214,6 @@ export const summaryIndexKey = (surveyId: string, day: string) => ({
   gsi1pk: `SUMMARIES#${day}`,
   gsi1sk: surveyId,
 });
-/** The start every discrepancy key of a survey (and verdict) shares in its day's partition; '' for any survey. */
-export const discrepancySortPrefix = (surveyId?: string, verdict?: string): string =>
-  surveyId ? `${surveyId}#${verdict ? `${verdict}#` : ''}` : '';
 export const discrepancyIndexKey = (day: string, surveyId: string, verdict: string, token: string) => ({
   gsi2pk: `DISCREPANCIES#${day}`,
   gsi2sk: `${surveyId}#${verdict}#${keyPart(token)}`,

@@ -27,7 +27,6 @@ import {
   DAY_FLAG_PREFIX,
   dayFlagsKey,
   discrepancyIndexKey,
-  discrepancySortPrefix,
   finishedRunKey,
   LEDGER,
   reconciliationStateKey,
@@ -125,6 +124,14 @@ export interface FinishedRun {
   readonly stoppedSurveys?: readonly string[];
 }
 
+/** Where a page of a day's discrepancies ended: its survey, and the last row's token (as keyed) and partition key. */
+export interface DiscrepancyPosition {
+  readonly surveyId: string;
+  readonly token: string;
+  readonly pk: string;
+}
+type PagePosition = Pick<DiscrepancyPosition, 'token' | 'pk'>;
+
 export interface ReconciliationStore {
   /** The attempts with these keys (pid and token of a survey), by point reads in batches; missing ones left out. */
   attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
@@ -174,7 +181,10 @@ export interface ReconciliationStore {
   daySummaries(day: string): Promise<StoredDaySummary[]>;
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
   discrepancies(day: string, surveyId?: string): Promise<Attempt[]>;
-  /** One page of a day's discrepancies, optionally of one survey and one kind, in key order. */
+  /**
+   * One page of a day's discrepancies, optionally of one survey and one kind: by survey (in the index's text order),
+   * then by token, so a row stays where it was when its verdict changes kind; `next` continues after the last.
+   */
   discrepancyPage(
     day: string,
     options: {
@@ -183,9 +193,9 @@ export interface ReconciliationStore {
       /** Kinds to leave out (read from each key, as a key cannot be filtered on). */
       excludeKinds?: readonly string[];
       limit: number;
-      startKey?: Record<string, unknown>;
+      after?: DiscrepancyPosition;
     },
-  ): Promise<{ attempts: Attempt[]; lastKey?: Record<string, unknown> }>;
+  ): Promise<{ attempts: Attempt[]; next?: DiscrepancyPosition }>;
   surveyState(surveyId: string): Promise<SurveyReconciliationState | undefined>;
   /** The states of these surveys that have one, by batch reads (eventually consistent: for reports). */
   surveyStates(surveyIds: readonly string[]): Promise<SurveyReconciliationState[]>;
@@ -515,52 +525,86 @@ export function createReconciliationStore(
 
     async discrepancyPage(day, options) {
       const { discrepancyIndex: index } = LEDGER;
-      const prefix = discrepancySortPrefix(options.surveyId, options.kind) || undefined;
-      // A kind without a survey cannot be a key condition, and a key cannot be filtered on: the kind is read
-      // from each key here, and the page ends at the last key looked at.
-      const kindOf = (key: Item) => String(key[index.sortKey]).split('#')[1];
-      const keys: Item[] = [];
-      let startKey = options.startKey;
-      do {
-        const page = await send(() =>
+      const partition = discrepancyIndexKey(day, '', '', '').gsi2pk;
+      const partsOf = (key: Item) => {
+        const [surveyId = '', kind = '', ...token] = String(key[index.sortKey]).split('#');
+        return { key, surveyId, kind, token: token.join('#'), pk: String(key.pk) };
+      };
+      const wanted = (kind: string | undefined) =>
+        kind !== undefined && (options.kind ? kind === options.kind : !options.excludeKinds?.includes(kind));
+      const before = (a: PagePosition, b: PagePosition) =>
+        a.token < b.token || (a.token === b.token && a.pk < b.pk);
+      // The first survey with a discrepancy of the day at or after `from` (every key of a survey starts `<id>#`, and
+      // `$` sorts right after `#`, so `<id>$` is past all of that survey's keys and before the next survey's).
+      const surveyFrom = async (from?: string) => {
+        const { Items } = await send(() =>
           client.send(
             new QueryCommand({
               TableName: tableName,
               IndexName: index.name,
-              KeyConditionExpression: prefix ? '#pk = :pk AND begins_with(#sk, :prefix)' : '#pk = :pk',
+              KeyConditionExpression: from === undefined ? '#pk = :pk' : '#pk = :pk AND #sk >= :from',
               ExpressionAttributeNames: {
                 '#pk': index.partitionKey,
-                ...(prefix ? { '#sk': index.sortKey } : {}),
+                ...(from === undefined ? {} : { '#sk': index.sortKey }),
               },
               ExpressionAttributeValues: {
-                ':pk': discrepancyIndexKey(day, '', '', '').gsi2pk,
-                ...(prefix ? { ':prefix': prefix } : {}),
+                ':pk': partition,
+                ...(from === undefined ? {} : { ':from': from }),
               },
-              Limit: options.limit - keys.length,
-              ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+              Limit: 1,
             }),
           ),
         );
-        const found = (page.Items ?? []) as Item[];
-        keys.push(
-          ...found.filter(
-            (key) =>
-              (!options.kind || options.surveyId || kindOf(key) === options.kind) &&
-              !options.excludeKinds?.includes(kindOf(key) as string),
-          ),
-        );
-        startKey = page.LastEvaluatedKey;
-      } while (startKey && keys.length < options.limit);
+        const [first] = (Items ?? []) as Item[];
+        return first ? partsOf(first).surveyId : undefined;
+      };
+      // A survey's discrepancies are paged in token order, not in the index's kind order: a verdict that changes
+      // kind between two pages would move its row past the cursor (shown twice) or behind it (never shown).
+      const picked: ReturnType<typeof partsOf>[] = [];
+      let surveyId = options.after?.surveyId ?? options.surveyId ?? (await surveyFrom());
+      let after: PagePosition | undefined = options.after;
+      let next: DiscrepancyPosition | undefined;
+      while (surveyId !== undefined) {
+        const current = surveyId;
+        const keys = [
+          ...new Map(
+            (
+              await queryAll(client, {
+                TableName: tableName,
+                IndexName: index.name,
+                KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :survey)',
+                ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+                ExpressionAttributeValues: { ':pk': partition, ':survey': `${current}#` },
+              })
+            ).map((key) => [`${key.pk}|${key.sk}`, partsOf(key)]),
+          ).values(),
+        ]
+          .filter((k) => k.surveyId === current && wanted(k.kind) && (!after || before(after, k)))
+          .sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+        const room = options.limit - picked.length;
+        picked.push(...keys.slice(0, room));
+        const last = picked.at(-1);
+        if (picked.length >= options.limit && last) {
+          next = { surveyId: current, token: last.token, pk: last.pk };
+          break;
+        }
+        if (options.surveyId) break;
+        surveyId = await surveyFrom(`${current}$`);
+        after = undefined;
+      }
       const items = await batchGet(
         client,
         tableName,
-        keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+        picked.map(({ key }) => ({ pk: key.pk, sk: key.sk })),
       );
-      const order = new Map(keys.map((k, i) => [`${k.pk}|${k.sk}`, i]));
+      const order = new Map(picked.map(({ key }, i) => [`${key.pk}|${key.sk}`, i]));
       const attempts = items
         .sort((a, b) => (order.get(`${a.pk}|${a.sk}`) ?? 0) - (order.get(`${b.pk}|${b.sk}`) ?? 0))
-        .map(attemptFromItem);
-      return { attempts, ...(startKey ? { lastKey: startKey } : {}) };
+        .map(attemptFromItem)
+        // The index follows the table a moment late: a row whose verdict moved on since is shown as it is now, and
+        // only if it is still of a kind asked for.
+        .filter((attempt) => wanted(attempt.reconciliation?.verdict));
+      return { attempts, ...(next ? { next } : {}) };
     },
 
     async surveyState(surveyId) {
