@@ -534,64 +534,59 @@ export function createReconciliationStore(
         kind !== undefined && (options.kind ? kind === options.kind : !options.excludeKinds?.includes(kind));
       const before = (a: PagePosition, b: PagePosition) =>
         a.token < b.token || (a.token === b.token && a.pk < b.pk);
-      // The first survey with a discrepancy of the day at or after `from` (every key of a survey starts `<id>#`, and
-      // `$` sorts right after `#`, so `<id>$` is past all of that survey's keys and before the next survey's).
-      const surveyFrom = async (from?: string) => {
-        const { Items } = await send(() =>
+      // A survey's discrepancies are paged in token order, not in the index's kind order: a verdict that changes
+      // kind between two pages would move its row past the cursor (shown twice) or behind it (never shown). So the
+      // keys are read in the index's order, from the cursor's survey on, and each survey's are taken once all are in
+      // (a key of the next survey says so: every key of a survey starts `<id>#`).
+      const from = options.after?.surveyId ?? options.surveyId;
+      const picked: ReturnType<typeof partsOf>[] = [];
+      let next: DiscrepancyPosition | undefined;
+      let survey: ReturnType<typeof partsOf>[] = [];
+      const take = () => {
+        const after = options.after;
+        const rows = [...new Map(survey.map((k) => [`${k.pk}|${String(k.key.sk)}`, k])).values()]
+          .filter((k) => wanted(k.kind) && !(after && k.surveyId === after.surveyId && !before(after, k)))
+          .sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
+        picked.push(...rows.slice(0, options.limit - picked.length));
+        survey = [];
+        const last = picked.at(-1);
+        if (picked.length >= options.limit && last)
+          next = { surveyId: last.surveyId, token: last.token, pk: last.pk };
+      };
+      let startKey: Record<string, unknown> | undefined;
+      do {
+        const page = await send(() =>
           client.send(
             new QueryCommand({
               TableName: tableName,
               IndexName: index.name,
-              KeyConditionExpression: from === undefined ? '#pk = :pk' : '#pk = :pk AND #sk >= :from',
+              KeyConditionExpression: options.surveyId
+                ? '#pk = :pk AND begins_with(#sk, :from)'
+                : from === undefined
+                  ? '#pk = :pk'
+                  : '#pk = :pk AND #sk >= :from',
               ExpressionAttributeNames: {
                 '#pk': index.partitionKey,
                 ...(from === undefined ? {} : { '#sk': index.sortKey }),
               },
               ExpressionAttributeValues: {
                 ':pk': partition,
-                ...(from === undefined ? {} : { ':from': from }),
+                ...(from === undefined ? {} : { ':from': `${from}#` }),
               },
-              Limit: 1,
+              Limit: Math.max(100, options.limit + 1),
+              ...(startKey ? { ExclusiveStartKey: startKey } : {}),
             }),
           ),
         );
-        const [first] = (Items ?? []) as Item[];
-        return first ? partsOf(first).surveyId : undefined;
-      };
-      // A survey's discrepancies are paged in token order, not in the index's kind order: a verdict that changes
-      // kind between two pages would move its row past the cursor (shown twice) or behind it (never shown).
-      const picked: ReturnType<typeof partsOf>[] = [];
-      let surveyId = options.after?.surveyId ?? options.surveyId ?? (await surveyFrom());
-      let after: PagePosition | undefined = options.after;
-      let next: DiscrepancyPosition | undefined;
-      while (surveyId !== undefined) {
-        const current = surveyId;
-        const keys = [
-          ...new Map(
-            (
-              await queryAll(client, {
-                TableName: tableName,
-                IndexName: index.name,
-                KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :survey)',
-                ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
-                ExpressionAttributeValues: { ':pk': partition, ':survey': `${current}#` },
-              })
-            ).map((key) => [`${key.pk}|${key.sk}`, partsOf(key)]),
-          ).values(),
-        ]
-          .filter((k) => k.surveyId === current && wanted(k.kind) && (!after || before(after, k)))
-          .sort((a, b) => (before(a, b) ? -1 : before(b, a) ? 1 : 0));
-        const room = options.limit - picked.length;
-        picked.push(...keys.slice(0, room));
-        const last = picked.at(-1);
-        if (picked.length >= options.limit && last) {
-          next = { surveyId: current, token: last.token, pk: last.pk };
-          break;
+        for (const key of (page.Items ?? []) as Item[]) {
+          const parts = partsOf(key);
+          if (survey.length > 0 && parts.surveyId !== survey[0]?.surveyId) take();
+          if (next) break;
+          survey.push(parts);
         }
-        if (options.surveyId) break;
-        surveyId = await surveyFrom(`${current}$`);
-        after = undefined;
-      }
+        startKey = page.LastEvaluatedKey;
+      } while (startKey && !next);
+      if (!next && survey.length > 0) take();
       const items = await batchGet(
         client,
         tableName,

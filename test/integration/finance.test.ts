@@ -556,6 +556,27 @@ describe('discrepancies', () => {
     }
   });
 
+  it("pages a survey whose rows take more than one of the index's reads, each row once, by token", async () => {
+    const day = '2026-11-12';
+    const tokens = Array.from({ length: 120 }, (_, i) => `r${String(i).padStart(3, '0')}`);
+    for (const [i, token] of tokens.entries())
+      await discrepancy('8102', day, token, i % 2 === 0 ? 'invalidated' : 'complete_not_received');
+    for (const token of ['s1', 's2']) await discrepancy('8103', day, token, 'invalidated');
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await queries.discrepancyPage(
+        { from: day, to: day },
+        { limit: 50, ...(cursor ? { cursor } : {}) },
+      );
+      seen.push(...page.items.map((d) => d.token));
+      cursor = page.nextCursor;
+      pages++;
+    } while (cursor && pages < 10);
+    expect(seen).toEqual([...tokens, 's1', 's2']);
+  });
+
   it("refuses another filter's cursor: it would start that list where the other had got to, leaving rows out", async () => {
     const cursorOf = async (filter: string) => {
       const first = jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D2}&${filter}&limit=1`)) as {
