@@ -14,7 +14,10 @@ import { periodSummary } from './finance-report';
 import { discrepanciesCsv, type SummaryDetail, summaryCsv } from './report-csv';
 
 export interface FinanceApiDependencies {
-  readonly queries: Pick<Finance, 'summaryRows' | 'discrepancyPage' | 'attempts' | 'failingSurveys'>;
+  readonly queries: Pick<
+    Finance,
+    'summaryRows' | 'discrepancyPage' | 'attempts' | 'failingSurveys' | 'failingReconciliations'
+  >;
   readonly auth: FinanceConfig['auth'];
   /** The zone every answer names for its days. */
   readonly timeZone: string;
@@ -31,6 +34,8 @@ interface FinanceRequest {
 interface FinanceRoute {
   readonly method: 'GET';
   readonly path: string;
+  /** The query parameters it reads: any other is a 400 (a misspelt `survey` would answer for every survey). */
+  readonly parameters: readonly string[];
   readonly handler: (request: FinanceRequest) => Promise<ApiResult>;
 }
 
@@ -40,22 +45,31 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
     {
       method: 'GET',
       path: '/finance/summary',
+      parameters: ['from', 'to', 'survey', 'detail', 'format'],
       handler: async ({ query, csv, surveys }) => {
         const period = periodOf(query);
         const detail = query.get('detail') ?? 'days';
         if (!SUMMARY_DETAILS.includes(detail))
           throw badRequest(`detail must be one of ${SUMMARY_DETAILS.join(', ')}`);
+        // Surveys whose last reconciliation of days in the period failed: their figures are stale or missing, which
+        // whoever reads the figures must be told (as the CLI's report tells it).
+        const [rows, unreconciled] = await Promise.all([
+          queries.summaryRows(period, surveys),
+          queries.failingReconciliations(period, surveys),
+        ]);
         if (csv) {
-          const rows = await queries.summaryRows(period, surveys);
           return csvResponse(
             summaryCsv(rows, { level: detail as SummaryDetail, ...period }),
             `summary-${period.from}-${period.to}${detail === 'days' ? '' : `-${detail}`}.csv`,
+            {
+              'x-time-zone': timeZone,
+              ...(unreconciled.length > 0
+                ? { 'x-reconciliation-failing': unreconciled.map((f) => f.surveyId).join(',') }
+                : {}),
+            },
           );
         }
-        const [rows, failingSurveys] = await Promise.all([
-          queries.summaryRows(period, surveys),
-          queries.failingSurveys(period, surveys),
-        ]);
+        const failingSurveys = await queries.failingSurveys(period, surveys);
         const summary = periodSummary(rows);
         return json(200, {
           timeZone,
@@ -64,12 +78,14 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           ...(detail !== 'totals' ? { surveys: summary.surveys } : {}),
           ...(detail === 'days' ? { days: summary.days } : {}),
           failingSurveys,
+          reconciliationFailing: unreconciled,
         });
       },
     },
     {
       method: 'GET',
       path: '/finance/discrepancies',
+      parameters: ['from', 'to', 'survey', 'kind', 'limit', 'cursor', 'format'],
       handler: async ({ query, csv, surveys }) => {
         const period = periodOf(query);
         if (surveys.length > 1) throw badRequest('discrepancies take at most one survey');
@@ -86,11 +102,10 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           ...(query.get('cursor') ? { cursor: query.get('cursor') as string } : {}),
         });
         if (csv) {
-          return csvResponse(
-            discrepanciesCsv(page.items),
-            `discrepancies-${period.from}-${period.to}.csv`,
-            page.nextCursor,
-          );
+          return csvResponse(discrepanciesCsv(page.items), `discrepancies-${period.from}-${period.to}.csv`, {
+            'x-time-zone': timeZone,
+            ...(page.nextCursor ? { 'x-next-cursor': page.nextCursor } : {}),
+          });
         }
         return json(200, {
           timeZone,
@@ -103,6 +118,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
     {
       method: 'GET',
       path: '/finance/attempts/{surveyId}',
+      parameters: ['pid', 'token', 'from', 'to', 'format'],
       handler: async ({ event, query }) => {
         const surveyId = event.pathParameters?.surveyId;
         const problem = identifierProblem('surveyId', surveyId);
@@ -129,16 +145,16 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           period,
         );
         if (attempts.length === 0) throw new Rejection(404, 'not_found', 'no such attempt');
-        return json(200, { attempts });
+        return json(200, { timeZone, attempts });
       },
     },
   ];
   // Routes by method and path (the stage is `$default`, so API Gateway's path is the route's path).
   const router = httpRouterHandler({
-    routes: routes.map(({ method, path, handler }) => ({
+    routes: routes.map(({ method, path, parameters, handler }) => ({
       method,
       path,
-      handler: (event: ApiEvent) => handler(readRequest(event)),
+      handler: (event: ApiEvent) => handler(readRequest(event, parameters)),
     })),
     notFoundResponse: () => {
       throw new Rejection(404, 'not_found', 'no such route');
@@ -174,7 +190,8 @@ function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {
     return;
   }
   const header = event.headers?.authorization ?? '';
-  const presented = /^Bearer (\S+)$/.exec(header)?.[1];
+  // The scheme's name is case-insensitive (RFC 9110): `bearer` is `Bearer`.
+  const presented = /^Bearer +(\S+)$/i.exec(header)?.[1];
   if (!presented) throw new Rejection(401, 'unauthorized', 'authentication required');
   const expected = Buffer.from(auth.token);
   const given = Buffer.from(presented);
@@ -182,12 +199,36 @@ function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {
     throw new Rejection(403, 'forbidden', 'not authorized');
 }
 
-function readRequest(event: ApiEvent): FinanceRequest {
+function readRequest(event: ApiEvent, parameters: readonly string[]): FinanceRequest {
   const query = new URLSearchParams(event.rawQueryString ?? '');
-  const csv = query.get('format') === 'csv' || (event.headers?.accept ?? '').includes('text/csv');
-  if (query.has('format') && !['csv', 'json'].includes(query.get('format') as string))
-    throw badRequest('format must be json or csv');
+  const unknown = [...new Set(query.keys())].filter((name) => !parameters.includes(name));
+  if (unknown.length > 0)
+    throw badRequest(
+      `unknown query parameter ${unknown.map((name) => JSON.stringify(name.slice(0, 40))).join(', ')}: this route reads ${parameters.join(', ')}`,
+    );
+  const format = query.get('format');
+  if (format !== null && !['csv', 'json'].includes(format)) throw badRequest('format must be json or csv');
+  // `format` decides when given; else the Accept header, by its preference.
+  const csv = format !== null ? format === 'csv' : prefersCsv(event.headers?.accept ?? '');
   return { event, query, csv, surveys: readSurveys(query) };
+}
+
+/** Whether an Accept header prefers CSV to JSON: `text/csv` with a weight above JSON's (or as high, listed first). */
+function prefersCsv(accept: string): boolean {
+  const ranges = accept.split(',').map((range, order) => {
+    const [type = '', ...params] = range.split(';').map((part) => part.trim().toLowerCase());
+    const q = params.find((param) => param.startsWith('q='));
+    const weight = q === undefined ? 1 : Number(q.slice(2));
+    return { type, weight: Number.isFinite(weight) ? weight : 0, order };
+  });
+  const best = (types: readonly string[]) =>
+    ranges
+      .filter((range) => types.includes(range.type))
+      .sort((a, b) => b.weight - a.weight || a.order - b.order)[0];
+  const csv = best(['text/csv']);
+  const json = best(['application/json', 'application/*', '*/*']);
+  if (!csv || csv.weight <= 0) return false;
+  return !json || csv.weight > json.weight || (csv.weight === json.weight && csv.order < json.order);
 }
 
 const periodOf = (query: URLSearchParams) =>
@@ -206,7 +247,7 @@ function readSurveys(query: URLSearchParams): string[] {
   return surveys;
 }
 
-function csvResponse(body: string, filename: string, nextCursor?: string): ApiResult {
+function csvResponse(body: string, filename: string, headers: Record<string, string>): ApiResult {
   return {
     statusCode: 200,
     headers: {
@@ -214,7 +255,7 @@ function csvResponse(body: string, filename: string, nextCursor?: string): ApiRe
       'content-disposition': `attachment; filename="${filename}"`,
       'cache-control': 'no-store',
       'x-content-type-options': 'nosniff',
-      ...(nextCursor ? { 'x-next-cursor': nextCursor } : {}),
+      ...headers,
     },
     body,
   };

@@ -223,6 +223,7 @@ export function finance(deps: {
   return {
     summaryRows,
     failingSurveys,
+    failingReconciliations,
 
     /** The whole report of a period (all discrepancies): what the CLI renders as JSON, CSV or HTML. */
     async report(period: Period, asked?: readonly string[]): Promise<FinanceReport> {

@@ -170,6 +170,9 @@ describe('authorization', () => {
     expect(jsonBody(wrong)).toEqual({ error: 'forbidden', message: 'not authorized' });
     const basic = await get(`/finance/summary?from=${D1}&to=${D2}`, { authorization: `Basic ${TOKEN}` });
     expect(basic.statusCode).toBe(401);
+    // The scheme's name is case-insensitive.
+    const lower = await get(`/finance/summary?from=${D1}&to=${D2}`, { authorization: `bearer ${TOKEN}` });
+    expect(lower.statusCode).toBe(200);
   });
 
   it('in IAM mode, answers only requests API Gateway says were signed', async () => {
@@ -212,8 +215,9 @@ describe('surveys failing in the period', () => {
   it('are in the summary: each failing spell that overlaps the period, read with two Queries and one BatchGet', async () => {
     const start = proxy.operations.length;
     const body = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}`)) as { failingSurveys: unknown[] };
-    // The live registrations and those ended since a week before the period (keys only), then their health.
-    expect(proxy.operations.slice(start)).toEqual(['Query', 'Query', 'BatchGetItem']);
+    // The live registrations and those ended since the review horizon before the period (keys only: whose
+    // reconciliations failed), those ended since a week before it (keys only), then their health.
+    expect(proxy.operations.slice(start)).toEqual(['Query', 'Query', 'Query', 'Query', 'BatchGetItem']);
     expect(body.failingSurveys).toEqual([
       {
         surveyId: '8001',
@@ -322,7 +326,14 @@ describe('summary', () => {
     expect(Object.keys(surveysOnly)).not.toContain('days');
     expect((surveysOnly as { surveys: unknown[] }).surveys).toHaveLength(2);
     const totals = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&detail=totals`));
-    expect(Object.keys(totals).sort()).toEqual(['failingSurveys', 'from', 'timeZone', 'to', 'totals']);
+    expect(Object.keys(totals).sort()).toEqual([
+      'failingSurveys',
+      'from',
+      'reconciliationFailing',
+      'timeZone',
+      'to',
+      'totals',
+    ]);
     expect((totals as { totals: { owed: string } }).totals.owed).toBe('1234.867');
     const bad = await get(`/finance/summary?from=${D1}&to=${D2}&detail=all`);
     expect(bad.statusCode).toBe(400);
@@ -684,6 +695,70 @@ describe('discrepancies', () => {
     expect(rows.find((r) => r.token === 'b1')?.marketplace_status).toBe('Completed, "verified"');
     expect(body).not.toMatch(/(^|,)=HYPERLINK/m);
     expect(rows.every((r) => !/^[=+\-@]/.test(Object.values(r).join('')))).toBe(true);
+  });
+});
+
+describe('requests', () => {
+  it('refuses a query parameter the route does not read, naming it: a misspelt filter would answer for everything', async () => {
+    for (const [url, name] of [
+      [`/finance/summary?from=${D1}&to=${D2}&detail=totals&surveyId=8001`, '"surveyId"'],
+      [`/finance/summary?from=${D1}&to=${D2}&surveys=8001`, '"surveys"'],
+      [`/finance/discrepancies?from=${D1}&to=${D2}&kinds=invalidated`, '"kinds"'],
+      ['/finance/attempts/8001?pid=pid-a1&survey=8001', '"survey"'],
+    ] as const) {
+      const result = await get(url);
+      expect(result.statusCode, url).toBe(400);
+      expect(jsonBody(result).message, url).toMatch(
+        new RegExp(`^unknown query parameter ${name}: this route reads `),
+      );
+    }
+  });
+
+  it('answers CSV or JSON as format says, else as Accept prefers', async () => {
+    const typeOf = async (query: string, accept?: string) =>
+      String(
+        (await get(`/finance/summary?from=${D1}&to=${D2}${query}`, accept ? { ...auth, accept } : auth))
+          .headers?.['content-type'],
+      ).split(';')[0];
+    expect(await typeOf('&format=json', 'text/csv')).toBe('application/json');
+    expect(await typeOf('&format=csv', 'application/json')).toBe('text/csv');
+    expect(await typeOf('', 'text/csv')).toBe('text/csv');
+    expect(await typeOf('', 'application/json, text/csv;q=0.1')).toBe('application/json');
+    expect(await typeOf('', 'text/csv;q=0.9, application/json;q=0.5')).toBe('text/csv');
+    expect(await typeOf('', 'text/csv;q=0')).toBe('application/json');
+    expect(await typeOf('', '*/*')).toBe('application/json');
+  });
+
+  it("names surveys whose reconciliation of the period's days failed, in JSON and in the CSV's headers, with the zone", async () => {
+    await results.putSurveyState({
+      surveyId: '8004',
+      failedDays: [D1],
+      lastError: 'the marketplace answered HTTP 503',
+      lastErrorAt: `${D2}T10:00:00.000Z`,
+      failingSince: `${D2}T09:00:00.000Z`,
+    });
+    const body = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&survey=8004`)) as {
+      reconciliationFailing: unknown[];
+    };
+    expect(body.reconciliationFailing).toEqual([
+      {
+        surveyId: '8004',
+        days: [D1],
+        error: 'the marketplace answered HTTP 503',
+        failingSince: `${D2}T09:00:00.000Z`,
+        lastFailedAt: `${D2}T10:00:00.000Z`,
+      },
+    ]);
+    const csv = await get(`/finance/summary?from=${D1}&to=${D2}&survey=8004,8001&format=csv`);
+    expect(csv.headers).toMatchObject({
+      'x-reconciliation-failing': '8004',
+      'x-time-zone': 'America/Los_Angeles',
+    });
+    const fine = await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001&format=csv`);
+    expect(fine.headers).not.toHaveProperty('x-reconciliation-failing');
+    expect(jsonBody(await get('/finance/attempts/8001?pid=pid-a1')) as { timeZone: string }).toMatchObject({
+      timeZone: 'America/Los_Angeles',
+    });
   });
 });
 
