@@ -38,18 +38,29 @@ export function reportCommand(): Command {
     .option('--json', 'the same as --format json (as every other command spells it)')
     .option('--out <file>', 'write to this file instead of standard output')
     .action(
-      async (options: {
-        from?: string;
-        to?: string;
-        survey?: string[];
-        format: string;
-        table: string;
-        detail: SummaryDetail;
-        json?: boolean;
-        out?: string;
-      }) => {
+      async (
+        options: {
+          from?: string;
+          to?: string;
+          survey?: string[];
+          format: string;
+          table: string;
+          detail: SummaryDetail;
+          json?: boolean;
+          out?: string;
+        },
+        command: Command,
+      ) => {
         if (options.json && options.format !== 'json')
           throw new Error(`--json cannot go with --format ${options.format}`);
+        // A table or detail asked for that the output would not show: said, not silently ignored.
+        const given = (name: string) => command.getOptionValueSource(name) === 'cli';
+        if (options.format !== 'csv' && (given('table') || given('detail')))
+          throw new Error(
+            `--table and --detail choose a CSV table: they go with --format csv, not ${options.format}`,
+          );
+        if (given('detail') && options.table !== 'summary')
+          throw new Error(`--detail is for the summary table, not --table ${options.table}`);
         const context = cliContext();
         await noteUnregistered(context.registry, options.survey ?? [], 'its figures are zero (check the id)');
         const queries = finance({

@@ -179,6 +179,27 @@ describe('output for other programs', () => {
     expect(result.stderr).toContain('survey 9997 has no redirects registered here; its figures are zero');
   });
 
+  it('report refuses a table or detail its output would not show, rather than ignore it', async () => {
+    for (const [args, message] of [
+      [
+        ['--table', 'discrepancies'],
+        '--table and --detail choose a CSV table: they go with --format csv, not json',
+      ],
+      [['--format', 'html', '--detail', 'totals'], 'they go with --format csv, not html'],
+      [
+        ['--format', 'csv', '--table', 'claims', '--detail', 'surveys'],
+        '--detail is for the summary table, not --table claims',
+      ],
+    ] as const) {
+      const failed = await run(TSX, ['functions/cli/main.ts', 'report', ...args], { env: cliEnv() }).then(
+        () => undefined,
+        (error: { stderr: string; code: number }) => error,
+      );
+      expect(failed?.code, args.join(' ')).toBe(1);
+      expect(failed?.stderr).toContain(message);
+    }
+  });
+
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
       env: cliEnv(),
