@@ -76,7 +76,7 @@ interface Cursor {
   readonly s?: string;
   readonly t?: string;
   readonly p?: string;
-  /** The survey and kind it was returned for (`filterOf`). */
+  /** The period, survey and kind it was returned for (`filterOf`). */
   readonly f?: string;
 }
 
@@ -84,8 +84,8 @@ interface Cursor {
  * What a page was asked for, as its cursor carries it: a cursor continues only the list it came from (one of a
  * kind sent with another would start that list where the first had got to, leaving out what comes before).
  */
-const filterOf = (surveyId: string | undefined, kind: string | undefined): string =>
-  `${surveyId ?? ''}|${kind ?? ''}`;
+const filterOf = (period: Period, surveyId: string | undefined, kind: string | undefined): string =>
+  `${period.from}/${period.to}|${surveyId ?? ''}|${kind ?? ''}`;
 
 /** DynamoDB's bounds on a key's value, in bytes of UTF-8: a sort key's 1,024, a partition key's 2,048. */
 const within = (value: unknown, bytes: number): value is string =>
@@ -247,7 +247,7 @@ export function finance(deps: {
       options: { surveyId?: string; kind?: string; limit: number; cursor?: string },
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
-      const filter = filterOf(options.surveyId, options.kind);
+      const filter = filterOf(period, options.surveyId, options.kind);
       const tagged = { f: filter };
       let cursor: Cursor | undefined = options.cursor
         ? decodeCursor(options.cursor, period, options.surveyId, filter)

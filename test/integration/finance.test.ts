@@ -619,7 +619,15 @@ describe('discrepancies', () => {
     const current = JSON.parse(
       Buffer.from(decodeURIComponent(await cursorOf('survey=8001')), 'base64url').toString('utf8'),
     ) as { d: string; s: string; t: string; p: string; f?: string };
-    expect(current).toMatchObject({ f: '8001|', s: '8001', t: 'a1', p: 'ATTEMPT#8001#pid-a1' });
+    expect(current).toMatchObject({ f: `${D1}/${D2}|8001|`, s: '8001', t: 'a1', p: 'ATTEMPT#8001#pid-a1' });
+    // Nor does one of another period: its position would skip what the new period holds before it.
+    expect(
+      (
+        await get(
+          `/finance/discrepancies?from=${D2}&to=${D2}&survey=8001&cursor=${await cursorOf('survey=8001')}`,
+        )
+      ).statusCode,
+    ).toBe(400);
     const key = {
       gsi2pk: `DISCREPANCIES#${current.d}`,
       gsi2sk: '8001#invalidated#a1',
@@ -629,6 +637,7 @@ describe('discrepancies', () => {
     for (const legacy of [
       { d: current.d, k: key },
       { d: current.d, k: key, f: '8001|' },
+      { d: current.d, s: current.s, t: current.t, p: current.p, f: '8001|' },
     ])
       for (const filter of ['survey=8001', 'kind=invalidated', ''])
         expect(
@@ -665,7 +674,7 @@ describe('discrepancies', () => {
           { s: '8001', t: '', p: 'p' },
           { s: '8001' },
           { t: 'a1', p: 'p' },
-        ].map((position) => ({ d: D1, f: '|', ...position })),
+        ].map((position) => ({ d: D1, f: `${D1}/${D2}||`, ...position })),
       ].map(
         (cursor) =>
           [
