@@ -195,6 +195,27 @@ describe('a reconciliation run', () => {
     expect((await attempts.attemptsOf('7001', good.pid))[0]?.reconciliation?.history).toHaveLength(1);
   });
 
+  it('prices a reversal at what owed counted: a complete listed at its own price, then reviewed Invalid and listed at 0', async () => {
+    await survey(7041, '2.00');
+    const complete = await attempt(7041, 'Completed', { postback: 'success' });
+    // Filed at a price of its own (the buyer's), not the survey's.
+    complete.transaction.cpi = '2.10';
+    await engine().run(today, today, ['7041']);
+    const [pending] = await attempts.attemptsOf('7041', complete.pid);
+    expect(pending?.reconciliation).toMatchObject({ marketplace: { cpi: '2.10', verifyToken: 'Pending' } });
+    // The buyer rejects it; the marketplace lists an Invalid complete as earning nothing (CPI the number 0).
+    complete.transaction.verifyToken = 'Invalid';
+    await engine().run(today, today, ['7041']);
+    const [reversed] = await attempts.attemptsOf('7041', complete.pid);
+    expect(reversed?.reconciliation).toMatchObject({
+      verdict: 'invalidated',
+      marketplace: { cpi: '0.00' },
+      detail: { reversedCpi: '2.10' },
+    });
+    const report = await finance({ attempts, results }).report({ from: today, to: today }, ['7041']);
+    expect(report.amounts.reversed).toBe('2.10');
+  });
+
   it('keeps the history of a verdict that changes after the fact, and refreshes facts that change without it', async () => {
     await survey(7002);
     const reversed = await attempt(7002, 'Completed', { postback: 'success' });

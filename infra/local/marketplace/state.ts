@@ -210,6 +210,9 @@ export class MarketplaceState {
   }
 }
 
+/** How long after the click the local marketplace's respondents start the survey itself. */
+const SURVEY_START_AFTER_CLICK_MS = 25_000;
+
 /** A survey as the supplier API shows it (v2 adds codes and statistics). */
 export function surveyView(state: MarketplaceState, survey: SimSurvey, version: 'v1' | 'v2') {
   const completes = state.transactions.filter(
@@ -267,16 +270,21 @@ export function surveyView(state: MarketplaceState, survey: SimSurvey, version: 
   };
 }
 
-/** A transaction as getSurveyTransactions shows it: CPI "1.25" for completes, the number 0 otherwise. */
+/**
+ * A transaction as getSurveyTransactions shows it: CPI "1.25" for completes, the number 0 for whatever earns nothing
+ * (another status, or a complete the buyer's review made Invalid). The survey starts a little after the click (the
+ * pre-survey checks): the day is the click's.
+ */
 export function transactionView(t: SimTransaction, survey: SimSurvey | undefined) {
+  const earns = t.status === 'Completed' && t.verifyToken?.toLowerCase() !== 'invalid';
   return {
     ip: t.ip,
     verifyToken: t.verifyToken,
     termReason: t.termReason,
-    CPI: t.status === 'Completed' ? (t.cpi ?? survey?.cpi ?? '0.00') : 0,
+    CPI: earns ? (t.cpi ?? survey?.cpi ?? '0.00') : 0,
     PID: t.pid,
     token: t.token,
-    st_date_time: formatPacificTime(t.clickedAt),
+    st_date_time: formatPacificTime(new Date(t.clickedAt.getTime() + SURVEY_START_AFTER_CLICK_MS)),
     clkDateTime: formatPacificTime(t.clickedAt),
     completeDateTime: t.completedAt ? formatPacificTime(t.completedAt) : '',
     status: t.status,
