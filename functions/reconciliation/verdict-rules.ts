@@ -649,14 +649,23 @@ export function classify(
   }
   const status = transaction.status;
   const marketplace = { marketplaceStatus: status, verifyToken: transaction.verifyToken ?? 'none' };
-  // What a reversal took, so finance can add up what was reversed: the row's own price while it still shows one
-  // (what owed counted), else (a reversed row usually shows 0) the price an earlier run saw on it while it was a
-  // complete, else the survey's price at the click.
+  // What a reversal took, so finance can add up what was reversed, and the same on every run after: the price it
+  // was reversed at before; else the price an earlier run saw on the row while it was a complete earning it (what
+  // owed or pending counted); else the complete's own price while it still shows one (a reversed row usually shows
+  // 0, a re-filed one another status's); else the survey's price at the click.
   const priced = (cpi: string | undefined) => (cpi === undefined || sameAmount(cpi, '0') ? undefined : cpi);
-  const listedBefore = ledgerAttempt?.reconciliation?.marketplace;
+  const judgedBefore = ledgerAttempt?.reconciliation;
+  const reversedBefore =
+    judgedBefore?.verdict === 'invalidated' ? judgedBefore.detail.reversedCpi : undefined;
+  const listedBefore = judgedBefore?.marketplace;
+  const earnedBefore =
+    listedBefore?.status === 'Completed' && listedBefore.verifyToken?.toLowerCase() !== 'invalid'
+      ? priced(listedBefore.cpi)
+      : undefined;
   const reversedPrice =
-    priced(transaction.cpi) ??
-    (listedBefore?.status === 'Completed' ? priced(listedBefore.cpi) : undefined) ??
+    (typeof reversedBefore === 'string' ? reversedBefore : undefined) ??
+    earnedBefore ??
+    (status === 'Completed' ? priced(transaction.cpi) : undefined) ??
     price;
   const reversed: Record<string, string> = reversedPrice ? { reversedCpi: reversedPrice } : {};
   if (status === 'Completed') {

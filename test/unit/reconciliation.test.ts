@@ -265,6 +265,44 @@ describe('classification', () => {
     });
   });
 
+  it("keeps the price a reversal took on every run after, and re-filed rows never take their new status's price", () => {
+    const postback = attempt('a', noon, { postback: 'success' });
+    // What a run stores on the attempt: its verdict and the row as it read it.
+    const judgedBy = (seen: Attempt, row: ReturnType<typeof transaction>, price: string): Attempt => {
+      const { kind, detail } = classify(row, seen, price);
+      return {
+        ...seen,
+        reconciliation: {
+          verdict: kind,
+          day: DAY,
+          detail,
+          at: noon,
+          marketplace: { status: row.status, verifyToken: row.verifyToken ?? 'none', cpi: row.cpi },
+          history: [],
+        },
+      };
+    };
+    for (const reversedRow of [
+      transaction('a', 'Completed', noon, { cpi: '0', verifyToken: 'Invalid' }),
+      transaction('a', 'Quality Termination', noon, { cpi: '0.25', verifyToken: 'Invalid' }),
+    ]) {
+      // Run 1: pending at the buyer's price; run 2: reviewed Invalid; runs 3 and 4: nothing changes.
+      const pending = judgedBy(
+        postback,
+        transaction('a', 'Completed', noon, { cpi: '1.75', verifyToken: 'Pending' }),
+        '1.50',
+      );
+      let seen = judgedBy(pending, reversedRow, '1.50');
+      for (let run = 2; run <= 4; run++) {
+        expect(seen.reconciliation, `${reversedRow.status}, run ${run}`).toMatchObject({
+          verdict: 'invalidated',
+          detail: { reversedCpi: '1.75' },
+        });
+        seen = judgedBy(seen, reversedRow, '1.50');
+      }
+    }
+  });
+
   it('a complete that never arrived here, re-filed after its review, is a reversal once it was listed as a complete', () => {
     const refiled = transaction('a', 'Quality Termination', noon, { cpi: '0', verifyToken: 'Invalid' });
     // The item reconciliation made for the transaction when it was listed Completed (owed, never received here).
