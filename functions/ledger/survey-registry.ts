@@ -107,9 +107,14 @@ const REGISTRATION_FIELDS = [
 
 export const CPI_HISTORY_LIMIT = 20;
 
-/** A registration's price fields once `cpi` is listed at `at`: the history grows only when the price changes. */
+/**
+ * A registration's price fields once `cpi` is listed as changed at `at`: the history grows only when the price
+ * changes. Never dated before the registration's last write or the price before it (a price changed without the
+ * survey's modified time moving would otherwise be backdated to that time, over completes made at the old price,
+ * and the history fall out of order).
+ */
 export function pricedAt(
-  registration: Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory'> | undefined,
+  registration: Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory' | 'updatedAt'> | undefined,
   cpi: string | undefined,
   at: string,
 ): Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory'> {
@@ -117,7 +122,14 @@ export function pricedAt(
   const history = registration?.cpiHistory ?? (previous !== undefined ? [{ cpi: previous, since: '' }] : []);
   if (cpi === undefined || cpi === previous)
     return previous === undefined ? {} : { expectedCpi: previous, cpiHistory: history };
-  return { expectedCpi: cpi, cpiHistory: [...history, { cpi, since: at }].slice(-CPI_HISTORY_LIMIT) };
+  const since = [
+    at,
+    previous === undefined ? '' : (registration?.updatedAt ?? ''),
+    history.at(-1)?.since ?? '',
+  ]
+    .sort()
+    .at(-1) as string;
+  return { expectedCpi: cpi, cpiHistory: [...history, { cpi, since }].slice(-CPI_HISTORY_LIMIT) };
 }
 
 export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: string): SurveyRegistry {

@@ -439,11 +439,17 @@ describe('sync', () => {
     const syncRegistry = await freshRegistry();
     const at = (ms: number) => () => new Date(Date.now() + ms);
     marketplace.state.addSurvey({ surveyId: 5252, cpi: '1.50' }, new Date(Date.now() - 2 * SYNC_OVERLAP_MS));
+    // Modified three hours ago: inside the listing by date's overlap, listed (and priced) again by every run.
+    marketplace.state.addSurvey({ surveyId: 5253, cpi: '1.50' }, new Date(Date.now() - 3 * 3_600_000));
     await configure({ registry: syncRegistry }).sync();
+    const registered = Date.now();
     expect((await syncRegistry.get('5252'))?.expectedCpi).toBe('1.50');
-    // Repriced at the marketplace without its modified time moving: the listing by date leaves it out.
-    const listed = marketplace.state.surveys.get(5252);
-    if (listed) listed.cpi = '1.80';
+    expect((await syncRegistry.get('5253'))?.expectedCpi).toBe('1.50');
+    // Repriced at the marketplace without their modified time moving: the listing by date leaves 5252 out.
+    for (const id of [5252, 5253]) {
+      const listed = marketplace.state.surveys.get(id);
+      if (listed) listed.cpi = '1.80';
+    }
     const run = await configure({ registry: syncRegistry, now: at(61 * 60_000) }).sync();
     expect(run.results.map((r) => r.surveyId)).not.toContain('5252');
     const repriced = await syncRegistry.get('5252');
@@ -451,6 +457,11 @@ describe('sync', () => {
     expect(repriced?.cpiHistory?.map((p) => p.cpi)).toEqual(['1.50', '1.80']);
     // Since the run that saw it, not since the survey's old modified time.
     expect(Date.parse(repriced?.cpiHistory?.at(-1)?.since ?? '')).toBeGreaterThan(Date.now());
+    // The one listed by date: not dated before the registration last written at the old price (three hours back,
+    // over completes made at 1.50 since).
+    const inOverlap = await syncRegistry.get('5253');
+    expect(inOverlap?.cpiHistory?.map((p) => p.cpi)).toEqual(['1.50', '1.80']);
+    expect(Date.parse(inOverlap?.cpiHistory?.at(-1)?.since ?? '')).toBeGreaterThanOrEqual(registered - 5_000);
     // Seen again at the same price: not written again.
     const updatedAt = repriced?.updatedAt;
     await configure({ registry: syncRegistry, now: at(122 * 60_000) }).sync();
