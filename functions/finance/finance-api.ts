@@ -63,8 +63,16 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             `summary-${period.from}-${period.to}${detail === 'days' ? '' : `-${detail}`}.csv`,
             {
               'x-time-zone': timeZone,
+              // A header stays small (clients refuse headers past 8 to 16 KB, and a marketplace outage fails every
+              // survey): the count, and the first surveys; the JSON answer lists them all.
               ...(unreconciled.length > 0
-                ? { 'x-reconciliation-failing': unreconciled.map((f) => f.surveyId).join(',') }
+                ? {
+                    'x-reconciliation-failing-count': String(unreconciled.length),
+                    'x-reconciliation-failing': unreconciled
+                      .slice(0, FAILING_IN_HEADER)
+                      .map((f) => f.surveyId)
+                      .join(','),
+                  }
                 : {}),
             },
           );
@@ -177,6 +185,9 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
   });
 }
 
+/** The surveys a CSV answer's `x-reconciliation-failing` header names at most. */
+const FAILING_IN_HEADER = 50;
+
 /** How much of the summary to answer: per survey and day (all), per survey and totals, or the totals alone. */
 const SUMMARY_DETAILS: readonly string[] = ['days', 'surveys', 'totals'] satisfies readonly SummaryDetail[];
 /** Lambda's answer limit (6 MB) less room for API Gateway's envelope. */
@@ -201,7 +212,10 @@ function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {
 
 function readRequest(event: ApiEvent, parameters: readonly string[]): FinanceRequest {
   const query = new URLSearchParams(event.rawQueryString ?? '');
-  const unknown = [...new Set(query.keys())].filter((name) => !parameters.includes(name));
+  // A SigV4 signature sent in the query (a presigned URL) is API Gateway's to check, not a parameter of the route.
+  const unknown = [...new Set(query.keys())].filter(
+    (name) => !parameters.includes(name) && !/^x-amz-/i.test(name),
+  );
   if (unknown.length > 0)
     throw badRequest(
       `unknown query parameter ${unknown.map((name) => JSON.stringify(name.slice(0, 40))).join(', ')}: this route reads ${parameters.join(', ')}`,

@@ -573,8 +573,9 @@ export function createReconciliationStore(
                 ':pk': partition,
                 ...(from === undefined ? {} : { ':from': `${from}#` }),
               },
-              Limit: Math.max(100, options.limit + 1),
-              ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+              // The first read as long as the page (and one key past it); then up to a megabyte at a time, so a
+              // survey with thousands of rows is read in a few round trips rather than in hundreds.
+              ...(startKey ? { ExclusiveStartKey: startKey } : { Limit: Math.max(100, options.limit + 1) }),
             }),
           ),
         );
@@ -597,8 +598,8 @@ export function createReconciliationStore(
         .sort((a, b) => (order.get(`${a.pk}|${a.sk}`) ?? 0) - (order.get(`${b.pk}|${b.sk}`) ?? 0))
         .map(attemptFromItem)
         // The index follows the table a moment late: a row whose verdict moved on since is shown as it is now, and
-        // only if it is still of a kind asked for.
-        .filter((attempt) => wanted(attempt.reconciliation?.verdict));
+        // only if it is still of a kind asked for and of this day (a verdict moved to another day shows there).
+        .filter((attempt) => wanted(attempt.reconciliation?.verdict) && attempt.reconciliation?.day === day);
       return { attempts, ...(next ? { next } : {}) };
     },
 

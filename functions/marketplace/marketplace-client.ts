@@ -461,7 +461,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const list = result(json);
       const survey = Array.isArray(list)
         ? list[0]
-        : list !== null && typeof list === 'object'
+        : list !== null && typeof list === 'object' && Object.keys(list).length > 0
           ? list
           : undefined;
       if (survey === undefined) {

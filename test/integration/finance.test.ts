@@ -721,6 +721,11 @@ describe('requests', () => {
         new RegExp(`^unknown query parameter ${name}: this route reads `),
       );
     }
+    // A signature carried in the query (a presigned URL) is API Gateway's, not the route's.
+    const presigned = await get(
+      `/finance/summary?from=${D1}&to=${D2}&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=abc&x-amz-date=20261125T000000Z`,
+    );
+    expect(presigned.statusCode).toBe(200);
   });
 
   it('answers CSV or JSON as format says, else as Accept prefers', async () => {
@@ -761,8 +766,16 @@ describe('requests', () => {
     const csv = await get(`/finance/summary?from=${D1}&to=${D2}&survey=8004,8001&format=csv`);
     expect(csv.headers).toMatchObject({
       'x-reconciliation-failing': '8004',
+      'x-reconciliation-failing-count': '1',
       'x-time-zone': 'America/Los_Angeles',
     });
+    // A marketplace outage fails every survey: the header names the first fifty, the count says how many.
+    const many = Array.from({ length: 80 }, (_, i) => String(8200 + i));
+    for (const surveyId of many)
+      await results.putSurveyState({ surveyId, failedDays: [D1], lastError: 'the marketplace is down' });
+    const outage = await get(`/finance/summary?from=${D1}&to=${D2}&survey=${many.join(',')}&format=csv`);
+    expect(outage.headers?.['x-reconciliation-failing-count']).toBe('80');
+    expect(String(outage.headers?.['x-reconciliation-failing']).split(',')).toEqual(many.slice(0, 50));
     const fine = await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001&format=csv`);
     expect(fine.headers).not.toHaveProperty('x-reconciliation-failing');
     expect(jsonBody(await get('/finance/attempts/8001?pid=pid-a1')) as { timeZone: string }).toMatchObject({

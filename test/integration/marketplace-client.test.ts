@@ -100,6 +100,14 @@ describe.each(['v1', 'v2'] as const)('supplier endpoints (%s)', (apiVersion) => 
         survey: { surveyId: '1002', cpi: live.live ? live.survey.cpi : 'live' },
       },
     );
+    // An empty result, in whatever shape: not live, as a success without one is.
+    const empty = failingFirst(1, () =>
+      json(200, { apiStatus: 'success', msg: 'Survey is Closed', result: {} }),
+    );
+    expect(await client({ apiVersion, fetch: empty.fetch }).getAllocatedSurveyById('1002')).toEqual({
+      live: false,
+      message: 'Survey is Closed',
+    });
   });
 
   it('getAllocatedSurveysByDate lists live surveys created or updated after the instant', async () => {
