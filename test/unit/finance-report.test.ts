@@ -177,6 +177,15 @@ describe('money discrepancies', () => {
   });
   const judged = (...args: Parameters<typeof withVerdict>) => discrepancyOf(withVerdict(...args));
 
+  it('show an id holding a bidirectional override in the HTML report as written, not reordered', () => {
+    const spoofing = { ...withVerdict('invalidated', { reversedCpi: '1.50' }), pid: 'abc\u202efed' };
+    const html = reportHtml(
+      financeReport('2026-11-20', '2026-11-20', [], [spoofing], new Date('2026-11-21T00:00:00.000Z')),
+    );
+    expect(html).toContain('abc\\u202efed');
+    expect(html).not.toContain('\u202e');
+  });
+
   it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received', () => {
     const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') =>
       withVerdict(verdict, detail, { status: 'Completed', cpi });

@@ -14,6 +14,13 @@ describe('printable', () => {
       'dGVzdC0x+/Q== a@b.com 12345|x user 1 é 😀',
     );
   });
+
+  it('writes bidirectional controls as escapes, so an id cannot show in another order than it is written', () => {
+    expect(printable('pid-abc\u202efed')).toBe('pid-abc\\u202efed');
+    expect(printable('\u2066x\u2069\u200f\u061c')).toBe('\\u2066x\\u2069\\u200f\\u061c');
+    // Right-to-left text itself is text.
+    expect(printable('מספר 12')).toBe('מספר 12');
+  });
 });
 
 describe('say and sayJson', () => {
