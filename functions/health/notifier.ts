@@ -3,7 +3,7 @@
  * CloudWatch alarm on an aggregate metric cannot name the survey, so the health check sends these itself: to
  * the alarm topic in AWS, to the log and an optional webhook locally (functions/runtime/health-notifiers.ts).
  */
-import { printable } from '../shared/printable';
+import { printable, withoutSignatures } from '../shared/printable';
 import type { HealthReason, HealthState } from './health-rules';
 
 export interface HealthNotice {
@@ -55,6 +55,7 @@ export function noticeBody(notice: HealthNotice): string {
       ? 'No further notice is sent while it stays failing; one is sent when it recovers.'
       : '',
   );
-  // Pids in the evidence are the supplier's text: no control character reaches a mail client or a terminal.
-  return printable(lines.join('\n').trimEnd());
+  // Pids in the evidence are the supplier's text: no control character reaches a mail client or a terminal. A
+  // reason's detail may quote an error that quoted a postback URL: never its signature.
+  return printable(withoutSignatures(lines.join('\n').trimEnd()));
 }

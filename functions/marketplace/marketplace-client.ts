@@ -12,6 +12,7 @@
  */
 import pLimit, { type LimitFunction } from 'p-limit';
 import pRetry from 'p-retry';
+import { withoutSignatures } from '../shared/printable';
 import {
   canonicalStatus,
   type Parsed,
@@ -584,8 +585,11 @@ function causeOf(error: unknown): string {
   return cause?.code ?? (error instanceof Error ? error.name : 'unknown');
 }
 
-/** The marketplace's messages are shown to operators; make sure the token is never among them. */
+/**
+ * The marketplace's messages are shown to operators, stored (a survey's last error) and sent in health notices:
+ * never the token, nor a postback URL's signature a message quotes back (`Invalid pstbck URL: ...&sig=...`).
+ */
 function redact(message: string, token: string): string {
-  const short = message.slice(0, 300);
+  const short = withoutSignatures(message).slice(0, 300);
   return token ? short.split(token).join('[redacted]') : short;
 }

@@ -13,6 +13,7 @@ import { type KeyRing, rotateKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
 import { sameAmount } from '../shared/money';
+import { withoutSignatures } from '../shared/printable';
 import { type MalformedRow, type MarketplaceClient, MarketplaceError, type Rows } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
@@ -248,7 +249,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         kid: ring.current.kid,
         appliedAt: at,
         verified: false,
-        lastError: error.message,
+        lastError: withoutSignatures(error.message),
         lastErrorAt: at,
         failures: (registration?.failures ?? 0) + 1,
         ...prices,
@@ -432,7 +433,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           if (!(error instanceof MarketplaceError)) throw error;
           await deps.registry.put({
             ...(registration ?? { surveyId, state: 'active', verified: false }),
-            lastError: `remove: ${error.message}`,
+            lastError: `remove: ${withoutSignatures(error.message)}`,
             lastErrorAt: at,
             failures: (registration?.failures ?? 0) + 1,
             updatedAt: at,
@@ -680,7 +681,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
                 ...(current.verified
                   ? {}
                   : {
-                      lastError: `${LOOKUP_FAILED}${error.message}`,
+                      lastError: `${LOOKUP_FAILED}${withoutSignatures(error.message)}`,
                       lastErrorAt: at,
                       failures: current.failures + 1,
                     }),

@@ -19,8 +19,8 @@ const isControl = (code: number) =>
 
 // A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, `sig%253D`, encoded once or twice
 // more) and what follows up to the next separator. A sender that percent-encodes its separators sends the whole
-// query as one parameter.
-const SIGNATURE = /(sig(?:=|%3D|%253D))[^&\s"'<>]+/gi;
+// query as one parameter. Also a JSON field `"sig": "..."`.
+const SIGNATURE = /(sig(?:=|%3D|%253D)|"sig"\s*:\s*")[^&\s"'<>]+/gi;
 
 /**
  * The text with any URL signature in it concealed. A signature is the postback URL's credential: quoted in a

@@ -44,6 +44,23 @@ describe('the notice', () => {
     expect(body).toContain('npm run cli -- health --survey 1001');
     expect(body).not.toContain('\u001b');
   });
+
+  it('never carries a postback signature an error it quotes had quoted back', () => {
+    const sig = 'O2dqVf_Ab3dE9xYz0AbCdEfGhIjKlMnOpQrStUvWxYz';
+    const drift = {
+      ...notice,
+      reasons: [
+        {
+          code: 'configuration_drift' as const,
+          severity: 'failing' as const,
+          detail: `applying failed: HTTP 400: Invalid pstbck URL: https://h.example/postback/1001/success?pid=[%%pid%%]&kid=k2&sig=${sig}`,
+        },
+      ],
+    };
+    const body = noticeBody(drift);
+    expect(body).toContain('&kid=k2&sig=[concealed]');
+    expect(body).not.toContain(sig);
+  });
 });
 
 describe('in AWS', () => {

@@ -488,6 +488,22 @@ describe('faults', () => {
     expect(calls()).toBe(1);
   });
 
+  it("a message quoting a postback URL back is kept without the URL's signature", async () => {
+    const sig = 'O2dqVf_Ab3dE9xYz0AbCdEfGhIjKlMnOpQrStUvWxYz';
+    const echoing = failingFirst(1, () =>
+      json(400, {
+        apiStatus: 'Failure',
+        msg: `Invalid pstbck URL: https://h.example/postback/1001/success?pid=[%%pid%%]&kid=k2&sig=${sig}`,
+      }),
+    );
+    const error = await failure(
+      client({ fetch: echoing.fetch }).setRedirectionForSurvey('1001', { pstbck: 'x' }),
+    );
+    expect(error.message).toContain('&kid=k2&sig=[concealed]');
+    expect(JSON.stringify(error)).not.toContain(sig);
+    expect(error.marketplaceMessage).not.toContain(sig);
+  });
+
   it('a wrong token is a typed 401, and no error ever carries the token', async () => {
     const wrong = await failure(client({ accessToken: () => 'not-the-token' }).getMetadata());
     expect(wrong).toMatchObject({ httpStatus: 401, retriable: false });

@@ -47,6 +47,7 @@ describe('withoutSignatures', () => {
     expect(withoutSignatures(`p1%26kid%3Dk1%26sig%3D${sig}`)).toBe('p1%26kid%3Dk1%26sig%3D[concealed]');
     expect(withoutSignatures(`p1%2526sig%253D${sig}`)).toBe('p1%2526sig%253D[concealed]');
     expect(withoutSignatures(`SIG=${sig}&pid=x`)).toBe('SIG=[concealed]&pid=x');
+    expect(withoutSignatures(`{"kid":"k1","sig": "${sig}"}`)).toBe('{"kid":"k1","sig": "[concealed]"}');
     // Text that merely holds the letters is left as it is.
     expect(withoutSignatures('design=5; signal strength')).toBe('design=5; signal strength');
   });
