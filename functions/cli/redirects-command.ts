@@ -61,6 +61,15 @@ export function redirectsCommand(): Command {
         if (result.checkpoint) say(`checkpoint moved to ${result.checkpoint}`);
       }
       report(result.results, { ...options, json: false, quietList: options.json });
+      // A listing the marketplace refused (a wrong token, an outage) is no "nothing new": said, and the exit fails.
+      for (const [what, error] of [
+        ['the listing of surveys changed since the checkpoint', result.listingError],
+        ['the listing of every live survey', result.fullListingError],
+      ] as const)
+        if (error) {
+          complain(`${what} failed: ${error}`);
+          process.exitCode = 1;
+        }
     });
 
   redirects

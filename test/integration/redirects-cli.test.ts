@@ -171,6 +171,14 @@ describe('output for other programs', () => {
     expect(day.stdout).toContain(`(not seen here; clicked ${clickedAt})  pid p-listed`);
   });
 
+  it('redirects sync says a listing the marketplace refused, and fails, rather than report nothing new', async () => {
+    // This marketplace answers the listings with a success that carries no list.
+    const result = await cli('redirects', 'sync');
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('the listing of surveys changed since the checkpoint failed:');
+    expect(result.stdout).toContain('no result list');
+  });
+
   it('report takes --json as every command does, and names a survey it is asked for that has no registration here', async () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'report', '--json', '--survey', '9997'], {
       env: cliEnv(),
