@@ -99,6 +99,7 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
             await deps.notifier.notify({
               surveyId: result.surveyId,
               kind: change.notice,
+              ...(change.added ? { added: change.added } : {}),
               from: change.from,
               to: change.to,
               at: at.toISOString(),

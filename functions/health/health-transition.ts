@@ -4,7 +4,8 @@
  *
  * A record is written only when the state or its reason codes change (a new detail with the same codes, such as
  * a higher count, is not a change: writing it every run would cost a write per survey per run). Notices go out
- * once per transition into `failing` and once when a survey leaves it; `ok` <-> `warning` is stored, not sent.
+ * once per transition into `failing`, once when a failing survey fails for a reason new to its spell, and once when a
+ * survey leaves it; `ok` <-> `warning` is stored, not sent.
  */
 import type { HealthTransition, SurveyHealthRecord } from '../ledger/ledger-store';
 import { HEALTH_HISTORY_LIMIT } from '../ledger/ledger-store';
@@ -14,8 +15,13 @@ export interface HealthChange {
   readonly record: SurveyHealthRecord;
   readonly from: HealthState;
   readonly to: HealthState;
-  /** `failing`: the survey turned failing; `recovered`: it stopped failing. */
-  readonly notice?: 'failing' | 'recovered' | undefined;
+  /**
+   * `failing`: the survey turned failing; `worse`: failing already, it fails for a reason it had not failed for in
+   * this spell (a key retired under surveys still on it while they failed for drift); `recovered`: it stopped.
+   */
+  readonly notice?: 'failing' | 'worse' | 'recovered' | undefined;
+  /** With `worse`: the failing reasons it did not have before in this spell. */
+  readonly added?: readonly string[] | undefined;
 }
 
 const codesOf = (reasons: readonly { code: string }[]) => reasons.map((r) => r.code).sort();
@@ -35,6 +41,20 @@ export function healthChange(
   const at = now.toISOString();
   const transition: HealthTransition = { at, from, to, reasons: codes };
   const known = [lastPostbackAt, previous?.lastPostbackAt].filter((t): t is string => !!t).sort();
+  // Failing still, for a reason it has not failed for since the spell began: said, or a survey already failing for
+  // one reason (drift) would start losing postbacks for another without anyone told.
+  const spellCodes = new Set([
+    ...(previous?.reasons ?? []).filter((r) => r.severity === 'failing').map((r) => r.code),
+    ...(previous?.history ?? [])
+      .filter((h) => previous && h.at >= previous.since && h.to === 'failing')
+      .flatMap((h) => h.reasons),
+  ]);
+  const added =
+    from === 'failing' && to === 'failing'
+      ? evaluation.reasons
+          .filter((r) => r.severity === 'failing' && !spellCodes.has(r.code))
+          .map((r) => r.code)
+      : [];
   return {
     from,
     to,
@@ -43,7 +63,10 @@ export function healthChange(
         ? 'failing'
         : from === 'failing' && to !== 'failing'
           ? 'recovered'
-          : undefined,
+          : added.length > 0
+            ? 'worse'
+            : undefined,
+    ...(added.length > 0 ? { added } : {}),
     record: {
       surveyId,
       state: to,
@@ -64,7 +87,7 @@ export interface FailingSpell {
   readonly from?: string | undefined;
   /** When it stopped failing; undefined while it still is. */
   readonly to?: string | undefined;
-  /** The reason codes it turned failing with. */
+  /** The reason codes it failed for in the spell: those it turned failing with, and any it failed for later. */
   readonly reasons: readonly string[];
 }
 
@@ -80,6 +103,9 @@ export function failingSpells(record: SurveyHealthRecord, start: Date, end: Date
   if (first && first.from === 'failing') open = { reasons: [] };
   for (const t of record.history) {
     if (t.to === 'failing' && t.from !== 'failing') open = { from: t.at, reasons: t.reasons };
+    // Failing for more reasons as the spell goes on: each one it failed for in it.
+    else if (t.to === 'failing' && open)
+      open = { ...open, reasons: [...new Set([...open.reasons, ...t.reasons])].sort() };
     if (t.from === 'failing' && t.to !== 'failing' && open) {
       spells.push({ ...open, to: t.at });
       open = undefined;

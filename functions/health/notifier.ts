@@ -8,8 +8,12 @@ import type { HealthReason, HealthState } from './health-rules';
 
 export interface HealthNotice {
   readonly surveyId: string;
-  /** `failing`: the survey turned failing; `recovered`: it stopped failing. */
-  readonly kind: 'failing' | 'recovered';
+  /**
+   * `failing`: the survey turned failing; `worse`: failing already, it now fails for a reason new to the spell
+   * (`added`); `recovered`: it stopped failing.
+   */
+  readonly kind: 'failing' | 'worse' | 'recovered';
+  readonly added?: readonly string[] | undefined;
   readonly from: HealthState;
   readonly to: HealthState;
   readonly at: string;
@@ -32,7 +36,9 @@ export function noticeSubject(notice: HealthNotice): string {
           .filter((r) => r.severity === 'failing')
           .map((r) => r.code)
           .join(', ')}`
-      : `Survey ${notice.surveyId} recovered: now ${notice.to}`;
+      : notice.kind === 'worse'
+        ? `Survey ${notice.surveyId} is failing, now also: ${(notice.added ?? []).join(', ')}`
+        : `Survey ${notice.surveyId} recovered: now ${notice.to}`;
   return subject.replace(/[^\x20-\x7e]/g, '?').slice(0, 99);
 }
 
@@ -43,17 +49,21 @@ export function noticeBody(notice: HealthNotice): string {
       ? [
           `Survey ${notice.surveyId} turned failing at ${notice.at} (it was ${notice.from}${notice.previousSince ? ` since ${notice.previousSince}` : ''}).`,
         ]
-      : [
-          `Survey ${notice.surveyId} is no longer failing: it is ${notice.to} since ${notice.at}${notice.previousSince ? ` (failing since ${notice.previousSince})` : ''}.`,
-        ];
+      : notice.kind === 'worse'
+        ? [
+            `Survey ${notice.surveyId}, failing${notice.previousSince ? ` since ${notice.previousSince}` : ''}, also fails for ${(notice.added ?? []).join(', ')} since ${notice.at}.`,
+          ]
+        : [
+            `Survey ${notice.surveyId} is no longer failing: it is ${notice.to} since ${notice.at}${notice.previousSince ? ` (failing since ${notice.previousSince})` : ''}.`,
+          ];
   for (const reason of notice.reasons)
     lines.push('', `${reason.code} (${reason.severity}): ${reason.detail}`);
   lines.push(
     '',
     `Its health now: npm run cli -- health --survey ${notice.surveyId}`,
-    notice.kind === 'failing'
-      ? 'No further notice is sent while it stays failing; one is sent when it recovers.'
-      : '',
+    notice.kind === 'recovered'
+      ? ''
+      : 'No further notice is sent while it stays failing, unless it fails for a reason new to this spell; one is sent when it recovers.',
   );
   // Pids in the evidence are the supplier's text: no control character reaches a mail client or a terminal. A
   // reason's detail may quote an error that quoted a postback URL: never its signature.

@@ -45,6 +45,19 @@ describe('the notice', () => {
     expect(body).not.toContain('\u001b');
   });
 
+  it('says what a failing survey newly fails for', () => {
+    const worse = {
+      ...notice,
+      kind: 'worse' as const,
+      from: 'failing' as const,
+      added: ['refused_postbacks'],
+    };
+    expect(noticeSubject(worse)).toBe('Survey 1001 is failing, now also: refused_postbacks');
+    expect(noticeBody(worse)).toContain(
+      'Survey 1001, failing since 2026-03-01T00:00:00.000Z, also fails for refused_postbacks since 2026-03-10T12:00:00.000Z.',
+    );
+  });
+
   it('never carries a postback signature an error it quotes had quoted back', () => {
     const sig = 'O2dqVf_Ab3dE9xYz0AbCdEfGhIjKlMnOpQrStUvWxYz';
     const drift = {

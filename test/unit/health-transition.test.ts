@@ -63,6 +63,39 @@ describe('healthChange', () => {
     });
   });
 
+  it('notifies a failing survey once when it fails for a reason new to the spell, not when one comes back', () => {
+    const drift: HealthEvaluation = { state: 'failing', reasons: [reason('configuration_drift', 'failing')] };
+    const losing: HealthEvaluation = {
+      state: 'failing',
+      reasons: [reason('configuration_drift', 'failing'), reason('refused_postbacks', 'failing')],
+    };
+    const steps: [number, HealthEvaluation][] = [
+      [0, drift],
+      [5, losing],
+      [10, drift],
+      [15, losing],
+    ];
+    let record: SurveyHealthRecord | undefined;
+    const changes = steps.flatMap(([minute, evaluation]) => {
+      const change = healthChange('1001', record, evaluation, t(minute));
+      record = change?.record ?? record;
+      return change ? [[change.notice, change.added]] : [];
+    });
+    expect(changes).toEqual([
+      ['failing', undefined],
+      ['worse', ['refused_postbacks']],
+      [undefined, undefined],
+      [undefined, undefined],
+    ]);
+    // A new spell starts afresh.
+    const { notices } = replay([0, drift], [5, losing], [10, ok], [15, drift], [20, losing]);
+    expect(notices).toEqual(['failing', 'worse', 'recovered', 'failing', 'worse']);
+    // Finance's spell names every reason it failed for.
+    expect(failingSpells(record as SurveyHealthRecord, t(0), t(60))).toEqual([
+      { surveyId: '1001', from: t(0).toISOString(), reasons: ['configuration_drift', 'refused_postbacks'] },
+    ]);
+  });
+
   it('stores ok <-> warning without a notice; leaving failing for warning is a recovery', () => {
     const warning: HealthEvaluation = { state: 'warning', reasons: [reason('refused_postbacks', 'warning')] };
     expect(replay([0, warning], [5, ok]).notices).toEqual([undefined, undefined]);
