@@ -149,6 +149,12 @@ export function redirectsCommand(): Command {
         `${options.dryRun ? 'would rotate' : 'rotated'}: new key ${rotation.kid}; ${rotation.previousKid} and older keys accepted until ${rotation.retireAt}`,
       );
       report(rotation.results, options);
+      // Surveys left on the old keys lose their postbacks at the retirement unless re-signed before it.
+      const left = failuresOf(rotation.results).map((r) => r.surveyId);
+      if (left.length > 0 && !options.dryRun)
+        complain(
+          `${left.length} surveys still carry URLs signed with the old keys at the marketplace (${left.slice(0, 20).join(', ')}${left.length > 20 ? ', ...' : ''}): their postbacks are refused from ${rotation.retireAt} unless the sync (hourly) or redirects apply --survey <id> re-signs them first; redirects show --survey <id> says what each holds`,
+        );
     });
 
   return redirects;

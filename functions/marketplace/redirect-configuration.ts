@@ -242,11 +242,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       return { surveyId, status: 'applied', kid: ring.current.kid };
     } catch (error) {
       if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
+      // The key its URLs at the marketplace carry is still the one of the last apply that held (a rotation that
+      // could not re-sign a survey leaves it on the old key, which the rotation retires on its timer).
       await deps.registry.put({
         surveyId,
         state: 'active',
         fingerprint,
-        kid: ring.current.kid,
+        ...(registration?.kid ? { kid: registration.kid } : {}),
         appliedAt: at,
         verified: false,
         lastError: withoutSignatures(error.message),

@@ -1002,6 +1002,23 @@ describe('rotation', () => {
     expect((await store.attemptsOf('5601', 'old-key'))[0]?.postback?.outcome).toBe('success');
   });
 
+  it('a survey a rotation could not re-sign stays recorded on the key its URLs at the marketplace still carry', async () => {
+    const rotationRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5602 });
+    await configure({ registry: rotationRegistry }).apply(['5602']);
+    expect((await rotationRegistry.get('5602'))?.kid).toBe(ring.current.kid);
+    const before = ring.current.kid;
+    marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
+    const rotation = await configure({ registry: rotationRegistry }).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 60 * 60_000),
+    });
+    marketplace.apiFaults = { ...NO_API_FAULTS };
+    expect(rotation.results).toMatchObject([{ surveyId: '5602', status: 'failed' }]);
+    expect(marketplace.state.effectiveRedirects(5602).pstbck).toContain(`kid=${before}`);
+    expect(await rotationRegistry.get('5602')).toMatchObject({ kid: before, verified: false });
+  });
+
   it('a sync that read its ring just before a rotation leaves the rotated surveys on the new key', async () => {
     const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5610 });
