@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { pacificDay } from '../marketplace/pacific-time';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
-import { cliContext, noteUnregistered } from './context';
+import { cliContext, noteUnregistered, unregistered } from './context';
 import { dayOption, surveyIdOption, wholeNumberOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
@@ -39,6 +39,10 @@ export function reconcileCommand(): Command {
       lookbackDaysOption,
     )
     .option('--json', 'print the full report as JSON')
+    .option(
+      '--force',
+      'reconcile a survey named with --survey that has no registration here (its days then show in finance)',
+    )
     .action(
       async (options: {
         from?: string;
@@ -48,6 +52,7 @@ export function reconcileCommand(): Command {
         settleSeconds?: number;
         lookbackDays?: number;
         json?: boolean;
+        force?: boolean;
       }) => {
         const context = cliContext();
         const env = process.env;
@@ -73,11 +78,20 @@ export function reconcileCommand(): Command {
         });
         const from = options.from ?? pacificDay(new Date());
         const to = options.to ?? from;
-        await noteUnregistered(
-          context.registry,
-          options.survey ?? [],
-          'reconciling it anyway (check the id: its days will show in finance)',
-        );
+        // A mistyped id would write its days' summaries, and show in every report after: refused unless forced.
+        if (options.force)
+          await noteUnregistered(
+            context.registry,
+            options.survey ?? [],
+            'reconciling it anyway (--force: its days will show in finance)',
+          );
+        else {
+          const missing = await unregistered(context.registry, options.survey ?? []);
+          if (missing.length > 0)
+            throw new Error(
+              `survey ${missing.join(', ')} has no redirects registered here (check the id; --force reconciles it anyway, and its days then show in finance)`,
+            );
+        }
         const report = await engine.run(from, to, options.survey);
         const sum = totals(report.outcomes);
         if (options.json) {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient, createReconciliationStore } from '../../functions/ledger/ledger-store';
+import { pacificDay } from '../../functions/marketplace/pacific-time';
 import { freshTable } from '../support/ledger';
 
 const run = promisify(execFile);
@@ -221,13 +222,26 @@ describe('output for other programs', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9998'] });
   });
 
-  it('reconcile names a survey it is asked for that has no registration here (a mistyped id shows in finance)', async () => {
-    const result = await run(
+  it('reconcile refuses a survey it is asked for that has no registration here, unless forced (a mistyped id would show in finance)', async () => {
+    const refused = await run(
       TSX,
       ['functions/cli/main.ts', 'reconcile', '--survey', '9999', '--survey', '9104', '--json'],
       { env: cliEnv() },
+    ).catch((error: { stdout: string; stderr: string; code: number }) => error);
+    expect(refused).toMatchObject({ code: 1 });
+    expect(refused.stderr).toContain('survey 9999 has no redirects registered here (check the id; --force');
+    expect(refused.stderr).not.toContain('9104');
+    // Nothing was reconciled: no summary for the mistyped id.
+    const results = createReconciliationStore(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    expect(await results.summariesOf('9999', [pacificDay(new Date())])).toEqual([]);
+    const forced = await run(
+      TSX,
+      ['functions/cli/main.ts', 'reconcile', '--survey', '9999', '--json', '--force'],
+      { env: cliEnv() },
     ).catch((error: { stdout: string; stderr: string }) => error);
-    expect(result.stderr).toContain('survey 9999 has no redirects registered here');
-    expect(result.stderr).not.toContain('survey 9104 has no redirects');
+    expect(forced.stderr).toContain('survey 9999 has no redirects registered here; reconciling it anyway');
   });
 });
