@@ -251,6 +251,7 @@ const noSurveys = (status: number, message: string) =>
 export function createMarketplaceClient(options: MarketplaceClientOptions): MarketplaceClient {
   const version = options.apiVersion ?? 'v1';
   const base = `${options.baseUrl.replace(/\/+$/, '')}/api/${version}`;
+  const origin = URL.canParse(base) ? new URL(base).origin : 'the marketplace';
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 120_000;
@@ -306,7 +307,10 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         throw new MarketplaceError({
           endpoint,
           kind: timedOut ? 'timeout' : 'network',
-          detail: timedOut ? `no answer within ${attemptTimeoutMs} ms` : `network error (${causeOf(error)})`,
+          // Where it was going: a marketplace that does not answer at all is most often a wrong address or port.
+          detail: timedOut
+            ? `no answer from ${origin} within ${attemptTimeoutMs} ms`
+            : `network error reaching ${origin} (${causeOf(error)})`,
           retriable: true,
         });
       }

@@ -472,6 +472,8 @@ describe('faults', () => {
   it('network errors are typed and retried', async () => {
     const error = await failure(client({ baseUrl: 'http://127.0.0.1:9', retries: 1 }).getMetadata());
     expect(error).toMatchObject({ kind: 'network', retriable: true });
+    // Where it was going: a wrong address or port is the usual cause.
+    expect(error.message).toMatch(/network error reaching http:\/\/127\.0\.0\.1:9 \(/);
   });
 
   it('other 4xx are not retried', async () => {
