@@ -51,6 +51,8 @@ export interface SurveyRegistration {
    * when a price was first seen ('' for one seen before the history was kept).
    */
   readonly cpiHistory?: readonly { readonly cpi: string; readonly since: string }[] | undefined;
+  /** When a listing last showed the survey at `expectedCpi` (as written with it): a later change is after it. */
+  readonly priceSeenAt?: string | undefined;
   readonly updatedAt: string;
 }
 
@@ -102,34 +104,43 @@ const REGISTRATION_FIELDS = [
   'readBackAt',
   'expectedCpi',
   'cpiHistory',
+  'priceSeenAt',
   'updatedAt',
 ] as const;
 
 export const CPI_HISTORY_LIMIT = 20;
 
 /**
- * A registration's price fields once `cpi` is listed as changed at `at`: the history grows only when the price
- * changes. Never dated before the registration's last write or the price before it (a price changed without the
- * survey's modified time moving would otherwise be backdated to that time, over completes made at the old price,
- * and the history fall out of order).
+ * A registration's price fields once a listing seen at `seenAt` shows it at `cpi`, a change of price dated `at` (the
+ * survey's modified time, or when it was seen): the history grows only when the price changes. A change is never
+ * dated before a listing last showed the old price, nor before the price before it: a price changed without the
+ * survey's modified time moving would otherwise be backdated over completes made at the old price, and the history
+ * fall out of order.
  */
 export function pricedAt(
-  registration: Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory' | 'updatedAt'> | undefined,
+  registration: Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory' | 'priceSeenAt'> | undefined,
   cpi: string | undefined,
   at: string,
-): Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory'> {
+  seenAt: string = at,
+): Pick<SurveyRegistration, 'expectedCpi' | 'cpiHistory' | 'priceSeenAt'> {
   const previous = registration?.expectedCpi;
   const history = registration?.cpiHistory ?? (previous !== undefined ? [{ cpi: previous, since: '' }] : []);
+  const seen = cpi === undefined ? registration?.priceSeenAt : seenAt;
+  const seenField = seen === undefined ? {} : { priceSeenAt: seen };
   if (cpi === undefined || cpi === previous)
-    return previous === undefined ? {} : { expectedCpi: previous, cpiHistory: history };
+    return previous === undefined ? {} : { expectedCpi: previous, cpiHistory: history, ...seenField };
   const since = [
     at,
-    previous === undefined ? '' : (registration?.updatedAt ?? ''),
+    previous === undefined ? '' : (registration?.priceSeenAt ?? ''),
     history.at(-1)?.since ?? '',
   ]
     .sort()
     .at(-1) as string;
-  return { expectedCpi: cpi, cpiHistory: [...history, { cpi, since }].slice(-CPI_HISTORY_LIMIT) };
+  return {
+    expectedCpi: cpi,
+    cpiHistory: [...history, { cpi, since }].slice(-CPI_HISTORY_LIMIT),
+    ...seenField,
+  };
 }
 
 export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: string): SurveyRegistry {

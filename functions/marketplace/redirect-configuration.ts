@@ -202,7 +202,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         reason: `applied with key ${registration.kid} since this run read its key ring; the next run applies it`,
       };
     const cpi = price?.cpi;
-    const prices = pricedAt(registration, cpi, priceTime(price));
+    const prices = pricedAt(registration, cpi, priceTime(price), now().toISOString());
     if (
       !options.force &&
       registration?.state === 'active' &&
@@ -307,7 +307,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!options.dryRun)
         await deps.registry.put({
           ...registration,
-          ...pricedAt(registration, price?.cpi, priceTime(price)),
+          ...pricedAt(registration, price?.cpi, priceTime(price), now().toISOString()),
           verifiedAt: at,
           readBackAt: at,
           updatedAt: at,

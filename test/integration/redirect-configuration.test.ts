@@ -457,7 +457,7 @@ describe('sync', () => {
     expect(repriced?.cpiHistory?.map((p) => p.cpi)).toEqual(['1.50', '1.80']);
     // Since the run that saw it, not since the survey's old modified time.
     expect(Date.parse(repriced?.cpiHistory?.at(-1)?.since ?? '')).toBeGreaterThan(Date.now());
-    // The one listed by date: not dated before the registration last written at the old price (three hours back,
+    // The one listed by date: not dated before a listing last showed the old price (its modified time, three hours back,
     // over completes made at 1.50 since).
     const inOverlap = await syncRegistry.get('5253');
     expect(inOverlap?.cpiHistory?.map((p) => p.cpi)).toEqual(['1.50', '1.80']);
