@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { cliContext } from './context';
+import { cliContext, noteUnregistered } from './context';
 import { dayOption, surveyIdOption } from './options';
 import { say, sayJson } from './terminal';
 
@@ -11,7 +11,7 @@ export function attemptsCommand(): Command {
     .option('--day <YYYY-MM-DD>', 'UTC day (default: today)', dayOption)
     .option('--json', 'print JSON')
     .action(async (options: { survey: string; day?: string; json?: boolean }) => {
-      const { store } = cliContext();
+      const { store, registry } = cliContext();
       const day = options.day ?? new Date().toISOString().slice(0, 10);
       const from = new Date(`${day}T00:00:00.000Z`);
       const to = new Date(from.getTime() + 86_400_000);
@@ -20,7 +20,10 @@ export function attemptsCommand(): Command {
         sayJson(attempts);
         return;
       }
-      if (attempts.length === 0) say(`no attempts at survey ${options.survey} on ${day}`);
+      if (attempts.length === 0) {
+        say(`no attempts at survey ${options.survey} on ${day}`);
+        await noteUnregistered(registry, [options.survey], 'check the id');
+      }
       for (const a of attempts) {
         say(
           `${a.firstSeenAt ?? `(not seen here; clicked ${a.reconciliation?.marketplace?.clickedAt ?? '?'})`}  pid ${a.pid}  token ${a.token}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,

@@ -180,6 +180,14 @@ describe('output for other programs', () => {
     expect(result.stdout).toContain('no result list');
   });
 
+  it('attempts names a survey without attempts that has no registration here (a mistyped id)', async () => {
+    const result = await run(TSX, ['functions/cli/main.ts', 'attempts', '--survey', '9996'], {
+      env: cliEnv(),
+    });
+    expect(result.stdout).toContain('no attempts at survey 9996');
+    expect(result.stderr).toContain('survey 9996 has no redirects registered here; check the id');
+  });
+
   it('report takes --json as every command does, and names a survey it is asked for that has no registration here', async () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'report', '--json', '--survey', '9997'], {
       env: cliEnv(),
