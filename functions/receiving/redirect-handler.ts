@@ -37,6 +37,9 @@ export interface RedirectDependencies {
  */
 export const REDIRECT_STORE_BUDGET_MS = 1_500;
 
+/** How a prefetch is refused: 425 Too Early, the request made before the respondent navigated. */
+export const PREFETCH_REFUSED = 425;
+
 /** The redirect handler, from its dependencies. */
 export function createRedirectHandler({
   store,
@@ -48,11 +51,16 @@ export function createRedirectHandler({
 }: RedirectDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   return respondentRoute(async (event, context) => {
-    // A prefetch is refused (the browser drops it and asks again if the respondent does navigate); a preview bot
-    // gets the plain page. Neither is recorded: no respondent reached the outcome.
+    // A prefetch is refused (a browser keeps no prefetch answered 400-599, and asks again if the respondent does
+    // navigate); a preview bot gets the plain page. Neither is recorded: no respondent reached the outcome. A 4xx,
+    // not a 503: a server error would count toward the server-error alarm, and 429 toward the throttling one.
     const preview = previewRequest(event.headers);
     if (preview === 'prefetch')
-      return { statusCode: 503, headers: { 'cache-control': 'no-store', 'retry-after': '0' }, body: '' };
+      return {
+        statusCode: PREFETCH_REFUSED,
+        headers: { 'cache-control': 'no-store', vary: 'Sec-Purpose, Purpose' },
+        body: '',
+      };
     if (preview === 'bot') return respondentAnswer(landingFor(landing, {}));
     const request = hitRequestFrom(event);
     const at = new Date();

@@ -90,7 +90,7 @@ describe('a signed redirect hit', () => {
       { purpose: 'prefetch' },
     ] as Record<string, string>[]) {
       const answer = await at(headers);
-      expect(answer.statusCode).toBe(503);
+      expect(answer.statusCode).toBe(425);
       expect(answer.headers?.['cache-control']).toBe('no-store');
     }
     for (const agent of [
