@@ -26,7 +26,8 @@
  * | `configuration_drift`      | warning               | the registry says the last apply was not verified (`verified` false with |
  * |                            |                       | a `lastError`): one failure, which the sync retries                      |
  * |                            | failing               | the marketplace read back something else than was applied (`read-back    |
- * |                            |                       | differs`), or `driftFailures` (2) failures in a row                      |
+ * |                            |                       | differs`), or `driftFailures` (2) failures in a row (4 more when the     |
+ * |                            |                       | marketplace did not answer: an outage, not this survey)                  |
  *
  * Redirects no postback backs count at most `CLAIMS_PER_SENDER` (3) per sender (the attempt's `redirectFrom`): a
  * claim anyone holding the static URL can send, one address's burst is a few claims, not a leaking survey.
@@ -116,6 +117,8 @@ export interface RegistrationFacts {
   readonly verified: boolean;
   readonly lastError?: string | undefined;
   readonly lastErrorAt?: string | undefined;
+  /** The last error was the marketplace not answering. */
+  readonly lastErrorUnavailable?: boolean | undefined;
   readonly failures: number;
 }
 
@@ -298,12 +301,19 @@ export function refusedPostbacks(
   };
 }
 
+/** Failures in a row beyond `driftFailures` before a survey the marketplace did not answer for is failing. */
+export const OUTAGE_EXTRA_FAILURES = 4;
+
 /** The marketplace does not hold, or did not read back, what this receiver applied. */
 export function configurationDrift(window: SurveyWindow, settings: HealthSettings): HealthReason | undefined {
   const registration = window.registration;
   if (!registration || registration.verified || !registration.lastError) return undefined;
   const readBack = registration.lastError.startsWith('read-back differs');
-  const failing = readBack || registration.failures >= settings.driftFailures;
+  // The marketplace not answering (an outage reaches every survey at once): failing only once it has lasted through
+  // several retries (about four hours on the sync's backoff), so an outage is not a notice per survey; the
+  // refused-listing alarm tells it once.
+  const needed = settings.driftFailures + (registration.lastErrorUnavailable ? OUTAGE_EXTRA_FAILURES : 0);
+  const failing = readBack || registration.failures >= needed;
   const id = window.surveyId;
   return {
     code: 'configuration_drift',

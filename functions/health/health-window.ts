@@ -48,6 +48,7 @@ export const registrationFacts = (registration: SurveyRegistration): Registratio
   verified: registration.verified,
   lastError: registration.lastError,
   lastErrorAt: registration.lastErrorAt,
+  ...(registration.lastErrorUnavailable ? { lastErrorUnavailable: true } : {}),
   failures: registration.failures,
 });
 

@@ -30,6 +30,11 @@ export interface SurveyRegistration {
   /** Why the last apply, verify or remove failed; cleared by the next success. */
   readonly lastError?: string | undefined;
   readonly lastErrorAt?: string | undefined;
+  /**
+   * The last error was the marketplace not answering (a 5xx, a timeout, no connection), not a refusal of this
+   * survey: an outage touches every survey at once, and is told by the listing alarm rather than survey by survey.
+   */
+  readonly lastErrorUnavailable?: boolean | undefined;
   /** Failures in a row. */
   readonly failures: number;
   readonly removedAt?: string | undefined;
@@ -97,6 +102,7 @@ const REGISTRATION_FIELDS = [
   'verifiedAt',
   'lastError',
   'lastErrorAt',
+  'lastErrorUnavailable',
   'failures',
   'removedAt',
   'closedAt',

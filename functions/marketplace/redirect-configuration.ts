@@ -253,6 +253,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         verified: false,
         lastError: withoutSignatures(error.message),
         lastErrorAt: at,
+        ...unavailability(error),
         failures: (registration?.failures ?? 0) + 1,
         ...prices,
         ...stillClosed(registration),
@@ -685,6 +686,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
                   : {
                       lastError: `${LOOKUP_FAILED}${withoutSignatures(error.message)}`,
                       lastErrorAt: at,
+                      ...unavailability(error),
                       failures: current.failures + 1,
                     }),
               }));
@@ -769,6 +771,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 }
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
+
+/** Whether an error was the marketplace not answering: recorded as such, and only then (a refusal clears it). */
+const unavailability = (error: unknown): { lastErrorUnavailable: true | undefined } => ({
+  lastErrorUnavailable: error instanceof MarketplaceError && error.retriable ? true : undefined,
+});
 
 /** A registration's closure, kept through an apply (an apply does not say the survey is live). */
 const stillClosed = (registration: SurveyRegistration | undefined) =>

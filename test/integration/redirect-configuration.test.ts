@@ -1016,7 +1016,31 @@ describe('rotation', () => {
     marketplace.apiFaults = { ...NO_API_FAULTS };
     expect(rotation.results).toMatchObject([{ surveyId: '5602', status: 'failed' }]);
     expect(marketplace.state.effectiveRedirects(5602).pstbck).toContain(`kid=${before}`);
-    expect(await rotationRegistry.get('5602')).toMatchObject({ kid: before, verified: false });
+    // Recorded as the marketplace not answering (an outage, which the survey health waits through).
+    expect(await rotationRegistry.get('5602')).toMatchObject({
+      kid: before,
+      verified: false,
+      lastErrorUnavailable: true,
+    });
+    // A refusal after it is no outage.
+    const refusing: MarketplaceClient = {
+      ...countingClient(),
+      setRedirectionForSurvey: () =>
+        Promise.reject(
+          new MarketplaceError({
+            endpoint: 'x',
+            kind: 'http',
+            httpStatus: 400,
+            detail: 'Invalid pstbck URL',
+          }),
+        ),
+    };
+    await configure({ registry: rotationRegistry, marketplace: refusing }).apply(['5602']);
+    expect(await rotationRegistry.get('5602')).toMatchObject({
+      verified: false,
+      lastError: expect.stringMatching(/Invalid pstbck URL/),
+    });
+    expect((await rotationRegistry.get('5602'))?.lastErrorUnavailable).toBeUndefined();
   });
 
   it('a sync that read its ring just before a rotation leaves the rotated surveys on the new key', async () => {

@@ -7,6 +7,7 @@ import {
   type AttemptSightings,
   configurationDrift,
   evaluateHealth,
+  OUTAGE_EXTRA_FAILURES,
   postbacksStopped,
   readFrom,
   refusedPostbacks,
@@ -251,6 +252,13 @@ describe('configuration_drift', () => {
     const once = { verified: false, lastError: 'marketplace answered 503', failures: 1 };
     expect(drift(once)?.severity).toBe('warning');
     expect(drift({ ...once, failures: 2 })?.severity).toBe('failing');
+  });
+
+  it('waits through an outage: a marketplace that does not answer fails every survey at once', () => {
+    const outage = { verified: false, lastError: 'HTTP 503', lastErrorUnavailable: true, failures: 2 };
+    expect(drift(outage)?.severity).toBe('warning');
+    expect(drift({ ...outage, failures: 2 + OUTAGE_EXTRA_FAILURES - 1 })?.severity).toBe('warning');
+    expect(drift({ ...outage, failures: 2 + OUTAGE_EXTRA_FAILURES })?.severity).toBe('failing');
   });
 
   it('is failing at once when the marketplace read back something else', () => {
