@@ -20,6 +20,9 @@ interface Common {
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 
+/** The longest an old key may stay accepted after a rotation. */
+const MAX_RETIRE_IN_HOURS = 8_760;
+
 /** `redirects ...`: point surveys' redirects and postbacks at this receiver, check them, rotate the signing key. */
 export function redirectsCommand(): Command {
   const redirects = new Command('redirects').description(
@@ -128,8 +131,10 @@ export function redirectsCommand(): Command {
       'how long URLs signed with the old keys stay accepted',
       (v) => {
         const hours = Number(v);
-        if (!Number.isFinite(hours) || hours <= 0)
-          throw new InvalidArgumentError('must be a positive number of hours');
+        if (!Number.isFinite(hours) || hours <= 0 || hours > MAX_RETIRE_IN_HOURS)
+          throw new InvalidArgumentError(
+            `must be a positive number of hours, at most ${MAX_RETIRE_IN_HOURS} (a year)`,
+          );
         return hours;
       },
       168,

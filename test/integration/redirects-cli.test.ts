@@ -180,6 +180,12 @@ describe('output for other programs', () => {
     expect(result.stdout).toContain('no result list');
   });
 
+  it('redirects rotate refuses a retirement it cannot date, naming the bound', async () => {
+    const result = await cli('redirects', 'rotate', '--retire-in-hours', '1e10');
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('must be a positive number of hours, at most 8760 (a year)');
+  });
+
   it('attempts names a survey without attempts that has no registration here (a mistyped id)', async () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'attempts', '--survey', '9996'], {
       env: cliEnv(),
