@@ -242,13 +242,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       return { surveyId, status: 'applied', kid: ring.current.kid };
     } catch (error) {
       if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
-      // The key its URLs at the marketplace carry is still the one of the last apply that held (a rotation that
-      // could not re-sign a survey leaves it on the old key, which the rotation retires on its timer).
+      // Recorded under the key tried: a sync that read the ring before a rotation then leaves the survey to the
+      // rotation's key (the skip above) rather than re-sign it with the retiring one. What the marketplace still
+      // holds is what `redirects show` reads.
       await deps.registry.put({
         surveyId,
         state: 'active',
         fingerprint,
-        ...(registration?.kid ? { kid: registration.kid } : {}),
+        kid: ring.current.kid,
         appliedAt: at,
         verified: false,
         lastError: withoutSignatures(error.message),

@@ -1002,7 +1002,7 @@ describe('rotation', () => {
     expect((await store.attemptsOf('5601', 'old-key'))[0]?.postback?.outcome).toBe('success');
   });
 
-  it('a survey a rotation could not re-sign stays recorded on the key its URLs at the marketplace still carry', async () => {
+  it('a survey a rotation could not re-sign while the marketplace was down is recorded so, and still holds the old key', async () => {
     const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5602 });
     await configure({ registry: rotationRegistry }).apply(['5602']);
@@ -1016,9 +1016,10 @@ describe('rotation', () => {
     marketplace.apiFaults = { ...NO_API_FAULTS };
     expect(rotation.results).toMatchObject([{ surveyId: '5602', status: 'failed' }]);
     expect(marketplace.state.effectiveRedirects(5602).pstbck).toContain(`kid=${before}`);
-    // Recorded as the marketplace not answering (an outage, which the survey health waits through).
+    // Recorded under the key tried, as the marketplace not answering (an outage, which the survey health waits
+    // through); the next sync re-signs it.
     expect(await rotationRegistry.get('5602')).toMatchObject({
-      kid: before,
+      kid: rotation.kid,
       verified: false,
       lastErrorUnavailable: true,
     });
