@@ -39,6 +39,8 @@
  * marketplace that does not. The window itself is `windowMinutes` (15).
  */
 
+import { withoutSignatures } from '../shared/printable';
+
 export const HEALTH_STATES = ['ok', 'warning', 'failing'] as const;
 export type HealthState = (typeof HEALTH_STATES)[number];
 
@@ -319,7 +321,7 @@ export function configurationDrift(window: SurveyWindow, settings: HealthSetting
     code: 'configuration_drift',
     severity: failing ? 'failing' : 'warning',
     detail:
-      `The last configuration of this survey at the marketplace was not verified: ${clip(registration.lastError, 200)}` +
+      `The last configuration of this survey at the marketplace was not verified: ${clip(withoutSignatures(registration.lastError), 200)}` +
       ` (at ${registration.lastErrorAt ?? 'an unknown time'}, ${registration.failures} failures in a row). ` +
       `What the marketplace holds, field by field: npm run cli -- redirects show --survey ${id}; ` +
       `apply again: npm run cli -- redirects apply --survey ${id}` +

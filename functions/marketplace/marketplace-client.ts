@@ -470,7 +470,11 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           ? list
           : undefined;
       if (survey === undefined) {
-        return { live: false, message: typeof json?.msg === 'string' ? json.msg : 'survey is not live' };
+        return {
+          live: false,
+          message:
+            typeof json?.msg === 'string' ? withoutSignatures(json.msg).slice(0, 300) : 'survey is not live',
+        };
       }
       const parsed = parseSurvey(survey);
       if (!parsed.ok)

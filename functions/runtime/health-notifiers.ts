@@ -6,6 +6,7 @@
  */
 import { PublishCommand, SNSClient } from '@aws-sdk/client-sns';
 import { type HealthNotice, type Notifier, noticeBody, noticeSubject } from '../health/notifier';
+import { withoutSignatures } from '../shared/printable';
 import { logger } from './observability';
 import type { HealthConfig } from './runtime-config';
 
@@ -41,7 +42,8 @@ export function localNotifier(options: {
         const response = await post(options.webhookUrl, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ subject, body: noticeBody(notice), ...notice }),
+          // The notice's fields as its body shows them: no postback signature an error quoted (notifier.ts).
+          body: withoutSignatures(JSON.stringify({ subject, body: noticeBody(notice), ...notice })),
           signal: AbortSignal.timeout(options.timeoutMs),
         });
         await response.body?.cancel();

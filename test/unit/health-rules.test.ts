@@ -261,6 +261,17 @@ describe('configuration_drift', () => {
     expect(drift({ ...outage, failures: 2 + OUTAGE_EXTRA_FAILURES })?.severity).toBe('failing');
   });
 
+  it('quotes a stored error without the postback signature it may quote back', () => {
+    const reason = drift({
+      verified: false,
+      lastError:
+        'HTTP 400: Invalid pstbck URL: https://h.example/postback/1001/success?kid=k2&sig=O2dqVf_Ab3dE9xYz0AbC',
+      failures: 1,
+    });
+    expect(reason?.detail).toContain('kid=k2&sig=[concealed]');
+    expect(reason?.detail).not.toContain('O2dqVf_');
+  });
+
   it('is failing at once when the marketplace read back something else', () => {
     const reason = drift({ verified: false, lastError: 'read-back differs in pstbck', failures: 1 });
     expect(reason?.severity).toBe('failing');
