@@ -26,8 +26,8 @@
  * | `configuration_drift`      | warning               | the registry says the last apply was not verified (`verified` false with |
  * |                            |                       | a `lastError`): one failure, which the sync retries                      |
  * |                            | failing               | the marketplace read back something else than was applied (`read-back    |
- * |                            |                       | differs`), or `driftFailures` (2) failures in a row (4 more when the     |
- * |                            |                       | marketplace did not answer: an outage, not this survey)                  |
+ * |                            |                       | differs`), or `driftFailures` (2) refusals in a row, or 4 more failures  |
+ * |                            |                       | of any kind (the marketplace not answering: an outage, not this survey)  |
  *
  * Redirects no postback backs count at most `CLAIMS_PER_SENDER` (3) per sender (the attempt's `redirectFrom`): a
  * claim anyone holding the static URL can send, one address's burst is a few claims, not a leaking survey.
@@ -119,8 +119,8 @@ export interface RegistrationFacts {
   readonly verified: boolean;
   readonly lastError?: string | undefined;
   readonly lastErrorAt?: string | undefined;
-  /** The last error was the marketplace not answering. */
-  readonly lastErrorUnavailable?: boolean | undefined;
+  /** Of the failures in a row, those that were the marketplace not answering. */
+  readonly unavailableFailures?: number | undefined;
   readonly failures: number;
 }
 
@@ -311,11 +311,14 @@ export function configurationDrift(window: SurveyWindow, settings: HealthSetting
   const registration = window.registration;
   if (!registration || registration.verified || !registration.lastError) return undefined;
   const readBack = registration.lastError.startsWith('read-back differs');
-  // The marketplace not answering (an outage reaches every survey at once): failing only once it has lasted through
-  // several retries (about four hours on the sync's backoff), so an outage is not a notice per survey; the
-  // refused-listing alarm tells it once.
-  const needed = settings.driftFailures + (registration.lastErrorUnavailable ? OUTAGE_EXTRA_FAILURES : 0);
-  const failing = readBack || registration.failures >= needed;
+  // Failures that were the marketplace not answering (an outage reaches every survey at once) count toward failing
+  // only once they have lasted through several retries (about four hours on the sync's backoff), so an outage is
+  // not a notice per survey; refusals count as ever.
+  const refusals = registration.failures - (registration.unavailableFailures ?? 0);
+  const failing =
+    readBack ||
+    refusals >= settings.driftFailures ||
+    registration.failures >= settings.driftFailures + OUTAGE_EXTRA_FAILURES;
   const id = window.surveyId;
   return {
     code: 'configuration_drift',

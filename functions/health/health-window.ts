@@ -48,7 +48,7 @@ export const registrationFacts = (registration: SurveyRegistration): Registratio
   verified: registration.verified,
   lastError: registration.lastError,
   lastErrorAt: registration.lastErrorAt,
-  ...(registration.lastErrorUnavailable ? { lastErrorUnavailable: true } : {}),
+  ...(registration.unavailableFailures ? { unavailableFailures: registration.unavailableFailures } : {}),
   failures: registration.failures,
 });
 

@@ -31,10 +31,10 @@ export interface SurveyRegistration {
   readonly lastError?: string | undefined;
   readonly lastErrorAt?: string | undefined;
   /**
-   * The last error was the marketplace not answering (a 5xx, a timeout, no connection), not a refusal of this
-   * survey: an outage touches every survey at once, and is told by the listing alarm rather than survey by survey.
+   * Of the `failures` in a row, those that were the marketplace not answering (a 5xx, a 429, a timeout, no
+   * connection) rather than a refusal of this survey: an outage reaches every survey at once.
    */
-  readonly lastErrorUnavailable?: boolean | undefined;
+  readonly unavailableFailures?: number | undefined;
   /** Failures in a row. */
   readonly failures: number;
   readonly removedAt?: string | undefined;
@@ -102,7 +102,7 @@ const REGISTRATION_FIELDS = [
   'verifiedAt',
   'lastError',
   'lastErrorAt',
-  'lastErrorUnavailable',
+  'unavailableFailures',
   'failures',
   'removedAt',
   'closedAt',

@@ -254,8 +254,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         verified: false,
         lastError: withoutSignatures(error.message),
         lastErrorAt: at,
-        ...unavailability(error),
-        failures: (registration?.failures ?? 0) + 1,
+        ...failedOnceMore(registration, error),
         ...prices,
         ...stillClosed(registration),
         updatedAt: at,
@@ -439,7 +438,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             ...(registration ?? { surveyId, state: 'active', verified: false }),
             lastError: `remove: ${withoutSignatures(error.message)}`,
             lastErrorAt: at,
-            failures: (registration?.failures ?? 0) + 1,
+            ...failedOnceMore(registration, error),
             updatedAt: at,
           });
           return { surveyId, status: 'failed', error: error.message };
@@ -687,8 +686,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
                   : {
                       lastError: `${LOOKUP_FAILED}${withoutSignatures(error.message)}`,
                       lastErrorAt: at,
-                      ...unavailability(error),
-                      failures: current.failures + 1,
+                      ...failedOnceMore(current, error),
                     }),
               }));
             return { surveyId, status: 'failed', error: error.message };
@@ -773,9 +771,21 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
 
-/** Whether an error was the marketplace not answering: recorded as such, and only then (a refusal clears it). */
-const unavailability = (error: unknown): { lastErrorUnavailable: true | undefined } => ({
-  lastErrorUnavailable: error instanceof MarketplaceError && error.retriable ? true : undefined,
+/** Whether an error was the marketplace not answering (a 5xx, a 429, a timeout, no connection), not a refusal. */
+const unavailable = (error: unknown): boolean =>
+  error instanceof MarketplaceError &&
+  (error.kind === 'network' ||
+    error.kind === 'timeout' ||
+    error.httpStatus === 429 ||
+    (error.httpStatus ?? 0) >= 500);
+
+/** A registration's failure counts after one more failure: in a row, and of them the marketplace not answering. */
+const failedOnceMore = (
+  current: Pick<SurveyRegistration, 'failures' | 'unavailableFailures'> | undefined,
+  error: unknown,
+): Pick<SurveyRegistration, 'failures' | 'unavailableFailures'> => ({
+  failures: (current?.failures ?? 0) + 1,
+  unavailableFailures: (current?.unavailableFailures ?? 0) + (unavailable(error) ? 1 : 0),
 });
 
 /** A registration's closure, kept through an apply (an apply does not say the survey is live). */

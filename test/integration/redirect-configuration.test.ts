@@ -1021,7 +1021,8 @@ describe('rotation', () => {
     expect(await rotationRegistry.get('5602')).toMatchObject({
       kid: rotation.kid,
       verified: false,
-      lastErrorUnavailable: true,
+      failures: 1,
+      unavailableFailures: 1,
     });
     // A refusal after it is no outage.
     const refusing: MarketplaceClient = {
@@ -1040,8 +1041,14 @@ describe('rotation', () => {
     expect(await rotationRegistry.get('5602')).toMatchObject({
       verified: false,
       lastError: expect.stringMatching(/Invalid pstbck URL/),
+      failures: 2,
+      unavailableFailures: 1,
     });
-    expect((await rotationRegistry.get('5602'))?.lastErrorUnavailable).toBeUndefined();
+    // Applied at last: both counts start again.
+    await configure({ registry: rotationRegistry }).apply(['5602']);
+    const applied = await rotationRegistry.get('5602');
+    expect(applied).toMatchObject({ verified: true, failures: 0 });
+    expect(applied?.unavailableFailures).toBeUndefined();
   });
 
   it('a sync that read its ring just before a rotation leaves the rotated surveys on the new key', async () => {

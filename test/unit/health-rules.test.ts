@@ -255,10 +255,18 @@ describe('configuration_drift', () => {
   });
 
   it('waits through an outage: a marketplace that does not answer fails every survey at once', () => {
-    const outage = { verified: false, lastError: 'HTTP 503', lastErrorUnavailable: true, failures: 2 };
-    expect(drift(outage)?.severity).toBe('warning');
-    expect(drift({ ...outage, failures: 2 + OUTAGE_EXTRA_FAILURES - 1 })?.severity).toBe('warning');
-    expect(drift({ ...outage, failures: 2 + OUTAGE_EXTRA_FAILURES })?.severity).toBe('failing');
+    const outage = (failures: number, unavailableFailures = failures) => ({
+      verified: false,
+      lastError: 'HTTP 503',
+      failures,
+      unavailableFailures,
+    });
+    expect(drift(outage(2))?.severity).toBe('warning');
+    expect(drift(outage(2 + OUTAGE_EXTRA_FAILURES - 1))?.severity).toBe('warning');
+    expect(drift(outage(2 + OUTAGE_EXTRA_FAILURES))?.severity).toBe('failing');
+    // Refusals count as ever, whatever the outage around them: two make it failing.
+    expect(drift(outage(3, 1))?.severity).toBe('failing');
+    expect(drift(outage(3, 2))?.severity).toBe('warning');
   });
 
   it('quotes a stored error without the postback signature it may quote back', () => {
