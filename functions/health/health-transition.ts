@@ -25,6 +25,11 @@ export interface HealthChange {
 }
 
 const codesOf = (reasons: readonly { code: string }[]) => reasons.map((r) => r.code).sort();
+const failingOf = (reasons: readonly { code: string; severity: string }[]) =>
+  codesOf(reasons.filter((r) => r.severity === 'failing'));
+/** The codes a stored transition failed for (one stored before they were kept: its codes, when it was failing). */
+const failedFor = (t: HealthTransition): readonly string[] =>
+  t.failing ?? (t.to === 'failing' ? t.reasons : []);
 
 /** The record to write for a survey's new evaluation, or undefined when neither state nor reason codes changed. */
 export function healthChange(
@@ -37,17 +42,23 @@ export function healthChange(
   const from = previous?.state ?? 'ok';
   const to = evaluation.state;
   const codes = codesOf(evaluation.reasons);
-  if (from === to && codes.join() === codesOf(previous?.reasons ?? []).join()) return undefined;
+  const failing = failingOf(evaluation.reasons);
+  // A reason turning from warning to failing under the same code is a change too.
+  if (
+    from === to &&
+    codes.join() === codesOf(previous?.reasons ?? []).join() &&
+    failing.join() === failingOf(previous?.reasons ?? []).join()
+  )
+    return undefined;
   const at = now.toISOString();
-  const transition: HealthTransition = { at, from, to, reasons: codes };
+  const transition: HealthTransition = { at, from, to, reasons: codes, failing };
   const known = [lastPostbackAt, previous?.lastPostbackAt].filter((t): t is string => !!t).sort();
-  // Failing still, for a reason it has not failed for since the spell began: said, or a survey already failing for
-  // one reason (drift) would start losing postbacks for another without anyone told.
+  // Failing still, for a reason it has not failed for since the spell began (a reason it only warned of counts as
+  // new once it fails): said, or a survey already failing for one reason (drift) would start losing postbacks for
+  // another without anyone told.
   const spellCodes = new Set([
-    ...(previous?.reasons ?? []).filter((r) => r.severity === 'failing').map((r) => r.code),
-    ...(previous?.history ?? [])
-      .filter((h) => previous && h.at >= previous.since && h.to === 'failing')
-      .flatMap((h) => h.reasons),
+    ...failingOf(previous?.reasons ?? []),
+    ...(previous?.history ?? []).filter((h) => previous && h.at >= previous.since).flatMap(failedFor),
   ]);
   const added =
     from === 'failing' && to === 'failing'
@@ -102,17 +113,17 @@ export function failingSpells(record: SurveyHealthRecord, start: Date, end: Date
   // The oldest transition kept leaves failing: the spell began before the history.
   if (first && first.from === 'failing') open = { reasons: [] };
   for (const t of record.history) {
-    if (t.to === 'failing' && t.from !== 'failing') open = { from: t.at, reasons: t.reasons };
-    // Failing for more reasons as the spell goes on: each one it failed for in it.
+    if (t.to === 'failing' && t.from !== 'failing') open = { from: t.at, reasons: failedFor(t) };
+    // Failing for more reasons as the spell goes on: each one it failed for in it (not those it only warned of).
     else if (t.to === 'failing' && open)
-      open = { ...open, reasons: [...new Set([...open.reasons, ...t.reasons])].sort() };
+      open = { ...open, reasons: [...new Set([...open.reasons, ...failedFor(t)])].sort() };
     if (t.from === 'failing' && t.to !== 'failing' && open) {
       spells.push({ ...open, to: t.at });
       open = undefined;
     }
   }
   if (record.state === 'failing')
-    spells.push(open ?? { from: record.since, reasons: record.reasons.map((r) => r.code) });
+    spells.push(open ?? { from: record.since, reasons: failingOf(record.reasons) });
   return spells
     .filter(
       (s) =>

@@ -18,6 +18,8 @@ export interface HealthTransition {
   readonly to: HealthState;
   /** The reason codes the survey had after the transition. */
   readonly reasons: readonly string[];
+  /** Of them, those of failing severity (absent on transitions stored before it was kept). */
+  readonly failing?: readonly string[] | undefined;
 }
 
 export interface SurveyHealthRecord {

@@ -60,6 +60,7 @@ describe('healthChange', () => {
       from: 'failing',
       to: 'failing',
       reasons: ['postbacks_stopped', 'refused_postbacks'],
+      failing: ['postbacks_stopped'],
     });
   });
 
@@ -94,6 +95,38 @@ describe('healthChange', () => {
     expect(failingSpells(record as SurveyHealthRecord, t(0), t(60))).toEqual([
       { surveyId: '1001', from: t(0).toISOString(), reasons: ['configuration_drift', 'refused_postbacks'] },
     ]);
+  });
+
+  it('a reason it only warned of, once it fails, is new to the spell: the case of a key retired under a drifting survey', () => {
+    const drift = reason('configuration_drift', 'failing');
+    const warned: HealthEvaluation = {
+      state: 'failing',
+      reasons: [drift, reason('refused_postbacks', 'warning')],
+    };
+    const losing: HealthEvaluation = {
+      state: 'failing',
+      reasons: [drift, reason('refused_postbacks', 'failing')],
+    };
+    const { record, notices } = replay(
+      [0, { state: 'failing', reasons: [drift] }],
+      [5, warned],
+      [10, losing],
+      [15, warned],
+      [20, losing],
+    );
+    expect(notices).toEqual(['failing', undefined, 'worse', undefined, undefined]);
+    // Finance's spell names what it failed for, not what it only warned of.
+    expect(failingSpells(record as SurveyHealthRecord, t(0), t(60))[0]?.reasons).toEqual([
+      'configuration_drift',
+      'refused_postbacks',
+    ]);
+    expect(
+      failingSpells(
+        replay([0, { state: 'failing', reasons: [drift] }], [5, warned]).record as SurveyHealthRecord,
+        t(0),
+        t(60),
+      )[0]?.reasons,
+    ).toEqual(['configuration_drift']);
   });
 
   it('stores ok <-> warning without a notice; leaving failing for warning is a recovery', () => {
