@@ -429,6 +429,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             failures: 0,
             ...(registration?.expectedCpi ? { expectedCpi: registration.expectedCpi } : {}),
             ...(registration?.cpiHistory ? { cpiHistory: registration.cpiHistory } : {}),
+            ...(registration?.priceSeenAt ? { priceSeenAt: registration.priceSeenAt } : {}),
             updatedAt: at,
           });
           return { surveyId, status: 'removed' };
