@@ -428,7 +428,9 @@ describe('sync', () => {
       state: 'removed',
       expectedCpi: priced?.expectedCpi,
       cpiHistory: priced?.cpiHistory,
+      priceSeenAt: expect.any(String),
     });
+    expect((await syncRegistry.get('5310'))?.priceSeenAt).toBe(priced?.priceSeenAt);
 
     // Turned off, nothing is read back however long ago it was.
     clock = start + 200 * 3_600_000;
