@@ -16,7 +16,12 @@ import { discrepanciesCsv, type SummaryDetail, summaryCsv } from './report-csv';
 export interface FinanceApiDependencies {
   readonly queries: Pick<
     Finance,
-    'summaryRows' | 'discrepancyPage' | 'attempts' | 'failingSurveys' | 'failingReconciliations'
+    | 'summaryRows'
+    | 'discrepancyPage'
+    | 'attempts'
+    | 'failingSurveys'
+    | 'failingReconciliations'
+    | 'unregistered'
   >;
   readonly auth: FinanceConfig['auth'];
   /** The zone every answer names for its days. */
@@ -53,9 +58,11 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           throw badRequest(`detail must be one of ${SUMMARY_DETAILS.join(', ')}`);
         // Surveys whose last reconciliation of days in the period failed: their figures are stale or missing, which
         // whoever reads the figures must be told (as the CLI's report tells it).
-        const [rows, unreconciled] = await Promise.all([
+        const [rows, unreconciled, unknown] = await Promise.all([
           queries.summaryRows(period, surveys),
           queries.failingReconciliations(period, surveys),
+          // A survey named that has no registration here answers zeros: said, as the CLI's report says it.
+          queries.unregistered(surveys),
         ]);
         if (csv) {
           return csvResponse(
@@ -63,6 +70,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             `summary-${period.from}-${period.to}${detail === 'days' ? '' : `-${detail}`}.csv`,
             {
               'x-time-zone': timeZone,
+              ...(unknown.length > 0 ? { 'x-unregistered-surveys': unknown.join(',') } : {}),
               // A header stays small (clients refuse headers past 8 to 16 KB, and a marketplace outage fails every
               // survey): the count, and the first surveys; the JSON answer lists them all.
               ...(unreconciled.length > 0
@@ -87,6 +95,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           ...(detail === 'days' ? { days: summary.days } : {}),
           failingSurveys,
           reconciliationFailing: unreconciled,
+          ...(unknown.length > 0 ? { unregisteredSurveys: unknown } : {}),
         });
       },
     },

@@ -134,7 +134,7 @@ export function finance(deps: {
   readonly results: ReconciliationStore;
   /** The survey health history; without it no report names failing surveys. */
   readonly health?: {
-    readonly registry: Pick<SurveyRegistry, 'surveyIds'>;
+    readonly registry: Pick<SurveyRegistry, 'surveyIds' | 'many'>;
     readonly store: Pick<HealthStore, 'getMany'>;
   };
   readonly now?: () => Date;
@@ -220,10 +220,18 @@ export function finance(deps: {
     return lists.flat();
   }
 
+  /** Which of the surveys named have no registration here (a mistyped id answers zeros, not an error). */
+  async function unregistered(surveyIds: readonly string[]): Promise<string[]> {
+    if (!deps.health || surveyIds.length === 0) return [];
+    const known = new Set((await deps.health.registry.many(surveyIds)).map((r) => r.surveyId));
+    return [...new Set(surveyIds)].filter((surveyId) => !known.has(surveyId));
+  }
+
   return {
     summaryRows,
     failingSurveys,
     failingReconciliations,
+    unregistered,
 
     /** The whole report of a period (all discrepancies): what the CLI renders as JSON, CSV or HTML. */
     async report(period: Period, asked?: readonly string[]): Promise<FinanceReport> {

@@ -234,8 +234,10 @@ describe('surveys failing in the period', () => {
     const body = jsonBody(await get(`/finance/summary?from=${D2}&to=${D2}&survey=8001,8002`)) as {
       failingSurveys: { surveyId: string }[];
     };
-    expect(proxy.operations.slice(start)).toEqual(['BatchGetItem']);
+    // Their registrations (is each known here?) and their health, by key.
+    expect(proxy.operations.slice(start)).toEqual(['BatchGetItem', 'BatchGetItem']);
     expect(body.failingSurveys.map((f) => f.surveyId)).toEqual(['8002']);
+    expect(body).not.toHaveProperty('unregisteredSurveys');
   });
 
   it('are in the report, and so in its HTML page', async () => {
@@ -741,6 +743,17 @@ describe('requests', () => {
     expect(await typeOf('', 'text/csv;q=0.9, application/json;q=0.5')).toBe('text/csv');
     expect(await typeOf('', 'text/csv;q=0')).toBe('application/json');
     expect(await typeOf('', '*/*')).toBe('application/json');
+  });
+
+  it('names a survey asked for that has no registration here: its zeros are a mistyped id, not nothing owed', async () => {
+    const body = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001,9999`)) as {
+      unregisteredSurveys?: string[];
+    };
+    expect(body.unregisteredSurveys).toEqual(['9999']);
+    const csv = await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001,9999&format=csv`);
+    expect(csv.headers).toMatchObject({ 'x-unregistered-surveys': '9999' });
+    const all = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}`));
+    expect(all).not.toHaveProperty('unregisteredSurveys');
   });
 
   it("names surveys whose reconciliation of the period's days failed, in JSON and in the CSV's headers, with the zone", async () => {
