@@ -58,11 +58,13 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           throw badRequest(`detail must be one of ${SUMMARY_DETAILS.join(', ')}`);
         // Surveys whose last reconciliation of days in the period failed: their figures are stale or missing, which
         // whoever reads the figures must be told (as the CLI's report tells it).
-        const [rows, unreconciled, unknown] = await Promise.all([
+        const [rows, unreconciled, unknown, failingSurveys] = await Promise.all([
           queries.summaryRows(period, surveys),
           queries.failingReconciliations(period, surveys),
           // A survey named that has no registration here answers zeros: said, as the CLI's report says it.
           queries.unregistered(surveys),
+          // The health spells are JSON's alone (a CSV of them is the report's `failing` table).
+          csv ? [] : queries.failingSurveys(period, surveys),
         ]);
         if (csv) {
           return csvResponse(
@@ -85,7 +87,6 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             },
           );
         }
-        const failingSurveys = await queries.failingSurveys(period, surveys);
         const summary = periodSummary(rows);
         return json(200, {
           timeZone,

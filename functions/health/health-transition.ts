@@ -60,12 +60,7 @@ export function healthChange(
     ...failingOf(previous?.reasons ?? []),
     ...(previous?.history ?? []).filter((h) => previous && h.at >= previous.since).flatMap(failedFor),
   ]);
-  const added =
-    from === 'failing' && to === 'failing'
-      ? evaluation.reasons
-          .filter((r) => r.severity === 'failing' && !spellCodes.has(r.code))
-          .map((r) => r.code)
-      : [];
+  const added = from === 'failing' && to === 'failing' ? failing.filter((code) => !spellCodes.has(code)) : [];
   return {
     from,
     to,

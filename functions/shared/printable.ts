@@ -4,18 +4,10 @@
  * clear a screen. The CLI prints through it and the functions' logger writes every string field through it.
  */
 
-// C0 controls but the line feed, DEL, and the C1 controls (U+009B is a complete escape sequence introducer); and the
-// bidirectional controls, which make text read in another order than it is written (a pid `abc\u202Efed` shows as
-// `abcdef`): an id shown so could pass for another.
-const ANY_CONTROL = /[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u; // the quick test before the walk
-const isBidi = (code: number) =>
-  code === 0x061c ||
-  code === 0x200e ||
-  code === 0x200f ||
-  (code >= 0x202a && code <= 0x202e) ||
-  (code >= 0x2066 && code <= 0x2069);
-const isControl = (code: number) =>
-  (code < 0x20 && code !== 0x0a) || (code >= 0x7f && code <= 0x9f) || isBidi(code);
+// C0 controls (the line feed is let through below), DEL, and the C1 controls (U+009B is a complete escape sequence
+// introducer); and the bidirectional controls, which make text read in another order than it is written (a pid
+// `abc\u202Efed` shows as `abcdef`): an id shown so could pass for another.
+const CONTROL = /[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
 
 // A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, `sig%253D`, encoded once or twice
 // more) and what follows up to the next separator. A sender that percent-encodes its separators sends the whole
@@ -35,11 +27,11 @@ export function withoutSignatures(text: string): string {
  * escape.
  */
 export function printable(text: string): string {
-  if (!ANY_CONTROL.test(text)) return text;
+  if (!CONTROL.test(text)) return text;
   let out = '';
   for (const c of text) {
     const code = c.codePointAt(0) as number;
-    out += isControl(code) ? `\\u${code.toString(16).padStart(4, '0')}` : c;
+    out += c !== '\n' && CONTROL.test(c) ? `\\u${code.toString(16).padStart(4, '0')}` : c;
   }
   return out;
 }
