@@ -8,7 +8,7 @@
 
 import { type LedgerStore, StoreUnavailable, storeAnswerWithin } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
-import { describe, hitRequestFrom, json, jsonRoute } from '../runtime/http-route';
+import { describe, hitRequestFrom, json, jsonRoute, requestIdOf } from '../runtime/http-route';
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
@@ -54,7 +54,7 @@ export function createPostbackHandler({
           'postback',
           request,
           { code, reason },
-          { at: new Date(), requestId: context.awsRequestId, sourceIp },
+          { at: new Date(), requestId: requestIdOf(event, context), sourceIp },
         ),
       );
     };

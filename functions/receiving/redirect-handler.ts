@@ -6,7 +6,13 @@
 
 import { type LedgerStore, storeAnswerWithin } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
-import { describe, hitRequestFrom, respondentAnswer, respondentRoute } from '../runtime/http-route';
+import {
+  describe,
+  hitRequestFrom,
+  requestIdOf,
+  respondentAnswer,
+  respondentRoute,
+} from '../runtime/http-route';
 import { checkSignature, type KeyRingSource, KeyRingUnavailable } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
@@ -150,7 +156,7 @@ export function createRedirectHandler({
         'redirect',
         request,
         { code, reason },
-        { at, requestId: context.awsRequestId, sourceIp: event.requestContext.http.sourceIp },
+        { at, requestId: requestIdOf(event, context), sourceIp: event.requestContext.http.sourceIp },
       );
       logger.warn('redirect hit rejected', {
         code,

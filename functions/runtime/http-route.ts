@@ -17,6 +17,20 @@ export type ApiEvent = APIGatewayProxyEventV2;
 export type ApiResult = APIGatewayProxyStructuredResultV2;
 type Handler = (event: ApiEvent, context: Context) => Promise<ApiResult>;
 
+/**
+ * The id API Gateway gave the request: what its access log, a stored hit and an error answer all name. (Lambda's
+ * own `awsRequestId` is another value, in the function's log lines as `function_request_id`.)
+ */
+export const requestIdOf = (event: ApiEvent, context: Pick<Context, 'awsRequestId'>): string =>
+  event.requestContext?.requestId ?? context.awsRequestId;
+
+/** Every log line of a request names API Gateway's id for it, so a line leads to its access log entry. */
+const namingTheRequest: middy.MiddlewareObj<ApiEvent, ApiResult> = {
+  before: async (request) => {
+    logger.appendKeys({ request_id: requestIdOf(request.event, request.context) });
+  },
+};
+
 /** The parts of an API Gateway event a hit is read from. */
 export function hitRequestFrom(event: ApiEvent): HitRequest {
   const bytes =
@@ -29,8 +43,11 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
       : declaresLatin1(event.headers?.['content-type'])
         ? 'latin1'
         : undefined;
-  const undecodable = encoding === undefined;
-  const body = bytes === undefined ? event.body : encoding && bytes.toString(encoding);
+  // API Gateway hands a body of a text type (JSON, text/*) over as text, its bytes that are not UTF-8 replaced by
+  // U+FFFD: a Latin-1 `José` arrives as `Jos\uFFFD`, one id with `Josè`. Such a body is as unreadable as the bytes.
+  const undecodable =
+    encoding === undefined || (bytes === undefined && event.body?.includes('\uFFFD') === true);
+  const body = undecodable || encoding === undefined ? undefined : (bytes?.toString(encoding) ?? event.body);
   return {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
@@ -103,10 +120,11 @@ const DEPENDENCIES_DOWN = [
 export function jsonRoute(handler: Handler) {
   return middy<ApiEvent, ApiResult>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(namingTheRequest)
     .use({
       onError: async (request) => {
         const error = request.error;
-        const requestId = request.context.awsRequestId;
+        const requestId = requestIdOf(request.event, request.context);
         if (error instanceof Rejection) {
           request.response = json(error.status, { error: error.code, message: error.message });
           return;
@@ -130,6 +148,7 @@ export function jsonRoute(handler: Handler) {
 export function respondentRoute(handler: Handler) {
   return middy<ApiEvent, ApiResult>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(namingTheRequest)
     .use({
       onError: async (request) => {
         count('InternalError');

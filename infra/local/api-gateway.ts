@@ -2,7 +2,6 @@
  * A local stand-in for API Gateway's HTTP API: matches the route table, builds real payload-v2 events, invokes
  * the same handlers the stack deploys and writes their responses back. Listens on loopback only.
  */
-import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,7 +24,13 @@ export const LOCAL_RESPONDENT_ADDRESS = 'x-local-respondent-address';
 
 /** API Gateway's own payload limit. */
 const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
-const TEXT_TYPES = /^(text\/|application\/(json|x-www-form-urlencoded|xml|[\w.+-]+\+json))/i;
+/** Lambda's limit on a synchronous invocation's event (its JSON): a larger request never reaches the function. */
+export const MAX_EVENT_BYTES = 6 * 1024 * 1024;
+/**
+ * The content types API Gateway's HTTP API hands over as text; every other body (a form, none declared) goes
+ * base64. A text type's bytes that are not UTF-8 arrive replaced by U+FFFD, as Node decodes them here.
+ */
+const TEXT_TYPES = /^\s*(text\/|application\/(json|xml|javascript)\s*(;|$))/i;
 
 export interface LocalApi {
   readonly url: string;
@@ -69,7 +74,11 @@ export async function startApiGateway(
       },
       match,
     );
-    const context = lambdaContext(match.route.function, event.requestContext.requestId);
+    if (Buffer.byteLength(JSON.stringify(event)) > MAX_EVENT_BYTES) {
+      return send(res, 413, { 'content-type': 'application/json' }, '{"message":"Request Entity Too Large"}');
+    }
+    // Lambda's request id is not API Gateway's, as in AWS: a handler that names the wrong one shows it.
+    const context = lambdaContext(match.route.function);
     const result = await invokeHandler(handlers[match.route.function], event, context);
     if (typeof result === 'string' || result === undefined) {
       return send(res, 200, { 'content-type': 'application/json' }, result ?? '');
@@ -160,8 +169,7 @@ export function buildEvent(
   for (const [name, value] of new URLSearchParams(rawQueryString)) {
     query[name] = name in query ? `${query[name]},${value}` : value;
   }
-  // Text passes as text only when it is UTF-8; anything else goes base64, as bytes, for the handler to judge.
-  const isText = TEXT_TYPES.test(headers['content-type'] ?? '') && isUtf8(body);
+  const isText = TEXT_TYPES.test(headers['content-type'] ?? '');
   const now = new Date();
   const requestId = randomUUID();
   return {

@@ -64,6 +64,17 @@ describe('logs and metrics', () => {
     for (const secret of secrets) expect(output).not.toContain(secret);
   });
 
+  it("every line of a request names API Gateway's id for it (its access log's), apart from Lambda's", async () => {
+    const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', { pid: 'p-id', token: randomUUID() });
+    const event = apiEvent('GET', url.replace(/sig=[\w-]+/, `sig=${'Q'.repeat(43)}`));
+    capture();
+    await invoke(postback, event);
+    vi.restoreAllMocks();
+    const line = JSON.parse(loggedLine('postback refused: signature'));
+    expect(line).toMatchObject({ request_id: event.requestContext.requestId });
+    expect(line.function_request_id).not.toBe(event.requestContext.requestId);
+  });
+
   it('a refused key id of any length is logged cut short', async () => {
     const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
       pid: 'p-kid',

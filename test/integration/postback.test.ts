@@ -334,18 +334,38 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     expect((await only()).postback).toMatchObject({ outcome: 'success', source: 'query' });
   });
 
-  it('with a Latin-1 body its content type declares, ids only in the body: recorded as the body spells them', async () => {
+  it('with a Latin-1 form body its content type declares, ids only in the body: recorded as the body spells them', async () => {
     const bare = new URL(successUrl());
     bare.searchParams.delete('pid');
     bare.searchParams.delete('token');
     ids = { pid: 'Jos\u00e9', token: randomUUID() };
+    // A form body reaches the function base64 (API Gateway passes only text types as text): its bytes intact.
     const event = apiEvent('POST', bare.toString(), {
-      body: Buffer.from(JSON.stringify(ids), 'latin1').toString('base64'),
-      headers: { 'content-type': 'application/json; charset=ISO-8859-1' },
+      body: Buffer.from(`pid=Jos\u00e9&token=${ids.token}`, 'latin1'),
+      headers: { 'content-type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' },
     });
-    const result = await invoke(handler, { ...event, isBase64Encoded: true });
+    expect(event.isBase64Encoded).toBe(true);
+    const result = await invoke(handler, event);
     expect(result.statusCode).toBe(200);
     expect(await only()).toMatchObject({ pid: 'José', complete: 'postback-confirmed' });
+  });
+
+  it('with a Latin-1 JSON body, ids only in the body: 400, nothing stored (its bytes arrive replaced, two pids one)', async () => {
+    const bare = new URL(successUrl());
+    bare.searchParams.delete('pid');
+    bare.searchParams.delete('token');
+    ids = { pid: 'Jos\u00e8', token: randomUUID() };
+    // JSON is a text type: API Gateway hands it over as text, the byte 0xE9 replaced by U+FFFD.
+    const event = apiEvent('POST', bare.toString(), {
+      body: Buffer.from(JSON.stringify(ids), 'latin1'),
+      headers: { 'content-type': 'application/json; charset=ISO-8859-1' },
+    });
+    expect(event).toMatchObject({ isBase64Encoded: false, body: expect.stringContaining('Jos\uFFFD') });
+    const result = await invoke(handler, event);
+    expect(result.statusCode).toBe(400);
+    expect(jsonBody(result)).toMatchObject({ message: 'body is not well-formed UTF-8' });
+    expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
+    expect(await store.attemptsOf('1001', 'Jos\uFFFD')).toEqual([]);
   });
 
   it('with parameters its sender appended after the signature with a second `?`: recorded', async () => {
@@ -359,10 +379,11 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     bare.searchParams.delete('pid');
     bare.searchParams.delete('token');
     const event = apiEvent('POST', bare.toString(), {
-      body: Buffer.from([...Buffer.from(`pid=${ids.pid}&token=`), 0xff, 0xfe]).toString('base64'),
+      body: Buffer.from([...Buffer.from(`pid=${ids.pid}&token=`), 0xff, 0xfe]),
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     });
-    const result = await invoke(handler, { ...event, isBase64Encoded: true });
+    expect(event.isBase64Encoded).toBe(true);
+    const result = await invoke(handler, event);
     expect(result.statusCode).toBe(400);
     expect(JSON.parse(result.body ?? '{}')).toMatchObject({ message: 'body is not well-formed UTF-8' });
     expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
@@ -449,6 +470,13 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
     expect(sample).toMatchObject({ hits: 2, reason: expect.stringMatching(/not valid JSON/) });
     expect(sample?.pid).toBeUndefined();
     expect(sample?.token).toBeUndefined();
+  });
+
+  it("names API Gateway's id for the request in its refusal record", async () => {
+    const sourceIp = source();
+    const event = apiEvent('GET', successUrl().replace(/sig=[^&]+/, `sig=${'B'.repeat(43)}`), { sourceIp });
+    expect((await invoke(handler, event)).statusCode).toBe(403);
+    expect((await refusedFrom(sourceIp))[0]).toMatchObject({ requestId: event.requestContext.requestId });
   });
 
   it('a signature quoted in a refused identifier (separators sent encoded) is stored and logged concealed', async () => {

@@ -198,10 +198,16 @@ describe('a redirect hit that does not check out', () => {
     ]);
   });
 
-  it('without a signature is rejected as such', async () => {
-    await refused(redirectUrl('success').replace(/&?sig=[^&]+/, ''));
+  it('without a signature is rejected as such, under the id API Gateway gave the request', async () => {
+    const event = apiEvent('GET', redirectUrl('success').replace(/&?sig=[^&]+/, ''), { sourceIp });
+    await invoke(redirect, event);
     expect(await rejectedFrom(sourceIp)).toEqual([
-      expect.objectContaining({ code: 'signature_missing', reason: 'signature missing', hits: 1 }),
+      expect.objectContaining({
+        code: 'signature_missing',
+        reason: 'signature missing',
+        hits: 1,
+        requestId: event.requestContext.requestId,
+      }),
     ]);
   });
 

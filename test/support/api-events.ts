@@ -6,7 +6,8 @@ import { hitUrl } from '../../functions/receiving/survey-urls';
 import { buildEvent, lambdaContext, matchRoute } from '../../infra/local/api-gateway';
 
 export interface EventOptions {
-  readonly body?: string;
+  /** Text is sent as UTF-8; bytes as they are (the gateway decides, by content type, how the event carries them). */
+  readonly body?: string | Buffer;
   readonly headers?: Record<string, string>;
   readonly sourceIp?: string;
 }
@@ -23,7 +24,10 @@ export function apiEvent(
     {
       url: parsed,
       headers: { host: parsed.host, 'user-agent': 'test', ...options.headers },
-      body: Buffer.from(options.body ?? ''),
+      body:
+        typeof options.body === 'string' || options.body === undefined
+          ? Buffer.from(options.body ?? '')
+          : options.body,
       sourceIp: options.sourceIp ?? '198.51.100.7',
     },
     match,
@@ -57,10 +61,8 @@ export async function invoke(
   handler: Handler,
   event: APIGatewayProxyEventV2,
 ): Promise<APIGatewayProxyStructuredResultV2> {
-  return (await handler(
-    event,
-    lambdaContext('test', event.requestContext.requestId),
-  )) as APIGatewayProxyStructuredResultV2;
+  // Lambda's own request id, another than API Gateway's, as in AWS.
+  return (await handler(event, lambdaContext('test'))) as APIGatewayProxyStructuredResultV2;
 }
 
 export const jsonBody = (result: APIGatewayProxyStructuredResultV2) =>
