@@ -157,14 +157,24 @@ export interface Transaction {
   readonly clickedAt?: PacificTime | undefined;
   readonly completedAt?: PacificTime | undefined;
   readonly verifiedAt?: PacificTime | undefined;
+  /**
+   * For a row without a click or start time, an instant (UTC) on the day a listing of that day alone showed it:
+   * the day the marketplace created it (`creation-days.ts`), which its completion may be days after.
+   */
+  readonly createdWithin?: string | undefined;
 }
 
 /**
- * The instant the marketplace files a transaction under, in UTC: its click, else its start, else its completion
- * (a row missing the first two is still placed, on the day its respondent was there, rather than dropped).
+ * The instant the marketplace files a transaction under, in UTC: its click, else its start, else an instant of
+ * the day it was listed under, else its completion (a row missing them all is still placed, on the day its
+ * respondent was there, rather than dropped).
  */
 export const filedAt = (t: Transaction): string | undefined =>
-  t.clickedAt?.utc ?? t.startedAt?.utc ?? t.completedAt?.utc;
+  t.clickedAt?.utc ?? t.startedAt?.utc ?? t.createdWithin ?? t.completedAt?.utc;
+
+/** Whether a row says when its respondent came in (a click or start time): what it is filed under. */
+export const hasEntryTime = (t: Transaction): boolean =>
+  t.clickedAt !== undefined || t.startedAt !== undefined;
 
 /**
  * One row per token (the marketplace's transaction id): a row listed twice (pages that overlap, a list that

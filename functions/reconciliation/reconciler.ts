@@ -28,6 +28,7 @@ import {
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
+import { placedByCreationDay } from './creation-days';
 import {
   checkRegardless,
   DEFAULT_FRESH_DAYS,
@@ -129,6 +130,8 @@ export interface SurveyOutcome {
   readonly readByKey: number;
   /** Look-back calls made (at most one per contiguous window). */
   readonly lookbacks: number;
+  /** Calls listing one day alone, to place rows without a click or start time (`creation-days.ts`). */
+  readonly dayListings: number;
   /** Attempts whose transaction was clicked in before the window, left to that day's run. */
   readonly earlier: number;
   /**
@@ -220,6 +223,7 @@ const emptyOutcome = (
   awaiting: 0,
   readByKey: 0,
   lookbacks: 0,
+  dayListings: 0,
   earlier: 0,
   superseded: 0,
   withdrawn: 0,
@@ -537,7 +541,17 @@ export function reconciler(deps: ReconcilerDeps) {
       // failing (its days retried every run) reads the ledger only once the marketplace has answered.
       const listing = deps.marketplace
         .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
-        .then((rows) => readable(rows, holdDays ? window : []));
+        .then((rows) => readable(rows, holdDays ? window : []))
+        .then(async (rows) => {
+          const placement = await placedByCreationDay(
+            rows.rows,
+            pacificDays(range.startDate, range.endDate),
+            async (day) =>
+              (await deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day })).rows,
+          );
+          outcome.dayListings += placement.calls;
+          return { ...rows, rows: placement.rows };
+        });
       if (failedDays.length > 0) await listing;
       const [listed, seenByGroup] = await Promise.all([
         listing,

@@ -392,6 +392,62 @@ describe('a reconciliation run', () => {
   });
 });
 
+describe('a row listed without a click or start time', () => {
+  /** A listing that filters by creation day, as the marketplace does, and says "No data found" for none. */
+  const byCreation = (rows: { created: string; row: Record<string, unknown> }[], calls: string[]) =>
+    createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input) => {
+        const url = new URL(String(input));
+        const [from, to] = [url.searchParams.get('startDate') ?? '', url.searchParams.get('endDate') ?? ''];
+        calls.push(`${from}..${to}`);
+        const result = rows.filter((r) => r.created >= from && r.created <= to).map((r) => r.row);
+        return result.length > 0
+          ? new Response(JSON.stringify({ apiStatus: 'success', result }), { status: 200 })
+          : new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'No data found for survey: 7011' }), {
+              status: 400,
+            });
+      },
+    });
+
+  it('is owed on the day a listing of that day alone shows it, not on the day its respondent finished', async () => {
+    await survey(7011);
+    const created = nextDay(today, -2);
+    // Clicked in two days before it finished; the marketplace left out the click and start times.
+    const { clkDateTime: _, ...complete } = listedComplete('c1', 'c1');
+    const row = { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7011', outcome: 'success', pid: 'c1', token: 'c1', source: 'query' },
+      new Date(REFERENCE_MS),
+    );
+    const calls: string[] = [];
+    const run = await engine({ marketplace: byCreation([{ created, row }], calls) }).run(created, created, [
+      '7011',
+    ]);
+    expect(run.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      transactions: 1,
+      undated: 0,
+      dayListings: 2,
+      verdicts: { matched: 1 },
+    });
+    // The window's listing (the day either side too), then its days one by one until the row is found.
+    expect(calls).toEqual([
+      `${nextDay(created, -1)}..${nextDay(created, 1)}`,
+      `${nextDay(created, -1)}..${nextDay(created, -1)}`,
+      `${created}..${created}`,
+    ]);
+    const [summary] = await results.summariesOf('7011', [created]);
+    expect(summary?.marketplace).toMatchObject({ transactions: 1, validCompletes: 1, owed: '1.50' });
+    expect((await attempts.attemptsOf('7011', 'c1'))[0]?.reconciliation).toMatchObject({
+      verdict: 'matched',
+      day: created,
+    });
+  });
+});
+
 describe('a row that cannot be read, whose token and day still read', () => {
   it('holds back only its day and its token: the other days are reconciled, and the day is judged once it reads', async () => {
     await survey(7008);

@@ -1,0 +1,57 @@
+/**
+ * Rows the marketplace lists without a click or start time. It files a transaction under the day its respondent
+ * clicked in, and a listing of several days does not say which: filed by its completion, a respondent who finished
+ * days later would land on a day past the listing's range, in no window, and a paid complete would be owed on no
+ * day. The listing of each day of the range alone does say it (its filter is the creation time), so such rows are
+ * placed by asking for those days one by one: a few calls, only when such a row is listed.
+ */
+import type { Transaction } from '../marketplace/marketplace-records';
+import { hasEntryTime } from '../marketplace/marketplace-records';
+import { pacificDayRange } from '../marketplace/pacific-time';
+
+export interface CreationDayPlacement {
+  readonly rows: Transaction[];
+  /** Rows without an entry time that no day's listing showed: filed as before, by their completion. */
+  readonly unplaced: number;
+  /** Listing calls made to place them (0 when every row has an entry time). */
+  readonly calls: number;
+}
+
+/**
+ * The rows with every row lacking an entry time placed on its creation day (`createdWithin`: its completion when
+ * that is on the day, else the day's last millisecond). `listDay` lists one Pacific day's rows; `days` are the
+ * days the rows were listed for, oldest first.
+ */
+export async function placedByCreationDay(
+  rows: readonly Transaction[],
+  days: readonly string[],
+  listDay: (day: string) => Promise<readonly Transaction[]>,
+): Promise<CreationDayPlacement> {
+  const wanted = new Set(rows.filter((t) => !hasEntryTime(t)).map((t) => t.token));
+  if (wanted.size === 0) return { rows: [...rows], unplaced: 0, calls: 0 };
+  const dayOf = new Map<string, string>();
+  let calls = 0;
+  for (const day of days) {
+    if (dayOf.size === wanted.size) break;
+    calls++;
+    for (const t of await listDay(day))
+      if (wanted.has(t.token) && !dayOf.has(t.token)) dayOf.set(t.token, day);
+  }
+  let unplaced = 0;
+  const placed = rows.map((t) => {
+    if (hasEntryTime(t)) return t;
+    const day = dayOf.get(t.token);
+    if (day === undefined) {
+      unplaced++;
+      return t;
+    }
+    // Its completion when that is on the day (created before it), else the day's last millisecond.
+    const { start, end } = pacificDayRange(day);
+    const last = new Date(end.getTime() - 1).toISOString();
+    const completed = t.completedAt?.utc ?? last;
+    const within =
+      completed < start.toISOString() ? start.toISOString() : completed > last ? last : completed;
+    return { ...t, createdWithin: within };
+  });
+  return { rows: placed, unplaced, calls };
+}

@@ -1,0 +1,60 @@
+/** Rows without a click or start time, placed on the day a listing of that day alone shows them. */
+import { describe, expect, it } from 'vitest';
+import type { Transaction } from '../../functions/marketplace/marketplace-records';
+import { filedAt } from '../../functions/marketplace/marketplace-records';
+import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { placedByCreationDay } from '../../functions/reconciliation/creation-days';
+
+const at = (iso: string) => ({ utc: iso, raw: iso });
+const row = (token: string, extra: Partial<Transaction> = {}): Transaction => ({
+  token,
+  pid: token,
+  status: 'Completed',
+  cpi: '1.50',
+  ...extra,
+});
+const days = ['2026-03-07', '2026-03-08', '2026-03-09'];
+
+describe('placedByCreationDay', () => {
+  it('asks nothing when every row says when its respondent came in', async () => {
+    const rows = [
+      row('a', { clickedAt: at('2026-03-08T20:00:00.000Z') }),
+      row('b', { startedAt: at('2026-03-08T21:00:00.000Z') }),
+    ];
+    const placed = await placedByCreationDay(rows, days, async () => {
+      throw new Error('not asked');
+    });
+    expect(placed).toEqual({ rows, unplaced: 0, calls: 0 });
+  });
+
+  it("files a row at its completion when that is on its creation day, else at that day's last millisecond", async () => {
+    const sameDay = row('same', { completedAt: at('2026-03-08T20:00:00.000Z') });
+    const later = row('later', { completedAt: at('2026-03-11T20:00:00.000Z') });
+    const none = row('none');
+    const lost = row('lost', { completedAt: at('2026-03-11T20:00:00.000Z') });
+    const asked: string[] = [];
+    const placed = await placedByCreationDay([sameDay, later, none, lost], days, async (day) => {
+      asked.push(day);
+      return day === '2026-03-08' ? [sameDay, later, none] : [];
+    });
+    // Every day asked: the fourth row is on none of them.
+    expect(asked).toEqual(days);
+    const lastMs = new Date(pacificDayRange('2026-03-08').end.getTime() - 1).toISOString();
+    expect(placed.rows.map(filedAt)).toEqual([
+      '2026-03-08T20:00:00.000Z',
+      lastMs,
+      lastMs,
+      '2026-03-11T20:00:00.000Z',
+    ]);
+    expect(placed).toMatchObject({ unplaced: 1, calls: 3 });
+  });
+
+  it('stops asking once every such row is placed', async () => {
+    const asked: string[] = [];
+    await placedByCreationDay([row('x')], days, async (day) => {
+      asked.push(day);
+      return [row('x')];
+    });
+    expect(asked).toEqual(['2026-03-07']);
+  });
+});
