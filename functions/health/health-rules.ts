@@ -39,7 +39,7 @@
  * marketplace that does not. The window itself is `windowMinutes` (15).
  */
 
-import { withoutSignatures } from '../shared/printable';
+import { shellWord, withoutSignatures } from '../shared/printable';
 
 export const HEALTH_STATES = ['ok', 'warning', 'failing'] as const;
 export type HealthState = (typeof HEALTH_STATES)[number];
@@ -251,7 +251,7 @@ export function successWithoutPostback(
       `${uncovered.length} of ${successes.length} success redirects first seen from ${from.toISOString()} to ${until.toISOString()}` +
       ` have no success postback after ${settings.graceMinutes} minutes${leftOut(left)} (coverage ${Math.floor(coverage)}%;` +
       ` pids ${samples(uncovered.map((a) => a.pid))}, the first at ${uncovered[0]?.successRedirectAt}). ` +
-      `One attempt's story: npm run cli -- attempt --survey ${id} --pid ${JSON.stringify(firstPid)}; ` +
+      `One attempt's story: npm run cli -- attempt --survey ${id} --pid=${shellWord(firstPid)}; ` +
       `the marketplace's settings: npm run cli -- redirects show --survey ${id}. ` +
       'Success redirects nothing backs can also be forged: see the unverified claims of npm run cli -- report.',
   };

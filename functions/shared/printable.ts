@@ -35,3 +35,12 @@ export function printable(text: string): string {
   }
   return out;
 }
+
+/**
+ * A value written as one word of a POSIX shell command (single quotes, a quote inside as `'\''`): pasted, a pid
+ * like `$(id)` or `` `id` `` is an argument, never a command. Used where a hint prints a command with an id that
+ * came from outside (a forged redirect chooses its pid).
+ */
+export function shellWord(value: string): string {
+  return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
+}

@@ -2,6 +2,7 @@
  * The survey health rules at their boundaries, with the default settings: what fires, at which count, time and
  * percentage, and what stays quiet.
  */
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import {
   type AttemptSightings,
@@ -145,7 +146,18 @@ describe('success_without_postback', () => {
     expect(reason).toMatchObject({ code: 'success_without_postback', severity: 'failing' });
     expect(reason?.detail).toContain('6 of 10 success redirects');
     expect(reason?.detail).toContain('coverage 40%');
-    expect(reason?.detail).toMatch(/attempt --survey 1001 --pid "s\d+"/);
+    expect(reason?.detail).toMatch(/attempt --survey 1001 --pid=s\d+;/);
+  });
+
+  it("writes the sample pid in its command as one shell word: a forger's pid runs nothing when pasted", () => {
+    const forged = ['$(touch /tmp/x)', '`id`', "it's; echo hi", '--force'];
+    for (const pid of forged) {
+      const attempts = [{ ...success(15), pid }, success(15), success(15)];
+      const detail = successWithoutPostback(window({ attempts }), settings, now)?.detail ?? '';
+      const word = /--pid=(.*?); the marketplace/.exec(detail)?.[1] ?? '';
+      // What a POSIX shell makes of the word: the pid, literally.
+      expect(execFileSync('sh', ['-c', `printf %s ${word}`], { encoding: 'utf8' })).toBe(pid);
+    }
   });
 
   it('is a warning at exactly 50% coverage', () => {
