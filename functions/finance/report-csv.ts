@@ -5,6 +5,7 @@
 import { stringify } from 'csv-stringify/sync';
 import type { FailingSpell } from '../health/health-transition';
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, type VerdictKind } from '../reconciliation/verdict-kinds';
+import { withBidiEscaped } from '../shared/printable';
 import { type Discrepancy, periodSummary, type SurveyDayRow } from './finance-report';
 
 /**
@@ -13,11 +14,14 @@ import { type Discrepancy, periodSummary, type SurveyDayRow } from './finance-re
  * spreadsheets fold to ASCII. Applied to every cell, whoever wrote it (receiver, marketplace or respondent).
  */
 export function neutralize(value: string): string {
-  return /^[\t\r]|^[\s\u3000]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]/.test(value) ? `'${value}` : value;
+  return /^[\t\r]|^[\s\u3000\p{Cf}]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]/u.test(value) ? `'${value}` : value;
 }
 
+/** A cell as written: its bidirectional controls escaped, then neutralised. */
+export const csvCell = (value: string): string => neutralize(withBidiEscaped(value));
+
 function table(header: readonly string[], rows: readonly (readonly (string | number | boolean)[])[]): string {
-  return stringify([header, ...rows.map((row) => row.map((cell) => neutralize(String(cell))))], {
+  return stringify([header, ...rows.map((row) => row.map((cell) => csvCell(String(cell))))], {
     // `;` too: a spreadsheet set to split on semicolons would otherwise start a new cell (`a;=1+1`) inside one.
     quoted_match: /[",;\r\n']/,
     record_delimiter: '\r\n',

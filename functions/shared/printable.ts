@@ -7,7 +7,11 @@
 // C0 controls (the line feed is let through below), DEL, and the C1 controls (U+009B is a complete escape sequence
 // introducer); and the bidirectional controls, which make text read in another order than it is written (a pid
 // `abc\u202Efed` shows as `abcdef`): an id shown so could pass for another.
-const CONTROL = /[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+const BIDI = '\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069';
+const CONTROL = new RegExp(`[\\p{Cc}${BIDI}]`, 'u');
+const BIDI_ONLY = new RegExp(`[${BIDI}]`, 'gu');
+
+const escaped = (c: string) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, '0')}`;
 
 // A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, `sig%253D`, encoded once or twice
 // more) and what follows up to the next separator. A sender that percent-encodes its separators sends the whole
@@ -29,11 +33,16 @@ export function withoutSignatures(text: string): string {
 export function printable(text: string): string {
   if (!CONTROL.test(text)) return text;
   let out = '';
-  for (const c of text) {
-    const code = c.codePointAt(0) as number;
-    out += c !== '\n' && CONTROL.test(c) ? `\\u${code.toString(16).padStart(4, '0')}` : c;
-  }
+  for (const c of text) out += c !== '\n' && CONTROL.test(c) ? escaped(c) : c;
   return out;
+}
+
+/**
+ * The text with only its bidirectional controls written as `\uXXXX`, for a CSV cell: its line breaks and tabs are
+ * data (quoted), but a pid `abc\u202Efed` would show in a spreadsheet as `abcdef`, another respondent's id.
+ */
+export function withBidiEscaped(text: string): string {
+  return text.replace(BIDI_ONLY, escaped);
 }
 
 /**

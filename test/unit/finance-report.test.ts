@@ -93,8 +93,24 @@ describe('CSV', () => {
     ['＠SUM(1)', "'＠SUM(1)"],
     ['a;=1+1', 'a;=1+1'],
     ['a@b.com', 'a@b.com'],
+    ['\u200b=1+1', "'\u200b=1+1"],
+    ['\ufeff+1', "'\ufeff+1"],
   ])('neutralises %j', (cell, expected) => {
     expect(neutralize(cell)).toBe(expected);
+  });
+
+  it('writes bidirectional controls in an id escaped, so it cannot pass for another in a spreadsheet', () => {
+    const discrepancy = {
+      surveyId: '1',
+      day: '2026-11-20',
+      kind: 'unverified_claim',
+      pid: 'abc\u202efed',
+      token: '\u2066=1+1',
+    } as unknown as Parameters<typeof discrepanciesCsv>[0][number];
+    const [parsed] = parse(discrepanciesCsv([discrepancy]), { columns: true }) as Record<string, string>[];
+    expect(parsed?.pid).toBe('abc\\u202efed');
+    // Escaped, it starts with a backslash: no formula.
+    expect(parsed?.token).toBe('\\u2066=1+1');
   });
 
   it('quotes a cell holding a semicolon, so a semicolon-splitting spreadsheet keeps it whole', () => {
