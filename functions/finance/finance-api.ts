@@ -230,6 +230,15 @@ function readRequest(event: ApiEvent, parameters: readonly string[]): FinanceReq
     throw badRequest(
       `unknown query parameter ${unknown.map((name) => JSON.stringify(name.slice(0, 40))).join(', ')}: this route reads ${parameters.join(', ')}`,
     );
+  // Every parameter but `survey` (a list) is read once: a second value would be dropped without a word (`from`
+  // given twice answered for the first).
+  const repeated = [...new Set(query.keys())].filter(
+    (name) => name !== 'survey' && !/^x-amz-/i.test(name) && query.getAll(name).length > 1,
+  );
+  if (repeated.length > 0)
+    throw badRequest(
+      `query parameter ${repeated.map((name) => JSON.stringify(name)).join(', ')} given more than once`,
+    );
   const format = query.get('format');
   if (format !== null && !['csv', 'json'].includes(format)) throw badRequest('format must be json or csv');
   // `format` decides when given; else the Accept header, by its preference.

@@ -730,6 +730,19 @@ describe('requests', () => {
     expect(presigned.statusCode).toBe(200);
   });
 
+  it('refuses a parameter given twice (but survey, a list), naming it: the second would be dropped unread', async () => {
+    for (const [url, name] of [
+      [`/finance/summary?from=${D1}&to=${D2}&from=2020-01-01`, '"from"'],
+      [`/finance/summary?from=${D1}&to=${D2}&format=json&format=csv`, '"format"'],
+      [`/finance/summary?from=${D1}&to=${D2}&detail=totals&detail=bogus`, '"detail"'],
+    ] as const) {
+      const result = await get(url);
+      expect(result.statusCode, url).toBe(400);
+      expect(jsonBody(result).message, url).toBe(`query parameter ${name} given more than once`);
+    }
+    expect((await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001&survey=8002`)).statusCode).toBe(200);
+  });
+
   it('answers CSV or JSON as format says, else as Accept prefers', async () => {
     const typeOf = async (query: string, accept?: string) =>
       String(
