@@ -14,6 +14,7 @@ import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
 import { readClaim, readIdentity, refusedHit } from './hit-request';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
+import { loggableKeyId } from './signing';
 
 export interface PostbackDependencies {
   readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
@@ -71,8 +72,7 @@ export function createPostbackHandler({
         logger.warn('postback refused: signature', {
           reason: check.reason,
           ...claim.target,
-          // The sender's text: cut short, so a kilobyte key id cannot multiply the log.
-          kid: claim.kid?.slice(0, 40),
+          kid: loggableKeyId(claim.kid),
           sourceIp,
         });
         count('RejectedPostback', { reason: 'signature' });

@@ -22,6 +22,7 @@ import type { Outcome } from './outcome';
 import { previewRequest } from './preview-requests';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 import { senderOf } from './sender';
+import { loggableKeyId } from './signing';
 
 export interface RedirectDependencies {
   readonly store: Pick<LedgerStore, 'recordHit' | 'recordRejectedHit'>;
@@ -86,7 +87,7 @@ export function createRedirectHandler({
         // Neither genuine nor forged as far as can be told: the respondent goes on, the hit is in the log.
         logger.error('redirect hit not recorded: the signing key ring is unavailable', {
           ...hitFields({ ...claim.target, ...identity }),
-          kid: claim.kid?.slice(0, 40),
+          kid: loggableKeyId(claim.kid),
           at: at.toISOString(),
           error: describe(error),
         });

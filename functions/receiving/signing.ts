@@ -13,6 +13,14 @@ import { describeIssues } from '../shared/validation';
 import type { Channel, Outcome } from './outcome';
 
 export const KEY_ID_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+
+/**
+ * A presented key id as a log line may show it: itself when it has a key id's shape, else only its length (a URL
+ * built with its parameters swapped carries the signature as `kid`: 40 of its 43 characters logged would leave a
+ * forger a few thousand guesses).
+ */
+export const loggableKeyId = (kid: string | undefined): string | undefined =>
+  kid === undefined || KEY_ID_PATTERN.test(kid) ? kid : `(${kid.length} characters, not a key id)`;
 /** base64url of a 32-byte HMAC-SHA256, unpadded. */
 const SIGNATURE_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 const MIN_SECRET_LENGTH = 32;
