@@ -375,7 +375,7 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     const raw = at < 0 ? '' : part.slice(at + 1);
     // A pid a panel keeps in another encoding (Latin-1 `Jos%E9`) is kept, its stray bytes left escaped, so both
     // channels key its attempt alike and the postback is not refused (and lost); a token is the marketplace's own.
-    const value = decode(raw) ?? (key === 'pid' ? decodeKeepingStrayBytes(raw) : undefined);
+    const value = key === 'pid' ? decodePid(raw) : decode(raw);
     if (value === undefined) throw badRequest(`${key} is not well-formed UTF-8 (${where})`);
     const seen = params.get(key);
     if (seen !== undefined && seen !== value) {
@@ -388,6 +388,12 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
   }
   return params;
 }
+
+/**
+ * A pid as written in a query (percent-encoded), decoded as a hit's is: a byte that is not UTF-8 left as its escape
+ * (`Jos%E9`), never a replacement character. What a lookup by pid must decode it with to find the attempt.
+ */
+export const decodePid = (encoded: string): string => decode(encoded) ?? decodeKeepingStrayBytes(encoded);
 
 /** Form decoding of one name or value: undefined when its bytes are not UTF-8. */
 function decode(encoded: string): string | undefined {

@@ -826,6 +826,22 @@ describe('one attempt', () => {
     expect(byToken.attempts.map((a) => a.pid)).toEqual(['pid-b1']);
     expect((await get(`/finance/attempts/8002?token=nope&from=${D1}&to=${D2}`)).statusCode).toBe(404);
     expect((await get('/finance/attempts/8002')).statusCode).toBe(400);
+    // A Latin-1 pid, kept by the receivers with its stray byte escaped: found by the pid as the panel sends it.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '8003',
+        outcome: 'success',
+        pid: 'Jos%E9',
+        token: 'l1',
+        source: 'query',
+      },
+      new Date(`${D1}T20:00:00Z`),
+    );
+    const latin1 = jsonBody(await get('/finance/attempts/8003?pid=Jos%E9')) as {
+      attempts: { token: string }[];
+    };
+    expect(latin1.attempts?.map((a) => a.token)).toEqual(['l1']);
     // Asked for as CSV: said to be JSON only, not answered as JSON as if CSV were given.
     const csv = await get('/finance/attempts/8001?pid=pid-a1&format=csv');
     expect(csv.statusCode).toBe(400);
