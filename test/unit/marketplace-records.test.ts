@@ -218,9 +218,32 @@ describe('surveys', () => {
     });
   });
 
-  it('report a survey without an id or with a broken date', () => {
+  it('report a survey without an id or a price', () => {
     expect(parseSurvey({ ...survey, surveyId: undefined }).ok).toBe(false);
-    expect(parseSurvey({ ...survey, createdDate: '2026-11-18' }).ok).toBe(false);
+    expect(parseSurvey({ ...survey, CPI: 'n/a' }).ok).toBe(false);
+  });
+
+  it('read a survey whose other fields do not read, leaving them out: its price is what matters', () => {
+    const odd = parseSurvey({
+      ...survey,
+      isRevShr: 0,
+      isQuota: 1,
+      reContact: 'true',
+      isPIIRequired: null,
+      LOI: 12.5,
+      N: null,
+      targeting: null,
+      statuses: null,
+      duplicateSurveyIds: null,
+      createdDate: '2026-11-18',
+    });
+    expect(odd.ok).toBe(true);
+    if (!odd.ok) return;
+    expect(odd.value).toMatchObject({ surveyId: String(survey.surveyId), cpi: expect.any(String) });
+    expect(odd.value.isQuota).toBeUndefined();
+    expect(odd.value.loiMinutes).toBeUndefined();
+    expect(odd.value.createdAt).toBeUndefined();
+    expect(odd.value.targeting).toEqual([]);
   });
 });
 
