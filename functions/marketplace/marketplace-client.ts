@@ -339,7 +339,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       }
       let body: unknown;
       try {
-        body = text === '' ? undefined : JSON.parse(text);
+        body = text === '' ? undefined : JSON.parse(idsAsWritten(text));
       } catch {
         body = undefined;
       }
@@ -600,4 +600,13 @@ function causeOf(error: unknown): string {
 function redact(message: string, token: string): string {
   const short = withoutSignatures(message).slice(0, 300);
   return token ? short.split(token).join('[redacted]') : short;
+}
+
+/**
+ * The answer's text with every id written as a bare integer of 16 digits or more (`"PID": 12345678901234567890`)
+ * quoted: parsed as a number it would be rounded past 2^53, another respondent's id. Only the ids' keys, only where
+ * the value is a bare integer.
+ */
+export function idsAsWritten(text: string): string {
+  return text.replace(/("(?:PID|pid|token)"\s*:\s*)(-?\d{16,})(?=\s*[,}\]])/g, '$1"$2"');
 }

@@ -224,8 +224,13 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
   const parsed = transactionSchema.safeParse(raw);
   if (!parsed.success) return unreadable(describeIssues(parsed.error, { limit: 3, whole: '(row)' }));
   const t = parsed.data;
-  // A complete without a readable price cannot be counted; anything else earns nothing whatever it says.
-  if (t.CPI === undefined && t.status === 'Completed')
+  // A complete without a readable price cannot be counted, nor can a status this product does not know (an
+  // "adjusted to complete" is money for finance to look at, and its amount with it); a known status that earns
+  // nothing earns nothing whatever its price says.
+  if (
+    t.CPI === undefined &&
+    (t.status === 'Completed' || !(TRANSACTION_STATUSES as readonly string[]).includes(t.status))
+  )
     return unreadable(
       `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
     );

@@ -326,6 +326,16 @@ describe('answers', () => {
       expect.objectContaining({ index: 1, reference: 't2', problem: expect.stringMatching(/CPI/) }),
     ]);
   });
+
+  it('read an id written as an integer past 2^53 with its digits as written, not rounded', async () => {
+    const row = JSON.stringify({ ...good, PID: 'X', token: 'Y' })
+      .replace('"PID":"X"', '"PID": 12345678901234567891')
+      .replace('"token":"Y"', '"token":98765432109876543211');
+    const fetch: typeof globalThis.fetch = async () =>
+      new Response(`{"apiStatus":"success","result":[${row}]}`, { status: 200 });
+    const { rows } = await client({ fetch }).getSurveyTransactions('1001');
+    expect(rows.map((t) => [t.pid, t.token])).toEqual([['12345678901234567891', '98765432109876543211']]);
+  });
 });
 
 describe('faults', () => {

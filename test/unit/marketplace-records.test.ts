@@ -60,6 +60,11 @@ describe('transactions', () => {
     });
   });
 
+  it('read an unreadable CPI as nothing earned on a known status that earns nothing', () => {
+    const parsed = parseTransaction({ ...transaction, status: 'Failed', CPI: '1,25' });
+    expect(parsed.ok && parsed.value.cpi).toBe('0.00');
+  });
+
   it('read a numeric PID as a string', () => {
     const parsed = parseTransaction({ ...transaction, PID: 12345 });
     expect(parsed.ok && parsed.value.pid).toBe('12345');
@@ -70,6 +75,11 @@ describe('transactions', () => {
     ['an empty token', { token: '' }, /token is empty/],
     ['an unreadable CPI', { CPI: 'n/a' }, /CPI is not an amount/],
     ['a negative CPI', { CPI: -1 }, /CPI is not an amount/],
+    [
+      'a status it does not know and an unreadable CPI',
+      { status: 'Adjusted To Complete', CPI: '1,25' },
+      /CPI is not an amount/,
+    ],
     ['an unreadable click time', { clkDateTime: 'yesterday' }, /clkDateTime is not a marketplace time/],
     ['no status', { status: undefined }, /status/],
     [
