@@ -244,9 +244,13 @@ export function retryAfterMs(header: string | null, now: number): number | undef
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/** The marketplace answers an empty survey listing with an error ("No surveys available"), not an empty list. */
+/**
+ * The marketplace answers an empty survey listing with an error ("No surveys available"), not an empty list; or,
+ * as it answers an empty transaction list, "No data found". (A survey the full listing then leaves out is looked
+ * up by id before it is recorded closed.)
+ */
 const noSurveys = (status: number, message: string) =>
-  (status === 400 || status === 404) && /no surveys? (are )?available/i.test(message);
+  (status === 400 || status === 404) && /no surveys? (are )?available|^no data found/i.test(message.trim());
 
 export function createMarketplaceClient(options: MarketplaceClientOptions): MarketplaceClient {
   const version = options.apiVersion ?? 'v1';

@@ -235,11 +235,13 @@ describe('answers', () => {
     expect(calls()).toBe(1);
   });
 
-  it('read "No surveys available" on a survey listing as an empty list, not a failed call', async () => {
-    for (const status of [400, 404]) {
-      const empty = failingFirst(2, () =>
-        json(status, { apiStatus: 'Failure', msg: 'No surveys available' }),
-      );
+  it('read "No surveys available" (or "No data found") on a survey listing as an empty list, not a failed call', async () => {
+    for (const [status, msg] of [
+      [400, 'No surveys available'],
+      [404, 'No surveys available'],
+      [400, 'No data found'],
+    ] as const) {
+      const empty = failingFirst(2, () => json(status, { apiStatus: 'Failure', msg }));
       const api = client({ fetch: empty.fetch });
       expect(await api.getAllocatedSurveysByDate(new Date())).toEqual({ rows: [], malformed: [] });
       expect(await api.getAllocatedSurveys()).toEqual({ rows: [], malformed: [] });
