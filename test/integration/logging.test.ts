@@ -75,6 +75,22 @@ describe('logs and metrics', () => {
     expect(line.function_request_id).not.toBe(event.requestContext.requestId);
   });
 
+  it('a signature quoted in a refused identifier (separators sent encoded) reaches no log line', async () => {
+    const genuine = new URL(
+      filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', { pid: 'p-one', token: randomUUID() }),
+    );
+    const sig = genuine.searchParams.get('sig') as string;
+    // The whole query as one pid: `&` and `=` percent-encoded by a sender that encodes twice.
+    const oneParameter = `${genuine.origin}${genuine.pathname}?pid=${encodeURIComponent(
+      `p-one&kid=${genuine.searchParams.get('kid')}&sig=${sig}`,
+    )}`;
+    capture();
+    expect((await invoke(postback, apiEvent('GET', oneParameter))).statusCode).toBe(403);
+    vi.restoreAllMocks();
+    expect(loggedLine('postback refused')).not.toBe('');
+    expect(written.join('')).not.toContain(sig.slice(0, 12));
+  });
+
   it('a refused key id of any length is logged cut short', async () => {
     const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
       pid: 'p-kid',

