@@ -8,4 +8,8 @@ import { receiverContext } from './runtime/aws-clients';
 
 const { config, ...dependencies } = receiverContext();
 
-export const handler = createRedirectHandler({ ...dependencies, landing: config.landing });
+export const handler = createRedirectHandler({
+  ...dependencies,
+  landing: config.landing,
+  perSenderMinute: config.perSenderMinute,
+});

@@ -54,6 +54,8 @@ export interface ReceiverStackProps extends StackProps {
   readonly healthSettings?: Partial<HealthSettings>;
   /** Address ranges postbacks may come from (POSTBACK_SOURCE_CIDRS); default any. */
   readonly postbackSourceCidrs?: string;
+  /** Redirects recorded per sender, container and minute (REDIRECTS_PER_SENDER_MINUTE); unset: the function's default. */
+  readonly redirectsPerSenderMinute?: number;
   /** How often the redirect sync runs (default 15 minutes). */
   readonly redirectSyncRate?: Duration;
   /**
@@ -171,6 +173,11 @@ export class ReceiverStack extends Stack {
     for (const receiver of [this.redirect, this.postback]) this.buffer.bindSender(receiver);
     if (props.postbackSourceCidrs)
       this.postback.function.addEnvironment('POSTBACK_SOURCE_CIDRS', props.postbackSourceCidrs);
+    if (props.redirectsPerSenderMinute !== undefined)
+      this.redirect.function.addEnvironment(
+        'REDIRECTS_PER_SENDER_MINUTE',
+        String(props.redirectsPerSenderMinute),
+      );
     this.drainer = new ReceiverFunction(this, 'drain-buffer', {
       ...QUEUE_FUNCTIONS['drain-buffer'],
       timeout: Duration.seconds(30),

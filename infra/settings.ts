@@ -99,6 +99,8 @@ const environmentSchema = z
       })
       .default({ scheduleMinutes: 5, windowMinutes: 15 }),
     postbackSourceCidrs: z.string().min(1).optional(),
+    /** Redirects recorded per sender (address, IPv6 /64), container and minute (REDIRECTS_PER_SENDER_MINUTE); 0: none. */
+    redirectsPerSenderMinute: z.int().min(0).max(1_000_000).optional(),
     landingUrls: z
       .object({
         success: landingTemplate.optional(),
@@ -292,6 +294,9 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     healthCheckRate: Duration.minutes(settings.health.scheduleMinutes),
     healthSettings: healthRuleSettings(settings),
     ...(settings.postbackSourceCidrs ? { postbackSourceCidrs: settings.postbackSourceCidrs } : {}),
+    ...(settings.redirectsPerSenderMinute !== undefined
+      ? { redirectsPerSenderMinute: settings.redirectsPerSenderMinute }
+      : {}),
     postbackMethods: settings.postbackMethods,
     receiverReservedConcurrency: settings.receiverReservedConcurrency,
     ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),

@@ -22,6 +22,7 @@ import type { Outcome } from './outcome';
 import { previewRequest } from './preview-requests';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 import { senderOf } from './sender';
+import { REDIRECTS_PER_SENDER_MINUTE, senderLimiter } from './sender-limit';
 import { loggableKeyId } from './signing';
 
 export interface RedirectDependencies {
@@ -35,6 +36,8 @@ export interface RedirectDependencies {
   readonly refusals?: RefusalRecorderOptions | undefined;
   /** How long the respondent waits for the ledger before the hit goes to the buffer (default REDIRECT_STORE_BUDGET_MS). */
   readonly storeBudgetMs?: number | undefined;
+  /** Redirects recorded per sender and minute in a container (default REDIRECTS_PER_SENDER_MINUTE; sender-limit.ts). */
+  readonly perSenderMinute?: number | undefined;
 }
 
 /**
@@ -55,8 +58,10 @@ export function createRedirectHandler({
   landing,
   refusals,
   storeBudgetMs = REDIRECT_STORE_BUDGET_MS,
+  perSenderMinute,
 }: RedirectDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
+  const bySender = senderLimiter(perSenderMinute);
   return respondentRoute(async (event, context) => {
     // A prefetch is refused (a browser keeps no prefetch answered 400-599, and asks again if the respondent does
     // navigate); a preview bot gets the plain page. Neither is recorded: no respondent reached the outcome. A 4xx,
@@ -94,7 +99,17 @@ export function createRedirectHandler({
         count('RedirectNotRecorded');
         return respondentAnswer(landingFor(landing, claimed));
       }
-      if (check.valid) {
+      const sender = check.valid ? bySender(event.requestContext.http.sourceIp) : 'record';
+      if (sender !== 'record') {
+        // A flood from one sender: answered as every redirect is, not recorded (once a minute in the log).
+        if (sender === 'first-over') {
+          logger.warn('redirects from one sender past its bound this minute: answered, not recorded', {
+            surveyId: claim.target.surveyId,
+            perMinute: perSenderMinute ?? REDIRECTS_PER_SENDER_MINUTE,
+          });
+          count('RedirectsOverSenderBound');
+        }
+      } else if (check.valid) {
         // The ring the signature was just checked with (cached in the container).
         const secret = (await keyRing().catch(() => undefined))?.current.secret;
         const from = secret ? senderOf(event.requestContext.http.sourceIp, secret) : undefined;

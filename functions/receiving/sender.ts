@@ -22,21 +22,37 @@ export function senderOf(sourceIp: string | undefined, secret: string): string |
 /**
  * The network a sender is counted by: an IPv4 address itself; for IPv6 its /64, the block one subscriber is given
  * (a host picks any of its 2^64 addresses at will, so counted per address one forger would be countless senders).
- * An IPv4 address written as IPv6 (`::ffff:192.0.2.1`) is the IPv4 address.
+ * An IPv4 address written as IPv6 (`::ffff:192.0.2.1`, `::ffff:c000:201`, `::ffff:0:192.0.2.1`) is the IPv4 address;
+ * a zone (`%eth0`) is no part of it.
  */
 export function senderNetwork(sourceIp: string): string {
-  if (!isIPv6(sourceIp)) return sourceIp;
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(sourceIp);
-  if (mapped) return mapped[1] as string;
-  const [head = '', tail] = sourceIp.toLowerCase().split('::');
-  const groups = (part: string | undefined) => (part ? part.split(':') : []);
-  const before = groups(head);
-  // A trailing dotted quad stands for two groups; only the first four groups matter here.
-  const after = groups(tail).flatMap((g) => (g.includes('.') ? ['0', '0'] : [g]));
-  const full =
-    tail === undefined ? before : [...before, ...Array(8 - before.length - after.length).fill('0'), ...after];
-  return `${full
+  const address = sourceIp.split('%', 1)[0] as string;
+  if (!isIPv6(address)) return sourceIp;
+  const groups = ipv6Groups(address.toLowerCase());
+  const zeros = (from: number, to: number) => groups.slice(from, to).every((g) => g === 0);
+  // ::ffff:a.b.c.d (mapped) and ::ffff:0:a.b.c.d (translated).
+  if (zeros(0, 5) && groups[5] === 0xffff) return ipv4Of(groups[6] as number, groups[7] as number);
+  if (zeros(0, 4) && groups[4] === 0xffff && groups[5] === 0)
+    return ipv4Of(groups[6] as number, groups[7] as number);
+  return `${groups
     .slice(0, 4)
-    .map((g) => Number.parseInt(g, 16).toString(16))
+    .map((g) => g.toString(16))
     .join(':')}::/64`;
 }
+
+/** The eight 16-bit groups of a valid IPv6 address (a trailing dotted quad is two of them). */
+function ipv6Groups(address: string): number[] {
+  const parts = (part: string | undefined) =>
+    (part ? part.split(':') : []).flatMap((g) => {
+      if (!g.includes('.')) return [Number.parseInt(g, 16)];
+      const [a = 0, b = 0, c = 0, d = 0] = g.split('.').map(Number);
+      return [(a << 8) | b, (c << 8) | d];
+    });
+  const [head, tail] = address.split('::');
+  const before = parts(head);
+  if (tail === undefined) return before;
+  const after = parts(tail);
+  return [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+const ipv4Of = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;

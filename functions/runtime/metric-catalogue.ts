@@ -69,6 +69,12 @@ export const METRIC_CATALOGUE = {
     dimensions: {},
     about: 'redirect hits neither recorded nor buffered (logged in full)',
   },
+  RedirectsOverSenderBound: {
+    unit: 'Count',
+    dimensions: {},
+    about:
+      'senders whose redirects went past the per-minute bound in a container (answered, not recorded; one a sender and minute)',
+  },
   InternalError: {
     unit: 'Count',
     dimensions: {},

@@ -7,6 +7,7 @@ import { DEFAULT_HEALTH_SETTINGS as H, type HealthSettings } from '../health/hea
 import type { PostbackMethods } from '../marketplace/redirect-settings';
 import { type LandingTemplates, templateProblem } from '../receiving/landing-page';
 import { OUTCOMES } from '../receiving/outcome';
+import { REDIRECTS_PER_SENDER_MINUTE } from '../receiving/sender-limit';
 import { describeIssues, filled, wholeNumber } from '../shared/validation';
 import type { KeyRingLocation } from './key-ring-source';
 
@@ -83,6 +84,8 @@ const receiverEnvironment = z
     SQS_ENDPOINT: z.optional(z.url()),
     /** Address ranges postbacks may come from, comma-separated; unset: any. */
     POSTBACK_SOURCE_CIDRS: z.optional(z.string()),
+    /** Redirects recorded per sender (address, IPv6 /64), container and minute; 0: no bound (sender-limit.ts). */
+    REDIRECTS_PER_SENDER_MINUTE: wholeNumber(0, 1_000_000, REDIRECTS_PER_SENDER_MINUTE),
   })
   .check(z.superRefine(checkKeyRingSource));
 
@@ -119,6 +122,8 @@ export interface ReceiverConfig extends StoreConfig {
   readonly landing: LandingTemplates;
   readonly buffer?: { readonly queueUrl: string; readonly endpoint?: string | undefined } | undefined;
   readonly postbackSources?: string | undefined;
+  /** Redirects recorded per sender and minute in a container (0: no bound). */
+  readonly perSenderMinute: number;
 }
 
 export interface RedirectSyncConfig extends StoreConfig {
@@ -165,6 +170,7 @@ export function readReceiverConfig(env: NodeJS.ProcessEnv = process.env): Receiv
       ? { buffer: { queueUrl: values.HIT_BUFFER_QUEUE_URL, endpoint: values.SQS_ENDPOINT } }
       : {}),
     postbackSources: values.POSTBACK_SOURCE_CIDRS,
+    perSenderMinute: values.REDIRECTS_PER_SENDER_MINUTE,
   };
 }
 

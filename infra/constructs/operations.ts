@@ -358,6 +358,7 @@ export class Operations extends Construct {
             'RejectedRedirect',
             'RejectedSource',
             'RefusalsNotRecorded',
+            'RedirectsOverSenderBound',
             'ConflictingHit',
             'BufferedHits',
           ] as const

@@ -64,6 +64,8 @@ const events = (channel: Channel) =>
     apiEvent(
       'GET',
       filledUrl(BENCH_KEY_RING, channel, SURVEY, 'success', { pid: `panel-${i}`, token: randomUUID() }),
+      // A respondent each, as in life (one address would meet the redirects' per-sender bound).
+      { sourceIp: `198.51.${i >> 8}.${i & 255}` },
     ),
   );
 const contexts = Array.from({ length: 1000 }, () => lambdaContext('bench'));

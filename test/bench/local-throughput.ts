@@ -9,9 +9,17 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createDocumentClient, createLedgerStore } from '../../functions/ledger/ledger-store';
 import type { Hit } from '../../functions/receiving/hit-request';
+import { LOCAL_RESPONDENT_ADDRESS } from '../../infra/local/api-gateway';
 import { ensureLedgerTable } from '../../infra/local/engine';
 import { filledUrl } from '../support/api-events';
-import { BENCH_ENV, BENCH_KEY_RING, firstMessage, median, startEngineProcess } from './measure';
+import {
+  BENCH_ENV,
+  BENCH_KEY_RING,
+  firstMessage,
+  median,
+  respondentAddress,
+  startEngineProcess,
+} from './measure';
 
 const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
@@ -92,7 +100,11 @@ export async function localThroughput(options: { senders: number[]; hits: number
           const before = { stack: cpuMs(stack.pid as number), engine: cpuMs(engine.pid as number) };
           let failures = 0;
           const run = await sendConcurrently(urls.length, senders, async (i) => {
-            const response = await fetch(urls[i] as string, { redirect: 'manual' });
+            // A respondent's address each (the local gateway's header), as in life.
+            const response = await fetch(urls[i] as string, {
+              redirect: 'manual',
+              headers: { [LOCAL_RESPONDENT_ADDRESS]: respondentAddress(i) },
+            });
             await response.arrayBuffer();
             if (response.status !== 200 && response.status !== 302) failures++;
           });

@@ -60,3 +60,6 @@ export async function startEngineProcess(): Promise<{ process: ChildProcess; end
   const { endpoint } = await firstMessage<{ endpoint: string }>(child);
   return { process: child, endpoint };
 }
+
+/** A distinct (private) address for the i-th simulated respondent, up to 2^24 of them. */
+export const respondentAddress = (i: number): string => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;

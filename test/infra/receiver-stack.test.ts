@@ -159,6 +159,16 @@ describe('functions', () => {
     expect(Object.keys(withLanding)).toHaveLength(1);
   });
 
+  it('pass the per-sender bound on redirects to the redirect function when set', () => {
+    expect(functionResource(stack.redirect).Properties.Environment.Variables).not.toHaveProperty(
+      'REDIRECTS_PER_SENDER_MINUTE',
+    );
+    const bounded = new ReceiverStack(templateApp(), 'Bounded', { redirectsPerSenderMinute: 600 });
+    const variables = functionResource(bounded.redirect, Template.fromStack(bounded)).Properties.Environment
+      .Variables;
+    expect(variables.REDIRECTS_PER_SENDER_MINUTE).toBe('600');
+  });
+
   it('refuse a bad landing template at synth time', () => {
     expect(
       () =>

@@ -162,6 +162,45 @@ describe('a signed redirect hit', () => {
   });
 });
 
+describe("one sender's redirects past the per-minute bound", () => {
+  it('are answered as every redirect is and not recorded; other senders and postbacks are not held back', async () => {
+    const bounded = await receivers({ ...table, perSenderMinute: 3 });
+    const send = (pid: string, sourceIp: string) =>
+      invoke(
+        bounded.redirect,
+        apiEvent('GET', filledUrl(TEST_KEY_RING, 'redirect', '2010', 'success', { pid, token: pid }), {
+          sourceIp,
+        }),
+      );
+    const flood = Array.from({ length: 5 }, (_, i) => `flood-${randomUUID().slice(0, 6)}-${i}`);
+    // One IPv6 /64: any of its addresses is the same sender.
+    for (const [i, pid] of flood.entries()) {
+      // The plain page every redirect of this survey gets (no landing page set), recorded or not.
+      const result = await send(pid, `2001:db8:77:1::${i + 1}`);
+      expect(result.statusCode).toBe(200);
+    }
+    const stored = async (pid: string) => (await store.attemptsOf('2010', pid)).length;
+    expect(await Promise.all(flood.map(stored))).toEqual([1, 1, 1, 0, 0]);
+    const other = `other-${randomUUID().slice(0, 6)}`;
+    await send(other, '2001:db8:77:2::1');
+    expect(await stored(other)).toBe(1);
+    // The marketplace's server is never bounded, whatever the redirects from its address did.
+    const confirmed = await invoke(
+      bounded.postback,
+      apiEvent(
+        'GET',
+        filledUrl(TEST_KEY_RING, 'postback', '2010', 'success', {
+          pid: flood[4] as string,
+          token: flood[4] as string,
+        }),
+        { sourceIp: '2001:db8:77:1::9' },
+      ),
+    );
+    expect(confirmed.statusCode).toBe(200);
+    expect(await stored(flood[4] as string)).toBe(1);
+  });
+});
+
 describe('a redirect hit that does not check out', () => {
   let sourceIp: string;
   beforeEach(() => {

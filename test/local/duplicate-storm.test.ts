@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerStore } from '../../functions/ledger/ledger-store';
+import { LOCAL_RESPONDENT_ADDRESS } from '../../infra/local/api-gateway';
 import type { LocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
 import { TEST_KEY_RING } from '../support/ledger';
@@ -47,9 +48,11 @@ describe('a duplicate storm', () => {
     await Promise.all(
       Array.from({ length: SENDERS }, async () => {
         while (next < requests.length) {
-          const { url } = requests[next++] as (typeof requests)[0];
+          const { url, attempt } = requests[next++] as (typeof requests)[0];
+          // Each attempt's hits from its respondent's address (the local gateway's header), as in life.
           const response = await fetch(url.replace('https://hits.test', stack.apiUrl), {
             redirect: 'manual',
+            headers: { [LOCAL_RESPONDENT_ADDRESS]: `10.0.${attempt >> 8}.${attempt & 255}` },
           });
           await response.arrayBuffer();
           statuses.push(response.status);

@@ -8,8 +8,10 @@ import '../../infra/local/environment';
 import { randomUUID } from 'node:crypto';
 import { createDocumentClient, createLedgerStore } from '../../functions/ledger/ledger-store';
 import { DEV_KEY_RING } from '../../functions/runtime/local-stack-defaults';
+import { LOCAL_RESPONDENT_ADDRESS } from '../../infra/local/api-gateway';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalStack } from '../../infra/local/stack';
+import { respondentAddress } from '../bench/measure';
 import { filledUrl } from '../support/api-events';
 import { startEngineProxy } from '../support/engine-proxy';
 
@@ -106,6 +108,8 @@ await Promise.all(
       const request = requests[next++] as (typeof requests)[0];
       const response = await fetch(request.url.replace('https://hits.test', stack.apiUrl), {
         redirect: 'manual',
+        // Each attempt its respondent's address (the local gateway's header), as in life.
+        headers: { [LOCAL_RESPONDENT_ADDRESS]: respondentAddress(request.attempt) },
       });
       const text = await response.text();
       statusCounts[response.status] = (statusCounts[response.status] ?? 0) + 1;

@@ -38,6 +38,11 @@ export interface ReceiverOptions {
    * handlers keep to REFUSALS_RECORDED_PER_SECOND a container and REFUSAL_WAIT_MS; refusal-recorder.test.ts).
    */
   readonly refusals?: RefusalRecorderOptions;
+  /**
+   * Redirects recorded per sender and minute: by default here no bound, since a test's one address stands for
+   * every respondent (the deployed handlers keep to REDIRECTS_PER_SENDER_MINUTE; redirect.test.ts).
+   */
+  readonly perSenderMinute?: number;
 }
 
 export interface Receivers {
@@ -71,6 +76,7 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       landing: options.landing ?? {},
       refusals: options.refusals ?? EVERY_REFUSAL,
       storeBudgetMs: options.storeBudgetMs,
+      perSenderMinute: options.perSenderMinute ?? 0,
     }) as unknown as Handler,
     postback: createPostbackHandler({
       store,

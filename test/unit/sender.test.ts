@@ -5,7 +5,14 @@ import { senderNetwork, senderOf } from '../../functions/receiving/sender';
 describe('senderNetwork', () => {
   it('is an IPv4 address itself, also written as IPv6', () => {
     expect(senderNetwork('198.51.100.23')).toBe('198.51.100.23');
-    expect(senderNetwork('::ffff:198.51.100.23')).toBe('198.51.100.23');
+    for (const mapped of [
+      '::ffff:198.51.100.23',
+      '::FFFF:c633:6417',
+      '0:0:0:0:0:ffff:198.51.100.23',
+      '::ffff:0:198.51.100.23',
+      '::ffff:198.51.100.23%eth0',
+    ])
+      expect(senderNetwork(mapped), mapped).toBe('198.51.100.23');
   });
 
   it("is an IPv6 address's /64, however it is written", () => {
@@ -18,6 +25,7 @@ describe('senderNetwork', () => {
     ])
       expect(senderNetwork(address)).toBe('2001:db8:1:2::/64');
     expect(senderNetwork('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(senderNetwork('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
     expect(senderNetwork('::1')).toBe('0:0:0:0::/64');
     expect(senderNetwork('2001:db8:1:3::1')).not.toBe(senderNetwork('2001:db8:1:2::1'));
   });
