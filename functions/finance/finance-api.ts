@@ -5,7 +5,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import httpRouterHandler from '@middy/http-router';
-import { decodePid } from '../receiving/hit-request';
+import { queryParameter } from '../receiving/hit-request';
 import { identifierProblem } from '../receiving/identifiers';
 import { type ApiEvent, type ApiResult, json, jsonRoute } from '../runtime/http-route';
 import type { FinanceConfig } from '../runtime/runtime-config';
@@ -149,7 +149,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           );
         // Decoded as the hit's was: a Latin-1 byte stays an escape (`Jos%E9`), where URLSearchParams would make it
         // a replacement character and find nothing.
-        const pid = rawParameter(event.rawQueryString, 'pid');
+        const pid = queryParameter(event.rawQueryString, 'pid');
         const token = query.get('token') ?? undefined;
         for (const [field, value] of [
           ['pid', pid],
@@ -265,15 +265,6 @@ function prefersCsv(accept: string): boolean {
   const json = best(['application/json', 'application/*', '*/*']);
   if (!csv || csv.weight <= 0) return false;
   return !json || csv.weight > json.weight || (csv.weight === json.weight && csv.order < json.order);
-}
-
-/** A query parameter's value decoded as a hit's pid is (`decodePid`); undefined when it is not given. */
-function rawParameter(rawQueryString: string | undefined, name: string): string | undefined {
-  for (const part of (rawQueryString ?? '').split('&')) {
-    const at = part.indexOf('=');
-    if (at > 0 && decodePid(part.slice(0, at)) === name) return decodePid(part.slice(at + 1));
-  }
-  return undefined;
 }
 
 const periodOf = (query: URLSearchParams) =>

@@ -25,6 +25,11 @@ export interface HitRequest {
   readonly body?: string | undefined;
   /** The body's bytes were not UTF-8 (the adapter left `body` out rather than decode them lossily). */
   readonly bodyNotUtf8?: boolean | undefined;
+  /**
+   * The body came as text with replacement characters in it (API Gateway's decoding of bytes that were not UTF-8):
+   * an id read from it that holds one is refused, since two ids would read as one; ids that read whole stand.
+   */
+  readonly bodyLossy?: boolean | undefined;
 }
 
 /** What the URL claims: its target and the signature presented for it. */
@@ -65,6 +70,7 @@ export function refusedHit(
   received: { readonly at: Date; readonly requestId: string; readonly sourceIp: string },
 ): RejectedHit {
   const params = new URLSearchParams(request.rawQueryString);
+  const pid = queryParameter(request.rawQueryString, 'pid');
   return {
     at: received.at.toISOString(),
     requestId: received.requestId,
@@ -73,7 +79,8 @@ export function refusedHit(
     reason: refusal.reason,
     surveyId: request.pathParameters.surveyId,
     outcome: request.pathParameters.outcome,
-    pid: params.get('pid') ?? undefined,
+    // As a recorded hit's pid reads (a Latin-1 byte kept as its escape), so the two can be told apart and matched.
+    pid,
     token: params.get('token') ?? undefined,
     sourceIp: received.sourceIp,
   };
@@ -145,7 +152,11 @@ export function readIdentity(
       throw badRequest(`${field} is given twice with different values (query and body)`);
     }
     if (!isBlank(fromQuery)) return checked(field, fromQuery, false);
-    if (!isBlank(fromBody)) return checked(field, fromBody, true);
+    if (!isBlank(fromBody)) {
+      if (request.bodyLossy && (fromBody as string).includes('\uFFFD'))
+        throw badRequest(`${field} in the body is not well-formed UTF-8`);
+      return checked(field, fromBody, true);
+    }
     // Nothing usable anywhere: the problem of what there is (a placeholder is named as such).
     return checked(field, fromQuery ?? fromBody, false);
   };
@@ -394,6 +405,15 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
  * (`Jos%E9`), never a replacement character. What a lookup by pid must decode it with to find the attempt.
  */
 export const decodePid = (encoded: string): string => decode(encoded) ?? decodeKeepingStrayBytes(encoded);
+
+/** A query parameter's first value decoded as a hit's pid is (`decodePid`); undefined when it is not given. */
+export function queryParameter(rawQueryString: string | undefined, name: string): string | undefined {
+  for (const part of (rawQueryString ?? '').split('&')) {
+    const at = part.indexOf('=');
+    if (at > 0 && decodePid(part.slice(0, at)) === name) return decodePid(part.slice(at + 1));
+  }
+  return undefined;
+}
 
 /** Form decoding of one name or value: undefined when its bytes are not UTF-8. */
 function decode(encoded: string): string | undefined {

@@ -89,14 +89,14 @@ export function createPostbackHandler({
       let recorded: Awaited<ReturnType<typeof store.recordHit>>;
       try {
         recorded = await storeAnswerWithin(
-          (signal) => store.recordHit(hit, at, event.requestContext.requestId, signal),
+          (signal) => store.recordHit(hit, at, requestIdOf(event, context), signal),
           storeBudgetMs,
         );
       } catch (error) {
         if (!(error instanceof StoreUnavailable) || !buffer) throw error;
         // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
         try {
-          const buffered = await buffer.put(hit, at, event.requestContext.requestId);
+          const buffered = await buffer.put(hit, at, requestIdOf(event, context));
           logger.warn('postback buffered: the ledger is unavailable', {
             id: buffered.id,
             error: describe(error),

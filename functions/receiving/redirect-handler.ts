@@ -127,7 +127,7 @@ export function createRedirectHandler({
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
         const { attempt, effect, unflaggedDays } = await storeAnswerWithin(
-          (signal) => store.recordHit(hit, at, event.requestContext.requestId, signal),
+          (signal) => store.recordHit(hit, at, requestIdOf(event, context), signal),
           storeBudgetMs,
         );
         // The hit stands; the days it changed wait for their daily re-check instead of the next run.
@@ -147,7 +147,7 @@ export function createRedirectHandler({
         // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
         if (buffer) {
           try {
-            const buffered = await buffer.put(hit, at, event.requestContext.requestId);
+            const buffered = await buffer.put(hit, at, requestIdOf(event, context));
             logger.warn('redirect hit buffered: the ledger is unavailable', {
               id: buffered.id,
               error: describe(error),

@@ -44,10 +44,10 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
         ? 'latin1'
         : undefined;
   // API Gateway hands a body of a text type (JSON, text/*) over as text, its bytes that are not UTF-8 replaced by
-  // U+FFFD: a Latin-1 `José` arrives as `Jos\uFFFD`, one id with `Josè`. Such a body is as unreadable as the bytes.
-  const undecodable =
-    encoding === undefined || (bytes === undefined && event.body?.includes('\uFFFD') === true);
-  const body = undecodable || encoding === undefined ? undefined : (bytes?.toString(encoding) ?? event.body);
+  // U+FFFD: a Latin-1 `José` arrives as `Jos\uFFFD`, one id with `Josè`. Its ids are refused if they hold one.
+  const undecodable = encoding === undefined;
+  const lossy = bytes === undefined && event.body?.includes('\uFFFD') === true;
+  const body = encoding === undefined ? undefined : (bytes?.toString(encoding) ?? event.body);
   return {
     pathParameters: event.pathParameters ?? {},
     rawQueryString: event.rawQueryString ?? '',
@@ -55,6 +55,7 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
     contentEncoding: event.headers?.['content-encoding'],
     body,
     ...(undecodable ? { bodyNotUtf8: true } : {}),
+    ...(lossy ? { bodyLossy: true } : {}),
   };
 }
 

@@ -362,9 +362,22 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     expect(event).toMatchObject({ isBase64Encoded: false, body: expect.stringContaining('Jos\uFFFD') });
     const result = await invoke(handler, event);
     expect(result.statusCode).toBe(400);
-    expect(jsonBody(result)).toMatchObject({ message: 'body is not well-formed UTF-8' });
+    expect(jsonBody(result)).toMatchObject({ message: 'pid in the body is not well-formed UTF-8' });
     expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
     expect(await store.attemptsOf('1001', 'Jos\uFFFD')).toEqual([]);
+  });
+
+  it('with a Latin-1 JSON body whose ids read whole (another field does not): recorded', async () => {
+    const bare = new URL(successUrl());
+    bare.searchParams.delete('pid');
+    bare.searchParams.delete('token');
+    const event = apiEvent('POST', bare.toString(), {
+      body: Buffer.from(JSON.stringify({ ...ids, name: 'Ren\u00e9e' }), 'latin1'),
+      headers: { 'content-type': 'application/json; charset=ISO-8859-1' },
+    });
+    const result = await invoke(handler, event);
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ complete: 'postback-confirmed' });
   });
 
   it('with parameters its sender appended after the signature with a second `?`: recorded', async () => {

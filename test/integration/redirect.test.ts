@@ -250,6 +250,14 @@ describe('a redirect hit that does not check out', () => {
     ]);
   });
 
+  it('with a Latin-1 pid is stored as rejected under the pid as a recorded hit would read it', async () => {
+    const forged = redirectUrl('success')
+      .replace(`pid=${ids.pid}`, 'pid=Jos%E9')
+      .replace(/sig=[^&]+/, `sig=${'B'.repeat(43)}`);
+    await refused(forged);
+    expect(await rejectedFrom(sourceIp)).toEqual([expect.objectContaining({ pid: 'Jos%E9' })]);
+  });
+
   it('with a malformed pid answers the plain page, never an error, and stores nothing as an outcome', async () => {
     const url = redirectUrl('success').replace(`pid=${ids.pid}`, 'pid=%3Cscript%3E%0A');
     const result = await refused(url);
