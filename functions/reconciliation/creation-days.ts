@@ -11,8 +11,8 @@ import { pacificDayRange } from '../marketplace/pacific-time';
 
 export interface CreationDayPlacement {
   readonly rows: Transaction[];
-  /** Rows without an entry time that no day's listing showed: filed as before, by their completion. */
-  readonly unplaced: number;
+  /** Rows without an entry time that no day's listing showed (left as listed). */
+  readonly unplaced: readonly Transaction[];
   /** Listing calls made to place them (0 when every row has an entry time). */
   readonly calls: number;
 }
@@ -28,7 +28,7 @@ export async function placedByCreationDay(
   listDay: (day: string) => Promise<readonly Transaction[]>,
 ): Promise<CreationDayPlacement> {
   const wanted = new Set(rows.filter((t) => !hasEntryTime(t)).map((t) => t.token));
-  if (wanted.size === 0) return { rows: [...rows], unplaced: 0, calls: 0 };
+  if (wanted.size === 0) return { rows: [...rows], unplaced: [], calls: 0 };
   const dayOf = new Map<string, string>();
   let calls = 0;
   for (const day of days) {
@@ -37,12 +37,12 @@ export async function placedByCreationDay(
     for (const t of await listDay(day))
       if (wanted.has(t.token) && !dayOf.has(t.token)) dayOf.set(t.token, day);
   }
-  let unplaced = 0;
+  const unplaced: Transaction[] = [];
   const placed = rows.map((t) => {
     if (hasEntryTime(t)) return t;
     const day = dayOf.get(t.token);
     if (day === undefined) {
-      unplaced++;
+      unplaced.push(t);
       return t;
     }
     // Its completion when that is on the day (created before it), else the day's last millisecond.

@@ -525,6 +525,30 @@ export function reconciler(deps: ReconcilerDeps) {
     const latest = new Map<string, Pick<DaySummary, 'marketplace' | 'here'>>(stored);
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
+    /**
+     * Rows listed for `range` with those lacking a click or start time placed on their creation day, by listing
+     * its days one by one (`creation-days.ts`). One no single day lists (the marketplace not up to date with
+     * itself) fails the survey for this run, retried by the next: filed by its completion it could be counted on
+     * another day as well as its own.
+     */
+    async function placed(rows: readonly Transaction[], range: { startDate: string; endDate: string }) {
+      const placement = await placedByCreationDay(
+        rows,
+        pacificDays(range.startDate, range.endDate),
+        async (day) => {
+          return (await deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day }))
+            .rows;
+        },
+      );
+      outcome.dayListings += placement.calls;
+      const [first] = placement.unplaced;
+      if (first)
+        throw new Error(
+          `${placement.unplaced.length} transaction rows without a click or start time that no day of ${range.startDate}..${range.endDate} lists alone (row ${first.token}): their day cannot be told`,
+        );
+      return placement.rows;
+    }
+
     /** Reconciles one contiguous window of the survey's days. */
     async function reconcileWindow(window: readonly string[], holdDays = true) {
       const range = fetchRange(window);
@@ -542,16 +566,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const listing = deps.marketplace
         .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
         .then((rows) => readable(rows, holdDays ? window : []))
-        .then(async (rows) => {
-          const placement = await placedByCreationDay(
-            rows.rows,
-            pacificDays(range.startDate, range.endDate),
-            async (day) =>
-              (await deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day })).rows,
-          );
-          outcome.dayListings += placement.calls;
-          return { ...rows, rows: placement.rows };
-        });
+        .then(async (rows) => ({ ...rows, rows: await placed(rows.rows, range) }));
       if (failedDays.length > 0) await listing;
       const [listed, seenByGroup] = await Promise.all([
         listing,
@@ -585,7 +600,9 @@ export function reconciler(deps: ReconcilerDeps) {
         const wanted = lookbackRange(window, lookbackDays);
         if (!wanted) return undefined;
         const first = !lookback;
-        lookback ??= deps.marketplace.getSurveyTransactions(surveyId, wanted);
+        lookback ??= deps.marketplace
+          .getSurveyTransactions(surveyId, wanted)
+          .then(async (earlier) => ({ ...earlier, rows: await placed(earlier.rows, wanted) }));
         const earlier = await lookback;
         if (first) {
           outcome.lookbacks++;

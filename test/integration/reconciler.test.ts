@@ -446,6 +446,32 @@ describe('a row listed without a click or start time', () => {
       day: created,
     });
   });
+  it('fails its survey for the run when no single day lists it (its day cannot be told), and is judged once one does', async () => {
+    await survey(7012);
+    const created = nextDay(today, -2);
+    const { clkDateTime: _, ...complete } = listedComplete('c2', 'c2');
+    const row = { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
+    let dayListsIt = false;
+    const calls: string[] = [];
+    const marketplace = byCreation([{ created, row }], calls);
+    const flaky = {
+      ...marketplace,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) =>
+        range && range.startDate === range.endDate && !dayListsIt
+          ? Promise.resolve({ rows: [], malformed: [] })
+          : marketplace.getSurveyTransactions(id, range),
+    } as typeof marketplace;
+    const failed = await engine({ marketplace: flaky }).run(created, created, ['7012']);
+    expect(failed.outcomes[0]).toMatchObject({ status: 'failed' });
+    expect(failed.outcomes[0]?.error).toMatch(
+      /without a click or start time that no day of .* lists alone \(row c2\)/,
+    );
+    expect(await results.summariesOf('7012', [created])).toEqual([]);
+    dayListsIt = true;
+    const judged = await engine({ marketplace: flaky }).run(created, created, ['7012']);
+    expect(judged.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 1 });
+    expect((await results.summariesOf('7012', [created]))[0]?.marketplace).toMatchObject({ owed: '1.50' });
+  });
 });
 
 describe('a row that cannot be read, whose token and day still read', () => {

@@ -24,7 +24,7 @@ describe('placedByCreationDay', () => {
     const placed = await placedByCreationDay(rows, days, async () => {
       throw new Error('not asked');
     });
-    expect(placed).toEqual({ rows, unplaced: 0, calls: 0 });
+    expect(placed).toEqual({ rows, unplaced: [], calls: 0 });
   });
 
   it("files a row at its completion when that is on its creation day, else at that day's last millisecond", async () => {
@@ -46,7 +46,7 @@ describe('placedByCreationDay', () => {
       lastMs,
       '2026-03-11T20:00:00.000Z',
     ]);
-    expect(placed).toMatchObject({ unplaced: 1, calls: 3 });
+    expect(placed).toMatchObject({ unplaced: [lost], calls: 3 });
   });
 
   it('stops asking once every such row is placed', async () => {
