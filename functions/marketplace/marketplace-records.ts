@@ -110,7 +110,15 @@ const pacificTime = z.pipe(
 
 const integer = z.union([z.int(), z.pipe(z.string().check(z.regex(/^-?\d+$/)), z.transform(Number))]);
 const numberAsText = z.pipe(z.number(), z.transform(String));
-const text = z.union([z.string(), numberAsText]);
+/**
+ * An id as text: a string, or a number that is a whole one JSON reads exactly. Past 2^53 (or with a fraction or an
+ * exponent) the parsed number is not the id written (the client quotes bare long integers before parsing), so the
+ * row is unreadable rather than another respondent's.
+ */
+const text = z.union([
+  z.string(),
+  z.pipe(z.number().check(z.refine(Number.isSafeInteger, 'is not an exact id')), z.transform(String)),
+]);
 const optionalText = z.pipe(
   z.optional(z.union([z.string(), numberAsText, z.null()])),
   z.transform((v: string | null | undefined) => v ?? undefined),

@@ -51,5 +51,6 @@ export function withBidiEscaped(text: string): string {
  * came from outside (a forged redirect chooses its pid).
  */
 export function shellWord(value: string): string {
-  return /^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
+  // Not `=` or `%` either: a signature concealed later (`sig=...` to `sig=[concealed]`) must stay inside quotes.
+  return /^[\w@+:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }

@@ -150,11 +150,13 @@ describe('success_without_postback', () => {
   });
 
   it("writes the sample pid in its command as one shell word: a forger's pid runs nothing when pasted", () => {
-    const forged = ['$(touch /tmp/x)', '`id`', "it's; echo hi", '--force'];
+    const forged = ['$(touch /tmp/x)', '`id`', "it's; echo hi", '--force', 'sig=abc*'];
     for (const pid of forged) {
       const attempts = [{ ...success(15), pid }, success(15), success(15)];
       const detail = successWithoutPostback(window({ attempts }), settings, now)?.detail ?? '';
       const word = /--pid=(.*?); the marketplace/.exec(detail)?.[1] ?? '';
+      // Quoted whenever a signature could be concealed inside it after (the notice's body conceals `sig=...`).
+      if (pid.startsWith('sig=')) expect(word).toBe(`'${pid}'`);
       // What a POSIX shell makes of the word: the pid, literally.
       expect(execFileSync('sh', ['-c', `printf %s ${word}`], { encoding: 'utf8' })).toBe(pid);
     }

@@ -70,6 +70,12 @@ describe('transactions', () => {
     expect(parsed.ok && parsed.value.pid).toBe('12345');
   });
 
+  it('report a numeric id that JSON cannot hold exactly (past 2^53, a fraction) as malformed, not another id', () => {
+    // As JSON.parse reads `12345678901234567891.0` and `1.2345678901234567e19`: both rounded.
+    for (const PID of [JSON.parse('12345678901234567891.0'), JSON.parse('1.2345678901234567e19'), 12.5])
+      expect(parseTransaction({ ...transaction, PID }).ok, String(PID)).toBe(false);
+  });
+
   it.each([
     ['no token', { token: undefined }, /token/],
     ['an empty token', { token: '' }, /token is empty/],
