@@ -8,6 +8,7 @@ import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpUrlIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { MARKETPLACE_TOKEN_PLACEHOLDER } from '../../functions/runtime/marketplace-token';
 import {
   dimensionSets,
   inCatalogue,
@@ -803,6 +804,14 @@ describe('signing keys', () => {
           GenerateStringKey: 'k1',
         }),
       },
+    });
+  });
+});
+
+describe('the marketplace token secret', () => {
+  it('is created holding the placeholder the functions refuse to call with, not a random value', () => {
+    template.hasResourceProperties('AWS::SecretsManager::Secret', {
+      SecretString: MARKETPLACE_TOKEN_PLACEHOLDER,
     });
   });
 });
