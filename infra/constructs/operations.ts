@@ -31,6 +31,9 @@ import {
   type MetricName,
 } from '../../functions/runtime/metric-catalogue';
 
+/** The age of the oldest dead letter that alarms a second time: four days before the queue drops it. */
+export const DEAD_LETTER_WARNING_AGE = Duration.days(10);
+
 export interface OperationsProps {
   readonly api: HttpApi;
   /** The HTTP API's access log (one JSON line a request): the 429s API Gateway's throttles answer are counted there. */
@@ -279,6 +282,17 @@ export class Operations extends Construct {
         statistic: 'Maximum',
       }),
       1,
+    );
+    // The first alarm stays in ALARM while anything is parked, so it says nothing more as the days pass; a message
+    // keeps its first enqueue time in the dead-letter queue, so it expires about 13.5 days after its hit arrived.
+    alarm(
+      'dead-letters-expiring',
+      'A buffered hit has waited 10 days: the queue drops it at 14 days after it arrived (a postback lost, a complete not recorded). Fix the cause and npm run cli -- buffer redrive now (see README, Operations).',
+      props.deadLetters.metricApproximateAgeOfOldestMessage({
+        period: Duration.hours(1),
+        statistic: 'Maximum',
+      }),
+      DEAD_LETTER_WARNING_AGE.toSeconds(),
     );
     // Under 100 surveys an hour every failed one alarms; above, one in a hundred: a supplier of thousands always has
     // a few failing on marketplace errors, and an alarm that never leaves ALARM would hide the next real problem.

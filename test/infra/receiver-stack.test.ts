@@ -559,7 +559,7 @@ describe('operations', () => {
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(10 + 3 + 7);
+    expect(alarms).toHaveLength(11 + 3 + 7);
     // A survey failing every run alarms whatever share of the surveys it is; a refused listing, twice within about two hours.
     const byDescription = (text: string) =>
       Object.values(template.findResources('AWS::CloudWatch::Alarm')).find((a) =>
@@ -608,6 +608,7 @@ describe('operations', () => {
         'Test-redirect-listing-refused',
         'Test-reconciliation-stopped',
         'Test-redirect-errors',
+        'Test-dead-letters-expiring',
       ]),
     );
     expect(new Set(names).size).toBe(names.length);
@@ -617,6 +618,16 @@ describe('operations', () => {
       Properties: { DashboardName: unknown };
     }[];
     expect(JSON.stringify(dashboard?.Properties.DashboardName)).toContain('AWS::Region');
+  });
+
+  it('alarms a second time when a dead letter is ten days old, four before the queue drops it', () => {
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'Test-dead-letters-expiring',
+      MetricName: 'ApproximateAgeOfOldestMessage',
+      Namespace: 'AWS/SQS',
+      Threshold: 10 * 86_400,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    });
   });
 
   it('alarms when a scheduled job stops finishing runs, where its schedule is enabled', () => {
