@@ -8,7 +8,6 @@ import {
   CfnOutput,
   Duration,
   RemovalPolicy,
-  SecretValue,
   Stack,
   type StackProps,
   Validations,
@@ -25,7 +24,6 @@ import {
   HIT_PATH_PARTITION_PREFIXES,
 } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
-import { MARKETPLACE_TOKEN_PLACEHOLDER } from '../functions/runtime/marketplace-token';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { type CustomDomain, HitApi, type RouteThrottles } from './constructs/hit-api';
 import { HitBuffer } from './constructs/hit-buffer';
@@ -217,8 +215,6 @@ export class ReceiverStack extends Stack {
       : new Secret(this, 'marketplace-token', {
           description:
             "The marketplace's supplier API access token (x-access-token); put the real value after deploying",
-          // A known placeholder, not a random value: until the real token is put, the functions call nothing.
-          secretStringValue: SecretValue.unsafePlainText(MARKETPLACE_TOKEN_PLACEHOLDER),
           removalPolicy: RemovalPolicy.RETAIN,
         });
     this.redirectSync = new ReceiverFunction(this, 'redirect-sync', {

@@ -9,7 +9,6 @@ import { getParameter } from '@aws-lambda-powertools/parameters/ssm';
 import * as z from 'zod/mini';
 import { createMarketplaceClient, type MarketplaceClient } from '../marketplace/marketplace-client';
 import { describeIssues, filled, wholeNumber } from '../shared/validation';
-import { usableToken } from './marketplace-token';
 
 export const TOKEN_CACHE_SECONDS = 300;
 
@@ -85,5 +84,10 @@ function tokenSource(config: z.infer<typeof environment>): () => Promise<string>
           decrypt: true,
           maxAge: TOKEN_CACHE_SECONDS,
         });
-  return async () => usableToken(await fetchToken());
+  return async () => {
+    const token = await fetchToken();
+    if (typeof token !== 'string' || token === '')
+      throw new Error('the marketplace access token secret is empty');
+    return token;
+  };
 }

@@ -8,7 +8,6 @@ import { HttpApi, HttpMethod } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpUrlIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MARKETPLACE_TOKEN_PLACEHOLDER } from '../../functions/runtime/marketplace-token';
 import {
   dimensionSets,
   inCatalogue,
@@ -820,10 +819,13 @@ describe('signing keys', () => {
 });
 
 describe('the marketplace token secret', () => {
-  it('is created holding the placeholder the functions refuse to call with, not a random value', () => {
-    template.hasResourceProperties('AWS::SecretsManager::Secret', {
-      SecretString: MARKETPLACE_TOKEN_PLACEHOLDER,
-    });
+  it('keeps the generated value it was first created with: a value in the template would overwrite the real token on every upgrade', () => {
+    const secrets = Object.values(template.findResources('AWS::SecretsManager::Secret')).map(
+      (r) => (r as { Properties: Record<string, unknown> }).Properties,
+    );
+    const token = secrets.find((p) => String(p.Description).includes('access token'));
+    expect(token).toMatchObject({ GenerateSecretString: {} });
+    expect(token).not.toHaveProperty('SecretString');
   });
 });
 

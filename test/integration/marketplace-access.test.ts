@@ -5,9 +5,8 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { marketplaceFromEnvironment } from '../../functions/runtime/marketplace-access';
-import { MARKETPLACE_TOKEN_PLACEHOLDER } from '../../functions/runtime/marketplace-token';
 import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
 
 const TOKEN = 'token-from-the-vault-0123456789';
@@ -35,21 +34,6 @@ describe('marketplace access', () => {
     await client.getMetadata();
     await client.getAllocatedSurveys();
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
-  });
-
-  it('calls nothing while the secret holds the placeholder the stack created it with', async () => {
-    secrets.reset();
-    secrets
-      .on(GetSecretValueCommand, { SecretId: 'placeholder-token' })
-      .resolves({ SecretString: MARKETPLACE_TOKEN_PLACEHOLDER });
-    const fetched = vi.spyOn(globalThis, 'fetch');
-    const client = marketplaceFromEnvironment({
-      MARKETPLACE_BASE_URL: marketplace.url,
-      MARKETPLACE_TOKEN_SECRET_ID: 'placeholder-token',
-    });
-    await expect(client.getAllocatedSurveys()).rejects.toThrow(/marketplace access token is not set yet/);
-    expect(fetched).not.toHaveBeenCalled();
-    fetched.mockRestore();
   });
 
   it('reads the token from an SSM SecureString, decrypted', async () => {
