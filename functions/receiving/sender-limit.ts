@@ -1,25 +1,24 @@
 /**
- * A bound on the redirects one sender gets recorded. The success URL is the same for every respondent of a survey,
- * signature included, so anyone who completed it once can send it again with made-up ids, from a script: each
- * would be a new attempt (a write, its index entry) that reconciliation and the health check then read, a claim
- * finance lists. A redirect is never money, so past the bound a sender's redirects are answered as usual and not
- * recorded. Counted per container and minute, by the sender's network (an IPv4 address, an IPv6 /64): generous
- * for respondents behind one carrier's shared address, a bound on one machine's flood. Postbacks (the
- * marketplace's servers) are never bounded.
+ * A bound on the redirects one sender gets recorded, off unless set. The success URL is the same for every
+ * respondent of a survey, signature included, so anyone who completed it once can send it again with made-up ids,
+ * from a script: each would be a new attempt (a write, its index entry) that reconciliation and the health check
+ * then read, a claim finance lists. With a bound, past it a sender's redirects are answered as usual and not
+ * recorded. It is off by default because a redirect is evidence too: respondents behind one carrier's shared
+ * address can pass any bound together, and a success redirect missing here turns a reversed complete the
+ * marketplace lists into one never seen (`not_received` instead of `invalidated`). Counted per container and
+ * minute, by the sender's network (an IPv4 address, an IPv6 /64). Postbacks (the marketplace's servers) are never
+ * bounded.
  */
 import { senderNetwork } from './sender';
 
-/** Redirects recorded per sender, container and minute at most (REDIRECTS_PER_SENDER_MINUTE). */
-export const REDIRECTS_PER_SENDER_MINUTE = 120;
+/** Redirects recorded per sender, container and minute at most (REDIRECTS_PER_SENDER_MINUTE); 0: no bound. */
+export const REDIRECTS_PER_SENDER_MINUTE = 0;
 /** Senders counted per minute at most: past that (a flood from countless addresses) no one is held back. */
 const SENDERS_TRACKED = 50_000;
 
 export type SenderVerdict = 'record' | 'first-over' | 'over';
 
-/**
- * Whether this sender's redirect is recorded; `first-over` for the first one past the bound in its minute. A bound
- * of 0 is none (a benchmark whose one client stands for many respondents).
- */
+/** Whether this sender's redirect is recorded; `first-over` for the first one past the bound in its minute. */
 export function senderLimiter(perMinute = REDIRECTS_PER_SENDER_MINUTE, now: () => number = Date.now) {
   let minute = -1;
   const counts = new Map<string, number>();

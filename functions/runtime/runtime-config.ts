@@ -84,8 +84,14 @@ const receiverEnvironment = z
     SQS_ENDPOINT: z.optional(z.url()),
     /** Address ranges postbacks may come from, comma-separated; unset: any. */
     POSTBACK_SOURCE_CIDRS: z.optional(z.string()),
-    /** Redirects recorded per sender (address, IPv6 /64), container and minute; 0: no bound (sender-limit.ts). */
-    REDIRECTS_PER_SENDER_MINUTE: wholeNumber(0, 1_000_000, REDIRECTS_PER_SENDER_MINUTE),
+    /**
+     * Redirects recorded per sender (address, IPv6 /64), container and minute; 0: no bound (sender-limit.ts). A value
+     * that does not read is no bound, not a redirect function that cannot start (respondents not forwarded).
+     */
+    REDIRECTS_PER_SENDER_MINUTE: z.catch(
+      wholeNumber(0, 1_000_000, REDIRECTS_PER_SENDER_MINUTE),
+      REDIRECTS_PER_SENDER_MINUTE,
+    ),
   })
   .check(z.superRefine(checkKeyRingSource));
 

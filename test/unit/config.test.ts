@@ -12,6 +12,15 @@ import {
 const receiver = { TABLE_NAME: 'ledger', SIGNING_KEYS: '{"current":"k1"}' };
 
 describe('configuration', () => {
+  it("reads the redirects' per-sender bound, no bound when unset or unreadable (the redirect function still starts)", () => {
+    expect(readReceiverConfig(receiver).perSenderMinute).toBe(0);
+    expect(readReceiverConfig({ ...receiver, REDIRECTS_PER_SENDER_MINUTE: '120' }).perSenderMinute).toBe(120);
+    for (const bad of ['abc', '120.5', '-1'])
+      expect(readReceiverConfig({ ...receiver, REDIRECTS_PER_SENDER_MINUTE: bad }).perSenderMinute, bad).toBe(
+        0,
+      );
+  });
+
   it('applies defaults and treats an empty landing URL as unset', () => {
     expect(readReceiverConfig({ ...receiver, LANDING_URL_SUCCESS: '' })).toMatchObject({
       tableName: 'ledger',
