@@ -200,7 +200,9 @@ export function distinctTransactions(rows: readonly Transaction[]): {
   return { rows: [...byToken.values()], duplicates: rows.length - byToken.size };
 }
 
-const placementSchema = z.object({ token: z.pipe(text, nonEmpty), PID: z.pipe(text, nonEmpty) });
+/** Any id as text, exact or not: enough to hold a row's token and pid back while the row cannot be read. */
+const anyId = z.union([z.string(), z.pipe(z.number(), z.transform(String))]);
+const placementSchema = z.object({ token: z.pipe(anyId, nonEmpty), PID: z.pipe(anyId, nonEmpty) });
 /** The times a row is filed by, in the order `filedAt` takes them. */
 const FILING_FIELDS = ['clkDateTime', 'st_date_time', 'completeDateTime'] as const;
 

@@ -531,7 +531,11 @@ export function reconciler(deps: ReconcilerDeps) {
      * itself) fails the survey for this run, retried by the next: filed by its completion it could be counted on
      * another day as well as its own.
      */
-    async function placed(rows: readonly Transaction[], range: { startDate: string; endDate: string }) {
+    async function placed(
+      rows: readonly Transaction[],
+      range: { startDate: string; endDate: string },
+      { required = true } = {},
+    ) {
       const placement = await placedByCreationDay(
         rows,
         pacificDays(range.startDate, range.endDate),
@@ -542,7 +546,7 @@ export function reconciler(deps: ReconcilerDeps) {
       );
       outcome.dayListings += placement.calls;
       const [first] = placement.unplaced;
-      if (first)
+      if (first && required)
         throw new Error(
           `${placement.unplaced.length} transaction rows without a click or start time that no day of ${range.startDate}..${range.endDate} lists alone (row ${first.token}): their day cannot be told`,
         );
@@ -602,7 +606,11 @@ export function reconciler(deps: ReconcilerDeps) {
         const first = !lookback;
         lookback ??= deps.marketplace
           .getSurveyTransactions(surveyId, wanted)
-          .then(async (earlier) => ({ ...earlier, rows: await placed(earlier.rows, wanted) }));
+          // Best effort: the look-back only tells an attempt's transaction is on an earlier day.
+          .then(async (earlier) => ({
+            ...earlier,
+            rows: await placed(earlier.rows, wanted, { required: false }),
+          }));
         const earlier = await lookback;
         if (first) {
           outcome.lookbacks++;

@@ -31,7 +31,7 @@ import {
   type MetricName,
 } from '../../functions/runtime/metric-catalogue';
 
-/** The age of the oldest dead letter that alarms a second time: four days before the queue drops it. */
+/** The time the oldest dead letter has spent there that alarms a second time: about 3.5 days before SQS drops it. */
 export const DEAD_LETTER_WARNING_AGE = Duration.days(10);
 
 export interface OperationsProps {
@@ -283,11 +283,12 @@ export class Operations extends Construct {
       }),
       1,
     );
-    // The first alarm stays in ALARM while anything is parked, so it says nothing more as the days pass; a message
-    // keeps its first enqueue time in the dead-letter queue, so it expires about 13.5 days after its hit arrived.
+    // The first alarm stays in ALARM while anything is parked, so it says nothing more as the days pass. A message
+    // keeps its first enqueue time when it moves to the dead-letter queue (its 14 days count from the hit's arrival),
+    // while this metric counts from the move (about 12 hours later): 10 days here leave about three and a half.
     alarm(
       'dead-letters-expiring',
-      'A buffered hit has waited 10 days: the queue drops it at 14 days after it arrived (a postback lost, a complete not recorded). Fix the cause and npm run cli -- buffer redrive now (see README, Operations).',
+      'A buffered hit has waited 10 days in the dead-letter queue: SQS drops it about three and a half days from now, 14 days after it arrived (a postback lost, a complete not recorded). Fix the cause and npm run cli -- buffer redrive now (see README, Operations).',
       props.deadLetters.metricApproximateAgeOfOldestMessage({
         period: Duration.hours(1),
         statistic: 'Maximum',

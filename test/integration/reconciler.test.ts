@@ -446,6 +446,32 @@ describe('a row listed without a click or start time', () => {
       day: created,
     });
   });
+  it('in the look-back, where no single day lists it, leaves the window reconciled (the look-back is best effort)', async () => {
+    await survey(7013);
+    const { clkDateTime: _, ...complete } = listedComplete('y1', 'y1');
+    const earlier = {
+      created: nextDay(today, -4),
+      row: { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) },
+    };
+    // A postback here the window's listing does not have: looked for on the days before.
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7013', outcome: 'success', pid: 'x1', token: 'x1', source: 'query' },
+      new Date(REFERENCE_MS),
+    );
+    const calls: string[] = [];
+    const marketplace = byCreation([earlier], calls);
+    const noDayAlone = {
+      ...marketplace,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) =>
+        range && range.startDate === range.endDate
+          ? Promise.resolve({ rows: [], malformed: [] })
+          : marketplace.getSurveyTransactions(id, range),
+    } as typeof marketplace;
+    const run = await engine({ marketplace: noDayAlone }).run(today, today, ['7013']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', lookbacks: 1 });
+    expect((await attempts.attemptsOf('7013', 'x1'))[0]?.reconciliation?.verdict).toBe('complete_not_paid');
+  });
+
   it('fails its survey for the run when no single day lists it (its day cannot be told), and is judged once one does', async () => {
     await survey(7012);
     const created = nextDay(today, -2);

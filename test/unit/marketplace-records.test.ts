@@ -72,8 +72,15 @@ describe('transactions', () => {
 
   it('report a numeric id that JSON cannot hold exactly (past 2^53, a fraction) as malformed, not another id', () => {
     // As JSON.parse reads `12345678901234567891.0` and `1.2345678901234567e19`: both rounded.
-    for (const PID of [JSON.parse('12345678901234567891.0'), JSON.parse('1.2345678901234567e19'), 12.5])
-      expect(parseTransaction({ ...transaction, PID }).ok, String(PID)).toBe(false);
+    for (const PID of [JSON.parse('12345678901234567891.0'), JSON.parse('1.2345678901234567e19'), 12.5]) {
+      const parsed = parseTransaction({ ...transaction, PID });
+      expect(parsed.ok, String(PID)).toBe(false);
+      // Still placed, so only its day is held back, not its whole survey.
+      expect(!parsed.ok && parsed.placed, String(PID)).toMatchObject({
+        token: transaction.token,
+        pid: String(PID),
+      });
+    }
   });
 
   it.each([
