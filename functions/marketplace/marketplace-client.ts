@@ -42,6 +42,11 @@ export interface MarketplaceClientOptions {
    * of tens of thousands of rows is tens of megabytes, which a timeout for the answer alone would cut off.
    */
   readonly bodyTimeoutMs?: number;
+  /**
+   * The largest answer read (default `MAX_ANSWER_BYTES`): past it the call fails, naming the size, instead of the
+   * function running out of memory (which would end the whole run, and every retry of it, at the same survey).
+   */
+  readonly maxBodyBytes?: number;
   readonly retries?: number;
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
@@ -259,6 +264,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 120_000;
+  const maxBodyBytes = options.maxBodyBytes ?? MAX_ANSWER_BYTES;
   if (options.limit && options.concurrency)
     throw new RangeError('give the client a concurrency or a shared limit, not both');
   // Each client its own limit unless one is shared explicitly: a client made later never changes this one's.
@@ -326,8 +332,18 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       timer = setTimeout(() => abort.abort(), readTimeoutMs);
       let text: string;
       try {
-        text = await response.text();
+        text = await readCapped(response, maxBodyBytes);
       } catch (error) {
+        clearTimeout(timer);
+        if (error instanceof AnswerTooLarge) {
+          abort.abort();
+          throw new MarketplaceError({
+            endpoint,
+            kind: 'malformed',
+            detail: `HTTP ${response.status}: the answer is over ${Math.round(maxBodyBytes / 1_048_576)} MB, not read (a listing of fewer days is smaller)`,
+            httpStatus: response.status,
+          });
+        }
         // A body cut off is not a malformed answer: it is retried, and said for what it is.
         throw new MarketplaceError({
           endpoint,
@@ -613,4 +629,33 @@ function redact(message: string, token: string): string {
  */
 export function idsAsWritten(text: string): string {
   return text.replace(/("(?:PID|pid|token)"\s*:\s*)(-?\d{16,})(?=\s*[,}\]])/g, '$1"$2"');
+}
+
+/**
+ * The largest answer the client reads unless told otherwise (the deployed functions are told an eighth of their
+ * memory: `marketplace-access.ts`): 64 MB of JSON is about 160,000 transaction rows.
+ */
+export const MAX_ANSWER_BYTES = 64 * 1_048_576;
+
+class AnswerTooLarge extends Error {}
+
+/** The answer's body as UTF-8 text, read no further than `maxBytes`. */
+async function readCapped(response: Response, maxBytes: number): Promise<string> {
+  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+  if (declared > maxBytes) throw new AnswerTooLarge();
+  if (!response.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw new AnswerTooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

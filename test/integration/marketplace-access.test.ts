@@ -5,7 +5,7 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { marketplaceFromEnvironment } from '../../functions/runtime/marketplace-access';
 import { type LocalMarketplace, startLocalMarketplace } from '../../infra/local/marketplace/server';
 
@@ -34,6 +34,26 @@ describe('marketplace access', () => {
     await client.getMetadata();
     await client.getAllocatedSurveys();
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
+  });
+
+  it("reads no answer larger than MARKETPLACE_MAX_ANSWER_MB, else an eighth of the function's memory", async () => {
+    const answer = (megabytes: number) =>
+      new Response('{}', { status: 200, headers: { 'content-length': String(megabytes * 1_048_576) } });
+    const fetched = vi.spyOn(globalThis, 'fetch');
+    const env = {
+      MARKETPLACE_BASE_URL: marketplace.url,
+      MARKETPLACE_ACCESS_TOKEN: TOKEN,
+      MARKETPLACE_RETRIES: '0',
+    };
+    fetched.mockImplementation(async () => answer(2));
+    await expect(
+      marketplaceFromEnvironment({ ...env, MARKETPLACE_MAX_ANSWER_MB: '1' }).getMetadata(),
+    ).rejects.toThrow(/over 1 MB/);
+    fetched.mockImplementation(async () => answer(33));
+    await expect(
+      marketplaceFromEnvironment({ ...env, AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '256' }).getMetadata(),
+    ).rejects.toThrow(/over 32 MB/);
+    fetched.mockRestore();
   });
 
   it('reads the token from an SSM SecureString, decrypted', async () => {

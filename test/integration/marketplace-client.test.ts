@@ -414,6 +414,32 @@ describe('faults', () => {
     }
   });
 
+  it('an answer over the size bound fails the call by name, read no further (its size declared or not)', async () => {
+    let enqueued = 0;
+    const endless: typeof fetch = async () =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          pull(controller) {
+            enqueued++;
+            controller.enqueue(new Uint8Array(64 * 1024).fill(32));
+          },
+        }),
+        { status: 200 },
+      );
+    const big = await failure(
+      client({ fetch: endless, maxBodyBytes: 1_048_576, retries: 2 }).getSurveyTransactions('1001'),
+    );
+    expect(big).toMatchObject({ kind: 'malformed', retriable: false });
+    expect(big.message).toMatch(/the answer is over 1 MB, not read/);
+    // Stopped at the bound (16 pieces of 64 kB), not read to the end; and not tried again.
+    expect(enqueued).toBeLessThan(24);
+    const declared: typeof fetch = async () =>
+      new Response('{}', { status: 200, headers: { 'content-length': String(5 * 1_048_576) } });
+    expect(
+      (await failure(client({ fetch: declared, maxBodyBytes: 1_048_576 }).getMetadata())).message,
+    ).toMatch(/over 1 MB/);
+  });
+
   it('a large answer may take longer to read than to begin; a body that stalls is a timeout, not a malformed answer', async () => {
     // The answer begins at once, then its body arrives in pieces for about 400 ms: a survey's window of tens of
     // thousands of rows is tens of megabytes.
