@@ -76,6 +76,7 @@ export interface MarketplaceErrorOptions {
   readonly marketplaceMessage?: string;
   /** Whether trying the call again may succeed (default false). */
   readonly retriable?: boolean;
+  readonly tooLarge?: boolean;
 }
 
 /** A call that did not succeed. Never carries the access token. */
@@ -87,6 +88,8 @@ export class MarketplaceError extends Error {
   /** The marketplace's own `msg`, when it sent one. */
   readonly marketplaceMessage?: string;
   readonly retriable: boolean;
+  /** The answer was larger than the client reads (`maxBodyBytes`): a call for less (fewer days) may pass. */
+  readonly tooLarge: boolean;
 
   constructor(options: MarketplaceErrorOptions) {
     super(`${options.endpoint}: ${options.detail}`);
@@ -95,6 +98,7 @@ export class MarketplaceError extends Error {
     this.httpStatus = options.httpStatus;
     this.marketplaceMessage = options.marketplaceMessage;
     this.retriable = options.retriable ?? false;
+    this.tooLarge = options.tooLarge ?? false;
   }
 }
 
@@ -342,6 +346,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
             kind: 'malformed',
             detail: `HTTP ${response.status}: the answer is over ${Math.round(maxBodyBytes / 1_048_576)} MB, not read (a listing of fewer days is smaller)`,
             httpStatus: response.status,
+            tooLarge: true,
           });
         }
         // A body cut off is not a malformed answer: it is retried, and said for what it is.

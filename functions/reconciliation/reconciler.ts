@@ -18,7 +18,11 @@ import type {
   SurveyRegistry,
   VerdictChange,
 } from '../ledger/ledger-store';
-import type { MalformedRow, MarketplaceClient } from '../marketplace/marketplace-client';
+import {
+  type MalformedRow,
+  type MarketplaceClient,
+  MarketplaceError,
+} from '../marketplace/marketplace-client';
 import {
   distinctTransactions,
   filedAt,
@@ -553,6 +557,30 @@ export function reconciler(deps: ReconcilerDeps) {
       return placement.rows;
     }
 
+    /**
+     * The survey's transactions of `range`: one call, or one call a day when the whole range's answer is larger than
+     * the client reads (a large survey's week; each day is a fraction of it).
+     */
+    async function listedByDays(range: { startDate: string; endDate: string }) {
+      try {
+        return await deps.marketplace.getSurveyTransactions(surveyId, range);
+      } catch (error) {
+        if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
+          throw error;
+        const days = pacificDays(range.startDate, range.endDate);
+        outcome.dayListings += days.length;
+        const parts = [];
+        for (const day of days)
+          parts.push(
+            await deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day }),
+          );
+        return {
+          rows: parts.flatMap((part) => part.rows),
+          malformed: parts.flatMap((part) => part.malformed),
+        };
+      }
+    }
+
     /** Reconciles one contiguous window of the survey's days. */
     async function reconcileWindow(window: readonly string[], holdDays = true) {
       const range = fetchRange(window);
@@ -567,8 +595,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const groups = contiguous(regardless);
       // Both sides at once; if the marketplace fails, the ledger reads are simply discarded. A survey already
       // failing (its days retried every run) reads the ledger only once the marketplace has answered.
-      const listing = deps.marketplace
-        .getSurveyTransactions(surveyId, { startDate: range.startDate, endDate: range.endDate })
+      const listing = listedByDays(range)
         .then((rows) => readable(rows, holdDays ? window : []))
         .then(async (rows) => ({ ...rows, rows: await placed(rows.rows, range) }));
       if (failedDays.length > 0) await listing;

@@ -17,7 +17,7 @@ import {
   type SurveyRegistration,
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
-import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { createMarketplaceClient, MarketplaceError } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { REVIEW_HORIZON_DAYS } from '../../functions/reconciliation/recheck-policy';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
@@ -446,6 +446,43 @@ describe('a row listed without a click or start time', () => {
       day: created,
     });
   });
+  it('a window whose listing is too large to read is listed a day at a time', async () => {
+    await survey(7014);
+    const day = nextDay(today, -1);
+    const row = {
+      ...listedComplete('z1', 'z1'),
+      clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 25 * 3_600_000)),
+    };
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7014', outcome: 'success', pid: 'z1', token: 'z1', source: 'query' },
+      new Date(REFERENCE_MS - 24.9 * 3_600_000),
+    );
+    const calls: string[] = [];
+    const marketplace = byCreation([{ created: day, row }], calls);
+    const tooLargeForMoreThanADay = {
+      ...marketplace,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) =>
+        range && range.startDate !== range.endDate
+          ? Promise.reject(
+              new MarketplaceError({
+                endpoint: `/getSurveyTransactions/${id}`,
+                kind: 'malformed',
+                detail: 'the answer is over 64 MB, not read',
+                tooLarge: true,
+              }),
+            )
+          : marketplace.getSurveyTransactions(id, range),
+    } as typeof marketplace;
+    const run = await engine({ marketplace: tooLargeForMoreThanADay }).run(day, day, ['7014']);
+    expect(run.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      transactions: 1,
+      dayListings: 3,
+      verdicts: { matched: 1 },
+    });
+    expect(calls).toEqual([nextDay(day, -1), day, nextDay(day, 1)].map((d) => `${d}..${d}`));
+  });
+
   it('in the look-back, where no single day lists it, leaves the window reconciled (the look-back is best effort)', async () => {
     await survey(7013);
     const { clkDateTime: _, ...complete } = listedComplete('y1', 'y1');
