@@ -644,23 +644,30 @@ export const MAX_ANSWER_BYTES = 64 * 1_048_576;
 
 class AnswerTooLarge extends Error {}
 
-/** The answer's body as UTF-8 text, read no further than `maxBytes`. */
+/**
+ * The answer's body as UTF-8 text (a byte-order mark dropped, as `Response.text()` does), read no further than
+ * `maxBytes`. Only a success is refused for its size: an error's body past the bound is left unread (''), so the
+ * answer is judged by its status (a 503 is retried).
+ */
 async function readCapped(response: Response, maxBytes: number): Promise<string> {
+  const tooLarge = async (reader?: ReadableStreamDefaultReader<Uint8Array>) => {
+    await reader?.cancel().catch(() => undefined);
+    if (response.ok) throw new AnswerTooLarge();
+    return '';
+  };
   const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-  if (declared > maxBytes) throw new AnswerTooLarge();
+  if (declared > maxBytes) return tooLarge();
   if (!response.body) return '';
-  const chunks: Uint8Array[] = [];
+  const decoder = new TextDecoder();
+  let text = '';
   let size = 0;
   const reader = response.body.getReader();
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      throw new AnswerTooLarge();
-    }
-    chunks.push(value);
+    if (size > maxBytes) return tooLarge(reader);
+    text += decoder.decode(value, { stream: true });
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return text + decoder.decode();
 }

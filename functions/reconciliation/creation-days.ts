@@ -27,7 +27,9 @@ export async function placedByCreationDay(
   days: readonly string[],
   listDay: (day: string) => Promise<readonly Transaction[]>,
 ): Promise<CreationDayPlacement> {
-  const wanted = new Set(rows.filter((t) => !hasEntryTime(t)).map((t) => t.token));
+  const wanted = new Set(
+    rows.filter((t) => !hasEntryTime(t) && t.createdWithin === undefined).map((t) => t.token),
+  );
   if (wanted.size === 0) return { rows: [...rows], unplaced: [], calls: 0 };
   const dayOf = new Map<string, string>();
   let calls = 0;
@@ -39,19 +41,26 @@ export async function placedByCreationDay(
   }
   const unplaced: Transaction[] = [];
   const placed = rows.map((t) => {
-    if (hasEntryTime(t)) return t;
+    if (!wanted.has(t.token)) return t;
     const day = dayOf.get(t.token);
     if (day === undefined) {
       unplaced.push(t);
       return t;
     }
-    // Its completion when that is on the day (created before it), else the day's last millisecond.
-    const { start, end } = pacificDayRange(day);
-    const last = new Date(end.getTime() - 1).toISOString();
-    const completed = t.completedAt?.utc ?? last;
-    const within =
-      completed < start.toISOString() ? start.toISOString() : completed > last ? last : completed;
-    return { ...t, createdWithin: within };
+    return onCreationDay(t, day);
   });
   return { rows: placed, unplaced, calls };
+}
+
+/**
+ * A row without an entry time placed on the day a listing of that day alone showed it: filed at its completion
+ * when that is on the day (created before it), else the day's last millisecond. Rows with an entry time stand.
+ */
+export function onCreationDay(t: Transaction, day: string): Transaction {
+  if (hasEntryTime(t)) return t;
+  const { start, end } = pacificDayRange(day);
+  const last = new Date(end.getTime() - 1).toISOString();
+  const completed = t.completedAt?.utc ?? last;
+  const within = completed < start.toISOString() ? start.toISOString() : completed > last ? last : completed;
+  return { ...t, createdWithin: within };
 }

@@ -32,7 +32,7 @@ import {
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
-import { placedByCreationDay } from './creation-days';
+import { onCreationDay, placedByCreationDay } from './creation-days';
 import {
   checkRegardless,
   DEFAULT_FRESH_DAYS,
@@ -134,7 +134,10 @@ export interface SurveyOutcome {
   readonly readByKey: number;
   /** Look-back calls made (at most one per contiguous window). */
   readonly lookbacks: number;
-  /** Calls listing one day alone, to place rows without a click or start time (`creation-days.ts`). */
+  /**
+   * Calls listing one day alone: to place rows without a click or start time (`creation-days.ts`), or because the
+   * whole window's answer was larger than the client reads.
+   */
   readonly dayListings: number;
   /** Attempts whose transaction was clicked in before the window, left to that day's run. */
   readonly earlier: number;
@@ -567,17 +570,19 @@ export function reconciler(deps: ReconcilerDeps) {
       } catch (error) {
         if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
           throw error;
-        const days = pacificDays(range.startDate, range.endDate);
-        outcome.dayListings += days.length;
-        const parts = [];
-        for (const day of days)
-          parts.push(
-            await deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day }),
-          );
-        return {
-          rows: parts.flatMap((part) => part.rows),
-          malformed: parts.flatMap((part) => part.malformed),
-        };
+        const rows: Transaction[] = [];
+        const malformed: MalformedRow[] = [];
+        for (const day of pacificDays(range.startDate, range.endDate)) {
+          const part = await deps.marketplace.getSurveyTransactions(surveyId, {
+            startDate: day,
+            endDate: day,
+          });
+          outcome.dayListings++;
+          // Listed under its day: a row without a click or start time is placed by it, not listed again.
+          rows.push(...part.rows.map((t) => onCreationDay(t, day)));
+          malformed.push(...part.malformed);
+        }
+        return { rows, malformed };
       }
     }
 
@@ -631,13 +636,10 @@ export function reconciler(deps: ReconcilerDeps) {
         const wanted = lookbackRange(window, lookbackDays);
         if (!wanted) return undefined;
         const first = !lookback;
-        lookback ??= deps.marketplace
-          .getSurveyTransactions(surveyId, wanted)
-          // Best effort: the look-back only tells an attempt's transaction is on an earlier day.
-          .then(async (earlier) => ({
-            ...earlier,
-            rows: await placed(earlier.rows, wanted, { required: false }),
-          }));
+        lookback ??= listedByDays(wanted).then(async (earlier) => ({
+          ...earlier,
+          rows: await placed(earlier.rows, wanted, { required: false }),
+        }));
         const earlier = await lookback;
         if (first) {
           outcome.lookbacks++;

@@ -23,7 +23,7 @@ const environment = z
     MARKETPLACE_BODY_TIMEOUT_MS: wholeNumber(1_000, 600_000, 120_000),
     MARKETPLACE_RETRIES: wholeNumber(0, 10, 4),
     MARKETPLACE_CONCURRENCY: wholeNumber(1, 64, 4),
-    /** The largest answer read, in MB (default: an eighth of the function's memory, 64 outside Lambda). */
+    /** The largest answer read, in MB (default: an eighth of the function's memory, at least 64). */
     MARKETPLACE_MAX_ANSWER_MB: z.optional(wholeNumber(1, 4_096, 64)),
     AWS_LAMBDA_FUNCTION_MEMORY_SIZE: z.optional(wholeNumber(128, 10_240, 512)),
     AWS_LAMBDA_FUNCTION_NAME: z.optional(z.string()),
@@ -73,10 +73,8 @@ export function marketplaceFromEnvironment(
     // An answer larger than its function can parse fails its call by name instead of ending the run (and every
     // retry of it) at the same survey: JSON parsed takes several times its size.
     maxBodyBytes:
-      (config.MARKETPLACE_MAX_ANSWER_MB ??
-        (config.AWS_LAMBDA_FUNCTION_MEMORY_SIZE
-          ? Math.max(16, config.AWS_LAMBDA_FUNCTION_MEMORY_SIZE / 8)
-          : 64)) * 1_048_576,
+      (config.MARKETPLACE_MAX_ANSWER_MB ?? Math.max(64, (config.AWS_LAMBDA_FUNCTION_MEMORY_SIZE ?? 0) / 8)) *
+      1_048_576,
     accessToken: tokenSource(config),
     ...(run.stopAt ? { stopAt: run.stopAt } : {}),
   });

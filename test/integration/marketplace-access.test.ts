@@ -36,7 +36,7 @@ describe('marketplace access', () => {
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
   });
 
-  it("reads no answer larger than MARKETPLACE_MAX_ANSWER_MB, else an eighth of the function's memory", async () => {
+  it("reads no answer larger than MARKETPLACE_MAX_ANSWER_MB, else an eighth of the function's memory (64 MB at least)", async () => {
     const answer = (megabytes: number) =>
       new Response('{}', { status: 200, headers: { 'content-length': String(megabytes * 1_048_576) } });
     const fetched = vi.spyOn(globalThis, 'fetch');
@@ -49,10 +49,15 @@ describe('marketplace access', () => {
     await expect(
       marketplaceFromEnvironment({ ...env, MARKETPLACE_MAX_ANSWER_MB: '1' }).getMetadata(),
     ).rejects.toThrow(/over 1 MB/);
-    fetched.mockImplementation(async () => answer(33));
+    fetched.mockImplementation(async () => answer(129));
+    await expect(
+      marketplaceFromEnvironment({ ...env, AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '1024' }).getMetadata(),
+    ).rejects.toThrow(/over 128 MB/);
+    // At least 64 MB, whatever the memory (a listing the function may well parse is not refused).
+    fetched.mockImplementation(async () => answer(40));
     await expect(
       marketplaceFromEnvironment({ ...env, AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '256' }).getMetadata(),
-    ).rejects.toThrow(/over 32 MB/);
+    ).rejects.not.toThrow(/over \d+ MB/);
     fetched.mockRestore();
   });
 

@@ -438,6 +438,20 @@ describe('faults', () => {
     expect(
       (await failure(client({ fetch: declared, maxBodyBytes: 1_048_576 }).getMetadata())).message,
     ).toMatch(/over 1 MB/);
+    // An error's body past the bound is left unread: the answer is judged by its status (a 503 is retried).
+    const unavailable = failingFirst(1, () => new Response('x'.repeat(2 * 1_048_576), { status: 503 }));
+    await expect(
+      client({ fetch: unavailable.fetch, maxBodyBytes: 1_048_576 }).getMetadata(),
+    ).resolves.toBeDefined();
+    expect(unavailable.calls()).toBe(2);
+  });
+
+  it('reads an answer that starts with a byte-order mark, as Response.text() does', async () => {
+    const bom: typeof fetch = async () =>
+      new Response(`\uFEFF${JSON.stringify({ apiStatus: 'success', result: { data: [] } })}`, {
+        status: 200,
+      });
+    await expect(client({ fetch: bom }).getMetadata()).resolves.toBeDefined();
   });
 
   it('a large answer may take longer to read than to begin; a body that stalls is a timeout, not a malformed answer', async () => {

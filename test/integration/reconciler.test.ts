@@ -449,10 +449,9 @@ describe('a row listed without a click or start time', () => {
   it('a window whose listing is too large to read is listed a day at a time', async () => {
     await survey(7014);
     const day = nextDay(today, -1);
-    const row = {
-      ...listedComplete('z1', 'z1'),
-      clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 25 * 3_600_000)),
-    };
+    // Without a click or start time too: the day it is listed under places it (no second round of day listings).
+    const { clkDateTime: _, ...complete } = listedComplete('z1', 'z1');
+    const row = { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
     await attempts.recordHit(
       { channel: 'postback', surveyId: '7014', outcome: 'success', pid: 'z1', token: 'z1', source: 'query' },
       new Date(REFERENCE_MS - 24.9 * 3_600_000),
