@@ -393,6 +393,12 @@ describe('a reconciliation run', () => {
 });
 
 describe('a row listed without a click or start time', () => {
+  /** A valid complete listed without a click or start time, finished at the reference time. */
+  const undatedComplete = (token: string) => {
+    const { clkDateTime: _, ...complete } = listedComplete(token, token);
+    return { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
+  };
+
   /** A listing that filters by creation day, as the marketplace does, and says "No data found" for none. */
   const byCreation = (rows: { created: string; row: Record<string, unknown> }[], calls: string[]) =>
     createMarketplaceClient({
@@ -416,8 +422,7 @@ describe('a row listed without a click or start time', () => {
     await survey(7011);
     const created = nextDay(today, -2);
     // Clicked in two days before it finished; the marketplace left out the click and start times.
-    const { clkDateTime: _, ...complete } = listedComplete('c1', 'c1');
-    const row = { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
+    const row = undatedComplete('c1');
     await attempts.recordHit(
       { channel: 'postback', surveyId: '7011', outcome: 'success', pid: 'c1', token: 'c1', source: 'query' },
       new Date(REFERENCE_MS),
@@ -446,12 +451,12 @@ describe('a row listed without a click or start time', () => {
       day: created,
     });
   });
+
   it('a window whose listing is too large to read is listed a day at a time', async () => {
     await survey(7014);
     const day = nextDay(today, -1);
     // Without a click or start time too: the day it is listed under places it (no second round of day listings).
-    const { clkDateTime: _, ...complete } = listedComplete('z1', 'z1');
-    const row = { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
+    const row = undatedComplete('z1');
     await attempts.recordHit(
       { channel: 'postback', surveyId: '7014', outcome: 'success', pid: 'z1', token: 'z1', source: 'query' },
       new Date(REFERENCE_MS - 24.9 * 3_600_000),
@@ -484,11 +489,7 @@ describe('a row listed without a click or start time', () => {
 
   it('in the look-back, where no single day lists it, leaves the window reconciled (the look-back is best effort)', async () => {
     await survey(7013);
-    const { clkDateTime: _, ...complete } = listedComplete('y1', 'y1');
-    const earlier = {
-      created: nextDay(today, -4),
-      row: { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) },
-    };
+    const earlier = { created: nextDay(today, -4), row: undatedComplete('y1') };
     // A postback here the window's listing does not have: looked for on the days before.
     await attempts.recordHit(
       { channel: 'postback', surveyId: '7013', outcome: 'success', pid: 'x1', token: 'x1', source: 'query' },
@@ -511,8 +512,7 @@ describe('a row listed without a click or start time', () => {
   it('fails its survey for the run when no single day lists it (its day cannot be told), and is judged once one does', async () => {
     await survey(7012);
     const created = nextDay(today, -2);
-    const { clkDateTime: _, ...complete } = listedComplete('c2', 'c2');
-    const row = { ...complete, completeDateTime: formatPacificTime(new Date(REFERENCE_MS)) };
+    const row = undatedComplete('c2');
     let dayListsIt = false;
     const calls: string[] = [];
     const marketplace = byCreation([{ created, row }], calls);
