@@ -226,18 +226,15 @@ function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {
 function readRequest(event: ApiEvent, parameters: readonly string[]): FinanceRequest {
   const query = new URLSearchParams(event.rawQueryString ?? '');
   // A SigV4 signature sent in the query (a presigned URL) is API Gateway's to check, not a parameter of the route.
-  const unknown = [...new Set(query.keys())].filter(
-    (name) => !parameters.includes(name) && !/^x-amz-/i.test(name),
-  );
+  const names = [...new Set(query.keys())].filter((name) => !/^x-amz-/i.test(name));
+  const unknown = names.filter((name) => !parameters.includes(name));
   if (unknown.length > 0)
     throw badRequest(
       `unknown query parameter ${unknown.map((name) => JSON.stringify(name.slice(0, 40))).join(', ')}: this route reads ${parameters.join(', ')}`,
     );
   // Every parameter but `survey` (a list) is read once: a second value would be dropped without a word (`from`
   // given twice answered for the first).
-  const repeated = [...new Set(query.keys())].filter(
-    (name) => name !== 'survey' && !/^x-amz-/i.test(name) && query.getAll(name).length > 1,
-  );
+  const repeated = names.filter((name) => name !== 'survey' && query.getAll(name).length > 1);
   if (repeated.length > 0)
     throw badRequest(
       `query parameter ${repeated.map((name) => JSON.stringify(name)).join(', ')} given more than once`,

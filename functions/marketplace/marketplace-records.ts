@@ -201,7 +201,7 @@ export function distinctTransactions(rows: readonly Transaction[]): {
 }
 
 /** Any id as text, exact or not: enough to hold a row's token and pid back while the row cannot be read. */
-const anyId = z.union([z.string(), z.pipe(z.number(), z.transform(String))]);
+const anyId = z.union([z.string(), numberAsText]);
 const placementSchema = z.object({ token: z.pipe(anyId, nonEmpty), PID: z.pipe(anyId, nonEmpty) });
 /** The times a row is filed by, in the order `filedAt` takes them. */
 const FILING_FIELDS = ['clkDateTime', 'st_date_time', 'completeDateTime'] as const;

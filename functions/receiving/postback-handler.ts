@@ -48,15 +48,11 @@ export function createPostbackHandler({
   return jsonRoute(async (event, context) => {
     const request = hitRequestFrom(event);
     const sourceIp = event.requestContext.http.sourceIp;
+    const requestId = requestIdOf(event, context);
     // The refusal stands whether or not it could be counted.
     const refuse = async (code: RefusalCode, reason: string) => {
       await recordRefusal(
-        refusedHit(
-          'postback',
-          request,
-          { code, reason },
-          { at: new Date(), requestId: requestIdOf(event, context), sourceIp },
-        ),
+        refusedHit('postback', request, { code, reason }, { at: new Date(), requestId, sourceIp }),
       );
     };
     try {
@@ -89,14 +85,14 @@ export function createPostbackHandler({
       let recorded: Awaited<ReturnType<typeof store.recordHit>>;
       try {
         recorded = await storeAnswerWithin(
-          (signal) => store.recordHit(hit, at, requestIdOf(event, context), signal),
+          (signal) => store.recordHit(hit, at, requestId, signal),
           storeBudgetMs,
         );
       } catch (error) {
         if (!(error instanceof StoreUnavailable) || !buffer) throw error;
         // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
         try {
-          const buffered = await buffer.put(hit, at, requestIdOf(event, context));
+          const buffered = await buffer.put(hit, at, requestId);
           logger.warn('postback buffered: the ledger is unavailable', {
             id: buffered.id,
             error: describe(error),

@@ -76,6 +76,8 @@ export function createRedirectHandler({
     if (preview === 'bot') return respondentAnswer(landingFor(landing, {}));
     const request = hitRequestFrom(event);
     const at = new Date();
+    const requestId = requestIdOf(event, context);
+    const sourceIp = event.requestContext.http.sourceIp;
     const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};
     let refusal: { code: RefusalCode; reason: string } | undefined;
     try {
@@ -99,23 +101,26 @@ export function createRedirectHandler({
         count('RedirectNotRecorded');
         return respondentAnswer(landingFor(landing, claimed));
       }
-      const sender = check.valid ? bySender(event.requestContext.http.sourceIp) : 'record';
-      if (sender !== 'record') {
-        // A flood from one sender: answered as every redirect is, not recorded (once a minute in the log).
-        if (sender === 'first-over') {
+      if (!check.valid) {
+        refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
+      } else {
+        const sender = bySender(sourceIp);
+        if (sender === 'record') {
+          // The ring the signature was just checked with (cached in the container).
+          const secret = (await keyRing().catch(() => undefined))?.current.secret;
+          await record({
+            ...claim.target,
+            ...identity,
+            from: secret ? senderOf(sourceIp, secret) : undefined,
+          });
+        } else if (sender === 'first-over') {
+          // A flood from one sender: answered as every redirect is, not recorded (once a minute in the log).
           logger.warn('redirects from one sender past its bound this minute: answered, not recorded', {
             surveyId: claim.target.surveyId,
             perMinute: perSenderMinute ?? REDIRECTS_PER_SENDER_MINUTE,
           });
           count('RedirectsOverSenderBound');
         }
-      } else if (check.valid) {
-        // The ring the signature was just checked with (cached in the container).
-        const secret = (await keyRing().catch(() => undefined))?.current.secret;
-        const from = secret ? senderOf(event.requestContext.http.sourceIp, secret) : undefined;
-        await record({ ...claim.target, ...identity, from });
-      } else {
-        refusal = { code: signatureRefusal(check.reason), reason: `signature ${check.reason}` };
       }
     } catch (error) {
       if (!(error instanceof Rejection)) throw error;
@@ -127,7 +132,7 @@ export function createRedirectHandler({
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
       try {
         const { attempt, effect, unflaggedDays } = await storeAnswerWithin(
-          (signal) => store.recordHit(hit, at, requestIdOf(event, context), signal),
+          (signal) => store.recordHit(hit, at, requestId, signal),
           storeBudgetMs,
         );
         // The hit stands; the days it changed wait for their daily re-check instead of the next run.
@@ -147,7 +152,7 @@ export function createRedirectHandler({
         // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
         if (buffer) {
           try {
-            const buffered = await buffer.put(hit, at, requestIdOf(event, context));
+            const buffered = await buffer.put(hit, at, requestId);
             logger.warn('redirect hit buffered: the ledger is unavailable', {
               id: buffered.id,
               error: describe(error),
@@ -168,12 +173,7 @@ export function createRedirectHandler({
     }
 
     async function reject({ code, reason }: { code: RefusalCode; reason: string }) {
-      const rejected = refusedHit(
-        'redirect',
-        request,
-        { code, reason },
-        { at, requestId: requestIdOf(event, context), sourceIp: event.requestContext.http.sourceIp },
-      );
+      const rejected = refusedHit('redirect', request, { code, reason }, { at, requestId, sourceIp });
       logger.warn('redirect hit rejected', {
         code,
         reason,

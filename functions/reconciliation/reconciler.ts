@@ -532,6 +532,9 @@ export function reconciler(deps: ReconcilerDeps) {
     const latest = new Map<string, Pick<DaySummary, 'marketplace' | 'here'>>(stored);
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
+    /** The survey's transactions of one Pacific day alone. */
+    const listDay = (day: string) =>
+      deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day });
     /**
      * Rows listed for `range` with those lacking a click or start time placed on their creation day, by listing
      * its days one by one (`creation-days.ts`). One no single day lists (the marketplace not up to date with
@@ -546,10 +549,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const placement = await placedByCreationDay(
         rows,
         pacificDays(range.startDate, range.endDate),
-        async (day) => {
-          return (await deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day }))
-            .rows;
-        },
+        async (day) => (await listDay(day)).rows,
       );
       outcome.dayListings += placement.calls;
       const [first] = placement.unplaced;
@@ -573,10 +573,7 @@ export function reconciler(deps: ReconcilerDeps) {
         const rows: Transaction[] = [];
         const malformed: MalformedRow[] = [];
         for (const day of pacificDays(range.startDate, range.endDate)) {
-          const part = await deps.marketplace.getSurveyTransactions(surveyId, {
-            startDate: day,
-            endDate: day,
-          });
+          const part = await listDay(day);
           outcome.dayListings++;
           // Listed under its day: a row without a click or start time is placed by it, not listed again.
           rows.push(...part.rows.map((t) => onCreationDay(t, day)));

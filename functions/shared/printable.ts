@@ -8,7 +8,7 @@
 // introducer); and the bidirectional controls, which make text read in another order than it is written (a pid
 // `abc\u202Efed` shows as `abcdef`): an id shown so could pass for another.
 const BIDI = '\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069';
-const CONTROL = new RegExp(`[\\p{Cc}${BIDI}]`, 'u');
+const CONTROLS = new RegExp(`[\\p{Cc}${BIDI}]`, 'gu');
 const BIDI_ONLY = new RegExp(`[${BIDI}]`, 'gu');
 
 const escaped = (c: string) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, '0')}`;
@@ -31,10 +31,7 @@ export function withoutSignatures(text: string): string {
  * escape.
  */
 export function printable(text: string): string {
-  if (!CONTROL.test(text)) return text;
-  let out = '';
-  for (const c of text) out += c !== '\n' && CONTROL.test(c) ? escaped(c) : c;
-  return out;
+  return text.replace(CONTROLS, (c) => (c === '\n' ? c : escaped(c)));
 }
 
 /**
