@@ -3,15 +3,14 @@
  * source map shipped beside it. The template tests skip bundling; this one runs esbuild for six functions, so it
  * has a timeout that fits a loaded two-core machine.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ReceiverStack } from '../../infra/receiver-stack';
+import { scratchDirectory } from '../support/scratch';
 
-const outdir = mkdtempSync(join(tmpdir(), 'receiver-bundle-'));
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+const outdir = scratchDirectory('receiver-bundle-');
 
 describe('bundled functions', () => {
   it('each function ships one ESM index.mjs and nothing else', { timeout: 180_000 }, () => {

@@ -3,8 +3,7 @@
  * unavailable rather than refused when no fresh look can be had), a time limit on every fetch,
  * a file the local stack re-reads when it changes, and saving a rotated ring.
  */
-import { mkdtempSync, utimesSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   GetSecretValueCommand,
@@ -15,6 +14,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseKeyRing, sign } from '../../functions/receiving/signing';
 import { checkSignature, KeyRingUnavailable, keyRingStore } from '../../functions/runtime/key-ring-source';
+import { scratchDirectory } from '../support/scratch';
 
 const secrets = mockClient(SecretsManagerClient);
 afterAll(() => secrets.restore());
@@ -111,7 +111,7 @@ describe('Secrets Manager key ring', () => {
 
 describe('file key ring', () => {
   it('is re-read when the file changes, so a rotation reaches the running local stack', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'ring-')), 'keys.json');
+    const file = join(scratchDirectory('ring-'), 'keys.json');
     const store = keyRingStore({ file });
     await store.save(parseKeyRing(OLD));
     expect((await store.load()).current.kid).toBe('k1');

@@ -3,12 +3,11 @@
  * the CLI showing the stored attempt, a repeat changing only counters, a tampered signature refused.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scratchDirectory } from '../support/scratch';
 
 const run = promisify(execFile);
 const TSX = 'node_modules/.bin/tsx';
@@ -23,7 +22,7 @@ const env = {
   RESPONDENT_INTERVAL_MS: '100',
   REDIRECT_SYNC_INTERVAL_MS: '500',
   // A key ring of its own, so the test never touches a developer's .local/ ring.
-  SIGNING_KEYS_FILE: join(mkdtempSync(join(tmpdir(), 'receiver-keys-')), 'signing-keys.json'),
+  SIGNING_KEYS_FILE: join(scratchDirectory('receiver-keys-'), 'signing-keys.json'),
   // The local stack must not inherit the test run's table or keys.
   TABLE_NAME: undefined,
   DYNAMODB_ENDPOINT: undefined,

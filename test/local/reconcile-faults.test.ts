@@ -4,8 +4,7 @@
  * changes nothing.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -29,6 +28,7 @@ import type { Injection, SimTransaction } from '../../infra/local/marketplace/st
 import type { LocalStack } from '../../infra/local/stack';
 import { printToPdf, renderedDom } from '../support/chromium';
 import { startTestStack, syncRedirectsOnce } from '../support/local-stack';
+import { scratchDirectory } from '../support/scratch';
 
 const run = promisify(execFile);
 const TSX = 'node_modules/.bin/tsx';
@@ -206,7 +206,7 @@ describe('reconciliation with faults on', () => {
     ).text();
     const csvOwed = (parse(csv, { columns: true }) as { owed: string }[]).map((r) => r.owed);
 
-    const dir = mkdtempSync(join(tmpdir(), 'report-'));
+    const dir = scratchDirectory('report-');
     const cli = (...args: string[]) =>
       run(TSX, ['functions/cli/main.ts', 'report', '--from', today, '--to', today, ...args], {
         env: process.env,
