@@ -76,8 +76,8 @@ export const keyPart = (value: string): string => value.replace(/[%#]/g, (c) => 
 /**
  * An id inside a key: `keyPart` as long as it fits the key, else a digest of it (`%~` and 43 characters of
  * base64url SHA-256, which `keyPart` never writes: it leaves no `%` that is not `%25` or `%23`). The receivers
- * accept no id near the bounds (identifiers.ts: a pid of 512 bytes escapes to at most 1,536, a token of 128 to 384),
- * so only a marketplace row can carry one: a panel id a respondent lengthened in the entry link still keys the
+ * accept a pid of up to 2,048 bytes (identifiers.ts): one that escapes past 1,600 bytes is keyed by its digest; a
+ * token of 128 escapes to at most 384. A marketplace row can carry longer ids still: a panel id a respondent lengthened in the entry link still keys the
  * item its transaction gets, where DynamoDB would refuse the write (2,048 bytes for a partition key, 1,024 for a
  * sort key) and fail its survey's reconciliation.
  */

@@ -3,17 +3,21 @@
  *
  * The survey id is ours and strictly numeric. pid and token are the supplier's: the signature proves a hit is
  * genuine, so their shape is not this product's business. Any Unicode text the marketplace can substitute is
- * accepted; refused is only what cannot be an identifier: a missing value, an unsubstituted placeholder,
- * control characters (they would split a log line or a CSV row) or text that is not well-formed Unicode, and
- * anything over the byte bound.
+ * accepted, control characters too (a panel whose ids carry a tab or a line end its CSV import left there is sent
+ * them back; refused, its postbacks would be lost, and every place that shows an id escapes them: printable.ts,
+ * the CSV's quoting). Refused is only what cannot be an identifier: a missing value, an unsubstituted
+ * placeholder, NUL, the C1 controls (U+0080-U+009F: what a Windows-1252 `€` or curly quote becomes when read as
+ * Latin-1, http-route.ts, so storing one would store another id than the panel's), text that is not well-formed
+ * Unicode, and anything over the byte bound.
  *
  * Ids up to 64 bytes of UTF-8 for a pid and 72 for a token (the marketplace's tokens are hex-like, a UUID is 36)
  * keep an attempt within one 1 KB DynamoDB write unit for the hits of every day (redirect, postback, a retry of
  * each) even when made wholly of characters the keys must escape (`#`, `%`, three bytes each in a key):
  * test/integration/item-size.test.ts measures that worst case at 992 bytes. Longer ids are accepted (a genuine
- * postback refused is a postback lost, and nothing in the marketplace bounds a panel's ids), at two units a hit,
- * up to what DynamoDB's keys can hold escaped: a pid in the partition key (2,048 bytes), a token in sort keys
- * (1,024 bytes, escaped twice in the discrepancy index's).
+ * postback refused is a postback lost, and nothing in the marketplace bounds a panel's ids: an encrypted or signed
+ * id, a JWT, runs to hundreds of bytes), at a write unit more a hit for each KB, up to 2 KB for a pid (its URL still
+ * well inside the 10 KB API Gateway takes for a request line and headers) and 128 bytes for a token. An id too long
+ * for its key escaped is keyed by its digest (ledger-schema.ts `keyId`).
  * Keys escape their delimiters (ledger-schema.ts `keyPart`), so every value keys unambiguously.
  */
 
@@ -22,7 +26,7 @@ export const SURVEY_ID_PATTERN = /^[1-9][0-9]{0,11}$/;
 export const ONE_UNIT_PID_BYTES = 64;
 export const ONE_UNIT_TOKEN_BYTES = 72;
 /** The longest ids accepted. */
-export const PID_MAX_BYTES = 512;
+export const PID_MAX_BYTES = 2048;
 export const TOKEN_MAX_BYTES = 128;
 
 /** What the marketplace leaves in a URL when it did not substitute a placeholder. */
@@ -34,8 +38,9 @@ const PLACEHOLDER = /\[%%\w+%%\]/;
  */
 export const isBlank = (value: string | undefined): boolean =>
   value === undefined || value === '' || PLACEHOLDER.test(value);
-/** C0, DEL and C1 controls; lone surrogates (not Unicode text, and not storable as UTF-8). */
-const CONTROL = /\p{Cc}/u;
+/** NUL and the C1 controls; lone surrogates (not Unicode text, and not storable as UTF-8). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching these controls is the point.
+const UNACCEPTED_CONTROL = /[\u0000\u0080-\u009f]/u;
 const LONE_SURROGATE = /\p{Cs}/u;
 
 export type IdentifierField = 'surveyId' | 'pid' | 'token';
@@ -54,7 +59,8 @@ export function identifierProblem(field: IdentifierField, value: string | undefi
       ? undefined
       : `${field} must be a positive integer of at most 12 digits`;
   }
-  if (CONTROL.test(value)) return `${field} must not contain control characters`;
+  if (UNACCEPTED_CONTROL.test(value))
+    return `${field} must not contain NUL or C1 control characters (U+0080-U+009F)`;
   if (LONE_SURROGATE.test(value)) return `${field} must be well-formed Unicode text`;
   const max = MAX_BYTES[field];
   if (Buffer.byteLength(value, 'utf8') > max) return `${field} must be at most ${max} bytes of UTF-8`;

@@ -43,15 +43,24 @@ const only = async () => {
 };
 
 describe('a signed postback', () => {
-  it.each(['dGVzdC0x+/Q==', 'a@b.com', '12345|x', 'user 1', 'a#b%23', 'ユーザー①'])(
-    'with the supplier pid %j is recorded and found by that pid',
-    async (pid) => {
-      ids = { pid, token: randomUUID() };
-      const result = await invoke(handler, apiEvent('GET', successUrl()));
-      expect(result.statusCode).toBe(200);
-      expect(await only()).toMatchObject({ pid, token: ids.token, complete: 'postback-confirmed' });
-    },
-  );
+  it.each([
+    'dGVzdC0x+/Q==',
+    'a@b.com',
+    '12345|x',
+    'user 1',
+    'a#b%23',
+    'ユーザー①',
+    // What a panel's CSV import leaves in its ids comes back in the postback: refused, the postback would be lost.
+    'p-17\r',
+    'tab\there',
+    // A signed or encrypted id (a JWT): hundreds of bytes, well past the 64 that keep an attempt in one write unit.
+    `eyJhbGciOiJIUzI1NiJ9.${'eyJzdWIiOiJyZXNwb25kZW50In0'.repeat(50)}.c2lnbmF0dXJl`,
+  ])('with the supplier pid %j is recorded and found by that pid', async (pid) => {
+    ids = { pid, token: randomUUID() };
+    const result = await invoke(handler, apiEvent('GET', successUrl()));
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ pid, token: ids.token, complete: 'postback-confirmed' });
+  });
 
   it('with a pid a Latin-1 panel sent (a byte that is not UTF-8) is recorded under it, its stray byte kept escaped', async () => {
     ids = { pid: 'placeholder', token: randomUUID() };
@@ -248,16 +257,22 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
   it.each([
     ['a missing pid', (u: string) => tamper(u, 'pid', null), 400, 'pid is missing'],
     [
-      'a token with a control character',
-      (u: string) => tamper(u, 'token', 'a\tb'),
+      'a token with a NUL',
+      (u: string) => tamper(u, 'token', 'a\u0000b'),
       400,
-      'token must not contain control characters',
+      'token must not contain NUL or C1 control characters (U+0080-U+009F)',
+    ],
+    [
+      'a pid with a C1 control (a Windows-1252 character read as Latin-1)',
+      (u: string) => tamper(u, 'pid', 'Price\u0080'),
+      400,
+      'pid must not contain NUL or C1 control characters (U+0080-U+009F)',
     ],
     [
       'a pid over the byte bound',
-      (u: string) => tamper(u, 'pid', 'é'.repeat(257)),
+      (u: string) => tamper(u, 'pid', 'é'.repeat(1025)),
       400,
-      'pid must be at most 512 bytes of UTF-8',
+      'pid must be at most 2048 bytes of UTF-8',
     ],
     [
       'an unsubstituted placeholder',
@@ -271,7 +286,7 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
       400,
       'pid is given twice with different values (query)',
     ],
-  ])('with %s: %i naming the problem', async (_, forge, status, message) => {
+  ])('with %s: 4xx naming the problem', async (_, forge, status, message) => {
     const start = proxy.operations.length;
     const result = await invoke(handler, apiEvent('GET', forge(successUrl())));
     expect(result.statusCode).toBe(status);
