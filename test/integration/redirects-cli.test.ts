@@ -80,7 +80,10 @@ async function cli(...args: string[]): Promise<{ stdout: string; code: number }>
 }
 
 describe('redirects show', () => {
-  it('says which fields the marketplace does not report, or reads back as global values, and counts none as a difference', async () => {
+  // Six CLI processes, each starting through tsx: a loaded two-core machine takes seconds for each.
+  it('says which fields the marketplace does not report, or reads back as global values, and counts none as a difference', {
+    timeout: 90_000,
+  }, async () => {
     for (const survey of ['9101', '9102'])
       expect((await cli('redirects', 'apply', '--survey', survey, '--fail-method', 'POST')).code).toBe(0);
     const unreported = await cli('redirects', 'show', '--survey', '9101', '--fail-method', 'POST');
