@@ -296,7 +296,9 @@ export function createLedgerStore(
       const read = typeof item?.firstSeenAt === 'string' ? item.firstSeenAt : undefined;
       if (!item || !read || madeAt >= read) return undefined;
       const key = attemptKey(attempt.surveyId, attempt.pid, attempt.token);
-      const indexed = item.gsi1sk === read;
+      // Indexed by its first sighting, in this layout or (not backfilled yet) the day-wide one before it: either
+      // way it moves, to this layout, so that it is listed on the day it was first seen.
+      const indexed = item.gsi1sk === read || item.gsi1sk === `${attempt.surveyId}#${read}`;
       const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : undefined;
       try {
         const { Attributes } = await send(() =>

@@ -182,3 +182,41 @@ describe('the scheduled backfill (run after each redirect sync)', () => {
     ]);
   });
 });
+
+describe('an attempt the earlier release indexed, not yet backfilled', () => {
+  it('a drained hit made before its first sighting moves it to the day it was made, in the new layout', async () => {
+    const { endpoint, tableName } = await freshTable();
+    const client = createDocumentClient({ endpoint });
+    const postback = {
+      channel: 'postback',
+      surveyId: '821',
+      outcome: 'success',
+      pid: 'p-early',
+      token: 'early',
+      source: 'query',
+    } as const;
+    const seen = '2026-11-19T01:37:00.000Z';
+    await client.send(
+      new PutCommand({
+        TableName: tableName,
+        Item: {
+          ...firstHitItem(postback, new Date(seen)),
+          gsi1pk: `ATTEMPTS#${seen.slice(0, 10)}`,
+          gsi1sk: `821#${seen}`,
+        },
+      }),
+    );
+    // Its redirect, made the evening before and held in the buffer while the ledger was down, drained now.
+    const store = createLedgerStore(client, tableName, () => new Date('2026-11-19T02:00:00.000Z'));
+    const made = new Date('2026-11-18T23:50:00.000Z');
+    await store.recordBufferedHit({ ...postback, channel: 'redirect' }, made, 'buffer-early');
+    const { Item } = await client.send(
+      new GetCommand({ TableName: tableName, Key: attemptKey('821', 'p-early', 'early') }),
+    );
+    expect(Item).toMatchObject({ firstSeenAt: made.toISOString(), gsi1sk: made.toISOString() });
+    const listed = (from: string, to: string) =>
+      store.attemptsOfSurvey('821', new Date(from), new Date(to)).then((all) => all.map((a) => a.token));
+    expect(await listed('2026-11-18T00:00:00.000Z', '2026-11-18T23:59:59.999Z')).toEqual(['early']);
+    expect(await listed('2026-11-19T00:00:00.000Z', '2026-11-19T23:59:59.999Z')).toEqual([]);
+  });
+});
