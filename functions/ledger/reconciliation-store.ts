@@ -81,6 +81,13 @@ export interface SurveyReconciliationState {
    */
   readonly reviewedDays?: readonly string[] | undefined;
   readonly reviewedCheckedAt?: string | undefined;
+  /**
+   * The edition of the verdict rules (verdict-rules.ts `VERDICT_RULES_EDITION`) the survey's days past the window
+   * were last judged by; absent before editions were kept. An older one has them judged again once.
+   */
+  readonly rulesEdition?: number | undefined;
+  /** When a scheduled run last tried to judge them again and a listing failed: tried again a day later. */
+  readonly rejudgeTriedAt?: string | undefined;
   /** Moved on by every write (absent on states written before it was kept): a run's write is conditional on it. */
   readonly revision?: number | undefined;
 }
@@ -757,6 +764,8 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.openCheckedAt === 'string' ? { openCheckedAt: item.openCheckedAt } : {}),
     ...(Array.isArray(item.reviewedDays) ? { reviewedDays: item.reviewedDays as string[] } : {}),
     ...(typeof item.reviewedCheckedAt === 'string' ? { reviewedCheckedAt: item.reviewedCheckedAt } : {}),
+    ...(typeof item.rulesEdition === 'number' ? { rulesEdition: item.rulesEdition } : {}),
+    ...(typeof item.rejudgeTriedAt === 'string' ? { rejudgeTriedAt: item.rejudgeTriedAt } : {}),
     ...(typeof item.revision === 'number' ? { revision: item.revision } : {}),
   };
 }

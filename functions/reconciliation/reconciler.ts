@@ -61,6 +61,7 @@ import {
   pacificDays,
   reconcileSurveyWindow,
   summarize,
+  VERDICT_RULES_EDITION,
 } from './verdict-rules';
 
 export { REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from './recheck-policy';
@@ -204,6 +205,9 @@ const failedSurveyState = (
   ...(state?.reviewedDays
     ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
     : {}),
+  // Kept: the edition of the rules its days past the window stand judged by.
+  ...(state?.rulesEdition !== undefined ? { rulesEdition: state.rulesEdition } : {}),
+  ...(state?.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: state.rejudgeTriedAt } : {}),
   failedDays: [...failedDays],
   lastError: error,
   lastErrorAt: at.toISOString(),
@@ -361,7 +365,24 @@ export function reconciler(deps: ReconcilerDeps) {
       plan === undefined || windowStart === undefined
         ? []
         : [...flags.keys()].filter((day) => day < windowStart && day >= horizon);
-    const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast]);
+    // Days past the window an earlier edition of the verdict rules judged (a release before this one): each day of
+    // the horizon that has a summary is judged again, once (tried again a day later when a listing failed).
+    const rejudging =
+      plan !== undefined &&
+      state !== undefined &&
+      windowStart !== undefined &&
+      horizon < windowStart &&
+      (state.rulesEdition ?? 0) < VERDICT_RULES_EDITION &&
+      (state.rejudgeTriedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString();
+    const rejudged = new Set(
+      rejudging
+        ? (await deps.results.summariesOf(surveyId, pacificDays(horizon, nextDay(windowStart, -1)))).map(
+            (summary) => summary.day,
+          )
+        : [],
+    );
+    for (const day of rejudged) byRowsOnly.delete(day);
+    const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast, ...rejudged]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
     /** Days past the window alone: read after the others, and a failure there does not fail the survey. */
@@ -590,6 +611,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // Days checked whatever the marketplace lists: their attempts are read while it answers.
       const regardless = plan
         ? window.filter((day) => {
+            if (rejudged.has(day)) return true;
             const why = checkRegardless(day, plan, { ...context, stored: stored.get(day) });
             return why !== undefined && !(why === 'due' && byRowsOnly.has(day));
           })
@@ -681,12 +703,14 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const window of windows) await reconcileWindow(window);
       // Days past the window: one that fails (a row unreadable there) stays as it was, read again the next day.
       let reviewedFailed = false;
+      let rejudgeFailed = false;
       for (const window of pastWindows) {
         try {
           await reconcileWindow(window, false);
         } catch (error) {
           outcome.openFailures++;
           if (window.some((day) => byRowsOnly.has(day))) reviewedFailed = true;
+          if (window.some((day) => rejudged.has(day))) rejudgeFailed = true;
           for (const day of window) latest.delete(day);
           if (error instanceof Error) outcome.openError ??= error.message;
         }
@@ -732,6 +756,16 @@ export function reconciler(deps: ReconcilerDeps) {
       // its survey failing for good).
       const heldError = blocked.values().next().value;
       const heldDays = [...blocked.keys()].filter((day) => day >= horizon).sort();
+      // The edition of the rules its days past the window now stand judged by: this one for a survey's first run
+      // (nothing was judged before) and once a scheduled run has judged them again, the one before while a listing
+      // of theirs failed (tried again a day later).
+      const edition = !state
+        ? { rulesEdition: VERDICT_RULES_EDITION, rejudgeTriedAt: undefined }
+        : !rejudging
+          ? { rulesEdition: state.rulesEdition, rejudgeTriedAt: state.rejudgeTriedAt }
+          : rejudgeFailed
+            ? { rulesEdition: state.rulesEdition, rejudgeTriedAt: at.toISOString() }
+            : { rulesEdition: VERDICT_RULES_EDITION, rejudgeTriedAt: undefined };
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       const rewrite =
         heldError !== undefined ||
@@ -740,7 +774,9 @@ export function reconciler(deps: ReconcilerDeps) {
         state.lastError !== undefined ||
         listsChanged ||
         open.length > 0 ||
-        reviewed.length > 0;
+        reviewed.length > 0 ||
+        edition.rulesEdition !== state.rulesEdition ||
+        edition.rejudgeTriedAt !== state.rejudgeTriedAt;
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),
@@ -763,6 +799,8 @@ export function reconciler(deps: ReconcilerDeps) {
                     ).toISOString(),
             }
           : {}),
+        ...(edition.rulesEdition !== undefined ? { rulesEdition: edition.rulesEdition } : {}),
+        ...(edition.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: edition.rejudgeTriedAt } : {}),
       };
       // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
       // this run's write, built from the older read, would drop that run's open and reviewed days; the next run

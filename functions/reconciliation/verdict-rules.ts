@@ -26,6 +26,16 @@ import { sameAmount, sumAmounts } from '../shared/money';
 import { transactionsDigest } from './transactions-digest';
 import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
 
+/**
+ * The edition of the rules below. Raise it with any change that would judge a day already reconciled otherwise
+ * (another kind, another amount, a price kept on a verdict): after the upgrade, each survey's next scheduled run
+ * reconciles its days past the window (within the review horizon) once more, so finance's figures of earlier weeks
+ * are those these rules give, not those of the release that first judged them; the days of the window are
+ * re-checked within a day anyway. A survey's state keeps the edition its days were last judged by (absent: a
+ * release before editions were kept).
+ */
+export const VERDICT_RULES_EDITION = 1;
+
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
   readonly status: string;

@@ -20,7 +20,7 @@ import { createMarketplaceClient } from '../../functions/marketplace/marketplace
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
-import { nextDay } from '../../functions/reconciliation/verdict-rules';
+import { nextDay, VERDICT_RULES_EDITION } from '../../functions/reconciliation/verdict-rules';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
@@ -853,6 +853,62 @@ describe('settled days', () => {
     expect(other?.checkedAt).toBe(new Date(clock).toISOString());
     expect((other?.reconciledAt ?? '') < (other?.checkedAt ?? '')).toBe(true);
     await expectSameAsFullRecheck('7204');
+  });
+});
+
+describe('an upgrade across a change of the verdict rules', () => {
+  it('days past the window an earlier edition judged are judged again by the next scheduled run, once; a listing that fails, a day later', async () => {
+    await survey(7260);
+    const oldest = WEEK[0] as string;
+    await complete(7260, oldest, { verify: 'Valid' });
+    await complete(7260, oldest, { verify: 'Valid', arrived: false });
+    await hourly();
+    expect((await results.surveyState('7260'))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
+    // The day leaves the window.
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    const [right] = await results.summariesOf('7260', [oldest]);
+    expect(right?.verdicts).toEqual({ matched: 1, complete_not_received: 1 });
+    // What a release of an earlier edition of the rules left: the day judged otherwise, no edition in the state.
+    const {
+      reconciledAt: _r,
+      checkedAt: _c,
+      ledgerChangedAt: _l,
+      ...figures
+    } = right as NonNullable<typeof right>;
+    await results.putDaySummary(
+      { ...figures, verdicts: { complete_not_paid: 2 } },
+      new Date(clock),
+      'run-old',
+    );
+    const { rulesEdition: _e, ...earlier } = (await results.surveyState('7260')) as NonNullable<
+      Awaited<ReturnType<typeof results.surveyState>>
+    >;
+    await results.putSurveyState(earlier);
+
+    // The first run after the upgrade cannot list the day: the edition stays, tried again a day later.
+    failListingsBefore = nextDay(oldest);
+    clock += HOUR;
+    try {
+      await hourly();
+    } finally {
+      failListingsBefore = undefined;
+    }
+    expect((await results.surveyState('7260'))?.rulesEdition).toBeUndefined();
+    clock += HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
+    expect((await results.summariesOf('7260', [oldest]))[0]?.verdicts).toEqual({ complete_not_paid: 2 });
+
+    clock += 24 * HOUR;
+    await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    expect((await results.summariesOf('7260', [oldest]))[0]?.verdicts).toEqual(right?.verdicts);
+    expect((await results.surveyState('7260'))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
+    // Once: the runs after it leave the day to its own looks.
+    clock += HOUR;
+    await hourly();
+    expect(readDay(oldest)).toBe(false);
   });
 });
 
