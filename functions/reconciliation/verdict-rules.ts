@@ -267,16 +267,25 @@ export function lookbackRange(
  * The attempts to read by key (survey, pid, token) before matching: those of the window's own transactions for
  * which no attempt with that token was found among the attempts first seen in the window. A point read each,
  * however late the attempt was first seen.
+ *
+ * Also, of the transactions of the days beside the window, those without an attempt at hand whose respondent has an
+ * attempt here that no listed row names (a panel id back another day, its row withdrawn or never listed): its own
+ * attempt, first seen before the window reads, would be missing, and the row paired by pid with the other attempt
+ * instead, filed under that day, whose own run (which reads the row's attempt) leaves the other attempt to this
+ * one. Judged by neither, its verdict stood as it was. Rare: a pid's second attempt without a row of its own.
  */
 export function attemptKeysToRead(
   window: Pick<SurveyWindow, 'days' | 'transactions' | 'attempts'>,
 ): { pid: string; token: string }[] {
   const owned = new Set(window.days);
   const tokens = new Set(window.attempts.map((a) => a.token));
+  const listedTokens = new Set(window.transactions.map((t) => t.token));
+  const pidsWithoutRow = new Set(window.attempts.filter((a) => !listedTokens.has(a.token)).map((a) => a.pid));
   const keys = new Map<string, { pid: string; token: string }>();
   for (const t of window.transactions) {
     const clicked = filedAt(t);
-    if (!clicked || tokens.has(t.token) || !owned.has(dayOf(clicked))) continue;
+    if (!clicked || tokens.has(t.token)) continue;
+    if (!owned.has(dayOf(clicked)) && !pidsWithoutRow.has(t.pid)) continue;
     keys.set(JSON.stringify([t.pid, t.token]), { pid: t.pid, token: t.token });
   }
   return [...keys.values()];

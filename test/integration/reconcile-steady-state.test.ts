@@ -526,6 +526,40 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7215');
   });
 
+  it('a respondent back the next day whose complete is listed no more: judged on its own day, not paired by pid with the day before', async () => {
+    await survey(7275);
+    const before = nextDay(TODAY, -3);
+    const day = nextDay(TODAY, -2);
+    // The same panel id on two days: over quota on the first, a complete on the second.
+    const overQuota = await complete(7275, before, { arrived: false });
+    Object.assign(overQuota, { pid: 'resp-7', status: 'Over Quota', verifyToken: 'Pending' });
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7275',
+        outcome: 'fail',
+        pid: 'resp-7',
+        token: overQuota.token,
+        source: 'query',
+      },
+      new Date(overQuota.clickedAt.getTime() + 11 * 60_000),
+    );
+    const later = await complete(7275, day, { arrived: false });
+    later.pid = 'resp-7';
+    await arrive(later, new Date(later.clickedAt.getTime() + 11 * 60_000));
+    await hourly();
+    const judged = async () =>
+      (await results.attemptsByKey('7275', [{ pid: 'resp-7', token: later.token }]))[0]?.reconciliation;
+    expect(await judged()).toMatchObject({ verdict: 'matched', day });
+    // The marketplace lists the complete no more: its postback is a complete not paid, on its own day.
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(later), 1);
+    clock += HOUR;
+    await hourly();
+    expect(await judged()).toMatchObject({ verdict: 'complete_not_paid', day });
+    expect((await results.summariesOf('7275', [day]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
+    await expectSameAsFullRecheck('7275');
+  });
+
   it('a day past the window whose completes are still Pending is read once a day until the buyer decides', async () => {
     await survey(7216);
     const oldest = WEEK[0] as string;
