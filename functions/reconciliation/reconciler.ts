@@ -365,6 +365,10 @@ export function reconciler(deps: ReconcilerDeps) {
       plan === undefined || windowStart === undefined
         ? []
         : [...flags.keys()].filter((day) => day < windowStart && day >= horizon);
+    /** Days a verdict of this run moved away from: judged again before the run ends (`forced`). */
+    const leftDays = new Set<string>();
+    /** Days judged whatever the policy says (judged again after an upgrade of the rules, or a verdict left them). */
+    const forced = new Set<string>();
     // Days past the window an earlier edition of the verdict rules judged (a release before this one): each day of
     // the horizon that has a summary is judged again, once (tried again a day later when a listing failed).
     const rejudging =
@@ -381,7 +385,10 @@ export function reconciler(deps: ReconcilerDeps) {
           )
         : [],
     );
-    for (const day of rejudged) byRowsOnly.delete(day);
+    for (const day of rejudged) {
+      byRowsOnly.delete(day);
+      forced.add(day);
+    }
     const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast, ...rejudged]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
@@ -510,6 +517,9 @@ export function reconciler(deps: ReconcilerDeps) {
           count(entry.verdict.kind);
           if (change === 'unchanged') return;
           changes[change]++;
+          // Moved to this day from another (its transaction turned up here): that day counted it.
+          const left = entry.attempt?.reconciliation?.day;
+          if (change === 'changed' && left !== undefined && left !== entry.verdict.day) leftDays.add(left);
           if (change === 'changed' && changed.length < 20) {
             changed.push({
               token: entry.token,
@@ -611,7 +621,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // Days checked whatever the marketplace lists: their attempts are read while it answers.
       const regardless = plan
         ? window.filter((day) => {
-            if (rejudged.has(day)) return true;
+            if (forced.has(day)) return true;
             const why = checkRegardless(day, plan, { ...context, stored: stored.get(day) });
             return why !== undefined && !(why === 'due' && byRowsOnly.has(day));
           })
@@ -713,6 +723,24 @@ export function reconciler(deps: ReconcilerDeps) {
           if (window.some((day) => rejudged.has(day))) rejudgeFailed = true;
           for (const day of window) latest.delete(day);
           if (error instanceof Error) outcome.openError ??= error.message;
+        }
+      }
+      // Days a verdict of this run moved away from (its transaction turned up on another day), within the horizon:
+      // judged again now, so that when the run ends no day counts the attempt beside the day it moved to, and their
+      // summaries agree with the discrepancy list. Once: should this fail, or a verdict move again, the flag the
+      // move left brings the day to the next run.
+      const again = [...leftDays].filter((day) => day >= horizon).sort();
+      if (again.length > 0) {
+        for (const summary of await deps.results.summariesOf(surveyId, again))
+          stored.set(summary.day, summary);
+        for (const day of again) forced.add(day);
+        for (const window of contiguous(again).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL))) {
+          try {
+            await reconcileWindow(window, false);
+          } catch (error) {
+            outcome.openFailures++;
+            if (error instanceof Error) outcome.openError ??= error.message;
+          }
         }
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:

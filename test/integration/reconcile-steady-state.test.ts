@@ -526,6 +526,45 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7215');
   });
 
+  it('a complete listed days after both its click day and its first-seen day left the window: the run that moves it judges the day it left too', async () => {
+    await survey(7280);
+    const clickDay = nextDay(TODAY, -1);
+    const seenDay = TODAY;
+    // Clicked in at 23:47 Pacific, its postback at 00:11 the next day; the marketplace lists it only ten days later.
+    const late = await complete(7280, clickDay, {
+      arrived: false,
+      clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 47 * 60_000),
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    await arrive(late, new Date(pacificDayRange(seenDay).start.getTime() + 11 * 60_000));
+    await complete(7280, clickDay);
+    await complete(7280, seenDay);
+    await hourly();
+    const verdictsOf = async (day: string) => (await results.summariesOf('7280', [day]))[0]?.verdicts;
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1, complete_not_paid: 1 });
+    for (let d = 0; d < 10; d++) {
+      clock += 24 * HOUR;
+      await hourly();
+    }
+    marketplace.state.transactions.push(late);
+    const judged = async () =>
+      (await results.attemptsByKey('7280', [{ pid: late.pid, token: late.token }]))[0]?.reconciliation;
+    let moved = false;
+    for (let h = 0; h < 24 * 8 && !moved; h += 6) {
+      clock += 6 * HOUR;
+      await hourly();
+      moved = (await judged())?.day === clickDay;
+    }
+    // The run that moved it judged the day it left too: no day counts it twice meanwhile.
+    expect(await judged()).toMatchObject({ verdict: 'matched', day: clickDay });
+    expect(await verdictsOf(clickDay)).toEqual({ matched: 2 });
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
+    expect(await results.discrepancies(seenDay, '7280')).toEqual([]);
+    clock += HOUR;
+    await hourly();
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
+  });
+
   it('a respondent back the next day whose complete is listed no more: judged on its own day, not paired by pid with the day before', async () => {
     await survey(7275);
     const before = nextDay(TODAY, -3);
