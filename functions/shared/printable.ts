@@ -45,9 +45,19 @@ export function withBidiEscaped(text: string): string {
 /**
  * A value written as one word of a POSIX shell command (single quotes, a quote inside as `'\''`): pasted, a pid
  * like `$(id)` or `` `id` `` is an argument, never a command. Used where a hint prints a command with an id that
- * came from outside (a forged redirect chooses its pid).
+ * came from outside (a forged redirect chooses its pid). A value holding a control or bidirectional character (a tab
+ * or line end a panel's import left in its ids), which `printable` would write as text on its way to the reader, is
+ * written `$'...'` with the shell's own escapes (bash, zsh, ksh, POSIX.1-2024), so that the pasted word is the pid.
  */
 export function shellWord(value: string): string {
   // Not `=` or `%` either: a signature concealed later (`sig=...` to `sig=[concealed]`) must stay inside quotes.
-  return /^[\w@+:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
+  if (/^[\w@+:,./-]+$/.test(value)) return value;
+  if (!SHELL_ESCAPED.test(value)) return `'${value.replaceAll("'", "'\\''")}'`;
+  return `$'${value.replace(/[\\']/g, '\\$&').replace(CONTROLS, shellEscape)}'`;
 }
+const SHELL_ESCAPED = new RegExp(`[\\p{Cc}${BIDI}]`, 'u');
+/** `\xHH` for an ASCII control, `\uHHHH` for the others. */
+const shellEscape = (c: string) => {
+  const code = c.codePointAt(0) as number;
+  return code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : escaped(c);
+};

@@ -16,7 +16,7 @@ import {
   DEFAULT_HEALTH_SETTINGS as settings,
   successWithoutPostback,
 } from '../../functions/health/health-rules';
-import { withoutSignatures } from '../../functions/shared/printable';
+import { printable, withoutSignatures } from '../../functions/shared/printable';
 
 const now = new Date('2026-03-10T12:00:30.000Z');
 /** The instant `minutes` before now (fractions allowed). */
@@ -160,6 +160,17 @@ describe('success_without_postback', () => {
       if (pid.startsWith('sig=')) expect(withoutSignatures(word)).toBe("'sig=[concealed]'");
       // What a POSIX shell makes of the word: the pid, literally.
       expect(execFileSync('sh', ['-c', `printf %s ${word}`], { encoding: 'utf8' })).toBe(pid);
+    }
+  });
+
+  it("writes a sample pid holding a control or bidirectional character with the shell's escapes: shown as text, pasted it is the pid", () => {
+    for (const pid of ['p-17\r', "tab\there's", 'line\nend\\x41', 'abc\u202efed']) {
+      const attempts = [{ ...success(15), pid }, success(15), success(15)];
+      const detail = successWithoutPostback(window({ attempts }), settings, now)?.detail ?? '';
+      const word = /--pid=(.*?); the marketplace/s.exec(detail)?.[1] ?? '';
+      // Nothing a terminal or a mail reader would act on: the notice shows the escapes.
+      expect(printable(word)).toBe(word);
+      expect(execFileSync('bash', ['-c', `printf %s ${word}`], { encoding: 'utf8' })).toBe(pid);
     }
   });
 
