@@ -391,11 +391,22 @@ const lastLearnedAt = (attempt: Attempt): string | undefined =>
     .pop();
 
 /**
+ * The click time of the transaction an earlier run matched an attempt with: its view of the transaction, or, once
+ * a verdict without a transaction took that view's place (the row withdrawn, not listed by a run), the time that
+ * verdict kept (`clickedAt` of its detail).
+ */
+const knownClick = (attempt: Attempt): string | undefined => {
+  const kept = attempt.reconciliation?.detail?.clickedAt;
+  return attempt.reconciliation?.marketplace?.clickedAt ?? (typeof kept === 'string' ? kept : undefined);
+};
+
+/**
  * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
- * it with (so a run that cannot see that transaction leaves it to the run that can), else the day first seen.
+ * it with (so a run that cannot see that transaction leaves it to the run that can, and the day stays when the
+ * transaction is listed no more), else the day first seen.
  */
 const attemptDay = (attempt: Attempt): string | undefined => {
-  const at = attempt.reconciliation?.marketplace?.clickedAt ?? attempt.firstSeenAt;
+  const at = knownClick(attempt) ?? attempt.firstSeenAt;
   return at ? dayOf(at) : undefined;
 };
 
@@ -475,7 +486,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     );
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
-    const detail = transaction ? classified.detail : { ...classified.detail, searchedFrom };
+    // And the click time it was judged by, if a transaction once gave one: the next run judges it on the same day.
+    const clickedAt = !transaction && attempt ? knownClick(attempt) : undefined;
+    const detail = transaction
+      ? classified.detail
+      : { ...classified.detail, searchedFrom, ...(clickedAt ? { clickedAt } : {}) };
     if (kind !== 'matched' && settled !== undefined) {
       // The attempt's last new sighting, not its last hit: a respondent refreshing the end page (anyone holding the
       // URL, every few minutes) would otherwise keep its discrepancy from ever being judged. (A drained hit is new

@@ -565,6 +565,32 @@ describe('settled days', () => {
     expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
   });
 
+  it('a complete clicked in before midnight and first seen after it, listed no more: judged on its click day, run after run', async () => {
+    await survey(7285);
+    const clickDay = nextDay(TODAY, -3);
+    const seenDay = nextDay(TODAY, -2);
+    const withdrawn = await complete(7285, clickDay, {
+      arrived: false,
+      clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 51 * 60_000),
+    });
+    await arrive(withdrawn, new Date(pacificDayRange(seenDay).start.getTime() + 12 * 60_000));
+    await hourly();
+    const judged = async () =>
+      (await results.attemptsByKey('7285', [{ pid: withdrawn.pid, token: withdrawn.token }]))[0]
+        ?.reconciliation;
+    expect(await judged()).toMatchObject({ verdict: 'matched', day: clickDay });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(withdrawn), 1);
+    for (let run = 0; run < 3; run++) {
+      clock += HOUR;
+      // Every settled day read again every run (re-checks due at once): each judges it anew.
+      await hourly(0);
+      // The click day its transaction once gave: the same every run, and that day's figures count it.
+      expect(await judged()).toMatchObject({ verdict: 'complete_not_paid', day: clickDay });
+      expect((await results.summariesOf('7285', [clickDay]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
+      expect((await results.summariesOf('7285', [seenDay]))[0]?.verdicts ?? {}).toEqual({});
+    }
+  });
+
   it('a respondent back the next day whose complete is listed no more: judged on its own day, not paired by pid with the day before', async () => {
     await survey(7275);
     const before = nextDay(TODAY, -3);
