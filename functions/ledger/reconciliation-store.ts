@@ -83,11 +83,13 @@ export interface SurveyReconciliationState {
   readonly reviewedCheckedAt?: string | undefined;
   /**
    * The edition of the verdict rules (verdict-rules.ts `VERDICT_RULES_EDITION`) the survey's days past the window
-   * were last judged by; absent before editions were kept. An older one has them judged again once.
+   * were last judged by; absent before editions were kept. Another one has them judged again once.
    */
   readonly rulesEdition?: number | undefined;
   /** When a scheduled run last tried to judge them again and a listing failed: tried again a day later. */
   readonly rejudgeTriedAt?: string | undefined;
+  /** While they are judged again, a few days a run: the oldest day judged so far (the next run goes on before it). */
+  readonly rejudgedFrom?: string | undefined;
   /** Moved on by every write (absent on states written before it was kept): a run's write is conditional on it. */
   readonly revision?: number | undefined;
 }
@@ -766,6 +768,7 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.reviewedCheckedAt === 'string' ? { reviewedCheckedAt: item.reviewedCheckedAt } : {}),
     ...(typeof item.rulesEdition === 'number' ? { rulesEdition: item.rulesEdition } : {}),
     ...(typeof item.rejudgeTriedAt === 'string' ? { rejudgeTriedAt: item.rejudgeTriedAt } : {}),
+    ...(typeof item.rejudgedFrom === 'string' ? { rejudgedFrom: item.rejudgedFrom } : {}),
     ...(typeof item.revision === 'number' ? { revision: item.revision } : {}),
   };
 }

@@ -59,6 +59,7 @@ import {
   needsLookback,
   nextDay,
   pacificDays,
+  pidPairedBesideWindow,
   reconcileSurveyWindow,
   summarize,
   VERDICT_RULES_EDITION,
@@ -115,6 +116,8 @@ export const REVIEWED_RECHECK_DAYS = 7;
 const REVIEWED_RECHECK_MS = REVIEWED_RECHECK_DAYS * 86_400_000;
 /** Days past the window are listed this many at a time at most, so one call never spans the whole horizon. */
 const PAST_DAYS_PER_CALL = 7;
+/** Days past the window judged again per run after a change of the rules' edition: one listing's worth. */
+const REJUDGE_DAYS_PER_RUN = PAST_DAYS_PER_CALL;
 
 export interface SurveyOutcome {
   readonly surveyId: string;
@@ -208,6 +211,7 @@ const failedSurveyState = (
   // Kept: the edition of the rules its days past the window stand judged by.
   ...(state?.rulesEdition !== undefined ? { rulesEdition: state.rulesEdition } : {}),
   ...(state?.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: state.rejudgeTriedAt } : {}),
+  ...(state?.rejudgedFrom !== undefined ? { rejudgedFrom: state.rejudgedFrom } : {}),
   failedDays: [...failedDays],
   lastError: error,
   lastErrorAt: at.toISOString(),
@@ -369,26 +373,31 @@ export function reconciler(deps: ReconcilerDeps) {
     const leftDays = new Set<string>();
     /** Days judged whatever the policy says (judged again after an upgrade of the rules, or a verdict left them). */
     const forced = new Set<string>();
-    // Days past the window an earlier edition of the verdict rules judged (a release before this one): each day of
-    // the horizon that has a summary is judged again, once (tried again a day later when a listing failed).
+    // Days an edition of the verdict rules other than this one judged (an upgrade, or a rollback): the days of the
+    // horizon that have a summary are judged again, newest first, REJUDGE_DAYS_PER_RUN a run (`rejudgedFrom` is where
+    // the next run goes on); a listing that fails is tried again a day later. The first step judges the window's
+    // days again too: one that leaves the window before its daily re-check would keep the older figures.
     const rejudging =
       plan !== undefined &&
       state !== undefined &&
       windowStart !== undefined &&
-      horizon < windowStart &&
-      (state.rulesEdition ?? 0) < VERDICT_RULES_EDITION &&
+      state.rulesEdition !== VERDICT_RULES_EDITION &&
       (state.rejudgeTriedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString();
-    const rejudged = new Set(
-      rejudging
-        ? (await deps.results.summariesOf(surveyId, pacificDays(horizon, nextDay(windowStart, -1)))).map(
-            (summary) => summary.day,
-          )
-        : [],
-    );
+    const rejudgeBefore = state?.rejudgedFrom ?? windowStart;
+    const rejudgeable =
+      rejudging && rejudgeBefore !== undefined && horizon < rejudgeBefore
+        ? (await deps.results.summariesOf(surveyId, pacificDays(horizon, nextDay(rejudgeBefore, -1))))
+            .map((summary) => summary.day)
+            .sort()
+        : [];
+    const rejudged = new Set(rejudgeable.slice(-REJUDGE_DAYS_PER_RUN));
+    /** Older days left for the next run to judge again. */
+    const rejudgeLeft = rejudgeable.length > rejudged.size;
     for (const day of rejudged) {
       byRowsOnly.delete(day);
       forced.add(day);
     }
+    if (rejudging && state?.rejudgedFrom === undefined) for (const day of days) forced.add(day);
     const pastDays = new Set([...open, ...reviewed, ...skipped, ...flaggedPast, ...rejudged]);
     const stored = new Map(storedList.map((summary) => [summary.day, summary]));
     const allDays = [...new Set([...days, ...failedDays, ...pastDays])].sort();
@@ -448,8 +457,9 @@ export function reconciler(deps: ReconcilerDeps) {
           ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, [...pointed.values()]))]
           : keyed;
       // The attempts of a token (or pid) whose row cannot be read wait for it (judged on no day meanwhile).
-      const attempts = [...seen, ...byKey].filter((a) => !heldTokens.has(a.token) && !heldPids.has(a.pid));
-      const sides = {
+      const waiting = (a: Attempt) => !heldTokens.has(a.token) && !heldPids.has(a.pid);
+      const read = [...seen, ...byKey].filter(waiting);
+      const sidesWith = (attempts: readonly Attempt[]) => ({
         surveyId,
         days: window,
         transactions,
@@ -458,7 +468,15 @@ export function reconciler(deps: ReconcilerDeps) {
         cpiHistory: registration?.cpiHistory,
         settledBefore,
         lookbackDays,
-      };
+      });
+      // A row of a day beside the window paired by pid with an attempt of it: its own attempt, by key, first.
+      const beside = pidPairedBesideWindow({ ...sidesWith(read), earlier: before });
+      const sides = sidesWith(
+        beside.length > 0
+          ? [...read, ...(await deps.results.attemptsByKey(surveyId, beside)).filter(waiting)]
+          : read,
+      );
+      const { attempts } = sides;
       // Attempts with no transaction at hand: look through the days before the window before judging them.
       const earlier =
         lookbackRange(window, lookbackDays) && needsLookback({ ...sides, earlier: before })
@@ -695,8 +713,9 @@ export function reconciler(deps: ReconcilerDeps) {
       plan?.listWholeWindow === false
         ? days.filter(
             (day) =>
+              !forced.has(day) &&
               checkRegardless(day, plan, { surveyId, failedDays, now: at, stored: stored.get(day) }) ===
-              undefined,
+                undefined,
           )
         : [],
     );
@@ -730,18 +749,16 @@ export function reconciler(deps: ReconcilerDeps) {
       // summaries agree with the discrepancy list. Once: should this fail, or a verdict move again, the flag the
       // move left brings the day to the next run.
       const again = [...leftDays].filter((day) => day >= horizon).sort();
-      if (again.length > 0) {
-        for (const summary of await deps.results.summariesOf(surveyId, again))
-          stored.set(summary.day, summary);
+      try {
+        if (again.length > 0)
+          for (const summary of await deps.results.summariesOf(surveyId, again))
+            stored.set(summary.day, summary);
         for (const day of again) forced.add(day);
-        for (const window of contiguous(again).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL))) {
-          try {
-            await reconcileWindow(window, false);
-          } catch (error) {
-            outcome.openFailures++;
-            if (error instanceof Error) outcome.openError ??= error.message;
-          }
-        }
+        for (const window of contiguous(again).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL)))
+          await reconcileWindow(window, false);
+      } catch (error) {
+        outcome.openFailures++;
+        if (error instanceof Error) outcome.openError ??= error.message;
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
       // read again after they leave the window. A manual run over other days keeps them, with its pointers' days.
@@ -787,13 +804,24 @@ export function reconciler(deps: ReconcilerDeps) {
       // The edition of the rules its days past the window now stand judged by: this one for a survey's first run
       // (nothing was judged before) and once a scheduled run has judged them again, the one before while a listing
       // of theirs failed (tried again a day later).
-      const edition = !state
-        ? { rulesEdition: VERDICT_RULES_EDITION, rejudgeTriedAt: undefined }
-        : !rejudging
-          ? { rulesEdition: state.rulesEdition, rejudgeTriedAt: state.rejudgeTriedAt }
-          : rejudgeFailed
-            ? { rulesEdition: state.rulesEdition, rejudgeTriedAt: at.toISOString() }
-            : { rulesEdition: VERDICT_RULES_EDITION, rejudgeTriedAt: undefined };
+      const edition: Pick<SurveyReconciliationState, 'rulesEdition' | 'rejudgeTriedAt' | 'rejudgedFrom'> =
+        !state
+          ? { rulesEdition: VERDICT_RULES_EDITION }
+          : !rejudging
+            ? {
+                rulesEdition: state.rulesEdition,
+                rejudgeTriedAt: state.rejudgeTriedAt,
+                rejudgedFrom: state.rejudgedFrom,
+              }
+            : rejudgeFailed
+              ? {
+                  rulesEdition: state.rulesEdition,
+                  rejudgeTriedAt: at.toISOString(),
+                  rejudgedFrom: state.rejudgedFrom,
+                }
+              : rejudgeLeft
+                ? { rulesEdition: state.rulesEdition, rejudgedFrom: [...rejudged].sort()[0] }
+                : { rulesEdition: VERDICT_RULES_EDITION };
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       const rewrite =
         heldError !== undefined ||
@@ -804,7 +832,8 @@ export function reconciler(deps: ReconcilerDeps) {
         open.length > 0 ||
         reviewed.length > 0 ||
         edition.rulesEdition !== state.rulesEdition ||
-        edition.rejudgeTriedAt !== state.rejudgeTriedAt;
+        edition.rejudgeTriedAt !== state.rejudgeTriedAt ||
+        edition.rejudgedFrom !== state.rejudgedFrom;
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),
@@ -829,6 +858,7 @@ export function reconciler(deps: ReconcilerDeps) {
           : {}),
         ...(edition.rulesEdition !== undefined ? { rulesEdition: edition.rulesEdition } : {}),
         ...(edition.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: edition.rejudgeTriedAt } : {}),
+        ...(edition.rejudgedFrom !== undefined ? { rejudgedFrom: edition.rejudgedFrom } : {}),
       };
       // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
       // this run's write, built from the older read, would drop that run's open and reviewed days; the next run

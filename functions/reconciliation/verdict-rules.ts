@@ -267,28 +267,42 @@ export function lookbackRange(
  * The attempts to read by key (survey, pid, token) before matching: those of the window's own transactions for
  * which no attempt with that token was found among the attempts first seen in the window. A point read each,
  * however late the attempt was first seen.
- *
- * Also, of the transactions of the days beside the window, those without an attempt at hand whose respondent has an
- * attempt here that no listed row names (a panel id back another day, its row withdrawn or never listed): its own
- * attempt, first seen before the window reads, would be missing, and the row paired by pid with the other attempt
- * instead, filed under that day, whose own run (which reads the row's attempt) leaves the other attempt to this
- * one. Judged by neither, its verdict stood as it was. Rare: a pid's second attempt without a row of its own.
  */
 export function attemptKeysToRead(
   window: Pick<SurveyWindow, 'days' | 'transactions' | 'attempts'>,
 ): { pid: string; token: string }[] {
   const owned = new Set(window.days);
   const tokens = new Set(window.attempts.map((a) => a.token));
-  const listedTokens = new Set(window.transactions.map((t) => t.token));
-  const pidsWithoutRow = new Set(window.attempts.filter((a) => !listedTokens.has(a.token)).map((a) => a.pid));
   const keys = new Map<string, { pid: string; token: string }>();
   for (const t of window.transactions) {
     const clicked = filedAt(t);
-    if (!clicked || tokens.has(t.token)) continue;
-    if (!owned.has(dayOf(clicked)) && !pidsWithoutRow.has(t.pid)) continue;
+    if (!clicked || tokens.has(t.token) || !owned.has(dayOf(clicked))) continue;
     keys.set(JSON.stringify([t.pid, t.token]), { pid: t.pid, token: t.token });
   }
   return [...keys.values()];
+}
+
+/**
+ * The transactions of the days beside the window that the pid pass pairs with an attempt of the window (a panel id
+ * back another day, the later attempt without a row of its own: withdrawn, or not listed yet). The transaction's
+ * own attempt, first seen before the window reads, is then missing: paired by pid instead, the later attempt was
+ * filed under the transaction's day, whose own run (which reads that attempt) leaves it to this one, and neither
+ * judged it. The caller reads these by key and matches again; nothing to read in the usual window.
+ */
+export function pidPairedBesideWindow(window: SurveyWindow): { pid: string; token: string }[] {
+  const owned = new Set(window.days);
+  const listed = listedEarlier(window);
+  const keys: { pid: string; token: string }[] = [];
+  for (const { transaction, matchedBy } of match(
+    window.transactions,
+    window.attempts,
+    (a) => listed(a).length > 0,
+  )) {
+    const clicked = transaction && filedAt(transaction);
+    if (matchedBy === 'pid' && transaction && clicked && !owned.has(dayOf(clicked)))
+      keys.push({ pid: transaction.pid, token: transaction.token });
+  }
+  return keys;
 }
 
 /**

@@ -1011,6 +1011,55 @@ describe('an upgrade across a change of the verdict rules', () => {
   });
 });
 
+describe('an upgrade across a change of the verdict rules, many days back', () => {
+  it('judges the days of the window and of the horizon again a listing of days a run, newest first; each ends right', async () => {
+    await survey(7265);
+    // Days reconciled by hand back to 16 days ago (a complete on each), then the hourly schedule.
+    const days = Array.from({ length: 17 }, (_, i) => nextDay(TODAY, i - 16));
+    for (const day of days) await complete(7265, day);
+    await engine().run(days[0] as string, TODAY, ['7265']);
+    await hourly();
+    // What a release of an earlier edition left: every day judged otherwise, no edition in the state.
+    const wrong = async (day: string) => {
+      const [summary] = await results.summariesOf('7265', [day]);
+      const {
+        reconciledAt: _r,
+        checkedAt: _c,
+        ledgerChangedAt: _l,
+        ...figures
+      } = summary as NonNullable<typeof summary>;
+      await results.putDaySummary(
+        { ...figures, verdicts: { complete_not_paid: 1 } },
+        new Date(clock),
+        'run-old',
+      );
+    };
+    for (const day of days) await wrong(day);
+    const { rulesEdition: _e, ...earlier } = (await results.surveyState('7265')) as NonNullable<
+      Awaited<ReturnType<typeof results.surveyState>>
+    >;
+    await results.putSurveyState(earlier);
+    const right = async () =>
+      (await results.summariesOf('7265', days)).filter((s) => s.verdicts.matched === 1).map((s) => s.day);
+
+    // The first run: the window (its oldest day, settled and checked an hour ago, included) and the seven days before it.
+    clock += HOUR;
+    await hourly();
+    expect(await right()).toEqual(days.slice(days.length - 14));
+    expect(await results.surveyState('7265')).toMatchObject({ rejudgedFrom: days[days.length - 14] });
+    expect((await results.surveyState('7265'))?.rulesEdition).toBeUndefined();
+    // The next: the days before those; then the edition is this one and nothing more is judged again.
+    clock += HOUR;
+    await hourly();
+    expect(await right()).toEqual(days);
+    expect((await results.surveyState('7265'))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
+    expect((await results.surveyState('7265'))?.rejudgedFrom).toBeUndefined();
+    clock += HOUR;
+    await hourly();
+    expect(readDay(days[0] as string)).toBe(false);
+  });
+});
+
 describe('judgements left for later', () => {
   it('a settled day that held discrepancies too recent to judge is read by the next run, and they are judged then', async () => {
     await survey(7206);
