@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import type { Attempt } from '../receiving/attempt';
 import { cliContext } from './context';
 import { pidOption, surveyIdOption, tokenOption } from './options';
-import { say, sayJson } from './terminal';
+import { oneLine, say, sayJson } from './terminal';
 
 /** `attempt --survey <id> --pid <pid>`: what the ledger holds for a respondent's attempts at a survey. */
 export function attemptCommand(): Command {
@@ -30,7 +30,7 @@ export function attemptCommand(): Command {
 
 function describeAttempt(attempt: Attempt): string {
   const lines = [
-    `survey ${attempt.surveyId}  pid ${attempt.pid}  token ${attempt.token}`,
+    `survey ${attempt.surveyId}  pid ${oneLine(attempt.pid)}  token ${oneLine(attempt.token)}`,
     attempt.firstSeenAt
       ? `  first seen ${attempt.firstSeenAt}  last seen ${attempt.lastSeenAt}`
       : '  never seen here: an item reconciliation keeps for a transaction the marketplace lists',

@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { cliContext, noteUnregistered } from './context';
 import { dayOption, surveyIdOption } from './options';
-import { say, sayJson } from './terminal';
+import { oneLine, say, sayJson } from './terminal';
 
 /** `attempts --survey <id> [--day <YYYY-MM-DD>]`: a survey's attempts first seen on a UTC day. */
 export function attemptsCommand(): Command {
@@ -26,7 +26,7 @@ export function attemptsCommand(): Command {
       }
       for (const a of attempts) {
         say(
-          `${a.firstSeenAt ?? `(not seen here; clicked ${a.reconciliation?.marketplace?.clickedAt ?? '?'})`}  pid ${a.pid}  token ${a.token}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,
+          `${a.firstSeenAt ?? `(not seen here; clicked ${a.reconciliation?.marketplace?.clickedAt ?? '?'})`}  pid ${oneLine(a.pid)}  token ${oneLine(a.token)}  redirect ${a.redirect?.outcome ?? '-'}  postback ${a.postback?.outcome ?? '-'}  ${a.complete}${a.conflict ? '  CONFLICT' : ''}`,
         );
       }
     });

@@ -4,7 +4,7 @@ import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext, noteUnregistered, unregistered } from './context';
 import { dayOption, surveyIdOption, wholeNumberOption } from './options';
-import { complain, say, sayJson } from './terminal';
+import { complain, oneLine, say, sayJson } from './terminal';
 
 const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 
@@ -113,7 +113,9 @@ export function reconcileCommand(): Command {
           );
           for (const outcome of report.outcomes) {
             for (const change of outcome.changed)
-              say(`  survey ${outcome.surveyId} token ${change.token}: ${change.from} -> ${change.to}`);
+              say(
+                `  survey ${outcome.surveyId} token ${oneLine(change.token)}: ${change.from} -> ${change.to}`,
+              );
             if (outcome.malformedRows > 0)
               say(
                 `  survey ${outcome.surveyId}: ${outcome.malformedRows} unreadable transaction rows skipped`,

@@ -4,9 +4,9 @@
  * cursor or clear an operator's screen. Line breaks of the CLI's own layout are kept.
  */
 
-import { printable } from '../shared/printable';
+import { oneLine, printable } from '../shared/printable';
 
-export { printable };
+export { oneLine, printable };
 
 /** Prints one line (or block) of human-readable output. */
 export function say(text: string): void {

@@ -7,12 +7,12 @@
  */
 
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, MONEY_KINDS } from '../reconciliation/verdict-kinds';
-import { printable } from '../shared/printable';
+import { oneLine } from '../shared/printable';
 import type { Discrepancy, FinanceReport } from './finance-report';
 
-// Shown as written: a control character or a bidirectional override in an id reads as its escape.
+// Shown as written: a control character (a line feed too) or a bidirectional override in an id reads as its escape.
 const html = (value: unknown) =>
-  printable(String(value)).replace(
+  oneLine(String(value)).replace(
     /[&<>"']/g,
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
   );

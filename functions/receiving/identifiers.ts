@@ -38,9 +38,14 @@ const PLACEHOLDER = /\[%%\w+%%\]/;
  */
 export const isBlank = (value: string | undefined): boolean =>
   value === undefined || value === '' || PLACEHOLDER.test(value);
-/** NUL and the C1 controls; lone surrogates (not Unicode text, and not storable as UTF-8). */
+/**
+ * NUL and the C1 controls; the noncharacters U+FFFE and U+FFFF (no text holds them, and SQS refuses a message with
+ * them: a postback buffered while the ledger is down would be lost); lone surrogates (not Unicode text, and not
+ * storable as UTF-8).
+ */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching these controls is the point.
 const UNACCEPTED_CONTROL = /[\u0000\u0080-\u009f]/u;
+const NONCHARACTER = /[\uFFFE\uFFFF]/u;
 const LONE_SURROGATE = /\p{Cs}/u;
 
 export type IdentifierField = 'surveyId' | 'pid' | 'token';
@@ -61,7 +66,8 @@ export function identifierProblem(field: IdentifierField, value: string | undefi
   }
   if (UNACCEPTED_CONTROL.test(value))
     return `${field} must not contain NUL or C1 control characters (U+0080-U+009F)`;
-  if (LONE_SURROGATE.test(value)) return `${field} must be well-formed Unicode text`;
+  if (LONE_SURROGATE.test(value) || NONCHARACTER.test(value))
+    return `${field} must be well-formed Unicode text`;
   const max = MAX_BYTES[field];
   if (Buffer.byteLength(value, 'utf8') > max) return `${field} must be at most ${max} bytes of UTF-8`;
   return undefined;

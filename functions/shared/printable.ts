@@ -35,6 +35,15 @@ export function printable(text: string): string {
 }
 
 /**
+ * The text with every control character, the line feed too, and every bidirectional control written as a `\uXXXX`
+ * escape: for a value shown inside one line (an id in the CLI's listing, a cell of the HTML report), where a line
+ * feed in a pid would start what reads as another row (a forged redirect chooses its pid).
+ */
+export function oneLine(text: string): string {
+  return text.replace(CONTROLS, escaped);
+}
+
+/**
  * The text with only its bidirectional controls written as `\uXXXX`, for a CSV cell: its line breaks and tabs are
  * data (quoted), but a pid `abc\u202Efed` would show in a spreadsheet as `abcdef`, another respondent's id.
  */

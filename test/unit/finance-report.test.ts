@@ -202,6 +202,15 @@ describe('money discrepancies', () => {
     expect(html).not.toContain('\u202e');
   });
 
+  it('show an id holding a line feed in the HTML report as its escape, not as a space (two pids would read as one)', () => {
+    const spoofing = { ...withVerdict('invalidated', { reversedCpi: '1.50' }), pid: 'p-17\nvictim' };
+    const html = reportHtml(
+      financeReport('2026-11-20', '2026-11-20', [], [spoofing], new Date('2026-11-21T00:00:00.000Z')),
+    );
+    expect(html).toContain('p-17\\u000avictim');
+    expect(html).not.toContain('p-17\nvictim');
+  });
+
   it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received', () => {
     const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') =>
       withVerdict(verdict, detail, { status: 'Completed', cpi });

@@ -41,6 +41,8 @@ describe('identifiers', () => {
     ['pid', 'a\u0085b', 'NUL or C1 control characters'],
     ['pid', 'a\u009fb', 'NUL or C1 control characters'],
     ['pid', 'a\ud800b', 'well-formed Unicode'],
+    ['pid', 'a\uffffb', 'well-formed Unicode'],
+    ['token', 'tok\ufffe', 'well-formed Unicode'],
     ['token', '[%%token%%]', 'unsubstituted placeholder'],
     ['token', 't'.repeat(129), 'at most 128 bytes'],
     ['token', 'tok\u0000en', 'NUL or C1 control characters'],

@@ -1,6 +1,6 @@
 /** What the CLI prints is safe for a terminal: control characters from outside show as text. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { printable, say, sayJson } from '../../functions/cli/terminal';
+import { oneLine, printable, say, sayJson } from '../../functions/cli/terminal';
 import { withoutSignatures } from '../../functions/shared/printable';
 
 afterEach(() => vi.restoreAllMocks());
@@ -50,5 +50,13 @@ describe('withoutSignatures', () => {
     expect(withoutSignatures(`{"kid":"k1","sig": "${sig}"}`)).toBe('{"kid":"k1","sig": "[concealed]"}');
     // Text that merely holds the letters is left as it is.
     expect(withoutSignatures('design=5; signal strength')).toBe('design=5; signal strength');
+  });
+});
+
+describe('oneLine', () => {
+  it('writes a line feed as its escape too: a pid holding one cannot start what reads as another row of a listing', () => {
+    const pid = 'x  token t  postback success\n2026-11-20T10:00:00.000Z  pid victim';
+    expect(oneLine(pid)).toBe('x  token t  postback success\\u000a2026-11-20T10:00:00.000Z  pid victim');
+    expect(oneLine('abc\u202efed\r')).toBe('abc\\u202efed\\u000d');
   });
 });
