@@ -291,6 +291,16 @@ export function attemptKeysToRead(
  */
 export function pidPairedBesideWindow(window: SurveyWindow): { pid: string; token: string }[] {
   const owned = new Set(window.days);
+  // The usual window has no row beside it without its attempt whose pid an attempt without a row shares: no match.
+  const listedTokens = new Set(window.transactions.map((t) => t.token));
+  const pidsWithoutRow = new Set(window.attempts.filter((a) => !listedTokens.has(a.token)).map((a) => a.pid));
+  if (pidsWithoutRow.size === 0) return [];
+  const tokensHere = new Set(window.attempts.map((a) => a.token));
+  const besideWithoutAttempt = window.transactions.some((t) => {
+    const clicked = filedAt(t);
+    return clicked && !owned.has(dayOf(clicked)) && !tokensHere.has(t.token) && pidsWithoutRow.has(t.pid);
+  });
+  if (!besideWithoutAttempt) return [];
   const listed = listedEarlier(window);
   const keys: { pid: string; token: string }[] = [];
   for (const { transaction, matchedBy } of match(
