@@ -955,6 +955,22 @@ describe('settled days', () => {
   });
 });
 
+/** A survey's days and state as a release of an earlier edition of the rules left them: judged `verdicts`, no edition. */
+async function judgedByEarlierEdition(
+  surveyId: string,
+  days: readonly string[],
+  verdicts: Record<string, number>,
+) {
+  for (const summary of await results.summariesOf(surveyId, days)) {
+    const { reconciledAt: _r, checkedAt: _c, ledgerChangedAt: _l, ...figures } = summary;
+    await results.putDaySummary({ ...figures, verdicts }, new Date(clock), 'run-old');
+  }
+  const state = await results.surveyState(surveyId);
+  if (!state) throw new Error(`survey ${surveyId} has no state`);
+  const { rulesEdition: _e, ...earlier } = state;
+  await results.putSurveyState(earlier);
+}
+
 describe('an upgrade across a change of the verdict rules', () => {
   it('days past the window an earlier edition judged are judged again by the next scheduled run, once; a listing that fails, a day later', async () => {
     await survey(7260);
@@ -969,21 +985,7 @@ describe('an upgrade across a change of the verdict rules', () => {
     const [right] = await results.summariesOf('7260', [oldest]);
     expect(right?.verdicts).toEqual({ matched: 1, complete_not_received: 1 });
     // What a release of an earlier edition of the rules left: the day judged otherwise, no edition in the state.
-    const {
-      reconciledAt: _r,
-      checkedAt: _c,
-      ledgerChangedAt: _l,
-      ...figures
-    } = right as NonNullable<typeof right>;
-    await results.putDaySummary(
-      { ...figures, verdicts: { complete_not_paid: 2 } },
-      new Date(clock),
-      'run-old',
-    );
-    const { rulesEdition: _e, ...earlier } = (await results.surveyState('7260')) as NonNullable<
-      Awaited<ReturnType<typeof results.surveyState>>
-    >;
-    await results.putSurveyState(earlier);
+    await judgedByEarlierEdition('7260', [oldest], { complete_not_paid: 2 });
 
     // The first run after the upgrade cannot list the day: the edition stays, tried again a day later.
     failListingsBefore = nextDay(oldest);
@@ -1020,25 +1022,7 @@ describe('an upgrade across a change of the verdict rules, many days back', () =
     await engine().run(days[0] as string, TODAY, ['7265']);
     await hourly();
     // What a release of an earlier edition left: every day judged otherwise, no edition in the state.
-    const wrong = async (day: string) => {
-      const [summary] = await results.summariesOf('7265', [day]);
-      const {
-        reconciledAt: _r,
-        checkedAt: _c,
-        ledgerChangedAt: _l,
-        ...figures
-      } = summary as NonNullable<typeof summary>;
-      await results.putDaySummary(
-        { ...figures, verdicts: { complete_not_paid: 1 } },
-        new Date(clock),
-        'run-old',
-      );
-    };
-    for (const day of days) await wrong(day);
-    const { rulesEdition: _e, ...earlier } = (await results.surveyState('7265')) as NonNullable<
-      Awaited<ReturnType<typeof results.surveyState>>
-    >;
-    await results.putSurveyState(earlier);
+    await judgedByEarlierEdition('7265', days, { complete_not_paid: 1 });
     const right = async () =>
       (await results.summariesOf('7265', days)).filter((s) => s.verdicts.matched === 1).map((s) => s.day);
 
