@@ -77,9 +77,9 @@ export const keyPart = (value: string): string => value.replace(/[%#]/g, (c) => 
  * An id inside a key: `keyPart` as long as it fits the key, else a digest of it (`%~` and 43 characters of
  * base64url SHA-256, which `keyPart` never writes: it leaves no `%` that is not `%25` or `%23`). The receivers
  * accept a pid of up to 2,048 bytes (identifiers.ts): one that escapes past 1,600 bytes is keyed by its digest; a
- * token of 128 escapes to at most 384. A marketplace row can carry longer ids still: a panel id a respondent lengthened in the entry link still keys the
- * item its transaction gets, where DynamoDB would refuse the write (2,048 bytes for a partition key, 1,024 for a
- * sort key) and fail its survey's reconciliation.
+ * token of 128 escapes to at most 384. A marketplace row can carry longer ids still: a panel id a respondent
+ * lengthened in the entry link still keys the item its transaction gets, where DynamoDB would refuse the write
+ * (2,048 bytes for a partition key, 1,024 for a sort key) and fail its survey's reconciliation.
  */
 export function keyId(value: string, maxBytes: number): string {
   const escaped = keyPart(value);

@@ -1,8 +1,8 @@
 /**
  * Who sent a redirect, as far as the health check needs to know: a short keyed fingerprint of the address API
- * Gateway saw (never `X-Forwarded-For`; for IPv6, its /64), kept on the attempt instead of the address itself. Success redirects are
- * claims anyone holding the static success URL can send; counted per sender, a burst of them from one address is a
- * few claims, not a survey whose postbacks stopped.
+ * Gateway saw (never `X-Forwarded-For`; for IPv6, its /64), kept on the attempt instead of the address itself.
+ * Success redirects are claims anyone holding the static success URL can send; counted per sender, a burst of them
+ * from one address is a few claims, not a survey whose postbacks stopped.
  *
  * Keyed with the current signing key: an unkeyed hash of an IPv4 address is reversed by hashing all 2^32 of them.
  * Every container holds the same ring, so one address reads as one sender across them (until a key rotation).

@@ -7,12 +7,12 @@
  * late a change only this side sees reaches a settled day's figures should its flag be lost). A summary whose
  * figures did not change is not rewritten.
  */
-import type { FinishedRun, StoredDaySummary } from '../ledger/ledger-store';
+import type { FinishedRun, StoredDaySummary, SurveyReconciliationState } from '../ledger/ledger-store';
 import type { Transaction } from '../marketplace/marketplace-records';
 import { pacificDayRange } from '../marketplace/pacific-time';
 import { canonicalJson, transactionsDigest } from './transactions-digest';
 import type { DaySummary } from './verdict-rules';
-import { nextDay } from './verdict-rules';
+import { nextDay, VERDICT_RULES_EDITION } from './verdict-rules';
 
 /**
  * How long after its day a complete may still be reviewed and the day re-read for it: past the window, a day
@@ -131,4 +131,52 @@ export function transactionsChanged(
   stored: StoredDaySummary | undefined,
 ): boolean {
   return stored?.transactionsDigest !== transactionsDigest(rows, day);
+}
+
+/** What a survey's state says of the edition of the verdict rules its days stand judged by (verdict-rules.ts). */
+export type RulesEdition = Pick<
+  SurveyReconciliationState,
+  'rulesEdition' | 'rejudgeTriedAt' | 'rejudgedFrom'
+>;
+
+/** The edition fields of a state as they are (absent ones left out). */
+export const editionOf = (state: SurveyReconciliationState | undefined): RulesEdition => ({
+  ...(state?.rulesEdition !== undefined ? { rulesEdition: state.rulesEdition } : {}),
+  ...(state?.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: state.rejudgeTriedAt } : {}),
+  ...(state?.rejudgedFrom !== undefined ? { rejudgedFrom: state.rejudgedFrom } : {}),
+});
+
+/**
+ * Whether a scheduled run judges a survey's days again: they stand judged by another edition of the rules (an
+ * upgrade, or a rollback), and no try of it failed within `retryMs`. A survey without a state has nothing judged.
+ */
+export const rejudgeDue = (
+  state: SurveyReconciliationState | undefined,
+  now: Date,
+  retryMs: number,
+): boolean =>
+  state !== undefined &&
+  state.rulesEdition !== VERDICT_RULES_EDITION &&
+  (state.rejudgeTriedAt ?? '') <= new Date(now.getTime() - retryMs).toISOString();
+
+/**
+ * The edition fields a survey's state keeps after a run: this edition for its first run (nothing was judged before)
+ * and once its days have all been judged again; while they are, the oldest day judged so far (`continueBefore`, the
+ * next run goes on before it); and, when a listing of theirs failed, when (tried again `retryMs` later).
+ */
+export function editionAfter(
+  state: SurveyReconciliationState | undefined,
+  run: {
+    readonly rejudging: boolean;
+    readonly failed: boolean;
+    readonly continueBefore?: string | undefined;
+  },
+  at: Date,
+): RulesEdition {
+  if (!state) return { rulesEdition: VERDICT_RULES_EDITION };
+  if (!run.rejudging) return editionOf(state);
+  const kept = state.rulesEdition !== undefined ? { rulesEdition: state.rulesEdition } : {};
+  if (run.failed) return { ...editionOf(state), rejudgeTriedAt: at.toISOString() };
+  if (run.continueBefore !== undefined) return { ...kept, rejudgedFrom: run.continueBefore };
+  return { rulesEdition: VERDICT_RULES_EDITION };
 }

@@ -37,10 +37,13 @@ import {
   checkRegardless,
   DEFAULT_FRESH_DAYS,
   DEFAULT_SETTLED_RECHECK_HOURS,
+  editionAfter,
+  editionOf,
   freshDaysOf,
   lastCheckedAt,
   REVIEW_HORIZON_DAYS,
   type RecheckPlan,
+  rejudgeDue,
   SCHEDULED_RUN,
   sameFigures,
   transactionsChanged,
@@ -62,7 +65,6 @@ import {
   pidPairedBesideWindow,
   reconcileSurveyWindow,
   summarize,
-  VERDICT_RULES_EDITION,
 } from './verdict-rules';
 
 export { REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from './recheck-policy';
@@ -208,10 +210,8 @@ const failedSurveyState = (
   ...(state?.reviewedDays
     ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
     : {}),
-  // Kept: the edition of the rules its days past the window stand judged by.
-  ...(state?.rulesEdition !== undefined ? { rulesEdition: state.rulesEdition } : {}),
-  ...(state?.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: state.rejudgeTriedAt } : {}),
-  ...(state?.rejudgedFrom !== undefined ? { rejudgedFrom: state.rejudgedFrom } : {}),
+  // Kept: the edition of the rules its days stand judged by.
+  ...editionOf(state),
   failedDays: [...failedDays],
   lastError: error,
   lastErrorAt: at.toISOString(),
@@ -378,11 +378,7 @@ export function reconciler(deps: ReconcilerDeps) {
     // the next run goes on); a listing that fails is tried again a day later. The first step judges the window's
     // days again too: one that leaves the window before its daily re-check would keep the older figures.
     const rejudging =
-      plan !== undefined &&
-      state !== undefined &&
-      windowStart !== undefined &&
-      state.rulesEdition !== VERDICT_RULES_EDITION &&
-      (state.rejudgeTriedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString();
+      plan !== undefined && windowStart !== undefined && rejudgeDue(state, at, settledRecheckMs);
     const rejudgeBefore = state?.rejudgedFrom ?? windowStart;
     const rejudgeable =
       rejudging && rejudgeBefore !== undefined && horizon < rejudgeBefore
@@ -804,24 +800,15 @@ export function reconciler(deps: ReconcilerDeps) {
       // The edition of the rules its days past the window now stand judged by: this one for a survey's first run
       // (nothing was judged before) and once a scheduled run has judged them again, the one before while a listing
       // of theirs failed (tried again a day later).
-      const edition: Pick<SurveyReconciliationState, 'rulesEdition' | 'rejudgeTriedAt' | 'rejudgedFrom'> =
-        !state
-          ? { rulesEdition: VERDICT_RULES_EDITION }
-          : !rejudging
-            ? {
-                rulesEdition: state.rulesEdition,
-                rejudgeTriedAt: state.rejudgeTriedAt,
-                rejudgedFrom: state.rejudgedFrom,
-              }
-            : rejudgeFailed
-              ? {
-                  rulesEdition: state.rulesEdition,
-                  rejudgeTriedAt: at.toISOString(),
-                  rejudgedFrom: state.rejudgedFrom,
-                }
-              : rejudgeLeft
-                ? { rulesEdition: state.rulesEdition, rejudgedFrom: [...rejudged].sort()[0] }
-                : { rulesEdition: VERDICT_RULES_EDITION };
+      const edition = editionAfter(
+        state,
+        {
+          rejudging,
+          failed: rejudgeFailed,
+          continueBefore: rejudgeLeft ? [...rejudged].sort()[0] : undefined,
+        },
+        at,
+      );
       // A survey whose state says nothing new (reconciled before, nothing failed) is not rewritten.
       const rewrite =
         heldError !== undefined ||
@@ -856,9 +843,7 @@ export function reconciler(deps: ReconcilerDeps) {
                     ).toISOString(),
             }
           : {}),
-        ...(edition.rulesEdition !== undefined ? { rulesEdition: edition.rulesEdition } : {}),
-        ...(edition.rejudgeTriedAt !== undefined ? { rejudgeTriedAt: edition.rejudgeTriedAt } : {}),
-        ...(edition.rejudgedFrom !== undefined ? { rejudgedFrom: edition.rejudgedFrom } : {}),
+        ...edition,
       };
       // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
       // this run's write, built from the older read, would drop that run's open and reviewed days; the next run

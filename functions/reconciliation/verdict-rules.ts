@@ -28,10 +28,10 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
 
 /**
  * The edition of the rules below. Raise it with any change that would judge a day already reconciled otherwise
- * (another kind, another amount, a price kept on a verdict): after the upgrade, each survey's next scheduled run
- * reconciles its days past the window (within the review horizon) once more, so finance's figures of earlier weeks
- * are those these rules give, not those of the release that first judged them; the days of the window are
- * re-checked within a day anyway. A survey's state keeps the edition its days were last judged by (absent: a
+ * (another kind, another amount, a price kept on a verdict): after the upgrade the scheduled runs judge each
+ * survey's days again, its window's and then those of the review horizon a listing's worth a run (reconciler.ts,
+ * recheck-policy.ts `rejudgeDue`), so finance's figures of earlier weeks are those these rules give, not those of
+ * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
 export const VERDICT_RULES_EDITION = 1;

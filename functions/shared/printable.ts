@@ -9,6 +9,8 @@
 // `abc\u202Efed` shows as `abcdef`): an id shown so could pass for another.
 const BIDI = '\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069';
 const CONTROLS = new RegExp(`[\\p{Cc}${BIDI}]`, 'gu');
+/** Whether a text holds any of them (no `g`: a test keeps no position between calls). */
+const HAS_CONTROL = new RegExp(`[\\p{Cc}${BIDI}]`, 'u');
 const BIDI_ONLY = new RegExp(`[${BIDI}]`, 'gu');
 
 const escaped = (c: string) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, '0')}`;
@@ -61,10 +63,9 @@ export function withBidiEscaped(text: string): string {
 export function shellWord(value: string): string {
   // Not `=` or `%` either: a signature concealed later (`sig=...` to `sig=[concealed]`) must stay inside quotes.
   if (/^[\w@+:,./-]+$/.test(value)) return value;
-  if (!SHELL_ESCAPED.test(value)) return `'${value.replaceAll("'", "'\\''")}'`;
+  if (!HAS_CONTROL.test(value)) return `'${value.replaceAll("'", "'\\''")}'`;
   return `$'${value.replace(/[\\']/g, '\\$&').replace(CONTROLS, shellEscape)}'`;
 }
-const SHELL_ESCAPED = new RegExp(`[\\p{Cc}${BIDI}]`, 'u');
 /** `\xHH` for an ASCII control, `\uHHHH` for the others. */
 const shellEscape = (c: string) => {
   const code = c.codePointAt(0) as number;
