@@ -193,22 +193,18 @@ describe('money discrepancies', () => {
   });
   const judged = (...args: Parameters<typeof withVerdict>) => discrepancyOf(withVerdict(...args));
 
-  it('show an id holding a bidirectional override in the HTML report as written, not reordered', () => {
-    const spoofing = { ...withVerdict('invalidated', { reversedCpi: '1.50' }), pid: 'abc\u202efed' };
+  it.each([
+    // A bidirectional override: not reordered into another respondent's id.
+    ['abc\u202efed', 'abc\\u202efed', '\u202e'],
+    // A line feed: not shown as a space (two pids would read as one).
+    ['p-17\nvictim', 'p-17\\u000avictim', 'p-17\nvictim'],
+  ])('show an id holding %j in the HTML report as its escape', (pid, shown, hidden) => {
+    const spoofing = { ...withVerdict('invalidated', { reversedCpi: '1.50' }), pid };
     const html = reportHtml(
       financeReport('2026-11-20', '2026-11-20', [], [spoofing], new Date('2026-11-21T00:00:00.000Z')),
     );
-    expect(html).toContain('abc\\u202efed');
-    expect(html).not.toContain('\u202e');
-  });
-
-  it('show an id holding a line feed in the HTML report as its escape, not as a space (two pids would read as one)', () => {
-    const spoofing = { ...withVerdict('invalidated', { reversedCpi: '1.50' }), pid: 'p-17\nvictim' };
-    const html = reportHtml(
-      financeReport('2026-11-20', '2026-11-20', [], [spoofing], new Date('2026-11-21T00:00:00.000Z')),
-    );
-    expect(html).toContain('p-17\\u000avictim');
-    expect(html).not.toContain('p-17\nvictim');
+    expect(html).toContain(shown);
+    expect(html).not.toContain(hidden);
   });
 
   it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received', () => {
