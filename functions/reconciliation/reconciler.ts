@@ -371,6 +371,12 @@ export function reconciler(deps: ReconcilerDeps) {
         : [...flags.keys()].filter((day) => day < windowStart && day >= horizon);
     /** Days a verdict of this run moved away from: judged again before the run ends (`forced`). */
     const leftDays = new Set<string>();
+    /**
+     * Days an attempt counted on a day this run judges now belongs to (its row turned up on a day beside it), when
+     * this run does not judge them: judged before the run ends too, or the day it left would stop counting it while
+     * its verdict still names that day until the other day's own next look (a week, for a reviewed day).
+     */
+    const goneToDays = new Set<string>();
     /** Days judged whatever the policy says (judged again after an upgrade of the rules, or a verdict left them). */
     const forced = new Set<string>();
     // Days an edition of the verdict rules other than this one judged (an upgrade, or a rollback): the days of the
@@ -479,6 +485,10 @@ export function reconciler(deps: ReconcilerDeps) {
           ? await lookback(new Set(attempts.map((a) => a.token)))
           : undefined;
       const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
+      for (const { day, attempt } of result.elsewhere) {
+        const counted = attempt.reconciliation?.day;
+        if (counted !== undefined && counted !== day && window.includes(counted)) goneToDays.add(day);
+      }
       // Attempts of another settled day that had a hit since that day's last check: whatever kept the hit's own
       // flag from being set (a failed write), that day is reconciled by the next run. Days this run reconciles
       // itself are left out.
@@ -740,11 +750,13 @@ export function reconciler(deps: ReconcilerDeps) {
           if (error instanceof Error) outcome.openError ??= error.message;
         }
       }
-      // Days a verdict of this run moved away from (its transaction turned up on another day), within the horizon:
-      // judged again now, so that when the run ends no day counts the attempt beside the day it moved to, and their
-      // summaries agree with the discrepancy list. Once: should this fail, or a verdict move again, the flag the
-      // move left brings the day to the next run.
-      const again = [...leftDays].filter((day) => day >= horizon).sort();
+      // Days a verdict of this run moved away from (its transaction turned up on another day), and days not judged by
+      // this run that an attempt went to, within the horizon: judged (again) now, so that when the run ends no day
+      // counts the attempt beside the day it moved to, and their summaries agree with the discrepancy list. Once:
+      // should this fail, or a verdict move again, the flag the move left brings the day to the next run.
+      const again = [...new Set([...leftDays, ...[...goneToDays].filter((day) => !judgedThisRun.has(day))])]
+        .filter((day) => day >= horizon)
+        .sort();
       try {
         if (again.length > 0)
           for (const summary of await deps.results.summariesOf(surveyId, again))

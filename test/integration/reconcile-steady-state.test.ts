@@ -565,6 +565,48 @@ describe('settled days', () => {
     expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
   });
 
+  it('a day past the window judged for a late hit finds one of its attempts listed on the day before: that day is judged in the same run', async () => {
+    await survey(7291);
+    const clickDay = nextDay(TODAY, -1);
+    const seenDay = TODAY;
+    // Clicked in at 23:50 Pacific, its postback at 00:06 the next day; the marketplace lists it only days later.
+    const late = await complete(7291, clickDay, {
+      arrived: false,
+      clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 50 * 60_000),
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    await arrive(late, new Date(pacificDayRange(seenDay).start.getTime() + 6 * 60_000));
+    await complete(7291, clickDay);
+    // A complete of the first-seen day whose postback is lost for days.
+    const lost = await complete(7291, seenDay, { arrived: false });
+    await hourly();
+    const verdictsOf = async (day: string) => (await results.summariesOf('7291', [day]))[0]?.verdicts;
+    expect(await verdictsOf(seenDay)).toEqual({ complete_not_paid: 1, complete_not_received: 1 });
+    // Both days leave the window; a run has just given them their weekly look.
+    let weeklyLookNow = false;
+    for (let d = 0; d < 20 && !(d >= 8 && weeklyLookNow); d++) {
+      clock += 24 * HOUR;
+      await hourly();
+      weeklyLookNow =
+        (await results.surveyState('7291'))?.reviewedCheckedAt === new Date(clock).toISOString();
+    }
+    expect(weeklyLookNow).toBe(true);
+    // Listed at last, on its click day; then the lost postback, re-sent, flags the first-seen day.
+    marketplace.state.transactions.push(late);
+    clock += HOUR;
+    await arrive(lost, new Date(clock));
+    clock += HOUR;
+    await hourly();
+    // The first-seen day's run found its row on the day before, which is judged in the same run: no day lists a
+    // verdict that its summary does not count.
+    const judged = (await results.attemptsByKey('7291', [{ pid: late.pid, token: late.token }]))[0]
+      ?.reconciliation;
+    expect(judged).toMatchObject({ verdict: 'matched', day: clickDay });
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
+    expect(await results.discrepancies(seenDay, '7291')).toEqual([]);
+    expect(await verdictsOf(clickDay)).toEqual({ matched: 2 });
+  });
+
   it('a complete clicked in before midnight and first seen after it, listed no more: judged on its click day, run after run', async () => {
     await survey(7285);
     const clickDay = nextDay(TODAY, -3);
