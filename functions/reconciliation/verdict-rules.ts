@@ -34,7 +34,7 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
  * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
-export const VERDICT_RULES_EDITION = 1;
+export const VERDICT_RULES_EDITION = 2;
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -571,6 +571,23 @@ interface Pair {
  * pid an attempt whose own token is listed elsewhere (`listedElsewhere`: a postback re-sent days after its click
  * arrives beside a newer transaction of the same respondent, which must not take it).
  */
+/**
+ * How much earlier than a transaction's click (or start) an attempt may have been first seen here and still be its:
+ * the two clocks apart. A respondent's redirect and postback come after the click.
+ */
+export const CLICK_CLOCK_MARGIN_MS = 10 * 60_000;
+
+/**
+ * Whether an attempt could be the transaction's as far as time tells: not first seen before its respondent clicked
+ * in. The same respondent sent again days later (a panel reuses its ids) shares the pid with an attempt heard of
+ * before the new click, which is another attempt's however the pids agree.
+ */
+function couldBeOf(attempt: Attempt, transaction: Transaction): boolean {
+  const entered = transaction.clickedAt?.utc ?? transaction.startedAt?.utc;
+  if (entered === undefined || attempt.firstSeenAt === undefined) return true;
+  return Date.parse(attempt.firstSeenAt) >= Date.parse(entered) - CLICK_CLOCK_MARGIN_MS;
+}
+
 function match(
   transactions: readonly Transaction[],
   attempts: readonly Attempt[],
@@ -608,7 +625,7 @@ function match(
   );
   const unmatchedByPid = groupBy(unmatched, (t) => t.pid);
   for (const transaction of unmatched) {
-    const attemptsOfPid = leftByPid.get(transaction.pid) ?? [];
+    const attemptsOfPid = (leftByPid.get(transaction.pid) ?? []).filter((a) => couldBeOf(a, transaction));
     const attempt = attemptsOfPid[0];
     if (attempt && attemptsOfPid.length === 1 && unmatchedByPid.get(transaction.pid)?.length === 1) {
       used.add(attempt);

@@ -778,6 +778,27 @@ describe('late finishers', () => {
     ]);
   });
 
+  it('the same respondent sent again days later: an attempt heard of before the new click is not paired with it by pid', () => {
+    // Three days ago the respondent completed and the postback came; the marketplace lists that row no more. Today
+    // the panel sends the same id again: a complete whose redirect and postback were both lost.
+    const days = ['2026-11-18', '2026-11-19', '2026-11-20', DAY];
+    const before = attempt('old', '2026-11-18T20:10:00.000Z', { postback: 'success' }, 'p-same');
+    const today = transaction('new', 'Completed', noon, { pid: 'p-same' });
+    const result = reconcileSurveyWindow({ surveyId: '1', days, transactions: [today], attempts: [before] });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+      ['new', 'complete_not_received', DAY],
+      ['old', 'complete_not_paid', '2026-11-18'],
+    ]);
+    // First seen after the click (or a clock a few minutes off before it): the pair by pid stands.
+    for (const seen of ['2026-11-21T20:25:00.000Z', '2026-11-21T19:55:00.000Z']) {
+      const after = attempt('old', seen, { postback: 'success' }, 'p-same');
+      const paired = reconcileSurveyWindow({ surveyId: '1', days, transactions: [today], attempts: [after] });
+      expect(paired.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.matchedBy])).toEqual([
+        ['new', 'matched', 'pid'],
+      ]);
+    }
+  });
+
   it('without a transaction within the look-back, the verdict says from which day it looked', () => {
     const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 1 };
     const result = reconcileSurveyWindow({ ...window, earlier: [transaction('late', 'Completed', clicked)] });
