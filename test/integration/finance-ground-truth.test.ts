@@ -2,7 +2,8 @@
  * Finance's figures against a ground truth, to the cent. A seeded week of traffic (ground-truth.ts: late, lost,
  * repeated and forged hits, pids used twice, rows listed late, twice, never or withdrawn, reviews and reversals
  * days later, a price change, a clock change) is driven through the real receivers with signed URLs, on a fake
- * clock; a marketplace answering from the same truth as it stands at that clock is reconciled by the scheduled
+ * clock, the receivers' store down for three spells (their hits buffered and drained hours later); a marketplace
+ * answering from the same truth as it stands at that clock is reconciled by the scheduled
  * runs (hourly, then every three hours for the days of reviews); then every attempt's verdict, every day's
  * figures, the period's amounts and the finance API's JSON and CSV are compared with what the truth says. On the
  * way, every stored day's verdict counts must agree with its discrepancy list once a run ends.
@@ -21,7 +22,9 @@ import { createMarketplaceClient } from '../../functions/marketplace/marketplace
 import { pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { reconciler } from '../../functions/reconciliation/reconciler';
 import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
+import type { BufferedHit } from '../../functions/runtime/hit-buffer';
 import { apiEvent, filledUrl, invoke, jsonBody } from '../support/api-events';
+import { startEngineProxy } from '../support/engine-proxy';
 import {
   cents,
   DAY,
@@ -39,7 +42,7 @@ import {
   viewAt,
 } from '../support/ground-truth';
 import { receivers } from '../support/handlers';
-import { TEST_KEY_RING } from '../support/ledger';
+import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 const ATTEMPTS = 300;
 const FINANCE_TOKEN = 'ground-truth-finance-token-0123456789';
@@ -59,28 +62,49 @@ describe.each([
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(new Date(scenario.start - DAY));
     const world = await ledgerWithReceivers(scenario);
-    const problems = await driveTheWeek(scenario, world);
-    const now = Date.now();
-    const truth = expectedFigures(scenario, now, world.everListedComplete);
-    const mismatches = [
-      ...(await verdictMismatches(world, truth.verdicts)),
-      ...(await figureMismatches(scenario, world, truth)),
-    ];
-    vi.useRealTimers();
-    expect({ problems, mismatches }).toEqual({ problems: [], mismatches: [] });
+    try {
+      const problems = await driveTheWeek(scenario, world);
+      const truth = expectedFigures(scenario, Date.now(), world.everListedComplete);
+      const mismatches = [
+        ...(await verdictMismatches(world, truth.verdicts)),
+        ...(await figureMismatches(scenario, world, truth)),
+      ];
+      vi.useRealTimers();
+      expect({ problems, mismatches }).toEqual({ problems: [], mismatches: [] });
+      expect(world.drained).toBeGreaterThan(0);
+    } finally {
+      await world.proxy.stop();
+    }
     // About 400 scheduled runs of three surveys each, on a loaded machine.
   }, 240_000);
 });
 
 type World = Awaited<ReturnType<typeof ledgerWithReceivers>>;
 
-/** A fresh ledger with the receivers in front of it, the surveys registered, and the truth's marketplace. */
+/**
+ * A fresh ledger with the receivers in front of it (through a proxy that can take their store down, their hits then
+ * buffered), the surveys registered, and the truth's marketplace.
+ */
 async function ledgerWithReceivers(scenario: Scenario) {
-  const rx = await receivers();
-  const client = createDocumentClient({ endpoint: rx.table.endpoint });
-  const attempts = createLedgerStore(client, rx.table.tableName);
-  const registry = createSurveyRegistry(client, rx.table.tableName);
-  const results = createReconciliationStore(client, rx.table.tableName);
+  const table = await freshTable();
+  const proxy = await startEngineProxy(table.endpoint);
+  const buffered: BufferedHit[] = [];
+  const rx = await receivers({
+    endpoint: proxy.endpoint,
+    tableName: table.tableName,
+    storeBudgetMs: 200,
+    buffer: {
+      put: async (hit, at, id) => {
+        const message = { id, at: at.toISOString(), hit };
+        buffered.push(message);
+        return message;
+      },
+    },
+  });
+  const client = createDocumentClient({ endpoint: table.endpoint });
+  const attempts = createLedgerStore(client, table.tableName);
+  const registry = createSurveyRegistry(client, table.tableName);
+  const results = createReconciliationStore(client, table.tableName);
   for (const survey of scenario.surveys) {
     const cpi = survey.prices[0]?.cpi as string;
     await registry.put({
@@ -136,7 +160,25 @@ async function ledgerWithReceivers(scenario: Scenario) {
     windowListHours: 1,
     concurrency: 4,
   });
-  return { rx, attempts, registry, results, engine, everListedComplete };
+  return { rx, proxy, buffered, drained: 0, attempts, registry, results, engine, everListedComplete };
+}
+
+/**
+ * When the receivers' store is down (three spells: an afternoon, an evening, across a midnight), and when what they
+ * buffered meanwhile is drained into the ledger (an hour, a day and seven hours after each spell ends).
+ */
+function outagesOf(scenario: Scenario) {
+  const at = (day: number, hour: number) =>
+    pacificDayRange(scenario.days[day] as string).start.getTime() + hour * HOUR;
+  const spells = [
+    { from: at(2, 10), to: at(2, 16), drainedAfter: HOUR },
+    { from: at(4, 18), to: at(4, 20), drainedAfter: 20 * HOUR },
+    { from: at(5, 23), to: at(6, 1), drainedAfter: 7 * HOUR },
+  ];
+  return {
+    down: (time: number) => spells.some(({ from, to }) => time >= from && time < to),
+    drains: spells.map(({ to, drainedAfter }) => to + drainedAfter),
+  };
 }
 
 /**
@@ -148,8 +190,10 @@ async function driveTheWeek(scenario: Scenario, world: World): Promise<string[]>
   type Event =
     | { at: number; kind: 'hit'; truth: Truth; hit: Hit }
     | { at: number; kind: 'price'; surveyId: string; cpi: string; since: number }
-    | { at: number; kind: 'run' };
-  const events: Event[] = [];
+    | { at: number; kind: 'run' }
+    | { at: number; kind: 'drain' };
+  const outages = outagesOf(scenario);
+  const events: Event[] = outages.drains.map((at) => ({ at, kind: 'drain' }));
   for (const truth of scenario.truths)
     for (const hit of truth.hits) events.push({ at: hit.at, kind: 'hit', truth, hit });
   for (const survey of scenario.surveys)
@@ -166,7 +210,14 @@ async function driveTheWeek(scenario: Scenario, world: World): Promise<string[]>
   const problems: string[] = [];
   for (const event of events) {
     vi.setSystemTime(new Date(event.at));
-    if (event.kind === 'hit') {
+    if (event.kind === 'drain') {
+      // As the drainer does: each buffered hit recorded at the time it was made, under its request's id.
+      for (const message of world.buffered.splice(0)) {
+        await world.attempts.recordBufferedHit(message.hit, new Date(message.at), message.id);
+        world.drained++;
+      }
+    } else if (event.kind === 'hit') {
+      world.proxy.faults(outages.down(event.at) ? () => 'server-error' : undefined);
       const { truth, hit } = event;
       const url = filledUrl(TEST_KEY_RING, hit.channel, truth.surveyId, hit.outcome, {
         pid: truth.pid,
