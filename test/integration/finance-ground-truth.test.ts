@@ -223,8 +223,10 @@ async function driveTheWeek(scenario: Scenario, world: World): Promise<string[]>
         pid: truth.pid,
         token: truth.token,
       });
-      const handler = hit.channel === 'postback' ? world.rx.postback : world.rx.redirect;
-      const answer = await invoke(handler, apiEvent('GET', url));
+      const answer =
+        hit.channel === 'postback'
+          ? await invoke(world.rx.postback, postbackRequest(url, truth))
+          : await invoke(world.rx.redirect, apiEvent('GET', url));
       if (answer.statusCode !== (hit.channel === 'postback' ? 200 : 302) && answer.statusCode !== 200)
         problems.push(`${hit.channel} refused (${answer.statusCode}): ${story(truth)}`);
     } else if (event.kind === 'price') {
@@ -250,6 +252,28 @@ async function driveTheWeek(scenario: Scenario, world: World): Promise<string[]>
     }
   }
   return problems;
+}
+
+/**
+ * A postback as the marketplace may send it (the field notes leave the method and the body open): a GET, or a POST
+ * to the same URL with the ids again in a JSON body, in a form body, or with an empty body; by token, so a
+ * respondent's repeated postbacks keep one shape.
+ */
+function postbackRequest(url: string, truth: Truth) {
+  const ids = { pid: truth.pid, token: truth.token };
+  const shape = [...truth.token].reduce((sum, c) => sum + c.charCodeAt(0), 0) % 4;
+  if (shape === 0) return apiEvent('GET', url);
+  if (shape === 1)
+    return apiEvent('POST', url, {
+      body: JSON.stringify(ids),
+      headers: { 'content-type': 'application/json' },
+    });
+  if (shape === 2)
+    return apiEvent('POST', url, {
+      body: new URLSearchParams(ids).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+  return apiEvent('POST', url);
 }
 
 /** Every stored day of the period: its verdict counts are its discrepancy list's (unless some still await). */
