@@ -421,7 +421,11 @@ const lastLearnedAt = (attempt: Attempt): string | undefined =>
  */
 const knownClick = (attempt: Attempt): string | undefined => {
   const kept = attempt.reconciliation?.detail?.clickedAt;
-  return attempt.reconciliation?.marketplace?.clickedAt ?? (typeof kept === 'string' ? kept : undefined);
+  const click =
+    attempt.reconciliation?.marketplace?.clickedAt ?? (typeof kept === 'string' ? kept : undefined);
+  // One after the attempt was first seen came from another attempt's transaction (paired by pid under rules before
+  // `clickCouldBeOf`): not its own click.
+  return clickCouldBeOf(attempt, click) ? click : undefined;
 };
 
 /**
@@ -567,27 +571,23 @@ interface Pair {
 }
 
 /**
- * By token first; then by pid where exactly one unmatched attempt and one unmatched transaction share it. Never by
- * pid an attempt whose own token is listed elsewhere (`listedElsewhere`: a postback re-sent days after its click
- * arrives beside a newer transaction of the same respondent, which must not take it).
+ * Whether a click could be the attempt's own as far as time tells: not after the attempt was first seen here (by
+ * more than the clocks and the "PST" strings may be apart, `ATTEMPT_LEAD_MS`; the repeated hour of the autumn change
+ * reads as the later one). A respondent's redirect and postback come after the click: a panel that sends the same
+ * respondent again days later shares the pid with attempts heard of before the new click, which are not its.
  */
-/**
- * How much earlier than a transaction's click (or start) an attempt may have been first seen here and still be its:
- * the two clocks apart. A respondent's redirect and postback come after the click.
- */
-export const CLICK_CLOCK_MARGIN_MS = 10 * 60_000;
-
-/**
- * Whether an attempt could be the transaction's as far as time tells: not first seen before its respondent clicked
- * in. The same respondent sent again days later (a panel reuses its ids) shares the pid with an attempt heard of
- * before the new click, which is another attempt's however the pids agree.
- */
-function couldBeOf(attempt: Attempt, transaction: Transaction): boolean {
-  const entered = transaction.clickedAt?.utc ?? transaction.startedAt?.utc;
-  if (entered === undefined || attempt.firstSeenAt === undefined) return true;
-  return Date.parse(attempt.firstSeenAt) >= Date.parse(entered) - CLICK_CLOCK_MARGIN_MS;
+function clickCouldBeOf(attempt: Attempt, clickedAt: string | undefined): boolean {
+  if (clickedAt === undefined || attempt.firstSeenAt === undefined) return true;
+  return Date.parse(attempt.firstSeenAt) >= Date.parse(clickedAt) - ATTEMPT_LEAD_MS;
 }
 
+/**
+ * By token first; then by pid where exactly one unmatched attempt and one unmatched transaction share it, among the
+ * attempts that arrived here (an item kept for a transaction nothing arrived for is no evidence of another) and
+ * were not first seen before the transaction's click or start (`clickCouldBeOf`). Never by pid an attempt whose own
+ * token is listed elsewhere (`listedElsewhere`: a postback re-sent days after its click arrives beside a newer
+ * transaction of the same respondent, which must not take it).
+ */
 function match(
   transactions: readonly Transaction[],
   attempts: readonly Attempt[],
@@ -620,12 +620,13 @@ function match(
     }
   }
   const leftByPid = groupBy(
-    attempts.filter((a) => !used.has(a) && !listedElsewhere(a)),
+    attempts.filter((a) => !used.has(a) && arrivedHere(a) && !listedElsewhere(a)),
     (a) => a.pid,
   );
   const unmatchedByPid = groupBy(unmatched, (t) => t.pid);
   for (const transaction of unmatched) {
-    const attemptsOfPid = (leftByPid.get(transaction.pid) ?? []).filter((a) => couldBeOf(a, transaction));
+    const entered = transaction.clickedAt?.utc ?? transaction.startedAt?.utc;
+    const attemptsOfPid = (leftByPid.get(transaction.pid) ?? []).filter((a) => clickCouldBeOf(a, entered));
     const attempt = attemptsOfPid[0];
     if (attempt && attemptsOfPid.length === 1 && unmatchedByPid.get(transaction.pid)?.length === 1) {
       used.add(attempt);

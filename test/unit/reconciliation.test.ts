@@ -789,14 +789,90 @@ describe('late finishers', () => {
       ['new', 'complete_not_received', DAY],
       ['old', 'complete_not_paid', '2026-11-18'],
     ]);
-    // First seen after the click (or a clock a few minutes off before it): the pair by pid stands.
-    for (const seen of ['2026-11-21T20:25:00.000Z', '2026-11-21T19:55:00.000Z']) {
-      const after = attempt('old', seen, { postback: 'success' }, 'p-same');
-      const paired = reconcileSurveyWindow({ surveyId: '1', days, transactions: [today], attempts: [after] });
-      expect(paired.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.matchedBy])).toEqual([
-        ['new', 'matched', 'pid'],
-      ]);
-    }
+    // First seen after the click, or before it by less than the clocks may be apart (ATTEMPT_LEAD_MS, two hours):
+    // the pair by pid stands. Two hours and ten minutes before: it is not the transaction's.
+    const pairedWhenSeen = (seen: string) =>
+      reconcileSurveyWindow({
+        surveyId: '1',
+        days,
+        transactions: [today],
+        attempts: [attempt('old', seen, { postback: 'success' }, 'p-same')],
+      }).verdicts.map((v) => v.verdict.matchedBy);
+    expect(pairedWhenSeen('2026-11-21T20:25:00.000Z')).toEqual(['pid']);
+    expect(pairedWhenSeen('2026-11-21T18:10:00.000Z')).toEqual(['pid']);
+    expect(pairedWhenSeen('2026-11-21T17:50:00.000Z')).toEqual([undefined, undefined]);
+  });
+
+  it("the autumn change's repeated hour: a click the marketplace writes '1:30 am PST' while it was 1:30 PDT still pairs by pid", () => {
+    // Read as the later 1:30 (PST, 09:30 UTC); the postback came at 1:40 PDT (08:40 UTC), fifty minutes "before".
+    const days = ['2026-10-31', '2026-11-01'];
+    const clicked = transaction('refiled', 'Completed', '2026-11-01T09:30:00.000Z', { pid: 'p-dst' });
+    const arrived = attempt('spelt-otherwise', '2026-11-01T08:40:00.000Z', { postback: 'success' }, 'p-dst');
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days,
+      transactions: [clicked],
+      attempts: [arrived],
+    });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.matchedBy])).toEqual([
+      ['refiled', 'matched', 'pid'],
+    ]);
+  });
+
+  it('an attempt an earlier edition of the rules paired by pid with a later click is judged on its own day again', () => {
+    // Stored by edition 1: matched with the new transaction, whose click (three days after the attempt was first
+    // seen) it kept. Judged again, the click is not its own: its first-seen day, as a complete not paid.
+    const days = ['2026-11-18', '2026-11-19', '2026-11-20', DAY];
+    const wronglyPaired = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-same',
+      token: 'old',
+      firstSeenAt: '2026-11-18T20:10:00.000Z',
+      lastSeenAt: '2026-11-18T20:10:00.000Z',
+      postbackOutcome: 'success',
+      postback_success_at: '2026-11-18T20:10:00.000Z',
+      postback_success_hits: 1,
+      verdict: 'matched',
+      verdictDay: DAY,
+      marketplace: { status: 'Completed', cpi: '1.25', clickedAt: noon },
+    });
+    const today = transaction('new', 'Completed', noon, { pid: 'p-same' });
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days,
+      transactions: [today],
+      attempts: [wronglyPaired],
+    });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+      ['new', 'complete_not_received', DAY],
+      ['old', 'complete_not_paid', '2026-11-18'],
+    ]);
+    expect(result.verdicts[1]?.verdict.detail.clickedAt).toBeUndefined();
+  });
+
+  it('an item kept for a transaction nothing arrived for is not paired by pid with a new transaction of that pid', () => {
+    // Made by an earlier run for a complete whose postback never came; its row is listed no more. A new complete of
+    // the same respondent today: its own verdict, and the old item withdrawn.
+    const kept = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-same',
+      token: 'old',
+      verdict: 'complete_not_received',
+      verdictDay: DAY,
+      marketplace: { status: 'Completed', cpi: '1.25', clickedAt: '2026-11-21T17:00:00.000Z' },
+    });
+    const today = transaction('new', 'Completed', noon, { pid: 'p-same' });
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [today],
+      attempts: [kept],
+    });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.matchedBy])).toEqual([
+      ['new', 'complete_not_received', undefined],
+    ]);
+    expect(result.verdicts[0]?.attempt).toBeUndefined();
+    expect(result.withdrawn).toEqual([kept]);
   });
 
   it('without a transaction within the look-back, the verdict says from which day it looked', () => {
