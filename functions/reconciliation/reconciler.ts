@@ -753,7 +753,8 @@ export function reconciler(deps: ReconcilerDeps) {
       // Days a verdict of this run moved away from (its transaction turned up on another day), and days not judged by
       // this run that an attempt went to, within the horizon: judged (again) now, so that when the run ends no day
       // counts the attempt beside the day it moved to, and their summaries agree with the discrepancy list. Once:
-      // should this fail, or a verdict move again, the flag the move left brings the day to the next run.
+      // should this fail, or a verdict move again, the flag the move left (or, for a day an attempt went to, the one
+      // left below) brings the day to the next run.
       const again = [...new Set([...leftDays, ...[...goneToDays].filter((day) => !judgedThisRun.has(day))])]
         .filter((day) => day >= horizon)
         .sort();
@@ -767,6 +768,10 @@ export function reconciler(deps: ReconcilerDeps) {
       } catch (error) {
         outcome.openFailures++;
         if (error instanceof Error) outcome.openError ??= error.message;
+        // A day an attempt went to has no flag of a move: it is flagged now, so the next run judges it.
+        for (const day of again)
+          if (goneToDays.has(day) && !judgedThisRun.has(day))
+            await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1)).catch(() => undefined);
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
       // read again after they leave the window. A manual run over other days keeps them, with its pointers' days.

@@ -53,6 +53,8 @@ let clock: number;
 const listed: string[] = [];
 /** While set, the marketplace answers 500 to a listing that starts before this day. */
 let failListingsBefore: string | undefined;
+/** While set, the marketplace answers 500 to a listing that starts on this day. */
+let failListingsFrom: string | undefined;
 /** While set, the store's writes to day summaries fail (a store fault injected below the SDK's retries). */
 let summaryWritesFail = false;
 
@@ -103,7 +105,10 @@ const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
       fetch: (input, init) => {
         listed.push(String(input));
         const from = new URL(String(input)).searchParams.get('startDate');
-        if (failListingsBefore !== undefined && from !== null && from < failListingsBefore)
+        if (
+          (failListingsBefore !== undefined && from !== null && from < failListingsBefore) ||
+          (failListingsFrom !== undefined && from === failListingsFrom)
+        )
           return Promise.resolve(new Response('{"apiStatus":"Failure","msg":"injected"}', { status: 500 }));
         return fetch(input, init);
       },
@@ -565,46 +570,72 @@ describe('settled days', () => {
     expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
   });
 
-  it('a day past the window judged for a late hit finds one of its attempts listed on the day before: that day is judged in the same run', async () => {
-    await survey(7291);
+  /**
+   * A complete clicked in at 23:50 Pacific and first seen at 00:06 (its postback), which the marketplace lists only
+   * once both days have left the window, just after their weekly look; then another complete's postback, lost for
+   * days, is re-sent and flags the first-seen day. Returns what the next run is to be checked by.
+   */
+  async function rowListedBesideAFlaggedDay(surveyId: number) {
+    await survey(surveyId);
     const clickDay = nextDay(TODAY, -1);
     const seenDay = TODAY;
-    // Clicked in at 23:50 Pacific, its postback at 00:06 the next day; the marketplace lists it only days later.
-    const late = await complete(7291, clickDay, {
+    const late = await complete(surveyId, clickDay, {
       arrived: false,
       clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 50 * 60_000),
     });
     marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
     await arrive(late, new Date(pacificDayRange(seenDay).start.getTime() + 6 * 60_000));
-    await complete(7291, clickDay);
-    // A complete of the first-seen day whose postback is lost for days.
-    const lost = await complete(7291, seenDay, { arrived: false });
+    await complete(surveyId, clickDay);
+    const lost = await complete(surveyId, seenDay, { arrived: false });
     await hourly();
-    const verdictsOf = async (day: string) => (await results.summariesOf('7291', [day]))[0]?.verdicts;
+    const verdictsOf = async (day: string) =>
+      (await results.summariesOf(String(surveyId), [day]))[0]?.verdicts;
     expect(await verdictsOf(seenDay)).toEqual({ complete_not_paid: 1, complete_not_received: 1 });
-    // Both days leave the window; a run has just given them their weekly look.
     let weeklyLookNow = false;
     for (let d = 0; d < 20 && !(d >= 8 && weeklyLookNow); d++) {
       clock += 24 * HOUR;
       await hourly();
       weeklyLookNow =
-        (await results.surveyState('7291'))?.reviewedCheckedAt === new Date(clock).toISOString();
+        (await results.surveyState(String(surveyId)))?.reviewedCheckedAt === new Date(clock).toISOString();
     }
     expect(weeklyLookNow).toBe(true);
-    // Listed at last, on its click day; then the lost postback, re-sent, flags the first-seen day.
     marketplace.state.transactions.push(late);
     clock += HOUR;
     await arrive(lost, new Date(clock));
     clock += HOUR;
+    const judged = async () =>
+      (await results.attemptsByKey(String(surveyId), [{ pid: late.pid, token: late.token }]))[0]
+        ?.reconciliation;
+    /** Each day's counts are its list's, and the complete is matched on its click day. */
+    const expectAllRight = async () => {
+      expect(await judged()).toMatchObject({ verdict: 'matched', day: clickDay });
+      expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
+      expect(await results.discrepancies(seenDay, String(surveyId))).toEqual([]);
+      expect(await verdictsOf(clickDay)).toEqual({ matched: 2 });
+    };
+    return { clickDay, judged, expectAllRight };
+  }
+
+  it('a day past the window judged for a late hit finds one of its attempts listed on the day before: that day is judged in the same run', async () => {
+    const { expectAllRight } = await rowListedBesideAFlaggedDay(7291);
     await hourly();
     // The first-seen day's run found its row on the day before, which is judged in the same run: no day lists a
     // verdict that its summary does not count.
-    const judged = (await results.attemptsByKey('7291', [{ pid: late.pid, token: late.token }]))[0]
-      ?.reconciliation;
-    expect(judged).toMatchObject({ verdict: 'matched', day: clickDay });
-    expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
-    expect(await results.discrepancies(seenDay, '7291')).toEqual([]);
-    expect(await verdictsOf(clickDay)).toEqual({ matched: 2 });
+    await expectAllRight();
+  });
+
+  it('the same, the listing of the day before failing in that run: it is flagged, and the next run judges it', async () => {
+    const { clickDay, judged, expectAllRight } = await rowListedBesideAFlaggedDay(7292);
+    failListingsFrom = nextDay(clickDay, -1);
+    try {
+      expect((await hourly()).outcomes[0]).toMatchObject({ openFailures: 1 });
+    } finally {
+      failListingsFrom = undefined;
+    }
+    expect(await judged()).toMatchObject({ verdict: 'complete_not_paid' });
+    clock += HOUR;
+    await hourly();
+    await expectAllRight();
   });
 
   it('a complete clicked in before midnight and first seen after it, listed no more: judged on its click day, run after run', async () => {
