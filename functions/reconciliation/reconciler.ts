@@ -754,24 +754,29 @@ export function reconciler(deps: ReconcilerDeps) {
       // this run that an attempt went to, within the horizon: judged (again) now, so that when the run ends no day
       // counts the attempt beside the day it moved to, and their summaries agree with the discrepancy list. Once:
       // should this fail, or a verdict move again, the flag the move left (or, for a day an attempt went to, the one
-      // left below) brings the day to the next run.
+      // left in the catch below) brings the day to the next run.
       const again = [...new Set([...leftDays, ...[...goneToDays].filter((day) => !judgedThisRun.has(day))])]
         .filter((day) => day >= horizon)
         .sort();
+      // A day an attempt went to has no flag of a move: should its judging fail (its listing, a read or a write),
+      // it is flagged, so the next run judges it; not again when it was flagged already (then it goes back to its
+      // own look, as any flagged day whose judging fails).
+      const goneTo = again.filter((day) => goneToDays.has(day) && !judgedThisRun.has(day) && !flags.has(day));
+      const judgedAgain = new Set<string>();
       try {
         if (again.length > 0)
           for (const summary of await deps.results.summariesOf(surveyId, again))
             stored.set(summary.day, summary);
         for (const day of again) forced.add(day);
-        for (const window of contiguous(again).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL)))
+        for (const window of contiguous(again).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL))) {
           await reconcileWindow(window, false);
+          for (const day of window) judgedAgain.add(day);
+        }
       } catch (error) {
         outcome.openFailures++;
         if (error instanceof Error) outcome.openError ??= error.message;
-        // A day an attempt went to has no flag of a move: it is flagged now, so the next run judges it.
-        for (const day of again)
-          if (goneToDays.has(day) && !judgedThisRun.has(day))
-            await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1)).catch(() => undefined);
+        for (const day of goneTo.filter((day) => !judgedAgain.has(day)))
+          await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1)).catch(() => undefined);
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
       // read again after they leave the window. A manual run over other days keeps them, with its pointers' days.

@@ -423,8 +423,9 @@ const knownClick = (attempt: Attempt): string | undefined => {
   const kept = attempt.reconciliation?.detail?.clickedAt;
   const click =
     attempt.reconciliation?.marketplace?.clickedAt ?? (typeof kept === 'string' ? kept : undefined);
-  // One after the attempt was first seen came from another attempt's transaction (paired by pid under rules before
-  // `clickCouldBeOf`): not its own click.
+  // One more than ATTEMPT_LEAD_MS after the attempt was first seen is not its own (a respondent's hits come after the
+  // click): it can only have come from another attempt's transaction, paired by pid under rules before
+  // `clickCouldBeOf`.
   return clickCouldBeOf(attempt, click) ? click : undefined;
 };
 

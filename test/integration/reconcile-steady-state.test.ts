@@ -57,6 +57,8 @@ let failListingsBefore: string | undefined;
 let failListingsFrom: string | undefined;
 /** While set, the store's writes to day summaries fail (a store fault injected below the SDK's retries). */
 let summaryWritesFail = false;
+/** While set, the next write to this day's summary fails (once). */
+let summaryWritesOfDayFail: string | undefined;
 
 beforeEach(async () => {
   const { endpoint, tableName } = await freshTable();
@@ -64,13 +66,16 @@ beforeEach(async () => {
   requests = [];
   client.middlewareStack.add(
     (next, context) => async (args) => {
-      const input = args.input as { Key?: { pk?: string }; Item?: { pk?: string } };
+      const input = args.input as { Key?: { pk?: string; sk?: string }; Item?: { pk?: string } };
       const request = {
         command: String(context.commandName),
         pk: String(input.Key?.pk ?? input.Item?.pk ?? ''),
       };
       requests.push(request);
-      if (summaryWritesFail && request.command === 'UpdateItemCommand' && request.pk.startsWith('SUMMARY#'))
+      const summaryWrite = request.command === 'UpdateItemCommand' && request.pk.startsWith('SUMMARY#');
+      const ofTheDay = summaryWrite && input.Key?.sk === `DAY#${summaryWritesOfDayFail}`;
+      if (ofTheDay) summaryWritesOfDayFail = undefined;
+      if (summaryWrite && (summaryWritesFail || ofTheDay))
         throw Object.assign(new Error('injected: the store is unavailable'), { name: 'InternalServerError' });
       return next(args);
     },
@@ -633,6 +638,18 @@ describe('settled days', () => {
       failListingsFrom = undefined;
     }
     expect(await judged()).toMatchObject({ verdict: 'complete_not_paid' });
+    clock += HOUR;
+    await hourly();
+    await expectAllRight();
+  });
+
+  it('the same, the figures of the day before not written in that run: it is flagged, and the next run judges it', async () => {
+    const { clickDay, judged, expectAllRight } = await rowListedBesideAFlaggedDay(7293);
+    summaryWritesOfDayFail = clickDay;
+    expect((await hourly()).outcomes[0]).toMatchObject({ openFailures: 1 });
+    expect(summaryWritesOfDayFail).toBeUndefined();
+    // Its verdict moved (written before the figures), the day's figures did not: the flag brings the day back.
+    expect(await judged()).toMatchObject({ verdict: 'matched', day: clickDay });
     clock += HOUR;
     await hourly();
     await expectAllRight();
