@@ -739,6 +739,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // Days past the window: one that fails (a row unreadable there) stays as it was, read again the next day.
       let reviewedFailed = false;
       let rejudgeFailed = false;
+      const failedFlagged = new Set<string>();
       for (const window of pastWindows) {
         try {
           await reconcileWindow(window, false);
@@ -747,6 +748,13 @@ export function reconciler(deps: ReconcilerDeps) {
           if (window.some((day) => byRowsOnly.has(day))) reviewedFailed = true;
           if (window.some((day) => rejudged.has(day))) rejudgeFailed = true;
           for (const day of window) latest.delete(day);
+          // A flagged day (a late hit, a verdict that moved away) whose judging failed: read daily until it is
+          // judged, not left to its weekly look with its figures apart from its list meanwhile.
+          for (const day of window)
+            if (flags.has(day)) {
+              failedFlagged.add(day);
+              reread.add(day);
+            }
           if (error instanceof Error) outcome.openError ??= error.message;
         }
       }
@@ -851,7 +859,14 @@ export function reconciler(deps: ReconcilerDeps) {
           ? { lastError: heldError, lastErrorAt: at.toISOString(), failingSince: failingSince() }
           : {}),
         ...(openDays.length > 0
-          ? { openDays, openCheckedAt: open.length > 0 ? at.toISOString() : state?.openCheckedAt }
+          ? {
+              openDays,
+              // Read now, or the first open day a failed flagged day: its daily look is a day from now.
+              openCheckedAt:
+                open.length > 0 || ((state?.openDays ?? []).length === 0 && failedFlagged.size > 0)
+                  ? at.toISOString()
+                  : state?.openCheckedAt,
+            }
           : {}),
         ...(reviewedDays.length > 0
           ? {

@@ -575,6 +575,51 @@ describe('settled days', () => {
     expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
   });
 
+  it('the day a verdict left, its judging failing in that run and in the next: read the next day, not at its weekly look', async () => {
+    await survey(7281);
+    const clickDay = nextDay(TODAY, -1);
+    const seenDay = TODAY;
+    const late = await complete(7281, clickDay, {
+      arrived: false,
+      clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 47 * 60_000),
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    await arrive(late, new Date(pacificDayRange(seenDay).start.getTime() + 11 * 60_000));
+    await complete(7281, clickDay);
+    await complete(7281, seenDay);
+    await hourly();
+    for (let d = 0; d < 10; d++) {
+      clock += 24 * HOUR;
+      await hourly();
+    }
+    marketplace.state.transactions.push(late);
+    const judged = async () =>
+      (await results.attemptsByKey('7281', [{ pid: late.pid, token: late.token }]))[0]?.reconciliation;
+    const verdictsOf = async (day: string) => (await results.summariesOf('7281', [day]))[0]?.verdicts;
+    // The first-seen day's listing fails while the verdict moves (its second pass) and in the run after (its flag).
+    failListingsFrom = nextDay(seenDay, -1);
+    try {
+      for (let h = 0; h < 24 * 8 && (await judged())?.day !== clickDay; h += 6) {
+        clock += 6 * HOUR;
+        await hourly();
+      }
+      expect(await judged()).toMatchObject({ verdict: 'matched', day: clickDay });
+      clock += HOUR;
+      await hourly();
+    } finally {
+      failListingsFrom = undefined;
+    }
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1, complete_not_paid: 1 });
+    // Not every run: the next hour leaves it; the next day reads it, and its figures are its list's again.
+    clock += HOUR;
+    await hourly();
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1, complete_not_paid: 1 });
+    clock += 24 * HOUR;
+    await hourly();
+    expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
+    expect(await results.discrepancies(seenDay, '7281')).toEqual([]);
+  });
+
   /**
    * A complete clicked in at 23:50 Pacific and first seen at 00:06 (its postback), which the marketplace lists only
    * once both days have left the window, just after their weekly look; then another complete's postback, lost for
