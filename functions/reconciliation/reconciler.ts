@@ -767,8 +767,8 @@ export function reconciler(deps: ReconcilerDeps) {
         .filter((day) => day >= horizon)
         .sort();
       // A day an attempt went to has no flag of a move: should its judging fail (its listing, a read or a write),
-      // it is flagged, so the next run judges it; not again when it was flagged already (then it goes back to its
-      // own look, as any flagged day whose judging fails).
+      // it is flagged, so the next run judges it; not again when it was flagged already (a flagged day whose judging
+      // fails is read daily until judged, `failedFlagged`).
       const goneTo = again.filter((day) => goneToDays.has(day) && !judgedThisRun.has(day) && !flags.has(day));
       const judgedAgain = new Set<string>();
       try {

@@ -937,7 +937,7 @@ describe('settled days', () => {
     expect(readDay(oldest)).toBe(false);
   });
 
-  it('a flagged day past the window whose listing fails goes back to its own look, not to every run', async () => {
+  it('a flagged day past the window whose listing fails is read daily, not by every run', async () => {
     await survey(7228);
     const oldest = WEEK[0] as string;
     const late = await complete(7228, oldest, { arrived: false, verify: 'Valid' });
