@@ -32,7 +32,7 @@ if (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT a
 }
 await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
 
-const { handler } = (await import(`../../${FUNCTIONS[name as FunctionName].entry}`)) as {
+const { handler } = (await import(/* @vite-ignore */ `../../${FUNCTIONS[name as FunctionName].entry}`)) as {
   handler: LambdaHandler;
 };
 const result = await invokeHandler(handler, event as Parameters<LambdaHandler>[0], lambdaContext(name));

@@ -22,7 +22,7 @@ export async function startLocalSchedule(
   onResult: (result: unknown, error?: unknown) => void,
   timeoutMs = 300_000,
 ): Promise<LocalSchedule> {
-  const { handler } = (await import(`../../${SCHEDULED_FUNCTIONS[name].entry}`)) as {
+  const { handler } = (await import(/* @vite-ignore */ `../../${SCHEDULED_FUNCTIONS[name].entry}`)) as {
     handler: ScheduledHandler;
   };
   let running: Promise<unknown> = Promise.resolve();

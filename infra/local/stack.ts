@@ -67,7 +67,9 @@ export async function startLocalStack(): Promise<LocalStack> {
     stops.push(buffer.stop);
     env.HIT_BUFFER_QUEUE_URL = buffer.queueUrl;
     env.SQS_ENDPOINT = buffer.endpoint;
-    const { handler: drain } = (await import(`../../${QUEUE_FUNCTIONS['drain-buffer'].entry}`)) as {
+    const { handler: drain } = (await import(
+      /* @vite-ignore */ `../../${QUEUE_FUNCTIONS['drain-buffer'].entry}`
+    )) as {
       handler: SqsHandler;
     };
     const drainer = pollQueue(buffer, drain, { background: env.LOCAL_DRAINER !== 'manual' });
@@ -94,7 +96,9 @@ export async function startLocalStack(): Promise<LocalStack> {
 async function loadHandlers(): Promise<Record<FunctionName, LambdaHandler>> {
   const entries = await Promise.all(
     (Object.keys(FUNCTIONS) as FunctionName[]).map(async (name) => {
-      const module = (await import(`../../${FUNCTIONS[name].entry}`)) as { handler: LambdaHandler };
+      const module = (await import(/* @vite-ignore */ `../../${FUNCTIONS[name].entry}`)) as {
+        handler: LambdaHandler;
+      };
       return [name, module.handler] as const;
     }),
   );
