@@ -178,11 +178,13 @@ export interface Transaction {
  * respondent was there, rather than dropped).
  */
 export const filedAt = (t: Transaction): string | undefined =>
-  t.clickedAt?.utc ?? t.startedAt?.utc ?? t.createdWithin ?? t.completedAt?.utc;
+  entryTime(t) ?? t.createdWithin ?? t.completedAt?.utc;
+
+/** When a row says its respondent came in, in UTC: its click, else its start; undefined when it says neither. */
+export const entryTime = (t: Transaction): string | undefined => t.clickedAt?.utc ?? t.startedAt?.utc;
 
 /** Whether a row says when its respondent came in (a click or start time): what it is filed under. */
-export const hasEntryTime = (t: Transaction): boolean =>
-  t.clickedAt !== undefined || t.startedAt !== undefined;
+export const hasEntryTime = (t: Transaction): boolean => entryTime(t) !== undefined;
 
 /**
  * One row per token (the marketplace's transaction id): a row listed twice (pages that overlap, a list that

@@ -763,13 +763,11 @@ export function reconciler(deps: ReconcilerDeps) {
       // counts the attempt beside the day it moved to, and their summaries agree with the discrepancy list. Once:
       // should this fail, or a verdict move again, the flag the move left (or, for a day an attempt went to, the one
       // left in the catch below) brings the day to the next run.
-      const again = [...new Set([...leftDays, ...[...goneToDays].filter((day) => !judgedThisRun.has(day))])]
-        .filter((day) => day >= horizon)
-        .sort();
+      const goneTo = [...goneToDays].filter((day) => !judgedThisRun.has(day) && day >= horizon);
+      const again = [...new Set([...leftDays, ...goneTo])].filter((day) => day >= horizon).sort();
       // A day an attempt went to has no flag of a move: should its judging fail (its listing, a read or a write),
       // it is flagged, so the next run judges it; not again when it was flagged already (a flagged day whose judging
       // fails is read daily until judged, `failedFlagged`).
-      const goneTo = again.filter((day) => goneToDays.has(day) && !judgedThisRun.has(day) && !flags.has(day));
       const judgedAgain = new Set<string>();
       try {
         if (again.length > 0)
@@ -783,7 +781,7 @@ export function reconciler(deps: ReconcilerDeps) {
       } catch (error) {
         outcome.openFailures++;
         if (error instanceof Error) outcome.openError ??= error.message;
-        for (const day of goneTo.filter((day) => !judgedAgain.has(day)))
+        for (const day of goneTo.filter((day) => !judgedAgain.has(day) && !flags.has(day)))
           await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1)).catch(() => undefined);
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:

@@ -18,7 +18,7 @@
  */
 
 import type { Transaction } from '../marketplace/marketplace-records';
-import { filedAt, outcomeOfStatus } from '../marketplace/marketplace-records';
+import { entryTime, filedAt, outcomeOfStatus } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import type { Outcome } from '../receiving/outcome';
@@ -626,7 +626,7 @@ function match(
   );
   const unmatchedByPid = groupBy(unmatched, (t) => t.pid);
   for (const transaction of unmatched) {
-    const entered = transaction.clickedAt?.utc ?? transaction.startedAt?.utc;
+    const entered = entryTime(transaction);
     const attemptsOfPid = (leftByPid.get(transaction.pid) ?? []).filter((a) => clickCouldBeOf(a, entered));
     const attempt = attemptsOfPid[0];
     if (attempt && attemptsOfPid.length === 1 && unmatchedByPid.get(transaction.pid)?.length === 1) {

@@ -536,21 +536,26 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7215');
   });
 
-  it('a complete listed days after both its click day and its first-seen day left the window: the run that moves it judges the day it left too', async () => {
-    await survey(7280);
+  /**
+   * A complete clicked in at 23:47 Pacific whose postback came at 00:11 the next day, beside a complete on each of
+   * the two days; the marketplace lists it only once both days have been out of the window for days (listed again
+   * when this returns).
+   */
+  async function completeListedTenDaysLate(surveyId: number) {
+    await survey(surveyId);
     const clickDay = nextDay(TODAY, -1);
     const seenDay = TODAY;
-    // Clicked in at 23:47 Pacific, its postback at 00:11 the next day; the marketplace lists it only ten days later.
-    const late = await complete(7280, clickDay, {
+    const late = await complete(surveyId, clickDay, {
       arrived: false,
       clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 47 * 60_000),
     });
     marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
     await arrive(late, new Date(pacificDayRange(seenDay).start.getTime() + 11 * 60_000));
-    await complete(7280, clickDay);
-    await complete(7280, seenDay);
+    await complete(surveyId, clickDay);
+    await complete(surveyId, seenDay);
     await hourly();
-    const verdictsOf = async (day: string) => (await results.summariesOf('7280', [day]))[0]?.verdicts;
+    const verdictsOf = async (day: string) =>
+      (await results.summariesOf(String(surveyId), [day]))[0]?.verdicts;
     expect(await verdictsOf(seenDay)).toEqual({ matched: 1, complete_not_paid: 1 });
     for (let d = 0; d < 10; d++) {
       clock += 24 * HOUR;
@@ -558,7 +563,13 @@ describe('settled days', () => {
     }
     marketplace.state.transactions.push(late);
     const judged = async () =>
-      (await results.attemptsByKey('7280', [{ pid: late.pid, token: late.token }]))[0]?.reconciliation;
+      (await results.attemptsByKey(String(surveyId), [{ pid: late.pid, token: late.token }]))[0]
+        ?.reconciliation;
+    return { clickDay, seenDay, judged, verdictsOf };
+  }
+
+  it('a complete listed days after both its click day and its first-seen day left the window: the run that moves it judges the day it left too', async () => {
+    const { clickDay, seenDay, judged, verdictsOf } = await completeListedTenDaysLate(7280);
     let moved = false;
     for (let h = 0; h < 24 * 8 && !moved; h += 6) {
       clock += 6 * HOUR;
@@ -576,26 +587,7 @@ describe('settled days', () => {
   });
 
   it('the day a verdict left, its judging failing in that run and in the next: read the next day, not at its weekly look', async () => {
-    await survey(7281);
-    const clickDay = nextDay(TODAY, -1);
-    const seenDay = TODAY;
-    const late = await complete(7281, clickDay, {
-      arrived: false,
-      clickedAt: new Date(pacificDayRange(clickDay).start.getTime() + 23 * HOUR + 47 * 60_000),
-    });
-    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
-    await arrive(late, new Date(pacificDayRange(seenDay).start.getTime() + 11 * 60_000));
-    await complete(7281, clickDay);
-    await complete(7281, seenDay);
-    await hourly();
-    for (let d = 0; d < 10; d++) {
-      clock += 24 * HOUR;
-      await hourly();
-    }
-    marketplace.state.transactions.push(late);
-    const judged = async () =>
-      (await results.attemptsByKey('7281', [{ pid: late.pid, token: late.token }]))[0]?.reconciliation;
-    const verdictsOf = async (day: string) => (await results.summariesOf('7281', [day]))[0]?.verdicts;
+    const { clickDay, seenDay, judged, verdictsOf } = await completeListedTenDaysLate(7281);
     // The first-seen day's listing fails while the verdict moves (its second pass) and in the run after (its flag).
     failListingsFrom = nextDay(seenDay, -1);
     try {
