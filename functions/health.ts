@@ -7,6 +7,7 @@
 import { healthCheck } from './health/health-check';
 import { createHealthHandler } from './health/health-handler';
 import { sightingsCache } from './health/health-window';
+import { createAttemptFeed } from './ledger/attempt-feed';
 import { createHealthStore, createLedgerStore, createSurveyRegistry } from './ledger/ledger-store';
 import { openLedger } from './runtime/aws-clients';
 import { healthNotifier } from './runtime/health-notifiers';
@@ -17,6 +18,7 @@ const ledger = openLedger(config, {
   attempts: createLedgerStore,
   registry: createSurveyRegistry,
   health: createHealthStore,
+  feed: createAttemptFeed,
 });
 
 export const handler = createHealthHandler({
@@ -26,6 +28,8 @@ export const handler = createHealthHandler({
     concurrency: config.concurrency,
     // Lives as long as the container: a warm one reads only the attempts still waiting for a channel.
     cache: sightingsCache(),
+    // With the attempt feed (the stack's attemptFeed setting), a run reads it instead of the attempt items.
+    feed: config.readsFeed ? ledger.feed : undefined,
   }),
   store: ledger.health,
   notifier: healthNotifier(config),

@@ -25,6 +25,7 @@ import {
 } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
+import { AttemptFeed } from './constructs/attempt-feed';
 import { type CustomDomain, HitApi, type RouteThrottles } from './constructs/hit-api';
 import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
@@ -79,6 +80,12 @@ export interface ReceiverStackProps extends StackProps {
   readonly customDomain?: CustomDomain | undefined;
   /** The scheduled functions' memory and concurrency, for a larger supplier; unset ones keep the defaults. */
   readonly scale?: ScaleSettings;
+  /**
+   * Keep the attempt feed (default off): the table's stream and its consumer (constructs/attempt-feed.ts), which
+   * packs each batch's attempt changes per UTC day and bucket of surveys; the survey health check reads its window
+   * from it.
+   */
+  readonly attemptFeed?: boolean;
 }
 
 /** The environment's `scale` settings (settings.ts validates them), each optional: unset, the function's default. */
@@ -122,6 +129,7 @@ export class ReceiverStack extends Stack {
   readonly reconcileSchedule: Schedule;
   readonly health: ReceiverFunction;
   readonly healthSchedule: Schedule;
+  readonly attemptFeed: AttemptFeed | undefined;
 
   constructor(scope: Construct, id: string, props: ReceiverStackProps = {}) {
     super(scope, id, props);
@@ -132,7 +140,7 @@ export class ReceiverStack extends Stack {
       if (problem) throw new Error(`${name} ${problem}`);
     }
 
-    this.ledger = new LedgerTable(this, 'ledger');
+    this.ledger = new LedgerTable(this, 'ledger', { stream: props.attemptFeed === true });
     this.signingKeys = new Secret(this, 'signing-keys', {
       description: 'Key ring that signs the redirect and postback URLs handed to the marketplace',
       generateSecretString: {
@@ -186,6 +194,9 @@ export class ReceiverStack extends Stack {
       .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
     this.buffer.bindDrainer(this.drainer);
+    this.attemptFeed = props.attemptFeed
+      ? new AttemptFeed(this, 'attempt-feed', { table: this.ledger.table })
+      : undefined;
 
     this.finance = new ReceiverFunction(this, 'finance', {
       ...FUNCTIONS.finance,
@@ -309,6 +320,8 @@ export class ReceiverStack extends Stack {
       environment: {
         ...healthEnvironmentOf(props.healthSettings ?? {}),
         ...variables({ HEALTH_CONCURRENCY: scale.healthConcurrency }),
+        // With the attempt feed, the window's attempts come from it (a Query per bucket of surveys and day).
+        ...(props.attemptFeed ? { ATTEMPT_FEED: 'on' } : {}),
       },
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })
@@ -334,7 +347,16 @@ export class ReceiverStack extends Stack {
         reconcile: this.reconcile.function,
         health: this.health.function,
         finance: this.finance.function,
+        ...(this.attemptFeed ? { 'attempt-feed': this.attemptFeed.consumer.function } : {}),
       },
+      ...(this.attemptFeed
+        ? {
+            attemptFeed: {
+              consumer: this.attemptFeed.consumer.function,
+              failedBatches: this.attemptFeed.failedBatches,
+            },
+          }
+        : {}),
       ...(props.alarmEmail ? { alarmEmail: props.alarmEmail } : {}),
       // The health check runs whether or not the marketplace is configured; the other two only with it.
       schedules: {
@@ -414,6 +436,12 @@ export class ReceiverStack extends Stack {
       reason:
         'This is the dead-letter queue of the hit buffer; what lands here waits for an operator (alarm dead-letters).',
     });
+    if (this.attemptFeed)
+      Validations.of(this.attemptFeed.failedBatches).acknowledge({
+        id: 'AwsSolutions-SQS3',
+        reason:
+          "This is the attempt feed consumer's on-failure destination: it describes batches that kept failing, for an operator (alarm attempt-feed-failed-batches).",
+      });
     for (const fn of [
       this.redirect,
       this.postback,
@@ -422,6 +450,7 @@ export class ReceiverStack extends Stack {
       this.health,
       this.finance,
       this.drainer,
+      ...(this.attemptFeed ? [this.attemptFeed.consumer] : []),
     ]) {
       Validations.of(fn).acknowledge({
         id: 'AwsSolutions-L1',

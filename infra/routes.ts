@@ -2,6 +2,8 @@
  * The HTTP routes and the functions behind them: one table read by the CDK stack and by the local API
  * Gateway, so what runs locally is what is deployed.
  */
+import type { DynamoDBRecord } from 'aws-lambda';
+import { ATTEMPT_PARTITION_PREFIX } from '../functions/ledger/ledger-schema';
 import { HIT_PATHS } from '../functions/receiving/survey-urls';
 
 /** The functions behind HTTP routes. */
@@ -77,3 +79,23 @@ export const routeKey = (route: Route): string => `${route.method} ${route.path}
 export const QUEUE_FUNCTIONS = {
   'drain-buffer': { entry: 'functions/drain-buffer.ts', description: 'Writes buffered hits to the ledger' },
 } as const;
+
+/** The functions fed by the ledger table's stream (with the `attemptFeed` setting). */
+export const STREAM_FUNCTIONS = {
+  'attempt-feed': {
+    entry: 'functions/attempt-feed.ts',
+    description: "Keeps the attempt feed from the ledger table's stream",
+  },
+} as const;
+
+/**
+ * The stream records the feed's consumer is given: changes of attempts (the event source mapping's filter in AWS,
+ * `FEED_STREAM_FILTER`; the local stand-in applies this). Other items' changes never invoke it.
+ */
+export const FEED_STREAM_FILTER = {
+  eventName: ['INSERT', 'MODIFY'],
+  dynamodb: { Keys: { pk: { S: [{ prefix: ATTEMPT_PARTITION_PREFIX }] } } },
+};
+export const acceptedByFeed = (record: DynamoDBRecord): boolean =>
+  record.eventName !== 'REMOVE' &&
+  record.dynamodb?.Keys?.pk?.S?.startsWith(ATTEMPT_PARTITION_PREFIX) === true;

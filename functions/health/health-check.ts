@@ -3,10 +3,12 @@
  * rules against its recent traffic, beside its stored health. The scheduled function writes and notifies from
  * it; the CLI only shows it, so both always say the same.
  */
+
+import type { AttemptFeed } from '../ledger/attempt-feed';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
-import { evaluateHealth, type HealthEvaluation, type HealthSettings } from './health-rules';
-import { readRefused, readSurveyWindow, type SightingsCache } from './health-window';
+import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';
+import { feedWindow, readRefused, readSurveyWindow, type SightingsCache } from './health-window';
 
 export interface HealthCheckDependencies {
   readonly attempts: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'rejectedHitsBetween'>;
@@ -17,6 +19,8 @@ export interface HealthCheckDependencies {
   readonly concurrency: number;
   /** The scheduled function's, kept while its container is warm: settled attempts are read once. */
   readonly cache?: SightingsCache | undefined;
+  /** The attempt feed, when the deployment keeps one (`attemptFeed`): the window's attempts are read from it. */
+  readonly feed?: Pick<AttemptFeed, 'attemptsOfBucketDay'> | undefined;
 }
 
 export interface SurveyHealthResult {
@@ -96,6 +100,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
         deps.health.getMany(surveyIds),
         readRefused(deps.attempts, deps.settings, now),
       ]);
+      const feed = deps.feed ? feedWindow(deps.feed, readFrom(deps.settings, now), now) : undefined;
       const report = await runBounded(
         surveyIds.map((surveyId) => async (): Promise<SurveyHealthResult> => {
           const previous = stored.get(surveyId);
@@ -116,6 +121,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
             registration: registrations.get(surveyId),
             lastPostbackAt: previous?.lastPostbackAt,
             cache: deps.cache,
+            feed,
           });
           const seen = [window.lastPostbackAt, ...window.attempts.map((a) => a.postbackAt)]
             .filter((t): t is string => t !== undefined)

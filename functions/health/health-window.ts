@@ -1,11 +1,13 @@
 /**
  * What the health rules read, from what the receivers already wrote: a survey's attempts first seen in the
- * trailing span (through the day index: a keys-only Query per UTC day, then BatchGet), refused postbacks of the
+ * trailing span (through the day index: a keys-only Query per UTC day, then BatchGet; or, with the attempt feed,
+ * from the feed: a Query per bucket of surveys and UTC day for every survey at once), refused postbacks of the
  * window (one key-range Query per UTC day for every survey at once), the survey registry's entry, and the
  * stored health. Nothing here is on the hit path: a hit still costs one write and no read.
  */
-import type { AttemptItemKey } from '../ledger/attempt-store';
-import { attemptKey } from '../ledger/ledger-schema';
+import { type AttemptFeed, feedBucket } from '../ledger/attempt-feed';
+import { type AttemptItemKey, utcDaysBetween } from '../ledger/attempt-store';
+import { attemptKey, utcDay } from '../ledger/ledger-schema';
 import type { LedgerStore, RejectedHits, SurveyRegistration } from '../ledger/ledger-store';
 import type { Attempt } from '../receiving/attempt';
 import {
@@ -99,6 +101,53 @@ export function sightingsCache() {
 }
 export type SightingsCache = ReturnType<typeof sightingsCache>;
 
+/**
+ * How much earlier than the span a feed read starts: a feed item is keyed by the stream's time of its newest change
+ * (to the second, DynamoDB's clock), an attempt's first sighting by the receiver's clock.
+ */
+const FEED_CLOCK_MARGIN_MS = 60_000;
+
+/**
+ * Every survey's attempts first seen in [from, to), from the attempt feed (ledger/attempt-feed.ts): each bucket of
+ * surveys is read once a run, on its first survey's need, and only the batches with a change since `from` (a key
+ * range per UTC day). One run of thousands of surveys makes a few dozen Queries where the day index takes four
+ * per survey and a batch read of every attempt. The feed runs up to its batching window (five minutes) behind the
+ * table; the rules' grace period is longer (settings.ts checks it), so a postback the feed has not yet is never
+ * held against a survey.
+ */
+export function feedWindow(feed: Pick<AttemptFeed, 'attemptsOfBucketDay'>, from: Date, to: Date) {
+  const buckets = new Map<number, Promise<Map<string, Attempt[]>>>();
+  const fromIso = from.toISOString();
+  const toIso = to.toISOString();
+  const since = new Date(from.getTime() - FEED_CLOCK_MARGIN_MS).toISOString();
+  const readBucket = async (bucket: number) => {
+    const bySurvey = new Map<string, Attempt[]>();
+    for (const day of utcDaysBetween(from, to)) {
+      for (const attempt of await feed.attemptsOfBucketDay(day, bucket, since)) {
+        const seen = attempt.firstSeenAt;
+        // A record under a day its attempt left (its first sighting moved back) is not that day's.
+        if (seen === undefined || utcDay(seen) !== day || seen < fromIso || seen >= toIso) continue;
+        const list = bySurvey.get(attempt.surveyId) ?? [];
+        list.push(attempt);
+        bySurvey.set(attempt.surveyId, list);
+      }
+    }
+    return bySurvey;
+  };
+  return {
+    async attemptsOf(surveyId: string): Promise<Attempt[]> {
+      const bucket = feedBucket(surveyId);
+      let read = buckets.get(bucket);
+      if (!read) {
+        read = readBucket(bucket);
+        buckets.set(bucket, read);
+      }
+      return (await read).get(surveyId) ?? [];
+    },
+  };
+}
+export type FeedWindow = ReturnType<typeof feedWindow>;
+
 /** One survey's window: its attempts of the span the rules need, with what was read once for all surveys. */
 export async function readSurveyWindow(
   store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt'>,
@@ -111,19 +160,33 @@ export async function readSurveyWindow(
     readonly lastPostbackAt?: string | undefined;
     /** Settled attempts already read by an earlier run of this container: not read again. */
     readonly cache?: SightingsCache | undefined;
+    /** The run's read of the attempt feed, when the deployment keeps one: the table's items are not read. */
+    readonly feed?: FeedWindow | undefined;
   },
 ): Promise<SurveyWindow> {
   const { surveyId, settings, now, cache } = context;
-  const from = readFrom(settings, now);
-  const keys = await store.attemptKeysOfSurvey(surveyId, from, now);
-  const known = keys.map((key) => cache?.get(key)).filter((s): s is AttemptSightings => s !== undefined);
-  const read = await store.attemptsAt(cache ? keys.filter((key) => !cache.get(key)) : keys);
-  cache?.keep(read, from);
   return {
     surveyId,
-    attempts: [...known, ...read.map(sightingsOf)],
+    attempts: context.feed
+      ? (await context.feed.attemptsOf(surveyId)).map(sightingsOf)
+      : await readFromTable(store, surveyId, readFrom(settings, now), now, cache),
     refused: context.refused.get(surveyId) ?? [],
     registration: context.registration ? registrationFacts(context.registration) : undefined,
     lastPostbackAt: context.lastPostbackAt,
   };
+}
+
+/** A survey's sightings of [from, to) from its attempt items: the day index's keys, then the items not cached. */
+async function readFromTable(
+  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt'>,
+  surveyId: string,
+  from: Date,
+  to: Date,
+  cache: SightingsCache | undefined,
+): Promise<AttemptSightings[]> {
+  const keys = await store.attemptKeysOfSurvey(surveyId, from, to);
+  const known = keys.map((key) => cache?.get(key)).filter((s): s is AttemptSightings => s !== undefined);
+  const read = await store.attemptsAt(cache ? keys.filter((key) => !cache.get(key)) : keys);
+  cache?.keep(read, from);
+  return [...known, ...read.map(sightingsOf)];
 }

@@ -806,7 +806,7 @@ export const attemptTime = (a: Attempt): string =>
   a.firstSeenAt ?? a.reconciliation?.marketplace?.clickedAt ?? '';
 
 /** The UTC days an interval [from, to) touches. */
-function utcDaysBetween(from: Date, to: Date): string[] {
+export function utcDaysBetween(from: Date, to: Date): string[] {
   const days: string[] = [];
   for (let day = utcDay(from.toISOString()); day < to.toISOString(); ) {
     days.push(day);

@@ -17,6 +17,7 @@
  * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
  * | run's surveys   | RUN#<name>               | SURVEYS#<runId>#<n>          | -                       | -                        |
  * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
+ * | attempt feed    | FEED#<utc day>#<bucket>  | <newest change>#<first seq>#<last seq> | -             | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes); one too long
  * for its key is keyed by its digest instead (`keyId`).
@@ -31,6 +32,9 @@
  * A day summary may carry `ledgerChangedAt`: a late hit changed an attempt judged for that day after it was
  * checked (judged-day-flag.ts), so the next scheduled run reconciles it. A day no run has summarized yet may hold
  * the flag alone (`kind` `day-flag`, no `here` figures), which readers take for no summary.
+ *
+ * The attempt feed (with the `attemptFeed` setting) is written by the table stream's consumer alone: its keys and
+ * records are attempt-feed.ts's.
  *
  * A survey's health item holds its current health state, since when, the reasons and the last 20 transitions;
  * it is written only when the state or its reasons change.
@@ -109,12 +113,15 @@ export function attemptPartition(surveyId: string, pid: string): string {
  */
 export const DAY_INDEX_SHARDS = 4;
 
-/** The day-index shard of an attempt, from its table sort key (FNV-1a): any hit, and any reader, finds the same. */
-export function attemptDayShard(sortKey: string): number {
+/** A 32-bit FNV-1a hash of a key's text: how a key is spread over a fixed number of partitions. */
+export function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
-  for (let i = 0; i < sortKey.length; i++) hash = Math.imul(hash ^ sortKey.charCodeAt(i), 0x01000193);
-  return (hash >>> 0) % DAY_INDEX_SHARDS;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+  return hash >>> 0;
 }
+
+/** The day-index shard of an attempt, from its table sort key: any hit, and any reader, finds the same. */
+export const attemptDayShard = (sortKey: string): number => fnv1a(sortKey) % DAY_INDEX_SHARDS;
 
 /** The day-index keys of an attempt (its table sort key `sortKey`) first seen at `firstSeenAt`. */
 export const attemptDayKey = (surveyId: string, sortKey: string, firstSeenAt: string) => ({

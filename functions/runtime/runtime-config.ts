@@ -289,6 +289,11 @@ export function readFinanceConfig(env: NodeJS.ProcessEnv = process.env): Finance
   };
 }
 
+/** The attempt feed's stream consumer (feed/stream-consumer.ts): the ledger, nothing else. */
+export function readFeedConfig(env: NodeJS.ProcessEnv = process.env): LedgerConnection {
+  return ledgerConnection(parse(base, env));
+}
+
 /** The drainer's configuration: the ledger, and how it backs off while the ledger is down. */
 export interface DrainConfig extends LedgerConnection {
   /** The buffer's URL, for stretching a failed message's visibility; unset, SQS's own timeout applies. */
@@ -403,6 +408,8 @@ const healthEnvironment = z
     /** Locally: where each notice is also POSTed as JSON. */
     HEALTH_WEBHOOK_URL: z.optional(z.url()),
     HEALTH_WEBHOOK_TIMEOUT_MS: wholeNumber(100, 30_000, 5000),
+    /** `on` (the stack sets it with `attemptFeed`): the window's attempts are read from the attempt feed. */
+    ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off'),
   })
   .check(
     z.superRefine((env, ctx) => {
@@ -418,6 +425,8 @@ const healthEnvironment = z
 export interface HealthConfig extends LedgerConnection {
   readonly settings: HealthSettings;
   readonly concurrency: number;
+  /** Read the window's attempts from the attempt feed instead of their items. */
+  readonly readsFeed: boolean;
   readonly notices:
     | { readonly mode: 'sns'; readonly topicArn: string }
     | { readonly mode: 'local'; readonly webhookUrl?: string | undefined; readonly timeoutMs: number };
@@ -430,6 +439,7 @@ export function readHealthConfig(env: NodeJS.ProcessEnv = process.env): HealthCo
     ...ledgerConnection(values),
     settings: readHealthSettings(env),
     concurrency: values.HEALTH_CONCURRENCY,
+    readsFeed: values.ATTEMPT_FEED === 'on',
     notices: values.ALARM_TOPIC_ARN
       ? { mode: 'sns', topicArn: values.ALARM_TOPIC_ARN }
       : { mode: 'local', webhookUrl: values.HEALTH_WEBHOOK_URL, timeoutMs: values.HEALTH_WEBHOOK_TIMEOUT_MS },

@@ -3,14 +3,15 @@
  * Its keys and index come from the same schema module the store and the local engine use.
  */
 import { RemovalPolicy } from 'aws-cdk-lib';
-import { AttributeType, Billing, ProjectionType, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
+import { AttributeType, Billing, ProjectionType, StreamViewType, TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { Construct } from 'constructs';
 import { LEDGER } from '../../functions/ledger/ledger-schema';
 
 export class LedgerTable extends Construct {
   readonly table: TableV2;
 
-  constructor(scope: Construct, id: string) {
+  /** `stream`: the table keeps a stream of its changes (new and old images) for the attempt feed's consumer. */
+  constructor(scope: Construct, id: string, options: { stream?: boolean } = {}) {
     super(scope, id);
     const key = (name: string) => ({ name, type: AttributeType.STRING });
     this.table = new TableV2(this, 'table', {
@@ -21,6 +22,7 @@ export class LedgerTable extends Construct {
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
       timeToLiveAttribute: LEDGER.timeToLive,
+      ...(options.stream ? { dynamoStream: StreamViewType.NEW_AND_OLD_IMAGES } : {}),
       globalSecondaryIndexes: [
         {
           indexName: LEDGER.index.name,

@@ -43,6 +43,8 @@ export interface OperationsProps {
   readonly functions: Record<string, IFunction>;
   /** An address subscribed to the alarm topic (it must confirm the e-mail AWS sends). */
   readonly alarmEmail?: string;
+  /** The attempt feed's consumer and where it describes batches that kept failing, when the feed is kept. */
+  readonly attemptFeed?: { readonly consumer: IFunction; readonly failedBatches: Queue };
   /** The enabled schedules' rates: each gets an alarm for when its runs stop. */
   readonly schedules?: {
     readonly reconcileEvery?: Duration;
@@ -343,6 +345,29 @@ export class Operations extends Construct {
       cataloguedTotal(service, 'RedirectNotRecorded'),
       1,
     );
+    if (props.attemptFeed) {
+      alarm(
+        'attempt-feed-behind',
+        "The attempt feed's consumer is over 15 minutes behind the table's stream (IteratorAge): its writes fail or it cannot keep up. The stream keeps changes for 24 hours; the attempt-feed log names failed groups.",
+        new Metric({
+          namespace: 'AWS/Lambda',
+          metricName: 'IteratorAge',
+          dimensionsMap: { FunctionName: props.attemptFeed.consumer.functionName },
+          statistic: 'Maximum',
+          period: Duration.minutes(5),
+        }),
+        15 * 60_000,
+      );
+      alarm(
+        'attempt-feed-failed-batches',
+        "A batch of the table's stream kept failing in the attempt feed's consumer and was set aside: the feed lacks those changes (the table has them). The queue's message names the shard and sequence range.",
+        props.attemptFeed.failedBatches.metricApproximateNumberOfMessagesVisible({
+          period: Duration.minutes(5),
+          statistic: 'Maximum',
+        }),
+        1,
+      );
+    }
     for (const [name, fn] of Object.entries(props.functions)) {
       alarm(
         `${name}-errors`,

@@ -5,11 +5,12 @@
  */
 
 import { applyLocalDefaults } from '../../functions/runtime/local-stack-defaults';
-import { FUNCTIONS, type FunctionName, QUEUE_FUNCTIONS } from '../routes';
+import { acceptedByFeed, FUNCTIONS, type FunctionName, QUEUE_FUNCTIONS, STREAM_FUNCTIONS } from '../routes';
 import { type LambdaHandler, type LocalApi, startApiGateway } from './api-gateway';
 import { type Engine, ensureLedgerTable, startEngine } from './engine';
 import { type LocalMarketplace, startLocalMarketplace } from './marketplace/server';
 import { type LocalQueue, pollQueue, type SqsHandler, startLocalQueue } from './queue';
+import { pollTableStream, type StreamHandler, startTableStream } from './table-stream';
 
 export interface LocalStack {
   readonly apiUrl: string;
@@ -23,12 +24,16 @@ export interface LocalStack {
   readonly buffer: LocalQueue;
   /** Delivers everything the buffer holds to the drainer now. */
   drainBuffer(): Promise<void>;
+  /** With LOCAL_ATTEMPT_FEED=on: delivers every change the table's stream holds to the feed's consumer now. */
+  drainFeed?: () => Promise<void>;
   stop(): Promise<void>;
 }
 
 /**
  * Starts the stack on the ports in the environment (PORT, DYNAMODB_PORT, MARKETPLACE_PORT, SQS_PORT; 0 picks free
  * ones). LOCAL_BUFFER_MAX_RECEIVES, when set, dead-letters buffered hits sooner than the deployed queue does.
+ * LOCAL_ATTEMPT_FEED=on keeps the attempt feed as a deployment with `attemptFeed` does: the engine sits behind a
+ * stand-in for the table's stream (table-stream.ts), which takes the engine's port, and the feed's consumer reads it.
  * The handlers read their configuration from the environment when first imported, so it is completed first.
  */
 export async function startLocalStack(): Promise<LocalStack> {
@@ -41,11 +46,37 @@ export async function startLocalStack(): Promise<LocalStack> {
     for (const stop of stops.reverse()) await stop();
   };
   try {
+    const attemptFeed = env.LOCAL_ATTEMPT_FEED === 'on';
     let engine: Engine | undefined;
     if (embeddedEngine) {
-      engine = await startEngine(env.LOCAL_HOST, Number(env.DYNAMODB_PORT));
+      engine = await startEngine(env.LOCAL_HOST, attemptFeed ? 0 : Number(env.DYNAMODB_PORT));
       env.DYNAMODB_ENDPOINT = engine.endpoint;
       stops.push(engine.stop);
+    }
+    let drainFeed: (() => Promise<void>) | undefined;
+    if (attemptFeed) {
+      const stream = await startTableStream({
+        engineEndpoint: env.DYNAMODB_ENDPOINT as string,
+        tableName: env.TABLE_NAME as string,
+        host: env.LOCAL_HOST,
+        port: embeddedEngine ? Number(env.DYNAMODB_PORT) : 0,
+        region: env.AWS_REGION,
+      });
+      stops.push(stream.stop);
+      env.DYNAMODB_ENDPOINT = stream.endpoint;
+      // The health check reads the feed, as the deployed one does with `attemptFeed`.
+      env.ATTEMPT_FEED = 'on';
+      const { handler } = (await import(
+        /* @vite-ignore */ `../../${STREAM_FUNCTIONS['attempt-feed'].entry}`
+      )) as {
+        handler: StreamHandler;
+      };
+      const consumer = pollTableStream(stream, handler, {
+        accept: acceptedByFeed,
+        background: env.LOCAL_FEED_CONSUMER !== 'manual',
+      });
+      stops.push(consumer.stop);
+      drainFeed = consumer.drain;
     }
     let marketplace: LocalMarketplace | undefined;
     if (localMarketplace) {
@@ -84,6 +115,7 @@ export async function startLocalStack(): Promise<LocalStack> {
       embeddedEngine,
       buffer,
       drainBuffer: () => drainer.drain(),
+      ...(drainFeed ? { drainFeed } : {}),
       ...(marketplace ? { marketplace } : {}),
       stop: stopAll,
     };

@@ -285,3 +285,40 @@ export function scheduledCostPerMillionHits(usage: ScheduledUsage, shape = TRAFF
   const total = lines.reduce((sum, line) => sum + line.usd, 0);
   return { lines: lines.map((line) => ({ ...line, usd: line.usd.toFixed(4) })), totalUsd: total, shape };
 }
+
+/** What keeping the attempt feed adds (feed-cost.ts measures its inputs), per million hits at the shape. */
+export function feedCostPerMillionHits(
+  feed: {
+    readonly writeUnitsPerAttempt: number;
+    readonly invocationsPerMonth: number;
+    readonly cpuMsPerInvocation: number;
+    readonly itemsPerInvocation: number;
+  },
+  shape = TRAFFIC_SHAPE,
+) {
+  const millions = shape.hitsPerMonth / 1_000_000;
+  const attemptsPerMillionHits = 1_000_000 / shape.hitsPerAttempt;
+  const invocations = feed.invocationsPerMonth / millions;
+  // The consumer's memory (the house default) and CPU share, as for the receivers; its puts wait in turn, 8 at once.
+  const memoryMb = 256;
+  const msPerInvocation =
+    feed.cpuMsPerInvocation * (ASSUMPTIONS.mbPerVcpu / memoryMb) +
+    Math.ceil(feed.itemsPerInvocation / 8) * ASSUMPTIONS.storeRoundTripMs;
+  const lines = [
+    {
+      item: 'Attempt feed writes',
+      basis: `${feed.writeUnitsPerAttempt.toFixed(3)} write units per attempt`,
+      usd:
+        (attemptsPerMillionHits * feed.writeUnitsPerAttempt * PRICES.dynamoPerMillionWriteUnits) / 1_000_000,
+    },
+    {
+      item: 'Attempt feed consumer',
+      basis: `${Math.round(invocations)} invocations per million hits, ${msPerInvocation.toFixed(0)} ms each at ${memoryMb} MB (its stream reads are not billed)`,
+      usd:
+        (invocations * PRICES.lambdaPerMillionRequests) / 1_000_000 +
+        ((invocations * msPerInvocation) / 1000) * (memoryMb / 1024) * PRICES.lambdaArmPerGbSecond,
+    },
+  ];
+  const total = lines.reduce((sum, line) => sum + line.usd, 0);
+  return { lines: lines.map((line) => ({ ...line, usd: line.usd.toFixed(4) })), totalUsd: total };
+}

@@ -5,16 +5,20 @@
  */
 import { writeFileSync } from 'node:fs';
 import { HIT_PATHS } from '../../functions/receiving/survey-urls';
+import { FEED_BATCHING_WINDOW } from '../../infra/constructs/attempt-feed';
 import { ACCESS_LOG_FIELDS } from '../../infra/constructs/hit-api';
 import { coldStart } from './cold-start';
 import {
   ASSUMPTIONS,
   costPerMillionHits,
+  feedCostPerMillionHits,
   PRICES,
   SCHEDULE_ASSUMPTIONS,
   type ScheduledUsage,
   scheduledCostPerMillionHits,
+  TRAFFIC_SHAPE,
 } from './cost';
+import { feedWriteCost } from './feed-cost';
 import { financeQueries } from './finance-queries';
 import { localThroughput } from './local-throughput';
 import { fmt, median, runInProcess } from './measure';
@@ -208,17 +212,18 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
       console.log('the all-in figure needs the reconcile section in the same run');
     } else {
       const schedules = await runInProcess<ScheduleCost>('test/bench/schedule-cost.ts', ['200', '3']);
+      const reconcileUsage: ScheduledUsage['reconcile'] = {
+        readUnitsPerAttemptWeek: week.attemptReadUnitsPerAttemptWeek,
+        readUnitsPerSurveyRun: week.otherReadUnitsPerSurveyRun,
+        writeUnitsPerAttemptWeek: week.attemptWriteUnitsPerAttemptWeek,
+        writeUnitsPerSurveyRun: week.otherWriteUnitsPerSurveyRun,
+        readUnitsPerRun: week.runReadUnitsPerRun,
+        writeUnitsPerRun: week.runWriteUnitsPerRun,
+        requestsPerSurveyRun: RECONCILE_REQUESTS_PER_SURVEY_RUN,
+        marketplaceCallsPerSurveyRun: 1,
+      };
       const scheduled = scheduledCostPerMillionHits({
-        reconcile: {
-          readUnitsPerAttemptWeek: week.attemptReadUnitsPerAttemptWeek,
-          readUnitsPerSurveyRun: week.otherReadUnitsPerSurveyRun,
-          writeUnitsPerAttemptWeek: week.attemptWriteUnitsPerAttemptWeek,
-          writeUnitsPerSurveyRun: week.otherWriteUnitsPerSurveyRun,
-          readUnitsPerRun: week.runReadUnitsPerRun,
-          writeUnitsPerRun: week.runWriteUnitsPerRun,
-          requestsPerSurveyRun: RECONCILE_REQUESTS_PER_SURVEY_RUN,
-          marketplaceCallsPerSurveyRun: 1,
-        },
+        reconcile: reconcileUsage,
         sync: schedules.sync,
         health: schedules.health,
       });
@@ -228,6 +233,51 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
       console.table(scheduled.lines);
       console.log(
         `all in: USD ${fmt(allIn, 2)} per million hits (target at most ${fmt(TARGETS.costUsd, 2)}: ${allIn <= TARGETS.costUsd ? 'met' : 'missed'})`,
+      );
+      // The attempt feed (the attemptFeed setting, off by default): priced apart, since nothing reads it yet.
+      const feeds = [];
+      for (const shards of [1, 4, 16]) {
+        const measured = await feedWriteCost({
+          ...TRAFFIC_SHAPE,
+          windowSeconds: FEED_BATCHING_WINDOW.toSeconds(),
+          shards,
+        });
+        feeds.push({ shards, ...measured, cost: feedCostPerMillionHits(measured) });
+      }
+      results.attemptFeed = feeds;
+      const deployed = feeds.find((f) => f.shards === 4);
+      console.log(
+        `attempt feed (attemptFeed; not in the all-in until a reader uses it), ${FEED_BATCHING_WINDOW.toSeconds()} s batches, 4 stream shards assumed:`,
+      );
+      if (deployed) console.table(deployed.cost.lines);
+      // With the feed the health check reads its window from it: measured the same way, the feed's consumer
+      // delivered to before each run.
+      const feedSchedules = await runInProcess<ScheduleCost>('test/bench/schedule-cost.ts', [
+        '200',
+        '3',
+        '10',
+        'feed',
+      ]);
+      const scheduledWithFeed = scheduledCostPerMillionHits({
+        reconcile: reconcileUsage,
+        sync: schedules.sync,
+        health: feedSchedules.health,
+      });
+      const allInWithFeed = cost.totalUsd + scheduledWithFeed.totalUsd + (deployed?.cost.totalUsd ?? 0);
+      results.scheduledCostWithFeed = { ...scheduledWithFeed, schedules: feedSchedules };
+      console.log('with the attempt feed, the survey health check reads it:');
+      console.table(scheduledWithFeed.lines.filter((line) => line.item.startsWith('Survey health')));
+      console.log(
+        `all in with the attempt feed (attemptFeed): USD ${fmt(allInWithFeed, 2)} per million hits (the feed ${fmt(deployed?.cost.totalUsd ?? 0, 3)}, health ${fmt(Number(scheduledWithFeed.lines.find((l) => l.item === 'Survey health')?.usd), 3)})`,
+      );
+      console.table(
+        feeds.map((f) => ({
+          shards: f.shards,
+          'records per item': (f.records / f.items).toFixed(1),
+          'bytes per change': f.bytesPerRecord.toFixed(0),
+          'write units per attempt': f.writeUnitsPerAttempt.toFixed(3),
+          'USD per million hits': f.cost.totalUsd.toFixed(4),
+        })),
       );
     }
   }

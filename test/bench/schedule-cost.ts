@@ -11,7 +11,9 @@
  *   rest (a container replaced every hour).
  *
  * Each figure is per run and per survey (or per attempt), so the cost model can scale it to a supplier's size.
- * Run as its own process by `npm run bench`; reports over IPC.
+ * Run as its own process by `npm run bench`; reports over IPC. With `feed` as its fifth argument the stack keeps the
+ * attempt feed (the `attemptFeed` setting: the engine behind the local stand-in for the table's stream, the feed's
+ * consumer delivered to before each measured run) and the health check reads its window from the feed.
  */
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_HEALTH_SETTINGS, readFrom } from '../../functions/health/health-rules';
@@ -23,6 +25,8 @@ import {
 import { lambdaContext } from '../../infra/local/api-gateway';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
+import { pollTableStream, type StreamHandler, startTableStream } from '../../infra/local/table-stream';
+import { acceptedByFeed } from '../../infra/routes';
 import { BENCH_KEY_RING, median } from './measure';
 import { recordCommands } from './sdk-hooks';
 
@@ -30,6 +34,7 @@ const surveys = Number(process.argv[2] ?? 200);
 const runs = Number(process.argv[3] ?? 5);
 /** About what a survey of the cost model's traffic shape brings in half an hour (15,000 attempts a month). */
 const attemptsPerSurvey = Number(process.argv[4] ?? 10);
+const withFeed = process.argv[5] === 'feed';
 const TOKEN = 'bench-token';
 /** The deployed health schedule's default (`health.scheduleMinutes`, infra/settings.ts). */
 const HEALTH_SCHEDULE_MINUTES = 5;
@@ -41,6 +46,9 @@ await ensureLedgerTable(engine.endpoint, tableName);
 await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint }), tableName).settle({
   quietMs: 0,
 });
+// With the feed, every client reaches the engine through the stream's stand-in, as a deployed table streams.
+const stream = withFeed ? await startTableStream({ engineEndpoint: engine.endpoint, tableName }) : undefined;
+const endpoint = stream?.endpoint ?? engine.endpoint;
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 // Created a day ago: the steady state is surveys the sync has long configured, not ones inside its skew margin.
 const created = new Date(Date.now() - 86_400_000);
@@ -48,7 +56,8 @@ for (let s = 0; s < surveys; s++) marketplace.state.addSurvey({ surveyId: 70_000
 
 Object.assign(process.env, {
   TABLE_NAME: tableName,
-  DYNAMODB_ENDPOINT: engine.endpoint,
+  DYNAMODB_ENDPOINT: endpoint,
+  ATTEMPT_FEED: withFeed ? 'on' : 'off',
   AWS_REGION: 'us-east-1',
   SIGNING_KEYS: BENCH_KEY_RING,
   MARKETPLACE_BASE_URL: marketplace.url,
@@ -69,9 +78,18 @@ const records = recordCommands(() => recording);
 type Scheduled = (event: unknown, context: ReturnType<typeof lambdaContext>) => Promise<unknown>;
 const { handler: sync } = (await import('../../functions/redirect-sync')) as { handler: Scheduled };
 const { handler: health } = (await import('../../functions/health')) as { handler: Scheduled };
+const consumer = stream
+  ? pollTableStream(
+      stream,
+      ((await import('../../functions/attempt-feed')) as { handler: StreamHandler }).handler,
+      { accept: acceptedByFeed, background: false, batchSize: 1_000 },
+    )
+  : undefined;
 
 /** One scheduled invocation, with the units and calls it made. */
 async function measuredRun(name: string, handler: Scheduled) {
+  // The feed's consumer keeps up between runs (not measured: feed-cost.ts prices its writes).
+  await consumer?.drain();
   records.length = 0;
   marketplaceCalls = 0;
   recording = true;
@@ -108,7 +126,7 @@ await measuredRun('health', health);
 const quiet: Awaited<ReturnType<typeof measuredRun>>[] = [];
 for (let i = 0; i < runs; i++) quiet.push(await measuredRun('health', health));
 // Attempts first seen over the last `spanMinutes` less a minute, each answered by its postback a minute later.
-const ledger = createLedgerStore(createDocumentClient({ endpoint: engine.endpoint }), tableName);
+const ledger = createLedgerStore(createDocumentClient({ endpoint }), tableName);
 const spacing = ((spanMinutes - 2) * 60_000) / attemptsPerSurvey;
 for (let s = 0; s < surveys; s++) {
   for (let a = 0; a < attemptsPerSurvey; a++) {
@@ -138,9 +156,11 @@ const warmReadsPerAttempt =
  * Runs that read an attempt from the table: one before its postback arrives (the run between its redirect and
  * its postback), one once it is settled, and one in twelve of the runs whose span holds it again, for a
  * container replaced every hour (an assumption: Lambda keeps a container busy every five minutes warm, without
- * promising how long).
+ * promising how long). From the feed every run of the span reads it (no cache: it costs a Query page's share).
  */
-const coldRuns = Math.min(runsReadingAnAttempt, 2 + runsReadingAnAttempt / 12);
+const coldRuns = withFeed
+  ? runsReadingAnAttempt
+  : Math.min(runsReadingAnAttempt, 2 + runsReadingAnAttempt / 12);
 
 process.send?.({
   surveys,
@@ -170,6 +190,8 @@ process.send?.({
   },
 });
 process.once('disconnect', async () => {
+  await consumer?.stop();
+  await stream?.stop();
   await marketplace.stop();
   await engine.stop();
   process.exit(0);

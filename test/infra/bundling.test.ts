@@ -1,6 +1,6 @@
 /**
  * The one synth that bundles: every function's asset is a single minified ESM file, runnable on its own, with no
- * source map shipped beside it. The template tests skip bundling; this one runs esbuild for six functions, so it
+ * source map shipped beside it. The template tests skip bundling; this one runs esbuild for eight functions, so it
  * has a timeout that fits a loaded two-core machine.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -15,7 +15,8 @@ const outdir = scratchDirectory('receiver-bundle-');
 describe('bundled functions', () => {
   it('each function ships one ESM index.mjs and nothing else', { timeout: 180_000 }, () => {
     const app = new App({ outdir });
-    const stack = new ReceiverStack(app, 'Bundled');
+    // With the attempt feed, so its consumer is bundled too.
+    const stack = new ReceiverStack(app, 'Bundled', { attemptFeed: true });
     const assembly = app.synth();
     const template = assembly.getStackByName(stack.stackName).template as {
       Resources: Record<string, { Type: string; Properties: { Code?: { S3Key?: string } } }>;
@@ -27,7 +28,7 @@ describe('bundled functions', () => {
     const assetOf = (r: (typeof functions)[number][1]) =>
       `asset.${r.Properties.Code?.S3Key?.replace(/\.zip$/, '')}`;
     const assets = functions.map(([, r]) => assetOf(r));
-    expect(assets).toHaveLength(7);
+    expect(assets).toHaveLength(8);
     // The receivers carry no reconciliation: the marketplace's records (their schemas, built at import) and the
     // verdict rules stay out of the two bundles every hit's cold start loads.
     const receivers = functions.filter(([id]) => /^(redirect|postback)function/.test(id));
@@ -36,6 +37,8 @@ describe('bundled functions', () => {
       const code = readFileSync(join(outdir, assetOf(r), 'index.mjs'), 'utf8');
       expect(code, id).not.toContain('verifiedTknDt');
       expect(code, id).not.toContain('Pre Survey Termination');
+      // Nor the attempt feed's encoding (the stream consumer's).
+      expect(code, id).not.toContain('brotliCompressSync');
     }
     for (const asset of assets) {
       const files = readdirSync(join(outdir, asset));

@@ -1,0 +1,125 @@
+/**
+ * Keeps the attempt feed (ledger/attempt-feed.ts) from the ledger table's stream: each batch's changes of attempts
+ * grouped by the UTC day of their first sighting and their survey's bucket, one feed item per group.
+ *
+ * A change that leaves the feed's attributes as they were (a verdict written, a repeated request id remembered) is
+ * left out: the feed says what the receivers saw, not what reconciliation decided. A group whose write fails makes
+ * the batch report its earliest change as failed, so Lambda sends the batch again from there; the groups written
+ * meanwhile are written again (the feed keeps an attempt's latest record, whatever repeats).
+ */
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import {
+  type AttemptFeed,
+  type FeedRecord,
+  feedAttributes,
+  feedBucket,
+  isLaterSequence,
+} from '../ledger/attempt-feed';
+import type { Item } from '../ledger/document-client';
+import { ATTEMPT_PARTITION_PREFIX, utcDay } from '../ledger/ledger-schema';
+import { runBounded } from '../shared/bounded-work';
+
+export interface StreamConsumerDependencies {
+  readonly feed: Pick<AttemptFeed, 'append'>;
+  /** Groups written at once. */
+  readonly concurrency?: number;
+  /** Told of each group whose write failed (the batch is sent again from its earliest change). */
+  readonly onFailedGroup?: (group: { day: string; bucket: number; records: number }, error: unknown) => void;
+}
+
+/** What a batch did: for the function's log and metrics. */
+export interface ConsumedBatch {
+  readonly changes: number;
+  readonly recorded: number;
+  readonly groups: number;
+  readonly failedGroups: number;
+}
+
+/** A stream record's image as attributes (the event's images are in DynamoDB's typed JSON). */
+const imageOf = (image: Record<string, unknown> | undefined): Item | undefined =>
+  image ? (unmarshall(image as Record<string, AttributeValue>) as Item) : undefined;
+
+const sameAttributes = (a: Item, b: Item) => JSON.stringify(a) === JSON.stringify(b);
+
+interface Grouped {
+  day: string;
+  bucket: number;
+  newestAt: number;
+  records: FeedRecord[];
+  /** The earliest change assigned to the group, kept or folded away: where a retry must start. */
+  earliest: string;
+}
+
+/** The changes of a batch that the feed keeps, grouped by day and bucket. */
+export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
+  const groups = new Map<string, Grouped>();
+  for (const record of records) {
+    const change = record.dynamodb;
+    const sequence = change?.SequenceNumber;
+    const pk = change?.Keys?.pk?.S;
+    if (!change || !sequence || !pk?.startsWith(ATTEMPT_PARTITION_PREFIX) || record.eventName === 'REMOVE')
+      continue;
+    const after = imageOf(change.NewImage);
+    if (!after) continue;
+    const attributes = feedAttributes(after);
+    const before = imageOf(change.OldImage);
+    const previous = before && feedAttributes(before);
+    if (previous && sameAttributes(previous, attributes)) continue;
+    const firstSeenAt = attributes.firstSeenAt;
+    // An item reconciliation made for a transaction nothing arrived for: not the receivers' to report.
+    if (typeof firstSeenAt !== 'string' || typeof attributes.surveyId !== 'string') continue;
+    const days = new Set([utcDay(firstSeenAt)]);
+    // Its first sighting moved to an earlier day: the day it left learns so too.
+    if (typeof previous?.firstSeenAt === 'string') days.add(utcDay(previous.firstSeenAt));
+    const bucket = feedBucket(attributes.surveyId);
+    const at = (change.ApproximateCreationDateTime ?? 0) * 1000;
+    for (const day of days) {
+      const key = `${day}#${bucket}`;
+      const group = groups.get(key) ?? { day, bucket, newestAt: at, records: [], earliest: sequence };
+      group.records.push({ sequence, attributes });
+      group.newestAt = Math.max(group.newestAt, at);
+      if (isLaterSequence(group.earliest, sequence)) group.earliest = sequence;
+      groups.set(key, group);
+    }
+  }
+  return [...groups.values()];
+}
+
+export function createStreamConsumer(deps: StreamConsumerDependencies) {
+  return async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse & { consumed: ConsumedBatch }> => {
+    const groups = groupChanges(event.Records);
+    const report = await runBounded(
+      groups.map(
+        (group) => () =>
+          deps.feed.append({
+            day: group.day,
+            bucket: group.bucket,
+            newestAt: new Date(group.newestAt).toISOString(),
+            records: group.records,
+          }),
+      ),
+      { concurrency: deps.concurrency ?? 8 },
+    );
+    let retryFrom: string | undefined;
+    report.results.forEach((result, index) => {
+      if (result.status === 'done') return;
+      const group = groups[index] as Grouped;
+      deps.onFailedGroup?.(
+        { day: group.day, bucket: group.bucket, records: group.records.length },
+        result.status === 'failed' ? result.error : new Error('not started'),
+      );
+      if (retryFrom === undefined || isLaterSequence(retryFrom, group.earliest)) retryFrom = group.earliest;
+    });
+    return {
+      batchItemFailures: retryFrom === undefined ? [] : [{ itemIdentifier: retryFrom }],
+      consumed: {
+        changes: event.Records.length,
+        recorded: groups.reduce((sum, g) => sum + g.records.length, 0),
+        groups: groups.length,
+        failedGroups: report.results.filter((r) => r.status !== 'done').length,
+      },
+    };
+  };
+}

@@ -1,0 +1,227 @@
+/**
+ * The attempt feed: what the table's stream says happened to attempts, kept compact, so that a reader can have
+ * every attempt of a UTC day for a group of surveys in a few Query pages instead of one half read unit per attempt
+ * (the keys-only day index, then BatchGetItem). The stream consumer (feed/stream-consumer.ts) writes it; DynamoDB
+ * does not bill a Lambda consumer's reads of a stream.
+ *
+ * | item         | pk                                 | sk                                        |
+ * |--------------|------------------------------------|-------------------------------------------|
+ * | attempt feed | FEED#<utc day of firstSeenAt>#<bucket> | <newest change, UTC second>#<first seq>#<last seq>[#<digest>] |
+ *
+ * One item per stream batch, UTC day and bucket of surveys (`feedBucket`, a hash of the survey id): at the cost
+ * model's shape a batch carries about one change per survey, so an item per survey would pay a whole write unit
+ * for each change, while a bucket packs about fifty. Its `records` attribute holds the batch's changes of those
+ * attempts, one JSON line each (`[sequence number, attributes]`), brotli-compressed: the attributes are the
+ * attempt item's own (`FEED_ATTRIBUTES`), so `attemptFromItem` reads a record as it reads the item, verdicts left
+ * out (a verdict's write adds no record).
+ *
+ * Records arrive at least once and a batch's retry may split differently: a reader keeps, of all the records of
+ * one attempt, the one with the highest sequence number (DynamoDB orders the changes of one item by it). The sort
+ * key starts with the newest change's time, so the changes since a moment are a key range (`since`). An attempt
+ * whose first sighting moved to an earlier day (a hit drained from the buffer) is recorded under both days; a
+ * reader of the day it left drops it by its `firstSeenAt`.
+ */
+import { createHash } from 'node:crypto';
+import { brotliCompressSync, brotliDecompressSync, constants } from 'node:zlib';
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { Attempt } from '../receiving/attempt';
+import { OUTCOMES, POSTBACK_OUTCOMES } from '../receiving/outcome';
+import { attemptFromItem, utcDaysBetween } from './attempt-store';
+import { type Item, queryAll, send } from './document-client';
+import { fnv1a, utcDay } from './ledger-schema';
+
+/** What every feed item's partition key starts with. */
+export const FEED_PARTITION_PREFIX = 'FEED#';
+
+/**
+ * Buckets of surveys per day. More buckets make each reader's Query smaller and each batch's writes more numerous
+ * (at least one write unit per bucket a batch touches); changing it re-keys the feed, so it is fixed like the
+ * day index's shards.
+ */
+export const FEED_BUCKETS = 16;
+
+/** The bucket of a survey (a hash of its id): every writer and reader finds the same. */
+export const feedBucket = (surveyId: string): number => fnv1a(surveyId) % FEED_BUCKETS;
+
+export const feedPartition = (day: string, bucket: number) => `${FEED_PARTITION_PREFIX}${day}#${bucket}`;
+
+/** The attempt item's attributes a record keeps: what the readers judge an attempt by, nothing of its verdict. */
+export const FEED_ATTRIBUTES: readonly string[] = [
+  'surveyId',
+  'pid',
+  'token',
+  'firstSeenAt',
+  'lastSeenAt',
+  'redirectOutcome',
+  'postbackOutcome',
+  ...OUTCOMES.flatMap((o) => [`redirect_${o}_at`, `redirect_${o}_hits`]),
+  ...POSTBACK_OUTCOMES.flatMap((o) => [`postback_${o}_at`, `postback_${o}_hits`]),
+  'redirectFrom',
+  'postbackSource',
+  'arrivedAs',
+  'drainedAt',
+];
+
+/** An attempt item's attributes as a record keeps them (absent ones left out), in a fixed order. */
+export function feedAttributes(item: Item): Item {
+  const kept: Item = {};
+  for (const name of FEED_ATTRIBUTES) if (item[name] !== undefined) kept[name] = item[name];
+  return kept;
+}
+
+/** One change of an attempt: its stream sequence number (digits) and its attributes after the change. */
+export interface FeedRecord {
+  readonly sequence: string;
+  readonly attributes: Item;
+}
+
+/** Whether sequence number `a` comes after `b` (decimal strings of any length). */
+export const isLaterSequence = (a: string, b: string): boolean =>
+  a.length !== b.length ? a.length > b.length : a > b;
+
+/** A record's attempt, for folding: survey, pid and token, which key the attempt item too. */
+const attemptOf = (attributes: Item) =>
+  `${String(attributes.surveyId)}\n${String(attributes.pid)}\n${String(attributes.token)}`;
+
+/** Of the records given, the latest of each attempt, in the order of their attempts' first record. */
+export function latestOfEach(records: Iterable<FeedRecord>): FeedRecord[] {
+  const latest = new Map<string, FeedRecord>();
+  for (const record of records) {
+    const key = attemptOf(record.attributes);
+    const held = latest.get(key);
+    if (!held || isLaterSequence(record.sequence, held.sequence)) latest.set(key, record);
+  }
+  return [...latest.values()];
+}
+
+/** A batch's records as one item holds them. */
+export function encodeRecords(records: readonly FeedRecord[]): Uint8Array {
+  const lines = records.map((r) => JSON.stringify([r.sequence, r.attributes])).join('\n');
+  const text = Buffer.from(lines, 'utf8');
+  return brotliCompressSync(text, {
+    params: {
+      [constants.BROTLI_PARAM_QUALITY]: 9,
+      [constants.BROTLI_PARAM_MODE]: constants.BROTLI_MODE_TEXT,
+      [constants.BROTLI_PARAM_SIZE_HINT]: text.length,
+    },
+  });
+}
+
+export function decodeRecords(encoded: Uint8Array): FeedRecord[] {
+  const text = brotliDecompressSync(encoded).toString('utf8');
+  if (text === '') return [];
+  return text.split('\n').map((line) => {
+    const [sequence, attributes] = JSON.parse(line) as [string, Item];
+    return { sequence, attributes };
+  });
+}
+
+/**
+ * The most a feed item's records may take, compressed: DynamoDB's items hold 400 KB, and a batch that compresses
+ * to more is written as several items.
+ */
+export const MAX_RECORDS_BYTES = 300_000;
+
+/** One group of a batch: the changes of one UTC day and bucket. */
+export interface FeedGroup {
+  readonly day: string;
+  readonly bucket: number;
+  /** The newest change's time in the group (from the stream), ISO-8601. */
+  readonly newestAt: string;
+  readonly records: readonly FeedRecord[];
+}
+
+export interface AttemptFeed {
+  /**
+   * Writes one group as one item (more if it is large). Idempotent: the same records again write nothing new; other
+   * records under the same key (two shards' batches alike in time and sequence numbers) go beside it.
+   */
+  append(group: FeedGroup): Promise<void>;
+  /**
+   * The latest record of each attempt the feed holds for a UTC day and bucket, from the items whose newest change
+   * is at or after `since` (all of them without it), as attempts (no verdicts).
+   */
+  attemptsOfBucketDay(day: string, bucket: number, since?: string): Promise<Attempt[]>;
+  /** A survey's attempts first seen in [from, to), oldest first: its bucket's days, its own attempts kept. */
+  attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]>;
+}
+
+const digestOf = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('base64url').slice(0, 16);
+
+/** A group's records in parts that each compress to at most MAX_RECORDS_BYTES. */
+function encodedParts(records: readonly FeedRecord[]): Uint8Array[] {
+  const encoded = encodeRecords(records);
+  if (encoded.length <= MAX_RECORDS_BYTES || records.length === 1) return [encoded];
+  const half = Math.ceil(records.length / 2);
+  return [...encodedParts(records.slice(0, half)), ...encodedParts(records.slice(half))];
+}
+
+export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: string): AttemptFeed {
+  const put = async (pk: string, sk: string, records: Uint8Array, count: number) => {
+    const digest = digestOf(records);
+    const item = { pk, kind: 'attempt-feed', records, count, digest };
+    try {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: { ...item, sk },
+            // The same records again (a retried batch) change nothing; others keep theirs.
+            ConditionExpression: 'attribute_not_exists(pk) OR digest = :digest',
+            ExpressionAttributeValues: { ':digest': digest },
+          }),
+        ),
+      );
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      await send(() =>
+        client.send(new PutCommand({ TableName: tableName, Item: { ...item, sk: `${sk}#${digest}` } })),
+      );
+    }
+  };
+
+  const feed: AttemptFeed = {
+    async append(group) {
+      if (group.records.length === 0) return;
+      const sequences = group.records.map((r) => r.sequence);
+      const first = sequences.reduce((a, b) => (isLaterSequence(a, b) ? b : a));
+      const last = sequences.reduce((a, b) => (isLaterSequence(a, b) ? a : b));
+      const sk = `${group.newestAt.slice(0, 19)}Z#${first}#${last}`;
+      const pk = feedPartition(group.day, group.bucket);
+      const records = latestOfEach(group.records);
+      const parts = encodedParts(records);
+      if (parts.length === 1) await put(pk, sk, parts[0] as Uint8Array, records.length);
+      else for (const [n, part] of parts.entries()) await put(pk, `${sk}#p${n}`, part, records.length);
+    },
+
+    async attemptsOfBucketDay(day, bucket, since) {
+      const items = await queryAll(client, {
+        TableName: tableName,
+        KeyConditionExpression: since ? 'pk = :pk AND sk >= :since' : 'pk = :pk',
+        ExpressionAttributeValues: {
+          ':pk': feedPartition(day, bucket),
+          ...(since ? { ':since': since.slice(0, 19) } : {}),
+        },
+      });
+      const records = items.flatMap((item) => decodeRecords(item.records as Uint8Array));
+      return latestOfEach(records).map((r) => attemptFromItem(r.attributes));
+    },
+
+    async attemptsOfSurvey(surveyId, from, to) {
+      const fromIso = from.toISOString();
+      const toIso = to.toISOString();
+      const attempts: Attempt[] = [];
+      for (const day of utcDaysBetween(from, to)) {
+        for (const attempt of await feed.attemptsOfBucketDay(day, feedBucket(surveyId))) {
+          const seen = attempt.firstSeenAt;
+          if (attempt.surveyId !== surveyId || seen === undefined) continue;
+          // A record under a day its attempt left (its first sighting moved back) is not that day's.
+          if (utcDay(seen) === day && seen >= fromIso && seen < toIso) attempts.push(attempt);
+        }
+      }
+      return attempts.sort((a, b) => (a.firstSeenAt as string).localeCompare(b.firstSeenAt as string));
+    },
+  };
+  return feed;
+}

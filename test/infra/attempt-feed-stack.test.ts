@@ -1,0 +1,133 @@
+/**
+ * The `attemptFeed` setting in the synthesized template: off, the stack is what it was (no stream, no consumer);
+ * on, the table's stream feeds the consumer with changes of attempts only, a failed batch is retried from its
+ * earliest change, split, and at last set aside on a queue with an alarm, and the consumer may write feed items
+ * and nothing else.
+ */
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { FEED_BATCHING_WINDOW, FEED_RETRY_ATTEMPTS } from '../../infra/constructs/attempt-feed';
+import { ReceiverStack } from '../../infra/receiver-stack';
+import { FEED_STREAM_FILTER } from '../../infra/routes';
+import { readEnvironmentSettings, stackProps } from '../../infra/settings';
+
+let stack: ReceiverStack;
+let template: Template;
+let without: Template;
+const templateApp = () => new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+
+beforeAll(() => {
+  stack = new ReceiverStack(templateApp(), 'Test', {
+    attemptFeed: true,
+    marketplace: { baseUrl: 'https://supplier.marketplace.example' },
+  });
+  template = Template.fromStack(stack);
+  without = Template.fromStack(new ReceiverStack(templateApp(), 'Test', {}));
+}, 60_000);
+
+const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
+  stack.getLogicalId(construct.node.defaultChild as import('aws-cdk-lib').CfnElement);
+
+describe('the attempt feed', () => {
+  it('is off by default: no stream on the table and no consumer', () => {
+    const table = Object.values(without.findResources('AWS::DynamoDB::GlobalTable'))[0] as {
+      Properties: Record<string, unknown>;
+    };
+    expect(table.Properties.StreamSpecification).toBeUndefined();
+    expect(JSON.stringify(without.findResources('AWS::Lambda::EventSourceMapping'))).not.toContain(
+      'StreamArn',
+    );
+    expect(readEnvironmentSettings({ example: {} }, 'example').attemptFeed).toBe(false);
+    expect(
+      stackProps(readEnvironmentSettings({ example: { attemptFeed: true } }, 'example')).attemptFeed,
+    ).toBe(true);
+    // The health check reads the feed, up to five minutes behind: a shorter grace would hold a postback on its way.
+    expect(() =>
+      readEnvironmentSettings({ example: { attemptFeed: true, health: { graceMinutes: 5 } } }, 'example'),
+    ).toThrow(/health.graceMinutes must be more than 5 with attemptFeed/);
+    expect(() =>
+      readEnvironmentSettings({ example: { attemptFeed: false, health: { graceMinutes: 5 } } }, 'example'),
+    ).not.toThrow();
+  });
+
+  it('has the health check read the feed', () => {
+    const health = template.toJSON().Resources[logicalId(stack.health.function)] as {
+      Properties: { Environment: { Variables: Record<string, unknown> } };
+    };
+    expect(health.Properties.Environment.Variables.ATTEMPT_FEED).toBe('on');
+  });
+
+  it("streams the table's new and old images to the consumer: attempts' inserts and changes only", () => {
+    template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
+    });
+    const mappings = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')).map(
+      (m) => (m as { Properties: Record<string, unknown> }).Properties,
+    );
+    const mapping = mappings.find((m) => JSON.stringify(m.EventSourceArn).includes('StreamArn'));
+    expect(mapping).toMatchObject({
+      FunctionName: { Ref: logicalId(stack.attemptFeed?.consumer.function as never) },
+      StartingPosition: 'TRIM_HORIZON',
+      BatchSize: 1000,
+      MaximumBatchingWindowInSeconds: FEED_BATCHING_WINDOW.toSeconds(),
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: FEED_RETRY_ATTEMPTS,
+      ParallelizationFactor: 1,
+      FilterCriteria: { Filters: [{ Pattern: JSON.stringify(FEED_STREAM_FILTER) }] },
+      DestinationConfig: {
+        OnFailure: {
+          Destination: { 'Fn::GetAtt': [logicalId(stack.attemptFeed?.failedBatches as never), 'Arn'] },
+        },
+      },
+    });
+  });
+
+  it('may write feed items and nothing else of the ledger, and read the stream', () => {
+    const consumer = stack.attemptFeed?.consumer;
+    const policies = template.findResources('AWS::IAM::Policy', {
+      Properties: { Roles: [{ Ref: logicalId(consumer?.role as never) }] },
+    });
+    type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
+    const statements = Object.values(policies).flatMap(
+      (p) =>
+        (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+          .Statement,
+    );
+    const ledger = statements.filter((s) => [s.Action].flat().some((a) => a.startsWith('dynamodb:')));
+    const onTable = ledger.filter((s) => JSON.stringify(s.Resource).endsWith('"Arn"]}'));
+    expect(onTable).toEqual([
+      expect.objectContaining({
+        Action: 'dynamodb:PutItem',
+        Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['FEED#*'] } },
+      }),
+    ]);
+    for (const s of ledger.filter((s) => !onTable.includes(s)))
+      expect(JSON.stringify(s.Resource)).toContain('StreamArn');
+  });
+
+  it('alarms when the consumer falls behind or sets a batch aside', () => {
+    const names = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map(
+      (a) => (a as { Properties: { AlarmName: string } }).Properties.AlarmName,
+    );
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'Test-attempt-feed-behind',
+        'Test-attempt-feed-failed-batches',
+        'Test-attempt-feed-errors',
+      ]),
+    );
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'Test-attempt-feed-behind',
+      MetricName: 'IteratorAge',
+      Namespace: 'AWS/Lambda',
+      Threshold: 15 * 60_000,
+    });
+  });
+
+  it('reports no unacknowledged cdk-nag finding', () => {
+    expect(new AwsSolutionsChecks().validateScope(stack).violations.map((v) => v.ruleName)).toEqual([]);
+  });
+});

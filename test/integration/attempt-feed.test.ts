@@ -1,0 +1,280 @@
+/**
+ * The attempt feed's store and its stream consumer, against the engine: stream records built from the items a first
+ * hit and a second hit really write, in the typed JSON a Lambda event carries.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import type { AttributeValue, DynamoDBRecord } from 'aws-lambda';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createStreamConsumer, groupChanges } from '../../functions/feed/stream-consumer';
+import { feedWindow } from '../../functions/health/health-window';
+import {
+  type AttemptFeed,
+  createAttemptFeed,
+  decodeRecords,
+  encodeRecords,
+  FEED_PARTITION_PREFIX,
+  type FeedGroup,
+  feedBucket,
+  isLaterSequence,
+  latestOfEach,
+  MAX_RECORDS_BYTES,
+} from '../../functions/ledger/attempt-feed';
+import {
+  attemptFromItem,
+  createDocumentClient,
+  firstHitItem,
+  type Item,
+} from '../../functions/ledger/ledger-store';
+import type { Hit } from '../../functions/receiving/hit-request';
+import { freshTable } from '../support/ledger';
+
+let feed: AttemptFeed;
+let client: ReturnType<typeof createDocumentClient>;
+let tableName: string;
+
+beforeAll(async () => {
+  const table = await freshTable();
+  tableName = table.tableName;
+  client = createDocumentClient({ endpoint: table.endpoint });
+  feed = createAttemptFeed(client, tableName);
+});
+
+const hitOf = (
+  surveyId: string,
+  channel: Hit['channel'] = 'redirect',
+  pid = `p-${randomUUID().slice(0, 6)}`,
+): Hit => ({
+  channel,
+  surveyId,
+  outcome: 'success',
+  pid,
+  token: randomUUID(),
+  source: 'query',
+});
+
+let sequence = 1_000;
+/** A stream record of an attempt item changing from `before` to `after`. */
+function change(after: Item | undefined, before?: Item, at = Date.now()): DynamoDBRecord {
+  const image = (item: Item) =>
+    marshall(item, { removeUndefinedValues: true }) as Record<string, AttributeValue>;
+  const key = after ?? before ?? {};
+  sequence += 1;
+  return {
+    eventName: !after ? 'REMOVE' : before ? 'MODIFY' : 'INSERT',
+    dynamodb: {
+      ApproximateCreationDateTime: Math.floor(at / 1000),
+      Keys: image({ pk: key.pk, sk: key.sk }),
+      ...(after ? { NewImage: image(after) } : {}),
+      ...(before ? { OldImage: image(before) } : {}),
+      SequenceNumber: String(sequence),
+      StreamViewType: 'NEW_AND_OLD_IMAGES',
+    },
+  };
+}
+
+/** The item after a success postback reached the attempt a first redirect made. */
+const withPostback = (item: Item, at: string): Item => ({
+  ...item,
+  lastSeenAt: at,
+  postbackOutcome: 'success',
+  postback_success_at: at,
+  postback_success_hits: 1,
+  postbackSource: 'query',
+});
+
+const feedItemsOf = async (day: string, bucket: number) =>
+  (
+    await client.send(
+      new ScanCommand({
+        TableName: tableName,
+        FilterExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': `${FEED_PARTITION_PREFIX}${day}#${bucket}` },
+      }),
+    )
+  ).Items ?? [];
+
+describe('records', () => {
+  it('read back as written, the latest of each attempt by sequence number of any length', () => {
+    const item = firstHitItem(hitOf('8101'), new Date('2026-11-20T10:00:00.000Z'));
+    const later = withPostback(item, '2026-11-20T10:05:00.000Z');
+    const records = [
+      { sequence: '99', attributes: item },
+      { sequence: '100', attributes: later },
+    ];
+    expect(decodeRecords(encodeRecords(records))).toEqual(records);
+    expect(isLaterSequence('100', '99')).toBe(true);
+    expect(latestOfEach(records)).toEqual([records[1]]);
+    expect(latestOfEach([...records].reverse())).toEqual([records[1]]);
+  });
+});
+
+describe('the feed store', () => {
+  const day = '2026-11-20';
+  const group = (surveyId: string, items: Item[], newestAt = `${day}T10:00:00.000Z`): FeedGroup => ({
+    day,
+    bucket: feedBucket(surveyId),
+    newestAt,
+    records: items.map((attributes, n) => ({ sequence: String(5_000 + n), attributes })),
+  });
+
+  it('writes a batch again as the same item, and keeps apart another batch under the same key', async () => {
+    const surveyId = '8102';
+    const first = firstHitItem(hitOf(surveyId), new Date(`${day}T09:00:00.000Z`));
+    const second = firstHitItem(hitOf(surveyId), new Date(`${day}T09:01:00.000Z`));
+    await feed.append(group(surveyId, [first]));
+    await feed.append(group(surveyId, [first]));
+    expect(await feedItemsOf(day, feedBucket(surveyId))).toHaveLength(1);
+    // Same time, same sequence numbers, other records: both kept.
+    await feed.append(group(surveyId, [second]));
+    expect(await feedItemsOf(day, feedBucket(surveyId))).toHaveLength(2);
+    const read = await feed.attemptsOfSurvey(
+      surveyId,
+      new Date(`${day}T00:00:00.000Z`),
+      new Date(`${day}T23:59:59.000Z`),
+    );
+    expect(read.map((a) => a.token)).toEqual([first.token, second.token]);
+  });
+
+  it('splits a batch too large for one item, and a reader gets every record', async () => {
+    const surveyId = '8103';
+    const items = Array.from({ length: 4_000 }, (_, n) =>
+      firstHitItem(
+        // Incompressible ids, so the records take more than one item.
+        { ...hitOf(surveyId), pid: randomBytes(60).toString('base64url') },
+        new Date(Date.parse(`${day}T11:00:00.000Z`) + n),
+      ),
+    );
+    expect(encodeRecords(latestOfEach(group(surveyId, items).records)).length).toBeGreaterThan(
+      MAX_RECORDS_BYTES,
+    );
+    await feed.append(group(surveyId, items));
+    expect((await feedItemsOf(day, feedBucket(surveyId))).length).toBeGreaterThan(1);
+    const read = await feed.attemptsOfBucketDay(day, feedBucket(surveyId));
+    expect(read.filter((a) => a.surveyId === surveyId)).toHaveLength(4_000);
+  });
+
+  it('reads the changes since a moment as a key range', async () => {
+    const surveyId = '8104';
+    const early = firstHitItem(hitOf(surveyId), new Date(`${day}T12:00:00.000Z`));
+    const late = firstHitItem(hitOf(surveyId), new Date(`${day}T13:00:00.000Z`));
+    await feed.append(group(surveyId, [early], `${day}T12:00:03.000Z`));
+    await feed.append(group(surveyId, [late], `${day}T13:00:03.000Z`));
+    const since = await feed.attemptsOfBucketDay(day, feedBucket(surveyId), `${day}T12:30:00.000Z`);
+    expect(since.filter((a) => a.surveyId === surveyId).map((a) => a.token)).toEqual([late.token]);
+  });
+});
+
+describe('the stream consumer', () => {
+  it('keeps what the receivers wrote: attempts only, not a verdict, a removal or an item nothing arrived for', () => {
+    const item = firstHitItem(hitOf('8105'), new Date('2026-11-21T08:00:00.000Z'));
+    const judged = {
+      ...item,
+      verdict: 'ok',
+      verdictDay: '2026-11-21',
+      verdictAt: '2026-11-21T09:00:00.000Z',
+    };
+    const { firstSeenAt: _, lastSeenAt: __, ...marketplaceOnly }: Item = { ...item, sk: 'TOKEN#other' };
+    const registry = { pk: 'SURVEY#8105', sk: 'REDIRECTS', surveyId: '8105' };
+    const groups = groupChanges([
+      change(item),
+      change(judged, item),
+      change(undefined, judged),
+      change(marketplaceOnly),
+      change(registry),
+    ]);
+    expect(groups).toHaveLength(1);
+    expect(groups[0]?.records.map((r) => r.attributes.token)).toEqual([item.token]);
+  });
+
+  it('records an attempt whose first sighting moved to an earlier day under both days; the day it left drops it', async () => {
+    const surveyId = '8106';
+    const item = firstHitItem(hitOf(surveyId), new Date('2026-11-22T00:10:00.000Z'));
+    const movedBack = {
+      ...withPostback(item, '2026-11-22T00:10:00.000Z'),
+      firstSeenAt: '2026-11-21T23:50:00.000Z',
+    };
+    const consume = createStreamConsumer({ feed });
+    await consume({ Records: [change(item)] });
+    await consume({ Records: [change(movedBack, item)] });
+    expect(groupChanges([change(movedBack, item)]).map((g) => g.day)).toEqual(['2026-11-21', '2026-11-22']);
+    const on = (d: string) =>
+      feed.attemptsOfSurvey(surveyId, new Date(`${d}T00:00:00.000Z`), new Date(`${d}T23:59:59.999Z`));
+    expect(await on('2026-11-22')).toEqual([]);
+    expect(await on('2026-11-21')).toEqual([attemptFromItem(movedBack)]);
+  });
+
+  it("reports a failed group's earliest change, folded or not, so the retry starts there", async () => {
+    const inA = '8107';
+    // A survey of another bucket.
+    const inB = ['8108', '8109', '8110', '8111'].find((s) => feedBucket(s) !== feedBucket(inA)) as string;
+    const a = firstHitItem(hitOf(inA), new Date('2026-11-23T10:00:00.000Z'));
+    const b = firstHitItem(hitOf(inB), new Date('2026-11-23T10:00:00.000Z'));
+    const records = [change(a), change(b), change(withPostback(a, '2026-11-23T10:01:00.000Z'), a)];
+    const appended: string[] = [];
+    const consume = createStreamConsumer({
+      feed: {
+        append: async (group) => {
+          if (group.bucket === feedBucket(inA)) throw new Error('injected');
+          appended.push(...group.records.map((r) => r.sequence));
+        },
+      },
+    });
+    const result = await consume({ Records: records });
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: records[0]?.dynamodb?.SequenceNumber }]);
+    expect(appended).toEqual([records[1]?.dynamodb?.SequenceNumber]);
+    expect(result.consumed).toMatchObject({ changes: 3, groups: 2, failedGroups: 1 });
+  });
+});
+
+describe("the health check's window from the feed", () => {
+  const day = '2026-11-25';
+  it("reads each bucket's day once a run, whatever the number of its surveys", async () => {
+    // Surveys that share a bucket.
+    const candidates = Array.from({ length: 80 }, (_, n) => String(8_200 + n));
+    const same = candidates.filter((s) => feedBucket(s) === feedBucket(candidates[0] as string));
+    expect(same.length).toBeGreaterThan(1);
+    for (const surveyId of same)
+      await feed.append({
+        day,
+        bucket: feedBucket(surveyId),
+        newestAt: `${day}T10:00:00.000Z`,
+        records: [
+          { sequence: '7000', attributes: firstHitItem(hitOf(surveyId), new Date(`${day}T09:59:00.000Z`)) },
+        ],
+      });
+    let reads = 0;
+    const window = feedWindow(
+      {
+        attemptsOfBucketDay: (...args) => {
+          reads += 1;
+          return feed.attemptsOfBucketDay(...args);
+        },
+      },
+      new Date(`${day}T09:30:00.000Z`),
+      new Date(`${day}T10:30:00.000Z`),
+    );
+    for (const surveyId of same) expect(await window.attemptsOf(surveyId)).toHaveLength(1);
+    expect(reads).toBe(1);
+  });
+
+  it("finds an attempt whose receiver's clock ran ahead of the stream's, and leaves out one first seen before", async () => {
+    const surveyId = '8140';
+    const from = new Date(`${day}T12:00:00.000Z`);
+    const ahead = firstHitItem(hitOf(surveyId), new Date(from.getTime() + 400));
+    const before = firstHitItem(hitOf(surveyId), new Date(from.getTime() - 5_000));
+    await feed.append({
+      day,
+      bucket: feedBucket(surveyId),
+      // The stream dated the change half a second before the receiver did.
+      newestAt: new Date(from.getTime() - 100).toISOString(),
+      records: [
+        { sequence: '7100', attributes: ahead },
+        { sequence: '7101', attributes: before },
+      ],
+    });
+    const window = feedWindow(feed, from, new Date(from.getTime() + 3_600_000));
+    expect((await window.attemptsOf(surveyId)).map((a) => a.token)).toEqual([ahead.token]);
+  });
+});
