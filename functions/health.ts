@@ -30,6 +30,7 @@ export const handler = createHealthHandler({
     cache: sightingsCache(),
     // With the attempt feed (the stack's attemptFeed setting), a run reads it instead of the attempt items.
     feed: config.readsFeed ? ledger.feed : undefined,
+    feedLagMs: config.feedLagMs,
   }),
   store: ledger.health,
   notifier: healthNotifier(config),

@@ -25,7 +25,7 @@ import {
 } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
-import { AttemptFeed } from './constructs/attempt-feed';
+import { AttemptFeed, FEED_BATCHING_WINDOW, FEED_LAG_MARGIN } from './constructs/attempt-feed';
 import { type CustomDomain, HitApi, type RouteThrottles } from './constructs/hit-api';
 import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
@@ -321,7 +321,14 @@ export class ReceiverStack extends Stack {
         ...healthEnvironmentOf(props.healthSettings ?? {}),
         ...variables({ HEALTH_CONCURRENCY: scale.healthConcurrency }),
         // With the attempt feed, the window's attempts come from it (a Query per bucket of surveys and day).
-        ...(props.attemptFeed ? { ATTEMPT_FEED: 'on' } : {}),
+        ...(props.attemptFeed
+          ? {
+              ATTEMPT_FEED: 'on',
+              ATTEMPT_FEED_LAG_SECONDS: String(
+                FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds(),
+              ),
+            }
+          : {}),
       },
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })

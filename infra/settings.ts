@@ -7,11 +7,10 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import * as z from 'zod';
-import { DEFAULT_HEALTH_SETTINGS, type HealthSettings } from '../functions/health/health-rules';
+import type { HealthSettings } from '../functions/health/health-rules';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { parseAllowList } from '../functions/runtime/source-allow-list';
-import { FEED_BATCHING_WINDOW } from './constructs/attempt-feed';
 import type { ReceiverStackProps } from './receiver-stack';
 
 export const EXAMPLE_ENVIRONMENT = 'example';
@@ -200,13 +199,6 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
   } catch (error) {
     throw new SettingsError(`environment "${name}": postbackSourceCidrs: ${(error as Error).message}`);
   }
-  // The health check reads the feed, which runs up to its batching window behind the table: a postback still on
-  // its way to the feed must be inside the grace period, or a healthy survey would look as if it had none.
-  const grace = settings.health.graceMinutes ?? DEFAULT_HEALTH_SETTINGS.graceMinutes;
-  if (settings.attemptFeed && grace <= FEED_BATCHING_WINDOW.toMinutes())
-    throw new SettingsError(
-      `environment "${name}": health.graceMinutes must be more than ${FEED_BATCHING_WINDOW.toMinutes()} with attemptFeed: the health check reads the attempt feed, which runs up to ${FEED_BATCHING_WINDOW.toMinutes()} minutes behind the table`,
-    );
   if (name !== EXAMPLE_ENVIRONMENT) {
     const missing = [
       ...(settings.account ? [] : ['account']),

@@ -12,8 +12,8 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import {
   type AttemptFeed,
+  FEED_ATTRIBUTES,
   type FeedRecord,
-  feedAttributes,
   feedBucket,
   isLaterSequence,
 } from '../ledger/attempt-feed';
@@ -22,7 +22,7 @@ import { ATTEMPT_PARTITION_PREFIX, utcDay } from '../ledger/ledger-schema';
 import { runBounded } from '../shared/bounded-work';
 
 export interface StreamConsumerDependencies {
-  readonly feed: Pick<AttemptFeed, 'append'>;
+  readonly feed: Pick<AttemptFeed, 'append' | 'markStart'>;
   /** Groups written at once. */
   readonly concurrency?: number;
   /** Told of each group whose write failed (the batch is sent again from its earliest change). */
@@ -37,9 +37,17 @@ export interface ConsumedBatch {
   readonly failedGroups: number;
 }
 
-/** A stream record's image as attributes (the event's images are in DynamoDB's typed JSON). */
-const imageOf = (image: Record<string, unknown> | undefined): Item | undefined =>
-  image ? (unmarshall(image as Record<string, AttributeValue>) as Item) : undefined;
+/**
+ * The feed's attributes of a stream record's image (the event's images are in DynamoDB's typed JSON). Only those are
+ * converted: an attribute the feed does not keep (a verdict's detail) can never fail the batch.
+ */
+function imageOf(image: Record<string, unknown> | undefined): Item | undefined {
+  if (!image) return undefined;
+  const kept: Record<string, AttributeValue> = {};
+  for (const name of FEED_ATTRIBUTES)
+    if (image[name] !== undefined) kept[name] = image[name] as AttributeValue;
+  return unmarshall(kept) as Item;
+}
 
 const sameAttributes = (a: Item, b: Item) => JSON.stringify(a) === JSON.stringify(b);
 
@@ -63,9 +71,8 @@ export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
       continue;
     const after = imageOf(change.NewImage);
     if (!after) continue;
-    const attributes = feedAttributes(after);
-    const before = imageOf(change.OldImage);
-    const previous = before && feedAttributes(before);
+    const attributes = after;
+    const previous = imageOf(change.OldImage);
     if (previous && sameAttributes(previous, attributes)) continue;
     const firstSeenAt = attributes.firstSeenAt;
     // An item reconciliation made for a transaction nothing arrived for: not the receivers' to report.
@@ -88,8 +95,19 @@ export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
 }
 
 export function createStreamConsumer(deps: StreamConsumerDependencies) {
+  // Once a container has seen the feed's start marked (or marked it), it does not try again.
+  let startMarked = false;
   return async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse & { consumed: ConsumedBatch }> => {
     const groups = groupChanges(event.Records);
+    if (!startMarked && groups.length > 0) {
+      // Before any of the batch is written: a reader trusts the feed only from the mark on. A failure fails the
+      // batch, which Lambda sends again.
+      const earliest = Math.min(
+        ...event.Records.map((r) => (r.dynamodb?.ApproximateCreationDateTime ?? 0) * 1000),
+      );
+      await deps.feed.markStart(new Date(earliest).toISOString());
+      startMarked = true;
+    }
     const report = await runBounded(
       groups.map(
         (group) => () =>

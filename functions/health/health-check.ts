@@ -8,7 +8,14 @@ import type { AttemptFeed } from '../ledger/attempt-feed';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
 import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';
-import { feedWindow, readRefused, readSurveyWindow, type SightingsCache } from './health-window';
+import {
+  FEED_CLOCK_MARGIN_MS,
+  type FeedWindow,
+  feedWindow,
+  readRefused,
+  readSurveyWindow,
+  type SightingsCache,
+} from './health-window';
 
 export interface HealthCheckDependencies {
   readonly attempts: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'rejectedHitsBetween'>;
@@ -19,8 +26,17 @@ export interface HealthCheckDependencies {
   readonly concurrency: number;
   /** The scheduled function's, kept while its container is warm: settled attempts are read once. */
   readonly cache?: SightingsCache | undefined;
-  /** The attempt feed, when the deployment keeps one (`attemptFeed`): the window's attempts are read from it. */
-  readonly feed?: Pick<AttemptFeed, 'attemptsOfBucketDay'> | undefined;
+  /**
+   * The attempt feed, when the deployment keeps one (`attemptFeed`): the window's attempts are read from it once it
+   * holds every change of the window, and the run judges as of `feedLagMs` earlier.
+   */
+  readonly feed?: Pick<AttemptFeed, 'attemptsOfBucketDay' | 'startedAt'> | undefined;
+  /**
+   * How far behind the table the feed may be (its batching window and a margin). Judged that much earlier, the feed
+   * holds what the attempt items held then, so both say the same: a postback that reached the table but not yet the
+   * feed is not held against its survey.
+   */
+  readonly feedLagMs?: number | undefined;
 }
 
 export interface SurveyHealthResult {
@@ -61,6 +77,19 @@ export function healthCheck(deps: HealthCheckDependencies) {
    * for the next, which starts there, so no survey goes unwatched because it sorts last.
    */
   let resumeFrom: string | undefined;
+  /**
+   * Where a run reads the window's attempts, and as of when it judges: the feed, `feedLagMs` back, once the feed
+   * began before that window (a feed just turned on holds nothing older than itself); else the attempt items, now.
+   */
+  const attemptSource = async (now: Date): Promise<{ feed?: FeedWindow; at: Date }> => {
+    if (!deps.feed) return { at: now };
+    const at = new Date(now.getTime() - (deps.feedLagMs ?? 0));
+    const from = readFrom(deps.settings, at);
+    const started = await deps.feed.startedAt();
+    if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS)
+      return { at: now };
+    return { feed: feedWindow(deps.feed, from, at), at };
+  };
   return {
     /**
      * Judges every active survey (and those removed or closed in the last week, which end `ok`), or the ones given
@@ -96,11 +125,11 @@ export function healthCheck(deps: HealthCheckDependencies) {
         const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
         if (at > 0) surveyIds.push(...surveyIds.splice(0, at));
       }
+      const { feed, at } = await attemptSource(now);
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
-        readRefused(deps.attempts, deps.settings, now),
+        readRefused(deps.attempts, deps.settings, at),
       ]);
-      const feed = deps.feed ? feedWindow(deps.feed, readFrom(deps.settings, now), now) : undefined;
       const report = await runBounded(
         surveyIds.map((surveyId) => async (): Promise<SurveyHealthResult> => {
           const previous = stored.get(surveyId);
@@ -116,7 +145,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
           const window = await readSurveyWindow(deps.attempts, {
             surveyId,
             settings: deps.settings,
-            now,
+            now: at,
             refused,
             registration: registrations.get(surveyId),
             lastPostbackAt: previous?.lastPostbackAt,
@@ -129,7 +158,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
             .at(-1);
           return {
             surveyId,
-            evaluation: evaluateHealth(window, deps.settings, now),
+            evaluation: evaluateHealth(window, deps.settings, at),
             ...(previous ? { stored: previous } : {}),
             ...(seen ? { lastPostbackAt: seen } : {}),
           };
@@ -147,7 +176,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
       });
       if (options.deadline) resumeFrom = left[0];
       return {
-        evaluatedAt: now.toISOString(),
+        evaluatedAt: at.toISOString(),
         surveys,
         failed,
         left,

@@ -103,17 +103,17 @@ export type SightingsCache = ReturnType<typeof sightingsCache>;
 
 /**
  * How much earlier than the span a feed read starts: a feed item is keyed by the stream's time of its newest change
- * (to the second, DynamoDB's clock), an attempt's first sighting by the receiver's clock.
+ * (rounded down, DynamoDB's clock), an attempt's first sighting by the receiver's clock. Minutes, not seconds: the
+ * read costs a few more batches' records, and the stream's time has been seen rounded to the minute.
  */
-const FEED_CLOCK_MARGIN_MS = 60_000;
+export const FEED_CLOCK_MARGIN_MS = 5 * 60_000;
 
 /**
  * Every survey's attempts first seen in [from, to), from the attempt feed (ledger/attempt-feed.ts): each bucket of
  * surveys is read once a run, on its first survey's need, and only the batches with a change since `from` (a key
  * range per UTC day). One run of thousands of surveys makes a few dozen Queries where the day index takes four
  * per survey and a batch read of every attempt. The feed runs up to its batching window (five minutes) behind the
- * table; the rules' grace period is longer (settings.ts checks it), so a postback the feed has not yet is never
- * held against a survey.
+ * table: the health check judges as of that much earlier (health-check.ts, `feedLagMs`).
  */
 export function feedWindow(feed: Pick<AttemptFeed, 'attemptsOfBucketDay'>, from: Date, to: Date) {
   const buckets = new Map<number, Promise<Map<string, Attempt[]>>>();

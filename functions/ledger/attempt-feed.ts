@@ -28,7 +28,7 @@ import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Attempt } from '../receiving/attempt';
 import { OUTCOMES, POSTBACK_OUTCOMES } from '../receiving/outcome';
 import { attemptFromItem, utcDaysBetween } from './attempt-store';
-import { type Item, queryAll, send } from './document-client';
+import { batchGet, type Item, queryAll, send } from './document-client';
 import { fnv1a, utcDay } from './ledger-schema';
 
 /** What every feed item's partition key starts with. */
@@ -63,13 +63,6 @@ export const FEED_ATTRIBUTES: readonly string[] = [
   'drainedAt',
 ];
 
-/** An attempt item's attributes as a record keeps them (absent ones left out), in a fixed order. */
-export function feedAttributes(item: Item): Item {
-  const kept: Item = {};
-  for (const name of FEED_ATTRIBUTES) if (item[name] !== undefined) kept[name] = item[name];
-  return kept;
-}
-
 /** One change of an attempt: its stream sequence number (digits) and its attributes after the change. */
 export interface FeedRecord {
   readonly sequence: string;
@@ -79,6 +72,29 @@ export interface FeedRecord {
 /** Whether sequence number `a` comes after `b` (decimal strings of any length). */
 export const isLaterSequence = (a: string, b: string): boolean =>
   a.length !== b.length ? a.length > b.length : a > b;
+
+/** Every hit an attempt has counted, on either channel: only ever added to. */
+const hitsOf = (attributes: Item): number =>
+  Object.entries(attributes).reduce(
+    (sum, [name, value]) => (name.endsWith('_hits') && typeof value === 'number' ? sum + value : sum),
+    0,
+  );
+
+/**
+ * Whether record `a` holds a later image of its attempt than `b`. Every hit adds to a counter, and the updates a
+ * drained hit makes without one move `lastSeenAt` past the image they read (attempt-store.ts): so the image with
+ * more hits, then the later `lastSeenAt`, is the later, whatever shard of the stream either came from. Only a
+ * change that moves neither (an `arrivedAs` set by reconciliation) falls back to the stream's order of one item's
+ * changes, its sequence number.
+ */
+export function isLaterRecord(a: FeedRecord, b: FeedRecord): boolean {
+  const hits = hitsOf(a.attributes) - hitsOf(b.attributes);
+  if (hits !== 0) return hits > 0;
+  const seenA = String(a.attributes.lastSeenAt ?? '');
+  const seenB = String(b.attributes.lastSeenAt ?? '');
+  if (seenA !== seenB) return seenA > seenB;
+  return isLaterSequence(a.sequence, b.sequence);
+}
 
 /** A record's attempt, for folding: survey, pid and token, which key the attempt item too. */
 const attemptOf = (attributes: Item) =>
@@ -90,7 +106,7 @@ export function latestOfEach(records: Iterable<FeedRecord>): FeedRecord[] {
   for (const record of records) {
     const key = attemptOf(record.attributes);
     const held = latest.get(key);
-    if (!held || isLaterSequence(record.sequence, held.sequence)) latest.set(key, record);
+    if (!held || isLaterRecord(record, held)) latest.set(key, record);
   }
   return [...latest.values()];
 }
@@ -132,7 +148,18 @@ export interface FeedGroup {
   readonly records: readonly FeedRecord[];
 }
 
+/**
+ * The item that says since when the feed holds every change: the earliest change of the first batch the consumer
+ * wrote (a later batch of another shard may hold earlier ones: the mark is never too early). A reader of a span
+ * that starts before it reads the attempt items instead.
+ */
+export const FEED_START_KEY = { pk: `${FEED_PARTITION_PREFIX}START`, sk: 'START' } as const;
+
 export interface AttemptFeed {
+  /** Marks when the feed began, unless it is marked already. */
+  markStart(at: string): Promise<void>;
+  /** When the feed began holding every change (absent: not yet). */
+  startedAt(): Promise<string | undefined>;
   /**
    * Writes one group as one item (more if it is large). Idempotent: the same records again write nothing new; other
    * records under the same key (two shards' batches alike in time and sequence numbers) go beside it.
@@ -182,6 +209,27 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
   };
 
   const feed: AttemptFeed = {
+    async markStart(at) {
+      try {
+        await send(() =>
+          client.send(
+            new PutCommand({
+              TableName: tableName,
+              Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at },
+              ConditionExpression: 'attribute_not_exists(pk)',
+            }),
+          ),
+        );
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      }
+    },
+
+    async startedAt() {
+      const [item] = await batchGet(client, tableName, [FEED_START_KEY]);
+      return typeof item?.at === 'string' ? item.at : undefined;
+    },
+
     async append(group) {
       if (group.records.length === 0) return;
       const sequences = group.records.map((r) => r.sequence);

@@ -410,6 +410,8 @@ const healthEnvironment = z
     HEALTH_WEBHOOK_TIMEOUT_MS: wholeNumber(100, 30_000, 5000),
     /** `on` (the stack sets it with `attemptFeed`): the window's attempts are read from the attempt feed. */
     ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off'),
+    /** How far behind the table the feed may be: with it, a run judges as of that much earlier. */
+    ATTEMPT_FEED_LAG_SECONDS: wholeNumber(0, 3_600, 420),
   })
   .check(
     z.superRefine((env, ctx) => {
@@ -427,6 +429,7 @@ export interface HealthConfig extends LedgerConnection {
   readonly concurrency: number;
   /** Read the window's attempts from the attempt feed instead of their items. */
   readonly readsFeed: boolean;
+  readonly feedLagMs: number;
   readonly notices:
     | { readonly mode: 'sns'; readonly topicArn: string }
     | { readonly mode: 'local'; readonly webhookUrl?: string | undefined; readonly timeoutMs: number };
@@ -440,6 +443,7 @@ export function readHealthConfig(env: NodeJS.ProcessEnv = process.env): HealthCo
     settings: readHealthSettings(env),
     concurrency: values.HEALTH_CONCURRENCY,
     readsFeed: values.ATTEMPT_FEED === 'on',
+    feedLagMs: values.ATTEMPT_FEED_LAG_SECONDS * 1000,
     notices: values.ALARM_TOPIC_ARN
       ? { mode: 'sns', topicArn: values.ALARM_TOPIC_ARN }
       : { mode: 'local', webhookUrl: values.HEALTH_WEBHOOK_URL, timeoutMs: values.HEALTH_WEBHOOK_TIMEOUT_MS },

@@ -21,6 +21,11 @@ import { ReceiverFunction } from './receiver-function';
  * about 11 changes an item (0.19 write units an attempt), five about 51 (0.08; BENCHMARKS.md §7).
  */
 export const FEED_BATCHING_WINDOW = Duration.minutes(5);
+/**
+ * Beyond the batching window, how late a change may reach the feed in the normal course (the consumer's own time,
+ * a retried group): the health check judges as of the window and this margin ago.
+ */
+export const FEED_LAG_MARGIN = Duration.minutes(2);
 /** Retries of a failing batch (each split in two) before it is set aside; the table's stream keeps a day. */
 export const FEED_RETRY_ATTEMPTS = 100;
 

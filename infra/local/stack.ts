@@ -66,6 +66,8 @@ export async function startLocalStack(): Promise<LocalStack> {
       env.DYNAMODB_ENDPOINT = stream.endpoint;
       // The health check reads the feed, as the deployed one does with `attemptFeed`.
       env.ATTEMPT_FEED = 'on';
+      // Delivered every second here, not every five minutes.
+      env.ATTEMPT_FEED_LAG_SECONDS ??= '5';
       const { handler } = (await import(
         /* @vite-ignore */ `../../${STREAM_FUNCTIONS['attempt-feed'].entry}`
       )) as {

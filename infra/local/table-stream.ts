@@ -25,6 +25,9 @@ export interface TableStream {
   readonly records: DynamoDBRecord[];
 }
 
+/** Read-backs of a changed item before the stand-in gives up and fails the write's answer. */
+const READ_BACK_TRIES = 5;
+
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems']);
 
 /** The keys of the table's items a write request names. */
@@ -101,13 +104,22 @@ export async function startTableStream(options: {
       const body = Buffer.from(
         JSON.stringify({ TableName: options.tableName, Key: key, ConsistentRead: true }),
       );
-      const answer = await forward(
-        target,
-        'POST',
-        { ...headers, 'x-amz-target': 'DynamoDB_20120810.GetItem', 'content-length': String(body.length) },
-        body,
-      );
-      if (answer.status !== 200) return;
+      const getItem = () =>
+        forward(
+          target,
+          'POST',
+          { ...headers, 'x-amz-target': 'DynamoDB_20120810.GetItem', 'content-length': String(body.length) },
+          body,
+        );
+      // The write is applied: its change must be kept, as DynamoDB's stream never drops one. A read-back that keeps
+      // failing answers the writer 500 rather than leave the change out unsaid.
+      let answer = await getItem();
+      for (let tries = 1; answer.status !== 200 && tries < READ_BACK_TRIES; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 20 * tries));
+        answer = await getItem();
+      }
+      if (answer.status !== 200)
+        throw new Error(`the stream stand-in could not read back a changed item (${answer.status})`);
       const after = (JSON.parse(answer.body.toString('utf8')) as { Item?: Image }).Item;
       const before = images.get(id);
       if (JSON.stringify(after) === JSON.stringify(before)) return;

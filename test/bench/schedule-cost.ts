@@ -16,7 +16,9 @@
  * consumer delivered to before each measured run) and the health check reads its window from the feed.
  */
 import { randomUUID } from 'node:crypto';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_HEALTH_SETTINGS, readFrom } from '../../functions/health/health-rules';
+import { FEED_START_KEY } from '../../functions/ledger/attempt-feed';
 import {
   createDayIndexBackfill,
   createDocumentClient,
@@ -49,6 +51,11 @@ await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint })
 // With the feed, every client reaches the engine through the stream's stand-in, as a deployed table streams.
 const stream = withFeed ? await startTableStream({ engineEndpoint: engine.endpoint, tableName }) : undefined;
 const endpoint = stream?.endpoint ?? engine.endpoint;
+// A feed running for long (its start marked well before any span), so the health check reads it.
+if (withFeed)
+  await createDocumentClient({ endpoint: engine.endpoint }).send(
+    new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: '2026-01-01T00:00:00.000Z' } }),
+  );
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 // Created a day ago: the steady state is surveys the sync has long configured, not ones inside its skew margin.
 const created = new Date(Date.now() - 86_400_000);

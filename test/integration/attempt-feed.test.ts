@@ -3,11 +3,13 @@
  * hit and a second hit really write, in the typed JSON a Lambda event carries.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue, DynamoDBRecord } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createStreamConsumer, groupChanges } from '../../functions/feed/stream-consumer';
+import { type HealthCheckReport, healthCheck } from '../../functions/health/health-check';
+import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import { feedWindow } from '../../functions/health/health-window';
 import {
   type AttemptFeed,
@@ -15,7 +17,9 @@ import {
   decodeRecords,
   encodeRecords,
   FEED_PARTITION_PREFIX,
+  FEED_START_KEY,
   type FeedGroup,
+  type FeedRecord,
   feedBucket,
   isLaterSequence,
   latestOfEach,
@@ -24,6 +28,9 @@ import {
 import {
   attemptFromItem,
   createDocumentClient,
+  createHealthStore,
+  createLedgerStore,
+  createSurveyRegistry,
   firstHitItem,
   type Item,
 } from '../../functions/ledger/ledger-store';
@@ -107,6 +114,28 @@ describe('records', () => {
     expect(isLaterSequence('100', '99')).toBe(true);
     expect(latestOfEach(records)).toEqual([records[1]]);
     expect(latestOfEach([...records].reverse())).toEqual([records[1]]);
+  });
+
+  it("take an attempt's latest image by its hits and sightings, whatever order the stream's shards numbered them in", () => {
+    const item = firstHitItem(hitOf('8100'), new Date('2026-11-20T10:00:00.000Z'));
+    const answered = withPostback(item, '2026-11-20T10:05:00.000Z');
+    // A drained hit's outcome put back to when it was made: no hit more, a later last sighting.
+    const settled = {
+      ...answered,
+      lastSeenAt: '2026-11-20T10:05:00.001Z',
+      postback_success_at: '2026-11-20T10:04:00.000Z',
+    };
+    // A child shard's numbers below its parent's: the images still say which is later.
+    const records = [
+      { sequence: '900', attributes: item },
+      { sequence: '120', attributes: answered },
+      { sequence: '110', attributes: settled },
+    ];
+    expect(latestOfEach(records)).toEqual([records[2]]);
+    expect(latestOfEach([...records].reverse())).toEqual([records[2]]);
+    // Alike in hits and sightings (a pid pairing set by reconciliation): the stream's order.
+    const paired = { sequence: '901', attributes: { ...item, arrivedAs: 'p-other' } };
+    expect(latestOfEach([records[0] as (typeof records)[0], paired])).toEqual([paired]);
   });
 });
 
@@ -215,6 +244,7 @@ describe('the stream consumer', () => {
     const appended: string[] = [];
     const consume = createStreamConsumer({
       feed: {
+        markStart: async () => {},
         append: async (group) => {
           if (group.bucket === feedBucket(inA)) throw new Error('injected');
           appended.push(...group.records.map((r) => r.sequence));
@@ -276,5 +306,74 @@ describe("the health check's window from the feed", () => {
     });
     const window = feedWindow(feed, from, new Date(from.getTime() + 3_600_000));
     expect((await window.attemptsOf(surveyId)).map((a) => a.token)).toEqual([ahead.token]);
+  });
+
+  it("judges as of the feed's lag: a postback the feed has not yet is not held against its survey", async () => {
+    const surveyId = '8150';
+    const T = Date.parse('2026-11-25T15:00:00.000Z');
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const store = createLedgerStore(client, tableName);
+    // 25 success redirects 20 to 12 minutes before T, each answered 9 minutes later; the feed is 5 minutes behind.
+    const records: FeedRecord[] = [];
+    for (let n = 0; n < 25; n++) {
+      const redirectAt = T - 20 * 60_000 + n * 20_000;
+      const postbackAt = redirectAt + 9 * 60_000;
+      const redirect = hitOf(surveyId);
+      const postback: Hit = { ...redirect, channel: 'postback' };
+      await store.recordHit(redirect, new Date(redirectAt));
+      await store.recordHit(postback, new Date(postbackAt));
+      const item = firstHitItem(redirect, new Date(redirectAt));
+      records.push({ sequence: String(20_000 + 2 * n), attributes: item });
+      if (postbackAt <= T - 5 * 60_000)
+        records.push({ sequence: String(20_001 + 2 * n), attributes: withPostback(item, iso(postbackAt)) });
+    }
+    await feed.append({ day, bucket: feedBucket(surveyId), newestAt: iso(T - 5 * 60_000), records });
+    await client.send(
+      new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: '2026-11-01T00:00:00.000Z' } }),
+    );
+    const check = (feedLagMs?: number) =>
+      healthCheck({
+        attempts: store,
+        registry: createSurveyRegistry(client, tableName),
+        health: createHealthStore(client, tableName),
+        settings: DEFAULT_HEALTH_SETTINGS,
+        concurrency: 1,
+        ...(feedLagMs === undefined ? {} : { feed, feedLagMs }),
+      });
+    const judged = async (report: Promise<HealthCheckReport>) => {
+      const { surveys, evaluatedAt } = await report;
+      return { evaluatedAt, evaluation: surveys[0]?.evaluation };
+    };
+    const surveys = { surveys: [surveyId] };
+    const fromTable = await judged(check().evaluate(new Date(T), surveys));
+    expect(fromTable.evaluation?.state).toBe('ok');
+    // Seven minutes back, the feed says what the attempt items said then.
+    const fromFeed = await judged(check(7 * 60_000).evaluate(new Date(T), surveys));
+    expect(fromFeed).toEqual(await judged(check().evaluate(new Date(T - 7 * 60_000), surveys)));
+    expect(fromFeed.evaluation?.state).toBe('ok');
+    // Judged at T from the feed, the postbacks it has not yet would look missing.
+    const unlagged = await judged(check(0).evaluate(new Date(T), surveys));
+    expect(unlagged.evaluation?.reasons.map((r) => r.code)).toEqual(['success_without_postback']);
+  });
+
+  it('marks when the feed began, once, from the first batch it writes', async () => {
+    const other = await freshTable();
+    const otherFeed = createAttemptFeed(createDocumentClient({ endpoint: other.endpoint }), other.tableName);
+    expect(await otherFeed.startedAt()).toBeUndefined();
+    const registry = { pk: 'SURVEY#8160', sk: 'REDIRECTS', surveyId: '8160' };
+    await createStreamConsumer({ feed: otherFeed })({ Records: [change(registry)] });
+    expect(await otherFeed.startedAt()).toBeUndefined();
+    const at = (time: string) => Date.parse(`2026-11-24T${time}Z`);
+    const first = firstHitItem(hitOf('8160'), new Date(at('08:00:30')));
+    const second = firstHitItem(hitOf('8160'), new Date(at('08:00:10')));
+    await createStreamConsumer({ feed: otherFeed })({
+      Records: [change(first, undefined, at('08:00:30')), change(second, undefined, at('08:00:10'))],
+    });
+    expect(await otherFeed.startedAt()).toBe('2026-11-24T08:00:10.000Z');
+    // Another container, a later batch: the mark stays.
+    await createStreamConsumer({ feed: otherFeed })({
+      Records: [change(firstHitItem(hitOf('8160'), new Date(at('09:00:00'))), undefined, at('09:00:00'))],
+    });
+    expect(await otherFeed.startedAt()).toBe('2026-11-24T08:00:10.000Z');
   });
 });

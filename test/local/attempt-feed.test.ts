@@ -4,7 +4,7 @@
  * gives a reader equals what the table holds, verdicts aside, whatever the consumer's writes went through.
  */
 import { randomUUID } from 'node:crypto';
-import { ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { healthCheck } from '../../functions/health/health-check';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
@@ -12,6 +12,7 @@ import {
   type AttemptFeed,
   createAttemptFeed,
   FEED_PARTITION_PREFIX,
+  FEED_START_KEY,
 } from '../../functions/ledger/attempt-feed';
 import { attemptKey } from '../../functions/ledger/ledger-schema';
 import {
@@ -88,7 +89,7 @@ const feedItems = async () =>
         ExpressionAttributeValues: { ':feed': FEED_PARTITION_PREFIX },
       }),
     )
-  ).Items ?? [];
+  ).Items?.filter((item) => item.kind === 'attempt-feed') ?? [];
 
 const ids = () => ({ pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() });
 
@@ -178,6 +179,18 @@ describe('the attempt feed on the local stack', () => {
     let before = batchReads();
     const fromTable = await check(false).evaluate(at, { surveys });
     const tableBatchReads = batchReads() - before;
+    // The feed began (its consumer marked it on its first batch) after this window's start: the table is read.
+    before = batchReads();
+    const beforeTheFeed = await check(true).evaluate(at, { surveys });
+    expect(batchReads() - before).toBe(tableBatchReads + 1);
+    expect(beforeTheFeed.surveys).toEqual(fromTable.surveys);
+    // A feed running since well before the window: read instead of the attempt items.
+    await stackClient.send(
+      new PutCommand({
+        TableName: tableName,
+        Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at: '2026-01-01T00:00:00.000Z' },
+      }),
+    );
     before = batchReads();
     const fromFeed = await check(true).evaluate(at, { surveys });
     const feedBatchReads = batchReads() - before;
