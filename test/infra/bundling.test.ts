@@ -39,6 +39,9 @@ describe('bundled functions', () => {
       expect(code, id).not.toContain('Pre Survey Termination');
       // Nor the attempt feed's encoding (the stream consumer's).
       expect(code, id).not.toContain('brotliCompressSync');
+      // Nor zod's catch, which pulls 8 kB of its internals into every cold start (runtime-config.ts reads the one
+      // setting that must not fail the start by hand).
+      expect(code.includes('$ZodCatch'), `${id} holds zod's catch`).toBe(false);
     }
     for (const asset of assets) {
       const files = readdirSync(join(outdir, asset));
