@@ -91,6 +91,8 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
   let recordBytes = 0;
   const client = {
     send: async (command: { input: { Item: Item } }) => {
+      // The feed's start, marked once a container: not a batch's cost.
+      if (command.input.Item.kind !== 'attempt-feed') return {};
       const size = itemSize(command.input.Item);
       writeUnits += Math.ceil(size / 1024);
       items += 1;
@@ -108,7 +110,7 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
     const ofShard = changes.filter((c) => c.shard === shard);
     for (let from = 0; from < ofShard.length; ) {
       const windowEnd = (ofShard[from] as { at: number }).at + inputs.windowSeconds * 1000;
-      let to = from;
+      let to = from + 1;
       while (to < ofShard.length && to - from < 1_000 && (ofShard[to] as { at: number }).at < windowEnd) to++;
       const cpu = process.cpuUsage();
       const result = await consume({ Records: ofShard.slice(from, to).map((c) => c.record) });

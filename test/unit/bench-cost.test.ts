@@ -2,10 +2,12 @@ import { describe, expect, it } from 'vitest';
 import {
   ASSUMPTIONS,
   costPerMillionHits,
+  feedCostPerMillionHits,
   PRICES,
   scheduledCostPerMillionHits,
   TRAFFIC_SHAPE,
 } from '../bench/cost';
+import { feedWriteCost } from '../bench/feed-cost';
 
 describe('cost per million hits (npm run bench, section 7)', () => {
   const inputs = {
@@ -122,5 +124,36 @@ describe('scheduled functions per million hits (npm run bench, section 7)', () =
       (runs * 4 * PRICES.dynamoPerMillionReadUnits) / 1e6,
       4,
     );
+  });
+});
+
+describe('the attempt feed (npm run bench, section 7)', () => {
+  it('prices an hour of traffic through the real consumer: packed batches cost a fraction of a write unit an attempt', async () => {
+    const small = await feedWriteCost({
+      ...TRAFFIC_SHAPE,
+      hitsPerMonth: 3_000_000,
+      windowSeconds: 300,
+      shards: 1,
+    });
+    // Every attempt's two hits were consumed, and at most one record kept per attempt and batch.
+    expect(small.changes).toBe(2 * small.attempts);
+    expect(small.records).toBeLessThanOrEqual(small.changes);
+    expect(small.items).toBeGreaterThan(0);
+    expect(small.writeUnitsPerAttempt).toBeGreaterThan(0);
+    expect(small.writeUnitsPerAttempt).toBeLessThan(0.5);
+    // One item per change (a batch a change) would cost at least a write unit each.
+    const unpacked = await feedWriteCost({
+      ...TRAFFIC_SHAPE,
+      hitsPerMonth: 3_000_000,
+      windowSeconds: 0,
+      shards: 1,
+    });
+    expect(unpacked.writeUnitsPerAttempt).toBeGreaterThan(small.writeUnitsPerAttempt * 3);
+    const { lines, totalUsd } = feedCostPerMillionHits(small);
+    expect(Number(lines[0]?.usd)).toBeCloseTo(
+      (500_000 * small.writeUnitsPerAttempt * PRICES.dynamoPerMillionWriteUnits) / 1e6,
+      4,
+    );
+    expect(totalUsd).toBeGreaterThan(Number(lines[0]?.usd));
   });
 });
