@@ -90,15 +90,14 @@ export const STREAM_FUNCTIONS = {
 
 /**
  * The stream records the feed's consumer is given: changes of attempts (the event source mapping's filter in AWS;
- * the local stand-in applies it with `acceptedByFeed`). Other items' changes never invoke it.
+ * the local stand-in applies it with `acceptedByFeed`). Other items' changes never invoke it. On the `dynamodb` key
+ * alone, the only one a DynamoDB mapping filters on (Lambda's documentation): the consumer leaves removals out itself.
  */
 export const FEED_STREAM_FILTER = {
-  eventName: ['INSERT', 'MODIFY'],
   dynamodb: { Keys: { pk: { S: [{ prefix: ATTEMPT_PARTITION_PREFIX }] } } },
 };
 /** The filter above applied to one record, as the event source mapping applies it (the local stand-in's). */
 export const acceptedByFeed = (record: DynamoDBRecord): boolean =>
-  FEED_STREAM_FILTER.eventName.includes(record.eventName ?? '') &&
   FEED_STREAM_FILTER.dynamodb.Keys.pk.S.some(
     (rule) => record.dynamodb?.Keys?.pk?.S?.startsWith(rule.prefix) === true,
   );

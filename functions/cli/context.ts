@@ -4,6 +4,7 @@
  * deployed stack. The hit buffer's dead-letter queue has a context of its own, as it needs none of the rest.
  */
 
+import { createFeedRebuild, type FeedRebuild } from '../ledger/feed-rebuild';
 import {
   createDayIndexBackfill,
   createHealthStore,
@@ -31,6 +32,7 @@ export interface CliContext {
   readonly registry: SurveyRegistry;
   readonly results: ReconciliationStore;
   readonly dayIndex: DayIndexBackfill;
+  readonly feedRebuild: FeedRebuild;
   readonly health: HealthStore;
   readonly keyRing: () => Promise<KeyRing>;
   /** Where the key ring is kept, for rotation. */
@@ -66,6 +68,7 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
       registry: createSurveyRegistry,
       results: createReconciliationStore,
       dayIndex: createDayIndexBackfill,
+      feedRebuild: createFeedRebuild,
       health: createHealthStore,
     },
   );

@@ -3,10 +3,8 @@ import type { HealthCheckReport } from '../health/health-check';
 import { healthCheck } from '../health/health-check';
 import { readHealthSettings } from '../runtime/runtime-config';
 import { cliContext, unregistered } from './context';
-import { surveyIdOption } from './options';
+import { collectSurveyIds } from './options';
 import { complain, say, sayJson } from './terminal';
-
-const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 
 /** The health of each survey as the CLI prints it with --json. */
 export interface HealthView {
@@ -49,7 +47,7 @@ export function healthCommand(): Command {
     .description(
       'each active survey now: ok, warning or failing, with the evidence and what to do (reads only)',
     )
-    .option('--survey <id>', 'only this survey (repeat for several)', collect)
+    .option('--survey <id>', 'only this survey (repeat for several)', collectSurveyIds)
     .option('--json', 'print JSON')
     .action(async (options: { survey?: string[]; json?: boolean }) => {
       const context = cliContext();

@@ -2,10 +2,13 @@
  * `ledger backfill-day-index`: after upgrading a table an earlier release wrote, moves the attempts it indexed
  * under day-wide partitions to their survey's partition, so the readers stop querying both. Safe to stop and run
  * again; `--dry-run` only counts.
+ *
+ * `ledger rebuild-feed`: writes days of the attempt feed from the attempt items (the days before the feed began, or
+ * a batch its consumer set aside), and moves the feed's start back once every registered survey's days are in it.
  */
 import { Command } from 'commander';
 import { cliContext } from './context';
-import { dayOption } from './options';
+import { collectSurveyIds, dayOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
 /** The first day an earlier release may have indexed attempts under a day-wide partition. */
@@ -48,5 +51,45 @@ export function ledgerCommand(): Command {
       else if (!options.dryRun && to < new Date().toISOString().slice(0, 10))
         say('the run did not reach today: run it again up to today to let the readers stop reading both');
     });
+  ledger
+    .command('rebuild-feed')
+    .description(
+      'write UTC days of the attempt feed from the attempt items (the days before it began, or a batch its consumer set aside); safe to repeat',
+    )
+    .requiredOption('--from <YYYY-MM-DD>', 'first UTC day to rebuild', dayOption)
+    .option('--to <YYYY-MM-DD>', 'last UTC day to rebuild (default today)', dayOption)
+    .option(
+      '--survey <id>',
+      'only this survey (repeat for several; the feed keeps its start)',
+      collectSurveyIds,
+    )
+    .option('--dry-run', 'only count what would be written')
+    .option('--json', 'print JSON')
+    .action(
+      async (options: { from: string; to?: string; survey?: string[]; dryRun?: boolean; json?: boolean }) => {
+        const { feedRebuild } = cliContext();
+        const report = await feedRebuild.run({
+          from: options.from,
+          to: options.to ?? new Date().toISOString().slice(0, 10),
+          ...(options.survey ? { surveys: options.survey } : {}),
+          dryRun: options.dryRun === true,
+          onDay: (day, attempts) => {
+            if (attempts > 0 && !options.json) complain(`${day}: ${attempts}`);
+          },
+        });
+        if (options.json) {
+          sayJson(report);
+          return;
+        }
+        say(
+          `${options.dryRun ? 'would write' : 'wrote'} ${report.attempts} attempts of ${report.surveys} surveys over ${report.days} days`,
+        );
+        say(
+          report.startMovedTo
+            ? `the feed now holds every change since ${report.startMovedTo} (it began ${report.feedStart})`
+            : `the feed's start stays ${report.feedStart}`,
+        );
+      },
+    );
   return ledger;
 }

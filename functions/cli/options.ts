@@ -43,3 +43,9 @@ export function dayOption(value: string): string {
   }
   return value;
 }
+
+/** A repeatable `--survey <id>` option's values, each checked as a survey id. */
+export const collectSurveyIds = (value: string, previous: string[] = []) => [
+  ...previous,
+  surveyIdOption(value),
+];

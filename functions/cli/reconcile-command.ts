@@ -3,10 +3,8 @@ import { pacificDay } from '../marketplace/pacific-time';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext, noteUnregistered, unregistered } from './context';
-import { dayOption, surveyIdOption, wholeNumberOption } from './options';
+import { collectSurveyIds, dayOption, wholeNumberOption } from './options';
 import { complain, oneLine, say, sayJson } from './terminal';
-
-const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 
 /** Days of look-back: a whole number from 0 to 62, as the reconcile function accepts. */
 function lookbackDaysOption(value: string): number {
@@ -25,7 +23,7 @@ export function reconcileCommand(): Command {
     .option(
       '--survey <id>',
       'only this survey (repeat for several; default: every registered survey)',
-      collect,
+      collectSurveyIds,
     )
     .option('--concurrency <n>', 'surveys at once', wholeNumberOption(1, 32), 4)
     .option(

@@ -8,7 +8,7 @@ import {
 } from '../marketplace/redirect-configuration';
 import { NOT_KEPT_PER_SURVEY, type PostbackMethod } from '../marketplace/redirect-settings';
 import { cliContext } from './context';
-import { methodOfVariable, methodOption, surveyIdOption } from './options';
+import { collectSurveyIds, methodOfVariable, methodOption, surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
 interface Common {
@@ -17,8 +17,6 @@ interface Common {
   successMethod?: PostbackMethod;
   failMethod?: PostbackMethod;
 }
-
-const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 
 /** The longest an old key may stay accepted after a rotation. */
 const MAX_RETIRE_IN_HOURS = 8_760;
@@ -37,7 +35,7 @@ export function redirectsCommand(): Command {
 
   withCommon(redirects.command('apply'))
     .description("apply a survey's seven URLs and postback methods, then read them back and compare")
-    .requiredOption('--survey <id>', 'survey id (repeat for several)', collect)
+    .requiredOption('--survey <id>', 'survey id (repeat for several)', collectSurveyIds)
     .option('--force', 'apply even when the registry says it is already in place')
     .action(
       async (
@@ -118,7 +116,7 @@ export function redirectsCommand(): Command {
 
   withCommon(redirects.command('remove'))
     .description("delete a survey's own redirects (the supplier's global ones apply again)")
-    .requiredOption('--survey <id>', 'survey id (repeat for several)', collect)
+    .requiredOption('--survey <id>', 'survey id (repeat for several)', collectSurveyIds)
     .action(async (options: Common & { survey: string[] }) => {
       report(await configure(options).remove(options.survey, options), options);
     });

@@ -6,10 +6,9 @@ import { reportHtml } from '../finance/report-html';
 import { pacificDay } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
 import { cliContext, noteUnregistered } from './context';
-import { dayOption, surveyIdOption } from './options';
+import { collectSurveyIds, dayOption } from './options';
 import { complain } from './terminal';
 
-const collect = (value: string, previous: string[] = []) => [...previous, surveyIdOption(value)];
 const choice = (allowed: readonly string[]) => (value: string) => {
   if (!allowed.includes(value)) throw new InvalidArgumentError(`must be one of ${allowed.join(', ')}`);
   return value;
@@ -21,7 +20,7 @@ export function reportCommand(): Command {
     .description('what the marketplace owes, what is missing or disputed, for Pacific days [from, to]')
     .option('--from <YYYY-MM-DD>', 'first Pacific day (default: today)', dayOption)
     .option('--to <YYYY-MM-DD>', 'last Pacific day (default: --from)', dayOption)
-    .option('--survey <id>', 'only this survey (repeat for several)', collect)
+    .option('--survey <id>', 'only this survey (repeat for several)', collectSurveyIds)
     .option('--format <format>', 'json, csv or html', choice(['json', 'csv', 'html']), 'json')
     .option(
       '--table <table>',

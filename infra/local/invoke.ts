@@ -1,17 +1,20 @@
 /**
  * `npm run invoke -- <function> <event-file>`: runs one handler on a sample event, as Lambda would, and prints
- * its result. Uses the engine of a running `npm start` when there is one, otherwise a throwaway embedded one.
+ * its result (the HTTP functions on events/apigw-v2/, the attempt feed's consumer on events/dynamodb-stream/). Uses the engine of a running `npm start` when there is one, otherwise a throwaway embedded one.
  */
 import { readFile } from 'node:fs/promises';
 import { applyLocalDefaults } from '../../functions/runtime/local-stack-defaults';
-import { FUNCTIONS, type FunctionName } from '../routes';
+import { FUNCTIONS, STREAM_FUNCTIONS } from '../routes';
 import { type LambdaHandler, lambdaContext } from './api-gateway';
 import { ensureLedgerTable, startEngine } from './engine';
 import { invokeHandler } from './invocation';
 
+/** The functions a sample event can drive: those behind the routes, and the table stream's consumer. */
+const INVOCABLE: Record<string, { readonly entry: string }> = { ...FUNCTIONS, ...STREAM_FUNCTIONS };
 const [name, eventFile] = process.argv.slice(2);
-if (!name || !eventFile || !(name in FUNCTIONS)) {
-  console.error(`usage: npm run invoke -- <${Object.keys(FUNCTIONS).join('|')}> <event-file>`);
+const invoked = name === undefined ? undefined : INVOCABLE[name];
+if (!name || !eventFile || !invoked) {
+  console.error(`usage: npm run invoke -- <${Object.keys(INVOCABLE).join('|')}> <event-file>`);
   process.exit(2);
 }
 
@@ -32,7 +35,7 @@ if (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT a
 }
 await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
 
-const { handler } = (await import(/* @vite-ignore */ `../../${FUNCTIONS[name as FunctionName].entry}`)) as {
+const { handler } = (await import(/* @vite-ignore */ `../../${invoked.entry}`)) as {
   handler: LambdaHandler;
 };
 const result = await invokeHandler(handler, event as Parameters<LambdaHandler>[0], lambdaContext(name));

@@ -3,6 +3,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { createStreamConsumer } from '../../functions/feed/stream-consumer';
+import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -15,12 +17,14 @@ import { freshTable } from '../support/ledger';
 
 let handlers: Record<'redirect' | 'postback', Handler>;
 let store: LedgerStore;
+let feed: AttemptFeed;
 const event = (name: string) => JSON.parse(readFileSync(`events/apigw-v2/${name}`, 'utf8'));
 
 beforeAll(async () => {
   const { endpoint, tableName } = await freshTable();
   handlers = await receivers({ endpoint, tableName, keyRing: DEV_KEY_RING });
   store = createLedgerStore(createDocumentClient({ endpoint }), tableName);
+  feed = createAttemptFeed(createDocumentClient({ endpoint }), tableName);
 });
 
 describe('sample events', () => {
@@ -64,5 +68,26 @@ describe('sample events', () => {
     expect(result.statusCode).toBe(200);
     const rejected = await store.rejectedHits(new Date().toISOString().slice(0, 10));
     expect(rejected.map((r) => r.reason)).toContain('signature mismatch');
+  });
+
+  it("dynamodb-stream/attempt-changes.json keeps one attempt answered by both channels, and not its verdict's change", async () => {
+    const changes = JSON.parse(readFileSync('events/dynamodb-stream/attempt-changes.json', 'utf8'));
+    const result = await createStreamConsumer({ feed })(changes);
+    expect(result.batchItemFailures).toEqual([]);
+    expect(result.consumed).toMatchObject({ changes: 3, recorded: 2, groups: 1 });
+    const attempts = await feed.attemptsOfSurvey(
+      '1001',
+      new Date('2026-11-24T00:00:00.000Z'),
+      new Date('2026-11-25T00:00:00.000Z'),
+    );
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({
+      pid: 'panel-4711',
+      complete: 'postback-confirmed',
+      redirect: { outcome: 'success', from: 'k3Xb9QmZr2Lw' },
+      postback: { outcome: 'success', source: 'query' },
+    });
+    expect(attempts[0]?.reconciliation).toBeUndefined();
+    expect(await feed.startedAt()).toBe('2026-11-24T14:02:11.000Z');
   });
 });

@@ -1,0 +1,132 @@
+/**
+ * `ledger rebuild-feed`: days of the attempt feed written from the attempt items, for the days before the feed
+ * began. Against the engine: what the feed gives afterwards equals the items, and the feed's start moves back only
+ * once every registered survey's days up to it are in.
+ */
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { describe, expect, it } from 'vitest';
+import {
+  type AttemptFeed,
+  createAttemptFeed,
+  FEED_PARTITION_PREFIX,
+} from '../../functions/ledger/attempt-feed';
+import { createFeedRebuild, type FeedRebuild } from '../../functions/ledger/feed-rebuild';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createSurveyRegistry,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
+import type { Attempt } from '../../functions/receiving/attempt';
+import type { Hit } from '../../functions/receiving/hit-request';
+import { freshTable } from '../support/ledger';
+
+let client: ReturnType<typeof createDocumentClient>;
+let tableName: string;
+let ledger: LedgerStore;
+let feed: AttemptFeed;
+let rebuild: FeedRebuild;
+
+const SURVEYS = ['8301', '8302'];
+/** The attempts of two surveys over three UTC days, some answered; the third day an unregistered survey's too. */
+const DAYS = ['2026-11-20', '2026-11-21', '2026-11-22'];
+
+async function seeded() {
+  const table = await freshTable();
+  tableName = table.tableName;
+  client = createDocumentClient({ endpoint: table.endpoint });
+  ledger = createLedgerStore(client, tableName);
+  feed = createAttemptFeed(client, tableName);
+  rebuild = createFeedRebuild(client, tableName);
+  const registry = createSurveyRegistry(client, tableName);
+  for (const surveyId of SURVEYS)
+    await registry.put({
+      surveyId,
+      state: 'active',
+      verified: true,
+      failures: 0,
+      updatedAt: '2026-11-01T00:00:00.000Z',
+    });
+  for (const [d, day] of DAYS.entries())
+    for (const surveyId of [...SURVEYS, ...(d === 2 ? ['8399'] : [])])
+      for (let n = 0; n < 3; n++) {
+        const hit: Hit = {
+          channel: 'redirect',
+          surveyId,
+          outcome: 'success',
+          pid: `p${d}${n}`,
+          token: `t-${surveyId}-${d}-${n}`,
+          source: 'query',
+        };
+        const at = new Date(`${day}T1${n}:00:00.000Z`);
+        await ledger.recordHit(hit, at);
+        if (n !== 1) await ledger.recordHit({ ...hit, channel: 'postback' }, new Date(at.getTime() + 60_000));
+      }
+}
+
+const withoutVerdict = ({ reconciliation: _, ...attempt }: Attempt) => attempt;
+const span = (from: string, to: string) =>
+  [new Date(`${from}T00:00:00.000Z`), new Date(Date.parse(`${to}T00:00:00.000Z`) + 86_400_000)] as const;
+
+/** The feed's consumer has run, its first batch's earliest change that morning: its start is marked then. */
+const feedStartedOn = (day: string) => feed.markStart(`${day}T09:00:00.000Z`);
+
+const feedItemCount = async () =>
+  (
+    await client.send(
+      new ScanCommand({
+        TableName: tableName,
+        FilterExpression: 'begins_with(pk, :feed) AND kind = :kind',
+        ExpressionAttributeValues: { ':feed': FEED_PARTITION_PREFIX, ':kind': 'attempt-feed' },
+      }),
+    )
+  ).Items?.length ?? 0;
+
+describe('rebuilding the attempt feed from the items', () => {
+  it('refuses while the feed has never started (its consumer has not run)', async () => {
+    await seeded();
+    await expect(rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string })).rejects.toThrow(
+      /attempt feed has not started/,
+    );
+  });
+
+  it("writes each registered survey's days as the items hold them, and moves the feed's start back to the first", async () => {
+    await seeded();
+    await feedStartedOn(DAYS[2] as string);
+    const report = await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string });
+    expect(report).toMatchObject({
+      days: 3,
+      surveys: 2,
+      attempts: 18,
+      startMovedTo: `${DAYS[0]}T00:00:00.000Z`,
+    });
+    expect(await feed.startedAt()).toBe(`${DAYS[0]}T00:00:00.000Z`);
+    const [from, to] = span(DAYS[0] as string, DAYS[2] as string);
+    for (const surveyId of SURVEYS) {
+      const fromItems = (await ledger.attemptsOfSurvey(surveyId, from, to)).map(withoutVerdict);
+      expect(fromItems).toHaveLength(9);
+      expect(await feed.attemptsOfSurvey(surveyId, from, to)).toEqual(fromItems);
+    }
+    // Again: the same attempts (readers fold the repeats); the start stays.
+    await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string });
+    expect(await feed.attemptsOfSurvey('8301', from, to)).toHaveLength(9);
+  });
+
+  it('leaves the start alone for named surveys, days short of it, and a dry run (which writes nothing)', async () => {
+    await seeded();
+    await feedStartedOn(DAYS[2] as string);
+    const started = await feed.startedAt();
+    expect(await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string, dryRun: true })).toMatchObject(
+      {
+        attempts: 18,
+      },
+    );
+    expect(await feedItemCount()).toBe(0);
+    await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string, surveys: ['8301'] });
+    expect(await feed.startedAt()).toBe(started);
+    // Up to the day before the start: the start's own day before the mark is not in.
+    await rebuild.run({ from: DAYS[0] as string, to: DAYS[1] as string });
+    expect(await feed.startedAt()).toBe(started);
+    expect(await feedItemCount()).toBeGreaterThan(0);
+  });
+});
