@@ -3,7 +3,7 @@ import { desiredRedirectSettings, type PostbackMethod } from '../marketplace/red
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { cliContext } from './context';
 import { methodOfVariable, surveyIdOption } from './options';
-import { say, sayJson } from './terminal';
+import { complain, say, sayJson } from './terminal';
 
 /** `urls --survey <id>`: the seven signed URLs of a survey, placeholders left in. */
 export function urlsCommand(): Command {
@@ -33,6 +33,12 @@ export function urlsCommand(): Command {
         failMethod?: PostbackMethod;
       }) => {
         const context = cliContext();
+        // Any id can be signed (a survey configured by hand, before its registration), but one not registered here is
+        // said so: its hits are recorded, while reconciliation, the health check and finance cover registered surveys.
+        if (!(await context.registry.get(options.survey)))
+          complain(
+            `survey ${options.survey} is not registered here: its hits will be recorded, but only registered surveys are reconciled, watched and reported (npm run cli -- redirects apply --survey ${options.survey} registers it and points it here); check the id`,
+          );
         const urls = buildSurveyUrls(
           options.baseUrl ?? context.publicBaseUrl,
           options.survey,

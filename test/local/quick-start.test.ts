@@ -80,8 +80,10 @@ async function cli(...args: string[]) {
     SQS_ENDPOINT: printed(/Hit buffer\s+(http:\/\/\S+)/),
   };
   try {
-    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: { ...env, ...local } });
-    return { stdout, code: 0 };
+    const { stdout, stderr } = await run(TSX, ['functions/cli/main.ts', ...args], {
+      env: { ...env, ...local },
+    });
+    return { stdout, stderr, code: 0 };
   } catch (error) {
     const failed = error as { stdout: string; stderr: string; code: number };
     return { stdout: failed.stdout, stderr: failed.stderr, code: failed.code };
@@ -198,6 +200,11 @@ describe('npm start', () => {
       'sUrl',
       'tUrl',
     ]);
+    // 77 is no survey of the local marketplace: signed all the same, and said to be unregistered.
+    expect(urls.stderr).toContain('survey 77 is not registered here');
+    const registered = await cli('urls', '--survey', '1001');
+    expect(registered.stdout).toContain('sUrl');
+    expect(registered.stderr).not.toContain('not registered');
     const missing = await cli('attempt', '--survey', '77', '--pid', 'nobody');
     expect(missing.code).toBe(1);
     expect(missing.stdout).toContain('no attempt of pid nobody at survey 77');
