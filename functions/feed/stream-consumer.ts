@@ -95,7 +95,7 @@ export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
 }
 
 export function createStreamConsumer(deps: StreamConsumerDependencies) {
-  // Once a container has seen the feed's start marked (or marked it), it does not try again.
+  // Once a container has seen the feed's start marked for its stream (or marked it), it does not try again.
   let startMarked = false;
   return async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse & { consumed: ConsumedBatch }> => {
     const groups = groupChanges(event.Records);
@@ -105,7 +105,7 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
       const earliest = Math.min(
         ...event.Records.map((r) => (r.dynamodb?.ApproximateCreationDateTime ?? 0) * 1000),
       );
-      await deps.feed.markStart(new Date(earliest).toISOString());
+      await deps.feed.markStart(new Date(earliest).toISOString(), event.Records[0]?.eventSourceARN ?? '');
       startMarked = true;
     }
     const report = await runBounded(

@@ -150,14 +150,15 @@ export interface FeedGroup {
 
 /**
  * The item that says since when the feed holds every change: the earliest change of the first batch the consumer
- * wrote (a later batch of another shard may hold earlier ones: the mark is never too early). A reader of a span
- * that starts before it reads the attempt items instead.
+ * wrote (a later batch of another shard may hold earlier ones: the mark is never too early), and the stream it came
+ * from. A reader of a span that starts before it reads the attempt items instead. A stream turned off and on again
+ * is another stream, whose first batch marks the start anew: the changes in between are in no feed.
  */
 export const FEED_START_KEY = { pk: `${FEED_PARTITION_PREFIX}START`, sk: 'START' } as const;
 
 export interface AttemptFeed {
-  /** Marks when the feed began, unless it is marked already. */
-  markStart(at: string): Promise<void>;
+  /** Marks when the feed began, unless it is marked already for the same stream (its ARN). */
+  markStart(at: string, stream: string): Promise<void>;
   /** When the feed began holding every change (absent: not yet). */
   startedAt(): Promise<string | undefined>;
   /**
@@ -209,14 +210,17 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
   };
 
   const feed: AttemptFeed = {
-    async markStart(at) {
+    async markStart(at, stream) {
       try {
         await send(() =>
           client.send(
             new PutCommand({
               TableName: tableName,
-              Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at },
-              ConditionExpression: 'attribute_not_exists(pk)',
+              Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at, stream },
+              ConditionExpression:
+                'attribute_not_exists(pk) OR attribute_not_exists(#stream) OR #stream <> :stream',
+              ExpressionAttributeNames: { '#stream': 'stream' },
+              ExpressionAttributeValues: { ':stream': stream },
             }),
           ),
         );

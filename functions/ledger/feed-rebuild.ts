@@ -9,8 +9,8 @@
  * twice (readers fold repeats). Once every registered survey's days from the feed's start back to `from` are
  * rebuilt, the feed's start mark moves back to `from`, so readers trust the feed for those days too.
  */
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { runBounded, throwIfFailed } from '../shared/bounded-work';
 import {
   createAttemptFeed,
@@ -107,17 +107,25 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
       }
       // Every registered survey's days from `from` to the mark's day are in the feed now: readers may trust it there.
       const from = `${options.from}T00:00:00.000Z`;
-      const movesStart =
+      let movesStart =
         !options.dryRun && !options.surveys?.length && from < feedStart && options.to >= utcDay(feedStart);
       if (movesStart)
         await send(() =>
           client.send(
-            new PutCommand({
+            new UpdateCommand({
               TableName: tableName,
-              Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at: from, rebuiltAt: now },
+              Key: FEED_START_KEY,
+              // The same stream's mark: one a new stream set meanwhile (the feed turned off and on) is left alone.
+              UpdateExpression: 'SET #at = :from, rebuiltAt = :now',
+              ConditionExpression: '#at = :was',
+              ExpressionAttributeNames: { '#at': 'at' },
+              ExpressionAttributeValues: { ':from': from, ':now': now, ':was': feedStart },
             }),
           ),
-        );
+        ).catch((error: unknown) => {
+          if (!(error instanceof ConditionalCheckFailedException)) throw error;
+          movesStart = false;
+        });
       return {
         days: days.length,
         surveys: surveyIds.length,

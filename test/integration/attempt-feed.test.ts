@@ -375,5 +375,23 @@ describe("the health check's window from the feed", () => {
       Records: [change(firstHitItem(hitOf('8160'), new Date(at('09:00:00'))), undefined, at('09:00:00'))],
     });
     expect(await otherFeed.startedAt()).toBe('2026-11-24T08:00:10.000Z');
+    // The feed turned off and on again: a new stream, whose first batch marks the start anew (the changes in between
+    // reached no feed); its later batches leave it.
+    const ofStream = (record: DynamoDBRecord) => ({
+      ...record,
+      eventSourceARN: 'arn:aws:dynamodb:::table/l/stream/2',
+    });
+    await createStreamConsumer({ feed: otherFeed })({
+      Records: [
+        ofStream(change(firstHitItem(hitOf('8160'), new Date(at('11:00:00'))), undefined, at('11:00:00'))),
+      ],
+    });
+    expect(await otherFeed.startedAt()).toBe('2026-11-24T11:00:00.000Z');
+    await createStreamConsumer({ feed: otherFeed })({
+      Records: [
+        ofStream(change(firstHitItem(hitOf('8160'), new Date(at('12:00:00'))), undefined, at('12:00:00'))),
+      ],
+    });
+    expect(await otherFeed.startedAt()).toBe('2026-11-24T11:00:00.000Z');
   });
 });

@@ -69,7 +69,8 @@ const span = (from: string, to: string) =>
   [new Date(`${from}T00:00:00.000Z`), new Date(Date.parse(`${to}T00:00:00.000Z`) + 86_400_000)] as const;
 
 /** The feed's consumer has run, its first batch's earliest change that morning: its start is marked then. */
-const feedStartedOn = (day: string) => feed.markStart(`${day}T09:00:00.000Z`);
+const feedStartedOn = (day: string) =>
+  feed.markStart(`${day}T09:00:00.000Z`, 'arn:aws:dynamodb:us-east-1:123456789012:table/ledger/stream/1');
 
 const feedItemCount = async () =>
   (
