@@ -1,7 +1,8 @@
 /**
  * The survey health check's evaluation, read-only: every active survey (or the ones asked for) judged by the
  * rules against its recent traffic, beside its stored health. The scheduled function writes and notifies from
- * it; the CLI only shows it, so both always say the same.
+ * it; the CLI only shows it, by the same rules (the scheduled check with the attempt feed judges as of the feed's
+ * lag ago; the CLI reads the items now).
  */
 
 import type { AttemptFeed } from '../ledger/attempt-feed';
@@ -78,16 +79,18 @@ export function healthCheck(deps: HealthCheckDependencies) {
    */
   let resumeFrom: string | undefined;
   /**
-   * Where a run reads the window's attempts, and as of when it judges: the feed, `feedLagMs` back, once the feed
-   * began before that window (a feed just turned on holds nothing older than itself); else the attempt items, now.
+   * Where a run reads the window's attempts, and as of when it judges: with a feed, `feedLagMs` back, from the feed
+   * once it began before that window (a feed just turned on holds nothing older than itself), else from the items;
+   * without one, from the items, now.
    */
   const attemptSource = async (now: Date): Promise<{ feed?: FeedWindow; at: Date }> => {
     if (!deps.feed) return { at: now };
     const at = new Date(now.getTime() - (deps.feedLagMs ?? 0));
     const from = readFrom(deps.settings, at);
     const started = await deps.feed.startedAt();
-    if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS)
-      return { at: now };
+    // Judged at the same lagged time either way: runs that switch between the items and the feed do not move the
+    // evaluation back and forth (a survey would turn failing, recover and fail again on the same traffic).
+    if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS) return { at };
     return { feed: feedWindow(deps.feed, from, at), at };
   };
   return {

@@ -308,10 +308,14 @@ export function createLedgerStore(
               Key: key,
               // A change like any hit's: a run that read the attempt before it must not judge it as it was.
               UpdateExpression: `SET firstSeenAt = :made, lastSeenAt = :seen${indexed ? ', gsi1pk = :gsi1pk, gsi1sk = :made' : ''}`,
-              ConditionExpression: 'firstSeenAt = :read',
+              // And on `lastSeenAt` as read: a hit in between is decided again, never moved back past.
+              ConditionExpression: `firstSeenAt = :read AND ${
+                lastSeen === undefined ? 'attribute_not_exists(lastSeenAt)' : 'lastSeenAt = :lastRead'
+              }`,
               ExpressionAttributeValues: {
                 ':made': madeAt,
                 ':read': read,
+                ...(lastSeen === undefined ? {} : { ':lastRead': lastSeen }),
                 ':seen': new Date(
                   Math.max(clock().getTime(), Date.parse(lastSeen ?? '') + 1 || 0),
                 ).toISOString(),
@@ -366,7 +370,11 @@ export function createLedgerStore(
       Key: attemptKey(attempt.surveyId, attempt.pid, attempt.token),
       // A change like any hit's: a run that read the attempt before it must not judge it as it was.
       UpdateExpression: `SET ${set.join(', ')}`,
-      ConditionExpression: '#standing = :standing AND #standingAt = :standingAt',
+      // On `lastSeenAt` as read too: a hit in between (its clock ahead of this one's) is never moved back past, so
+      // an attempt's last sighting only grows (the attempt feed orders its images by it).
+      ConditionExpression: `#standing = :standing AND #standingAt = :standingAt AND ${
+        attempt.lastSeenAt === undefined ? 'attribute_not_exists(lastSeenAt)' : 'lastSeenAt = :lastRead'
+      }`,
       ExpressionAttributeNames: {
         '#standing': standingOutcome(drained.channel),
         '#standingAt': sightingAt(drained.channel, record.outcome),
@@ -377,6 +385,7 @@ export function createLedgerStore(
         ...(movesBack ? { ':made': madeAt } : {}),
         ':standing': record.outcome,
         ':standingAt': standingAt,
+        ...(attempt.lastSeenAt === undefined ? {} : { ':lastRead': attempt.lastSeenAt }),
         // Later than the drained write's own, even within its millisecond.
         ':seen': new Date(
           Math.max(clock().getTime(), Date.parse(attempt.lastSeenAt ?? '') + 1 || 0),

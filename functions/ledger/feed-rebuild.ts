@@ -77,8 +77,11 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
       let attempts = 0;
       for (const day of days) {
         const start = new Date(`${day}T00:00:00.000Z`);
-        const end = new Date(start.getTime() + 86_400_000);
-        const buckets = new Map<number, FeedRecord[]>();
+        // The day's last instant: the index's days of [start, end) would take in the next midnight's day as well.
+        const end = new Date(`${day}T23:59:59.999Z`);
+        // By the day of each attempt's first sighting: one the index lists under this day by another time (an item
+        // reconciliation made, placed by its click, that a hit reached after midnight) goes under its own.
+        const groups = new Map<string, { day: string; bucket: number; records: FeedRecord[] }>();
         const report = await runBounded(
           surveyIds.map((surveyId) => async () => {
             const keys = await store.attemptKeysOfSurvey(surveyId, start, end);
@@ -87,20 +90,22 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
               tableName,
               keys.map((key) => ({ pk: key.pk, sk: key.sk })),
             );
-            const records = items
-              .filter((item) => typeof item.firstSeenAt === 'string' && utcDay(item.firstSeenAt) === day)
-              .map((item) => ({ sequence: '0', attributes: feedAttributesOf(item) }));
-            if (records.length === 0) return;
             const bucket = feedBucket(surveyId);
-            buckets.set(bucket, [...(buckets.get(bucket) ?? []), ...records]);
+            for (const item of items) {
+              if (typeof item.firstSeenAt !== 'string') continue;
+              const ofDay = utcDay(item.firstSeenAt);
+              const group = groups.get(`${ofDay}#${bucket}`) ?? { day: ofDay, bucket, records: [] };
+              group.records.push({ sequence: '0', attributes: feedAttributesOf(item) });
+              groups.set(`${ofDay}#${bucket}`, group);
+            }
           }),
           { concurrency: CONCURRENCY },
         );
         throwIfFailed(report);
         let ofDay = 0;
-        for (const [bucket, records] of buckets) {
-          ofDay += records.length;
-          if (!options.dryRun) await feed.append({ day, bucket, newestAt: now, records });
+        for (const group of groups.values()) {
+          ofDay += group.records.length;
+          if (!options.dryRun) await feed.append({ ...group, newestAt: now });
         }
         attempts += ofDay;
         options.onDay?.(day, ofDay);

@@ -28,10 +28,17 @@ const event = await readFile(eventFile, 'utf8')
 
 const env = applyLocalDefaults();
 let engine: Awaited<ReturnType<typeof startEngine>> | undefined;
-if (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT as string))) {
+// The stream's consumer always on a throwaway engine: a sample batch would mark a running stack's feed as begun on
+// the sample's day, and its readers would trust the feed for days it does not hold.
+const throwaway = name in STREAM_FUNCTIONS;
+if (throwaway || (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAMODB_ENDPOINT as string)))) {
   engine = await startEngine();
   env.DYNAMODB_ENDPOINT = engine.endpoint;
-  console.error(`(no engine at the default endpoint; using a throwaway one at ${engine.endpoint})`);
+  console.error(
+    throwaway
+      ? `(the stream's consumer runs on a throwaway engine at ${engine.endpoint}, never a running stack's)`
+      : `(no engine at the default endpoint; using a throwaway one at ${engine.endpoint})`,
+  );
 }
 await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
 

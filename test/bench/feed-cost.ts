@@ -28,6 +28,8 @@ export interface FeedCost {
   readonly attempts: number;
   readonly changes: number;
   readonly records: number;
+  /** Records written, after each batch kept one an attempt. */
+  readonly kept: number;
   readonly items: number;
   readonly writeUnitsPerAttempt: number;
   readonly bytesPerRecord: number;
@@ -88,6 +90,7 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
   // The feed store as deployed, its writes caught and priced instead of sent.
   let writeUnits = 0;
   let items = 0;
+  let kept = 0;
   let recordBytes = 0;
   const client = {
     send: async (command: { input: { Item: Item } }) => {
@@ -96,6 +99,7 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
       const size = itemSize(command.input.Item);
       writeUnits += Math.ceil(size / 1024);
       items += 1;
+      kept += Number(command.input.Item.count);
       recordBytes += (command.input.Item.records as Uint8Array).byteLength;
       return {};
     },
@@ -125,6 +129,7 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
     attempts,
     changes: changes.length,
     records,
+    kept,
     items,
     writeUnitsPerAttempt: writeUnits / attempts,
     bytesPerRecord: recordBytes / records,

@@ -3,7 +3,7 @@
  * hit and a second hit really write, in the typed JSON a Lambda event carries.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue, DynamoDBRecord } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -25,6 +25,7 @@ import {
   latestOfEach,
   MAX_RECORDS_BYTES,
 } from '../../functions/ledger/attempt-feed';
+import { attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   attemptFromItem,
   createDocumentClient,
@@ -354,6 +355,11 @@ describe("the health check's window from the feed", () => {
     // Judged at T from the feed, the postbacks it has not yet would look missing.
     const unlagged = await judged(check(0).evaluate(new Date(T), surveys));
     expect(unlagged.evaluation?.reasons.map((r) => r.code)).toEqual(['success_without_postback']);
+    // A feed begun after the span's start: the items are read, judged at the same lagged time (a run that switches
+    // between the two does not move the evaluation back and forth).
+    await client.send(new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: iso(T) } }));
+    const beforeTheFeed = await judged(check(7 * 60_000).evaluate(new Date(T), surveys));
+    expect(beforeTheFeed).toEqual(fromFeed);
   });
 
   it('marks when the feed began, once, from the first batch it writes', async () => {
@@ -393,5 +399,64 @@ describe("the health check's window from the feed", () => {
       ],
     });
     expect(await otherFeed.startedAt()).toBe('2026-11-24T11:00:00.000Z');
+  });
+
+  it("keeps an attempt's last sighting growing when a live hit lands inside a drained hit's follow-up, so the fold takes the table's image", async () => {
+    const ids = { surveyId: '8170', pid: 'p-race', token: 'tok-race', source: 'query' } as const;
+    const key = attemptKey(ids.surveyId, ids.pid, ids.token);
+    const T0 = Date.parse('2026-11-25T10:00:00.000Z');
+    const drainerClock = T0 + 30 * 60_000;
+    const live = createLedgerStore(client, tableName);
+    const images: FeedRecord[] = [];
+    const snapshot = async () => {
+      const { Item } = await client.send(
+        new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }),
+      );
+      images.push({ sequence: String(500 + images.length), attributes: Item ?? {} });
+    };
+    await live.recordHit({ ...ids, channel: 'redirect', outcome: 'success' }, new Date(T0));
+    await snapshot();
+    await live.recordHit({ ...ids, channel: 'postback', outcome: 'fail' }, new Date(T0 + 5 * 60_000));
+    await snapshot();
+    // A live repeat of the redirect, its container's clock ahead of the drainer's, lands just before the drained
+    // hit's follow-up (the update that makes its earlier outcome stand).
+    let raced = false;
+    const racing = {
+      send: async (command: { input?: { UpdateExpression?: string } }, ...rest: unknown[]) => {
+        const expression = command.input?.UpdateExpression ?? '';
+        if (!raced && !expression.includes('ADD') && expression.includes('lastSeenAt = :seen')) {
+          raced = true;
+          await live.recordHit(
+            { ...ids, channel: 'redirect', outcome: 'success' },
+            new Date(drainerClock + 20),
+          );
+          await snapshot();
+        }
+        return (client.send as (...args: unknown[]) => Promise<unknown>)(command, ...rest);
+      },
+    };
+    const drainer = createLedgerStore(
+      racing as unknown as typeof client,
+      tableName,
+      () => new Date(drainerClock),
+    );
+    await drainer.recordBufferedHit(
+      { ...ids, channel: 'postback', outcome: 'success' },
+      new Date(T0 + 60_000),
+      'b-1',
+    );
+    await snapshot();
+    expect(raced).toBe(true);
+    const seen = images.map((image) => String(image.attributes.lastSeenAt));
+    expect(seen).toEqual([...seen].sort());
+    const { Item } = await client.send(
+      new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }),
+    );
+    expect(Item?.postbackOutcome).toBe('success');
+    // Whatever order the stream numbered them in.
+    const [latest] = latestOfEach(
+      [...images].reverse().map((image, n) => ({ ...image, sequence: String(n) })),
+    );
+    expect(latest?.attributes.postbackOutcome).toBe('success');
   });
 });

@@ -3,7 +3,7 @@
  * began. Against the engine: what the feed gives afterwards equals the items, and the feed's start moves back only
  * once every registered survey's days up to it are in.
  */
-import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { describe, expect, it } from 'vitest';
 import {
   type AttemptFeed,
@@ -11,6 +11,7 @@ import {
   FEED_PARTITION_PREFIX,
 } from '../../functions/ledger/attempt-feed';
 import { createFeedRebuild, type FeedRebuild } from '../../functions/ledger/feed-rebuild';
+import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -129,5 +130,33 @@ describe('rebuilding the attempt feed from the items', () => {
     await rebuild.run({ from: DAYS[0] as string, to: DAYS[1] as string });
     expect(await feed.startedAt()).toBe(started);
     expect(await feedItemCount()).toBeGreaterThan(0);
+  });
+
+  it('puts an attempt the index lists by another day (placed by its click) under the day it was first seen', async () => {
+    await seeded();
+    await feedStartedOn(DAYS[2] as string);
+    // An item reconciliation made for a transaction clicked at 23:50, which a postback then reached after midnight.
+    const key = attemptKey('8301', 'p-late', 't-late');
+    await client.send(
+      new PutCommand({
+        TableName: tableName,
+        Item: {
+          ...key,
+          ...attemptDayKey('8301', key.sk, `${DAYS[0]}T23:50:00.000Z`),
+          kind: 'attempt',
+          surveyId: '8301',
+          pid: 'p-late',
+          token: 't-late',
+          firstSeenAt: `${DAYS[1]}T00:10:00.000Z`,
+          lastSeenAt: `${DAYS[1]}T00:10:00.000Z`,
+          postbackOutcome: 'success',
+          postback_success_at: `${DAYS[1]}T00:10:00.000Z`,
+          postback_success_hits: 1,
+        },
+      }),
+    );
+    await rebuild.run({ from: DAYS[0] as string, to: DAYS[0] as string, surveys: ['8301'] });
+    const [from, to] = span(DAYS[1] as string, DAYS[1] as string);
+    expect((await feed.attemptsOfSurvey('8301', from, to)).map((a) => a.token)).toContain('t-late');
   });
 });

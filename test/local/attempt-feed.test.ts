@@ -180,6 +180,7 @@ describe('the attempt feed on the local stack', () => {
     const fromTable = await check(false).evaluate(at, { surveys });
     const tableBatchReads = batchReads() - before;
     // The feed began (its consumer marked it on its first batch) after this window's start: the table is read.
+    expect(await createAttemptFeed(stackClient, tableName).startedAt()).toBeDefined();
     before = batchReads();
     const beforeTheFeed = await check(true).evaluate(at, { surveys });
     expect(batchReads() - before).toBe(tableBatchReads + 1);

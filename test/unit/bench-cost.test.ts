@@ -135,9 +135,12 @@ describe('the attempt feed (npm run bench, section 7)', () => {
       windowSeconds: 300,
       shards: 1,
     });
-    // Every attempt's two hits were consumed, and at most one record kept per attempt and batch.
+    // Every attempt's two hits were consumed, and a batch that holds both keeps one record of the attempt: with the
+    // second hit within 30 s and batches of five minutes, most do.
     expect(small.changes).toBe(2 * small.attempts);
-    expect(small.records).toBeLessThanOrEqual(small.changes);
+    expect(small.records).toBe(small.changes);
+    expect(small.kept).toBeLessThan(1.5 * small.attempts);
+    expect(small.kept).toBeGreaterThanOrEqual(small.attempts);
     expect(small.items).toBeGreaterThan(0);
     expect(small.writeUnitsPerAttempt).toBeGreaterThan(0);
     expect(small.writeUnitsPerAttempt).toBeLessThan(0.5);
