@@ -19,7 +19,7 @@ import {
   type ReconciliationStore,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
-import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { type Reconciler, reconciler } from '../../functions/reconciliation/reconciler';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import { sumAmounts } from '../../functions/shared/money';
@@ -69,8 +69,14 @@ beforeAll(async () => {
     falseComplete: 0.05,
     cpiDrift: 0.05,
   };
+  // Clicked in today (Pacific) even in the first minutes after its midnight, when a click the survey's length before
+  // now would fall on yesterday, which the runs and figures below (all today's) do not read.
+  const todayBegan = pacificDayRange(pacificDay(new Date())).start.getTime();
   for (let i = 0; i < 240; i++)
-    await marketplace.respondents.respondent({ surveyId: SURVEYS[i % 3] as number });
+    await marketplace.respondents.respondent({
+      surveyId: SURVEYS[i % 3] as number,
+      clickedAt: new Date(Math.max(Date.now() - 30 * 60_000, todayBegan + 1_000)),
+    });
   marketplace.state.review({ invalidShare: 0.1, statusChangeShare: 0.05 });
 }, 120_000);
 

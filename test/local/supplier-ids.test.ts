@@ -89,6 +89,9 @@ describe('supplier ids through the local stack', () => {
     expect(seen.length).toBeGreaterThan(0);
 
     const today = pacificDay(new Date());
+    // From the day of the earliest click: a click the survey's length before now falls on yesterday (Pacific) in the
+    // first minutes after midnight.
+    const clicksFrom = pacificDay(new Date(Date.now() - 2 * 3_600_000));
     const report = await reconciler({
       marketplace: createMarketplaceClient({
         baseUrl: marketplace.url,
@@ -97,7 +100,7 @@ describe('supplier ids through the local stack', () => {
       attempts: ledger,
       registry: createSurveyRegistry(client, table),
       results: createReconciliationStore(client, table),
-    }).run(today, today);
+    }).run(clicksFrom, today);
     expect(report.outcomes.every((o) => o.status === 'reconciled')).toBe(true);
     for (const { pid, token } of seen) {
       const [attempt] = (await ledger.attemptsOf(String(SURVEY), pid)).filter((a) => a.token === token);
