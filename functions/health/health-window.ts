@@ -5,9 +5,9 @@
  * window (one key-range Query per UTC day for every survey at once), the survey registry's entry, and the
  * stored health. Nothing here is on the hit path: a hit still costs one write and no read.
  */
-import { type AttemptFeed, feedBucket } from '../ledger/attempt-feed';
-import { type AttemptItemKey, utcDaysBetween } from '../ledger/attempt-store';
-import { attemptKey, utcDay } from '../ledger/ledger-schema';
+import { type AttemptFeed, attemptsOfBucketSpan, feedBucket } from '../ledger/attempt-feed';
+import type { AttemptItemKey } from '../ledger/attempt-store';
+import { attemptKey } from '../ledger/ledger-schema';
 import type { LedgerStore, RejectedHits, SurveyRegistration } from '../ledger/ledger-store';
 import type { Attempt } from '../receiving/attempt';
 import {
@@ -117,20 +117,13 @@ export const FEED_CLOCK_MARGIN_MS = 5 * 60_000;
  */
 export function feedWindow(feed: Pick<AttemptFeed, 'attemptsOfBucketDay'>, from: Date, to: Date) {
   const buckets = new Map<number, Promise<Map<string, Attempt[]>>>();
-  const fromIso = from.toISOString();
-  const toIso = to.toISOString();
   const since = new Date(from.getTime() - FEED_CLOCK_MARGIN_MS).toISOString();
   const readBucket = async (bucket: number) => {
     const bySurvey = new Map<string, Attempt[]>();
-    for (const day of utcDaysBetween(from, to)) {
-      for (const attempt of await feed.attemptsOfBucketDay(day, bucket, since)) {
-        const seen = attempt.firstSeenAt;
-        // A record under a day its attempt left (its first sighting moved back) is not that day's.
-        if (seen === undefined || utcDay(seen) !== day || seen < fromIso || seen >= toIso) continue;
-        const list = bySurvey.get(attempt.surveyId) ?? [];
-        list.push(attempt);
-        bySurvey.set(attempt.surveyId, list);
-      }
+    for (const attempt of await attemptsOfBucketSpan(feed, bucket, from, to, since)) {
+      const list = bySurvey.get(attempt.surveyId) ?? [];
+      list.push(attempt);
+      bySurvey.set(attempt.surveyId, list);
     }
     return bySurvey;
   };

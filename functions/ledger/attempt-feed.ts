@@ -261,19 +261,39 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
     },
 
     async attemptsOfSurvey(surveyId, from, to) {
-      const fromIso = from.toISOString();
-      const toIso = to.toISOString();
-      const attempts: Attempt[] = [];
-      for (const day of utcDaysBetween(from, to)) {
-        for (const attempt of await feed.attemptsOfBucketDay(day, feedBucket(surveyId))) {
-          const seen = attempt.firstSeenAt;
-          if (attempt.surveyId !== surveyId || seen === undefined) continue;
-          // A record under a day its attempt left (its first sighting moved back) is not that day's.
-          if (utcDay(seen) === day && seen >= fromIso && seen < toIso) attempts.push(attempt);
-        }
-      }
-      return attempts.sort((a, b) => (a.firstSeenAt as string).localeCompare(b.firstSeenAt as string));
+      return (await attemptsOfBucketSpan(feed, feedBucket(surveyId), from, to))
+        .filter((attempt) => attempt.surveyId === surveyId)
+        .sort((a, b) => (a.firstSeenAt as string).localeCompare(b.firstSeenAt as string));
     },
   };
   return feed;
 }
+
+/**
+ * Every attempt of a bucket first seen in [from, to), from each UTC day's records (those of items changed since
+ * `since`, if given): a record under a day its attempt left (its first sighting moved back) is not that day's.
+ */
+export async function attemptsOfBucketSpan(
+  feed: Pick<AttemptFeed, 'attemptsOfBucketDay'>,
+  bucket: number,
+  from: Date,
+  to: Date,
+  since?: string,
+): Promise<Attempt[]> {
+  const fromIso = from.toISOString();
+  const toIso = to.toISOString();
+  const attempts: Attempt[] = [];
+  for (const day of utcDaysBetween(from, to))
+    for (const attempt of await feed.attemptsOfBucketDay(day, bucket, since)) {
+      const seen = attempt.firstSeenAt;
+      if (seen !== undefined && utcDay(seen) === day && seen >= fromIso && seen < toIso)
+        attempts.push(attempt);
+    }
+  return attempts;
+}
+
+/** An attempt item's attributes as a feed record keeps them (`FEED_ATTRIBUTES`; absent ones left out). */
+export const feedAttributesOf = (item: Item): Item =>
+  Object.fromEntries(
+    FEED_ATTRIBUTES.filter((name) => item[name] !== undefined).map((name) => [name, item[name]]),
+  );

@@ -14,13 +14,13 @@ import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamod
 import { runBounded, throwIfFailed } from '../shared/bounded-work';
 import {
   createAttemptFeed,
-  FEED_ATTRIBUTES,
   FEED_START_KEY,
   type FeedRecord,
+  feedAttributesOf,
   feedBucket,
 } from './attempt-feed';
 import { createLedgerStore, utcDaysBetween } from './attempt-store';
-import { batchGet, type Item, send } from './document-client';
+import { batchGet, send } from './document-client';
 import { utcDay } from './ledger-schema';
 import { createSurveyRegistry } from './survey-registry';
 
@@ -36,11 +36,6 @@ export interface FeedRebuildReport {
 
 /** Surveys read at once. */
 const CONCURRENCY = 4;
-
-const feedAttributesOf = (item: Item): Item =>
-  Object.fromEntries(
-    FEED_ATTRIBUTES.filter((name) => item[name] !== undefined).map((name) => [name, item[name]]),
-  );
 
 export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: string) {
   const store = createLedgerStore(client, tableName);
