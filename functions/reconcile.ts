@@ -1,10 +1,13 @@
 /**
  * Scheduled reconciliation: every registered survey over the trailing window of Pacific days, against the
  * marketplace's transaction list. A run that reaches the Lambda's deadline records how far it got and invokes
- * the function again to resume at once; a scheduled invocation that finds a run in progress resumes it too.
+ * the function again to resume at once; a scheduled invocation that finds a run in progress resumes it too. With
+ * the attempt feed on, the attempts are read from it (reconciliation/feed-attempts.ts).
  */
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import { createAttemptFeed } from './ledger/attempt-feed';
 import { createLedgerStore, createReconciliationStore, createSurveyRegistry } from './ledger/ledger-store';
+import { feedAttempts } from './reconciliation/feed-attempts';
 import { createReconcileHandler } from './reconciliation/reconcile-handler';
 import { reconciler } from './reconciliation/reconciler';
 import { openLedger } from './runtime/aws-clients';
@@ -18,13 +21,25 @@ const ledger = openLedger(config, {
   attempts: createLedgerStore,
   registry: createSurveyRegistry,
   results: createReconciliationStore,
+  feed: createAttemptFeed,
 });
+// With the attempt feed (the stack's attemptFeed setting), a survey's attempts are read from it, bucket by bucket.
+const fromFeed = config.readsFeed
+  ? feedAttempts({ feed: ledger.feed, items: ledger.attempts, feedLagMs: config.feedLagMs })
+  : undefined;
 let lambda: LambdaClient | undefined;
 
 export const handler = createReconcileHandler({
   engine: reconciler({
     marketplace: marketplaceFromEnvironment(process.env, calls),
     ...ledger,
+    ...(fromFeed
+      ? {
+          attempts: { ...ledger.attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
+          attemptsLagMs: fromFeed.lagMs,
+          readOrder: fromFeed.inReadOrder,
+        }
+      : {}),
     concurrency: config.concurrency,
     settleMs: config.settleMs,
     lookbackDays: config.lookbackDays,

@@ -18,6 +18,7 @@ import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { HealthSettings } from '../functions/health/health-rules';
+import { FEED_PARTITION_PREFIX } from '../functions/ledger/attempt-feed';
 import {
   ATTEMPT_PARTITION_PREFIX,
   CHECKPOINT_PARTITION_PREFIX,
@@ -268,6 +269,13 @@ export class ReceiverStack extends Stack {
       MARKETPLACE_BASE_URL: marketplace.baseUrl ?? 'https://marketplace.invalid',
       MARKETPLACE_API_VERSION: marketplace.apiVersion ?? 'v1',
     };
+    /** The scheduled readers' switch onto the attempt feed, and how far it may trail the table. */
+    const feedReaders: Record<string, string> = props.attemptFeed
+      ? {
+          ATTEMPT_FEED: 'on',
+          ATTEMPT_FEED_LAG_SECONDS: String(FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds()),
+        }
+      : {};
     this.reconcile = new ReceiverFunction(this, 'reconcile', {
       ...SCHEDULED_FUNCTIONS.reconcile,
       functionName: `${this.stackName}-reconcile`,
@@ -276,6 +284,8 @@ export class ReceiverStack extends Stack {
       environment: {
         ...marketplaceEnvironment,
         RECONCILE_WINDOW_DAYS: String(props.reconcileWindowDays ?? 7),
+        // With the attempt feed, a survey's attempts come from its bucket's days (feed-attempts.ts).
+        ...feedReaders,
         ...variables({
           RECONCILE_CONCURRENCY: scale.reconcileConcurrency,
           RECONCILE_WINDOW_LIST_HOURS: scale.reconcileWindowListHours,
@@ -294,6 +304,8 @@ export class ReceiverStack extends Stack {
       )
       .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken)
       .allowSelfInvoke();
+    if (props.attemptFeed)
+      this.reconcile.allowLedgerItems(this.ledger.table, ['dynamodb:Query'], FEED_PARTITION_PREFIX);
     this.reconcileSchedule = new Schedule(this, 'reconcile-schedule', {
       description: 'Runs reconciliation over the trailing window',
       schedule: ScheduleExpression.rate(props.reconcileRate ?? Duration.hours(1)),
@@ -321,14 +333,7 @@ export class ReceiverStack extends Stack {
         ...healthEnvironmentOf(props.healthSettings ?? {}),
         ...variables({ HEALTH_CONCURRENCY: scale.healthConcurrency }),
         // With the attempt feed, the window's attempts come from it (a Query per bucket of surveys and day).
-        ...(props.attemptFeed
-          ? {
-              ATTEMPT_FEED: 'on',
-              ATTEMPT_FEED_LAG_SECONDS: String(
-                FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds(),
-              ),
-            }
-          : {}),
+        ...feedReaders,
       },
     })
       .bindLedger(this.ledger.table, ['dynamodb:Query', 'dynamodb:BatchGetItem'], { indexQuery: true })

@@ -2,8 +2,8 @@
  * Keeps the attempt feed (ledger/attempt-feed.ts) from the ledger table's stream: each batch's changes of attempts
  * grouped by the UTC day of their first sighting and their survey's bucket, one feed item per group.
  *
- * A change that leaves the feed's attributes as they were (a verdict written, a repeated request id remembered) is
- * left out: the feed says what the receivers saw, not what reconciliation decided. A group whose write fails makes
+ * A change that leaves the feed's attributes as they were (a repeated request id remembered) is left out; a verdict
+ * written is kept, as the readers judge attempts by their verdicts too. A group whose write fails makes
  * the batch report its earliest change as failed, so Lambda sends the batch again from there; the groups written
  * meanwhile are written again (the feed keeps an attempt's latest record, whatever repeats).
  */
@@ -15,6 +15,8 @@ import {
   FEED_ATTRIBUTES,
   type FeedRecord,
   feedBucket,
+  feedRecordOf,
+  feedTime,
   isLaterSequence,
 } from '../ledger/attempt-feed';
 import type { Item } from '../ledger/document-client';
@@ -37,16 +39,21 @@ export interface ConsumedBatch {
   readonly failedGroups: number;
 }
 
+/** What a record takes from an image besides `FEED_ATTRIBUTES`: the day index's filing time (feedRecordOf). */
+const IMAGE_ATTRIBUTES = [...FEED_ATTRIBUTES, 'gsi1sk'];
+
 /**
- * The feed's attributes of a stream record's image (the event's images are in DynamoDB's typed JSON). Only those are
- * converted: an attribute the feed does not keep (a verdict's detail) can never fail the batch.
+ * A feed record's attributes of a stream record's image (the event's images are in DynamoDB's typed JSON). Only
+ * those are converted, and the verdict's history only counted: an attribute the feed does not keep can never fail
+ * the batch.
  */
 function imageOf(image: Record<string, unknown> | undefined): Item | undefined {
   if (!image) return undefined;
   const kept: Record<string, AttributeValue> = {};
-  for (const name of FEED_ATTRIBUTES)
+  for (const name of IMAGE_ATTRIBUTES)
     if (image[name] !== undefined) kept[name] = image[name] as AttributeValue;
-  return unmarshall(kept) as Item;
+  const history = (image.verdictHistory as { L?: unknown } | undefined)?.L;
+  return feedRecordOf(unmarshall(kept) as Item, Array.isArray(history) ? history.length : 0);
 }
 
 const sameAttributes = (a: Item, b: Item) => JSON.stringify(a) === JSON.stringify(b);
@@ -74,12 +81,15 @@ export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
     const attributes = after;
     const previous = imageOf(change.OldImage);
     if (previous && sameAttributes(previous, attributes)) continue;
-    const firstSeenAt = attributes.firstSeenAt;
-    // An item reconciliation made for a transaction nothing arrived for: not the receivers' to report.
-    if (typeof firstSeenAt !== 'string' || typeof attributes.surveyId !== 'string') continue;
-    const days = new Set([utcDay(firstSeenAt)]);
-    // Its first sighting moved to an earlier day: the day it left learns so too.
-    if (typeof previous?.firstSeenAt === 'string') days.add(utcDay(previous.firstSeenAt));
+    // Filed where the day index files the item, and where it was filed before if that moved (a first sighting
+    // moved back by a drained hit; an item retired, no longer indexed): the day it left learns so too. An item with
+    // no time to file it by was never listed by any reader.
+    const days = new Set(
+      [feedTime(attributes), previous && feedTime(previous)]
+        .filter((at): at is string => at !== undefined)
+        .map(utcDay),
+    );
+    if (days.size === 0 || typeof attributes.surveyId !== 'string') continue;
     const bucket = feedBucket(attributes.surveyId);
     const at = (change.ApproximateCreationDateTime ?? 0) * 1000;
     for (const day of days) {

@@ -5,12 +5,11 @@
  * lag ago; the CLI reads the items now).
  */
 
-import type { AttemptFeed } from '../ledger/attempt-feed';
+import { type AttemptFeed, FEED_CLOCK_MARGIN_MS } from '../ledger/attempt-feed';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
 import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';
 import {
-  FEED_CLOCK_MARGIN_MS,
   type FeedWindow,
   feedWindow,
   readRefused,
@@ -31,7 +30,7 @@ export interface HealthCheckDependencies {
    * The attempt feed, when the deployment keeps one (`attemptFeed`): the window's attempts are read from it once it
    * holds every change of the window, and the run judges as of `feedLagMs` earlier.
    */
-  readonly feed?: Pick<AttemptFeed, 'attemptsOfBucketDay' | 'startedAt'> | undefined;
+  readonly feed?: Pick<AttemptFeed, 'recordsOfBucketDay' | 'startedAt'> | undefined;
   /**
    * How far behind the table the feed may be (its batching window and a margin). Judged that much earlier, the feed
    * holds what the attempt items held then, so both say the same: a postback that reached the table but not yet the

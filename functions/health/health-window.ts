@@ -5,7 +5,12 @@
  * window (one key-range Query per UTC day for every survey at once), the survey registry's entry, and the
  * stored health. Nothing here is on the hit path: a hit still costs one write and no read.
  */
-import { type AttemptFeed, attemptsOfBucketSpan, feedBucket } from '../ledger/attempt-feed';
+import {
+  type AttemptFeed,
+  attemptsOfBucketSpan,
+  FEED_CLOCK_MARGIN_MS,
+  feedBucket,
+} from '../ledger/attempt-feed';
 import type { AttemptItemKey } from '../ledger/attempt-store';
 import { attemptKey } from '../ledger/ledger-schema';
 import type { LedgerStore, RejectedHits, SurveyRegistration } from '../ledger/ledger-store';
@@ -102,20 +107,13 @@ export function sightingsCache() {
 export type SightingsCache = ReturnType<typeof sightingsCache>;
 
 /**
- * How much earlier than the span a feed read starts: a feed item is keyed by the stream's time of its newest change
- * (rounded down, DynamoDB's clock), an attempt's first sighting by the receiver's clock. Minutes, not seconds: the
- * read costs a few more batches' records, and the stream's time has been seen rounded to the minute.
- */
-export const FEED_CLOCK_MARGIN_MS = 5 * 60_000;
-
-/**
  * Every survey's attempts first seen in [from, to), from the attempt feed (ledger/attempt-feed.ts): each bucket of
  * surveys is read once a run, on its first survey's need, and only the batches with a change since `from` (a key
  * range per UTC day). One run of thousands of surveys makes a few dozen Queries where the day index takes four
  * per survey and a batch read of every attempt. The feed runs up to its batching window (five minutes) behind the
  * table: the health check judges as of that much earlier (health-check.ts, `feedLagMs`).
  */
-export function feedWindow(feed: Pick<AttemptFeed, 'attemptsOfBucketDay'>, from: Date, to: Date) {
+export function feedWindow(feed: Pick<AttemptFeed, 'recordsOfBucketDay'>, from: Date, to: Date) {
   const buckets = new Map<number, Promise<Map<string, Attempt[]>>>();
   const since = new Date(from.getTime() - FEED_CLOCK_MARGIN_MS).toISOString();
   const readBucket = async (bucket: number) => {

@@ -12,14 +12,16 @@
  * model's shape a batch carries about one change per survey, so an item per survey would pay a whole write unit
  * for each change, while a bucket packs about fifty. Its `records` attribute holds the batch's changes of those
  * attempts, one JSON line each (`[sequence number, attributes]`), brotli-compressed: the attributes are the
- * attempt item's own (`FEED_ATTRIBUTES`), so `attemptFromItem` reads a record as it reads the item, verdicts left
- * out (a verdict's write adds no record).
+ * attempt item's own (`FEED_ATTRIBUTES`: its sightings and its verdict, not the verdict's history), so
+ * `attemptFromItem` reads a record as it reads the item, plus two the record adds (`feedRecordOf`): how many times
+ * its verdict changed (`verdictChanges`, the history's length) and, for an item the day index files by another
+ * time than its first sighting (one reconciliation made for a transaction, filed by its click), that time
+ * (`placedAt`). A record is filed under the UTC day of that time, as the day index files the item.
  *
  * Records arrive at least once and a batch's retry may split differently: a reader keeps, of all the records of
- * one attempt, the one with the highest sequence number (DynamoDB orders the changes of one item by it). The sort
- * key starts with the newest change's time, so the changes since a moment are a key range (`since`). An attempt
- * whose first sighting moved to an earlier day (a hit drained from the buffer) is recorded under both days; a
- * reader of the day it left drops it by its `firstSeenAt`.
+ * one attempt, the latest (`isLaterRecord`). The sort key starts with the newest change's time, so the changes since
+ * a moment are a key range (`since`). An attempt whose filing time moved to an earlier day (a hit drained from the
+ * buffer) is recorded under both days; a reader of the day it left drops it by that time.
  */
 import { createHash } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, constants } from 'node:zlib';
@@ -46,7 +48,10 @@ export const feedBucket = (surveyId: string): number => fnv1a(surveyId) % FEED_B
 
 export const feedPartition = (day: string, bucket: number) => `${FEED_PARTITION_PREFIX}${day}#${bucket}`;
 
-/** The attempt item's attributes a record keeps: what the readers judge an attempt by, nothing of its verdict. */
+/**
+ * The attempt item's attributes a record keeps: what the readers judge an attempt by (its sightings, its verdict),
+ * not the verdict's history, which only grows.
+ */
 export const FEED_ATTRIBUTES: readonly string[] = [
   'surveyId',
   'pid',
@@ -61,7 +66,53 @@ export const FEED_ATTRIBUTES: readonly string[] = [
   'postbackSource',
   'arrivedAs',
   'drainedAt',
+  'verdict',
+  'verdictDay',
+  'verdictAt',
+  'verdictDetail',
+  'marketplace',
 ];
+
+/**
+ * The time the day index files an item by (its `gsi1sk`, an ISO instant, once prefixed with the survey id), when
+ * there is one: the first sighting, moved back with it, or the click of a transaction reconciliation made an item
+ * for, kept when a hit reaches that item later.
+ */
+const indexedTime = (sortKey: unknown): string | undefined =>
+  typeof sortKey === 'string' ? sortKey.slice(sortKey.lastIndexOf('#') + 1) || undefined : undefined;
+
+/**
+ * A feed record's attributes from an attempt item's: its `FEED_ATTRIBUTES`, how many times its verdict changed
+ * (`verdictChanges`: entries of its history, which every verdict, retirement and clearing appends to) and the time
+ * the day index files it by when that is not its first sighting (`placedAt`).
+ */
+export function feedRecordOf(item: Item, verdictChanges: number): Item {
+  const record: Item = Object.fromEntries(
+    FEED_ATTRIBUTES.filter((name) => item[name] !== undefined).map((name) => [name, item[name]]),
+  );
+  const placed = indexedTime(item.gsi1sk);
+  if (placed !== undefined && placed !== item.firstSeenAt) record.placedAt = placed;
+  if (verdictChanges > 0) record.verdictChanges = verdictChanges;
+  return record;
+}
+
+/**
+ * The time a record files its attempt by: where the day index has it, else its first sighting, else (an item
+ * retired since: no index entry) the click of its transaction. Undefined: nothing to file it by.
+ */
+export function feedTime(attributes: Item): string | undefined {
+  if (typeof attributes.placedAt === 'string') return attributes.placedAt;
+  if (typeof attributes.firstSeenAt === 'string') return attributes.firstSeenAt;
+  const clicked = (attributes.marketplace as { clickedAt?: unknown } | undefined)?.clickedAt;
+  return typeof clicked === 'string' ? clicked : undefined;
+}
+
+/**
+ * Whether a record's attempt is one the readers list: something arrived for it, or reconciliation holds a verdict
+ * on it (an item it made for a transaction, until retired).
+ */
+export const isListed = (attributes: Item): boolean =>
+  typeof attributes.lastSeenAt === 'string' || typeof attributes.verdict === 'string';
 
 /** One change of an attempt: its stream sequence number (digits) and its attributes after the change. */
 export interface FeedRecord {
@@ -82,10 +133,11 @@ const hitsOf = (attributes: Item): number =>
 
 /**
  * Whether record `a` holds a later image of its attempt than `b`. Every hit adds to a counter, and the updates a
- * drained hit makes without one move `lastSeenAt` past the image they read (attempt-store.ts): so the image with
- * more hits, then the later `lastSeenAt`, is the later, whatever shard of the stream either came from. Only a
- * change that moves neither (an `arrivedAs` set by reconciliation) falls back to the stream's order of one item's
- * changes, its sequence number.
+ * drained hit makes without one move `lastSeenAt` past the image they read (attempt-store.ts); every verdict
+ * written, retired or cleared adds to its history (`verdictChanges`), and a verdict refreshed with newer facts
+ * moves `verdictAt`: none of them ever goes back, so the image ahead on the first that differs is the later,
+ * whatever shard of the stream either came from. Only a change that moves none of them (an `arrivedAs` set by
+ * reconciliation) falls back to the stream's order of one item's changes, its sequence number.
  */
 export function isLaterRecord(a: FeedRecord, b: FeedRecord): boolean {
   const hits = hitsOf(a.attributes) - hitsOf(b.attributes);
@@ -93,6 +145,11 @@ export function isLaterRecord(a: FeedRecord, b: FeedRecord): boolean {
   const seenA = String(a.attributes.lastSeenAt ?? '');
   const seenB = String(b.attributes.lastSeenAt ?? '');
   if (seenA !== seenB) return seenA > seenB;
+  const changes = Number(a.attributes.verdictChanges ?? 0) - Number(b.attributes.verdictChanges ?? 0);
+  if (changes !== 0) return changes > 0;
+  const judgedA = String(a.attributes.verdictAt ?? '');
+  const judgedB = String(b.attributes.verdictAt ?? '');
+  if (judgedA !== judgedB) return judgedA > judgedB;
   return isLaterSequence(a.sequence, b.sequence);
 }
 
@@ -168,10 +225,13 @@ export interface AttemptFeed {
   append(group: FeedGroup): Promise<void>;
   /**
    * The latest record of each attempt the feed holds for a UTC day and bucket, from the items whose newest change
-   * is at or after `since` (all of them without it), as attempts (no verdicts).
+   * is at or after `since` (all of them without it).
    */
-  attemptsOfBucketDay(day: string, bucket: number, since?: string): Promise<Attempt[]>;
-  /** A survey's attempts first seen in [from, to), oldest first: its bucket's days, its own attempts kept. */
+  recordsOfBucketDay(day: string, bucket: number, since?: string): Promise<FeedRecord[]>;
+  /**
+   * A survey's attempts filed in [from, to), oldest first, as the day index lists them (first seen then, or an
+   * item reconciliation made for a transaction clicked then): its bucket's days, its own attempts kept.
+   */
   attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]>;
 }
 
@@ -247,7 +307,7 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
       else for (const [n, part] of parts.entries()) await put(pk, `${sk}#p${n}`, part, records.length);
     },
 
-    async attemptsOfBucketDay(day, bucket, since) {
+    async recordsOfBucketDay(day, bucket, since) {
       const items = await queryAll(client, {
         TableName: tableName,
         KeyConditionExpression: since ? 'pk = :pk AND sk >= :since' : 'pk = :pk',
@@ -256,44 +316,79 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
           ...(since ? { ':since': since.slice(0, 19) } : {}),
         },
       });
-      const records = items.flatMap((item) => decodeRecords(item.records as Uint8Array));
-      return latestOfEach(records).map((r) => attemptFromItem(r.attributes));
+      // Folded item by item: a day's records are held one item's at a time, the latest of each attempt kept.
+      return latestOfEach(
+        (function* () {
+          for (const item of items) yield* decodeRecords(item.records as Uint8Array);
+        })(),
+      );
     },
 
     async attemptsOfSurvey(surveyId, from, to) {
-      return (await attemptsOfBucketSpan(feed, feedBucket(surveyId), from, to))
-        .filter((attempt) => attempt.surveyId === surveyId)
-        .sort((a, b) => (a.firstSeenAt as string).localeCompare(b.firstSeenAt as string));
+      return (await attemptsOfBucketSpan(feed, feedBucket(surveyId), from, to)).filter(
+        (attempt) => attempt.surveyId === surveyId,
+      );
     },
   };
   return feed;
 }
 
 /**
- * Every attempt of a bucket first seen in [from, to), from each UTC day's records (those of items changed since
- * `since`, if given): a record under a day its attempt left (its first sighting moved back) is not that day's.
+ * How much earlier than a span a feed read starts, or the feed's start mark must be: a feed item is keyed by the
+ * stream's time of its newest change (rounded down, DynamoDB's clock), an attempt's first sighting by the
+ * receiver's clock. Minutes, not seconds: the read costs a few more batches' records, and the stream's time has been
+ * seen rounded to the minute.
  */
-export async function attemptsOfBucketSpan(
-  feed: Pick<AttemptFeed, 'attemptsOfBucketDay'>,
+export const FEED_CLOCK_MARGIN_MS = 5 * 60_000;
+
+/** An attempt as a reader of the feed has it, with the time it is filed by (`feedTime`). */
+export interface FiledAttempt {
+  readonly at: string;
+  readonly attempt: Attempt;
+}
+
+/**
+ * Every attempt of a bucket filed on a UTC day (`feedTime`), from that day's records (those of items changed since
+ * `since`, if given): a record under a day its attempt left (its filing time moved back) is not that day's, and an
+ * item no reader lists (retired) is left out. Unsorted.
+ */
+export async function filedAttemptsOfBucketDay(
+  feed: Pick<AttemptFeed, 'recordsOfBucketDay'>,
+  day: string,
+  bucket: number,
+  since?: string,
+): Promise<FiledAttempt[]> {
+  const filed: FiledAttempt[] = [];
+  for (const { attributes } of await feed.recordsOfBucketDay(day, bucket, since)) {
+    const at = feedTime(attributes);
+    if (at !== undefined && utcDay(at) === day && isListed(attributes))
+      filed.push({ at, attempt: attemptFromItem(attributes) });
+  }
+  return filed;
+}
+
+/** Every attempt of a bucket filed in [from, to), oldest first: `filedAttemptsOfBucketDay` of each UTC day. */
+export async function filedAttemptsOfBucketSpan(
+  feed: Pick<AttemptFeed, 'recordsOfBucketDay'>,
   bucket: number,
   from: Date,
   to: Date,
   since?: string,
-): Promise<Attempt[]> {
+): Promise<FiledAttempt[]> {
   const fromIso = from.toISOString();
   const toIso = to.toISOString();
-  const attempts: Attempt[] = [];
+  const filed: FiledAttempt[] = [];
   for (const day of utcDaysBetween(from, to))
-    for (const attempt of await feed.attemptsOfBucketDay(day, bucket, since)) {
-      const seen = attempt.firstSeenAt;
-      if (seen !== undefined && utcDay(seen) === day && seen >= fromIso && seen < toIso)
-        attempts.push(attempt);
-    }
-  return attempts;
+    for (const f of await filedAttemptsOfBucketDay(feed, day, bucket, since))
+      if (f.at >= fromIso && f.at < toIso) filed.push(f);
+  return filed.sort((a, b) => a.at.localeCompare(b.at));
 }
 
-/** An attempt item's attributes as a feed record keeps them (`FEED_ATTRIBUTES`; absent ones left out). */
+/** `filedAttemptsOfBucketSpan`'s attempts alone. */
+export const attemptsOfBucketSpan = async (
+  ...args: Parameters<typeof filedAttemptsOfBucketSpan>
+): Promise<Attempt[]> => (await filedAttemptsOfBucketSpan(...args)).map((f) => f.attempt);
+
+/** An attempt item as a feed record keeps it (`feedRecordOf`, its history counted). */
 export const feedAttributesOf = (item: Item): Item =>
-  Object.fromEntries(
-    FEED_ATTRIBUTES.filter((name) => item[name] !== undefined).map((name) => [name, item[name]]),
-  );
+  feedRecordOf(item, Array.isArray(item.verdictHistory) ? item.verdictHistory.length : 0);

@@ -18,6 +18,7 @@ import {
   type FeedRecord,
   feedAttributesOf,
   feedBucket,
+  feedTime,
 } from './attempt-feed';
 import { createLedgerStore, utcDaysBetween } from './attempt-store';
 import { batchGet, send } from './document-client';
@@ -74,8 +75,7 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
         const start = new Date(`${day}T00:00:00.000Z`);
         // The day's last instant: the index's days of [start, end) would take in the next midnight's day as well.
         const end = new Date(`${day}T23:59:59.999Z`);
-        // By the day of each attempt's first sighting: one the index lists under this day by another time (an item
-        // reconciliation made, placed by its click, that a hit reached after midnight) goes under its own.
+        // By the day of each item's filing time (feedTime): the index's own, so the day listed.
         const groups = new Map<string, { day: string; bucket: number; records: FeedRecord[] }>();
         const report = await runBounded(
           surveyIds.map((surveyId) => async () => {
@@ -87,10 +87,12 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
             );
             const bucket = feedBucket(surveyId);
             for (const item of items) {
-              if (typeof item.firstSeenAt !== 'string') continue;
-              const ofDay = utcDay(item.firstSeenAt);
+              const attributes = feedAttributesOf(item);
+              const at = feedTime(attributes);
+              if (at === undefined) continue;
+              const ofDay = utcDay(at);
               const group = groups.get(`${ofDay}#${bucket}`) ?? { day: ofDay, bucket, records: [] };
-              group.records.push({ sequence: '0', attributes: feedAttributesOf(item) });
+              group.records.push({ sequence: '0', attributes });
               groups.set(`${ofDay}#${bucket}`, group);
             }
           }),

@@ -125,6 +125,11 @@ export interface RunState {
 export interface FinishedRun {
   readonly runId: string;
   readonly startedAt: string;
+  /**
+   * As of when the run's reads of attempts were complete, when earlier than its start (read from the attempt feed,
+   * which trails the table): what the run checked, it checked as of then.
+   */
+  readonly checkedAsOf?: string;
   readonly finishedAt: string;
   readonly freshDays: readonly string[];
   readonly surveys: readonly string[];
@@ -145,7 +150,11 @@ export interface ReconciliationStore {
   /** The attempts with these keys (pid and token of a survey), by point reads in batches; missing ones left out. */
   attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
-  recordVerdict(verdict: AttemptVerdict, at: Date): Promise<VerdictChange>;
+  /**
+   * `readAt`: as of when the attempt was read (default `at`; earlier when read from the attempt feed, which trails
+   * the table): a hit after it that made the verdict's condition fail overtook the read.
+   */
+  recordVerdict(verdict: AttemptVerdict, at: Date, readAt?: Date): Promise<VerdictChange>;
   /**
    * Retires an item an earlier run created for a transaction, now matched with an attempt that arrived under
    * another pid (`superseded` of verdict-rules.ts) or listed no more (`withdrawn`): out of the day and discrepancy
@@ -293,7 +302,7 @@ export function createReconciliationStore(
       return items.map(attemptFromItem);
     },
 
-    async recordVerdict(entry, at) {
+    async recordVerdict(entry, at, readAt = at) {
       const { verdict } = entry;
       const existing = entry.attempt?.reconciliation;
       const marketplace = verdict.marketplace;
@@ -316,14 +325,14 @@ export function createReconciliationStore(
       const flagAgain = (day: string) =>
         flagJudgedDay(client, tableName, entry.surveyId, day, new Date(at.getTime() + 1));
       /**
-       * After a failed condition: a hit overtook this run's read (its time within the run, give or take a clock a
+       * After a failed condition: a hit overtook this run's read (its time after `readAt`, give or take a clock a
        * little off) and the day is flagged, or not (another run wrote the same; an older hit, which flags its day
        * itself, or an item this run did not read as an attempt) and nothing is done.
        */
       const overtaken = async () => {
         const current = await getItem(key);
         const last = typeof current?.lastSeenAt === 'string' ? current.lastSeenAt : undefined;
-        if (last === undefined || last === seen || last < new Date(at.getTime() - 60_000).toISOString())
+        if (last === undefined || last === seen || last < new Date(readAt.getTime() - 60_000).toISOString())
           return false;
         await flagAgain(verdict.day);
         return true;
@@ -685,6 +694,7 @@ export function createReconciliationStore(
       return {
         runId: String(item.runId),
         startedAt: String(item.startedAt),
+        ...(typeof item.checkedAsOf === 'string' ? { checkedAsOf: item.checkedAsOf } : {}),
         finishedAt: String(item.finishedAt),
         freshDays: list(item.freshDays),
         ...lists,

@@ -72,8 +72,12 @@ export function sameFigures(summary: DaySummary, stored: DaySummary | undefined)
 export function lastCheckedAt(summary: StoredDaySummary, lastRun: FinishedRun | undefined): string {
   const own = summary.checkedAt > summary.reconciledAt ? summary.checkedAt : summary.reconciledAt;
   if (!lastRun || !checkedBy(lastRun, summary.surveyId, summary.day)) return own;
-  return lastRun.startedAt > own ? lastRun.startedAt : own;
+  const byRun = runCheckedAt(lastRun);
+  return byRun > own ? byRun : own;
 }
+
+/** As of when a finished run checked the days it checked: its start, or earlier when it read the attempt feed. */
+const runCheckedAt = (run: FinishedRun): string => run.checkedAsOf ?? run.startedAt;
 
 /** Whether a finished run checked a survey's day in full. */
 function checkedBy(run: FinishedRun, surveyId: string, day: string): boolean {
@@ -94,7 +98,7 @@ export function checkedAtReader(lastRun: FinishedRun | undefined): (summary: Sto
     const own = lastCheckedAt(summary, undefined);
     const byRun =
       fresh.has(summary.day) && surveys.has(summary.surveyId) && !failed.has(summary.surveyId)
-        ? lastRun.startedAt
+        ? runCheckedAt(lastRun)
         : '';
     return byRun > own ? byRun : own;
   };

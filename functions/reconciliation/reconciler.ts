@@ -106,6 +106,14 @@ export interface ReconcilerDeps {
   readonly windowListHours?: number;
   /** Least time between two saves of a run's cursor while it runs (default 10 s; the end is always saved). */
   readonly progressEveryMs?: number;
+  /**
+   * How far behind the table `attempts.attemptsOfSurvey` may read (the attempt feed's lag, feed-attempts.ts; default
+   * 0, the items). A survey's days are then recorded as checked that much before its run: a hit flagged meanwhile
+   * has its day judged again by the next run, and a verdict a later hit overtook is left for it.
+   */
+  readonly attemptsLagMs?: number;
+  /** The order a scheduled run takes its surveys in (the attempt feed's: bucket by bucket); default as listed. */
+  readonly readOrder?: (surveys: readonly string[]) => string[];
 }
 
 /**
@@ -324,6 +332,8 @@ export function reconciler(deps: ReconcilerDeps) {
       flags = new Map<string, string>(),
     } = await deps.results.surveyRecords(surveyId, days);
     const at = now();
+    /** As of when the attempts this run reads are known to be complete: checks are recorded as of then. */
+    const asOf = new Date(at.getTime() - (deps.attemptsLagMs ?? 0));
     const failedDays = state?.failedDays ?? [];
     // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
     const horizon = nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS);
@@ -533,7 +543,7 @@ export function reconciler(deps: ReconcilerDeps) {
         else toRecord.push(entry);
       const writes = await runBounded(
         toRecord.map((entry) => async () => {
-          const change = await deps.results.recordVerdict(entry, at);
+          const change = await deps.results.recordVerdict(entry, at, asOf);
           if (change === 'stale') {
             overtaken.push(entry);
             return;
@@ -572,11 +582,11 @@ export function reconciler(deps: ReconcilerDeps) {
             const previous = stored.get(summary.day);
             if (!sameFigures(summary, previous)) {
               outcome.summariesWritten++;
-              return deps.results.putDaySummary(summary, at, runId);
+              return deps.results.putDaySummary(summary, asOf, runId);
             }
             // Unchanged: a fresh day's check is recorded once for the whole run (its finished-run record).
             if (plan?.freshDays.has(summary.day)) return;
-            return deps.results.recordSummaryCheck(surveyId, summary.day, at);
+            return deps.results.recordSummaryCheck(surveyId, summary.day, asOf);
           }),
       );
     }
@@ -890,13 +900,15 @@ export function reconciler(deps: ReconcilerDeps) {
       // Flagged days this run judged (or checked since their flag, or beyond the horizon) are dealt with, and so are
       // days past the window it tried: one that failed there goes back to its daily or weekly look (the summary
       // keeps its flag), not to every run. A flag left behind, should this write fail, costs a spare read only.
+      // A flag set after what this run's attempts show (the feed's lag) stays for the next run, which sees its hit.
       const dealtWith = [...flags]
         .filter(
           ([day, flaggedAt]) =>
             day < horizon ||
-            pastDays.has(day) ||
-            (judgedThisRun.has(day) && latest.has(day) && !blocked.has(day)) ||
-            (stored.get(day)?.checkedAt ?? '') >= flaggedAt,
+            (flaggedAt <= asOf.toISOString() &&
+              (pastDays.has(day) ||
+                (judgedThisRun.has(day) && latest.has(day) && !blocked.has(day)) ||
+                (stored.get(day)?.checkedAt ?? '') >= flaggedAt)),
         )
         .map(([day, flaggedAt]) => ({ day, at: flaggedAt }));
       await deps.results.clearDayFlags(surveyId, dealtWith).catch(() => undefined);
@@ -1063,7 +1075,8 @@ export function reconciler(deps: ReconcilerDeps) {
         const days = pacificDays(nextDay(today, 1 - windowDays), today);
         // Surveys the last run passed over because invocations died on them go last: they cannot hold up the rest.
         const stoppedBefore = new Set(lastRun?.stoppedSurveys ?? []);
-        const surveys = await registeredSurveys(registry, days);
+        const listed = await registeredSurveys(registry, days);
+        const surveys = deps.readOrder ? deps.readOrder(listed) : listed;
         state = {
           runId: started.toISOString(),
           days,
@@ -1190,6 +1203,9 @@ export function reconciler(deps: ReconcilerDeps) {
         await deps.results.putFinishedRun(SCHEDULED_RUN, {
           runId: run.runId,
           startedAt: run.startedAt,
+          ...(deps.attemptsLagMs
+            ? { checkedAsOf: new Date(Date.parse(run.startedAt) - deps.attemptsLagMs).toISOString() }
+            : {}),
           finishedAt,
           freshDays: fresh,
           surveys: run.surveys,

@@ -211,7 +211,16 @@ export function keyRingLocation(env: {
   return { inline: env.SIGNING_KEYS as string };
 }
 
+/** The scheduled readers' switch onto the attempt feed (the stack sets both with `attemptFeed`). */
+const feedVariables = {
+  /** `on`: attempts are read from the attempt feed instead of the day index and their items. */
+  ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off'),
+  /** How far behind the table the feed may be: with it, a run judges as of that much earlier. */
+  ATTEMPT_FEED_LAG_SECONDS: wholeNumber(0, 3_600, 420),
+};
+
 const reconcileEnvironment = z.extend(base, {
+  ...feedVariables,
   /** The trailing window each scheduled run re-checks, in Pacific days including today. */
   RECONCILE_WINDOW_DAYS: wholeNumber(1, 62, 7),
   RECONCILE_CONCURRENCY: wholeNumber(1, 32, 4),
@@ -238,6 +247,9 @@ export interface ReconcileConfig extends LedgerConnection {
   readonly freshDays: number;
   readonly settledRecheckMs: number;
   readonly windowListHours: number;
+  /** Read the window's attempts from the attempt feed instead of their items. */
+  readonly readsFeed: boolean;
+  readonly feedLagMs: number;
 }
 
 /** The reconciliation function's configuration (it needs no signing keys). */
@@ -253,6 +265,8 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     freshDays: values.RECONCILE_FRESH_DAYS,
     settledRecheckMs: values.RECONCILE_SETTLED_RECHECK_HOURS * 3_600_000,
     windowListHours: values.RECONCILE_WINDOW_LIST_HOURS,
+    readsFeed: values.ATTEMPT_FEED === 'on',
+    feedLagMs: values.ATTEMPT_FEED_LAG_SECONDS * 1000,
   };
 }
 
@@ -412,10 +426,7 @@ const healthEnvironment = z
     /** Locally: where each notice is also POSTed as JSON. */
     HEALTH_WEBHOOK_URL: z.optional(z.url()),
     HEALTH_WEBHOOK_TIMEOUT_MS: wholeNumber(100, 30_000, 5000),
-    /** `on` (the stack sets it with `attemptFeed`): the window's attempts are read from the attempt feed. */
-    ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off'),
-    /** How far behind the table the feed may be: with it, a run judges as of that much earlier. */
-    ATTEMPT_FEED_LAG_SECONDS: wholeNumber(0, 3_600, 420),
+    ...feedVariables,
   })
   .check(
     z.superRefine((env, ctx) => {

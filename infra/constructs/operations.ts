@@ -360,7 +360,7 @@ export class Operations extends Construct {
       );
       alarm(
         'attempt-feed-failed-batches',
-        "A batch of the table's stream kept failing in the attempt feed's consumer and was set aside: the feed lacks those changes (the table has them). The queue's message names the shard and sequence range.",
+        "A batch of the table's stream kept failing in the attempt feed's consumer and was set aside: the feed lacks those changes (the table has them), so reconciliation and the health check may miss those attempts until `npm run cli -- ledger rebuild-feed` writes their days. The queue's message names the shard and sequence range.",
         props.attemptFeed.failedBatches.metricApproximateNumberOfMessagesVisible({
           period: Duration.minutes(5),
           statistic: 'Maximum',

@@ -145,7 +145,7 @@ export class ReceiverFunction extends Construct {
    */
   allowLedgerItems(
     table: ITableV2,
-    actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:GetItem')[],
+    actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:GetItem' | 'dynamodb:Query')[],
     partitionPrefix: string | readonly string[],
   ): this {
     const prefixes = typeof partitionPrefix === 'string' ? [partitionPrefix] : partitionPrefix;

@@ -64,7 +64,7 @@ export async function startLocalStack(): Promise<LocalStack> {
       });
       stops.push(stream.stop);
       env.DYNAMODB_ENDPOINT = stream.endpoint;
-      // The health check reads the feed, as the deployed one does with `attemptFeed`.
+      // The health check and scheduled reconciliation read the feed, as the deployed ones do with `attemptFeed`.
       env.ATTEMPT_FEED = 'on';
       // Delivered every second here, not every five minutes.
       env.ATTEMPT_FEED_LAG_SECONDS ??= '5';

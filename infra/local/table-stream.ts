@@ -18,6 +18,8 @@ type Image = Record<string, AttributeValue>;
 export interface TableStream {
   /** Where the table's clients send their requests (the engine behind it). */
   readonly endpoint: string;
+  /** The stream's ARN, as its records name it (`eventSourceARN`). */
+  readonly arn: string;
   /** Records kept and not yet delivered. */
   pending(): number;
   stop(): Promise<void>;
@@ -180,6 +182,7 @@ export async function startTableStream(options: {
   const address = server.address() as AddressInfo;
   return {
     endpoint: `http://${options.host ?? '127.0.0.1'}:${address.port}`,
+    arn: streamArn,
     records,
     pending: () => records.length,
     stop: () =>

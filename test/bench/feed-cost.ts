@@ -3,7 +3,9 @@
  * through the real consumer (`createStreamConsumer`) and the real feed store, whose writes are caught instead of
  * sent, each priced by DynamoDB's item size rules. Stream batches are cut as Lambda cuts them: per shard (one per
  * table partition: an assumption, `shards`), every `windowSeconds` (the event source mapping's batching window) or
- * at 1,000 changes.
+ * at 1,000 changes. Each attempt is also judged by reconciliation (`verdictWrites` times: its first verdict at the run
+ * after it, and a refresh when the buyer's review changes its row), each a change of its item the feed records: those
+ * come in bursts, all the attempts a run judges within its minute.
  */
 import { randomUUID } from 'node:crypto';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -22,6 +24,8 @@ export interface FeedCostInputs {
   readonly shards: number;
   /** How long after an attempt's first hit its second arrives, at most (uniformly): both come at the survey's end. */
   readonly secondHitWithinSeconds?: number;
+  /** Verdict writes per attempt over its life (default 2: judged, then refreshed by the buyer's review). */
+  readonly verdictWrites?: number;
 }
 
 export interface FeedCost {
@@ -85,6 +89,39 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
     changes.push({ at, shard, record: record(first, undefined, at) });
     if (inputs.hitsPerAttempt >= 2)
       changes.push({ at: secondAt, shard, record: record(second, first, secondAt) });
+    // Judged by the hourly run after it (five minutes past the hour, within the run's minute), and refreshed by the
+    // run after the buyer's review two days later: the facts a matched complete's verdict keeps.
+    let judged = inputs.hitsPerAttempt >= 2 ? second : first;
+    for (let v = 0; v < (inputs.verdictWrites ?? 2); v++) {
+      const runAt = start + hour * 1000 + v * 2 * 86_400_000 + 300_000 + Math.random() * 60_000;
+      const verdictAt = new Date(runAt).toISOString();
+      const verifyToken = v === 0 ? 'Pending' : 'Valid';
+      const after: Item = {
+        ...judged,
+        verdict: 'matched',
+        verdictDay: verdictAt.slice(0, 10),
+        verdictAt,
+        verdictDetail: {
+          postback: 'success',
+          redirect: 'success',
+          marketplaceStatus: 'Completed',
+          verifyToken,
+        },
+        marketplace: {
+          status: 'Completed',
+          verifyToken,
+          cpi: '1.75',
+          clickedAt: new Date(at - 600_000).toISOString(),
+          completedAt: new Date(at).toISOString(),
+        },
+        verdictHistory: [
+          ...((judged.verdictHistory as unknown[] | undefined) ?? []),
+          ...(v === 0 ? [{ verdict: 'matched', day: verdictAt.slice(0, 10), at: verdictAt }] : []),
+        ],
+      };
+      changes.push({ at: runAt, shard, record: record(after, judged, runAt) });
+      judged = after;
+    }
   }
   changes.sort((a, b) => a.at - b.at);
   // The feed store as deployed, its writes caught and priced instead of sent.

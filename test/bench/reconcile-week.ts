@@ -3,7 +3,12 @@
  * scheduled run every hour on a fake clock for 168 runs, counting the read and write units the reconciler
  * consumes (ReturnConsumedCapacity from the engine) per attempt that arrived in the week. Run as its own process
  * by `reconciliationWeek` (reconciliation-scale.ts); reports over IPC.
- * Usage: reconcile-week <full|default|two> <surveys> <attempts per survey and hour> <hours>
+ * Usage: reconcile-week <full|default|two|feed> <surveys> <attempts per survey and hour> <hours>
+ *
+ * `feed`: the defaults with the attempt feed (the `attemptFeed` setting): every write passes the stream stand-in, the
+ * real consumer keeps the feed from it before each run, and the reconciler reads a survey's days from it
+ * (reconciliation/feed-attempts.ts), as the deployed function does with ATTEMPT_FEED=on. The consumer's own writes
+ * are not counted here (`feed-cost.ts` prices them at the shape's batching).
  *
  * Traffic shape: clicks spread over each hour, the postback ten minutes after the click, one attempt in fifty
  * never arriving here and one in a hundred arriving a day late (a postback the marketplace re-sends, which flags
@@ -12,6 +17,8 @@
  * same history is reconciled once, unmeasured, so the window is full from the first run.
  */
 import '../../infra/local/environment';
+import { createStreamConsumer } from '../../functions/feed/stream-consumer';
+import { createAttemptFeed, FEED_START_KEY } from '../../functions/ledger/attempt-feed';
 import { createDayIndexBackfill } from '../../functions/ledger/day-index-backfill';
 import {
   createDocumentClient,
@@ -21,11 +28,13 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { feedAttempts } from '../../functions/reconciliation/feed-attempts';
 import { reconciler } from '../../functions/reconciliation/reconciler';
 import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
 import type { SimTransaction } from '../../infra/local/marketplace/state';
+import { startTableStream } from '../../infra/local/table-stream';
 import { billedQueryUnits } from './sdk-hooks';
 
 const [policy = 'default', surveysArg = '3', perHourArg = '4', hoursArg = '168'] = process.argv.slice(2);
@@ -44,7 +53,21 @@ await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint })
   quietMs: 0,
 });
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
-const seeding = createDocumentClient({ endpoint: engine.endpoint });
+// With the feed, every write passes the stream stand-in (the receivers', reconciliation's), the feed's own beside it.
+const stream =
+  policy === 'feed' ? await startTableStream({ engineEndpoint: engine.endpoint, tableName }) : undefined;
+const writes = stream?.endpoint ?? engine.endpoint;
+const consume = createStreamConsumer({
+  feed: createAttemptFeed(createDocumentClient({ endpoint: engine.endpoint }), tableName),
+});
+/** Delivers the stream's changes so far to the consumer, a batch of at most 1,000 at a time. */
+async function deliverFeed() {
+  while (stream && stream.records.length > 0) {
+    const result = await consume({ Records: stream.records.splice(0, 1_000) });
+    if (result.batchItemFailures.length > 0) throw new Error('the feed could not be written');
+  }
+}
+const seeding = createDocumentClient({ endpoint: writes });
 // The ledger changes on the simulation's clock (the flags late hits leave carry its time).
 const ledger = createLedgerStore(seeding, tableName, () => new Date(clock));
 const registry = createSurveyRegistry(seeding, tableName);
@@ -64,14 +87,16 @@ function bucketOf(input: Record<string, unknown>): Bucket {
   )[0]?.Keys?.[0];
   const values = (input.ExpressionAttributeValues ?? {}) as Record<string, unknown>;
   const pk = String(key?.pk ?? requested?.pk ?? values[':pk'] ?? '');
-  if (pk.startsWith('ATTEMPT')) return 'attempt';
+  // The feed's days are read per bucket and day as the day index is per survey and day: attempts beyond the minimum.
+  if (pk === FEED_START_KEY.pk) return 'run';
+  if (pk.startsWith('ATTEMPT') || pk.startsWith('FEED#')) return 'attempt';
   if (pk.startsWith('RUN#') || pk === 'SURVEYS') return 'run';
   return 'survey';
 }
-/** Read units of the smallest Query of the day index (eventually consistent, as every index query). */
+/** Read units of the smallest Query of the day index or the feed (eventually consistent, as every such query). */
 const QUERY_MINIMUM = 0.5;
 let measuring = false;
-const client = createDocumentClient({ endpoint: engine.endpoint });
+const client = createDocumentClient({ endpoint: writes });
 const WRITES = new Set(['PutItemCommand', 'UpdateItemCommand', 'DeleteItemCommand', 'BatchWriteItemCommand']);
 client.middlewareStack.add(
   (next, context) => async (args) => {
@@ -185,10 +210,24 @@ function review(at: number, everySurvey = false) {
   }
 }
 
+const attemptStore = createLedgerStore(client, tableName);
+// Read as the deployed function reads it with ATTEMPT_FEED=on, on the simulation's clock; on since before the week.
+const fromFeed = feedAttempts({
+  feed: createAttemptFeed(client, tableName),
+  items: attemptStore,
+  feedLagMs: 420_000,
+  now: () => new Date(clock),
+});
+if (stream)
+  await createAttemptFeed(seeding, tableName).markStart(
+    new Date(T0 - 60 * 24 * HOUR).toISOString(),
+    stream.arn,
+  );
 const engineOf = () =>
   reconciler({
     marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => TOKEN }),
-    attempts: createLedgerStore(client, tableName),
+    attempts: stream ? { ...attemptStore, attemptsOfSurvey: fromFeed.attemptsOfSurvey } : attemptStore,
+    ...(stream ? { attemptsLagMs: fromFeed.lagMs, readOrder: fromFeed.inReadOrder } : {}),
     registry: createSurveyRegistry(client, tableName),
     results: createReconciliationStore(client, tableName),
     now: () => new Date(clock),
@@ -200,6 +239,7 @@ const engineOf = () =>
 for (let end = T0 - 7 * 24 * HOUR + HOUR; end <= T0; end += HOUR) await arrive(end);
 review(T0, true);
 const firstDay = nextDay('2026-06-08', -7);
+await deliverFeed();
 await engineOf().run(firstDay, '2026-06-07');
 
 let attempts = 0;
@@ -210,6 +250,7 @@ for (let h = 1; h <= hours; h++) {
   measuring = false;
   attempts += await arrive(clock);
   review(clock);
+  await deliverFeed();
   measuring = true;
   const started = performance.now();
   const report = await engineOf().scheduled(7, { deadline: new Date(clock + HOUR) });
@@ -233,6 +274,7 @@ process.send?.({
 });
 process.on('disconnect', async () => {
   await marketplace.stop();
+  await stream?.stop();
   await engine.stop();
   process.exit(0);
 });

@@ -130,7 +130,7 @@ export interface ReconcileWeek {
   readonly msPerRun: number;
 }
 
-type WeekPolicy = 'full' | 'default' | 'two';
+type WeekPolicy = 'full' | 'default' | 'two' | 'feed';
 
 interface WeekReport {
   policy: WeekPolicy;
@@ -151,7 +151,7 @@ export async function reconciliationWeek(
   options: { surveys: number; perHour: number; hours: number } = { surveys: 2, perHour: 2, hours: 168 },
 ): Promise<ReconcileWeek[]> {
   const rows: ReconcileWeek[] = [];
-  for (const policy of ['full', 'default', 'two'] as const) {
+  for (const policy of ['full', 'default', 'two', 'feed'] as const) {
     const r = await runInProcess<WeekReport>('test/bench/reconcile-week.ts', [
       policy,
       String(options.surveys),

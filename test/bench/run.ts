@@ -258,15 +258,34 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
         '10',
         'feed',
       ]);
+      // And reconciliation reads its attempts from it: the simulated week's `feed` policy.
+      const feedWeek = (results.reconciliationWeek as ReconcileWeek[] | undefined)?.find(
+        (w) => w.policy === 'feed',
+      );
+      const reconcileWithFeed: ScheduledUsage['reconcile'] = feedWeek
+        ? {
+            ...reconcileUsage,
+            readUnitsPerAttemptWeek: feedWeek.attemptReadUnitsPerAttemptWeek,
+            readUnitsPerSurveyRun: feedWeek.otherReadUnitsPerSurveyRun,
+            writeUnitsPerAttemptWeek: feedWeek.attemptWriteUnitsPerAttemptWeek,
+            writeUnitsPerSurveyRun: feedWeek.otherWriteUnitsPerSurveyRun,
+            readUnitsPerRun: feedWeek.runReadUnitsPerRun,
+            writeUnitsPerRun: feedWeek.runWriteUnitsPerRun,
+          }
+        : reconcileUsage;
       const scheduledWithFeed = scheduledCostPerMillionHits({
-        reconcile: reconcileUsage,
+        reconcile: reconcileWithFeed,
         sync: schedules.sync,
         health: feedSchedules.health,
       });
       const allInWithFeed = cost.totalUsd + scheduledWithFeed.totalUsd + (deployed?.cost.totalUsd ?? 0);
       results.scheduledCostWithFeed = { ...scheduledWithFeed, schedules: feedSchedules };
-      console.log('with the attempt feed, the survey health check reads it:');
-      console.table(scheduledWithFeed.lines.filter((line) => line.item.startsWith('Survey health')));
+      console.log('with the attempt feed, reconciliation and the survey health check read it:');
+      console.table(
+        scheduledWithFeed.lines.filter(
+          (line) => line.item.startsWith('Survey health') || line.item.startsWith('Reconciliation'),
+        ),
+      );
       console.log(
         `all in with the attempt feed (attemptFeed): USD ${fmt(allInWithFeed, 2)} per million hits (the feed ${fmt(deployed?.cost.totalUsd ?? 0, 3)}, health ${fmt(Number(scheduledWithFeed.lines.find((l) => l.item === 'Survey health')?.usd), 3)})`,
       );

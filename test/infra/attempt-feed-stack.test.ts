@@ -59,6 +59,35 @@ describe('the attempt feed', () => {
     });
   });
 
+  it('has scheduled reconciliation read the feed, with a Query on feed items alone', () => {
+    const reconcile = template.toJSON().Resources[logicalId(stack.reconcile.function)] as {
+      Properties: { Environment: { Variables: Record<string, unknown> } };
+    };
+    expect(reconcile.Properties.Environment.Variables).toMatchObject({
+      ATTEMPT_FEED: 'on',
+      ATTEMPT_FEED_LAG_SECONDS: String(FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds()),
+    });
+    const policies = template.findResources('AWS::IAM::Policy', {
+      Properties: { Roles: [{ Ref: logicalId(stack.reconcile.role as never) }] },
+    });
+    type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
+    const queries = Object.values(policies)
+      .flatMap(
+        (p) =>
+          (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+            .Statement,
+      )
+      .filter((s) => [s.Action].flat().includes('dynamodb:Query'));
+    // The day index (its own resource) and the feed's items on the table, by their key's prefix.
+    const onTable = queries.filter((s) => JSON.stringify(s.Resource).endsWith('"Arn"]}'));
+    expect(onTable).toEqual([
+      expect.objectContaining({
+        Action: 'dynamodb:Query',
+        Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['FEED#*'] } },
+      }),
+    ]);
+  });
+
   it("streams the table's new and old images to the consumer: attempts' inserts and changes only", () => {
     template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },

@@ -21,11 +21,12 @@ import {
   type FeedGroup,
   type FeedRecord,
   feedBucket,
+  isLaterRecord,
   isLaterSequence,
   latestOfEach,
   MAX_RECORDS_BYTES,
 } from '../../functions/ledger/attempt-feed';
-import { attemptKey } from '../../functions/ledger/ledger-schema';
+import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   attemptFromItem,
   createDocumentClient,
@@ -181,8 +182,8 @@ describe('the feed store', () => {
     );
     await feed.append(group(surveyId, items));
     expect((await feedItemsOf(day, feedBucket(surveyId))).length).toBeGreaterThan(1);
-    const read = await feed.attemptsOfBucketDay(day, feedBucket(surveyId));
-    expect(read.filter((a) => a.surveyId === surveyId)).toHaveLength(4_000);
+    const read = await feed.recordsOfBucketDay(day, feedBucket(surveyId));
+    expect(read.filter((r) => r.attributes.surveyId === surveyId)).toHaveLength(4_000);
   });
 
   it('reads the changes since a moment as a key range', async () => {
@@ -191,38 +192,93 @@ describe('the feed store', () => {
     const late = firstHitItem(hitOf(surveyId), new Date(`${day}T13:00:00.000Z`));
     await feed.append(group(surveyId, [early], `${day}T12:00:03.000Z`));
     await feed.append(group(surveyId, [late], `${day}T13:00:03.000Z`));
-    const since = await feed.attemptsOfBucketDay(day, feedBucket(surveyId), `${day}T12:30:00.000Z`);
-    expect(since.filter((a) => a.surveyId === surveyId).map((a) => a.token)).toEqual([late.token]);
+    const since = await feed.recordsOfBucketDay(day, feedBucket(surveyId), `${day}T12:30:00.000Z`);
+    expect(since.filter((r) => r.attributes.surveyId === surveyId).map((r) => r.attributes.token)).toEqual([
+      late.token,
+    ]);
   });
 });
 
 describe('the stream consumer', () => {
-  it('keeps what the receivers wrote: attempts only, not a verdict, a removal or an item nothing arrived for', () => {
+  it('keeps attempts and their verdicts, filed as the day index files them; not a removal, another item, or a change the feed does not hold', () => {
     const item = firstHitItem(hitOf('8105'), new Date('2026-11-21T08:00:00.000Z'));
     const judged = {
       ...item,
-      verdict: 'ok',
+      verdict: 'matched',
       verdictDay: '2026-11-21',
       verdictAt: '2026-11-21T09:00:00.000Z',
+      verdictHistory: [{ verdict: 'matched', day: '2026-11-21', at: '2026-11-21T09:00:00.000Z' }],
     };
-    const { firstSeenAt: _, lastSeenAt: __, ...marketplaceOnly }: Item = { ...item, sk: 'TOKEN#other' };
+    // A repeated request id remembered: nothing the feed holds moved.
+    const remembered = { ...judged, redirectId0: 'abcdefgh' };
+    // An item reconciliation made for a transaction clicked the evening before, nothing arrived for.
+    const {
+      firstSeenAt: _,
+      lastSeenAt: __,
+      ...made
+    }: Item = {
+      ...item,
+      sk: 'TOKEN#other',
+      token: 'other',
+      gsi1sk: '2026-11-20T23:30:00.000Z',
+      verdict: 'not_seen_here',
+      verdictDay: '2026-11-20',
+      verdictAt: '2026-11-21T09:00:00.000Z',
+      marketplace: { clickedAt: '2026-11-20T23:30:00.000Z' },
+      verdictHistory: [{ verdict: 'not_seen_here', day: '2026-11-20', at: '2026-11-21T09:00:00.000Z' }],
+    };
+    // Without any time to file it by (no sighting, no index entry, no click): no reader ever listed it.
+    const {
+      gsi1sk: ___,
+      marketplace: ____,
+      ...untimed
+    }: Item = { ...made, sk: 'TOKEN#untimed', token: 'untimed' };
     const registry = { pk: 'SURVEY#8105', sk: 'REDIRECTS', surveyId: '8105' };
     const groups = groupChanges([
       change(item),
       change(judged, item),
+      change(remembered, judged),
       change(undefined, judged),
-      change(marketplaceOnly),
+      change(made),
+      change(untimed),
       change(registry),
     ]);
-    expect(groups).toHaveLength(1);
-    expect(groups[0]?.records.map((r) => r.attributes.token)).toEqual([item.token]);
+    expect(groups.map((g) => g.day).sort()).toEqual(['2026-11-20', '2026-11-21']);
+    const on = (day: string) => groups.find((g) => g.day === day)?.records.map((r) => r.attributes);
+    expect(on('2026-11-21')?.map((r) => [r.token, r.verdict, r.verdictChanges])).toEqual([
+      [item.token, undefined, undefined],
+      [item.token, 'matched', 1],
+    ]);
+    expect(on('2026-11-21')?.[1]).not.toHaveProperty('verdictHistory');
+    expect(on('2026-11-20')).toEqual([
+      expect.objectContaining({ token: 'other', placedAt: '2026-11-20T23:30:00.000Z', verdictChanges: 1 }),
+    ]);
+  });
+
+  it("orders an attempt's images by its hits, then its verdict's changes, then when it was judged", () => {
+    const item = firstHitItem(hitOf('8105'), new Date('2026-11-21T08:00:00.000Z'));
+    const judged = { ...item, verdict: 'matched', verdictAt: '2026-11-21T09:00:00.000Z', verdictChanges: 1 };
+    const refreshed = { ...judged, verdictAt: '2026-11-21T10:00:00.000Z' };
+    const cleared = { ...item, verdictChanges: 2 };
+    const later = { ...withPostback(cleared, '2026-11-21T11:00:00.000Z') };
+    // Sequence numbers that say the opposite (records of two shards): the images decide.
+    const images = [later, cleared, refreshed, judged, item].map((attributes, n) => ({
+      sequence: String(9_000 + n),
+      attributes,
+    }));
+    for (let n = 0; n < images.length - 1; n++)
+      expect(isLaterRecord(images[n] as FeedRecord, images[n + 1] as FeedRecord)).toBe(true);
+    expect(latestOfEach([...images].reverse())[0]?.attributes).toBe(later);
+    expect(latestOfEach(images.slice(1))[0]?.attributes).toBe(cleared);
   });
 
   it('records an attempt whose first sighting moved to an earlier day under both days; the day it left drops it', async () => {
     const surveyId = '8106';
     const item = firstHitItem(hitOf(surveyId), new Date('2026-11-22T00:10:00.000Z'));
+    // As the store moves it: the first sighting and its index entry.
     const movedBack = {
       ...withPostback(item, '2026-11-22T00:10:00.000Z'),
+      ...attemptDayKey(surveyId, item.sk as string, '2026-11-21T23:50:00.000Z'),
       firstSeenAt: '2026-11-21T23:50:00.000Z',
     };
     const consume = createStreamConsumer({ feed });
@@ -278,9 +334,9 @@ describe("the health check's window from the feed", () => {
     let reads = 0;
     const window = feedWindow(
       {
-        attemptsOfBucketDay: (...args) => {
+        recordsOfBucketDay: (...args) => {
           reads += 1;
-          return feed.attemptsOfBucketDay(...args);
+          return feed.recordsOfBucketDay(...args);
         },
       },
       new Date(`${day}T09:30:00.000Z`),

@@ -10,8 +10,10 @@
  */
 import { parse } from 'csv-parse/sync';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createStreamConsumer } from '../../functions/feed/stream-consumer';
 import { createFinanceHandler } from '../../functions/finance/finance-api';
 import { finance } from '../../functions/finance/finance-queries';
+import { createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -20,9 +22,11 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
 import { pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { feedAttempts } from '../../functions/reconciliation/feed-attempts';
 import { reconciler } from '../../functions/reconciliation/reconciler';
 import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
 import type { BufferedHit } from '../../functions/runtime/hit-buffer';
+import { startTableStream } from '../../infra/local/table-stream';
 import { apiEvent, filledUrl, invoke, jsonBody } from '../support/api-events';
 import { startEngineProxy } from '../support/engine-proxy';
 import {
@@ -45,6 +49,8 @@ import { receivers } from '../support/handlers';
 import { freshTable, TEST_KEY_RING } from '../support/ledger';
 
 const ATTEMPTS = 300;
+/** How far the feed trails the table: the deployed stack's batching window and margin. */
+const FEED_LAG = 7 * MINUTE;
 const FINANCE_TOKEN = 'ground-truth-finance-token-0123456789';
 
 afterEach(() => {
@@ -54,14 +60,23 @@ afterEach(() => {
 describe.each([
   // Seed 8's week once showed a respondent sent again days later paired by pid with an earlier attempt of the same
   // id (a complete not paid and one not received both hidden).
-  { week: 'of the autumn clock change', seed: 8, first: '2026-10-28', dstDay: '2026-11-01' },
-  { week: 'of the spring clock change', seed: 5, first: '2027-03-11', dstDay: '2027-03-14' },
-])('a week $week (seed $seed)', ({ seed, first, dstDay }) => {
+  { week: 'of the autumn clock change', seed: 8, first: '2026-10-28', dstDay: '2026-11-01', feed: false },
+  { week: 'of the spring clock change', seed: 5, first: '2027-03-11', dstDay: '2027-03-14', feed: false },
+  // Reconciliation reading the attempt feed (the stack's attemptFeed): the table's every change through the stream
+  // stand-in, delivered to the consumer before each run only up to the feed's lag behind the clock.
+  {
+    week: 'of the autumn clock change, read from the attempt feed',
+    seed: 8,
+    first: '2026-10-28',
+    dstDay: '2026-11-01',
+    feed: true,
+  },
+])('a week $week (seed $seed)', ({ seed, first, dstDay, feed }) => {
   it('every verdict, day and amount finance shows is what the ground truth says', async () => {
     const scenario = generateScenario(seed, { first, dstDay, attempts: ATTEMPTS });
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(new Date(scenario.start - DAY));
-    const world = await ledgerWithReceivers(scenario);
+    const world = await ledgerWithReceivers(scenario, { feed });
     try {
       const problems = await driveTheWeek(scenario, world);
       const truth = expectedFigures(scenario, Date.now(), world.everListedComplete);
@@ -72,8 +87,10 @@ describe.each([
       vi.useRealTimers();
       expect({ problems, mismatches }).toEqual({ problems: [], mismatches: [] });
       expect(world.drained).toBeGreaterThan(0);
+      if (world.stream) expect(world.feedReads()).toBeGreaterThan(0);
     } finally {
       await world.proxy.stop();
+      await world.stream?.stop();
     }
     // About 400 scheduled runs of three surveys each: a minute alone, over three on a loaded machine.
   }, 600_000);
@@ -85,9 +102,14 @@ type World = Awaited<ReturnType<typeof ledgerWithReceivers>>;
  * A fresh ledger with the receivers in front of it (through a proxy that can take their store down, their hits then
  * buffered), the surveys registered, and the truth's marketplace.
  */
-async function ledgerWithReceivers(scenario: Scenario) {
+async function ledgerWithReceivers(scenario: Scenario, options: { feed: boolean }) {
   const table = await freshTable();
-  const proxy = await startEngineProxy(table.endpoint);
+  // With the feed, every write (the receivers', the drains', reconciliation's) goes through the stream stand-in.
+  const stream = options.feed
+    ? await startTableStream({ engineEndpoint: table.endpoint, tableName: table.tableName })
+    : undefined;
+  const writes = stream?.endpoint ?? table.endpoint;
+  const proxy = await startEngineProxy(writes);
   const buffered: BufferedHit[] = [];
   const rx = await receivers({
     endpoint: proxy.endpoint,
@@ -101,7 +123,7 @@ async function ledgerWithReceivers(scenario: Scenario) {
       },
     },
   });
-  const client = createDocumentClient({ endpoint: table.endpoint });
+  const client = createDocumentClient({ endpoint: writes });
   const attempts = createLedgerStore(client, table.tableName);
   const registry = createSurveyRegistry(client, table.tableName);
   const results = createReconciliationStore(client, table.tableName);
@@ -143,14 +165,54 @@ async function ledgerWithReceivers(scenario: Scenario) {
       return reply(400, { apiStatus: 'Failure', msg: `No data found for survey: ${survey}` });
     return reply(200, { apiStatus: 'success', msg: `${rows.length} transactions`, result: rows });
   }) as typeof fetch;
+  // The feed's own items are written and read beside the stream, as the consumer and readers do in AWS.
+  const feedStore = createAttemptFeed(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+  let feedReads = 0;
+  const fromFeed = feedAttempts({
+    feed: {
+      startedAt: () => feedStore.startedAt(),
+      recordsOfBucketDay: (...args) => {
+        feedReads++;
+        return feedStore.recordsOfBucketDay(...args);
+      },
+    },
+    items: attempts,
+    feedLagMs: FEED_LAG,
+  });
+  // On since the table was made: a run's window is read from the feed from the first run on.
+  if (stream) await feedStore.markStart(new Date(scenario.start - 30 * DAY).toISOString(), stream.arn);
+  const consume = createStreamConsumer({ feed: feedStore });
+  let delivered = 0;
+  /** Delivers the stream's changes up to the feed's lag behind the clock, a batch at a time. */
+  const deliverFeed = async () => {
+    if (!stream) return;
+    const upTo = (Date.now() - FEED_LAG) / 1000;
+    let end = delivered;
+    while (
+      end < stream.records.length &&
+      (stream.records[end]?.dynamodb?.ApproximateCreationDateTime ?? 0) <= upTo
+    )
+      end++;
+    for (; delivered < end; delivered = Math.min(end, delivered + 1000)) {
+      const batch = stream.records.slice(delivered, Math.min(end, delivered + 1000));
+      const result = await consume({ Records: batch });
+      if (result.batchItemFailures.length > 0) throw new Error('the feed could not be written');
+    }
+  };
   const engine = reconciler({
+    ...(stream
+      ? {
+          attempts: { ...attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
+          attemptsLagMs: fromFeed.lagMs,
+          readOrder: fromFeed.inReadOrder,
+        }
+      : { attempts }),
     marketplace: createMarketplaceClient({
       baseUrl: 'http://marketplace.invalid',
       accessToken: () => 'marketplace-token',
       retries: 0,
       fetch: marketplaceFetch,
     }),
-    attempts,
     registry,
     results,
     settleMs: 10 * MINUTE,
@@ -160,7 +222,20 @@ async function ledgerWithReceivers(scenario: Scenario) {
     windowListHours: 1,
     concurrency: 4,
   });
-  return { rx, proxy, buffered, drained: 0, attempts, registry, results, engine, everListedComplete };
+  return {
+    rx,
+    proxy,
+    stream,
+    deliverFeed,
+    feedReads: () => feedReads,
+    buffered,
+    drained: 0,
+    attempts,
+    registry,
+    results,
+    engine,
+    everListedComplete,
+  };
 }
 
 /**
@@ -247,6 +322,7 @@ async function driveTheWeek(scenario: Scenario, world: World): Promise<string[]>
       });
     } else {
       await drain((message) => !outages.down(Date.parse(message.at)));
+      await world.deliverFeed();
       const report = await world.engine.scheduled(7, { deadline: new Date(event.at + 14 * MINUTE) });
       if (!report?.complete) problems.push(`the run at ${new Date(event.at).toISOString()} did not finish`);
       for (const outcome of report?.outcomes ?? [])

@@ -18,6 +18,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import type { Attempt } from '../../functions/receiving/attempt';
 import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
 import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import { nextDay, VERDICT_RULES_EDITION } from '../../functions/reconciliation/verdict-rules';
@@ -59,6 +60,8 @@ let failListingsFrom: string | undefined;
 let summaryWritesFail = false;
 /** While set, the next write to this day's summary fails (once). */
 let summaryWritesOfDayFail: string | undefined;
+/** While set, attempts are read as these images of them (by token): a reader trailing the table, as the feed does. */
+let trailing: Map<string, Attempt> | undefined;
 
 beforeEach(async () => {
   const { endpoint, tableName } = await freshTable();
@@ -86,9 +89,10 @@ beforeEach(async () => {
   attemptReads = [];
   attempts = {
     ...ledger,
-    attemptsOfSurvey: (surveyId, from, to) => {
+    attemptsOfSurvey: async (surveyId, from, to) => {
       attemptReads.push({ from: from.toISOString(), to: to.toISOString() });
-      return ledger.attemptsOfSurvey(surveyId, from, to);
+      const read = await ledger.attemptsOfSurvey(surveyId, from, to);
+      return trailing ? read.map((a) => trailing?.get(a.token) ?? a) : read;
     },
   };
   registry = createSurveyRegistry(client, tableName);
@@ -98,7 +102,10 @@ beforeEach(async () => {
 });
 
 /** Options of the reconciler beyond the recheck period (fresh days, settle time). */
-type Tuning = Pick<Parameters<typeof reconciler>[0], 'freshDays' | 'settleMs' | 'windowListHours'>;
+type Tuning = Pick<
+  Parameters<typeof reconciler>[0],
+  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs'
+>;
 
 const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
   reconciler({
@@ -415,6 +422,41 @@ describe('settled days', () => {
     clock += HOUR;
     expect((await hourly()).outcomes[0]).toMatchObject({ skippedDays: 6, summariesWritten: 0 });
     await expectSameAsFullRecheck('7207');
+  });
+
+  it('read trailing the table (the attempt feed): a postback late by days that arrived within the lag is judged by the next run', async () => {
+    await seededWeek(7241);
+    const settled = nextDay(TODAY, -4);
+    const late = await complete(7241, settled, { arrived: false });
+    await hourly();
+    const [made] = await results.attemptsByKey('7241', [{ pid: late.pid, token: late.token }]);
+    expect(made?.reconciliation?.verdict).toBe('complete_not_received');
+    // The postback arrives three minutes before the next run, whose reads (five minutes behind) do not have it.
+    clock += HOUR - 3 * 60_000;
+    await arrive(late, new Date(clock));
+    const flaggedAt = new Date(clock).toISOString();
+    clock += 3 * 60_000;
+    trailing = new Map([[late.token, made as Attempt]]);
+    try {
+      await hourly(24, { attemptsLagMs: 5 * 60_000 });
+    } finally {
+      trailing = undefined;
+    }
+    const [summary] = await results.summariesOf('7241', [settled]);
+    // Judged from what it read, and recorded as checked five minutes back: before the flag, which stays.
+    expect(summary?.verdicts).toMatchObject({ complete_not_received: 1 });
+    expect(summary?.checkedAt).toBe(new Date(clock - 5 * 60_000).toISOString());
+    expect(summary?.ledgerChangedAt).toBe(flaggedAt);
+    clock += HOUR;
+    await hourly(24, { attemptsLagMs: 5 * 60_000 });
+    expect(readDay(settled)).toBe(true);
+    expect((await results.summariesOf('7241', [settled]))[0]?.verdicts).toEqual({ matched: 3 });
+    expect((await results.finishedRun(SCHEDULED_RUN))?.checkedAsOf).toBe(
+      new Date(
+        Date.parse((await results.finishedRun(SCHEDULED_RUN))?.startedAt ?? '') - 5 * 60_000,
+      ).toISOString(),
+    );
+    await expectSameAsFullRecheck('7241');
   });
 
   it('a postback under another spelling of the pid answers the transaction judged missing; the item made for it is retired', async () => {

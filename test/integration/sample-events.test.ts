@@ -70,11 +70,11 @@ describe('sample events', () => {
     expect(rejected.map((r) => r.reason)).toContain('signature mismatch');
   });
 
-  it("dynamodb-stream/attempt-changes.json keeps one attempt answered by both channels, and not its verdict's change", async () => {
+  it('dynamodb-stream/attempt-changes.json keeps one attempt answered by both channels, and its verdict', async () => {
     const changes = JSON.parse(readFileSync('events/dynamodb-stream/attempt-changes.json', 'utf8'));
     const result = await createStreamConsumer({ feed })(changes);
     expect(result.batchItemFailures).toEqual([]);
-    expect(result.consumed).toMatchObject({ changes: 3, recorded: 2, groups: 1 });
+    expect(result.consumed).toMatchObject({ changes: 3, recorded: 3, groups: 1 });
     const attempts = await feed.attemptsOfSurvey(
       '1001',
       new Date('2026-11-24T00:00:00.000Z'),
@@ -87,7 +87,11 @@ describe('sample events', () => {
       redirect: { outcome: 'success', from: 'k3Xb9QmZr2Lw' },
       postback: { outcome: 'success', source: 'query' },
     });
-    expect(attempts[0]?.reconciliation).toBeUndefined();
+    expect(attempts[0]?.reconciliation).toMatchObject({
+      verdict: 'matched',
+      day: '2026-11-24',
+      detail: { status: 'Completed' },
+    });
     expect(await feed.startedAt()).toBe('2026-11-24T14:02:11.000Z');
   });
 });

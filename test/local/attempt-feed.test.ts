@@ -1,7 +1,7 @@
 /**
  * The attempt feed kept from the table's stream, on the whole local stack (LOCAL_ATTEMPT_FEED=on: the engine behind
  * the stream's stand-in, the deployed consumer's entry reading it): real hits through the API, and what the feed
- * gives a reader equals what the table holds, verdicts aside, whatever the consumer's writes went through.
+ * gives a reader equals what the table holds (a verdict's history aside), whatever the consumer's writes went through.
  */
 import { randomUUID } from 'node:crypto';
 import { PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -22,11 +22,10 @@ import {
   createSurveyRegistry,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
-import type { Attempt } from '../../functions/receiving/attempt';
 import type { LocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
 import type { EngineProxy } from '../support/engine-proxy';
-import { TEST_KEY_RING } from '../support/ledger';
+import { asFeedHolds, TEST_KEY_RING } from '../support/ledger';
 import { startTestStack } from '../support/local-stack';
 
 let stack: LocalStack;
@@ -67,13 +66,10 @@ const hit = async (
   expect(response.status).toBeLessThan(400);
 };
 
-/** An attempt as the feed can know it: without the verdict reconciliation keeps on the item. */
-const withoutVerdict = ({ reconciliation: _, ...attempt }: Attempt) => attempt;
-
 async function expectFeedEqualsTable(surveys: readonly string[]) {
   const to = new Date(Date.now() + 60_000);
   for (const surveyId of surveys) {
-    const fromTable = (await ledger.attemptsOfSurvey(surveyId, startedAt, to)).map(withoutVerdict);
+    const fromTable = (await ledger.attemptsOfSurvey(surveyId, startedAt, to)).map(asFeedHolds);
     const fromFeed = await feed.attemptsOfSurvey(surveyId, startedAt, to);
     expect(fromTable.length).toBeGreaterThan(0);
     expect(fromFeed).toEqual(fromTable);
@@ -112,24 +108,34 @@ describe('the attempt feed on the local stack', () => {
     expect(items.length).toBeLessThan(records);
   });
 
-  it("adds nothing for a verdict: the feed says what the receivers saw, not reconciliation's word", async () => {
+  it('keeps a verdict written on an attempt, as reconciliation reads it back', async () => {
     const attempt = ids();
     await hit('redirect', '7104', attempt);
     await hit('postback', '7104', attempt);
     await stack.drainFeed?.();
     const before = (await feedItems()).length;
     const stackClient = createDocumentClient({ endpoint: stack.dynamoEndpoint });
+    const at = new Date().toISOString();
     await stackClient.send(
       new UpdateCommand({
         TableName: tableName,
         Key: attemptKey('7104', attempt.pid, attempt.token),
-        UpdateExpression: 'SET verdict = :v, verdictDay = :d, verdictAt = :at',
-        ExpressionAttributeValues: { ':v': 'ok', ':d': '2026-11-26', ':at': new Date().toISOString() },
+        UpdateExpression:
+          'SET verdict = :v, verdictDay = :d, verdictAt = :at, verdictDetail = :detail, verdictHistory = :history',
+        ExpressionAttributeValues: {
+          ':v': 'matched',
+          ':d': at.slice(0, 10),
+          ':at': at,
+          ':detail': { status: 'Completed' },
+          ':history': [{ verdict: 'matched', day: at.slice(0, 10), at }],
+        },
       }),
     );
     await stack.drainFeed?.();
-    expect((await feedItems()).length).toBe(before);
+    expect((await feedItems()).length).toBe(before + 1);
     await expectFeedEqualsTable(['7104']);
+    const [read] = await feed.attemptsOfSurvey('7104', startedAt, new Date(Date.now() + 60_000));
+    expect(read?.reconciliation).toMatchObject({ verdict: 'matched', detail: { status: 'Completed' } });
   });
 
   it('loses nothing when the feed cannot be written: the batch is sent again from its earliest change', async () => {

@@ -134,6 +134,7 @@ describe('the attempt feed (npm run bench, section 7)', () => {
       hitsPerMonth: 3_000_000,
       windowSeconds: 300,
       shards: 1,
+      verdictWrites: 0,
     });
     // Every attempt's two hits were consumed, and a batch that holds both keeps one record of the attempt: with the
     // second hit within 30 s and batches of five minutes, most do.
@@ -150,8 +151,21 @@ describe('the attempt feed (npm run bench, section 7)', () => {
       hitsPerMonth: 3_000_000,
       windowSeconds: 0,
       shards: 1,
+      verdictWrites: 0,
     });
     expect(unpacked.writeUnitsPerAttempt).toBeGreaterThan(small.writeUnitsPerAttempt * 3);
+    // Judged and refreshed by reconciliation (the default): each verdict a change the feed keeps, in the run's burst.
+    const judged = await feedWriteCost({
+      ...TRAFFIC_SHAPE,
+      hitsPerMonth: 3_000_000,
+      windowSeconds: 300,
+      shards: 1,
+    });
+    expect(judged.changes).toBe(4 * judged.attempts);
+    expect(judged.kept).toBeGreaterThanOrEqual(3 * judged.attempts);
+    expect(judged.kept).toBeLessThan(3.5 * judged.attempts);
+    expect(judged.writeUnitsPerAttempt).toBeGreaterThan(small.writeUnitsPerAttempt);
+    expect(judged.writeUnitsPerAttempt).toBeLessThan(0.5);
     const { lines, totalUsd } = feedCostPerMillionHits(small);
     expect(Number(lines[0]?.usd)).toBeCloseTo(
       (500_000 * small.writeUnitsPerAttempt * PRICES.dynamoPerMillionWriteUnits) / 1e6,

@@ -1,0 +1,141 @@
+/**
+ * Reconciliation's reads of a survey's attempts from the attempt feed (ledger/attempt-feed.ts) instead of the day
+ * index and a batch read of every attempt: a survey's days come from its bucket's UTC days, each read whole once and
+ * kept for the bucket's other surveys (a run takes surveys bucket by bucket, `inReadOrder`), so a scheduled run reads
+ * each bucket-day of its window once where the items cost half a read unit per attempt and survey-run.
+ *
+ * The feed trails the table by up to its lag (the stream's batching window and a margin), and a bucket-day is kept
+ * for at most `maxAgeMs`: what a survey reads is the ledger as it stood `lagMs` (both together) before the read.
+ * The reconciler judges as of then (ReconcilerDeps.attemptsLagMs): a day is recorded as checked that much earlier,
+ * so a late hit flagged meanwhile has its day judged again by the next run. A span that starts before the feed's
+ * start mark (a feed turned on since, not rebuilt back that far) is read from the items, as without a feed.
+ */
+
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import type { AttemptFeed } from '../ledger/attempt-feed';
+import { FEED_CLOCK_MARGIN_MS, feedBucket, feedTime, isListed } from '../ledger/attempt-feed';
+import { attemptFromItem, type LedgerStore, utcDaysBetween } from '../ledger/attempt-store';
+import type { Item } from '../ledger/document-client';
+import { utcDay } from '../ledger/ledger-schema';
+import type { Attempt } from '../receiving/attempt';
+
+export interface FeedAttemptsOptions {
+  readonly feed: Pick<AttemptFeed, 'recordsOfBucketDay' | 'startedAt'>;
+  /** The readers before the feed's start. */
+  readonly items: Pick<LedgerStore, 'attemptsOfSurvey'>;
+  /** How far the feed may trail the table (ATTEMPT_FEED_LAG_SECONDS). */
+  readonly feedLagMs: number;
+  /** How long a bucket-day (and the start mark) read once serves other surveys (default two minutes). */
+  readonly maxAgeMs?: number;
+  /**
+   * Bucket-days kept at once (default 8: one bucket's week, the UTC days seven Pacific days touch); the least
+   * recently used goes first. Each holds a sixteenth of a day's attempts in memory, deflated: a few MB at the cost
+   * model's shape (500,000 attempts a day), ten times that at ten times the traffic.
+   */
+  readonly keptBucketDays?: number;
+  readonly now?: () => Date;
+}
+
+/**
+ * What one bucket-day read gives: each survey's records filed that day, as JSON lines of `[filing time,
+ * attributes]` deflated together (a tenth of the memory the attempts would take: a bucket-day is held for all its
+ * surveys, an attempt is made only for the survey that reads it), and when it was read.
+ */
+interface BucketDay {
+  readonly readAt: number;
+  readonly bySurvey: Promise<Map<string, Buffer>>;
+}
+
+export function feedAttempts(options: FeedAttemptsOptions) {
+  const now = options.now ?? (() => new Date());
+  const maxAgeMs = options.maxAgeMs ?? 120_000;
+  const kept = options.keptBucketDays ?? 8;
+  const bucketDays = new Map<string, BucketDay>();
+  let start: { readAt: number; at: Promise<string | undefined> } | undefined;
+
+  const startedAt = () => {
+    const at = now().getTime();
+    if (!start || at - start.readAt > maxAgeMs) {
+      const read = options.feed.startedAt();
+      start = { readAt: at, at: read };
+      read.catch(() => {
+        if (start?.at === read) start = undefined;
+      });
+    }
+    return start.at;
+  };
+
+  /** A bucket's UTC day, each of its surveys' attempts filed that day: read once, kept while fresh. */
+  const bucketDay = (bucket: number, day: string): Promise<Map<string, Buffer>> => {
+    const key = `${day}#${bucket}`;
+    const at = now().getTime();
+    const held = bucketDays.get(key);
+    if (held && at - held.readAt <= maxAgeMs) {
+      // Most recently used last.
+      bucketDays.delete(key);
+      bucketDays.set(key, held);
+      return held.bySurvey;
+    }
+    const bySurvey = options.feed.recordsOfBucketDay(day, bucket).then((records) => {
+      const grouped = new Map<string, string[]>();
+      for (const { attributes } of records) {
+        const filed = feedTime(attributes);
+        // Kept as attemptsOfBucketSpan keeps them: filed this day, an attempt a reader lists.
+        if (filed === undefined || utcDay(filed) !== day || !isListed(attributes)) continue;
+        const surveyId = String(attributes.surveyId);
+        const lines = grouped.get(surveyId) ?? [];
+        lines.push(JSON.stringify([filed, attributes]));
+        grouped.set(surveyId, lines);
+      }
+      return new Map(
+        [...grouped].map(([surveyId, lines]) => [surveyId, deflateRawSync(lines.join('\n'), { level: 1 })]),
+      );
+    });
+    bucketDays.delete(key);
+    bucketDays.set(key, { readAt: at, bySurvey });
+    // A read that fails is not kept: the next survey reads again.
+    bySurvey.catch(() => {
+      if (bucketDays.get(key)?.bySurvey === bySurvey) bucketDays.delete(key);
+    });
+    while (bucketDays.size > kept) bucketDays.delete(bucketDays.keys().next().value as string);
+    return bySurvey;
+  };
+
+  return {
+    /** How far behind the table what a survey reads may be: the feed's lag and the longest a bucket-day is kept. */
+    lagMs: options.feedLagMs + maxAgeMs,
+
+    /**
+     * A survey's attempts filed in [from, to), oldest first, as the day index lists them: from the feed when it
+     * began before the span, else from the items.
+     */
+    async attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]> {
+      const started = await startedAt();
+      if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS)
+        return options.items.attemptsOfSurvey(surveyId, from, to);
+      const bucket = feedBucket(surveyId);
+      const fromIso = from.toISOString();
+      const toIso = to.toISOString();
+      const days = await Promise.all(utcDaysBetween(from, to).map((day) => bucketDay(bucket, day)));
+      return days
+        .flatMap((bySurvey) => {
+          const held = bySurvey.get(surveyId);
+          return held ? inflateRawSync(held).toString('utf8').split('\n') : [];
+        })
+        .map((line) => JSON.parse(line) as [string, Item])
+        .filter(([at]) => at >= fromIso && at < toIso)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([, attributes]) => attemptFromItem(attributes));
+    },
+
+    /** Surveys in the order that reads each bucket-day once: by bucket, otherwise as given. */
+    inReadOrder(surveys: readonly string[]): string[] {
+      return surveys
+        .map((surveyId, index) => ({ surveyId, index, bucket: feedBucket(surveyId) }))
+        .sort((a, b) => a.bucket - b.bucket || a.index - b.index)
+        .map((s) => s.surveyId);
+    },
+  };
+}
+
+export type FeedAttempts = ReturnType<typeof feedAttempts>;

@@ -1,0 +1,202 @@
+/**
+ * Reconciliation's reads from the attempt feed (reconciliation/feed-attempts.ts), against the engine behind the
+ * stream stand-in: every write of the real stores becomes a stream record, delivered to the real consumer. A survey's
+ * window read from the feed is what the day index and the items give, verdicts and reconciliation's own items
+ * included; each bucket-day is read once for all its surveys; before the feed's start the items are read.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createStreamConsumer } from '../../functions/feed/stream-consumer';
+import { type AttemptFeed, createAttemptFeed, feedBucket } from '../../functions/ledger/attempt-feed';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  type LedgerStore,
+  type ReconciliationStore,
+} from '../../functions/ledger/ledger-store';
+import type { Attempt } from '../../functions/receiving/attempt';
+import type { Hit } from '../../functions/receiving/hit-request';
+import { feedAttempts } from '../../functions/reconciliation/feed-attempts';
+import type { AttemptVerdict } from '../../functions/reconciliation/verdict-rules';
+import { startTableStream, type TableStream } from '../../infra/local/table-stream';
+import { asFeedHolds, freshTable } from '../support/ledger';
+
+let stream: TableStream;
+let ledger: LedgerStore;
+let results: ReconciliationStore;
+let feed: AttemptFeed;
+let clock = new Date('2026-11-20T10:00:00.000Z');
+let delivered = 0;
+const consume = () => createStreamConsumer({ feed });
+
+beforeAll(async () => {
+  const table = await freshTable();
+  stream = await startTableStream({ engineEndpoint: table.endpoint, tableName: table.tableName });
+  const client = createDocumentClient({ endpoint: stream.endpoint });
+  ledger = createLedgerStore(client, table.tableName, () => clock);
+  results = createReconciliationStore(client, table.tableName);
+  feed = createAttemptFeed(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+  await feed.markStart('2026-11-01T00:00:00.000Z', stream.arn);
+});
+afterAll(() => stream.stop());
+
+/** Delivers every change so far to the consumer, as Lambda would (one batch). */
+async function deliver() {
+  const batch = stream.records.slice(delivered);
+  delivered = stream.records.length;
+  const result = await consume()({ Records: batch });
+  expect(result.batchItemFailures).toEqual([]);
+}
+
+const hit = (surveyId: string, ids: { pid: string; token: string }, channel: Hit['channel']): Hit => ({
+  channel,
+  surveyId,
+  outcome: 'success',
+  ...ids,
+  source: 'query',
+});
+
+const at = (iso: string) => {
+  clock = new Date(iso);
+  return clock;
+};
+
+const byToken = (attempts: readonly Attempt[]) =>
+  [...attempts].map(asFeedHolds).sort((a, b) => a.token.localeCompare(b.token));
+
+/** Surveys of one bucket, and one of another. */
+const candidates = Array.from({ length: 200 }, (_, n) => String(8_600 + n));
+const [first, second] = candidates.filter((s) => feedBucket(s) === feedBucket(candidates[0] as string));
+const other = candidates.find((s) => feedBucket(s) !== feedBucket(candidates[0] as string)) as string;
+const SURVEYS = [first, second, other] as string[];
+
+const verdict = (
+  surveyId: string,
+  ids: { pid: string; token: string },
+  kind: AttemptVerdict['verdict']['kind'],
+  attempt?: Attempt,
+  clickedAt?: string,
+): AttemptVerdict => ({
+  surveyId,
+  ...ids,
+  ...(attempt ? { attempt } : {}),
+  verdict: {
+    kind,
+    day: '2026-11-19',
+    detail: { status: 'Completed' },
+    ...(clickedAt ? { marketplace: { status: 'Completed', cpi: '1.50', clickedAt } } : {}),
+  },
+});
+
+describe("reconciliation's reads from the attempt feed", () => {
+  const from = new Date('2026-11-19T08:00:00.000Z');
+  const to = new Date('2026-11-21T08:00:00.000Z');
+
+  beforeAll(async () => {
+    for (const surveyId of SURVEYS) {
+      // Two UTC days: an evening's attempts and the next morning's.
+      for (const time of ['2026-11-19T22:00:00.000Z', '2026-11-20T09:00:00.000Z']) {
+        const ids = { pid: `p-${randomUUID().slice(0, 6)}`, token: randomUUID() };
+        await ledger.recordHit(hit(surveyId, ids, 'redirect'), at(time));
+        await ledger.recordHit(hit(surveyId, ids, 'postback'), at(time));
+      }
+      const [judged, cleared] = await ledger.attemptsOfSurvey(surveyId, from, to);
+      // A verdict on one attempt; another judged, then its verdict cleared (collapsed into another spelling).
+      await results.recordVerdict(
+        verdict(surveyId, judged as Attempt, 'matched', judged),
+        at('2026-11-20T10:00:00Z'),
+      );
+      await results.recordVerdict(
+        verdict(surveyId, cleared as Attempt, 'unverified_claim', cleared),
+        at('2026-11-20T10:00:00Z'),
+      );
+      const [, clearedNow] = await ledger.attemptsOfSurvey(surveyId, from, to);
+      expect(await results.clearVerdict(clearedNow as Attempt, at('2026-11-20T11:00:00Z'))).toBe(true);
+      // Items reconciliation made for transactions nothing arrived for (filed by their click): one kept, one
+      // retired since (matched with an attempt under another key).
+      const made = { pid: 'p-made', token: `made-${surveyId}` };
+      await results.recordVerdict(
+        verdict(surveyId, made, 'complete_not_received', undefined, '2026-11-19T20:00:00.000Z'),
+        at('2026-11-20T10:00:00Z'),
+      );
+      const gone = { pid: 'p-gone', token: `gone-${surveyId}` };
+      await results.recordVerdict(
+        verdict(surveyId, gone, 'complete_not_received', undefined, '2026-11-19T21:00:00.000Z'),
+        at('2026-11-20T10:00:00Z'),
+      );
+      const [goneNow] = (await ledger.attemptsOfSurvey(surveyId, from, to)).filter(
+        (a) => a.token === gone.token,
+      );
+      expect(await results.retireItem(goneNow as Attempt, at('2026-11-20T11:00:00Z'), 'superseded')).toBe(
+        true,
+      );
+    }
+    await deliver();
+  });
+
+  it('gives each survey its window as the day index and the items do, verdicts and made items included', async () => {
+    const reader = feedAttempts({ feed, items: ledger, feedLagMs: 0 });
+    for (const surveyId of SURVEYS) {
+      const fromItems = await ledger.attemptsOfSurvey(surveyId, from, to);
+      // Two attempts, the made item; not the retired one.
+      expect(fromItems.map((a) => a.token).filter((t) => t.startsWith('gone-'))).toEqual([]);
+      expect(fromItems).toHaveLength(3);
+      expect(byToken(await reader.attemptsOfSurvey(surveyId, from, to))).toEqual(byToken(fromItems));
+    }
+    // A span inside a day: only what is filed in it.
+    const evening = [new Date('2026-11-19T21:30:00.000Z'), new Date('2026-11-19T23:00:00.000Z')] as const;
+    expect(byToken(await reader.attemptsOfSurvey(first as string, ...evening))).toEqual(
+      byToken(await ledger.attemptsOfSurvey(first as string, ...evening)),
+    );
+  });
+
+  it("reads each bucket's day once for all its surveys while fresh, again once older than the longest kept", async () => {
+    let now = Date.parse('2026-11-20T12:00:00.000Z');
+    const reads: string[] = [];
+    const reader = feedAttempts({
+      feed: {
+        startedAt: () => feed.startedAt(),
+        recordsOfBucketDay: (day, bucket) => {
+          reads.push(`${day}#${bucket}`);
+          return feed.recordsOfBucketDay(day, bucket);
+        },
+      },
+      items: ledger,
+      feedLagMs: 420_000,
+      now: () => new Date(now),
+    });
+    expect(reader.lagMs).toBe(420_000 + 120_000);
+    expect(reader.inReadOrder([other, first, second] as string[])).toEqual(
+      feedBucket(other) < feedBucket(first as string) ? [other, first, second] : [first, second, other],
+    );
+    await reader.attemptsOfSurvey(first as string, from, to);
+    await reader.attemptsOfSurvey(second as string, from, to);
+    // The three UTC days the two Pacific days touch, of one bucket, each read once.
+    expect(reads).toHaveLength(3);
+    await reader.attemptsOfSurvey(other, from, to);
+    expect(reads).toHaveLength(6);
+    now += 121_000;
+    await reader.attemptsOfSurvey(first as string, from, to);
+    expect(reads).toHaveLength(9);
+  });
+
+  it('reads the items for a span that starts before the feed did', async () => {
+    let read = 0;
+    const reader = feedAttempts({
+      feed: {
+        startedAt: async () => '2026-11-20T00:00:00.000Z',
+        recordsOfBucketDay: (...args) => {
+          read++;
+          return feed.recordsOfBucketDay(...args);
+        },
+      },
+      items: ledger,
+      feedLagMs: 0,
+    });
+    expect(await reader.attemptsOfSurvey(first as string, from, to)).toEqual(
+      await ledger.attemptsOfSurvey(first as string, from, to),
+    );
+    expect(read).toBe(0);
+  });
+});
