@@ -35,6 +35,7 @@ import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
 import type { SimTransaction } from '../../infra/local/marketplace/state';
 import { startTableStream } from '../../infra/local/table-stream';
+import { itemSize } from '../support/item-size';
 import { billedQueryUnits } from './sdk-hooks';
 
 const [policy = 'default', surveysArg = '3', perHourArg = '4', hoursArg = '168'] = process.argv.slice(2);
@@ -110,8 +111,28 @@ client.middlewareStack.add(
     }[];
     const command = String(context.commandName);
     const reported = list.reduce((sum, c) => sum + (c.CapacityUnits ?? 0), 0);
-    const total = command === 'QueryCommand' ? billedQueryUnits(reported, input) : reported;
     const bucket = bucketOf(input);
+    // A feed Query's pages here hold the few attempts of this week's surveys, under the 4 KB a read unit's half
+    // covers: at the stated shape a bucket's day is megabytes. So its attempts are charged what their bytes cost at
+    // any size (half a unit per 4 KB, not rounded up), the query its minimum.
+    const feedBytes =
+      command === 'QueryCommand' &&
+      bucket === 'attempt' &&
+      String(
+        input.ExpressionAttributeValues &&
+          (input.ExpressionAttributeValues as Record<string, unknown>)[':pk'],
+      ).startsWith('FEED#')
+        ? ((result.output as { Items?: Record<string, unknown>[] }).Items ?? []).reduce(
+            (sum, item) => sum + itemSize(item),
+            0,
+          )
+        : undefined;
+    const total =
+      feedBytes !== undefined
+        ? QUERY_MINIMUM + (feedBytes / 4096) * QUERY_MINIMUM
+        : command === 'QueryCommand'
+          ? billedQueryUnits(reported, input)
+          : reported;
     if (WRITES.has(command)) {
       units.write += total;
       if (bucket === 'attempt') units.attemptWrite += total;
