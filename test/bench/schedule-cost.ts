@@ -18,7 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_HEALTH_SETTINGS, readFrom } from '../../functions/health/health-rules';
-import { FEED_START_KEY } from '../../functions/ledger/attempt-feed';
+import { createAttemptFeed, FEED_START_KEY } from '../../functions/ledger/attempt-feed';
 import {
   createDayIndexBackfill,
   createDocumentClient,
@@ -51,10 +51,15 @@ await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint })
 // With the feed, every client reaches the engine through the stream's stand-in, as a deployed table streams.
 const stream = withFeed ? await startTableStream({ engineEndpoint: engine.endpoint, tableName }) : undefined;
 const endpoint = stream?.endpoint ?? engine.endpoint;
-// A feed running for long (its start marked well before any span), so the health check reads it.
-if (withFeed)
+const FEED_SINCE = '2026-01-01T00:00:00.000Z';
+// A feed running for long (its start marked well before any span, for this stream: the consumer's first batch
+// leaves it), so the health check reads it.
+if (stream)
   await createDocumentClient({ endpoint: engine.endpoint }).send(
-    new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: '2026-01-01T00:00:00.000Z' } }),
+    new PutCommand({
+      TableName: tableName,
+      Item: { ...FEED_START_KEY, at: FEED_SINCE, stream: stream.arn },
+    }),
   );
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 // Created a day ago: the steady state is surveys the sync has long configured, not ones inside its skew margin.
@@ -153,6 +158,12 @@ for (let s = 0; s < surveys; s++) {
 const firstBusy = await measuredRun('health', health);
 const busy: Awaited<ReturnType<typeof measuredRun>>[] = [];
 for (let i = 0; i < runs; i++) busy.push(await measuredRun('health', health));
+// Measured from the feed only while its start stood before the span (else the check read the items).
+if (
+  stream &&
+  (await createAttemptFeed(createDocumentClient({ endpoint }), tableName).startedAt()) !== FEED_SINCE
+)
+  throw new Error("the feed's start mark moved: the health check read the attempt items, not the feed");
 const healthPer = (list: typeof quiet, key: 'readUnits' | 'writeUnits' | 'requests') =>
   median(list.map((r) => r[key])) / surveys;
 const coldReadsPerAttempt =
