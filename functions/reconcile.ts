@@ -37,6 +37,7 @@ export const handler = createReconcileHandler({
       ? {
           attempts: { ...ledger.attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
           attemptsLagMs: fromFeed.lagMs,
+          attemptsLagToleranceMs: fromFeed.toleranceMs,
           readOrder: fromFeed.inReadOrder,
         }
       : {}),

@@ -6,7 +6,8 @@
  *
  * | item         | pk                                 | sk                                        |
  * |--------------|------------------------------------|-------------------------------------------|
- * | attempt feed | FEED#<utc day of firstSeenAt>#<bucket> | <newest change, UTC second>#<first seq>#<last seq>[#<digest>] |
+ * | attempt feed | FEED#v2#<utc day filed by>#<bucket> | <newest change, UTC second>#<first seq>#<last seq>[#<digest>] |
+ * | its start    | FEED#START                         | START#v2                                  |
  *
  * One item per stream batch, UTC day and bucket of surveys (`feedBucket`, a hash of the survey id): at the cost
  * model's shape a batch carries about one change per survey, so an item per survey would pay a whole write unit
@@ -46,7 +47,15 @@ export const FEED_BUCKETS = 16;
 /** The bucket of a survey (a hash of its id): every writer and reader finds the same. */
 export const feedBucket = (surveyId: string): number => fnv1a(surveyId) % FEED_BUCKETS;
 
-export const feedPartition = (day: string, bucket: number) => `${FEED_PARTITION_PREFIX}${day}#${bucket}`;
+/**
+ * The feed's format, in its keys: the first release's records held no verdicts and left reconciliation's own items
+ * out, so a feed it kept is read by no reader of this one. Turned on again, the consumer begins this format's feed
+ * and marks its start anew; the older items stay (a few dozen bytes an attempt) until deleted by hand.
+ */
+export const FEED_FORMAT = 'v2';
+
+export const feedPartition = (day: string, bucket: number) =>
+  `${FEED_PARTITION_PREFIX}${FEED_FORMAT}#${day}#${bucket}`;
 
 /**
  * The attempt item's attributes a record keeps: what the readers judge an attempt by (its sightings, its verdict),
@@ -211,7 +220,7 @@ export interface FeedGroup {
  * from. A reader of a span that starts before it reads the attempt items instead. A stream turned off and on again
  * is another stream, whose first batch marks the start anew: the changes in between are in no feed.
  */
-export const FEED_START_KEY = { pk: `${FEED_PARTITION_PREFIX}START`, sk: 'START' } as const;
+export const FEED_START_KEY = { pk: `${FEED_PARTITION_PREFIX}START`, sk: `START#${FEED_FORMAT}` } as const;
 
 export interface AttemptFeed {
   /** Marks when the feed began, unless it is marked already for the same stream (its ARN). */

@@ -338,11 +338,18 @@ export function createReconciliationStore(
         return true;
       };
       if (sameVerdict) {
+        // Onto the verdict as read: one another run wrote since (an operator's beside the hourly one) is not given
+        // this run's older facts, and the feed's fold (a later verdictAt wins) stays the table's order.
         const refreshed = await updated({
           Key: key,
           UpdateExpression: 'SET verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
-          ConditionExpression: asRead,
-          ExpressionAttributeValues: facts,
+          ConditionExpression: `(${asRead}) AND verdict = :verdict AND verdictDay = :day AND verdictAt = :judgedAt`,
+          ExpressionAttributeValues: {
+            ...facts,
+            ':verdict': verdict.kind,
+            ':day': verdict.day,
+            ':judgedAt': existing.at,
+          },
         });
         if (refreshed) return 'refreshed';
         return (await overtaken()) ? 'stale' : 'unchanged';

@@ -5,10 +5,12 @@
  * each bucket-day of its window once where the items cost half a read unit per attempt and survey-run.
  *
  * The feed trails the table by up to its lag (the stream's batching window and a margin), and a bucket-day is kept
- * for at most `maxAgeMs`: what a survey reads is the ledger as it stood `lagMs` (both together) before the read.
- * The reconciler judges as of then (ReconcilerDeps.attemptsLagMs): a day is recorded as checked that much earlier,
- * so a late hit flagged meanwhile has its day judged again by the next run. A span that starts before the feed's
- * start mark (a feed turned on since, not rebuilt back that far) is read from the items, as without a feed.
+ * for at most `maxAgeMs`: what a survey reads is the ledger as it stood `lagMs` (both together) before the read, as
+ * long as the consumer keeps up. The reconciler lets discrepancies settle that much later, and records its checks
+ * as of `toleranceMs` (an hour) before the run (ReconcilerDeps.attemptsLagToleranceMs): a late hit's day is judged
+ * again by the runs of the hour after it, so a consumer up to an hour behind cannot make one missed. A span that
+ * starts before the feed's start mark (a feed turned on since, not rebuilt back that far) is read from the items,
+ * as without a feed.
  */
 
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
@@ -28,11 +30,12 @@ export interface FeedAttemptsOptions {
   /** How long a bucket-day (and the start mark) read once serves other surveys (default two minutes). */
   readonly maxAgeMs?: number;
   /**
-   * Bucket-days kept at once (default 8: one bucket's week, the UTC days seven Pacific days touch); the least
-   * recently used goes first. Each holds a sixteenth of a day's attempts in memory, deflated: a few MB at the cost
-   * model's shape (500,000 attempts a day), ten times that at ten times the traffic.
+   * Buckets whose days are kept at once (default 2: the run takes its surveys bucket by bucket, so the surveys in hand
+   * are of one bucket or two); the least recently used bucket goes first, all its days together (a survey's window
+   * touches nine UTC days, read in the same order by every survey of the bucket). A bucket-day holds a sixteenth of
+   * a day's attempts, deflated: about 3 MB at the cost model's shape (500,000 attempts a day).
    */
-  readonly keptBucketDays?: number;
+  readonly keptBuckets?: number;
   readonly now?: () => Date;
 }
 
@@ -46,11 +49,20 @@ interface BucketDay {
   readonly bySurvey: Promise<Map<string, Buffer>>;
 }
 
+/**
+ * How far behind the feed may fall before reconciliation can miss a late hit: an hour, four times the
+ * `attempt-feed-behind` alarm's threshold. A run records its checks as of then, so a day a late hit flagged is
+ * judged by every run of the hour after the hit, the last of them reading a feed that holds it unless the consumer
+ * is further behind than that (the alarm has long fired; README, The attempt feed).
+ */
+export const FEED_LAG_TOLERANCE_MS = 3_600_000;
+
 export function feedAttempts(options: FeedAttemptsOptions) {
   const now = options.now ?? (() => new Date());
   const maxAgeMs = options.maxAgeMs ?? 120_000;
-  const kept = options.keptBucketDays ?? 8;
-  const bucketDays = new Map<string, BucketDay>();
+  const kept = options.keptBuckets ?? 2;
+  /** Each bucket's days read, the most recently used bucket last. */
+  const buckets = new Map<number, Map<string, BucketDay>>();
   let start: { readAt: number; at: Promise<string | undefined> } | undefined;
 
   const startedAt = () => {
@@ -65,17 +77,16 @@ export function feedAttempts(options: FeedAttemptsOptions) {
     return start.at;
   };
 
-  /** A bucket's UTC day, each of its surveys' attempts filed that day: read once, kept while fresh. */
+  /** A bucket's UTC day, each of its surveys' records filed that day: read once, kept while fresh. */
   const bucketDay = (bucket: number, day: string): Promise<Map<string, Buffer>> => {
-    const key = `${day}#${bucket}`;
     const at = now().getTime();
-    const held = bucketDays.get(key);
-    if (held && at - held.readAt <= maxAgeMs) {
-      // Most recently used last.
-      bucketDays.delete(key);
-      bucketDays.set(key, held);
-      return held.bySurvey;
-    }
+    const days = buckets.get(bucket) ?? new Map<string, BucketDay>();
+    // Most recently used last; the least recently used buckets beyond `kept` go, with all their days.
+    buckets.delete(bucket);
+    buckets.set(bucket, days);
+    while (buckets.size > kept) buckets.delete(buckets.keys().next().value as number);
+    const held = days.get(day);
+    if (held && at - held.readAt <= maxAgeMs) return held.bySurvey;
     const bySurvey = options.feed.recordsOfBucketDay(day, bucket).then((records) => {
       const grouped = new Map<string, string[]>();
       for (const { attributes } of records) {
@@ -91,19 +102,19 @@ export function feedAttempts(options: FeedAttemptsOptions) {
         [...grouped].map(([surveyId, lines]) => [surveyId, deflateRawSync(lines.join('\n'), { level: 1 })]),
       );
     });
-    bucketDays.delete(key);
-    bucketDays.set(key, { readAt: at, bySurvey });
+    days.set(day, { readAt: at, bySurvey });
     // A read that fails is not kept: the next survey reads again.
     bySurvey.catch(() => {
-      if (bucketDays.get(key)?.bySurvey === bySurvey) bucketDays.delete(key);
+      if (days.get(day)?.bySurvey === bySurvey) days.delete(day);
     });
-    while (bucketDays.size > kept) bucketDays.delete(bucketDays.keys().next().value as string);
     return bySurvey;
   };
 
   return {
-    /** How far behind the table what a survey reads may be: the feed's lag and the longest a bucket-day is kept. */
+    /** How far behind the table what a survey reads is: the feed's lag and the longest a bucket-day is kept. */
     lagMs: options.feedLagMs + maxAgeMs,
+    /** How far behind it may fall before a late hit can be missed (FEED_LAG_TOLERANCE_MS, or the lag if longer). */
+    toleranceMs: Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs + maxAgeMs),
 
     /**
      * A survey's attempts filed in [from, to), oldest first, as the day index lists them: from the feed when it

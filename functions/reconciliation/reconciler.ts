@@ -107,11 +107,17 @@ export interface ReconcilerDeps {
   /** Least time between two saves of a run's cursor while it runs (default 10 s; the end is always saved). */
   readonly progressEveryMs?: number;
   /**
-   * How far behind the table `attempts.attemptsOfSurvey` may read (the attempt feed's lag, feed-attempts.ts; default
-   * 0, the items). A survey's days are then recorded as checked that much before its run: a hit flagged meanwhile
-   * has its day judged again by the next run, and a verdict a later hit overtook is left for it.
+   * How far behind the table `attempts.attemptsOfSurvey` reads in the normal course (the attempt feed's lag,
+   * feed-attempts.ts; default 0, the items): a discrepancy settles that much later, and a verdict whose write finds
+   * its attempt changed since the read is always left for the next run (the read's time is not known).
    */
   readonly attemptsLagMs?: number;
+  /**
+   * How far behind it may fall before a late hit can be missed (default `attemptsLagMs`): a survey's days are
+   * recorded as checked that much before its run, and a late hit's flag set since stays, so such a day is judged
+   * again by the runs within that time, the last of them reading what the table held when it was flagged.
+   */
+  readonly attemptsLagToleranceMs?: number;
   /** The order a scheduled run takes its surveys in (the attempt feed's: bucket by bucket); default as listed. */
   readonly readOrder?: (surveys: readonly string[]) => string[];
 }
@@ -332,8 +338,10 @@ export function reconciler(deps: ReconcilerDeps) {
       flags = new Map<string, string>(),
     } = await deps.results.surveyRecords(surveyId, days);
     const at = now();
-    /** As of when the attempts this run reads are known to be complete: checks are recorded as of then. */
-    const asOf = new Date(at.getTime() - (deps.attemptsLagMs ?? 0));
+    /** As of when the attempts this run reads are taken to be complete: checks are recorded as of then. */
+    const asOf = new Date(at.getTime() - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0));
+    /** As of when a verdict's attempt was read: unknown when read behind the table (any hit since overtook it). */
+    const readAt = deps.attemptsLagMs ? new Date(0) : at;
     const failedDays = state?.failedDays ?? [];
     // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
     const horizon = nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS);
@@ -417,7 +425,8 @@ export function reconciler(deps: ReconcilerDeps) {
     const pastAlone = allDays.filter(
       (day) => pastDays.has(day) && !days.includes(day) && !failedDays.includes(day),
     );
-    const settledBefore = new Date(at.getTime() - (deps.settleMs ?? 0));
+    // Quiet since before what this run's reads show, by the settle time.
+    const settledBefore = new Date(at.getTime() - (deps.attemptsLagMs ?? 0) - (deps.settleMs ?? 0));
     /** When this survey began to fail: kept from the state if its last run failed too, else now. */
     const failingSince = () => failingSinceOf(state, at);
     const outcome = {
@@ -543,7 +552,7 @@ export function reconciler(deps: ReconcilerDeps) {
         else toRecord.push(entry);
       const writes = await runBounded(
         toRecord.map((entry) => async () => {
-          const change = await deps.results.recordVerdict(entry, at, asOf);
+          const change = await deps.results.recordVerdict(entry, at, readAt);
           if (change === 'stale') {
             overtaken.push(entry);
             return;
@@ -900,7 +909,8 @@ export function reconciler(deps: ReconcilerDeps) {
       // Flagged days this run judged (or checked since their flag, or beyond the horizon) are dealt with, and so are
       // days past the window it tried: one that failed there goes back to its daily or weekly look (the summary
       // keeps its flag), not to every run. A flag left behind, should this write fail, costs a spare read only.
-      // A flag set after what this run's attempts show (the feed's lag) stays for the next run, which sees its hit.
+      // A flag set after what this run's attempts are taken to show (the feed's lag, or the lag it tolerates) stays
+      // for the next run, which sees its hit.
       const dealtWith = [...flags]
         .filter(
           ([day, flaggedAt]) =>
@@ -1203,8 +1213,12 @@ export function reconciler(deps: ReconcilerDeps) {
         await deps.results.putFinishedRun(SCHEDULED_RUN, {
           runId: run.runId,
           startedAt: run.startedAt,
-          ...(deps.attemptsLagMs
-            ? { checkedAsOf: new Date(Date.parse(run.startedAt) - deps.attemptsLagMs).toISOString() }
+          ...(deps.attemptsLagToleranceMs || deps.attemptsLagMs
+            ? {
+                checkedAsOf: new Date(
+                  Date.parse(run.startedAt) - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0),
+                ).toISOString(),
+              }
             : {}),
           finishedAt,
           freshDays: fresh,

@@ -248,7 +248,13 @@ const engineOf = () =>
   reconciler({
     marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => TOKEN }),
     attempts: stream ? { ...attemptStore, attemptsOfSurvey: fromFeed.attemptsOfSurvey } : attemptStore,
-    ...(stream ? { attemptsLagMs: fromFeed.lagMs, readOrder: fromFeed.inReadOrder } : {}),
+    ...(stream
+      ? {
+          attemptsLagMs: fromFeed.lagMs,
+          attemptsLagToleranceMs: fromFeed.toleranceMs,
+          readOrder: fromFeed.inReadOrder,
+        }
+      : {}),
     registry: createSurveyRegistry(client, tableName),
     results: createReconciliationStore(client, tableName),
     now: () => new Date(clock),

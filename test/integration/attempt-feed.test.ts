@@ -16,11 +16,11 @@ import {
   createAttemptFeed,
   decodeRecords,
   encodeRecords,
-  FEED_PARTITION_PREFIX,
   FEED_START_KEY,
   type FeedGroup,
   type FeedRecord,
   feedBucket,
+  feedPartition,
   isLaterRecord,
   isLaterSequence,
   latestOfEach,
@@ -99,7 +99,7 @@ const feedItemsOf = async (day: string, bucket: number) =>
       new ScanCommand({
         TableName: tableName,
         FilterExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `${FEED_PARTITION_PREFIX}${day}#${bucket}` },
+        ExpressionAttributeValues: { ':pk': feedPartition(day, bucket) },
       }),
     )
   ).Items ?? [];

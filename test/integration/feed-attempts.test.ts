@@ -5,9 +5,15 @@
  * included; each bucket-day is read once for all its surveys; before the feed's start the items are read.
  */
 import { randomUUID } from 'node:crypto';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStreamConsumer } from '../../functions/feed/stream-consumer';
-import { type AttemptFeed, createAttemptFeed, feedBucket } from '../../functions/ledger/attempt-feed';
+import {
+  type AttemptFeed,
+  createAttemptFeed,
+  feedBucket,
+  feedPartition,
+} from '../../functions/ledger/attempt-feed';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -179,6 +185,71 @@ describe("reconciliation's reads from the attempt feed", () => {
     now += 121_000;
     await reader.attemptsOfSurvey(first as string, from, to);
     expect(reads).toHaveLength(9);
+  });
+
+  it("keeps whole buckets, not days: every survey of a bucket reading a week's nine UTC days reads them once", async () => {
+    const reads: string[] = [];
+    const reader = feedAttempts({
+      feed: {
+        startedAt: () => feed.startedAt(),
+        recordsOfBucketDay: (day, bucket) => {
+          reads.push(`${day}#${bucket}`);
+          return feed.recordsOfBucketDay(day, bucket);
+        },
+      },
+      items: ledger,
+      feedLagMs: 0,
+      now: () => new Date('2026-11-20T12:00:00.000Z'),
+    });
+    // Seven Pacific days and the hours around them, as a run's whole window is read.
+    const week = [new Date('2026-11-14T06:00:00.000Z'), new Date('2026-11-22T08:00:00.000Z')] as const;
+    for (const surveyId of [first, other, second, first, second] as string[])
+      await reader.attemptsOfSurvey(surveyId, ...week);
+    expect(reads).toHaveLength(18);
+    expect(new Set(reads).size).toBe(18);
+  });
+
+  it('reads a feed of the format before this one (no verdicts) as no feed: its start mark and items are not this format', async () => {
+    const client = createDocumentClient({ endpoint: stream.endpoint });
+    const table = (await freshTable()).tableName;
+    await createLedgerStore(client, table).recordHit(
+      hit('8700', { pid: 'p-old', token: 'old' }, 'postback'),
+      new Date('2026-11-20T10:00:00.000Z'),
+    );
+    // The first release's start mark and one of its items.
+    await client.send(
+      new PutCommand({
+        TableName: table,
+        Item: { pk: 'FEED#START', sk: 'START', at: '2026-11-01T00:00:00.000Z', stream: stream.arn },
+      }),
+    );
+    const older = createAttemptFeed(client, table);
+    expect(await older.startedAt()).toBeUndefined();
+    const reader = feedAttempts({ feed: older, items: createLedgerStore(client, table), feedLagMs: 0 });
+    expect((await reader.attemptsOfSurvey('8700', from, to)).map((a) => a.token)).toEqual(['old']);
+    expect(feedPartition('2026-11-20', 3)).toBe('FEED#v2#2026-11-20#3');
+  });
+
+  it("refreshes a verdict's facts only onto the verdict as read: one written since keeps its own", async () => {
+    const ids = { pid: 'p-refresh', token: randomUUID() };
+    await ledger.recordHit(hit(first as string, ids, 'postback'), at('2026-11-20T09:30:00.000Z'));
+    const [read] = (await ledger.attemptsOf(first as string, ids.pid)) as Attempt[];
+    const judged = verdict(first as string, ids, 'matched', read, '2026-11-20T09:20:00.000Z');
+    expect(await results.recordVerdict(judged, at('2026-11-20T10:00:00.000Z'))).toBe('new');
+    const [once] = (await ledger.attemptsOf(first as string, ids.pid)) as Attempt[];
+    // Two runs read it judged; the later refreshes it first, the earlier one's refresh then finds it changed.
+    const facts = (verifyToken: string) => ({
+      ...judged,
+      attempt: once,
+      verdict: { ...judged.verdict, detail: { status: 'Completed', verifyToken } },
+    });
+    expect(await results.recordVerdict(facts('Valid'), at('2026-11-20T11:00:00.000Z'))).toBe('refreshed');
+    expect(await results.recordVerdict(facts('Pending'), at('2026-11-20T11:00:01.000Z'))).toBe('unchanged');
+    const [now] = (await ledger.attemptsOf(first as string, ids.pid)) as Attempt[];
+    expect(now?.reconciliation).toMatchObject({
+      detail: { verifyToken: 'Valid' },
+      at: '2026-11-20T11:00:00.000Z',
+    });
   });
 
   it('reads the items for a span that starts before the feed did', async () => {

@@ -204,6 +204,7 @@ async function ledgerWithReceivers(scenario: Scenario, options: { feed: boolean 
       ? {
           attempts: { ...attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
           attemptsLagMs: fromFeed.lagMs,
+          attemptsLagToleranceMs: fromFeed.toleranceMs,
           readOrder: fromFeed.inReadOrder,
         }
       : { attempts }),

@@ -104,7 +104,7 @@ beforeEach(async () => {
 /** Options of the reconciler beyond the recheck period (fresh days, settle time). */
 type Tuning = Pick<
   Parameters<typeof reconciler>[0],
-  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs'
+  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs' | 'attemptsLagToleranceMs'
 >;
 
 const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
@@ -457,6 +457,35 @@ describe('settled days', () => {
       ).toISOString(),
     );
     await expectSameAsFullRecheck('7241');
+  });
+
+  it('read trailing the table further than its lag (a feed consumer behind): the late postback is judged within the tolerance', async () => {
+    await seededWeek(7242);
+    const settled = nextDay(TODAY, -4);
+    const late = await complete(7242, settled, { arrived: false });
+    await hourly();
+    const [made] = await results.attemptsByKey('7242', [{ pid: late.pid, token: late.token }]);
+    // The postback arrives twenty minutes before the next run, whose reads (five minutes behind as a rule) are
+    // twenty-five behind this time: they do not have it.
+    clock += HOUR - 20 * 60_000;
+    await arrive(late, new Date(clock));
+    clock += 20 * 60_000;
+    const feedBehind = { attemptsLagMs: 5 * 60_000, attemptsLagToleranceMs: HOUR };
+    trailing = new Map([[late.token, made as Attempt]]);
+    try {
+      await hourly(24, feedBehind);
+    } finally {
+      trailing = undefined;
+    }
+    expect((await results.summariesOf('7242', [settled]))[0]?.verdicts).toMatchObject({
+      complete_not_received: 1,
+    });
+    // Recorded as checked an hour back: the flag stays, and the next run, reading the postback, judges the day.
+    clock += HOUR;
+    await hourly(24, feedBehind);
+    expect(readDay(settled)).toBe(true);
+    expect((await results.summariesOf('7242', [settled]))[0]?.verdicts).toEqual({ matched: 3 });
+    await expectSameAsFullRecheck('7242');
   });
 
   it('a postback under another spelling of the pid answers the transaction judged missing; the item made for it is retired', async () => {
