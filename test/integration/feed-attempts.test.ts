@@ -95,6 +95,23 @@ const verdict = (
   },
 });
 
+/** A reader of the feed that lists each bucket-day it reads. */
+function countingReader(options: Pick<Parameters<typeof feedAttempts>[0], 'feedLagMs' | 'now'>) {
+  const reads: string[] = [];
+  const reader = feedAttempts({
+    feed: {
+      startedAt: () => feed.startedAt(),
+      recordsOfBucketDay: (day, bucket) => {
+        reads.push(`${day}#${bucket}`);
+        return feed.recordsOfBucketDay(day, bucket);
+      },
+    },
+    items: ledger,
+    ...options,
+  });
+  return { reader, reads };
+}
+
 describe("reconciliation's reads from the attempt feed", () => {
   const from = new Date('2026-11-19T08:00:00.000Z');
   const to = new Date('2026-11-21T08:00:00.000Z');
@@ -159,19 +176,7 @@ describe("reconciliation's reads from the attempt feed", () => {
 
   it("reads each bucket's day once for all its surveys while fresh, again once older than the longest kept", async () => {
     let now = Date.parse('2026-11-20T12:00:00.000Z');
-    const reads: string[] = [];
-    const reader = feedAttempts({
-      feed: {
-        startedAt: () => feed.startedAt(),
-        recordsOfBucketDay: (day, bucket) => {
-          reads.push(`${day}#${bucket}`);
-          return feed.recordsOfBucketDay(day, bucket);
-        },
-      },
-      items: ledger,
-      feedLagMs: 420_000,
-      now: () => new Date(now),
-    });
+    const { reader, reads } = countingReader({ feedLagMs: 420_000, now: () => new Date(now) });
     expect(reader.lagMs).toBe(420_000 + 120_000);
     expect(reader.inReadOrder([other, first, second] as string[])).toEqual(
       feedBucket(other) < feedBucket(first as string) ? [other, first, second] : [first, second, other],
@@ -188,16 +193,7 @@ describe("reconciliation's reads from the attempt feed", () => {
   });
 
   it("keeps whole buckets, not days: every survey of a bucket reading a week's nine UTC days reads them once", async () => {
-    const reads: string[] = [];
-    const reader = feedAttempts({
-      feed: {
-        startedAt: () => feed.startedAt(),
-        recordsOfBucketDay: (day, bucket) => {
-          reads.push(`${day}#${bucket}`);
-          return feed.recordsOfBucketDay(day, bucket);
-        },
-      },
-      items: ledger,
+    const { reader, reads } = countingReader({
       feedLagMs: 0,
       now: () => new Date('2026-11-20T12:00:00.000Z'),
     });
