@@ -27,6 +27,8 @@ export interface StreamConsumerDependencies {
   readonly feed: Pick<AttemptFeed, 'append' | 'markStart'>;
   /** Groups written at once. */
   readonly concurrency?: number;
+  /** The consumer's clock (the feed's start is marked at its time). */
+  readonly now?: () => Date;
   /** Told of each group whose write failed (the batch is sent again from its earliest change). */
   readonly onFailedGroup?: (group: { day: string; bucket: number; records: number }, error: unknown) => void;
 }
@@ -110,12 +112,14 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
   return async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse & { consumed: ConsumedBatch }> => {
     const groups = groupChanges(event.Records);
     if (!startMarked && groups.length > 0) {
-      // Before any of the batch is written: a reader trusts the feed only from the mark on. A failure fails the
-      // batch, which Lambda sends again.
-      const earliest = Math.min(
-        ...event.Records.map((r) => (r.dynamodb?.ApproximateCreationDateTime ?? 0) * 1000),
+      // Before any of the batch is written: a reader trusts the feed only from the mark on. Marked at this
+      // invocation's time, not its first change's: a change of another shard that an earlier release's consumer
+      // took (into its own format's keys) was made before it, whatever this batch holds. A failure fails the batch,
+      // which Lambda sends again.
+      await deps.feed.markStart(
+        (deps.now?.() ?? new Date()).toISOString(),
+        event.Records[0]?.eventSourceARN ?? '',
       );
-      await deps.feed.markStart(new Date(earliest).toISOString(), event.Records[0]?.eventSourceARN ?? '');
       startMarked = true;
     }
     const report = await runBounded(

@@ -215,8 +215,8 @@ export interface FeedGroup {
 }
 
 /**
- * The item that says since when the feed holds every change: the earliest change of the first batch the consumer
- * wrote (a later batch of another shard may hold earlier ones: the mark is never too early), and the stream it came
+ * The item that says since when the feed holds every change: the time the consumer first wrote (every change after
+ * it reaches this format's feed; one before it may have reached only an earlier release's), and the stream it came
  * from. A reader of a span that starts before it reads the attempt items instead. A stream turned off and on again
  * is another stream, whose first batch marks the start anew: the changes in between are in no feed.
  */

@@ -17,7 +17,7 @@
  * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
  * | run's surveys   | RUN#<name>               | SURVEYS#<runId>#<n>          | -                       | -                        |
  * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
- * | attempt feed    | FEED#<utc day>#<bucket>  | <newest change>#<first seq>#<last seq> | -             | -                        |
+ * | attempt feed    | FEED#v2#<utc day>#<bucket> | <newest change>#<first seq>#<last seq> | -           | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes); one too long
  * for its key is keyed by its digest instead (`keyId`).

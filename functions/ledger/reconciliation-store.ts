@@ -152,7 +152,8 @@ export interface ReconciliationStore {
   /** Writes a verdict onto its attempt (creating the attempt for a transaction never seen here). Idempotent. */
   /**
    * `readAt`: as of when the attempt was read (default `at`; earlier when read from the attempt feed, which trails
-   * the table): a hit after it that made the verdict's condition fail overtook the read.
+   * the table): a hit after it that made the verdict's condition fail overtook the read, and the day is flagged just
+   * after it (the run records its checks as of then).
    */
   recordVerdict(verdict: AttemptVerdict, at: Date, readAt?: Date): Promise<VerdictChange>;
   /**
@@ -321,9 +322,9 @@ export function createReconciliationStore(
         ':now': now,
         ...(seen === undefined ? {} : { ':seen': seen }),
       };
-      /** The day must be judged again: flagged just after this run's check of it (judged-day-flag.ts). */
+      /** The day must be judged again: flagged just after this run's check of it, `readAt` (judged-day-flag.ts). */
       const flagAgain = (day: string) =>
-        flagJudgedDay(client, tableName, entry.surveyId, day, new Date(at.getTime() + 1));
+        flagJudgedDay(client, tableName, entry.surveyId, day, new Date(readAt.getTime() + 1));
       /**
        * After a failed condition: a hit overtook this run's read (its time after `readAt`, give or take a clock a
        * little off) and the day is flagged, or not (another run wrote the same; an older hit, which flags its day

@@ -30,12 +30,12 @@ export interface FeedAttemptsOptions {
   /** How long a bucket-day (and the start mark) read once serves other surveys (default two minutes). */
   readonly maxAgeMs?: number;
   /**
-   * Buckets whose days are kept at once (default 2: the run takes its surveys bucket by bucket, so the surveys in hand
-   * are of one bucket or two); the least recently used bucket goes first, all its days together (a survey's window
-   * touches nine UTC days, read in the same order by every survey of the bucket). A bucket-day holds a sixteenth of
-   * a day's attempts, deflated: about 3 MB at the cost model's shape (500,000 attempts a day).
+   * Bucket-days kept at once (default 24), the least recently used going first, those older than `maxAgeMs` dropped:
+   * every survey of a bucket reads the same nine UTC days of its window (a run takes its surveys bucket by bucket),
+   * so two buckets' windows stay while a few days past the window come and go. A bucket-day holds a sixteenth of a
+   * day's attempts, deflated: about 3 MB at the cost model's shape (500,000 attempts a day), so 24 hold about 70 MB.
    */
-  readonly keptBuckets?: number;
+  readonly keptBucketDays?: number;
   readonly now?: () => Date;
 }
 
@@ -60,9 +60,9 @@ export const FEED_LAG_TOLERANCE_MS = 3_600_000;
 export function feedAttempts(options: FeedAttemptsOptions) {
   const now = options.now ?? (() => new Date());
   const maxAgeMs = options.maxAgeMs ?? 120_000;
-  const kept = options.keptBuckets ?? 2;
-  /** Each bucket's days read, the most recently used bucket last. */
-  const buckets = new Map<number, Map<string, BucketDay>>();
+  const kept = options.keptBucketDays ?? 24;
+  /** The bucket-days read, by `<day>#<bucket>`, the most recently used last. */
+  const bucketDays = new Map<string, BucketDay>();
   let start: { readAt: number; at: Promise<string | undefined> } | undefined;
 
   const startedAt = () => {
@@ -79,14 +79,16 @@ export function feedAttempts(options: FeedAttemptsOptions) {
 
   /** A bucket's UTC day, each of its surveys' records filed that day: read once, kept while fresh. */
   const bucketDay = (bucket: number, day: string): Promise<Map<string, Buffer>> => {
+    const key = `${day}#${bucket}`;
     const at = now().getTime();
-    const days = buckets.get(bucket) ?? new Map<string, BucketDay>();
-    // Most recently used last; the least recently used buckets beyond `kept` go, with all their days.
-    buckets.delete(bucket);
-    buckets.set(bucket, days);
-    while (buckets.size > kept) buckets.delete(buckets.keys().next().value as number);
-    const held = days.get(day);
-    if (held && at - held.readAt <= maxAgeMs) return held.bySurvey;
+    for (const [held, { readAt }] of bucketDays) if (at - readAt > maxAgeMs) bucketDays.delete(held);
+    const held = bucketDays.get(key);
+    if (held) {
+      // Most recently used last.
+      bucketDays.delete(key);
+      bucketDays.set(key, held);
+      return held.bySurvey;
+    }
     const bySurvey = options.feed.recordsOfBucketDay(day, bucket).then((records) => {
       const grouped = new Map<string, string[]>();
       for (const { attributes } of records) {
@@ -102,10 +104,11 @@ export function feedAttempts(options: FeedAttemptsOptions) {
         [...grouped].map(([surveyId, lines]) => [surveyId, deflateRawSync(lines.join('\n'), { level: 1 })]),
       );
     });
-    days.set(day, { readAt: at, bySurvey });
+    bucketDays.set(key, { readAt: at, bySurvey });
+    while (bucketDays.size > kept) bucketDays.delete(bucketDays.keys().next().value as string);
     // A read that fails is not kept: the next survey reads again.
     bySurvey.catch(() => {
-      if (days.get(day)?.bySurvey === bySurvey) days.delete(day);
+      if (bucketDays.get(key)?.bySurvey === bySurvey) bucketDays.delete(key);
     });
     return bySurvey;
   };
@@ -113,8 +116,8 @@ export function feedAttempts(options: FeedAttemptsOptions) {
   return {
     /** How far behind the table what a survey reads is: the feed's lag and the longest a bucket-day is kept. */
     lagMs: options.feedLagMs + maxAgeMs,
-    /** How far behind it may fall before a late hit can be missed (FEED_LAG_TOLERANCE_MS, or the lag if longer). */
-    toleranceMs: Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs + maxAgeMs),
+    /** How far behind it may fall before a late hit can be missed: FEED_LAG_TOLERANCE_MS, and a bucket-day's age. */
+    toleranceMs: Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs) + maxAgeMs,
 
     /**
      * A survey's attempts filed in [from, to), oldest first, as the day index lists them: from the feed when it

@@ -340,8 +340,13 @@ export function reconciler(deps: ReconcilerDeps) {
     const at = now();
     /** As of when the attempts this run reads are taken to be complete: checks are recorded as of then. */
     const asOf = new Date(at.getTime() - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0));
-    /** As of when a verdict's attempt was read: unknown when read behind the table (any hit since overtook it). */
-    const readAt = deps.attemptsLagMs ? new Date(0) : at;
+    /**
+     * As of when a verdict's attempt was read: a hit after it overtook the read (the verdict is left for the next
+     * run); one before it, which the read should have held, did not.
+     */
+    const readAt = asOf;
+    /** A flag this run sets for the next run: just after what it records as checked. */
+    const flagTime = new Date(asOf.getTime() + 1);
     const failedDays = state?.failedDays ?? [];
     // Days past the window still waiting for the buyer's review: re-read once a day (their summaries then too).
     const horizon = nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS);
@@ -520,7 +525,7 @@ export function reconciler(deps: ReconcilerDeps) {
           if ((summary.awaiting ?? 0) > 0) continue;
           if ((attempt.lastSeenAt ?? '') > lastCheckedAt(summary, plan.lastRun)) missed.add(day);
         }
-        for (const day of missed) await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
+        for (const day of missed) await deps.results.flagDay(surveyId, day, flagTime);
       }
       // What arrived here: not the items kept for transactions never seen here.
       outcome.attempts += attempts.filter((a) => a.redirect || a.postback).length;
@@ -535,7 +540,7 @@ export function reconciler(deps: ReconcilerDeps) {
         if (await deps.results.clearVerdict(attempt, at)) outcome.collapsed++;
       for (const { pid, token, arrivedAs, day } of result.pointers) {
         if (!(await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))) continue;
-        await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1));
+        await deps.results.flagDay(surveyId, day, flagTime);
         // A click day already past the window is read by the next daily read of the days past it.
         if (!days.includes(day) && day >= horizon) reread.add(day);
       }
@@ -801,7 +806,7 @@ export function reconciler(deps: ReconcilerDeps) {
         outcome.openFailures++;
         if (error instanceof Error) outcome.openError ??= error.message;
         for (const day of goneTo.filter((day) => !judgedAgain.has(day) && !flags.has(day)))
-          await deps.results.flagDay(surveyId, day, new Date(at.getTime() + 1)).catch(() => undefined);
+          await deps.results.flagDay(surveyId, day, flagTime).catch(() => undefined);
       }
       // Days with completes still Pending, from the window's oldest (the next to leave it) back to the horizon:
       // read again after they leave the window. A manual run over other days keeps them, with its pointers' days.

@@ -418,7 +418,7 @@ describe("the health check's window from the feed", () => {
     expect(beforeTheFeed).toEqual(fromFeed);
   });
 
-  it('marks when the feed began, once, from the first batch it writes', async () => {
+  it('marks when the feed began, once, at the time of the first batch it writes', async () => {
     const other = await freshTable();
     const otherFeed = createAttemptFeed(createDocumentClient({ endpoint: other.endpoint }), other.tableName);
     expect(await otherFeed.startedAt()).toBeUndefined();
@@ -426,30 +426,33 @@ describe("the health check's window from the feed", () => {
     await createStreamConsumer({ feed: otherFeed })({ Records: [change(registry)] });
     expect(await otherFeed.startedAt()).toBeUndefined();
     const at = (time: string) => Date.parse(`2026-11-24T${time}Z`);
+    const consumerAt = (time: string) =>
+      createStreamConsumer({ feed: otherFeed, now: () => new Date(at(time)) });
     const first = firstHitItem(hitOf('8160'), new Date(at('08:00:30')));
     const second = firstHitItem(hitOf('8160'), new Date(at('08:00:10')));
-    await createStreamConsumer({ feed: otherFeed })({
+    // Its first batch, delivered at 08:05: the changes before it may have gone to an earlier release's feed.
+    await consumerAt('08:05:00')({
       Records: [change(first, undefined, at('08:00:30')), change(second, undefined, at('08:00:10'))],
     });
-    expect(await otherFeed.startedAt()).toBe('2026-11-24T08:00:10.000Z');
+    expect(await otherFeed.startedAt()).toBe('2026-11-24T08:05:00.000Z');
     // Another container, a later batch: the mark stays.
-    await createStreamConsumer({ feed: otherFeed })({
+    await consumerAt('09:05:00')({
       Records: [change(firstHitItem(hitOf('8160'), new Date(at('09:00:00'))), undefined, at('09:00:00'))],
     });
-    expect(await otherFeed.startedAt()).toBe('2026-11-24T08:00:10.000Z');
+    expect(await otherFeed.startedAt()).toBe('2026-11-24T08:05:00.000Z');
     // The feed turned off and on again: a new stream, whose first batch marks the start anew (the changes in between
     // reached no feed); its later batches leave it.
     const ofStream = (record: DynamoDBRecord) => ({
       ...record,
       eventSourceARN: 'arn:aws:dynamodb:::table/l/stream/2',
     });
-    await createStreamConsumer({ feed: otherFeed })({
+    await consumerAt('11:00:00')({
       Records: [
         ofStream(change(firstHitItem(hitOf('8160'), new Date(at('11:00:00'))), undefined, at('11:00:00'))),
       ],
     });
     expect(await otherFeed.startedAt()).toBe('2026-11-24T11:00:00.000Z');
-    await createStreamConsumer({ feed: otherFeed })({
+    await consumerAt('12:00:00')({
       Records: [
         ofStream(change(firstHitItem(hitOf('8160'), new Date(at('12:00:00'))), undefined, at('12:00:00'))),
       ],

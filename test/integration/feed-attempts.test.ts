@@ -192,7 +192,7 @@ describe("reconciliation's reads from the attempt feed", () => {
     expect(reads).toHaveLength(9);
   });
 
-  it("keeps whole buckets, not days: every survey of a bucket reading a week's nine UTC days reads them once", async () => {
+  it("keeps two buckets' windows: every survey of a bucket reading a week's nine UTC days reads them once", async () => {
     const { reader, reads } = countingReader({
       feedLagMs: 0,
       now: () => new Date('2026-11-20T12:00:00.000Z'),

@@ -72,7 +72,10 @@ describe('sample events', () => {
 
   it('dynamodb-stream/attempt-changes.json keeps one attempt answered by both channels, and its verdict', async () => {
     const changes = JSON.parse(readFileSync('events/dynamodb-stream/attempt-changes.json', 'utf8'));
-    const result = await createStreamConsumer({ feed })(changes);
+    const result = await createStreamConsumer({
+      feed,
+      now: () => new Date('2026-11-24T14:07:30.000Z'),
+    })(changes);
     expect(result.batchItemFailures).toEqual([]);
     expect(result.consumed).toMatchObject({ changes: 3, recorded: 3, groups: 1 });
     const attempts = await feed.attemptsOfSurvey(
@@ -92,6 +95,6 @@ describe('sample events', () => {
       day: '2026-11-24',
       detail: { status: 'Completed' },
     });
-    expect(await feed.startedAt()).toBe('2026-11-24T14:02:11.000Z');
+    expect(await feed.startedAt()).toBe('2026-11-24T14:07:30.000Z');
   });
 });
