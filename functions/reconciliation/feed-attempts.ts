@@ -41,7 +41,7 @@ export interface FeedAttemptsOptions {
 
 /**
  * What one bucket-day read gives: each survey's records filed that day, as JSON lines of `[filing time,
- * attributes]` deflated together (a tenth of the memory the attempts would take: a bucket-day is held for all its
+ * attributes]` deflated together (a twentieth of the memory the attempts would take: a bucket-day is held for all its
  * surveys, an attempt is made only for the survey that reads it), and when it was read.
  */
 interface BucketDay {
