@@ -12,6 +12,7 @@ import { createReconcileHandler } from './reconciliation/reconcile-handler';
 import { reconciler } from './reconciliation/reconciler';
 import { openLedger } from './runtime/aws-clients';
 import { marketplaceFromEnvironment } from './runtime/marketplace-access';
+import { count, logger } from './runtime/observability';
 import { runDeadline } from './runtime/run-deadline';
 import { readReconcileConfig } from './runtime/runtime-config';
 
@@ -25,7 +26,17 @@ const ledger = openLedger(config, {
 });
 // With the attempt feed (the stack's attemptFeed setting), a survey's attempts are read from it, bucket by bucket.
 const fromFeed = config.readsFeed
-  ? feedAttempts({ feed: ledger.feed, items: ledger.attempts, feedLagMs: config.feedLagMs })
+  ? feedAttempts({
+      feed: ledger.feed,
+      items: ledger.attempts,
+      feedLagMs: config.feedLagMs,
+      onBehind: (touchedAt) => {
+        count('AttemptFeedBehind');
+        logger.warn("the attempt feed's consumer has not seen its probe: reading the attempt items", {
+          probeTouchedAt: touchedAt,
+        });
+      },
+    })
   : undefined;
 let lambda: LambdaClient | undefined;
 

@@ -13,6 +13,7 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 
 import {
   type AttemptFeed,
   FEED_ATTRIBUTES,
+  FEED_PROBE_KEY,
   type FeedRecord,
   feedBucket,
   feedRecordOf,
@@ -24,7 +25,7 @@ import { ATTEMPT_PARTITION_PREFIX, utcDay } from '../ledger/ledger-schema';
 import { runBounded } from '../shared/bounded-work';
 
 export interface StreamConsumerDependencies {
-  readonly feed: Pick<AttemptFeed, 'append' | 'markStart'>;
+  readonly feed: Pick<AttemptFeed, 'append' | 'markStart' | 'probeSeen'>;
   /** Groups written at once. */
   readonly concurrency?: number;
   /** The consumer's clock (the feed's start is marked at its time). */
@@ -106,6 +107,18 @@ export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
   return [...groups.values()];
 }
 
+/** The feed probe's latest touch among a batch's changes (FEED_PROBE_KEY), with its sequence number. */
+function latestProbeTouch(records: readonly DynamoDBRecord[]) {
+  let latest: { touchedAt: string; sequence: string } | undefined;
+  for (const record of records) {
+    const change = record.dynamodb;
+    const touchedAt = change?.NewImage?.touchedAt?.S;
+    if (change?.Keys?.pk?.S !== FEED_PROBE_KEY.pk || !touchedAt || !change.SequenceNumber) continue;
+    if (!latest || touchedAt > latest.touchedAt) latest = { touchedAt, sequence: change.SequenceNumber };
+  }
+  return latest;
+}
+
 export function createStreamConsumer(deps: StreamConsumerDependencies) {
   // Once a container has seen the feed's start marked for its stream (or marked it), it does not try again.
   let startMarked = false;
@@ -144,6 +157,14 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
       );
       if (retryFrom === undefined || isLaterSequence(retryFrom, group.earliest)) retryFrom = group.earliest;
     });
+    // The probe's latest touch in the batch: noted once every group is written (the changes before it on its shard
+    // are in the feed); a note that fails sends the batch again from the touch.
+    const probe = latestProbeTouch(event.Records);
+    if (probe && retryFrom === undefined)
+      await deps.feed.probeSeen(probe.touchedAt).catch((error: unknown) => {
+        deps.onFailedGroup?.({ day: 'probe', bucket: -1, records: 1 }, error);
+        retryFrom = probe.sequence;
+      });
     return {
       batchItemFailures: retryFrom === undefined ? [] : [{ itemIdentifier: retryFrom }],
       consumed: {

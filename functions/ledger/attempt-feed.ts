@@ -27,12 +27,12 @@
 import { createHash } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, constants } from 'node:zlib';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Attempt } from '../receiving/attempt';
 import { OUTCOMES, POSTBACK_OUTCOMES } from '../receiving/outcome';
 import { attemptFromItem, utcDaysBetween } from './attempt-store';
 import { batchGet, type Item, queryAll, send } from './document-client';
-import { fnv1a, utcDay } from './ledger-schema';
+import { ATTEMPT_PARTITION_PREFIX, fnv1a, utcDay } from './ledger-schema';
 
 /** What every feed item's partition key starts with. */
 export const FEED_PARTITION_PREFIX = 'FEED#';
@@ -222,11 +222,36 @@ export interface FeedGroup {
  */
 export const FEED_START_KEY = { pk: `${FEED_PARTITION_PREFIX}START`, sk: `START#${FEED_FORMAT}` } as const;
 
+/**
+ * The feed's probe: an item in the attempts' key space (the stream's filter lets its changes through, and no survey
+ * is keyed so) that a reader touches now and then (`touchedAt`), and the consumer's note of the latest touch it has
+ * written past (`FEED_PROBE_SEEN_KEY`). A touch long unseen says the consumer is behind or stopped whatever the
+ * traffic: a consumer that keeps up with nothing to deliver is as silent as one that stopped.
+ */
+export const FEED_PROBE_KEY = { pk: `${ATTEMPT_PARTITION_PREFIX}~feed-probe`, sk: 'PROBE' } as const;
+export const FEED_PROBE_SEEN_KEY = {
+  pk: `${FEED_PARTITION_PREFIX}PROBE`,
+  sk: `SEEN#${FEED_FORMAT}`,
+} as const;
+
+/** What a reader asks before trusting the feed: since when it is complete, and its probe's last touch and sighting. */
+export interface FeedState {
+  readonly startedAt?: string;
+  readonly touchedAt?: string;
+  readonly seenAt?: string;
+}
+
 export interface AttemptFeed {
   /** Marks when the feed began, unless it is marked already for the same stream (its ARN). */
   markStart(at: string, stream: string): Promise<void>;
   /** When the feed began holding every change (absent: not yet). */
   startedAt(): Promise<string | undefined>;
+  /** The start mark and the probe's touch and sighting, in one read. */
+  state(): Promise<FeedState>;
+  /** Touches the probe (a change the consumer will see). */
+  touchProbe(at: string): Promise<void>;
+  /** Notes that the consumer has written past the probe's touch at `touchedAt` (never moving the note back). */
+  probeSeen(touchedAt: string): Promise<void>;
   /**
    * Writes one group as one item (more if it is large). Idempotent: the same records again write nothing new; other
    * records under the same key (two shards' batches alike in time and sequence numbers) go beside it.
@@ -290,6 +315,52 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
                 'attribute_not_exists(pk) OR attribute_not_exists(#stream) OR #stream <> :stream',
               ExpressionAttributeNames: { '#stream': 'stream' },
               ExpressionAttributeValues: { ':stream': stream },
+            }),
+          ),
+        );
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      }
+    },
+
+    async state() {
+      const items = await batchGet(client, tableName, [FEED_START_KEY, FEED_PROBE_KEY, FEED_PROBE_SEEN_KEY]);
+      const of = (key: { pk: string; sk: string }, name: string) => {
+        const value = items.find((item) => item.pk === key.pk && item.sk === key.sk)?.[name];
+        return typeof value === 'string' ? value : undefined;
+      };
+      const startedAt = of(FEED_START_KEY, 'at');
+      const touchedAt = of(FEED_PROBE_KEY, 'touchedAt');
+      const seenAt = of(FEED_PROBE_SEEN_KEY, 'seen');
+      return {
+        ...(startedAt ? { startedAt } : {}),
+        ...(touchedAt ? { touchedAt } : {}),
+        ...(seenAt ? { seenAt } : {}),
+      };
+    },
+
+    async touchProbe(at) {
+      await send(() =>
+        client.send(
+          new UpdateCommand({
+            TableName: tableName,
+            Key: FEED_PROBE_KEY,
+            UpdateExpression: 'SET kind = :kind, touchedAt = :at',
+            ExpressionAttributeValues: { ':kind': 'attempt-feed-probe', ':at': at },
+          }),
+        ),
+      );
+    },
+
+    async probeSeen(touchedAt) {
+      try {
+        await send(() =>
+          client.send(
+            new PutCommand({
+              TableName: tableName,
+              Item: { ...FEED_PROBE_SEEN_KEY, kind: 'attempt-feed-probe-seen', seen: touchedAt },
+              ConditionExpression: 'attribute_not_exists(pk) OR seen < :seen',
+              ExpressionAttributeValues: { ':seen': touchedAt },
             }),
           ),
         );

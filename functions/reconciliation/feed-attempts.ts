@@ -10,7 +10,7 @@
  * as of `toleranceMs` (an hour) before the run (ReconcilerDeps.attemptsLagToleranceMs): a late hit's day is judged
  * again by the runs of the hour after it, so a consumer up to an hour behind cannot make one missed. A span that
  * starts before the feed's start mark (a feed turned on since, not rebuilt back that far) is read from the items,
- * as without a feed.
+ * as without a feed, and so is every span while the feed's probe says its consumer is behind (FEED_PROBE_UNSEEN_MS).
  */
 
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
@@ -22,7 +22,7 @@ import { utcDay } from '../ledger/ledger-schema';
 import type { Attempt } from '../receiving/attempt';
 
 export interface FeedAttemptsOptions {
-  readonly feed: Pick<AttemptFeed, 'recordsOfBucketDay' | 'startedAt'>;
+  readonly feed: Pick<AttemptFeed, 'recordsOfBucketDay' | 'state' | 'touchProbe'>;
   /** The readers before the feed's start. */
   readonly items: Pick<LedgerStore, 'attemptsOfSurvey'>;
   /** How far the feed may trail the table (ATTEMPT_FEED_LAG_SECONDS). */
@@ -37,6 +37,8 @@ export interface FeedAttemptsOptions {
    */
   readonly keptBucketDays?: number;
   readonly now?: () => Date;
+  /** Told when the feed is found behind: its probe, touched then, not yet seen by the consumer. */
+  readonly onBehind?: (touchedAt: string) => void;
 }
 
 /**
@@ -48,6 +50,17 @@ interface BucketDay {
   readonly readAt: number;
   readonly bySurvey: Promise<Map<string, Buffer>>;
 }
+
+/** How often the feed's probe is touched at most (a change for the consumer to note). */
+export const FEED_PROBE_EVERY_MS = 10 * 60_000;
+/**
+ * A probe touch the consumer has not noted for this long: the feed is behind (or its consumer stopped), and the items
+ * are read until it catches up. Half the lag the reconciler tolerates, so it falls back before a late hit can be
+ * missed.
+ */
+export const FEED_PROBE_UNSEEN_MS = 30 * 60_000;
+/** A DynamoDB stream keeps a change 24 hours: a touch unseen for longer was lost, and is made again. */
+const STREAM_KEEPS_MS = 24 * 3_600_000;
 
 /**
  * How far behind the feed may fall before reconciliation can miss a late hit: an hour, four times the
@@ -63,18 +76,38 @@ export function feedAttempts(options: FeedAttemptsOptions) {
   const kept = options.keptBucketDays ?? 24;
   /** The bucket-days read, by `<day>#<bucket>`, the most recently used last. */
   const bucketDays = new Map<string, BucketDay>();
-  let start: { readAt: number; at: Promise<string | undefined> } | undefined;
+  let state: { readAt: number; since: Promise<string | undefined> } | undefined;
 
-  const startedAt = () => {
+  /**
+   * Since when the feed can be read (undefined: not at all, the items are read), from its start mark and its probe:
+   * one the consumer has not seen touched for FEED_PROBE_UNSEEN_MS says it is behind or stopped. The probe is touched
+   * again once seen (every FEED_PROBE_EVERY_MS at most), or when its touch is older than the stream keeps changes.
+   * Read once per `maxAgeMs`.
+   */
+  const readableSince = () => {
     const at = now().getTime();
-    if (!start || at - start.readAt > maxAgeMs) {
-      const read = options.feed.startedAt();
-      start = { readAt: at, at: read };
-      read.catch(() => {
-        if (start?.at === read) start = undefined;
+    if (!state || at - state.readAt > maxAgeMs) {
+      const since = options.feed.state().then(async ({ startedAt, touchedAt, seenAt }) => {
+        const touched = touchedAt === undefined ? undefined : Date.parse(touchedAt);
+        const seen = touchedAt !== undefined && (seenAt ?? '') >= touchedAt;
+        if (
+          touched === undefined ||
+          (seen && at - touched > FEED_PROBE_EVERY_MS) ||
+          at - touched > STREAM_KEEPS_MS
+        )
+          await options.feed.touchProbe(new Date(at).toISOString());
+        if (touched !== undefined && !seen && at - touched > FEED_PROBE_UNSEEN_MS) {
+          options.onBehind?.(touchedAt as string);
+          return undefined;
+        }
+        return startedAt;
+      });
+      state = { readAt: at, since };
+      since.catch(() => {
+        if (state?.since === since) state = undefined;
       });
     }
-    return start.at;
+    return state.since;
   };
 
   /** A bucket's UTC day, each of its surveys' records filed that day: read once, kept while fresh. */
@@ -124,7 +157,7 @@ export function feedAttempts(options: FeedAttemptsOptions) {
      * began before the span, else from the items.
      */
     async attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]> {
-      const started = await startedAt();
+      const started = await readableSince();
       if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS)
         return options.items.attemptsOfSurvey(surveyId, from, to);
       const bucket = feedBucket(surveyId);

@@ -116,6 +116,12 @@ export const METRIC_CATALOGUE = {
     about: 'attempts per verdict in a reconciliation run',
   },
   ReconcileFailures: { unit: 'Count', dimensions: {}, about: 'reconciliation runs with a failed survey' },
+  AttemptFeedBehind: {
+    unit: 'Count',
+    dimensions: {},
+    about:
+      "reconciliation reads that found the attempt feed's probe long unseen and read the attempt items instead",
+  },
   SurveysOk: { unit: 'Count', dimensions: {}, about: 'active surveys the health check found ok in a run' },
   SurveysWarning: {
     unit: 'Count',

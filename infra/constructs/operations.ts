@@ -449,6 +449,7 @@ export class Operations extends Construct {
             'RedirectListingRefused',
             'ReconcileFailures',
             'ReconciledTransactions',
+            'AttemptFeedBehind',
           ] as const
         ).flatMap((m) => catalogued(service, m, Duration.hours(1))),
         width: 12,

@@ -18,7 +18,12 @@
  */
 import '../../infra/local/environment';
 import { createStreamConsumer } from '../../functions/feed/stream-consumer';
-import { createAttemptFeed, FEED_START_KEY } from '../../functions/ledger/attempt-feed';
+import {
+  createAttemptFeed,
+  FEED_PROBE_KEY,
+  FEED_PROBE_SEEN_KEY,
+  FEED_START_KEY,
+} from '../../functions/ledger/attempt-feed';
 import { createDayIndexBackfill } from '../../functions/ledger/day-index-backfill';
 import {
   createDocumentClient,
@@ -89,7 +94,7 @@ function bucketOf(input: Record<string, unknown>): Bucket {
   const values = (input.ExpressionAttributeValues ?? {}) as Record<string, unknown>;
   const pk = String(key?.pk ?? requested?.pk ?? values[':pk'] ?? '');
   // The feed's days are read per bucket and day as the day index is per survey and day: attempts beyond the minimum.
-  if (pk === FEED_START_KEY.pk) return 'run';
+  if (pk === FEED_START_KEY.pk || pk === FEED_PROBE_KEY.pk || pk === FEED_PROBE_SEEN_KEY.pk) return 'run';
   if (pk.startsWith('ATTEMPT') || pk.startsWith('FEED#')) return 'attempt';
   if (pk.startsWith('RUN#') || pk === 'SURVEYS') return 'run';
   return 'survey';

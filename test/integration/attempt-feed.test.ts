@@ -302,6 +302,7 @@ describe('the stream consumer', () => {
     const consume = createStreamConsumer({
       feed: {
         markStart: async () => {},
+        probeSeen: async () => {},
         append: async (group) => {
           if (group.bucket === feedBucket(inA)) throw new Error('injected');
           appended.push(...group.records.map((r) => r.sequence));

@@ -32,12 +32,14 @@ let stream: TableStream;
 let ledger: LedgerStore;
 let results: ReconciliationStore;
 let feed: AttemptFeed;
+let tableName: string;
 let clock = new Date('2026-11-20T10:00:00.000Z');
 let delivered = 0;
 const consume = () => createStreamConsumer({ feed });
 
 beforeAll(async () => {
   const table = await freshTable();
+  tableName = table.tableName;
   stream = await startTableStream({ engineEndpoint: table.endpoint, tableName: table.tableName });
   const client = createDocumentClient({ endpoint: stream.endpoint });
   ledger = createLedgerStore(client, table.tableName, () => clock);
@@ -46,6 +48,17 @@ beforeAll(async () => {
   await feed.markStart('2026-11-01T00:00:00.000Z', stream.arn);
 });
 afterAll(() => stream.stop());
+
+/** The stream records of a new attempt's first hit (not yet delivered). */
+async function hitChange() {
+  await ledger.recordHit(
+    hit(first as string, { pid: `p-${randomUUID().slice(0, 6)}`, token: randomUUID() }, 'redirect'),
+    at('2026-11-20T14:00:00.000Z'),
+  );
+  const records = stream.records.slice(delivered);
+  delivered = stream.records.length;
+  return records;
+}
 
 /** Delivers every change so far to the consumer, as Lambda would (one batch). */
 async function deliver() {
@@ -100,7 +113,8 @@ function countingReader(options: Pick<Parameters<typeof feedAttempts>[0], 'feedL
   const reads: string[] = [];
   const reader = feedAttempts({
     feed: {
-      startedAt: () => feed.startedAt(),
+      state: () => feed.state(),
+      touchProbe: (at) => feed.touchProbe(at),
       recordsOfBucketDay: (day, bucket) => {
         reads.push(`${day}#${bucket}`);
         return feed.recordsOfBucketDay(day, bucket);
@@ -248,11 +262,94 @@ describe("reconciliation's reads from the attempt feed", () => {
     });
   });
 
+  it("reads the items while the consumer has not seen the feed's probe for half an hour, and touches it again once seen", async () => {
+    let now = Date.parse('2026-11-20T12:00:00.000Z');
+    const probe: { touchedAt?: string; seenAt?: string } = {};
+    const touches: string[] = [];
+    const behind: string[] = [];
+    let feedReads = 0;
+    const reader = feedAttempts({
+      feed: {
+        state: async () => ({ startedAt: '2026-11-01T00:00:00.000Z', ...probe }),
+        touchProbe: async (at) => {
+          touches.push(at);
+          probe.touchedAt = at;
+        },
+        recordsOfBucketDay: (...args) => {
+          feedReads++;
+          return feed.recordsOfBucketDay(...args);
+        },
+      },
+      items: ledger,
+      feedLagMs: 0,
+      now: () => new Date(now),
+      onBehind: (touchedAt) => behind.push(touchedAt),
+    });
+    const read = () => reader.attemptsOfSurvey(first as string, from, to);
+    // No probe yet: touched, and the feed read.
+    await read();
+    expect(touches).toEqual(['2026-11-20T12:00:00.000Z']);
+    expect(feedReads).toBeGreaterThan(0);
+    // Twenty minutes unseen: still the feed, not touched again.
+    now += 20 * 60_000;
+    feedReads = 0;
+    await read();
+    expect(feedReads).toBeGreaterThan(0);
+    expect(touches).toHaveLength(1);
+    // Forty minutes unseen: the consumer is behind; the items are read, as they give.
+    now += 20 * 60_000;
+    feedReads = 0;
+    expect(byToken(await read())).toEqual(byToken(await ledger.attemptsOfSurvey(first as string, from, to)));
+    expect(feedReads).toBe(0);
+    expect(behind).toEqual(['2026-11-20T12:00:00.000Z']);
+    // Seen: the feed again, and a new touch.
+    probe.seenAt = probe.touchedAt;
+    now += 5 * 60_000;
+    await read();
+    expect(feedReads).toBeGreaterThan(0);
+    expect(touches).toEqual(['2026-11-20T12:00:00.000Z', '2026-11-20T12:45:00.000Z']);
+    // A touch the stream lost (unseen for more than the 24 hours it keeps a change) is made again.
+    now += 25 * 3_600_000;
+    await read();
+    expect(touches).toHaveLength(3);
+  });
+
+  it("notes the probe's touch once the consumer has written the batch that holds it, never moving the note back", async () => {
+    const readersFeed = createAttemptFeed(createDocumentClient({ endpoint: stream.endpoint }), tableName);
+    await readersFeed.touchProbe('2026-11-20T13:00:00.000Z');
+    await deliver();
+    expect(await feed.state()).toMatchObject({
+      touchedAt: '2026-11-20T13:00:00.000Z',
+      seenAt: '2026-11-20T13:00:00.000Z',
+    });
+    await feed.probeSeen('2026-11-20T12:00:00.000Z');
+    expect((await feed.state()).seenAt).toBe('2026-11-20T13:00:00.000Z');
+    // A group of the batch not written: the touch is not noted (the batch comes again from its earliest change).
+    await readersFeed.touchProbe('2026-11-20T14:00:00.000Z');
+    const batch = stream.records.slice(delivered);
+    delivered = stream.records.length;
+    const failing = createStreamConsumer({
+      feed: {
+        markStart: async () => {},
+        append: async () => {
+          throw new Error('injected');
+        },
+        probeSeen: (at) => feed.probeSeen(at),
+      },
+    });
+    const hitBatch = await failing({
+      Records: [...batch, ...(await hitChange())],
+    });
+    expect(hitBatch.batchItemFailures).toHaveLength(1);
+    expect((await feed.state()).seenAt).toBe('2026-11-20T13:00:00.000Z');
+  });
+
   it('reads the items for a span that starts before the feed did', async () => {
     let read = 0;
     const reader = feedAttempts({
       feed: {
-        startedAt: async () => '2026-11-20T00:00:00.000Z',
+        state: async () => ({ startedAt: '2026-11-20T00:00:00.000Z' }),
+        touchProbe: async () => {},
         recordsOfBucketDay: (...args) => {
           read++;
           return feed.recordsOfBucketDay(...args);

@@ -87,7 +87,11 @@ describe.each([
       vi.useRealTimers();
       expect({ problems, mismatches }).toEqual({ problems: [], mismatches: [] });
       expect(world.drained).toBeGreaterThan(0);
-      if (world.stream) expect(world.feedReads()).toBeGreaterThan(0);
+      if (world.stream) {
+        expect(world.feedReads()).toBeGreaterThan(0);
+        // Delivered up to seven minutes behind before each run: never far enough behind to read the items.
+        expect(world.feedBehind()).toEqual([]);
+      }
     } finally {
       await world.proxy.stop();
       await world.stream?.stop();
@@ -165,19 +169,24 @@ async function ledgerWithReceivers(scenario: Scenario, options: { feed: boolean 
       return reply(400, { apiStatus: 'Failure', msg: `No data found for survey: ${survey}` });
     return reply(200, { apiStatus: 'success', msg: `${rows.length} transactions`, result: rows });
   }) as typeof fetch;
-  // The feed's own items are written and read beside the stream, as the consumer and readers do in AWS.
+  // The consumer's writes go beside the stream (the mapping's filter leaves them out in AWS); the readers' through it
+  // (their probe of the feed is a change the consumer must see).
   const feedStore = createAttemptFeed(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+  const readersFeed = createAttemptFeed(client, table.tableName);
   let feedReads = 0;
+  const behind: string[] = [];
   const fromFeed = feedAttempts({
     feed: {
-      startedAt: () => feedStore.startedAt(),
+      state: () => readersFeed.state(),
+      touchProbe: (at) => readersFeed.touchProbe(at),
       recordsOfBucketDay: (...args) => {
         feedReads++;
-        return feedStore.recordsOfBucketDay(...args);
+        return readersFeed.recordsOfBucketDay(...args);
       },
     },
     items: attempts,
     feedLagMs: FEED_LAG,
+    onBehind: (touchedAt) => behind.push(touchedAt),
   });
   // On since the table was made: a run's window is read from the feed from the first run on.
   if (stream) await feedStore.markStart(new Date(scenario.start - 30 * DAY).toISOString(), stream.arn);
@@ -229,6 +238,7 @@ async function ledgerWithReceivers(scenario: Scenario, options: { feed: boolean 
     stream,
     deliverFeed,
     feedReads: () => feedReads,
+    feedBehind: () => behind,
     buffered,
     drained: 0,
     attempts,
