@@ -19,6 +19,10 @@ const consume = createStreamConsumer({
       ...group,
       error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
     }),
+  onFailedProbe: (error) =>
+    logger.warn("the feed probe's touch was not noted; the batch is sent again from it", {
+      error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+    }),
 });
 
 export const handler = middy<DynamoDBStreamEvent, DynamoDBBatchResponse>()

@@ -49,6 +49,7 @@ export const handler = createReconcileHandler({
           attempts: { ...ledger.attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
           attemptsLagMs: fromFeed.lagMs,
           attemptsLagToleranceMs: fromFeed.toleranceMs,
+          attemptsAsOf: fromFeed.asOf,
           readOrder: fromFeed.inReadOrder,
         }
       : {}),

@@ -30,6 +30,8 @@ export interface StreamConsumerDependencies {
   readonly concurrency?: number;
   /** The consumer's clock (the feed's start is marked at its time). */
   readonly now?: () => Date;
+  /** Told when the probe's touch could not be noted (the batch is sent again from the touch). */
+  readonly onFailedProbe?: (error: unknown) => void;
   /** Told of each group whose write failed (the batch is sent again from its earliest change). */
   readonly onFailedGroup?: (group: { day: string; bucket: number; records: number }, error: unknown) => void;
 }
@@ -107,14 +109,19 @@ export function groupChanges(records: readonly DynamoDBRecord[]): Grouped[] {
   return [...groups.values()];
 }
 
-/** The feed probe's latest touch among a batch's changes (FEED_PROBE_KEY), with its sequence number. */
-function latestProbeTouch(records: readonly DynamoDBRecord[]) {
+/**
+ * The feed probe's latest touch among a batch's changes (FEED_PROBE_KEY) that comes before `before` (a sequence
+ * number: the batch's retry starts there, so everything before it is written), with its sequence number.
+ */
+function latestProbeTouch(records: readonly DynamoDBRecord[], before?: string) {
   let latest: { touchedAt: string; sequence: string } | undefined;
   for (const record of records) {
     const change = record.dynamodb;
     const touchedAt = change?.NewImage?.touchedAt?.S;
-    if (change?.Keys?.pk?.S !== FEED_PROBE_KEY.pk || !touchedAt || !change.SequenceNumber) continue;
-    if (!latest || touchedAt > latest.touchedAt) latest = { touchedAt, sequence: change.SequenceNumber };
+    const sequence = change?.SequenceNumber;
+    if (change?.Keys?.pk?.S !== FEED_PROBE_KEY.pk || !touchedAt || !sequence) continue;
+    if (before !== undefined && !isLaterSequence(before, sequence)) continue;
+    if (!latest || touchedAt > latest.touchedAt) latest = { touchedAt, sequence };
   }
   return latest;
 }
@@ -157,13 +164,14 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
       );
       if (retryFrom === undefined || isLaterSequence(retryFrom, group.earliest)) retryFrom = group.earliest;
     });
-    // The probe's latest touch in the batch: noted once every group is written (the changes before it on its shard
-    // are in the feed); a note that fails sends the batch again from the touch.
-    const probe = latestProbeTouch(event.Records);
-    if (probe && retryFrom === undefined)
+    // The probe's latest touch before where the batch is sent again (Lambda keeps everything before the earliest
+    // failure as done, so a touch there is never sent again): the changes before it on its shard are in the feed.
+    // A note that fails sends the batch again from the touch.
+    const probe = latestProbeTouch(event.Records, retryFrom);
+    if (probe)
       await deps.feed.probeSeen(probe.touchedAt).catch((error: unknown) => {
-        deps.onFailedGroup?.({ day: 'probe', bucket: -1, records: 1 }, error);
-        retryFrom = probe.sequence;
+        deps.onFailedProbe?.(error);
+        if (retryFrom === undefined || isLaterSequence(retryFrom, probe.sequence)) retryFrom = probe.sequence;
       });
     return {
       batchItemFailures: retryFrom === undefined ? [] : [{ itemIdentifier: retryFrom }],

@@ -8,6 +8,7 @@
  * |--------------|------------------------------------|-------------------------------------------|
  * | attempt feed | FEED#v2#<utc day filed by>#<bucket> | <newest change, UTC second>#<first seq>#<last seq>[#<digest>] |
  * | its start    | FEED#START                         | START#v2                                  |
+ * | its probe    | ATTEMPT#~feed-probe / FEED#PROBE    | PROBE / SEEN#v2 (touched / noted)         |
  *
  * One item per stream batch, UTC day and bucket of surveys (`feedBucket`, a hash of the survey id): at the cost
  * model's shape a batch carries about one change per survey, so an item per survey would pay a whole write unit

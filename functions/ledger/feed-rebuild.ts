@@ -107,6 +107,9 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
         attempts += ofDay;
         options.onDay?.(day, ofDay);
       }
+      // The days rebuilt: the feed's probe is touched again, so a reader that found its consumer behind (a touch lost
+      // with a batch set aside) reads the feed again once the consumer notes this one.
+      if (!options.dryRun) await feed.touchProbe(now);
       // Every registered survey's days from `from` to the mark's day are in the feed now: readers may trust it there.
       const from = `${options.from}T00:00:00.000Z`;
       let movesStart =

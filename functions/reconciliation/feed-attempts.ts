@@ -41,6 +41,14 @@ export interface FeedAttemptsOptions {
   readonly onBehind?: (touchedAt: string) => void;
 }
 
+/** The feed as a reader finds it (feedAttempts' `readable`). */
+interface Readable {
+  /** Since when the feed can be read; absent: the items are read. */
+  readonly since?: string;
+  /** The latest probe touch the consumer noted: the feed holds every change before it (of the probe's shard). */
+  readonly provenTo?: string;
+}
+
 /**
  * What one bucket-day read gives: each survey's records filed that day, as JSON lines of `[filing time,
  * attributes]` deflated together (a twentieth of the memory the attempts would take: a bucket-day is held for all its
@@ -51,16 +59,17 @@ interface BucketDay {
   readonly bySurvey: Promise<Map<string, Buffer>>;
 }
 
-/** How often the feed's probe is touched at most (a change for the consumer to note). */
+/**
+ * How often the feed's probe is touched at most (a change for the consumer to note): by the reads of reconciliation's
+ * runs, so once a run at the hourly schedule.
+ */
 export const FEED_PROBE_EVERY_MS = 10 * 60_000;
 /**
  * A probe touch the consumer has not noted for this long: the feed is behind (or its consumer stopped), and the items
- * are read until it catches up. Half the lag the reconciler tolerates, so it falls back before a late hit can be
- * missed.
+ * are read until it catches up. The runs before that judge as of the last touch it noted (`asOf`), so a late hit they
+ * may not see keeps its flag for a run that reads it.
  */
 export const FEED_PROBE_UNSEEN_MS = 30 * 60_000;
-/** A DynamoDB stream keeps a change 24 hours: a touch unseen for longer was lost, and is made again. */
-const STREAM_KEEPS_MS = 24 * 3_600_000;
 
 /**
  * How far behind the feed may fall before reconciliation can miss a late hit: an hour, four times the
@@ -76,38 +85,37 @@ export function feedAttempts(options: FeedAttemptsOptions) {
   const kept = options.keptBucketDays ?? 24;
   /** The bucket-days read, by `<day>#<bucket>`, the most recently used last. */
   const bucketDays = new Map<string, BucketDay>();
-  let state: { readAt: number; since: Promise<string | undefined> } | undefined;
+  let state: { readAt: number; read: Promise<Readable> } | undefined;
 
   /**
-   * Since when the feed can be read (undefined: not at all, the items are read), from its start mark and its probe:
-   * one the consumer has not seen touched for FEED_PROBE_UNSEEN_MS says it is behind or stopped. The probe is touched
-   * again once seen (every FEED_PROBE_EVERY_MS at most), or when its touch is older than the stream keeps changes.
-   * Read once per `maxAgeMs`.
+   * The feed as a reader finds it, read once per `maxAgeMs`: since when it can be read (undefined: not at all, the
+   * items are read), and up to when its probe proves it complete (the latest touch the consumer noted). Not read
+   * until the consumer has noted a touch once, nor while the latest touch has gone unseen for FEED_PROBE_UNSEEN_MS
+   * (behind, stopped, or the touch lost with a set-aside batch: `ledger rebuild-feed` touches it again). The probe
+   * is touched again once its touch is noted, every FEED_PROBE_EVERY_MS at most.
    */
-  const readableSince = () => {
+  const readable = () => {
     const at = now().getTime();
     if (!state || at - state.readAt > maxAgeMs) {
-      const since = options.feed.state().then(async ({ startedAt, touchedAt, seenAt }) => {
-        const touched = touchedAt === undefined ? undefined : Date.parse(touchedAt);
+      const read = options.feed.state().then(async ({ startedAt, touchedAt, seenAt }): Promise<Readable> => {
         const seen = touchedAt !== undefined && (seenAt ?? '') >= touchedAt;
-        if (
-          touched === undefined ||
-          (seen && at - touched > FEED_PROBE_EVERY_MS) ||
-          at - touched > STREAM_KEEPS_MS
-        )
-          await options.feed.touchProbe(new Date(at).toISOString());
-        if (touched !== undefined && !seen && at - touched > FEED_PROBE_UNSEEN_MS) {
-          options.onBehind?.(touchedAt as string);
-          return undefined;
-        }
-        return startedAt;
+        const touched = touchedAt === undefined ? undefined : Date.parse(touchedAt);
+        // A touch that fails is made by a later read: the feed is judged by the touches it has.
+        if (touched === undefined || (seen && at - touched > FEED_PROBE_EVERY_MS))
+          await options.feed.touchProbe(new Date(at).toISOString()).catch(() => undefined);
+        const behind = touched !== undefined && !seen && at - touched > FEED_PROBE_UNSEEN_MS;
+        if (behind) options.onBehind?.(touchedAt as string);
+        return {
+          ...(startedAt !== undefined && seenAt !== undefined && !behind ? { since: startedAt } : {}),
+          ...(seenAt !== undefined ? { provenTo: seenAt } : {}),
+        };
       });
-      state = { readAt: at, since };
-      since.catch(() => {
-        if (state?.since === since) state = undefined;
+      state = { readAt: at, read };
+      read.catch(() => {
+        if (state?.read === read) state = undefined;
       });
     }
-    return state.since;
+    return state.read;
   };
 
   /** A bucket's UTC day, each of its surveys' records filed that day: read once, kept while fresh. */
@@ -153,11 +161,21 @@ export function feedAttempts(options: FeedAttemptsOptions) {
     toleranceMs: Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs) + maxAgeMs,
 
     /**
+     * As of when what a survey reads at `at` is taken to be complete (ReconcilerDeps.attemptsAsOf): the tolerated
+     * lag back, or the last touch of the probe the consumer noted if that is earlier (a consumer that stopped since).
+     */
+    async asOf(at: Date): Promise<Date> {
+      const tolerated = at.getTime() - (Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs) + maxAgeMs);
+      const { provenTo } = await readable();
+      return new Date(provenTo === undefined ? tolerated : Math.min(tolerated, Date.parse(provenTo)));
+    },
+
+    /**
      * A survey's attempts filed in [from, to), oldest first, as the day index lists them: from the feed when it
      * began before the span, else from the items.
      */
     async attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]> {
-      const started = await readableSince();
+      const { since: started } = await readable();
       if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS)
         return options.items.attemptsOfSurvey(surveyId, from, to);
       const bucket = feedBucket(surveyId);

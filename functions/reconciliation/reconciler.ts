@@ -118,6 +118,11 @@ export interface ReconcilerDeps {
    * again by the runs within that time, the last of them reading what the table held when it was flagged.
    */
   readonly attemptsLagToleranceMs?: number;
+  /**
+   * As of when the attempts read at `at` are complete, when the source can say (the attempt feed's probe,
+   * feed-attempts.ts): used instead of `attemptsLagToleranceMs` back.
+   */
+  readonly attemptsAsOf?: (at: Date) => Promise<Date>;
   /** The order a scheduled run takes its surveys in (the attempt feed's: bucket by bucket); default as listed. */
   readonly readOrder?: (surveys: readonly string[]) => string[];
 }
@@ -274,6 +279,11 @@ export function reconciler(deps: ReconcilerDeps) {
   const settledRecheckMs = deps.settledRecheckMs ?? DEFAULT_SETTLED_RECHECK_HOURS * 3_600_000;
   const progressEveryMs = deps.progressEveryMs ?? 10_000;
   const windowListMs = (deps.windowListHours ?? 1) * 3_600_000;
+  /** As of when attempts read at `at` are taken to be complete (`at` itself for the items). */
+  const attemptsAsOf = (at: Date): Promise<Date> =>
+    deps.attemptsAsOf
+      ? deps.attemptsAsOf(at)
+      : Promise.resolve(new Date(at.getTime() - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0)));
 
   /**
    * The registry as one invocation sees it: listed once (a run's survey list and each survey's expected CPI come
@@ -339,7 +349,7 @@ export function reconciler(deps: ReconcilerDeps) {
     } = await deps.results.surveyRecords(surveyId, days);
     const at = now();
     /** As of when the attempts this run reads are taken to be complete: checks are recorded as of then. */
-    const asOf = new Date(at.getTime() - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0));
+    const asOf = await attemptsAsOf(at);
     /**
      * As of when a verdict's attempt was read: a hit after it overtook the read (the verdict is left for the next
      * run); one before it, which the read should have held, did not.
@@ -1218,12 +1228,8 @@ export function reconciler(deps: ReconcilerDeps) {
         await deps.results.putFinishedRun(SCHEDULED_RUN, {
           runId: run.runId,
           startedAt: run.startedAt,
-          ...(deps.attemptsLagToleranceMs || deps.attemptsLagMs
-            ? {
-                checkedAsOf: new Date(
-                  Date.parse(run.startedAt) - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0),
-                ).toISOString(),
-              }
+          ...(deps.attemptsAsOf || deps.attemptsLagToleranceMs || deps.attemptsLagMs
+            ? { checkedAsOf: (await attemptsAsOf(new Date(run.startedAt))).toISOString() }
             : {}),
           finishedAt,
           freshDays: fresh,

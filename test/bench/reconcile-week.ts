@@ -243,6 +243,10 @@ const fromFeed = feedAttempts({
   items: attemptStore,
   feedLagMs: 420_000,
   now: () => new Date(clock),
+  // Delivered before every run: a fallback to the items would measure them, not the feed.
+  onBehind: (touchedAt) => {
+    throw new Error(`the feed's probe (touched ${touchedAt}) went unseen: the week would read the items`);
+  },
 });
 if (stream)
   await createAttemptFeed(seeding, tableName).markStart(
@@ -257,6 +261,7 @@ const engineOf = () =>
       ? {
           attemptsLagMs: fromFeed.lagMs,
           attemptsLagToleranceMs: fromFeed.toleranceMs,
+          attemptsAsOf: fromFeed.asOf,
           readOrder: fromFeed.inReadOrder,
         }
       : {}),

@@ -122,8 +122,11 @@ describe('rebuilding the attempt feed from the items', () => {
       },
     );
     expect(await feedItemCount()).toBe(0);
+    expect((await feed.state()).touchedAt).toBeUndefined();
     await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string, surveys: ['8301'] });
     expect(await feed.startedAt()).toBe(started);
+    // Days rebuilt: the probe touched again, for readers that found the consumer behind.
+    expect((await feed.state()).touchedAt).toBeDefined();
     // Up to the day before the start: the start's own day before the mark is not in.
     await rebuild.run({ from: DAYS[0] as string, to: DAYS[1] as string });
     expect(await feed.startedAt()).toBe(started);

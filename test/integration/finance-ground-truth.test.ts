@@ -214,6 +214,7 @@ async function ledgerWithReceivers(scenario: Scenario, options: { feed: boolean 
           attempts: { ...attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
           attemptsLagMs: fromFeed.lagMs,
           attemptsLagToleranceMs: fromFeed.toleranceMs,
+          attemptsAsOf: fromFeed.asOf,
           readOrder: fromFeed.inReadOrder,
         }
       : { attempts }),
