@@ -48,7 +48,6 @@ export const handler = createReconcileHandler({
       ? {
           attempts: { ...ledger.attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
           attemptsLagMs: fromFeed.lagMs,
-          attemptsLagToleranceMs: fromFeed.toleranceMs,
           attemptsAsOf: fromFeed.asOf,
           readOrder: fromFeed.inReadOrder,
         }

@@ -429,7 +429,16 @@ export interface FiledAttempt {
 }
 
 /**
- * Every attempt of a bucket filed on a UTC day (`feedTime`), from that day's records (those of items changed since
+ * The time a record of a UTC day's item files its attempt by, if it is that day's attempt: a record under a day its
+ * attempt left (its filing time moved back) is not, nor an item no reader lists (retired).
+ */
+export function filedOn(attributes: Item, day: string): string | undefined {
+  const at = feedTime(attributes);
+  return at !== undefined && utcDay(at) === day && isListed(attributes) ? at : undefined;
+}
+
+/**
+ * Every attempt of a bucket filed on a UTC day (`filedOn`), from that day's records (those of items changed since
  * `since`, if given): a record under a day its attempt left (its filing time moved back) is not that day's, and an
  * item no reader lists (retired) is left out. Unsorted.
  */
@@ -441,9 +450,8 @@ export async function filedAttemptsOfBucketDay(
 ): Promise<FiledAttempt[]> {
   const filed: FiledAttempt[] = [];
   for (const { attributes } of await feed.recordsOfBucketDay(day, bucket, since)) {
-    const at = feedTime(attributes);
-    if (at !== undefined && utcDay(at) === day && isListed(attributes))
-      filed.push({ at, attempt: attemptFromItem(attributes) });
+    const at = filedOn(attributes, day);
+    if (at !== undefined) filed.push({ at, attempt: attemptFromItem(attributes) });
   }
   return filed;
 }

@@ -7,7 +7,7 @@
  * The feed trails the table by up to its lag (the stream's batching window and a margin), and a bucket-day is kept
  * for at most `maxAgeMs`: what a survey reads is the ledger as it stood `lagMs` (both together) before the read, as
  * long as the consumer keeps up. The reconciler lets discrepancies settle that much later, and records its checks
- * as of `toleranceMs` (an hour) before the run (ReconcilerDeps.attemptsLagToleranceMs): a late hit's day is judged
+ * as of FEED_LAG_TOLERANCE_MS (an hour) before the run (`asOf`, ReconcilerDeps.attemptsAsOf): a late hit's day is judged
  * again by the runs of the hour after it, so a consumer up to an hour behind cannot make one missed. A span that
  * starts before the feed's start mark (a feed turned on since, not rebuilt back that far) is read from the items,
  * as without a feed, and so is every span while the feed's probe says its consumer is behind (FEED_PROBE_UNSEEN_MS).
@@ -15,10 +15,9 @@
 
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { AttemptFeed } from '../ledger/attempt-feed';
-import { FEED_CLOCK_MARGIN_MS, feedBucket, feedTime, isListed } from '../ledger/attempt-feed';
+import { FEED_CLOCK_MARGIN_MS, feedBucket, filedOn } from '../ledger/attempt-feed';
 import { attemptFromItem, type LedgerStore, utcDaysBetween } from '../ledger/attempt-store';
 import type { Item } from '../ledger/document-client';
-import { utcDay } from '../ledger/ledger-schema';
 import type { Attempt } from '../receiving/attempt';
 
 export interface FeedAttemptsOptions {
@@ -133,9 +132,8 @@ export function feedAttempts(options: FeedAttemptsOptions) {
     const bySurvey = options.feed.recordsOfBucketDay(day, bucket).then((records) => {
       const grouped = new Map<string, string[]>();
       for (const { attributes } of records) {
-        const filed = feedTime(attributes);
-        // Kept as attemptsOfBucketSpan keeps them: filed this day, an attempt a reader lists.
-        if (filed === undefined || utcDay(filed) !== day || !isListed(attributes)) continue;
+        const filed = filedOn(attributes, day);
+        if (filed === undefined) continue;
         const surveyId = String(attributes.surveyId);
         const lines = grouped.get(surveyId) ?? [];
         lines.push(JSON.stringify([filed, attributes]));
@@ -157,15 +155,13 @@ export function feedAttempts(options: FeedAttemptsOptions) {
   return {
     /** How far behind the table what a survey reads is: the feed's lag and the longest a bucket-day is kept. */
     lagMs: options.feedLagMs + maxAgeMs,
-    /** How far behind it may fall before a late hit can be missed: FEED_LAG_TOLERANCE_MS, and a bucket-day's age. */
-    toleranceMs: Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs) + maxAgeMs,
-
     /**
      * As of when what a survey reads at `at` is taken to be complete (ReconcilerDeps.attemptsAsOf): the tolerated
      * lag back, or the last touch of the probe the consumer noted if that is earlier (a consumer that stopped since).
      */
     async asOf(at: Date): Promise<Date> {
-      const tolerated = at.getTime() - (Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs) + maxAgeMs);
+      // How far behind it may fall before a late hit can be missed: FEED_LAG_TOLERANCE_MS, and a bucket-day's age.
+      const tolerated = at.getTime() - Math.max(FEED_LAG_TOLERANCE_MS, options.feedLagMs) - maxAgeMs;
       const { provenTo } = await readable();
       return new Date(provenTo === undefined ? tolerated : Math.min(tolerated, Date.parse(provenTo)));
     },

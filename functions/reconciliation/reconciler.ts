@@ -108,19 +108,14 @@ export interface ReconcilerDeps {
   readonly progressEveryMs?: number;
   /**
    * How far behind the table `attempts.attemptsOfSurvey` reads in the normal course (the attempt feed's lag,
-   * feed-attempts.ts; default 0, the items): a discrepancy settles that much later, and a verdict whose write finds
-   * its attempt changed since the read is always left for the next run (the read's time is not known).
+   * feed-attempts.ts; default 0, the items): a discrepancy settles that much later.
    */
   readonly attemptsLagMs?: number;
   /**
-   * How far behind it may fall before a late hit can be missed (default `attemptsLagMs`): a survey's days are
-   * recorded as checked that much before its run, and a late hit's flag set since stays, so such a day is judged
-   * again by the runs within that time, the last of them reading what the table held when it was flagged.
-   */
-  readonly attemptsLagToleranceMs?: number;
-  /**
-   * As of when the attempts read at `at` are complete, when the source can say (the attempt feed's probe,
-   * feed-attempts.ts): used instead of `attemptsLagToleranceMs` back.
+   * As of when the attempts read at `at` are taken to be complete (default `attemptsLagMs` back; the attempt feed's
+   * tolerated lag or its probe, feed-attempts.ts `asOf`): a survey's days are recorded as checked then, a late hit's
+   * flag set since stays (so its day is judged again by a run that reads it), and a verdict whose attempt a hit
+   * changed after then is left for the next run.
    */
   readonly attemptsAsOf?: (at: Date) => Promise<Date>;
   /** The order a scheduled run takes its surveys in (the attempt feed's: bucket by bucket); default as listed. */
@@ -283,7 +278,7 @@ export function reconciler(deps: ReconcilerDeps) {
   const attemptsAsOf = (at: Date): Promise<Date> =>
     deps.attemptsAsOf
       ? deps.attemptsAsOf(at)
-      : Promise.resolve(new Date(at.getTime() - (deps.attemptsLagToleranceMs ?? deps.attemptsLagMs ?? 0)));
+      : Promise.resolve(new Date(at.getTime() - (deps.attemptsLagMs ?? 0)));
 
   /**
    * The registry as one invocation sees it: listed once (a run's survey list and each survey's expected CPI come
@@ -350,11 +345,6 @@ export function reconciler(deps: ReconcilerDeps) {
     const at = now();
     /** As of when the attempts this run reads are taken to be complete: checks are recorded as of then. */
     const asOf = await attemptsAsOf(at);
-    /**
-     * As of when a verdict's attempt was read: a hit after it overtook the read (the verdict is left for the next
-     * run); one before it, which the read should have held, did not.
-     */
-    const readAt = asOf;
     /** A flag this run sets for the next run: just after what it records as checked. */
     const flagTime = new Date(asOf.getTime() + 1);
     const failedDays = state?.failedDays ?? [];
@@ -567,7 +557,8 @@ export function reconciler(deps: ReconcilerDeps) {
         else toRecord.push(entry);
       const writes = await runBounded(
         toRecord.map((entry) => async () => {
-          const change = await deps.results.recordVerdict(entry, at, readAt);
+          // Read as of `asOf`: a hit after it overtook the read (the verdict is left for the next run).
+          const change = await deps.results.recordVerdict(entry, at, asOf);
           if (change === 'stale') {
             overtaken.push(entry);
             return;
@@ -1228,7 +1219,7 @@ export function reconciler(deps: ReconcilerDeps) {
         await deps.results.putFinishedRun(SCHEDULED_RUN, {
           runId: run.runId,
           startedAt: run.startedAt,
-          ...(deps.attemptsAsOf || deps.attemptsLagToleranceMs || deps.attemptsLagMs
+          ...(deps.attemptsAsOf || deps.attemptsLagMs
             ? { checkedAsOf: (await attemptsAsOf(new Date(run.startedAt))).toISOString() }
             : {}),
           finishedAt,

@@ -260,7 +260,6 @@ const engineOf = () =>
     ...(stream
       ? {
           attemptsLagMs: fromFeed.lagMs,
-          attemptsLagToleranceMs: fromFeed.toleranceMs,
           attemptsAsOf: fromFeed.asOf,
           readOrder: fromFeed.inReadOrder,
         }

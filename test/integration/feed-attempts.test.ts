@@ -111,7 +111,9 @@ const verdict = (
 });
 
 /** A reader of the feed that lists each bucket-day it reads. */
-function countingReader(options: Pick<Parameters<typeof feedAttempts>[0], 'feedLagMs' | 'now'>) {
+function countingReader(
+  options: Pick<Parameters<typeof feedAttempts>[0], 'feedLagMs' | 'now' | 'keptBucketDays'>,
+) {
   const reads: string[] = [];
   const reader = feedAttempts({
     feed: {
@@ -219,6 +221,15 @@ describe("reconciliation's reads from the attempt feed", () => {
       await reader.attemptsOfSurvey(surveyId, ...week);
     expect(reads).toHaveLength(18);
     expect(new Set(reads).size).toBe(18);
+    // Room for one window only: the other bucket's reads push the first's out, which is read again.
+    const bounded = countingReader({
+      feedLagMs: 0,
+      now: () => new Date('2026-11-20T12:00:00.000Z'),
+      keptBucketDays: 9,
+    });
+    for (const surveyId of [first, other, second] as string[])
+      await bounded.reader.attemptsOfSurvey(surveyId, ...week);
+    expect(bounded.reads).toHaveLength(27);
   });
 
   it('reads a feed of the format before this one (no verdicts) as no feed: its start mark and items are not this format', async () => {

@@ -213,7 +213,6 @@ async function ledgerWithReceivers(scenario: Scenario, options: { feed: boolean 
       ? {
           attempts: { ...attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
           attemptsLagMs: fromFeed.lagMs,
-          attemptsLagToleranceMs: fromFeed.toleranceMs,
           attemptsAsOf: fromFeed.asOf,
           readOrder: fromFeed.inReadOrder,
         }

@@ -104,7 +104,7 @@ beforeEach(async () => {
 /** Options of the reconciler beyond the recheck period (fresh days, settle time). */
 type Tuning = Pick<
   Parameters<typeof reconciler>[0],
-  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs' | 'attemptsLagToleranceMs'
+  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs' | 'attemptsAsOf'
 >;
 
 const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
@@ -470,7 +470,10 @@ describe('settled days', () => {
     clock += HOUR - 20 * 60_000;
     await arrive(late, new Date(clock));
     clock += 20 * 60_000;
-    const feedBehind = { attemptsLagMs: 5 * 60_000, attemptsLagToleranceMs: HOUR };
+    const feedBehind = {
+      attemptsLagMs: 5 * 60_000,
+      attemptsAsOf: async (at: Date) => new Date(at.getTime() - HOUR),
+    };
     trailing = new Map([[late.token, made as Attempt]]);
     try {
       await hourly(24, feedBehind);
