@@ -7,7 +7,7 @@ import middy from '@middy/core';
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { createLedgerStore } from './ledger/ledger-store';
 import { createDrainHandler } from './receiving/buffer-drainer';
-import { openLedger } from './runtime/aws-clients';
+import { feedCoveredStore, openLedger } from './runtime/aws-clients';
 import { sqsRedelivery } from './runtime/hit-buffer';
 import { logger } from './runtime/observability';
 import { readDrainConfig } from './runtime/runtime-config';
@@ -18,7 +18,7 @@ export const handler = middy<SQSEvent, SQSBatchResponse>()
   .use(injectLambdaContext(logger, { resetKeys: true }))
   .handler(
     createDrainHandler({
-      store: openLedger(config, { store: createLedgerStore }).store,
+      store: openLedger(config, { store: config.attemptFeed ? feedCoveredStore : createLedgerStore }).store,
       redelivery: config.queueUrl
         ? sqsRedelivery(config.queueUrl, { endpoint: config.sqsEndpoint, region: config.region })
         : undefined,

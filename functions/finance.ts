@@ -4,6 +4,8 @@
  */
 import { createFinanceHandler } from './finance/finance-api';
 import { finance } from './finance/finance-queries';
+import { createAttemptFeed } from './ledger/attempt-feed';
+import { feedAwareLookups } from './ledger/attempt-lookup';
 import {
   createHealthStore,
   createLedgerStore,
@@ -18,6 +20,7 @@ const config = readFinanceConfig();
 
 const ledger = openLedger(config, {
   attempts: createLedgerStore,
+  feed: createAttemptFeed,
   results: createReconciliationStore,
   registry: createSurveyRegistry,
   health: createHealthStore,
@@ -25,7 +28,8 @@ const ledger = openLedger(config, {
 
 export const handler = createFinanceHandler({
   queries: finance({
-    attempts: ledger.attempts,
+    // A table whose receivers leave attempts the attempt feed covers out of the day index is looked up in both.
+    attempts: { ...ledger.attempts, ...feedAwareLookups(ledger.attempts, ledger.feed) },
     results: ledger.results,
     health: { registry: ledger.registry, store: ledger.health },
   }),

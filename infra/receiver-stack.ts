@@ -18,7 +18,7 @@ import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { HealthSettings } from '../functions/health/health-rules';
-import { FEED_PARTITION_PREFIX } from '../functions/ledger/attempt-feed';
+import { FEED_PARTITION_PREFIX, FEED_PROBE_SEEN_KEY, FEED_START_KEY } from '../functions/ledger/feed-keys';
 import {
   ATTEMPT_PARTITION_PREFIX,
   CHECKPOINT_PARTITION_PREFIX,
@@ -198,6 +198,17 @@ export class ReceiverStack extends Stack {
     this.attemptFeed = props.attemptFeed
       ? new AttemptFeed(this, 'attempt-feed', { table: this.ledger.table })
       : undefined;
+    if (props.attemptFeed)
+      // Attempts the feed covers stay out of the day index (ledger/feed-coverage.ts): its start mark and the
+      // probe's note are read, nothing else of it.
+      for (const receiver of [this.redirect, this.postback, this.drainer])
+        receiver
+          .allowLedgerItems(
+            this.ledger.table,
+            ['dynamodb:GetItem'],
+            [FEED_START_KEY.pk, FEED_PROBE_SEEN_KEY.pk],
+          )
+          .function.addEnvironment('ATTEMPT_FEED', 'on');
 
     this.finance = new ReceiverFunction(this, 'finance', {
       ...FUNCTIONS.finance,

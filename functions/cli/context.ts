@@ -4,6 +4,9 @@
  * deployed stack. The hit buffer's dead-letter queue has a context of its own, as it needs none of the rest.
  */
 
+import { createAttemptFeed } from '../ledger/attempt-feed';
+import { feedAwareLookups } from '../ledger/attempt-lookup';
+import { type AttemptReindex, createAttemptReindex } from '../ledger/attempt-reindex';
 import { createFeedRebuild, type FeedRebuild } from '../ledger/feed-rebuild';
 import {
   createDayIndexBackfill,
@@ -33,6 +36,7 @@ export interface CliContext {
   readonly results: ReconciliationStore;
   readonly dayIndex: DayIndexBackfill;
   readonly feedRebuild: FeedRebuild;
+  readonly reindex: AttemptReindex;
   readonly health: HealthStore;
   readonly keyRing: () => Promise<KeyRing>;
   /** Where the key ring is kept, for rotation. */
@@ -65,17 +69,22 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
     },
     {
       store: createLedgerStore,
+      feed: createAttemptFeed,
       registry: createSurveyRegistry,
       results: createReconciliationStore,
       dayIndex: createDayIndexBackfill,
       feedRebuild: createFeedRebuild,
+      reindex: createAttemptReindex,
       health: createHealthStore,
     },
   );
   const keys = keyRingStore(keyRingLocation(env));
   let marketplace: MarketplaceClient | undefined;
+  const { feed, ...stores } = ledger;
   return {
-    ...ledger,
+    ...stores,
+    // A table whose receivers leave attempts the attempt feed covers out of the day index is looked up in both.
+    store: { ...stores.store, ...feedAwareLookups(stores.store, feed) },
     keyRing: () => keys.load({ fresh: true }),
     keyRingStore: keys,
     publicBaseUrl: env.PUBLIC_BASE_URL as string,

@@ -4,7 +4,10 @@
  * again; `--dry-run` only counts.
  *
  * `ledger rebuild-feed`: writes days of the attempt feed from the attempt items (the days before the feed began, or
- * a batch its consumer set aside), and moves the feed's start back once every registered survey's days are in it.
+ * a batch its consumer set aside), and moves the feed's start back once every survey's days are in it.
+ *
+ * `ledger index-attempts`: after turning the attempt feed off, puts back into the day index the attempts the
+ * receivers left out of it while the feed covered them.
  */
 import { Command } from 'commander';
 import { cliContext } from './context';
@@ -91,5 +94,30 @@ export function ledgerCommand(): Command {
         );
       },
     );
+  ledger
+    .command('index-attempts')
+    .description(
+      'after turning the attempt feed off: put the attempts the receivers left out of the day index (the feed covering them) back in; safe to repeat',
+    )
+    .requiredOption(
+      '--from <YYYY-MM-DD>',
+      'first UTC day of first sightings to index (the day the feed was turned on)',
+      dayOption,
+    )
+    .option('--dry-run', 'only count what would be indexed')
+    .option('--json', 'print JSON')
+    .action(async (options: { from: string; dryRun?: boolean; json?: boolean }) => {
+      const { reindex } = cliContext();
+      const report = await reindex.run({ from: options.from, dryRun: options.dryRun === true });
+      if (options.json) {
+        sayJson(report);
+        return;
+      }
+      say(
+        options.dryRun
+          ? `would index ${report.unindexed} attempts first seen since ${options.from}`
+          : `indexed ${report.indexed} of ${report.unindexed} attempts first seen since ${options.from} without an index entry`,
+      );
+    });
   return ledger;
 }

@@ -13,7 +13,6 @@ import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 
 import {
   type AttemptFeed,
   FEED_ATTRIBUTES,
-  FEED_PROBE_KEY,
   type FeedRecord,
   feedBucket,
   feedRecordOf,
@@ -21,6 +20,7 @@ import {
   isLaterSequence,
 } from '../ledger/attempt-feed';
 import type { Item } from '../ledger/document-client';
+import { FEED_PROBE_KEY } from '../ledger/feed-keys';
 import { ATTEMPT_PARTITION_PREFIX, utcDay } from '../ledger/ledger-schema';
 import { runBounded } from '../shared/bounded-work';
 

@@ -5,7 +5,8 @@
  * lag ago; the CLI reads the items now).
  */
 
-import { type AttemptFeed, FEED_CLOCK_MARGIN_MS } from '../ledger/attempt-feed';
+import type { AttemptFeed } from '../ledger/attempt-feed';
+import { FEED_CLOCK_MARGIN_MS } from '../ledger/feed-keys';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
 import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';

@@ -5,13 +5,9 @@
  * window (one key-range Query per UTC day for every survey at once), the survey registry's entry, and the
  * stored health. Nothing here is on the hit path: a hit still costs one write and no read.
  */
-import {
-  type AttemptFeed,
-  attemptsOfBucketSpan,
-  FEED_CLOCK_MARGIN_MS,
-  feedBucket,
-} from '../ledger/attempt-feed';
+import { type AttemptFeed, attemptsOfBucketSpan, feedBucket } from '../ledger/attempt-feed';
 import type { AttemptItemKey } from '../ledger/attempt-store';
+import { FEED_CLOCK_MARGIN_MS } from '../ledger/feed-keys';
 import { attemptKey } from '../ledger/ledger-schema';
 import type { LedgerStore, RejectedHits, SurveyRegistration } from '../ledger/ledger-store';
 import type { Attempt } from '../receiving/attempt';

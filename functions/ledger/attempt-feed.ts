@@ -33,10 +33,14 @@ import type { Attempt } from '../receiving/attempt';
 import { OUTCOMES, POSTBACK_OUTCOMES } from '../receiving/outcome';
 import { attemptFromItem, utcDaysBetween } from './attempt-store';
 import { batchGet, type Item, queryAll, send } from './document-client';
-import { ATTEMPT_PARTITION_PREFIX, fnv1a, utcDay } from './ledger-schema';
-
-/** What every feed item's partition key starts with. */
-export const FEED_PARTITION_PREFIX = 'FEED#';
+import {
+  FEED_FORMAT,
+  FEED_PARTITION_PREFIX,
+  FEED_PROBE_KEY,
+  FEED_PROBE_SEEN_KEY,
+  FEED_START_KEY,
+} from './feed-keys';
+import { fnv1a, utcDay } from './ledger-schema';
 
 /**
  * Buckets of surveys per day. More buckets make each reader's Query smaller and each batch's writes more numerous
@@ -47,13 +51,6 @@ export const FEED_BUCKETS = 16;
 
 /** The bucket of a survey (a hash of its id): every writer and reader finds the same. */
 export const feedBucket = (surveyId: string): number => fnv1a(surveyId) % FEED_BUCKETS;
-
-/**
- * The feed's format, in its keys: the first release's records held no verdicts and left reconciliation's own items
- * out, so a feed it kept is read by no reader of this one. Turned on again, the consumer begins this format's feed
- * and marks its start anew; the older items stay (a few dozen bytes an attempt) until deleted by hand.
- */
-export const FEED_FORMAT = 'v2';
 
 export const feedPartition = (day: string, bucket: number) =>
   `${FEED_PARTITION_PREFIX}${FEED_FORMAT}#${day}#${bucket}`;
@@ -214,26 +211,6 @@ export interface FeedGroup {
   readonly newestAt: string;
   readonly records: readonly FeedRecord[];
 }
-
-/**
- * The item that says since when the feed holds every change: the time the consumer first wrote (every change after
- * it reaches this format's feed; one before it may have reached only an earlier release's), and the stream it came
- * from. A reader of a span that starts before it reads the attempt items instead. A stream turned off and on again
- * is another stream, whose first batch marks the start anew: the changes in between are in no feed.
- */
-export const FEED_START_KEY = { pk: `${FEED_PARTITION_PREFIX}START`, sk: `START#${FEED_FORMAT}` } as const;
-
-/**
- * The feed's probe: an item in the attempts' key space (the stream's filter lets its changes through, and no survey
- * is keyed so) that a reader touches now and then (`touchedAt`), and the consumer's note of the latest touch it has
- * written past (`FEED_PROBE_SEEN_KEY`). A touch long unseen says the consumer is behind or stopped whatever the
- * traffic: a consumer that keeps up with nothing to deliver is as silent as one that stopped.
- */
-export const FEED_PROBE_KEY = { pk: `${ATTEMPT_PARTITION_PREFIX}~feed-probe`, sk: 'PROBE' } as const;
-export const FEED_PROBE_SEEN_KEY = {
-  pk: `${FEED_PARTITION_PREFIX}PROBE`,
-  sk: `SEEN#${FEED_FORMAT}`,
-} as const;
 
 /** What a reader asks before trusting the feed: since when it is complete, and its probe's last touch and sighting. */
 export interface FeedState {
@@ -413,14 +390,6 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
   };
   return feed;
 }
-
-/**
- * How much earlier than a span a feed read starts, or the feed's start mark must be: a feed item is keyed by the
- * stream's time of its newest change (rounded down, DynamoDB's clock), an attempt's first sighting by the
- * receiver's clock. Minutes, not seconds: the read costs a few more batches' records, and the stream's time has been
- * seen rounded to the minute.
- */
-export const FEED_CLOCK_MARGIN_MS = 5 * 60_000;
 
 /** An attempt as a reader of the feed has it, with the time it is filed by (`feedTime`). */
 export interface FiledAttempt {

@@ -80,6 +80,14 @@ export interface AttemptItemKey {
   readonly sk: string;
 }
 
+export interface LedgerStoreOptions {
+  /**
+   * Whether an attempt first seen at `at` may stay out of the day index (feed-coverage.ts: with the attempt feed
+   * on, once its readers take such attempts from it). Absent: every attempt is indexed.
+   */
+  readonly indexFree?: (at: Date) => boolean;
+}
+
 export interface LedgerStore {
   /**
    * Records one verified hit and returns the attempt as it stands afterwards. One write, no read. `signal` aborts
@@ -164,7 +172,31 @@ export function createLedgerStore(
   client: DynamoDBDocumentClient,
   tableName: string,
   clock: () => Date = () => new Date(),
+  options: LedgerStoreOptions = {},
 ): LedgerStore {
+  /** Whether a hit made at `at` enters its attempt in the day index (if it is not there yet). */
+  const indexes = (at: Date) => !options.indexFree?.(at);
+  /**
+   * A hit that indexed an attempt first seen before it, by its own time: the attempt's first hit left it out of the
+   * index (the feed covered it) and this one came through a container that did not know yet. Out again, so that it
+   * is filed by its first sighting everywhere (the feed files an item by its index time when it has one).
+   */
+  const unplaced = async (item: Item | undefined, at: string) => {
+    if (!item || item.gsi1sk !== at || typeof item.firstSeenAt !== 'string' || item.firstSeenAt >= at) return;
+    await send(() =>
+      client.send(
+        new UpdateCommand({
+          TableName: tableName,
+          Key: { pk: item.pk, sk: item.sk },
+          UpdateExpression: 'REMOVE gsi1pk, gsi1sk',
+          ConditionExpression: 'gsi1sk = :at',
+          ExpressionAttributeValues: { ':at': at },
+        }),
+      ),
+    ).catch((error: unknown) => {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+    });
+  };
   // Whether the day-wide partitions of an earlier release may still hold attempts: until `ledger
   // backfill-day-index` has moved them and left its checkpoint. Read once per store; a failed read means "yes".
   let legacyDayIndex: Promise<boolean> | undefined;
@@ -298,6 +330,8 @@ export function createLedgerStore(
       const key = attemptKey(attempt.surveyId, attempt.pid, attempt.token);
       // Indexed by its first sighting, in this layout or (not backfilled yet) the day-wide one before it: either
       // way it moves, to this layout, so that it is listed on the day it was first seen.
+      // (One its first hit left out of the index, the attempt feed covering it, was placed by this drained hit's
+      // own write when that was before the feed covered: feed-coverage.ts.)
       const indexed = item.gsi1sk === read || item.gsi1sk === `${attempt.surveyId}#${read}`;
       const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : undefined;
       try {
@@ -399,8 +433,12 @@ export function createLedgerStore(
       const options = signal ? { abortSignal: signal } : {};
       try {
         const { Attributes } = await send(() =>
-          client.send(new UpdateCommand({ ...hitUpdate(hit, at, hitId), TableName: tableName }), options),
+          client.send(
+            new UpdateCommand({ ...hitUpdate(hit, at, hitId, at, false, indexes(at)), TableName: tableName }),
+            options,
+          ),
         );
+        await unplaced(Attributes, at.toISOString());
         const attempt = attemptFromItem(Attributes ?? {});
         return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome));
       } catch (error) {
@@ -420,7 +458,7 @@ export function createLedgerStore(
     async recordBufferedHit(hit, at, bufferId) {
       // Its sighting keeps when it was made; `lastSeenAt`, what a run's verdict is conditional on and a late hit is
       // told by, says when the ledger changed: a time long past would pass for a hit older than the run's read.
-      const update = { ...hitUpdate(hit, at, bufferId, clock(), true), TableName: tableName };
+      const update = { ...hitUpdate(hit, at, bufferId, clock(), true, indexes(at)), TableName: tableName };
       const digest = hitDigest(bufferId);
       const notHeld = `(${update.ConditionExpression}) AND (attribute_not_exists(bufferedIds) OR NOT contains(bufferedIds, :hitId))`;
       try {
@@ -440,6 +478,7 @@ export function createLedgerStore(
             }),
           ),
         );
+        await unplaced(Attributes, at.toISOString());
         const attempt = attemptFromItem(Attributes ?? {});
         await settleDrained(attempt, hit, at, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
@@ -466,6 +505,7 @@ export function createLedgerStore(
             }),
           ),
         );
+        await unplaced(Attributes, at.toISOString());
         const attempt = attemptFromItem(Attributes ?? {});
         await settleDrained(attempt, hit, at, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
@@ -662,7 +702,7 @@ const hitIdCondition = (channel: Hit['channel'], slot: string) =>
  * chance in REDIRECT_ID_SLOTS (POSTBACK_ID_SLOTS). Items written before keep their `postbackHitIds` set as it was,
  * still consulted (hitIdCondition).
  */
-function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, drained = false) {
+function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, drained = false, indexed = true) {
   const now = at.toISOString();
   const set = [
     // A drained hit's sighting keeps when it was made; when the ledger learned of it is kept apart.
@@ -673,8 +713,9 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, draine
     '#token = :token',
     'firstSeenAt = if_not_exists(firstSeenAt, :now)',
     'lastSeenAt = :seen',
-    'gsi1pk = if_not_exists(gsi1pk, :gsi1pk)',
-    'gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
+    ...(indexed
+      ? ['gsi1pk = if_not_exists(gsi1pk, :gsi1pk)', 'gsi1sk = if_not_exists(gsi1sk, :gsi1sk)']
+      : []),
     '#standing = if_not_exists(#standing, :outcome)',
     '#sightingAt = if_not_exists(#sightingAt, :now)',
   ];
@@ -703,8 +744,7 @@ function hitUpdate(hit: Hit, at: Date, hitId?: string, seenAt: Date = at, draine
       ':token': hit.token,
       ':now': now,
       ':seen': seenAt.toISOString(),
-      ':gsi1pk': day.gsi1pk,
-      ':gsi1sk': day.gsi1sk,
+      ...(indexed ? { ':gsi1pk': day.gsi1pk, ':gsi1sk': day.gsi1sk } : {}),
       ':outcome': hit.outcome,
       ':one': 1,
       ...(hit.channel === 'postback' ? { ':source': hit.source } : {}),

@@ -371,7 +371,11 @@ export function createReconciliationStore(
           [
             'SET kind = if_not_exists(kind, :kind), surveyId = if_not_exists(surveyId, :surveyId)',
             'pid = if_not_exists(pid, :pid), #token = if_not_exists(#token, :token)',
-            'gsi1pk = if_not_exists(gsi1pk, :gsi1pk), gsi1sk = if_not_exists(gsi1sk, :gsi1sk)',
+            // An item it makes goes into the day index by its click; an attempt keeps its place, or its absence
+            // (one the attempt feed covers: feed-coverage.ts), not indexed now at another write unit.
+            ...(entry.attempt
+              ? []
+              : ['gsi1pk = if_not_exists(gsi1pk, :gsi1pk), gsi1sk = if_not_exists(gsi1sk, :gsi1sk)']),
             'verdict = :verdict, verdictDay = :day, verdictDetail = :detail, marketplace = :marketplace, verdictAt = :now',
             'verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry)',
             ...(discrepancy ? ['gsi2pk = :gsi2pk, gsi2sk = :gsi2sk'] : []),
@@ -384,8 +388,7 @@ export function createReconciliationStore(
           ':surveyId': entry.surveyId,
           ':pid': entry.attempt?.pid ?? entry.pid,
           ':token': entry.attempt?.token ?? entry.token,
-          ':gsi1pk': day.gsi1pk,
-          ':gsi1sk': day.gsi1sk,
+          ...(entry.attempt ? {} : { ':gsi1pk': day.gsi1pk, ':gsi1sk': day.gsi1sk }),
           ':verdict': verdict.kind,
           ':day': verdict.day,
           ':empty': [],

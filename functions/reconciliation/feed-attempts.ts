@@ -10,14 +10,17 @@
  * as of FEED_LAG_TOLERANCE_MS (an hour) before the run (`asOf`, ReconcilerDeps.attemptsAsOf): a late hit's day is judged
  * again by the runs of the hour after it, so a consumer up to an hour behind cannot make one missed. A span that
  * starts before the feed's start mark (a feed turned on since, not rebuilt back that far) is read from the items,
- * as without a feed, and so is every span while the feed's probe says its consumer is behind (FEED_PROBE_UNSEEN_MS).
+ * as without a feed, up to `feedOnlyFrom` (the attempts first seen after it are in the feed alone); while the feed's
+ * probe says its consumer is behind (FEED_PROBE_UNSEEN_MS), the items are read for what they hold whole, and a span
+ * past that is not read: its survey's run fails and the next tries again.
  */
 
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { AttemptFeed } from '../ledger/attempt-feed';
-import { FEED_CLOCK_MARGIN_MS, feedBucket, filedOn } from '../ledger/attempt-feed';
+import { feedBucket, filedOn } from '../ledger/attempt-feed';
 import { attemptFromItem, type LedgerStore, utcDaysBetween } from '../ledger/attempt-store';
 import type { Item } from '../ledger/document-client';
+import { FEED_CLOCK_MARGIN_MS, feedOnlyFrom } from '../ledger/feed-keys';
 import type { Attempt } from '../receiving/attempt';
 
 export interface FeedAttemptsOptions {
@@ -42,10 +45,12 @@ export interface FeedAttemptsOptions {
 
 /** The feed as a reader finds it (feedAttempts' `readable`). */
 interface Readable {
-  /** Since when the feed can be read; absent: the items are read. */
-  readonly since?: string;
+  /** The feed's start mark, once its consumer has noted the probe (absent: the items are read). */
+  readonly startedAt?: string;
   /** The latest probe touch the consumer noted: the feed holds every change before it (of the probe's shard). */
   readonly provenTo?: string;
+  /** The latest touch, unseen for FEED_PROBE_UNSEEN_MS: the feed is behind. */
+  readonly behindSince?: string;
 }
 
 /**
@@ -64,8 +69,8 @@ interface BucketDay {
  */
 export const FEED_PROBE_EVERY_MS = 10 * 60_000;
 /**
- * A probe touch the consumer has not noted for this long: the feed is behind (or its consumer stopped), and the items
- * are read until it catches up. The runs before that judge as of the last touch it noted (`asOf`), so a late hit they
+ * A probe touch the consumer has not noted for this long: the feed is behind (or its consumer stopped), and it is
+ * not read until it catches up (the items for what they hold whole, `attemptsOfSurvey`). The runs before that judge as of the last touch it noted (`asOf`), so a late hit they
  * may not see keeps its flag for a run that reads it.
  */
 export const FEED_PROBE_UNSEEN_MS = 30 * 60_000;
@@ -105,8 +110,9 @@ export function feedAttempts(options: FeedAttemptsOptions) {
         const behind = touched !== undefined && !seen && at - touched > FEED_PROBE_UNSEEN_MS;
         if (behind) options.onBehind?.(touchedAt as string);
         return {
-          ...(startedAt !== undefined && seenAt !== undefined && !behind ? { since: startedAt } : {}),
+          ...(startedAt !== undefined && seenAt !== undefined ? { startedAt } : {}),
           ...(seenAt !== undefined ? { provenTo: seenAt } : {}),
+          ...(behind ? { behindSince: touchedAt } : {}),
         };
       });
       state = { readAt: at, read };
@@ -168,25 +174,27 @@ export function feedAttempts(options: FeedAttemptsOptions) {
 
     /**
      * A survey's attempts filed in [from, to), oldest first, as the day index lists them: from the feed when it
-     * began before the span, else from the items.
+     * began before the span and keeps up, else from the items. The items alone are complete only up to
+     * `feedOnlyFrom` (the receivers leave the attempts the feed covers out of the day index: feed-coverage.ts), so
+     * a span that reaches past it takes the rest from the feed, and, the feed behind, is not read at all: the
+     * survey's run fails (and is retried by the next) rather than judge without attempts it cannot see.
      */
     async attemptsOfSurvey(surveyId: string, from: Date, to: Date): Promise<Attempt[]> {
-      const { since: started } = await readable();
-      if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS)
-        return options.items.attemptsOfSurvey(surveyId, from, to);
-      const bucket = feedBucket(surveyId);
-      const fromIso = from.toISOString();
-      const toIso = to.toISOString();
-      const days = await Promise.all(utcDaysBetween(from, to).map((day) => bucketDay(bucket, day)));
-      return days
-        .flatMap((bySurvey) => {
-          const held = bySurvey.get(surveyId);
-          return held ? inflateRawSync(held).toString('utf8').split('\n') : [];
-        })
-        .map((line) => JSON.parse(line) as [string, Item])
-        .filter(([at]) => at >= fromIso && at < toIso)
-        .sort(([a], [b]) => a.localeCompare(b))
-        .map(([, attributes]) => attemptFromItem(attributes));
+      const { startedAt, behindSince } = await readable();
+      if (startedAt === undefined) return options.items.attemptsOfSurvey(surveyId, from, to);
+      if (behindSince === undefined && Date.parse(startedAt) <= from.getTime() - FEED_CLOCK_MARGIN_MS)
+        return fromFeed(surveyId, from, to);
+      const cut = feedOnlyFrom(startedAt);
+      if (to.getTime() <= cut) return options.items.attemptsOfSurvey(surveyId, from, to);
+      if (behindSince !== undefined)
+        throw new Error(
+          `the attempt feed is behind (its probe, touched at ${behindSince}, is not yet noted by its consumer), and attempts first seen since ${new Date(cut).toISOString()} are in it alone: not judged until it catches up`,
+        );
+      const [before, after] = await Promise.all([
+        options.items.attemptsOfSurvey(surveyId, from, new Date(cut)),
+        fromFeed(surveyId, new Date(cut), to),
+      ]);
+      return [...before, ...after];
     },
 
     /** Surveys in the order that reads each bucket-day once: by bucket, otherwise as given. */
@@ -197,6 +205,23 @@ export function feedAttempts(options: FeedAttemptsOptions) {
         .map((s) => s.surveyId);
     },
   };
+
+  /** A survey's attempts filed in [from, to), oldest first, from the bucket-days kept. */
+  async function fromFeed(surveyId: string, from: Date, to: Date): Promise<Attempt[]> {
+    const bucket = feedBucket(surveyId);
+    const fromIso = from.toISOString();
+    const toIso = to.toISOString();
+    const days = await Promise.all(utcDaysBetween(from, to).map((day) => bucketDay(bucket, day)));
+    return days
+      .flatMap((bySurvey) => {
+        const held = bySurvey.get(surveyId);
+        return held ? inflateRawSync(held).toString('utf8').split('\n') : [];
+      })
+      .map((line) => JSON.parse(line) as [string, Item])
+      .filter(([at]) => at >= fromIso && at < toIso)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([, attributes]) => attemptFromItem(attributes));
+  }
 }
 
 export type FeedAttempts = ReturnType<typeof feedAttempts>;

@@ -4,6 +4,7 @@
  * per container; tests build the same handlers from the engine's stores instead.
  */
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { feedCoverage } from '../ledger/feed-coverage';
 import { createDocumentClient, createLedgerStore } from '../ledger/ledger-store';
 import { type HitBuffer, sqsHitBuffer } from './hit-buffer';
 import { keyRingSource } from './key-ring-source';
@@ -31,10 +32,17 @@ export function openLedger<const S extends Record<string, StoreFactory>>(
   ) as { [K in keyof S]: ReturnType<S[K]> };
 }
 
+/**
+ * The hit path's store when the table keeps the attempt feed: attempts the feed covers stay out of the day index
+ * (ledger/feed-coverage.ts).
+ */
+export const feedCoveredStore = (client: DynamoDBDocumentClient, tableName: string) =>
+  createLedgerStore(client, tableName, undefined, { indexFree: feedCoverage(client, tableName).covers });
+
 /** What both receivers build once per container, from their configuration. */
 export function receiverContext() {
   const config = readReceiverConfig();
-  const { store } = openLedger(config, { store: createLedgerStore });
+  const { store } = openLedger(config, { store: config.attemptFeed ? feedCoveredStore : createLedgerStore });
   const buffer: HitBuffer | undefined = config.buffer
     ? sqsHitBuffer(config.buffer.queueUrl, { endpoint: config.buffer.endpoint, region: config.region })
     : undefined;

@@ -78,9 +78,17 @@ const landingShape = Object.fromEntries(
 /** The per-sender bound as written; one that does not read is the default (no bound). */
 const perSenderBound = wholeNumber(0, 1_000_000, REDIRECTS_PER_SENDER_MINUTE);
 
+/**
+ * `on` (the stack's `attemptFeed`): the table keeps the attempt feed. Its scheduled readers read attempts from it
+ * instead of the day index and their items; the receivers leave the attempts it covers out of the day index
+ * (ledger/feed-coverage.ts).
+ */
+const attemptFeedSwitch = { ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off') };
+
 const receiverEnvironment = z
   .extend(base, {
     ...landingShape,
+    ...attemptFeedSwitch,
     /** The durable buffer for hits the ledger cannot take right now (SQS queue URL). */
     HIT_BUFFER_QUEUE_URL: z.optional(z.url()),
     /** A local SQS stand-in; unset in AWS. */
@@ -134,6 +142,8 @@ export interface ReceiverConfig extends StoreConfig {
   readonly postbackSources?: string | undefined;
   /** Redirects recorded per sender and minute in a container (0: no bound). */
   readonly perSenderMinute: number;
+  /** The table keeps the attempt feed: attempts it covers stay out of the day index. */
+  readonly attemptFeed: boolean;
 }
 
 export interface RedirectSyncConfig extends StoreConfig {
@@ -181,6 +191,7 @@ export function readReceiverConfig(env: NodeJS.ProcessEnv = process.env): Receiv
       : {}),
     postbackSources: values.POSTBACK_SOURCE_CIDRS,
     perSenderMinute: values.REDIRECTS_PER_SENDER_MINUTE,
+    attemptFeed: values.ATTEMPT_FEED === 'on',
   };
 }
 
@@ -213,8 +224,7 @@ export function keyRingLocation(env: {
 
 /** The scheduled readers' switch onto the attempt feed (the stack sets both with `attemptFeed`). */
 const feedVariables = {
-  /** `on`: attempts are read from the attempt feed instead of the day index and their items. */
-  ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off'),
+  ...attemptFeedSwitch,
   /** How far behind the table the feed may be: with it, a run judges as of that much earlier. */
   ATTEMPT_FEED_LAG_SECONDS: wholeNumber(0, 3_600, 420),
 };
@@ -320,6 +330,8 @@ export interface DrainConfig extends LedgerConnection {
   readonly backoff: { readonly baseSeconds: number; readonly maxSeconds: number };
   /** How long the drainer leaves the ledger alone after it answered StoreUnavailable. */
   readonly circuitSeconds: number;
+  /** The table keeps the attempt feed: attempts it covers stay out of the day index. */
+  readonly attemptFeed: boolean;
 }
 
 const drain = z.object({
@@ -329,6 +341,7 @@ const drain = z.object({
   DRAIN_BACKOFF_BASE_SECONDS: wholeNumber(1, 43_200, 60),
   DRAIN_BACKOFF_MAX_SECONDS: wholeNumber(1, 43_200, 7_200),
   DRAIN_CIRCUIT_SECONDS: wholeNumber(0, 3_600, 30),
+  ...attemptFeedSwitch,
 });
 
 export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): DrainConfig {
@@ -343,6 +356,7 @@ export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): DrainConf
       maxSeconds: Math.max(values.DRAIN_BACKOFF_MAX_SECONDS, values.DRAIN_BACKOFF_BASE_SECONDS),
     },
     circuitSeconds: values.DRAIN_CIRCUIT_SECONDS,
+    attemptFeed: values.ATTEMPT_FEED === 'on',
   };
 }
 

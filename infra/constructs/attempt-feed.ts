@@ -11,7 +11,7 @@ import { FilterCriteria, StartingPosition } from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { FEED_PARTITION_PREFIX } from '../../functions/ledger/attempt-feed';
+import { FEED_PARTITION_PREFIX } from '../../functions/ledger/feed-keys';
 import { FEED_STREAM_FILTER, STREAM_FUNCTIONS } from '../routes';
 import { ReceiverFunction } from './receiver-function';
 

@@ -18,13 +18,9 @@
  */
 import '../../infra/local/environment';
 import { createStreamConsumer } from '../../functions/feed/stream-consumer';
-import {
-  createAttemptFeed,
-  FEED_PROBE_KEY,
-  FEED_PROBE_SEEN_KEY,
-  FEED_START_KEY,
-} from '../../functions/ledger/attempt-feed';
+import { createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import { createDayIndexBackfill } from '../../functions/ledger/day-index-backfill';
+import { FEED_PROBE_KEY, FEED_PROBE_SEEN_KEY, FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import {
   createDocumentClient,
   createLedgerStore,

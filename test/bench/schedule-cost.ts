@@ -18,7 +18,8 @@
 import { randomUUID } from 'node:crypto';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_HEALTH_SETTINGS, readFrom } from '../../functions/health/health-rules';
-import { createAttemptFeed, FEED_START_KEY } from '../../functions/ledger/attempt-feed';
+import { createAttemptFeed } from '../../functions/ledger/attempt-feed';
+import { FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import {
   createDayIndexBackfill,
   createDocumentClient,

@@ -88,6 +88,37 @@ describe('the attempt feed', () => {
     ]);
   });
 
+  it("has the receivers leave attempts the feed covers out of the day index, reading the feed's start and probe note alone", () => {
+    type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
+    for (const receiver of [stack.redirect, stack.postback, stack.drainer]) {
+      const fn = template.toJSON().Resources[logicalId(receiver.function)] as {
+        Properties: { Environment: { Variables: Record<string, unknown> } };
+      };
+      expect(fn.Properties.Environment.Variables).toMatchObject({ ATTEMPT_FEED: 'on' });
+      const policies = template.findResources('AWS::IAM::Policy', {
+        Properties: { Roles: [{ Ref: logicalId(receiver.role as never) }] },
+      });
+      const reads = Object.values(policies)
+        .flatMap(
+          (p) =>
+            (p as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument
+              .Statement,
+        )
+        .filter((s) => [s.Action].flat().includes('dynamodb:GetItem'))
+        .map((s) => s.Condition);
+      expect(reads).toEqual(
+        expect.arrayContaining([
+          { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['FEED#START*', 'FEED#PROBE*'] } },
+        ]),
+      );
+    }
+    // Without the feed, the receivers index every attempt.
+    const redirect = Object.values(without.findResources('AWS::Lambda::Function')).filter((f) =>
+      JSON.stringify(f).includes('"ATTEMPT_FEED"'),
+    );
+    expect(redirect).toEqual([]);
+  });
+
   it("streams the table's new and old images to the consumer: attempts' inserts and changes only", () => {
     template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },

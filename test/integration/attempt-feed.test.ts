@@ -16,7 +16,6 @@ import {
   createAttemptFeed,
   decodeRecords,
   encodeRecords,
-  FEED_START_KEY,
   type FeedGroup,
   type FeedRecord,
   feedBucket,
@@ -26,6 +25,7 @@ import {
   latestOfEach,
   MAX_RECORDS_BYTES,
 } from '../../functions/ledger/attempt-feed';
+import { FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   attemptFromItem,

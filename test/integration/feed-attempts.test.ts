@@ -320,14 +320,24 @@ describe("reconciliation's reads from the attempt feed", () => {
     now += 20 * 60_000;
     expect(await read()).toBeGreaterThan(0);
     expect((await reader.asOf(new Date(now))).getTime()).toBe(now - hour);
-    // Forty minutes unseen: the consumer is behind; the items are read.
+    // Forty minutes unseen: the consumer is behind. The attempts since the feed covers them are in it alone (the
+    // receivers leave them out of the day index): not read, the survey's run fails; a span the items hold whole is
+    // read from them.
     now += 20 * 60_000;
-    expect(await read()).toBe(0);
+    await expect(reader.attemptsOfSurvey(first as string, from, to)).rejects.toThrow(
+      /attempt feed is behind \(its probe, touched at 2026-11-20T12:11:00.000Z.*since 2026-11-01T01:00:00.000Z/,
+    );
     expect(behind).toEqual(['2026-11-20T12:11:00.000Z']);
-    // A day on, still unseen (lost with a batch set aside): still the items, no touch until one is noted, and a run
+    feedReads = 0;
+    const early = [new Date('2026-11-01T00:00:00.000Z'), new Date('2026-11-01T01:00:00.000Z')] as const;
+    expect(await reader.attemptsOfSurvey(first as string, ...early)).toEqual([]);
+    expect(feedReads).toBe(0);
+    // A day on, still unseen (lost with a batch set aside): still not read, no touch until one is noted, and a run
     // judges as of the last touch noted.
     now += 25 * 3_600_000;
-    expect(await read()).toBe(0);
+    await expect(reader.attemptsOfSurvey(first as string, from, to)).rejects.toThrow(
+      /attempt feed is behind/,
+    );
     expect(touches).toHaveLength(2);
     expect((await reader.asOf(new Date(now))).toISOString()).toBe('2026-11-20T12:00:00.000Z');
   });
@@ -368,11 +378,11 @@ describe("reconciliation's reads from the attempt feed", () => {
     expect((await feed.state()).seenAt).toBe(later(180));
   });
 
-  it('reads the items for a span that starts before the feed did', async () => {
+  it('reads the items for a span the feed does not hold whole, until its probe is noted', async () => {
     let read = 0;
     const reader = feedAttempts({
       feed: {
-        state: async () => ({ startedAt: '2026-11-20T00:00:00.000Z' }),
+        state: async () => ({ startedAt: '2026-11-20T00:00:00.000Z', touchedAt: '2026-11-20T10:00:00.000Z' }),
         touchProbe: async () => {},
         recordsOfBucketDay: (...args) => {
           read++;
@@ -387,5 +397,41 @@ describe("reconciliation's reads from the attempt feed", () => {
       byToken(await ledger.attemptsOfSurvey(first as string, from, to)),
     );
     expect(read).toBe(0);
+  });
+
+  it('reads a span that starts before the feed did from the items up to when the feed covers it, the feed after', async () => {
+    const reads: string[] = [];
+    const startedAt = '2026-11-20T00:00:00.000Z';
+    const feedOf = (client: ReturnType<typeof createDocumentClient>) => createAttemptFeed(client, tableName);
+    const reader = feedAttempts({
+      feed: {
+        state: async () => ({ ...(await feed.state()), startedAt }),
+        touchProbe: async () => {},
+        recordsOfBucketDay: (...args) => {
+          reads.push(args[0]);
+          return feed.recordsOfBucketDay(...args);
+        },
+      },
+      items: ledger,
+      feedLagMs: 0,
+    });
+    // An attempt first seen after the feed covered it, which its hit left out of the day index (of a survey whose
+    // changes the tests before all delivered).
+    const client = createDocumentClient({ endpoint: stream.endpoint });
+    const covered = createLedgerStore(client, tableName, () => clock, { indexFree: () => true });
+    const ids = { pid: 'p-covered', token: randomUUID() };
+    await covered.recordHit(hit(second as string, ids, 'postback'), at('2026-11-20T09:30:00.000Z'));
+    await deliver();
+    expect((await feedOf(client).state()).seenAt).toBeDefined();
+    const fromItems = await ledger.attemptsOfSurvey(second as string, from, to);
+    expect(fromItems.map((a) => a.token)).not.toContain(ids.token);
+    const read = await reader.attemptsOfSurvey(second as string, from, to);
+    // What the items list, and the attempt the feed alone holds.
+    expect(byToken(read)).toEqual(
+      byToken([...fromItems, ...(await ledger.attemptsOf(second as string, ids.pid))]),
+    );
+    // The feed read for the days from its start's hour on only.
+    expect(reads.length).toBeGreaterThan(0);
+    expect(reads.every((day) => day >= '2026-11-20')).toBe(true);
   });
 });

@@ -1,15 +1,12 @@
 /**
- * `ledger rebuild-feed`: days of the attempt feed written from the attempt items, for the days before the feed
- * began. Against the engine: what the feed gives afterwards equals the items, and the feed's start moves back only
- * once every registered survey's days up to it are in.
+ * `ledger rebuild-feed`: days of the attempt feed written from the attempt items (found by a Scan: the day index
+ * does not hold those the feed covers), for the days before the feed began. Against the engine: what the feed gives
+ * afterwards equals the items, and the feed's start moves back only once every survey's days up to it are in.
  */
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { describe, expect, it } from 'vitest';
-import {
-  type AttemptFeed,
-  createAttemptFeed,
-  FEED_PARTITION_PREFIX,
-} from '../../functions/ledger/attempt-feed';
+import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
+import { FEED_PARTITION_PREFIX } from '../../functions/ledger/feed-keys';
 import { createFeedRebuild, type FeedRebuild } from '../../functions/ledger/feed-rebuild';
 import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
@@ -90,21 +87,22 @@ describe('rebuilding the attempt feed from the items', () => {
     );
   });
 
-  it("writes each registered survey's days as the items hold them, and moves the feed's start back to the first", async () => {
+  it("writes every survey's days as the items hold them (an unregistered one's too), and moves the feed's start back to the first", async () => {
     await seeded();
     await feedStartedOn(DAYS[2] as string);
-    const report = await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string });
+    // Small Scan pages: each segment's paging, and a day's records written over several items.
+    const report = await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string, pageSize: 4 });
     expect(report).toMatchObject({
       days: 3,
-      surveys: 2,
-      attempts: 18,
+      surveys: 3,
+      attempts: 21,
       startMovedTo: `${DAYS[0]}T00:00:00.000Z`,
     });
     expect(await feed.startedAt()).toBe(`${DAYS[0]}T00:00:00.000Z`);
     const [from, to] = span(DAYS[0] as string, DAYS[2] as string);
-    for (const surveyId of SURVEYS) {
+    for (const surveyId of [...SURVEYS, '8399']) {
       const fromItems = (await ledger.attemptsOfSurvey(surveyId, from, to)).map(asFeedHolds);
-      expect(fromItems).toHaveLength(9);
+      expect(fromItems).toHaveLength(surveyId === '8399' ? 3 : 9);
       expect(await feed.attemptsOfSurvey(surveyId, from, to)).toEqual(fromItems);
     }
     // Again: the same attempts (readers fold the repeats); the start stays.
@@ -117,9 +115,7 @@ describe('rebuilding the attempt feed from the items', () => {
     await feedStartedOn(DAYS[2] as string);
     const started = await feed.startedAt();
     expect(await rebuild.run({ from: DAYS[0] as string, to: DAYS[2] as string, dryRun: true })).toMatchObject(
-      {
-        attempts: 18,
-      },
+      { attempts: 21 },
     );
     expect(await feedItemCount()).toBe(0);
     expect((await feed.state()).touchedAt).toBeUndefined();
@@ -131,6 +127,27 @@ describe('rebuilding the attempt feed from the items', () => {
     await rebuild.run({ from: DAYS[0] as string, to: DAYS[1] as string });
     expect(await feed.startedAt()).toBe(started);
     expect(await feedItemCount()).toBeGreaterThan(0);
+  });
+
+  it('finds attempts the day index does not hold (their hits came after the feed covered them)', async () => {
+    await seeded();
+    await feedStartedOn(DAYS[0] as string);
+    const unindexed = createLedgerStore(client, tableName, undefined, { indexFree: () => true });
+    const hit: Hit = {
+      channel: 'postback',
+      surveyId: '8302',
+      outcome: 'success',
+      pid: 'p-free',
+      token: 't-free',
+      source: 'query',
+    };
+    await unindexed.recordHit(hit, new Date(`${DAYS[1]}T15:00:00.000Z`));
+    const [from, to] = span(DAYS[1] as string, DAYS[1] as string);
+    expect((await ledger.attemptsOfSurvey('8302', from, to)).map((a) => a.token)).not.toContain('t-free');
+    expect(
+      await rebuild.run({ from: DAYS[1] as string, to: DAYS[1] as string, surveys: ['8302'] }),
+    ).toMatchObject({ attempts: 4, surveys: 1 });
+    expect((await feed.attemptsOfSurvey('8302', from, to)).map((a) => a.token)).toContain('t-free');
   });
 
   it('puts an attempt the index lists by another day than its first sighting (placed by its click) where the index has it', async () => {

@@ -8,12 +8,8 @@ import { PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { healthCheck } from '../../functions/health/health-check';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
-import {
-  type AttemptFeed,
-  createAttemptFeed,
-  FEED_PARTITION_PREFIX,
-  FEED_START_KEY,
-} from '../../functions/ledger/attempt-feed';
+import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
+import { FEED_PARTITION_PREFIX, FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import { attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,

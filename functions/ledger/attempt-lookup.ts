@@ -1,0 +1,79 @@
+/**
+ * The look-ups of a survey's attempts that go through the day index (the CLI's `attempts` and `health`, finance's
+ * look-up by token), made whole for a table whose receivers leave the attempts the attempt feed covers out of the
+ * index (feed-coverage.ts): a span that reaches past `feedOnlyFrom` also takes the survey's attempts the feed lists
+ * there, each read from its item as it stands. A table without a feed (no start mark, or a probe never noted) is
+ * read through the index alone, as before; so is a span that ends before the feed covers.
+ *
+ * The feed is read a bucket-day at a time (a sixteenth of a day's attempts), which costs more than the index's
+ * entries of one survey: these are an operator's and finance's look-ups, not the schedules' reads. A feed behind
+ * its table (its consumer stopped: the `attempt-feed-behind` alarm) lacks the attempts since.
+ */
+import type { AttemptFeed } from './attempt-feed';
+import type { LedgerStore } from './attempt-store';
+import { utcDaysBetween } from './attempt-store';
+import { feedOnlyFrom } from './feed-keys';
+import { attemptKey } from './ledger-schema';
+
+type Lookups = Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptByToken'>;
+
+export function feedAwareLookups(
+  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptByToken'>,
+  feed: Pick<AttemptFeed, 'state' | 'attemptsOfSurvey'>,
+): Lookups {
+  /** From when attempts may be in the feed alone (undefined: nowhere); a found time is kept, it only moves back. */
+  let found: number | undefined;
+  const feedOnlySince = async (): Promise<number | undefined> => {
+    if (found !== undefined) return found;
+    const { startedAt, seenAt } = await feed.state();
+    if (startedAt !== undefined && seenAt !== undefined) found = feedOnlyFrom(startedAt);
+    return found;
+  };
+  /** The part of [from, to) whose attempts may be in the feed alone, if any. */
+  const feedOnlyPart = async (from: Date, to: Date): Promise<{ from: Date; to: Date } | undefined> => {
+    const since = await feedOnlySince();
+    if (since === undefined || to.getTime() <= since) return undefined;
+    return { from: new Date(Math.max(from.getTime(), since)), to };
+  };
+
+  const attemptKeysOfSurvey: Lookups['attemptKeysOfSurvey'] = async (surveyId, from, to) => {
+    const part = await feedOnlyPart(from, to);
+    const [indexed, listed] = await Promise.all([
+      store.attemptKeysOfSurvey(surveyId, from, to),
+      part ? feed.attemptsOfSurvey(surveyId, part.from, part.to) : [],
+    ]);
+    const keys = new Map(indexed.map((key) => [`${key.pk}\u0000${key.sk}`, key]));
+    for (const attempt of listed) {
+      const key = attemptKey(surveyId, attempt.pid, attempt.token);
+      keys.set(`${key.pk}\u0000${key.sk}`, key);
+    }
+    return [...keys.values()];
+  };
+
+  return {
+    attemptKeysOfSurvey,
+
+    attemptsOfSurvey: async (surveyId, from, to) =>
+      store.attemptsAt(await attemptKeysOfSurvey(surveyId, from, to)),
+
+    async attemptByToken(surveyId, token, from, to) {
+      const indexed = await store.attemptByToken(surveyId, token, from, to);
+      if (indexed) return indexed;
+      const part = await feedOnlyPart(from, to);
+      if (!part) return undefined;
+      // The newest day first: a token asked about is most often a recent attempt's.
+      for (const day of utcDaysBetween(part.from, part.to).reverse()) {
+        const dayFrom = Math.max(Date.parse(`${day}T00:00:00.000Z`), part.from.getTime());
+        const dayTo = Math.min(Date.parse(`${day}T00:00:00.000Z`) + 86_400_000, part.to.getTime());
+        const listed = (await feed.attemptsOfSurvey(surveyId, new Date(dayFrom), new Date(dayTo))).find(
+          (attempt) => attempt.token === token,
+        );
+        if (listed) {
+          const [attempt] = await store.attemptsAt([attemptKey(surveyId, listed.pid, token)]);
+          return attempt;
+        }
+      }
+      return undefined;
+    },
+  };
+}

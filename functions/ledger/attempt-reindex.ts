@@ -1,0 +1,71 @@
+/**
+ * Puts back into the day index the attempts the receivers left out of it while the attempt feed covered them
+ * (feed-coverage.ts): `ledger index-attempts`, for a table whose feed is turned off (its readers then list a
+ * survey's attempts through the index alone). Each attempt first seen on or after the day asked for that has no
+ * index entry gets the one its first hit would have written without the feed (its survey's partition of that UTC
+ * day, by its first sighting), conditional on it still having none. Found by a Scan (attempt-scan.ts); safe to
+ * repeat, and a write unit an attempt it indexes.
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { scanAttemptItems } from './attempt-scan';
+import { type Item, send } from './document-client';
+import { attemptDayKey } from './ledger-schema';
+
+export interface ReindexReport {
+  /** Attempts found without an index entry (first seen since the day asked for). */
+  readonly unindexed: number;
+  /** Of them, put in the index by this run (none on a dry run). */
+  readonly indexed: number;
+}
+
+export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: string) {
+  return {
+    async run(options: { from: string; dryRun?: boolean; pageSize?: number }): Promise<ReindexReport> {
+      const from = `${options.from}T00:00:00.000Z`;
+      let unindexed = 0;
+      let indexed = 0;
+      const index = async (item: Item) => {
+        const firstSeenAt = item.firstSeenAt as string;
+        const day = attemptDayKey(String(item.surveyId), String(item.sk), firstSeenAt);
+        try {
+          await send(() =>
+            client.send(
+              new UpdateCommand({
+                TableName: tableName,
+                Key: { pk: item.pk, sk: item.sk },
+                UpdateExpression: 'SET gsi1pk = :gsi1pk, gsi1sk = :gsi1sk',
+                // A hit or a drained one since may have indexed it (or moved its first sighting): left as it is.
+                ConditionExpression: 'attribute_not_exists(gsi1pk) AND firstSeenAt = :firstSeenAt',
+                ExpressionAttributeValues: {
+                  ':gsi1pk': day.gsi1pk,
+                  ':gsi1sk': day.gsi1sk,
+                  ':firstSeenAt': firstSeenAt,
+                },
+              }),
+            ),
+          );
+          indexed++;
+        } catch (error) {
+          if (!(error instanceof ConditionalCheckFailedException)) throw error;
+        }
+      };
+      await scanAttemptItems(
+        client,
+        tableName,
+        async (items) => {
+          for (const item of items) {
+            if (item.gsi1pk !== undefined || typeof item.surveyId !== 'string') continue;
+            if (typeof item.firstSeenAt !== 'string' || item.firstSeenAt < from) continue;
+            unindexed++;
+            if (!options.dryRun) await index(item);
+          }
+        },
+        options.pageSize ? { pageSize: options.pageSize } : {},
+      );
+      return { unindexed, indexed };
+    },
+  };
+}
+
+export type AttemptReindex = ReturnType<typeof createAttemptReindex>;

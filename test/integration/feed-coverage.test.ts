@@ -1,0 +1,287 @@
+/**
+ * The day index left off the hit path where the attempt feed covers it (ledger/feed-coverage.ts), against the
+ * engine: when the receivers find the feed covering, what a hit writes then, what reconciliation's verdict keeps, and
+ * the look-ups that go through the index (ledger/attempt-lookup.ts) finding such attempts in the feed.
+ */
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import {
+  type AttemptFeed,
+  createAttemptFeed,
+  feedAttributesOf,
+  feedBucket,
+} from '../../functions/ledger/attempt-feed';
+import { feedAwareLookups } from '../../functions/ledger/attempt-lookup';
+import { createAttemptReindex } from '../../functions/ledger/attempt-reindex';
+import { feedCoverage } from '../../functions/ledger/feed-coverage';
+import { FEED_ONLY_AFTER_MS } from '../../functions/ledger/feed-keys';
+import { attemptKey, utcDay } from '../../functions/ledger/ledger-schema';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+  type LedgerStore,
+} from '../../functions/ledger/ledger-store';
+import type { Attempt } from '../../functions/receiving/attempt';
+import type { Hit } from '../../functions/receiving/hit-request';
+import { freshTable } from '../support/ledger';
+
+const STREAM = 'arn:aws:dynamodb:us-east-1:123456789012:table/ledger/stream/1';
+const STARTED = '2026-11-20T06:00:00.000Z';
+/** An hour after the start: attempts first seen from then on may be in the feed alone. */
+const COVERED = '2026-11-20T07:00:00.000Z';
+
+let client: ReturnType<typeof createDocumentClient>;
+let tableName: string;
+let feed: AttemptFeed;
+/** The hit path of a container that indexes every attempt, and of one that found the feed covering. */
+let indexing: LedgerStore;
+let covered: LedgerStore;
+
+beforeEach(async () => {
+  const table = await freshTable();
+  tableName = table.tableName;
+  client = createDocumentClient({ endpoint: table.endpoint });
+  feed = createAttemptFeed(client, tableName);
+  indexing = createLedgerStore(client, tableName);
+  covered = createLedgerStore(client, tableName, undefined, {
+    indexFree: (at) => at.getTime() >= Date.parse(COVERED),
+  });
+});
+
+const hit = (token: string, channel: Hit['channel'] = 'postback', surveyId = '8801'): Hit => ({
+  channel,
+  surveyId,
+  outcome: 'success',
+  pid: `p-${token}`,
+  token,
+  source: 'query',
+});
+
+const itemOf = async (token: string, surveyId = '8801') =>
+  (
+    await client.send(
+      new GetCommand({
+        TableName: tableName,
+        Key: attemptKey(surveyId, `p-${token}`, token),
+        ConsistentRead: true,
+      }),
+    )
+  ).Item;
+
+/** The feed as its consumer would write it: each attempt's item as it stands now, under its filing day. */
+async function fedAsItStands(tokens: readonly string[], surveyId = '8801') {
+  for (const token of tokens) {
+    const attributes = feedAttributesOf((await itemOf(token, surveyId)) ?? {});
+    const filed = String(attributes.placedAt ?? attributes.firstSeenAt);
+    await feed.append({
+      day: utcDay(filed),
+      bucket: feedBucket(surveyId),
+      newestAt: filed,
+      records: [{ sequence: String(Date.parse(filed)), attributes }],
+    });
+  }
+}
+
+const day = (iso: string) => [new Date(`${iso}T00:00:00.000Z`), new Date(`${iso}T23:59:59.999Z`)] as const;
+
+describe('whether the attempt feed covers a hit', () => {
+  it('not before the feed has a start mark and its consumer has noted the probe; then from an hour after the start', async () => {
+    let now = Date.parse('2026-11-20T08:00:00.000Z');
+    const coverage = feedCoverage(client, tableName, { now: () => new Date(now), recheckMs: 60_000 });
+    await coverage.settled();
+    expect(coverage.covers(new Date(now))).toBe(false);
+    await feed.markStart(STARTED, STREAM);
+    now += 30_000;
+    expect(coverage.covers(new Date(now))).toBe(false);
+    await coverage.settled();
+    // Read again only after `recheckMs`: still without the probe's note.
+    now += 60_000;
+    expect(coverage.covers(new Date(now))).toBe(false);
+    await coverage.settled();
+    expect(coverage.covers(new Date(now))).toBe(false);
+    await feed.probeSeen('2026-11-20T07:50:00.000Z');
+    now += 60_000;
+    expect(coverage.covers(new Date(now))).toBe(false);
+    await coverage.settled();
+    expect(coverage.covers(new Date(now))).toBe(true);
+    expect(coverage.covers(new Date(Date.parse(STARTED) + FEED_ONLY_AFTER_MS))).toBe(true);
+    expect(coverage.covers(new Date(Date.parse(STARTED) + FEED_ONLY_AFTER_MS - 1))).toBe(false);
+  });
+
+  it('indexes every attempt while the read fails, and reads again after `recheckMs`', async () => {
+    await feed.markStart(STARTED, STREAM);
+    await feed.probeSeen('2026-11-20T07:50:00.000Z');
+    const failing = createDocumentClient({ endpoint: 'http://127.0.0.1:9' });
+    const mock = mockClient(failing);
+    mock
+      .on(GetCommand)
+      .rejectsOnce(new Error('injected'))
+      .callsFake((input) => client.send(new GetCommand(input)));
+    let now = Date.parse('2026-11-20T09:00:00.000Z');
+    const coverage = feedCoverage(failing, tableName, { now: () => new Date(now), recheckMs: 60_000 });
+    await coverage.settled();
+    expect(coverage.covers(new Date(now))).toBe(false);
+    now += 61_000;
+    coverage.covers(new Date(now));
+    await coverage.settled();
+    expect(coverage.covers(new Date(now))).toBe(true);
+    mock.restore();
+  });
+});
+
+describe('a hit the feed covers', () => {
+  it('leaves its attempt out of the day index; one before the feed covers is indexed as always', async () => {
+    await covered.recordHit(hit('early'), new Date('2026-11-20T06:30:00.000Z'));
+    await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    expect(await itemOf('early')).toMatchObject({ gsi1sk: '2026-11-20T06:30:00.000Z' });
+    const late = await itemOf('late');
+    expect(late).toMatchObject({ firstSeenAt: '2026-11-20T07:30:00.000Z' });
+    expect(late?.gsi1pk).toBeUndefined();
+    expect(late?.gsi1sk).toBeUndefined();
+    expect((await indexing.attemptsOfSurvey('8801', ...day('2026-11-20'))).map((a) => a.token)).toEqual([
+      'early',
+    ]);
+  });
+
+  it('stays out when a later hit comes through a container that does not know yet', async () => {
+    await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    const recorded = await indexing.recordHit(hit('late', 'redirect'), new Date('2026-11-20T07:40:00.000Z'));
+    expect(recorded.attempt.redirect?.outcome).toBe('success');
+    const item = await itemOf('late');
+    expect(item?.gsi1sk).toBeUndefined();
+    expect(item).toMatchObject({ firstSeenAt: '2026-11-20T07:30:00.000Z', redirectOutcome: 'success' });
+  });
+
+  it('enters the index when a hit drained from the buffer moves its first sighting to before the feed covered', async () => {
+    await covered.recordHit(hit('drained', 'redirect'), new Date('2026-11-20T07:30:00.000Z'));
+    expect((await itemOf('drained'))?.gsi1sk).toBeUndefined();
+    // Its postback, made during an outage that began before the feed covered, drained later.
+    expect(
+      await covered.recordBufferedHit(hit('drained'), new Date('2026-11-20T06:40:00.000Z'), 'buffered-1'),
+    ).toBe(true);
+    expect(await itemOf('drained')).toMatchObject({
+      firstSeenAt: '2026-11-20T06:40:00.000Z',
+      gsi1sk: '2026-11-20T06:40:00.000Z',
+    });
+    expect((await indexing.attemptsOfSurvey('8801', ...day('2026-11-20'))).map((a) => a.token)).toEqual([
+      'drained',
+    ]);
+    // One made after the feed covered, drained through a container that does not know yet: left out.
+    await covered.recordHit(hit('drained-late', 'redirect'), new Date('2026-11-20T07:30:00.000Z'));
+    expect(
+      await indexing.recordBufferedHit(
+        hit('drained-late'),
+        new Date('2026-11-20T07:35:00.000Z'),
+        'buffered-2',
+      ),
+    ).toBe(true);
+    expect((await itemOf('drained-late'))?.gsi1sk).toBeUndefined();
+  });
+
+  it('keeps it out when reconciliation judges it; an item reconciliation makes goes in by its click', async () => {
+    const results = createReconciliationStore(client, tableName);
+    const { attempt } = await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    const judged = (ids: { pid: string; token: string }, read?: Attempt) => ({
+      surveyId: '8801',
+      ...ids,
+      ...(read ? { attempt: read } : {}),
+      verdict: {
+        kind: read ? ('matched' as const) : ('complete_not_received' as const),
+        day: '2026-11-19',
+        detail: { status: 'Completed' },
+        marketplace: { status: 'Completed', cpi: '1.50', clickedAt: '2026-11-20T07:20:00.000Z' },
+      },
+    });
+    expect(await results.recordVerdict(judged(attempt, attempt), new Date('2026-11-20T09:00:00.000Z'))).toBe(
+      'new',
+    );
+    const item = await itemOf('late');
+    expect(item).toMatchObject({ verdict: 'matched' });
+    expect(item?.gsi1sk).toBeUndefined();
+    expect(
+      await results.recordVerdict(
+        judged({ pid: 'p-made', token: 'made' }),
+        new Date('2026-11-20T09:00:00.000Z'),
+      ),
+    ).toBe('new');
+    expect(await itemOf('made')).toMatchObject({ gsi1sk: '2026-11-20T07:20:00.000Z' });
+  });
+});
+
+describe('look-ups through the day index, on a table whose feed covers', () => {
+  let lookups: ReturnType<typeof feedAwareLookups>;
+  beforeEach(async () => {
+    lookups = feedAwareLookups(indexing, feed);
+    await covered.recordHit(hit('early'), new Date('2026-11-20T06:30:00.000Z'));
+    await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    await covered.recordHit(hit('next-day'), new Date('2026-11-21T10:00:00.000Z'));
+    await covered.recordHit(hit('other', 'postback', '8802'), new Date('2026-11-21T10:00:00.000Z'));
+  });
+
+  it('reads the index alone while the feed has not started (or its probe was never noted)', async () => {
+    await fedAsItStands(['late', 'next-day']);
+    expect((await lookups.attemptsOfSurvey('8801', ...day('2026-11-20'))).map((a) => a.token)).toEqual([
+      'early',
+    ]);
+    await feed.markStart(STARTED, STREAM);
+    expect(await lookups.attemptByToken('8801', 'late', ...day('2026-11-20'))).toBeUndefined();
+  });
+
+  it("lists a day's attempts from both, and finds one by token in the feed, newest day first", async () => {
+    await feed.markStart(STARTED, STREAM);
+    await feed.probeSeen('2026-11-20T07:50:00.000Z');
+    await fedAsItStands(['early', 'late', 'next-day']);
+    await fedAsItStands(['other'], '8802');
+    expect((await lookups.attemptsOfSurvey('8801', ...day('2026-11-20'))).map((a) => a.token).sort()).toEqual(
+      ['early', 'late'],
+    );
+    // A span before the feed covers: the index alone.
+    expect(
+      (await lookups.attemptsOfSurvey('8801', new Date('2026-11-20T00:00:00.000Z'), new Date(COVERED))).map(
+        (a) => a.token,
+      ),
+    ).toEqual(['early']);
+    const week = [new Date('2026-11-15T00:00:00.000Z'), new Date('2026-11-22T00:00:00.000Z')] as const;
+    // Read from its item as it stands (more than the feed may have held).
+    await covered.recordHit(hit('late', 'redirect'), new Date('2026-11-21T11:00:00.000Z'));
+    expect(await lookups.attemptByToken('8801', 'late', ...week)).toMatchObject({
+      token: 'late',
+      redirect: { outcome: 'success' },
+      postback: { outcome: 'success' },
+    });
+    expect(await lookups.attemptByToken('8801', 'early', ...week)).toMatchObject({ token: 'early' });
+    expect(await lookups.attemptByToken('8801', 'other', ...week)).toBeUndefined();
+    expect(await lookups.attemptByToken('8802', 'other', ...week)).toMatchObject({ surveyId: '8802' });
+    expect(await lookups.attemptByToken('8801', 'next-day', ...day('2026-11-20'))).toBeUndefined();
+  });
+});
+
+describe('turning the feed off: `ledger index-attempts`', () => {
+  it('puts the attempts the receivers left out back into the day index, by their first sighting', async () => {
+    await covered.recordHit(hit('early'), new Date('2026-11-20T06:30:00.000Z'));
+    await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    await covered.recordHit(hit('next-day', 'redirect'), new Date('2026-11-21T10:00:00.000Z'));
+    await covered.recordHit(hit('before', 'redirect'), new Date('2026-11-19T23:30:00.000Z'));
+    const reindex = createAttemptReindex(client, tableName);
+    const listed = async () =>
+      (
+        await indexing.attemptsOfSurvey(
+          '8801',
+          new Date('2026-11-19T00:00:00.000Z'),
+          new Date('2026-11-22T00:00:00.000Z'),
+        )
+      ).map((a) => a.token);
+    expect(await listed()).toEqual(['before', 'early']);
+    expect(await reindex.run({ from: '2026-11-20', dryRun: true, pageSize: 2 })).toEqual({
+      unindexed: 2,
+      indexed: 0,
+    });
+    expect(await listed()).toEqual(['before', 'early']);
+    expect(await reindex.run({ from: '2026-11-20', pageSize: 2 })).toEqual({ unindexed: 2, indexed: 2 });
+    expect(await listed()).toEqual(['before', 'early', 'late', 'next-day']);
+    expect(await itemOf('next-day')).toMatchObject({ gsi1sk: '2026-11-21T10:00:00.000Z' });
+    expect(await reindex.run({ from: '2026-11-20' })).toEqual({ unindexed: 0, indexed: 0 });
+  });
+});
