@@ -7,6 +7,8 @@
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { createAttemptFeed } from '../../functions/ledger/attempt-feed';
+import { feedCoverage } from '../../functions/ledger/feed-coverage';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -24,15 +26,23 @@ interface Grant {
 
 let stack: ReceiverStack;
 let template: Template;
+/** The same with `attemptFeed`. */
+let feedStack: ReceiverStack;
+let feedTemplate: Template;
 
 beforeAll(() => {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   stack = new ReceiverStack(app, 'Roles', {});
   template = Template.fromStack(stack);
+  feedStack = new ReceiverStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'FeedRoles', {
+    attemptFeed: true,
+  });
+  feedTemplate = Template.fromStack(feedStack);
 }, 60_000);
 
 /** The DynamoDB grants on the ledger table itself (not its indexes) in a function's role. */
-function tableGrants(fn: ReceiverFunction): Grant[] {
+function tableGrants(fn: ReceiverFunction, of = { stack, template }): Grant[] {
+  const { stack, template } = of;
   const roleId = stack.getLogicalId(fn.role.node.defaultChild as import('aws-cdk-lib').CfnElement);
   const tableId = stack.getLogicalId(
     stack.ledger.table.node.defaultChild as import('aws-cdk-lib').CfnElement,
@@ -177,4 +187,28 @@ describe('the hit path within its roles', () => {
     expect(await store.recordBufferedHit(hit('postback', 'buffered'), at, 'buffer-1')).toBe(false);
     expect(denied).toEqual([]);
   });
+
+  it.each(['redirect', 'postback', 'drainer'] as const)(
+    'with the attempt feed, the %s function: reading whether the feed covers its hits, and a hit it covers',
+    async (name) => {
+      const denied: string[] = [];
+      const { client, tableName, open } = await guardedClient(
+        tableGrants(feedStack[name], { stack: feedStack, template: feedTemplate }),
+        denied,
+      );
+      const feed = createAttemptFeed(open, tableName);
+      await feed.markStart(
+        '2026-11-20T06:00:00.000Z',
+        'arn:aws:dynamodb:us-east-1:123456789012:table/l/stream/1',
+      );
+      await feed.probeSeen('2026-11-20T08:00:00.000Z');
+      const coverage = feedCoverage(client, tableName);
+      await coverage.settled();
+      const at = new Date('2026-11-20T18:00:00.000Z');
+      expect(coverage.covers(at)).toBe(true);
+      const store = createLedgerStore(client, tableName, () => at, { indexFree: coverage.covers });
+      await store.recordHit(hit('postback', 'covered'), at, 'request-1');
+      expect(denied).toEqual([]);
+    },
+  );
 });

@@ -7,6 +7,7 @@ import {
   createDocumentClient,
   createLedgerStore,
   type LedgerStore,
+  type LedgerStoreOptions,
 } from '../../functions/ledger/ledger-store';
 import type { LandingTemplates } from '../../functions/receiving/landing-page';
 import { createPostbackHandler } from '../../functions/receiving/postback-handler';
@@ -43,6 +44,8 @@ export interface ReceiverOptions {
    * every respondent (the deployed handlers keep to REDIRECTS_PER_SENDER_MINUTE; redirect.test.ts).
    */
   readonly perSenderMinute?: number;
+  /** The store's options (with the attempt feed: which attempts stay out of the day index). */
+  readonly storeOptions?: LedgerStoreOptions;
 }
 
 export interface Receivers {
@@ -66,6 +69,8 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       ...(options.storeTimeoutMs ? { requestTimeoutMs: options.storeTimeoutMs } : {}),
     }),
     table.tableName,
+    undefined,
+    options.storeOptions,
   );
   const keyRing = options.keyRingSource ?? keyRingSource({ inline: options.keyRing ?? TEST_KEY_RING });
   return {
