@@ -6,7 +6,9 @@ import { oneLine, say, sayJson } from './terminal';
 /** `attempts --survey <id> [--day <YYYY-MM-DD>]`: a survey's attempts first seen on a UTC day. */
 export function attemptsCommand(): Command {
   return new Command('attempts')
-    .description("list a survey's attempts first seen on a UTC day (through the day index)")
+    .description(
+      "list a survey's attempts first seen on a UTC day (through the day index, and the attempt feed where it alone holds them)",
+    )
     .requiredOption('--survey <id>', 'survey id', surveyIdOption)
     .option('--day <YYYY-MM-DD>', 'UTC day (default: today)', dayOption)
     .option('--json', 'print JSON')
