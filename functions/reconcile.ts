@@ -32,9 +32,12 @@ const fromFeed = config.readsFeed
       feedLagMs: config.feedLagMs,
       onBehind: (touchedAt) => {
         count('AttemptFeedBehind');
-        logger.warn("the attempt feed's consumer has not seen its probe: reading the attempt items", {
-          probeTouchedAt: touchedAt,
-        });
+        logger.warn(
+          "the attempt feed's consumer has not seen its probe: attempts in the feed alone are not read",
+          {
+            probeTouchedAt: touchedAt,
+          },
+        );
       },
     })
   : undefined;

@@ -4,7 +4,7 @@
  * deployed stack. The hit buffer's dead-letter queue has a context of its own, as it needs none of the rest.
  */
 
-import { createAttemptFeed } from '../ledger/attempt-feed';
+import { type AttemptFeed, createAttemptFeed } from '../ledger/attempt-feed';
 import { feedAwareLookups } from '../ledger/attempt-lookup';
 import { type AttemptReindex, createAttemptReindex } from '../ledger/attempt-reindex';
 import { createFeedRebuild, type FeedRebuild } from '../ledger/feed-rebuild';
@@ -32,6 +32,8 @@ import { complain } from './terminal';
 
 export interface CliContext {
   readonly store: LedgerStore;
+  /** The attempt feed, if the table keeps one (its state says). */
+  readonly feed: AttemptFeed;
   readonly registry: SurveyRegistry;
   readonly results: ReconciliationStore;
   readonly dayIndex: DayIndexBackfill;
@@ -83,6 +85,7 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
   const { feed, ...stores } = ledger;
   return {
     ...stores,
+    feed,
     // A table whose receivers leave attempts the attempt feed covers out of the day index is looked up in both.
     store: { ...stores.store, ...feedAwareLookups(stores.store, feed) },
     keyRing: () => keys.load({ fresh: true }),

@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { pacificDay } from '../marketplace/pacific-time';
+import { feedAttempts } from '../reconciliation/feed-attempts';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext, noteUnregistered, unregistered } from './context';
@@ -55,9 +56,31 @@ export function reconcileCommand(): Command {
         const context = cliContext();
         const env = process.env;
         const interactive = process.stderr.isTTY;
+        // With the attempt feed, surveys read their attempts from it as the scheduled runs do (the receivers leave
+        // those it covers out of the day index), each bucket-day once for the bucket's surveys.
+        const fromFeed =
+          (await context.feed.state()).startedAt === undefined
+            ? undefined
+            : feedAttempts({
+                feed: context.feed,
+                items: context.store,
+                feedLagMs:
+                  wholeNumberOption(0, 3_600)(
+                    env.ATTEMPT_FEED_LAG_SECONDS ?? '420',
+                    'ATTEMPT_FEED_LAG_SECONDS',
+                  ) * 1000,
+              });
         const engine = reconciler({
           marketplace: context.marketplace(),
           attempts: context.store,
+          ...(fromFeed
+            ? {
+                attempts: { ...context.store, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
+                attemptsLagMs: fromFeed.lagMs,
+                attemptsAsOf: fromFeed.asOf,
+                readOrder: fromFeed.inReadOrder,
+              }
+            : {}),
           registry: context.registry,
           results: context.results,
           concurrency: options.concurrency,

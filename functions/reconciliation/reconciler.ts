@@ -118,7 +118,7 @@ export interface ReconcilerDeps {
    * changed after then is left for the next run.
    */
   readonly attemptsAsOf?: (at: Date) => Promise<Date>;
-  /** The order a scheduled run takes its surveys in (the attempt feed's: bucket by bucket); default as listed. */
+  /** The order a run takes its surveys in (the attempt feed's: bucket by bucket); default as listed or named. */
   readonly readOrder?: (surveys: readonly string[]) => string[];
 }
 
@@ -1044,7 +1044,8 @@ export function reconciler(deps: ReconcilerDeps) {
       if (to > today)
         throw new RangeError(`${to} is after today (${today}, Pacific): it has nothing to reconcile yet`);
       const registry = registryView(days[0]);
-      const surveys = surveyIds ?? (await registeredSurveys(registry, days));
+      const named = surveyIds ?? (await registeredSurveys(registry, days));
+      const surveys = deps.readOrder ? deps.readOrder(named) : named;
       const runId = options.runId ?? `manual-${now().toISOString()}`;
       const outcomes = await reconcileSurveys(surveys, days, runId, registry, options);
       return { runId, days, outcomes, complete: outcomes.every((o) => o.status !== 'deferred') };
