@@ -18,7 +18,9 @@ export const handler = middy<SQSEvent, SQSBatchResponse>()
   .use(injectLambdaContext(logger, { resetKeys: true }))
   .handler(
     createDrainHandler({
-      store: openLedger(config, { store: config.attemptFeed ? feedCoveredStore : createLedgerStore }).store,
+      store: openLedger(config, {
+        store: config.attemptFeed ? feedCoveredStore(config.feedStream) : createLedgerStore,
+      }).store,
       redelivery: config.queueUrl
         ? sqsRedelivery(config.queueUrl, { endpoint: config.sqsEndpoint, region: config.region })
         : undefined,

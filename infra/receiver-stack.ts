@@ -208,7 +208,9 @@ export class ReceiverStack extends Stack {
             ['dynamodb:GetItem'],
             [FEED_START_KEY.pk, FEED_PROBE_SEEN_KEY.pk],
           )
-          .function.addEnvironment('ATTEMPT_FEED', 'on');
+          .function.addEnvironment('ATTEMPT_FEED', 'on')
+          // Only this stream's feed covers: one an earlier stream left (turned off and on again) does not.
+          .addEnvironment('ATTEMPT_FEED_STREAM', this.ledger.table.tableStreamArn as string);
 
     this.finance = new ReceiverFunction(this, 'finance', {
       ...FUNCTIONS.finance,

@@ -99,24 +99,28 @@ export function ledgerCommand(): Command {
     .description(
       'after turning the attempt feed off: put the attempts the receivers left out of the day index (the feed covering them) back in; safe to repeat',
     )
-    .requiredOption(
+    .option(
       '--from <YYYY-MM-DD>',
-      'first UTC day of first sightings to index (the day the feed was turned on)',
+      'only attempts first seen on or after this UTC day (default: every one)',
       dayOption,
     )
     .option('--dry-run', 'only count what would be indexed')
     .option('--json', 'print JSON')
-    .action(async (options: { from: string; dryRun?: boolean; json?: boolean }) => {
+    .action(async (options: { from?: string; dryRun?: boolean; json?: boolean }) => {
       const { reindex } = cliContext();
-      const report = await reindex.run({ from: options.from, dryRun: options.dryRun === true });
+      const report = await reindex.run({
+        ...(options.from ? { from: options.from } : {}),
+        dryRun: options.dryRun === true,
+      });
       if (options.json) {
         sayJson(report);
         return;
       }
+      const which = options.from ? ` first seen since ${options.from}` : '';
       say(
         options.dryRun
-          ? `would index ${report.unindexed} attempts first seen since ${options.from}`
-          : `indexed ${report.indexed} of ${report.unindexed} attempts first seen since ${options.from} without an index entry`,
+          ? `would index ${report.unindexed} attempts${which}`
+          : `indexed ${report.indexed} of ${report.unindexed} attempts${which} without an index entry`,
       );
     });
   return ledger;

@@ -169,7 +169,7 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
     // A note that fails sends the batch again from the touch.
     const probe = latestProbeTouch(event.Records, retryFrom);
     if (probe)
-      await deps.feed.probeSeen(probe.touchedAt).catch((error: unknown) => {
+      await deps.feed.probeSeen(probe.touchedAt, event.Records[0]?.eventSourceARN).catch((error: unknown) => {
         deps.onFailedProbe?.(error);
         if (retryFrom === undefined || isLaterSequence(retryFrom, probe.sequence)) retryFrom = probe.sequence;
       });

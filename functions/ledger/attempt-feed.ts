@@ -39,6 +39,7 @@ import {
   FEED_PROBE_KEY,
   FEED_PROBE_SEEN_KEY,
   FEED_START_KEY,
+  isNoteOf,
 } from './feed-keys';
 import { fnv1a, utcDay } from './ledger-schema';
 
@@ -216,6 +217,10 @@ export interface FeedGroup {
 export interface FeedState {
   readonly startedAt?: string;
   readonly touchedAt?: string;
+  /**
+   * The latest touch the consumer of the stream that marked the start has noted (`isNoteOf`): a note left by the
+   * stream of a feed turned off since, and on again, is not this feed's.
+   */
   readonly seenAt?: string;
 }
 
@@ -228,8 +233,11 @@ export interface AttemptFeed {
   state(): Promise<FeedState>;
   /** Touches the probe (a change the consumer will see). */
   touchProbe(at: string): Promise<void>;
-  /** Notes that the consumer has written past the probe's touch at `touchedAt` (never moving the note back). */
-  probeSeen(touchedAt: string): Promise<void>;
+  /**
+   * Notes that the consumer of `stream` has written past the probe's touch at `touchedAt` (never moving the note
+   * back for the same stream).
+   */
+  probeSeen(touchedAt: string, stream?: string): Promise<void>;
   /**
    * Writes one group as one item (more if it is large). Idempotent: the same records again write nothing new; other
    * records under the same key (two shards' batches alike in time and sequence numbers) go beside it.
@@ -307,9 +315,12 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
         const value = items.find((item) => item.pk === key.pk && item.sk === key.sk)?.[name];
         return typeof value === 'string' ? value : undefined;
       };
+      const item = (key: { pk: string; sk: string }) => items.find((i) => i.pk === key.pk && i.sk === key.sk);
       const startedAt = of(FEED_START_KEY, 'at');
       const touchedAt = of(FEED_PROBE_KEY, 'touchedAt');
-      const seenAt = of(FEED_PROBE_SEEN_KEY, 'seen');
+      const seenAt = isNoteOf(item(FEED_PROBE_SEEN_KEY), item(FEED_START_KEY))
+        ? of(FEED_PROBE_SEEN_KEY, 'seen')
+        : undefined;
       return {
         ...(startedAt ? { startedAt } : {}),
         ...(touchedAt ? { touchedAt } : {}),
@@ -330,15 +341,24 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
       );
     },
 
-    async probeSeen(touchedAt) {
+    async probeSeen(touchedAt, stream) {
       try {
         await send(() =>
           client.send(
             new PutCommand({
               TableName: tableName,
-              Item: { ...FEED_PROBE_SEEN_KEY, kind: 'attempt-feed-probe-seen', seen: touchedAt },
-              ConditionExpression: 'attribute_not_exists(pk) OR seen < :seen',
-              ExpressionAttributeValues: { ':seen': touchedAt },
+              Item: {
+                ...FEED_PROBE_SEEN_KEY,
+                kind: 'attempt-feed-probe-seen',
+                seen: touchedAt,
+                ...(stream ? { stream } : {}),
+              },
+              // A note of another stream (the feed turned off and on since) is replaced whatever its time.
+              ConditionExpression: stream
+                ? 'attribute_not_exists(pk) OR seen < :seen OR attribute_not_exists(#stream) OR #stream <> :stream'
+                : 'attribute_not_exists(pk) OR seen < :seen',
+              ...(stream ? { ExpressionAttributeNames: { '#stream': 'stream' } } : {}),
+              ExpressionAttributeValues: { ':seen': touchedAt, ...(stream ? { ':stream': stream } : {}) },
             }),
           ),
         );

@@ -15,19 +15,36 @@ import { utcDaysBetween } from './attempt-store';
 import { feedOnlyFrom } from './feed-keys';
 import { attemptKey } from './ledger-schema';
 
+/** How long the feed's state read once serves. */
+const STATE_KEPT_MS = 10 * 60_000;
+/** The feed's days a look-up by token reads at once. */
+const DAYS_AT_ONCE = 4;
+
 type Lookups = Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptByToken'>;
 
 export function feedAwareLookups(
   store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptByToken'>,
   feed: Pick<AttemptFeed, 'state' | 'attemptsOfSurvey'>,
 ): Lookups {
-  /** From when attempts may be in the feed alone (undefined: nowhere); a found time is kept, it only moves back. */
-  let found: number | undefined;
-  const feedOnlySince = async (): Promise<number | undefined> => {
-    if (found !== undefined) return found;
-    const { startedAt, seenAt } = await feed.state();
-    if (startedAt !== undefined && seenAt !== undefined) found = feedOnlyFrom(startedAt);
-    return found;
+  /**
+   * From when attempts may be in the feed alone (undefined: nowhere), read again after STATE_KEPT_MS: the start
+   * moves back when `ledger rebuild-feed` writes earlier days, and anew when the feed is turned off and on again.
+   */
+  let state: { readAt: number; since: Promise<number | undefined> } | undefined;
+  const feedOnlySince = (): Promise<number | undefined> => {
+    const at = Date.now();
+    if (!state || at - state.readAt > STATE_KEPT_MS) {
+      const since = feed
+        .state()
+        .then(({ startedAt, seenAt }) =>
+          startedAt !== undefined && seenAt !== undefined ? feedOnlyFrom(startedAt) : undefined,
+        );
+      state = { readAt: at, since };
+      since.catch(() => {
+        if (state?.since === since) state = undefined;
+      });
+    }
+    return state.since;
   };
   /** The part of [from, to) whose attempts may be in the feed alone, if any. */
   const feedOnlyPart = async (from: Date, to: Date): Promise<{ from: Date; to: Date } | undefined> => {
@@ -61,13 +78,19 @@ export function feedAwareLookups(
       if (indexed) return indexed;
       const part = await feedOnlyPart(from, to);
       if (!part) return undefined;
-      // The newest day first: a token asked about is most often a recent attempt's.
-      for (const day of utcDaysBetween(part.from, part.to).reverse()) {
-        const dayFrom = Math.max(Date.parse(`${day}T00:00:00.000Z`), part.from.getTime());
-        const dayTo = Math.min(Date.parse(`${day}T00:00:00.000Z`) + 86_400_000, part.to.getTime());
-        const listed = (await feed.attemptsOfSurvey(surveyId, new Date(dayFrom), new Date(dayTo))).find(
-          (attempt) => attempt.token === token,
+      // The newest days first, a few at once: a token asked about is most often a recent attempt's.
+      const days = utcDaysBetween(part.from, part.to).reverse();
+      for (let i = 0; i < days.length; i += DAYS_AT_ONCE) {
+        const found = await Promise.all(
+          days.slice(i, i + DAYS_AT_ONCE).map(async (day) => {
+            const dayFrom = Math.max(Date.parse(`${day}T00:00:00.000Z`), part.from.getTime());
+            const dayTo = Math.min(Date.parse(`${day}T00:00:00.000Z`) + 86_400_000, part.to.getTime());
+            return (await feed.attemptsOfSurvey(surveyId, new Date(dayFrom), new Date(dayTo))).find(
+              (attempt) => attempt.token === token,
+            );
+          }),
         );
+        const listed = found.find((attempt) => attempt !== undefined);
         if (listed) {
           const [attempt] = await store.attemptsAt([attemptKey(surveyId, listed.pid, token)]);
           return attempt;

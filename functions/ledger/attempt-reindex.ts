@@ -1,10 +1,10 @@
 /**
  * Puts back into the day index the attempts the receivers left out of it while the attempt feed covered them
  * (feed-coverage.ts): `ledger index-attempts`, for a table whose feed is turned off (its readers then list a
- * survey's attempts through the index alone). Each attempt first seen on or after the day asked for that has no
- * index entry gets the one its first hit would have written without the feed (its survey's partition of that UTC
- * day, by its first sighting), conditional on it still having none. Found by a Scan (attempt-scan.ts); safe to
- * repeat, and a write unit an attempt it indexes.
+ * survey's attempts through the index alone). Each attempt that has no index entry (first seen on or after the day
+ * asked for, if one is) gets the one its first hit would have written without the feed (its survey's partition of
+ * that UTC day, by its first sighting), conditional on it still having none. Found by a Scan (attempt-scan.ts),
+ * which reads the whole table whatever the day; safe to repeat, and a write unit an attempt it indexes.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -21,8 +21,9 @@ export interface ReindexReport {
 
 export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: string) {
   return {
-    async run(options: { from: string; dryRun?: boolean; pageSize?: number }): Promise<ReindexReport> {
-      const from = `${options.from}T00:00:00.000Z`;
+    /** Every attempt without an index entry, or those first seen on or after the UTC day `from`. */
+    async run(options: { from?: string; dryRun?: boolean; pageSize?: number }): Promise<ReindexReport> {
+      const from = options.from ? `${options.from}T00:00:00.000Z` : '';
       let unindexed = 0;
       let indexed = 0;
       const index = async (item: Item) => {

@@ -182,6 +182,8 @@ export function createLedgerStore(
    * is filed by its first sighting everywhere (the feed files an item by its index time when it has one).
    */
   const unplaced = async (item: Item | undefined, at: string) => {
+    // Only where the feed may cover: without it, an attempt out of the index is put back by its hits.
+    if (!options.indexFree) return;
     if (!item || item.gsi1sk !== at || typeof item.firstSeenAt !== 'string' || item.firstSeenAt >= at) return;
     await send(() =>
       client.send(
@@ -189,8 +191,9 @@ export function createLedgerStore(
           TableName: tableName,
           Key: { pk: item.pk, sk: item.sk },
           UpdateExpression: 'REMOVE gsi1pk, gsi1sk',
-          ConditionExpression: 'gsi1sk = :at',
-          ExpressionAttributeValues: { ':at': at },
+          // As read: a drained hit that moved the first sighting since decides the attempt's place itself.
+          ConditionExpression: 'gsi1sk = :at AND firstSeenAt = :firstSeenAt',
+          ExpressionAttributeValues: { ':at': at, ':firstSeenAt': item.firstSeenAt },
         }),
       ),
     ).catch((error: unknown) => {
@@ -330,9 +333,13 @@ export function createLedgerStore(
       const key = attemptKey(attempt.surveyId, attempt.pid, attempt.token);
       // Indexed by its first sighting, in this layout or (not backfilled yet) the day-wide one before it: either
       // way it moves, to this layout, so that it is listed on the day it was first seen.
-      // (One its first hit left out of the index, the attempt feed covering it, was placed by this drained hit's
-      // own write when that was before the feed covered: feed-coverage.ts.)
-      const indexed = item.gsi1sk === read || item.gsi1sk === `${attempt.surveyId}#${read}`;
+      // Or indexed by a later hit's time (its first hit left it out, the attempt feed covering it, and a later one
+      // came through a container that did not know: `unplaced`), which moves it as well. (One left out was placed by
+      // this drained hit's own write when that was before the feed covered: feed-coverage.ts.)
+      const indexed =
+        item.gsi1sk === read ||
+        item.gsi1sk === `${attempt.surveyId}#${read}` ||
+        (typeof item.gsi1sk === 'string' && !item.gsi1sk.includes('#') && item.gsi1sk > read);
       const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : undefined;
       try {
         const { Attributes } = await send(() =>

@@ -54,3 +54,14 @@ export const FEED_ONLY_AFTER_MS = 3_600_000;
 
 /** From when (epoch milliseconds) attempts may be in the feed alone, for a feed that started at `startedAt`. */
 export const feedOnlyFrom = (startedAt: string): number => Date.parse(startedAt) + FEED_ONLY_AFTER_MS;
+
+/**
+ * Whether the probe's note `seen` belongs to the feed that `start` marks: noted by a consumer of the same stream.
+ * A note or a mark without a stream (an earlier release wrote it, or a test) is taken as the same stream's.
+ */
+export const isNoteOf = (
+  seen: Record<string, unknown> | undefined,
+  start: Record<string, unknown> | undefined,
+): boolean =>
+  seen !== undefined &&
+  (typeof seen.stream !== 'string' || typeof start?.stream !== 'string' || seen.stream === start.stream);

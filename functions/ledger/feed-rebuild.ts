@@ -29,6 +29,12 @@ export interface FeedRebuildReport {
   readonly startMovedTo?: string;
 }
 
+/**
+ * Records gathered per day and bucket before they are written as one item (about 20 KB compressed, 0.1 write units
+ * a record); what is held at once is bounded by that times the days and buckets asked for.
+ */
+const RECORDS_PER_ITEM = 200;
+
 export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: string) {
   const feed = createAttemptFeed(client, tableName);
   return {
@@ -56,9 +62,19 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
       const now = (options.now ?? new Date()).toISOString();
       const perDay = new Map<string, number>();
       const surveys = new Set<string>();
-      /** One Scan page's attempts of the days asked for, by the day of their filing time (feedTime) and bucket. */
+      /**
+       * The attempts of the days asked for, by the day of their filing time (feedTime) and bucket, gathered across
+       * the Scan's pages and written a group at a time once it holds RECORDS_PER_ITEM (the rest at the end): a page
+       * spreads over every day and bucket, and an item per page and group would pay a write unit for about one record.
+       */
+      const groups = new Map<string, { day: string; bucket: number; records: FeedRecord[] }>();
+      const write = async (key: string) => {
+        const group = groups.get(key);
+        groups.delete(key);
+        if (group && !options.dryRun) await feed.append({ ...group, newestAt: now });
+      };
       const rebuildPage = async (items: readonly Item[]) => {
-        const groups = new Map<string, { day: string; bucket: number; records: FeedRecord[] }>();
+        const full: string[] = [];
         for (const item of items) {
           if (typeof item.surveyId !== 'string' || (named && !named.has(item.surveyId))) continue;
           const attributes = feedAttributesOf(item);
@@ -67,14 +83,15 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
           const day = utcDay(at);
           if (day < options.from || day > options.to) continue;
           const bucket = feedBucket(item.surveyId);
-          const group = groups.get(`${day}#${bucket}`) ?? { day, bucket, records: [] };
+          const key = `${day}#${bucket}`;
+          const group = groups.get(key) ?? { day, bucket, records: [] };
           group.records.push({ sequence: '0', attributes });
-          groups.set(`${day}#${bucket}`, group);
+          groups.set(key, group);
+          if (group.records.length === RECORDS_PER_ITEM) full.push(key);
           perDay.set(day, (perDay.get(day) ?? 0) + 1);
           surveys.add(item.surveyId);
         }
-        if (!options.dryRun)
-          for (const group of groups.values()) await feed.append({ ...group, newestAt: now });
+        for (const key of full) await write(key);
       };
       await scanAttemptItems(
         client,
@@ -82,6 +99,7 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
         rebuildPage,
         options.pageSize ? { pageSize: options.pageSize } : {},
       );
+      for (const key of [...groups.keys()]) await write(key);
       const days = utcDaysBetween(
         new Date(`${options.from}T00:00:00.000Z`),
         new Date(`${options.to}T23:59:59.999Z`),

@@ -104,8 +104,9 @@ export function feedAttempts(options: FeedAttemptsOptions) {
       const read = options.feed.state().then(async ({ startedAt, touchedAt, seenAt }): Promise<Readable> => {
         const seen = touchedAt !== undefined && (seenAt ?? '') >= touchedAt;
         const touched = touchedAt === undefined ? undefined : Date.parse(touchedAt);
-        // A touch that fails is made by a later read: the feed is judged by the touches it has.
-        if (touched === undefined || (seen && at - touched > FEED_PROBE_EVERY_MS))
+        // A touch that fails is made by a later read: the feed is judged by the touches it has. Until this stream's
+        // consumer has noted one (a feed just turned on, or on again), every read touches it.
+        if (touched === undefined || seenAt === undefined || (seen && at - touched > FEED_PROBE_EVERY_MS))
           await options.feed.touchProbe(new Date(at).toISOString()).catch(() => undefined);
         const behind = touched !== undefined && !seen && at - touched > FEED_PROBE_UNSEEN_MS;
         if (behind) options.onBehind?.(touchedAt as string);

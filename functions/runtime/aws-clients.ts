@@ -36,13 +36,18 @@ export function openLedger<const S extends Record<string, StoreFactory>>(
  * The hit path's store when the table keeps the attempt feed: attempts the feed covers stay out of the day index
  * (ledger/feed-coverage.ts).
  */
-export const feedCoveredStore = (client: DynamoDBDocumentClient, tableName: string) =>
-  createLedgerStore(client, tableName, undefined, { indexFree: feedCoverage(client, tableName).covers });
+export const feedCoveredStore =
+  (stream: string | undefined) => (client: DynamoDBDocumentClient, tableName: string) =>
+    createLedgerStore(client, tableName, undefined, {
+      indexFree: feedCoverage(client, tableName, { stream }).covers,
+    });
 
 /** What both receivers build once per container, from their configuration. */
 export function receiverContext() {
   const config = readReceiverConfig();
-  const { store } = openLedger(config, { store: config.attemptFeed ? feedCoveredStore : createLedgerStore });
+  const { store } = openLedger(config, {
+    store: config.attemptFeed ? feedCoveredStore(config.feedStream) : createLedgerStore,
+  });
   const buffer: HitBuffer | undefined = config.buffer
     ? sqsHitBuffer(config.buffer.queueUrl, { endpoint: config.buffer.endpoint, region: config.region })
     : undefined;

@@ -83,7 +83,11 @@ const perSenderBound = wholeNumber(0, 1_000_000, REDIRECTS_PER_SENDER_MINUTE);
  * instead of the day index and their items; the receivers leave the attempts it covers out of the day index
  * (ledger/feed-coverage.ts).
  */
-const attemptFeedSwitch = { ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off') };
+const attemptFeedSwitch = {
+  ATTEMPT_FEED: z._default(z.enum(['on', 'off']), 'off'),
+  /** The table's stream ARN (the stack sets it for the receivers): only a feed marked for it covers their hits. */
+  ATTEMPT_FEED_STREAM: z.optional(z.string()),
+};
 
 const receiverEnvironment = z
   .extend(base, {
@@ -144,6 +148,8 @@ export interface ReceiverConfig extends StoreConfig {
   readonly perSenderMinute: number;
   /** The table keeps the attempt feed: attempts it covers stay out of the day index. */
   readonly attemptFeed: boolean;
+  /** The table's stream, whose feed alone covers (ledger/feed-coverage.ts). */
+  readonly feedStream?: string | undefined;
 }
 
 export interface RedirectSyncConfig extends StoreConfig {
@@ -192,6 +198,7 @@ export function readReceiverConfig(env: NodeJS.ProcessEnv = process.env): Receiv
     postbackSources: values.POSTBACK_SOURCE_CIDRS,
     perSenderMinute: values.REDIRECTS_PER_SENDER_MINUTE,
     attemptFeed: values.ATTEMPT_FEED === 'on',
+    feedStream: values.ATTEMPT_FEED_STREAM,
   };
 }
 
@@ -332,6 +339,8 @@ export interface DrainConfig extends LedgerConnection {
   readonly circuitSeconds: number;
   /** The table keeps the attempt feed: attempts it covers stay out of the day index. */
   readonly attemptFeed: boolean;
+  /** The table's stream, whose feed alone covers (ledger/feed-coverage.ts). */
+  readonly feedStream?: string | undefined;
 }
 
 const drain = z.object({
@@ -357,6 +366,7 @@ export function readDrainConfig(env: NodeJS.ProcessEnv = process.env): DrainConf
     },
     circuitSeconds: values.DRAIN_CIRCUIT_SECONDS,
     attemptFeed: values.ATTEMPT_FEED === 'on',
+    feedStream: values.ATTEMPT_FEED_STREAM,
   };
 }
 

@@ -64,8 +64,10 @@ export async function startLocalStack(): Promise<LocalStack> {
       });
       stops.push(stream.stop);
       env.DYNAMODB_ENDPOINT = stream.endpoint;
-      // The health check and scheduled reconciliation read the feed, as the deployed ones do with `attemptFeed`.
+      // The health check and scheduled reconciliation read the feed, and the receivers leave the attempts it covers
+      // out of the day index, as the deployed ones do with `attemptFeed`.
       env.ATTEMPT_FEED = 'on';
+      env.ATTEMPT_FEED_STREAM = stream.arn;
       // Delivered every second here, not every five minutes.
       env.ATTEMPT_FEED_LAG_SECONDS ??= '5';
       const { handler } = (await import(

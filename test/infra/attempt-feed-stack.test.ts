@@ -95,6 +95,8 @@ describe('the attempt feed', () => {
         Properties: { Environment: { Variables: Record<string, unknown> } };
       };
       expect(fn.Properties.Environment.Variables).toMatchObject({ ATTEMPT_FEED: 'on' });
+      // The table's stream, so that a feed an earlier stream left (turned off and on again) does not cover.
+      expect(JSON.stringify(fn.Properties.Environment.Variables.ATTEMPT_FEED_STREAM)).toContain('StreamArn');
       const policies = template.findResources('AWS::IAM::Policy', {
         Properties: { Roles: [{ Ref: logicalId(receiver.role as never) }] },
       });

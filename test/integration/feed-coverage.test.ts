@@ -3,7 +3,7 @@
  * engine: when the receivers find the feed covering, what a hit writes then, what reconciliation's verdict keeps, and
  * the look-ups that go through the index (ledger/attempt-lookup.ts) finding such attempts in the feed.
  */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -16,7 +16,7 @@ import { feedAwareLookups } from '../../functions/ledger/attempt-lookup';
 import { createAttemptReindex } from '../../functions/ledger/attempt-reindex';
 import { feedCoverage } from '../../functions/ledger/feed-coverage';
 import { FEED_ONLY_AFTER_MS } from '../../functions/ledger/feed-keys';
-import { attemptKey, utcDay } from '../../functions/ledger/ledger-schema';
+import { attemptDayKey, attemptKey, utcDay } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -49,6 +49,9 @@ beforeEach(async () => {
     indexFree: (at) => at.getTime() >= Date.parse(COVERED),
   });
 });
+
+/** A receiver container with the feed on that has not found it covering yet. */
+const unknowing = () => createLedgerStore(client, tableName, undefined, { indexFree: () => false });
 
 const hit = (token: string, channel: Hit['channel'] = 'postback', surveyId = '8801'): Hit => ({
   channel,
@@ -110,6 +113,35 @@ describe('whether the attempt feed covers a hit', () => {
     expect(coverage.covers(new Date(Date.parse(STARTED) + FEED_ONLY_AFTER_MS - 1))).toBe(false);
   });
 
+  it("not on a start and note an earlier stream left (the feed turned off and on again) until this stream's own", async () => {
+    const OLD = STREAM;
+    const NEW = 'arn:aws:dynamodb:us-east-1:123456789012:table/ledger/stream/2';
+    await feed.markStart(STARTED, OLD);
+    await feed.probeSeen('2026-11-20T07:50:00.000Z', OLD);
+    const at = new Date('2026-11-22T12:00:00.000Z');
+    const coverageOf = async (stream?: string) => {
+      const coverage = feedCoverage(client, tableName, stream ? { stream } : {});
+      await coverage.settled();
+      return coverage.covers(at);
+    };
+    // Deployed again with the stream on: the earlier stream's mark and note are still there.
+    expect(await coverageOf(NEW)).toBe(false);
+    expect(await coverageOf(OLD)).toBe(true);
+    // This stream's consumer marks its start: the earlier note is not this feed's, for readers too.
+    await feed.markStart('2026-11-22T09:00:00.000Z', NEW);
+    expect((await feed.state()).seenAt).toBeUndefined();
+    expect(await coverageOf(NEW)).toBe(false);
+    expect(await coverageOf()).toBe(false);
+    // Noted by this stream's consumer (its touch earlier than the earlier stream's note): covered from its start.
+    await feed.probeSeen('2026-11-20T07:00:00.000Z', NEW);
+    expect((await feed.state()).seenAt).toBe('2026-11-20T07:00:00.000Z');
+    expect(await coverageOf(NEW)).toBe(true);
+    const coverage = feedCoverage(client, tableName, { stream: NEW });
+    await coverage.settled();
+    expect(coverage.covers(new Date('2026-11-22T09:59:59.999Z'))).toBe(false);
+    expect(coverage.covers(new Date('2026-11-22T10:00:00.000Z'))).toBe(true);
+  });
+
   it('indexes every attempt while the read fails, and reads again after `recheckMs`', async () => {
     await feed.markStart(STARTED, STREAM);
     await feed.probeSeen('2026-11-20T07:50:00.000Z');
@@ -147,7 +179,10 @@ describe('a hit the feed covers', () => {
 
   it('stays out when a later hit comes through a container that does not know yet', async () => {
     await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
-    const recorded = await indexing.recordHit(hit('late', 'redirect'), new Date('2026-11-20T07:40:00.000Z'));
+    const recorded = await unknowing().recordHit(
+      hit('late', 'redirect'),
+      new Date('2026-11-20T07:40:00.000Z'),
+    );
     expect(recorded.attempt.redirect?.outcome).toBe('success');
     const item = await itemOf('late');
     expect(item?.gsi1sk).toBeUndefined();
@@ -168,10 +203,29 @@ describe('a hit the feed covers', () => {
     expect((await indexing.attemptsOfSurvey('8801', ...day('2026-11-20'))).map((a) => a.token)).toEqual([
       'drained',
     ]);
+    // One a later hit indexed by its own time (a container that did not know yet; caught before it took the
+    // entry out again): the drained hit moves the entry with the first sighting.
+    await covered.recordHit(hit('caught', 'redirect'), new Date('2026-11-20T07:30:00.000Z'));
+    await client.send(
+      new UpdateCommand({
+        TableName: tableName,
+        Key: attemptKey('8801', 'p-caught', 'caught'),
+        UpdateExpression: 'SET gsi1pk = :pk, gsi1sk = :sk',
+        ExpressionAttributeValues: {
+          ':pk': attemptDayKey('8801', 'TOKEN#caught', '2026-11-20T07:40:00.000Z').gsi1pk,
+          ':sk': '2026-11-20T07:40:00.000Z',
+        },
+      }),
+    );
+    await covered.recordBufferedHit(hit('caught'), new Date('2026-11-20T06:45:00.000Z'), 'buffered-3');
+    expect(await itemOf('caught')).toMatchObject({
+      firstSeenAt: '2026-11-20T06:45:00.000Z',
+      gsi1sk: '2026-11-20T06:45:00.000Z',
+    });
     // One made after the feed covered, drained through a container that does not know yet: left out.
     await covered.recordHit(hit('drained-late', 'redirect'), new Date('2026-11-20T07:30:00.000Z'));
     expect(
-      await indexing.recordBufferedHit(
+      await unknowing().recordBufferedHit(
         hit('drained-late'),
         new Date('2026-11-20T07:35:00.000Z'),
         'buffered-2',
@@ -283,5 +337,11 @@ describe('turning the feed off: `ledger index-attempts`', () => {
     expect(await listed()).toEqual(['before', 'early', 'late', 'next-day']);
     expect(await itemOf('next-day')).toMatchObject({ gsi1sk: '2026-11-21T10:00:00.000Z' });
     expect(await reindex.run({ from: '2026-11-20' })).toEqual({ unindexed: 0, indexed: 0 });
+  });
+
+  it('a store without the feed puts an attempt left out back into the index (its hits after the feed is off)', async () => {
+    await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    await indexing.recordHit(hit('late', 'redirect'), new Date('2026-11-21T08:00:00.000Z'));
+    expect(await itemOf('late')).toMatchObject({ gsi1sk: '2026-11-21T08:00:00.000Z' });
   });
 });
