@@ -7,7 +7,7 @@
  */
 
 import type { AttemptFeed } from '../ledger/attempt-feed';
-import { FEED_CLOCK_MARGIN_MS } from '../ledger/feed-keys';
+import { FEED_CLOCK_MARGIN_MS, feedOnlyFrom } from '../ledger/feed-keys';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
 import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';
@@ -84,14 +84,22 @@ export function healthCheck(deps: HealthCheckDependencies) {
    * once it began before that window (a feed just turned on holds nothing older than itself), else from the items;
    * without one, from the items, now.
    */
-  const attemptSource = async (now: Date): Promise<{ feed?: FeedWindow; at: Date }> => {
+  const attemptSource = async (
+    now: Date,
+  ): Promise<{ feed?: FeedWindow; feedAfter?: FeedWindow; at: Date }> => {
     if (!deps.feed) return { at: now };
     const at = new Date(now.getTime() - (deps.feedLagMs ?? 0));
     const from = readFrom(deps.settings, at);
     const started = await deps.feed.startedAt();
     // Judged at the same lagged time either way: runs that switch between the items and the feed do not move the
     // evaluation back and forth (a survey would turn failing, recover and fail again on the same traffic).
-    if (started === undefined || Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS) return { at };
+    if (started === undefined) return { at };
+    if (Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS) {
+      // The items hold every attempt first seen before the hour after the feed's start; one after it may be in
+      // the feed alone (the receivers leave it out of the day index: feed-coverage.ts), read from there too.
+      const cut = feedOnlyFrom(started);
+      return at.getTime() > cut ? { feedAfter: feedWindow(deps.feed, new Date(cut), at), at } : { at };
+    }
     return { feed: feedWindow(deps.feed, from, at), at };
   };
   return {
@@ -129,7 +137,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
         const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
         if (at > 0) surveyIds.push(...surveyIds.splice(0, at));
       }
-      const { feed, at } = await attemptSource(now);
+      const { feed, feedAfter, at } = await attemptSource(now);
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
         readRefused(deps.attempts, deps.settings, at),
@@ -155,6 +163,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
             lastPostbackAt: previous?.lastPostbackAt,
             cache: deps.cache,
             feed,
+            feedAfter,
           });
           const seen = [window.lastPostbackAt, ...window.attempts.map((a) => a.postbackAt)]
             .filter((t): t is string => t !== undefined)

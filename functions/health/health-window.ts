@@ -72,9 +72,11 @@ export async function readRefused(
  * channel, a contradiction) is for reconciliation, which reads every attempt, not for these rules. A new
  * container starts empty and reads everything once.
  */
+/** An attempt item's key as one string. */
+const keyOf = (key: AttemptItemKey) => `${key.pk}\n${key.sk}`;
+
 export function sightingsCache() {
   const settled = new Map<string, { readonly firstSeenAt: string; readonly sightings: AttemptSightings }>();
-  const keyOf = (key: AttemptItemKey) => `${key.pk}\n${key.sk}`;
   // Where the last walk forgot up to: every survey of a run keeps with the same `from`, so the cache is walked
   // once a run, not once a survey (thousands of surveys times the settled attempts of the window).
   let forgotBefore = '';
@@ -149,6 +151,8 @@ export async function readSurveyWindow(
     readonly cache?: SightingsCache | undefined;
     /** The run's read of the attempt feed, when the deployment keeps one: the table's items are not read. */
     readonly feed?: FeedWindow | undefined;
+    /** The feed's part of a window read from the items: attempts the day index may not hold (feed-coverage.ts). */
+    readonly feedAfter?: FeedWindow | undefined;
   },
 ): Promise<SurveyWindow> {
   const { surveyId, settings, now, cache } = context;
@@ -156,24 +160,37 @@ export async function readSurveyWindow(
     surveyId,
     attempts: context.feed
       ? (await context.feed.attemptsOf(surveyId)).map(sightingsOf)
-      : await readFromTable(store, surveyId, readFrom(settings, now), now, cache),
+      : await readFromTable(
+          store,
+          surveyId,
+          readFrom(settings, now),
+          now,
+          cache,
+          context.feedAfter ? await context.feedAfter.attemptsOf(surveyId) : [],
+        ),
     refused: context.refused.get(surveyId) ?? [],
     registration: context.registration ? registrationFacts(context.registration) : undefined,
     lastPostbackAt: context.lastPostbackAt,
   };
 }
 
-/** A survey's sightings of [from, to) from its attempt items: the day index's keys, then the items not cached. */
+/**
+ * A survey's sightings of [from, to) from its attempt items: the day index's keys, then the items not cached; and
+ * `fed`, the attempts the feed lists past the hour after its start, those the index does not hold.
+ */
 async function readFromTable(
   store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt'>,
   surveyId: string,
   from: Date,
   to: Date,
   cache: SightingsCache | undefined,
+  fed: readonly Attempt[] = [],
 ): Promise<AttemptSightings[]> {
   const keys = await store.attemptKeysOfSurvey(surveyId, from, to);
+  const indexed = new Set(keys.map(keyOf));
+  const unindexed = fed.filter((a) => !indexed.has(keyOf(attemptKey(surveyId, a.pid, a.token))));
   const known = keys.map((key) => cache?.get(key)).filter((s): s is AttemptSightings => s !== undefined);
   const read = await store.attemptsAt(cache ? keys.filter((key) => !cache.get(key)) : keys);
   cache?.keep(read, from);
-  return [...known, ...read.map(sightingsOf)];
+  return [...known, ...read.map(sightingsOf), ...unindexed.map(sightingsOf)];
 }

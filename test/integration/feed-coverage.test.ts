@@ -6,6 +6,8 @@
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
+import { feedWindow, readSurveyWindow } from '../../functions/health/health-window';
 import {
   type AttemptFeed,
   createAttemptFeed,
@@ -309,6 +311,29 @@ describe('look-ups through the day index, on a table whose feed covers', () => {
     expect(await lookups.attemptByToken('8801', 'other', ...week)).toBeUndefined();
     expect(await lookups.attemptByToken('8802', 'other', ...week)).toMatchObject({ surveyId: '8802' });
     expect(await lookups.attemptByToken('8801', 'next-day', ...day('2026-11-20'))).toBeUndefined();
+  });
+});
+
+describe("the health check's window read from the items the first hours after the feed began", () => {
+  it('takes the attempts the feed alone holds from it, each attempt once', async () => {
+    await covered.recordHit(hit('early'), new Date('2026-11-20T06:30:00.000Z'));
+    await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
+    // Indexed though the feed covered it (a container that did not know yet): in both.
+    await unknowing().recordHit(hit('both'), new Date('2026-11-20T07:20:00.000Z'));
+    await fedAsItStands(['early', 'late', 'both']);
+    const now = new Date('2026-11-20T07:45:00.000Z');
+    const read = (feedAfter?: ReturnType<typeof feedWindow>) =>
+      readSurveyWindow(indexing, {
+        surveyId: '8801',
+        // A window of an hour and a half: it starts before the feed did, so the items are read.
+        settings: { ...DEFAULT_HEALTH_SETTINGS, windowMinutes: 90 },
+        now,
+        refused: new Map(),
+        ...(feedAfter ? { feedAfter } : {}),
+      });
+    expect((await read()).attempts.map((a) => a.pid).sort()).toEqual(['p-both', 'p-early']);
+    const window = await read(feedWindow(feed, new Date(COVERED), now));
+    expect(window.attempts.map((a) => a.pid).sort()).toEqual(['p-both', 'p-early', 'p-late']);
   });
 });
 
