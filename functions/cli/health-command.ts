@@ -3,7 +3,7 @@ import type { HealthCheckReport } from '../health/health-check';
 import { healthCheck } from '../health/health-check';
 import { readHealthSettings } from '../runtime/runtime-config';
 import { cliContext, unregistered } from './context';
-import { collectSurveyIds } from './options';
+import { collectSurveyIds, feedLagMsOf } from './options';
 import { complain, say, sayJson } from './terminal';
 
 /** The health of each survey as the CLI prints it with --json. */
@@ -51,12 +51,21 @@ export function healthCommand(): Command {
     .option('--json', 'print JSON')
     .action(async (options: { survey?: string[]; json?: boolean }) => {
       const context = cliContext();
+      // With the attempt feed, read as the scheduled check reads it (each bucket of surveys once, as of its lag ago):
+      // the receivers leave the attempts it covers out of the day index.
+      const keepsFeed = (await context.feed.state()).startedAt !== undefined;
       const check = healthCheck({
         attempts: context.store,
         registry: context.registry,
         health: context.health,
         settings: readHealthSettings(),
         concurrency: 4,
+        ...(keepsFeed
+          ? {
+              feed: context.feed,
+              feedLagMs: feedLagMsOf(),
+            }
+          : {}),
       });
       // A survey named that has no registration is not judged (it would read as ok): said not to be watched.
       const notWatched = await unregistered(context.registry, options.survey ?? []);

@@ -49,3 +49,10 @@ export const collectSurveyIds = (value: string, previous: string[] = []) => [
   ...previous,
   surveyIdOption(value),
 ];
+
+/**
+ * How far the attempt feed may trail the table (ATTEMPT_FEED_LAG_SECONDS, as the deployed readers are given it;
+ * default the stack's batching window and margin): the CLI's readers of the feed judge as of that long ago.
+ */
+export const feedLagMsOf = (env: NodeJS.ProcessEnv = process.env): number =>
+  wholeNumberOption(0, 3_600)(env.ATTEMPT_FEED_LAG_SECONDS ?? '420', 'ATTEMPT_FEED_LAG_SECONDS') * 1000;

@@ -4,7 +4,7 @@ import { feedAttempts } from '../reconciliation/feed-attempts';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext, noteUnregistered, unregistered } from './context';
-import { collectSurveyIds, dayOption, wholeNumberOption } from './options';
+import { collectSurveyIds, dayOption, feedLagMsOf, wholeNumberOption } from './options';
 import { complain, oneLine, say, sayJson } from './terminal';
 
 /** Days of look-back: a whole number from 0 to 62, as the reconcile function accepts. */
@@ -64,11 +64,7 @@ export function reconcileCommand(): Command {
             : feedAttempts({
                 feed: context.feed,
                 items: context.store,
-                feedLagMs:
-                  wholeNumberOption(0, 3_600)(
-                    env.ATTEMPT_FEED_LAG_SECONDS ?? '420',
-                    'ATTEMPT_FEED_LAG_SECONDS',
-                  ) * 1000,
+                feedLagMs: feedLagMsOf(),
               });
         const engine = reconciler({
           marketplace: context.marketplace(),

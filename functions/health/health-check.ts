@@ -2,8 +2,7 @@
  * The survey health check's evaluation, read-only: every active survey (or the ones asked for) judged by the
  * rules against its recent traffic, beside its stored health. The scheduled function writes and notifies from
  * it; the CLI only shows it, by the same rules (the scheduled check with the attempt feed judges as of the feed's
- * lag ago; the CLI reads now, through the day index and, for the attempts the feed alone holds, the feed:
- * ledger/attempt-lookup.ts).
+ * lag ago, and so does the CLI on a table that keeps one; without it, the CLI reads now).
  */
 
 import type { AttemptFeed } from '../ledger/attempt-feed';

@@ -154,6 +154,12 @@ describe('the CLI on a table whose feed covers its attempts', () => {
       'paid',
       'unpaid',
     ]);
+    // The health check as the scheduled one reads the feed: judged as of its lag ago.
+    const health = await cli('health', '--survey', SURVEY, '--json');
+    expect(health.code).toBe(0);
+    const judged = JSON.parse(health.stdout) as { generatedAt: string; surveys: { surveyId: string }[] };
+    expect(judged.surveys.map((s) => s.surveyId)).toEqual([SURVEY]);
+    expect(Date.now() - Date.parse(judged.generatedAt)).toBeGreaterThan(400_000);
     const reconciled = await cli('reconcile', '--survey', SURVEY, '--settle-seconds', '0', '--json');
     expect(reconciled.code).toBe(0);
     const verdictOf = async (pid: string) =>
