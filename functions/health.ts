@@ -4,6 +4,7 @@
  * figures published.
  */
 
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { healthCheck } from './health/health-check';
 import { createHealthHandler } from './health/health-handler';
 import { sightingsCache } from './health/health-window';
@@ -18,7 +19,8 @@ const ledger = openLedger(config, {
   attempts: createLedgerStore,
   registry: createSurveyRegistry,
   health: createHealthStore,
-  feed: createAttemptFeed,
+  feed: (client: DynamoDBDocumentClient, tableName: string) =>
+    createAttemptFeed(client, tableName, { stream: config.feedStream }),
 });
 
 export const handler = createHealthHandler({

@@ -5,6 +5,7 @@
  * the attempt feed on, the attempts are read from it (reconciliation/feed-attempts.ts).
  */
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createAttemptFeed } from './ledger/attempt-feed';
 import { createLedgerStore, createReconciliationStore, createSurveyRegistry } from './ledger/ledger-store';
 import { feedAttempts } from './reconciliation/feed-attempts';
@@ -22,7 +23,8 @@ const ledger = openLedger(config, {
   attempts: createLedgerStore,
   registry: createSurveyRegistry,
   results: createReconciliationStore,
-  feed: createAttemptFeed,
+  feed: (client: DynamoDBDocumentClient, tableName: string) =>
+    createAttemptFeed(client, tableName, { stream: config.feedStream }),
 });
 // With the attempt feed (the stack's attemptFeed setting), a survey's attempts are read from it, bucket by bucket.
 const fromFeed = config.readsFeed

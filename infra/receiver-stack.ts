@@ -287,6 +287,8 @@ export class ReceiverStack extends Stack {
       ? {
           ATTEMPT_FEED: 'on',
           ATTEMPT_FEED_LAG_SECONDS: String(FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds()),
+          // Only this stream's feed is read: a start an earlier stream left (turned off and on again) is not.
+          ATTEMPT_FEED_STREAM: this.ledger.table.tableStreamArn as string,
         }
       : {};
     this.reconcile = new ReceiverFunction(this, 'reconcile', {

@@ -131,7 +131,9 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
   let startMarked = false;
   return async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse & { consumed: ConsumedBatch }> => {
     const groups = groupChanges(event.Records);
-    if (!startMarked && groups.length > 0) {
+    // Any batch marks it, one that holds only the probe's touch too: a feed turned on again has readers touching the
+    // probe before the first attempt changes.
+    if (!startMarked && (groups.length > 0 || latestProbeTouch(event.Records) !== undefined)) {
       // Before any of the batch is written: a reader trusts the feed only from the mark on. Marked at this
       // invocation's time, not its first change's: a change of another shard that an earlier release's consumer
       // took (into its own format's keys) was made before it, whatever this batch holds. A failure fails the batch,

@@ -210,7 +210,8 @@ export interface FeedGroup {
   readonly bucket: number;
   /** The newest change's time in the group (from the stream), ISO-8601. */
   readonly newestAt: string;
-  readonly records: readonly FeedRecord[];
+  readonly records: readonly FeedRecord[] /** Ends the item's sort key: a rebuild's chunks share a time and sequence numbers (0), so each names itself. */;
+  readonly label?: string;
 }
 
 /** What a reader asks before trusting the feed: since when it is complete, and its probe's last touch and sighting. */
@@ -265,7 +266,20 @@ function encodedParts(records: readonly FeedRecord[]): Uint8Array[] {
   return [...encodedParts(records.slice(0, half)), ...encodedParts(records.slice(half))];
 }
 
-export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: string): AttemptFeed {
+/**
+ * @param options.stream the table's stream ARN, where the deployment knows it (ATTEMPT_FEED_STREAM): a start mark of
+ *   another stream (the feed turned off and on again, the new stream's consumer yet to mark its own) is no start.
+ */
+export function createAttemptFeed(
+  client: DynamoDBDocumentClient,
+  tableName: string,
+  options: { stream?: string | undefined } = {},
+): AttemptFeed {
+  /** The start mark if it is this feed's. */
+  const ours = (start: Item | undefined) =>
+    start !== undefined && (options.stream === undefined || start.stream === options.stream)
+      ? start
+      : undefined;
   const put = async (pk: string, sk: string, records: Uint8Array, count: number) => {
     const digest = digestOf(records);
     const item = { pk, kind: 'attempt-feed', records, count, digest };
@@ -316,11 +330,11 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
         return typeof value === 'string' ? value : undefined;
       };
       const item = (key: { pk: string; sk: string }) => items.find((i) => i.pk === key.pk && i.sk === key.sk);
-      const startedAt = of(FEED_START_KEY, 'at');
+      const start = ours(item(FEED_START_KEY));
+      const startedAt = start && typeof start.at === 'string' ? start.at : undefined;
       const touchedAt = of(FEED_PROBE_KEY, 'touchedAt');
-      const seenAt = isNoteOf(item(FEED_PROBE_SEEN_KEY), item(FEED_START_KEY))
-        ? of(FEED_PROBE_SEEN_KEY, 'seen')
-        : undefined;
+      const seenAt =
+        start && isNoteOf(item(FEED_PROBE_SEEN_KEY), start) ? of(FEED_PROBE_SEEN_KEY, 'seen') : undefined;
       return {
         ...(startedAt ? { startedAt } : {}),
         ...(touchedAt ? { touchedAt } : {}),
@@ -369,7 +383,8 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
 
     async startedAt() {
       const [item] = await batchGet(client, tableName, [FEED_START_KEY]);
-      return typeof item?.at === 'string' ? item.at : undefined;
+      const start = ours(item);
+      return typeof start?.at === 'string' ? start.at : undefined;
     },
 
     async append(group) {
@@ -377,7 +392,7 @@ export function createAttemptFeed(client: DynamoDBDocumentClient, tableName: str
       const sequences = group.records.map((r) => r.sequence);
       const first = sequences.reduce((a, b) => (isLaterSequence(a, b) ? b : a));
       const last = sequences.reduce((a, b) => (isLaterSequence(a, b) ? a : b));
-      const sk = `${group.newestAt.slice(0, 19)}Z#${first}#${last}`;
+      const sk = `${group.newestAt.slice(0, 19)}Z#${first}#${last}${group.label ? `#${group.label}` : ''}`;
       const pk = feedPartition(group.day, group.bucket);
       const records = latestOfEach(group.records);
       const parts = encodedParts(records);

@@ -30,19 +30,29 @@ export function feedAwareLookups(
    * From when attempts may be in the feed alone (undefined: nowhere), read again after STATE_KEPT_MS: the start
    * moves back when `ledger rebuild-feed` writes earlier days, and anew when the feed is turned off and on again.
    */
-  let state: { readAt: number; since: Promise<number | undefined> } | undefined;
+  let state: { keptUntil: number; since: Promise<number | undefined> } | undefined;
   const feedOnlySince = (): Promise<number | undefined> => {
     const at = Date.now();
-    if (!state || at - state.readAt > STATE_KEPT_MS) {
+    if (!state || at > state.keptUntil) {
       const since = feed
         .state()
         .then(({ startedAt, seenAt }) =>
           startedAt !== undefined && seenAt !== undefined ? feedOnlyFrom(startedAt) : undefined,
         );
-      state = { readAt: at, since };
-      since.catch(() => {
-        if (state?.since === since) state = undefined;
-      });
+      const kept: { keptUntil: number; since: Promise<number | undefined> } = {
+        keptUntil: at + STATE_KEPT_MS,
+        since,
+      };
+      state = kept;
+      // Not covering yet is kept a minute only: the receivers may begin leaving attempts out any time.
+      since.then(
+        (found) => {
+          if (found === undefined) kept.keptUntil = at + 60_000;
+        },
+        () => {
+          if (state === kept) state = undefined;
+        },
+      );
     }
     return state.since;
   };

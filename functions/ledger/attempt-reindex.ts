@@ -3,7 +3,8 @@
  * (feed-coverage.ts): `ledger index-attempts`, for a table whose feed is turned off (its readers then list a
  * survey's attempts through the index alone). Each attempt that has no index entry (first seen on or after the day
  * asked for, if one is) gets the one its first hit would have written without the feed (its survey's partition of
- * that UTC day, by its first sighting), conditional on it still having none. Found by a Scan (attempt-scan.ts),
+ * that UTC day, by its first sighting), conditional on it still having none; one a later hit indexed by its own time
+ * (it came after the feed was turned off, before this ran) is moved to its first sighting. Found by a Scan (attempt-scan.ts),
  * which reads the whole table whatever the day; safe to repeat, and a write unit an attempt it indexes.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
@@ -17,6 +18,26 @@ export interface ReindexReport {
   readonly unindexed: number;
   /** Of them, put in the index by this run (none on a dry run). */
   readonly indexed: number;
+  /**
+   * Attempts a later hit indexed by its own time (their first hit left them out; the later one came after the feed
+   * was turned off), moved to their first sighting by this run.
+   */
+  readonly replaced: number;
+}
+
+/**
+ * Indexed by a later hit's time: the layout's plain time later than the first sighting, and not an item
+ * reconciliation made, which is placed by its transaction's click.
+ */
+function misplaced(item: Item): boolean {
+  const placed = item.gsi1sk;
+  const clickedAt = (item.marketplace as Item | undefined)?.clickedAt;
+  return (
+    typeof placed === 'string' &&
+    !placed.includes('#') &&
+    placed > String(item.firstSeenAt) &&
+    placed !== clickedAt
+  );
 }
 
 export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: string) {
@@ -26,9 +47,11 @@ export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: 
       const from = options.from ? `${options.from}T00:00:00.000Z` : '';
       let unindexed = 0;
       let indexed = 0;
+      let replaced = 0;
       const index = async (item: Item) => {
         const firstSeenAt = item.firstSeenAt as string;
         const day = attemptDayKey(String(item.surveyId), String(item.sk), firstSeenAt);
+        const placed = typeof item.gsi1sk === 'string' ? item.gsi1sk : undefined;
         try {
           await send(() =>
             client.send(
@@ -37,16 +60,18 @@ export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: 
                 Key: { pk: item.pk, sk: item.sk },
                 UpdateExpression: 'SET gsi1pk = :gsi1pk, gsi1sk = :gsi1sk',
                 // A hit or a drained one since may have indexed it (or moved its first sighting): left as it is.
-                ConditionExpression: 'attribute_not_exists(gsi1pk) AND firstSeenAt = :firstSeenAt',
+                ConditionExpression: `${placed ? 'gsi1sk = :placed' : 'attribute_not_exists(gsi1pk)'} AND firstSeenAt = :firstSeenAt`,
                 ExpressionAttributeValues: {
                   ':gsi1pk': day.gsi1pk,
                   ':gsi1sk': day.gsi1sk,
                   ':firstSeenAt': firstSeenAt,
+                  ...(placed ? { ':placed': placed } : {}),
                 },
               }),
             ),
           );
-          indexed++;
+          if (placed) replaced++;
+          else indexed++;
         } catch (error) {
           if (!(error instanceof ConditionalCheckFailedException)) throw error;
         }
@@ -56,15 +81,16 @@ export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: 
         tableName,
         async (items) => {
           for (const item of items) {
-            if (item.gsi1pk !== undefined || typeof item.surveyId !== 'string') continue;
+            if (typeof item.surveyId !== 'string') continue;
             if (typeof item.firstSeenAt !== 'string' || item.firstSeenAt < from) continue;
-            unindexed++;
+            if (item.gsi1pk === undefined) unindexed++;
+            else if (!misplaced(item)) continue;
             if (!options.dryRun) await index(item);
           }
         },
         options.pageSize ? { pageSize: options.pageSize } : {},
       );
-      return { unindexed, indexed };
+      return { unindexed, indexed, replaced };
     },
   };
 }

@@ -56,12 +56,16 @@ export const FEED_ONLY_AFTER_MS = 3_600_000;
 export const feedOnlyFrom = (startedAt: string): number => Date.parse(startedAt) + FEED_ONLY_AFTER_MS;
 
 /**
- * Whether the probe's note `seen` belongs to the feed that `start` marks: noted by a consumer of the same stream.
- * A note or a mark without a stream (an earlier release wrote it, or a test) is taken as the same stream's.
+ * Whether the probe's note `seen` belongs to the feed that `start` marks: noted by a consumer of the same stream. A
+ * note an earlier release wrote (no stream) is taken as the start's stream's only if it was made after the start was
+ * marked (a stream turned on again since marks a later start); a mark without a stream (a test) takes any note.
  */
 export const isNoteOf = (
   seen: Record<string, unknown> | undefined,
   start: Record<string, unknown> | undefined,
-): boolean =>
-  seen !== undefined &&
-  (typeof seen.stream !== 'string' || typeof start?.stream !== 'string' || seen.stream === start.stream);
+): boolean => {
+  if (seen === undefined) return false;
+  if (typeof start?.stream !== 'string') return true;
+  if (typeof seen.stream === 'string') return seen.stream === start.stream;
+  return typeof start.at === 'string' && typeof seen.seen === 'string' && start.at <= seen.seen;
+};

@@ -68,10 +68,12 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
        * spreads over every day and bucket, and an item per page and group would pay a write unit for about one record.
        */
       const groups = new Map<string, { day: string; bucket: number; records: FeedRecord[] }>();
+      let chunks = 0;
       const write = async (key: string) => {
         const group = groups.get(key);
         groups.delete(key);
-        if (group && !options.dryRun) await feed.append({ ...group, newestAt: now });
+        // Each chunk its own sort key: they share the run's time and sequence numbers (0).
+        if (group && !options.dryRun) await feed.append({ ...group, newestAt: now, label: `r${++chunks}` });
       };
       const rebuildPage = async (items: readonly Item[]) => {
         const full: string[] = [];

@@ -266,6 +266,8 @@ export interface ReconcileConfig extends LedgerConnection {
   readonly windowListHours: number;
   /** Read the window's attempts from the attempt feed instead of their items. */
   readonly readsFeed: boolean;
+  /** The table's stream: a start mark of another (the feed turned off and on again) is no start. */
+  readonly feedStream?: string | undefined;
   readonly feedLagMs: number;
 }
 
@@ -283,6 +285,7 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     settledRecheckMs: values.RECONCILE_SETTLED_RECHECK_HOURS * 3_600_000,
     windowListHours: values.RECONCILE_WINDOW_LIST_HOURS,
     readsFeed: values.ATTEMPT_FEED === 'on',
+    feedStream: values.ATTEMPT_FEED_STREAM,
     feedLagMs: values.ATTEMPT_FEED_LAG_SECONDS * 1000,
   };
 }
@@ -468,6 +471,8 @@ export interface HealthConfig extends LedgerConnection {
   readonly concurrency: number;
   /** Read the window's attempts from the attempt feed instead of their items. */
   readonly readsFeed: boolean;
+  /** The table's stream: a start mark of another (the feed turned off and on again) is no start. */
+  readonly feedStream?: string | undefined;
   readonly feedLagMs: number;
   readonly notices:
     | { readonly mode: 'sns'; readonly topicArn: string }
@@ -482,6 +487,7 @@ export function readHealthConfig(env: NodeJS.ProcessEnv = process.env): HealthCo
     settings: readHealthSettings(env),
     concurrency: values.HEALTH_CONCURRENCY,
     readsFeed: values.ATTEMPT_FEED === 'on',
+    feedStream: values.ATTEMPT_FEED_STREAM,
     feedLagMs: values.ATTEMPT_FEED_LAG_SECONDS * 1000,
     notices: values.ALARM_TOPIC_ARN
       ? { mode: 'sns', topicArn: values.ALARM_TOPIC_ARN }

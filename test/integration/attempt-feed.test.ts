@@ -25,7 +25,7 @@ import {
   latestOfEach,
   MAX_RECORDS_BYTES,
 } from '../../functions/ledger/attempt-feed';
-import { FEED_START_KEY } from '../../functions/ledger/feed-keys';
+import { FEED_PROBE_KEY, FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   attemptFromItem,
@@ -417,6 +417,28 @@ describe("the health check's window from the feed", () => {
     await client.send(new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: iso(T) } }));
     const beforeTheFeed = await judged(check(7 * 60_000).evaluate(new Date(T), surveys));
     expect(beforeTheFeed).toEqual(fromFeed);
+  });
+
+  it("marks it on a batch that holds only the probe's touch: a feed turned on again, read before any attempt changes", async () => {
+    const other = await freshTable();
+    const otherFeed = createAttemptFeed(createDocumentClient({ endpoint: other.endpoint }), other.tableName);
+    const touch = { ...FEED_PROBE_KEY, kind: 'attempt-feed-probe', touchedAt: '2026-11-24T11:59:00.000Z' };
+    const ofStream = { ...change(touch), eventSourceARN: 'arn:aws:dynamodb:::table/l/stream/3' };
+    const consumed = await createStreamConsumer({
+      feed: otherFeed,
+      now: () => new Date('2026-11-24T12:00:00.000Z'),
+    })({ Records: [ofStream] });
+    expect(consumed.batchItemFailures).toEqual([]);
+    expect(await otherFeed.state()).toMatchObject({
+      startedAt: '2026-11-24T12:00:00.000Z',
+      seenAt: '2026-11-24T11:59:00.000Z',
+    });
+    // A reader that knows the table's stream takes no other stream's start for it.
+    expect(
+      await createAttemptFeed(createDocumentClient({ endpoint: other.endpoint }), other.tableName, {
+        stream: 'arn:aws:dynamodb:::table/l/stream/4',
+      }).state(),
+    ).toEqual({});
   });
 
   it('marks when the feed began, once, at the time of the first batch it writes', async () => {

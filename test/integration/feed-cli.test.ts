@@ -172,7 +172,7 @@ describe('the CLI on a table whose feed covers its attempts', () => {
         .length,
     ).toBe(0);
     const reindexed = await cli('ledger', 'index-attempts', '--from', day, '--json');
-    expect(JSON.parse(reindexed.stdout)).toEqual({ unindexed: 2, indexed: 2 });
+    expect(JSON.parse(reindexed.stdout)).toEqual({ unindexed: 2, indexed: 2, replaced: 0 });
     expect(
       (await indexing.attemptsOfSurvey(SURVEY, new Date(`${day}T00:00:00.000Z`), new Date(Date.now() + HOUR)))
         .map((a) => a.token)

@@ -356,17 +356,46 @@ describe('turning the feed off: `ledger index-attempts`', () => {
     expect(await reindex.run({ from: '2026-11-20', dryRun: true, pageSize: 2 })).toEqual({
       unindexed: 2,
       indexed: 0,
+      replaced: 0,
     });
     expect(await listed()).toEqual(['before', 'early']);
-    expect(await reindex.run({ from: '2026-11-20', pageSize: 2 })).toEqual({ unindexed: 2, indexed: 2 });
+    expect(await reindex.run({ from: '2026-11-20', pageSize: 2 })).toEqual({
+      unindexed: 2,
+      indexed: 2,
+      replaced: 0,
+    });
     expect(await listed()).toEqual(['before', 'early', 'late', 'next-day']);
     expect(await itemOf('next-day')).toMatchObject({ gsi1sk: '2026-11-21T10:00:00.000Z' });
-    expect(await reindex.run({ from: '2026-11-20' })).toEqual({ unindexed: 0, indexed: 0 });
+    expect(await reindex.run({ from: '2026-11-20' })).toEqual({ unindexed: 0, indexed: 0, replaced: 0 });
   });
 
-  it('a store without the feed puts an attempt left out back into the index (its hits after the feed is off)', async () => {
+  it('a hit after the feed is off indexes an attempt left out by its own time; index-attempts moves it to its first sighting', async () => {
     await covered.recordHit(hit('late'), new Date('2026-11-20T07:30:00.000Z'));
     await indexing.recordHit(hit('late', 'redirect'), new Date('2026-11-21T08:00:00.000Z'));
     expect(await itemOf('late')).toMatchObject({ gsi1sk: '2026-11-21T08:00:00.000Z' });
+    // An item reconciliation made, placed by its click, later than a hit's first sighting (clocks apart): left.
+    const results = createReconciliationStore(client, tableName);
+    await results.recordVerdict(
+      {
+        surveyId: '8801',
+        pid: 'p-made',
+        token: 'made',
+        verdict: {
+          kind: 'complete_not_received',
+          day: '2026-11-20',
+          detail: { status: 'Completed' },
+          marketplace: { status: 'Completed', cpi: '1.50', clickedAt: '2026-11-20T09:00:00.000Z' },
+        },
+      },
+      new Date('2026-11-20T10:00:00.000Z'),
+    );
+    await indexing.recordHit(hit('made'), new Date('2026-11-20T08:59:00.000Z'));
+    const reindex = createAttemptReindex(client, tableName);
+    expect(await reindex.run({})).toEqual({ unindexed: 0, indexed: 0, replaced: 1 });
+    expect(await itemOf('late')).toMatchObject({
+      gsi1sk: '2026-11-20T07:30:00.000Z',
+      gsi1pk: attemptDayKey('8801', 'TOKEN#late', '2026-11-20T07:30:00.000Z').gsi1pk,
+    });
+    expect(await itemOf('made')).toMatchObject({ gsi1sk: '2026-11-20T09:00:00.000Z' });
   });
 });
