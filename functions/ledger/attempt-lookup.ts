@@ -1,6 +1,6 @@
 /**
- * The look-ups of a survey's attempts that go through the day index (the CLI's `attempts` and `health`, finance's
- * look-up by token), made whole for a table whose receivers leave the attempts the attempt feed covers out of the
+ * The look-ups of a survey's attempts that go through the day index (the CLI's `attempts`, finance's look-up by
+ * token, and the CLI's `health` and `reconcile` on a table without a feed, or for spans before it), made whole for a table whose receivers leave the attempts the attempt feed covers out of the
  * index (feed-coverage.ts): a span that reaches past `feedOnlyFrom` also takes the survey's attempts the feed lists
  * there, each read from its item as it stands. A table without a feed (no start mark, or a probe never noted) is
  * read through the index alone, as before; so is a span that ends before the feed covers.
