@@ -6,7 +6,7 @@
  */
 
 import type { AttemptFeed } from '../ledger/attempt-feed';
-import { FEED_CLOCK_MARGIN_MS, feedOnlyFrom } from '../ledger/feed-keys';
+import { FEED_CLOCK_MARGIN_MS, FEED_PROBE_UNSEEN_MS, feedOnlyFrom } from '../ledger/feed-keys';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
 import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';
@@ -31,7 +31,7 @@ export interface HealthCheckDependencies {
    * The attempt feed, when the deployment keeps one (`attemptFeed`): the window's attempts are read from it once it
    * holds every change of the window, and the run judges as of `feedLagMs` earlier.
    */
-  readonly feed?: Pick<AttemptFeed, 'recordsOfBucketDay' | 'startedAt'> | undefined;
+  readonly feed?: Pick<AttemptFeed, 'recordsOfBucketDay' | 'state'> | undefined;
   /**
    * How far behind the table the feed may be (its batching window and a margin). Judged that much earlier, the feed
    * holds what the attempt items held then, so both say the same: a postback that reached the table but not yet the
@@ -85,11 +85,26 @@ export function healthCheck(deps: HealthCheckDependencies) {
    */
   const attemptSource = async (
     now: Date,
-  ): Promise<{ feed?: FeedWindow; feedAfter?: FeedWindow; at: Date }> => {
+  ): Promise<{ feed?: FeedWindow; feedAfter?: FeedWindow; behind?: Error; at: Date }> => {
     if (!deps.feed) return { at: now };
     const at = new Date(now.getTime() - (deps.feedLagMs ?? 0));
     const from = readFrom(deps.settings, at);
-    const started = await deps.feed.startedAt();
+    const { startedAt: started, touchedAt, seenAt } = await deps.feed.state();
+    // Its consumer behind or stopped (reconciliation's probe touched and not noted for half an hour): a window read
+    // from it would lack the traffic since, and every survey would look as if its postbacks stopped. No survey is
+    // judged (each fails, retried by the next run) until it catches up.
+    if (
+      seenAt !== undefined &&
+      touchedAt !== undefined &&
+      touchedAt > seenAt &&
+      now.getTime() - Date.parse(touchedAt) > FEED_PROBE_UNSEEN_MS
+    )
+      return {
+        at,
+        behind: new Error(
+          `the attempt feed is behind (its probe, touched at ${touchedAt}, is not yet noted by its consumer): not judged until it catches up`,
+        ),
+      };
     // Judged at the same lagged time either way: runs that switch between the items and the feed do not move the
     // evaluation back and forth (a survey would turn failing, recover and fail again on the same traffic).
     if (started === undefined) return { at };
@@ -136,7 +151,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
         const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
         if (at > 0) surveyIds.push(...surveyIds.splice(0, at));
       }
-      const { feed, feedAfter, at } = await attemptSource(now);
+      const { feed, feedAfter, behind, at } = await attemptSource(now);
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
         readRefused(deps.attempts, deps.settings, at),
@@ -153,6 +168,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
               removed: true,
               ...(previous ? { stored: previous } : {}),
             };
+          if (behind) throw behind;
           const window = await readSurveyWindow(deps.attempts, {
             surveyId,
             settings: deps.settings,

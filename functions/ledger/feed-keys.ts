@@ -69,3 +69,11 @@ export const isNoteOf = (
   if (typeof seen.stream === 'string') return seen.stream === start.stream;
   return typeof start.at === 'string' && typeof seen.seen === 'string' && start.at <= seen.seen;
 };
+
+/**
+ * A probe touch the consumer has not noted for this long: the feed is behind (or its consumer stopped), and it is
+ * not read until it catches up (reconciliation reads the items for what they hold whole, feed-attempts.ts; the
+ * health check judges no survey). The reconciliation runs before that judge as of the last touch it noted (`asOf`),
+ * so a late hit they may not see keeps its flag for a run that reads it.
+ */
+export const FEED_PROBE_UNSEEN_MS = 30 * 60_000;

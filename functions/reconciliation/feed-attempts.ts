@@ -20,7 +20,7 @@ import type { AttemptFeed } from '../ledger/attempt-feed';
 import { feedBucket, filedOn } from '../ledger/attempt-feed';
 import { attemptFromItem, type LedgerStore, utcDaysBetween } from '../ledger/attempt-store';
 import type { Item } from '../ledger/document-client';
-import { FEED_CLOCK_MARGIN_MS, feedOnlyFrom } from '../ledger/feed-keys';
+import { FEED_CLOCK_MARGIN_MS, FEED_PROBE_UNSEEN_MS, feedOnlyFrom } from '../ledger/feed-keys';
 import type { Attempt } from '../receiving/attempt';
 
 export interface FeedAttemptsOptions {
@@ -68,12 +68,6 @@ interface BucketDay {
  * runs, so once a run at the hourly schedule.
  */
 export const FEED_PROBE_EVERY_MS = 10 * 60_000;
-/**
- * A probe touch the consumer has not noted for this long: the feed is behind (or its consumer stopped), and it is
- * not read until it catches up (the items for what they hold whole, `attemptsOfSurvey`). The runs before that judge as of the last touch it noted (`asOf`), so a late hit they
- * may not see keeps its flag for a run that reads it.
- */
-export const FEED_PROBE_UNSEEN_MS = 30 * 60_000;
 
 /**
  * How far behind the feed may fall before reconciliation can miss a late hit: an hour, four times the

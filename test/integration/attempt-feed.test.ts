@@ -417,6 +417,18 @@ describe("the health check's window from the feed", () => {
     await client.send(new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: iso(T) } }));
     const beforeTheFeed = await judged(check(7 * 60_000).evaluate(new Date(T), surveys));
     expect(beforeTheFeed).toEqual(fromFeed);
+    // Its consumer behind: reconciliation's probe touched 40 minutes before and not noted since. No survey is judged
+    // from a window that lacks the traffic since (each would look as if its postbacks stopped).
+    await feed.probeSeen(iso(T - 60 * 60_000));
+    await feed.touchProbe(iso(T - 40 * 60_000));
+    const behind = await check(7 * 60_000).evaluate(new Date(T), surveys);
+    expect(behind.surveys).toEqual([]);
+    expect(behind.failed.map((f) => [f.surveyId, String(f.error)])).toEqual([
+      [surveyId, expect.stringMatching(/attempt feed is behind \(its probe, touched at .*not yet noted/)],
+    ]);
+    // Noted: judged again.
+    await feed.probeSeen(iso(T - 40 * 60_000));
+    expect(await judged(check(7 * 60_000).evaluate(new Date(T), surveys))).toEqual(fromFeed);
   });
 
   it("marks it on a batch that holds only the probe's touch: a feed turned on again, read before any attempt changes", async () => {
