@@ -48,7 +48,9 @@ let lambda: LambdaClient | undefined;
 export const handler = createReconcileHandler({
   engine: reconciler({
     marketplace: marketplaceFromEnvironment(process.env, calls),
-    ...ledger,
+    attempts: ledger.attempts,
+    registry: ledger.registry,
+    results: ledger.results,
     ...(fromFeed
       ? {
           attempts: { ...ledger.attempts, attemptsOfSurvey: fromFeed.attemptsOfSurvey },

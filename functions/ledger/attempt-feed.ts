@@ -32,7 +32,7 @@ import { type DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk
 import type { Attempt } from '../receiving/attempt';
 import { OUTCOMES, POSTBACK_OUTCOMES } from '../receiving/outcome';
 import { attemptFromItem, utcDaysBetween } from './attempt-store';
-import { batchGet, type Item, queryAll, send } from './document-client';
+import { batchGet, conditionally, type Item, queryAll, send } from './document-client';
 import {
   FEED_FORMAT,
   FEED_PARTITION_PREFIX,
@@ -305,22 +305,18 @@ export function createAttemptFeed(
 
   const feed: AttemptFeed = {
     async markStart(at, stream) {
-      try {
-        await send(() =>
-          client.send(
-            new PutCommand({
-              TableName: tableName,
-              Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at, stream },
-              ConditionExpression:
-                'attribute_not_exists(pk) OR attribute_not_exists(#stream) OR #stream <> :stream',
-              ExpressionAttributeNames: { '#stream': 'stream' },
-              ExpressionAttributeValues: { ':stream': stream },
-            }),
-          ),
-        );
-      } catch (error) {
-        if (!(error instanceof ConditionalCheckFailedException)) throw error;
-      }
+      await conditionally(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at, stream },
+            ConditionExpression:
+              'attribute_not_exists(pk) OR attribute_not_exists(#stream) OR #stream <> :stream',
+            ExpressionAttributeNames: { '#stream': 'stream' },
+            ExpressionAttributeValues: { ':stream': stream },
+          }),
+        ),
+      );
     },
 
     async state() {
@@ -356,29 +352,25 @@ export function createAttemptFeed(
     },
 
     async probeSeen(touchedAt, stream) {
-      try {
-        await send(() =>
-          client.send(
-            new PutCommand({
-              TableName: tableName,
-              Item: {
-                ...FEED_PROBE_SEEN_KEY,
-                kind: 'attempt-feed-probe-seen',
-                seen: touchedAt,
-                ...(stream ? { stream } : {}),
-              },
-              // A note of another stream (the feed turned off and on since) is replaced whatever its time.
-              ConditionExpression: stream
-                ? 'attribute_not_exists(pk) OR seen < :seen OR attribute_not_exists(#stream) OR #stream <> :stream'
-                : 'attribute_not_exists(pk) OR seen < :seen',
-              ...(stream ? { ExpressionAttributeNames: { '#stream': 'stream' } } : {}),
-              ExpressionAttributeValues: { ':seen': touchedAt, ...(stream ? { ':stream': stream } : {}) },
-            }),
-          ),
-        );
-      } catch (error) {
-        if (!(error instanceof ConditionalCheckFailedException)) throw error;
-      }
+      await conditionally(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...FEED_PROBE_SEEN_KEY,
+              kind: 'attempt-feed-probe-seen',
+              seen: touchedAt,
+              ...(stream ? { stream } : {}),
+            },
+            // A note of another stream (the feed turned off and on since) is replaced whatever its time.
+            ConditionExpression: stream
+              ? 'attribute_not_exists(pk) OR seen < :seen OR attribute_not_exists(#stream) OR #stream <> :stream'
+              : 'attribute_not_exists(pk) OR seen < :seen',
+            ...(stream ? { ExpressionAttributeNames: { '#stream': 'stream' } } : {}),
+            ExpressionAttributeValues: { ':seen': touchedAt, ...(stream ? { ':stream': stream } : {}) },
+          }),
+        ),
+      );
     },
 
     async startedAt() {

@@ -7,10 +7,9 @@
  * (it came after the feed was turned off, before this ran) is moved to its first sighting. Found by a Scan (attempt-scan.ts),
  * which reads the whole table whatever the day; safe to repeat, and a write unit an attempt it indexes.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { scanAttemptItems } from './attempt-scan';
-import { type Item, send } from './document-client';
+import { conditionally, type Item } from './document-client';
 import { attemptDayKey } from './ledger-schema';
 
 export interface ReindexReport {
@@ -52,29 +51,25 @@ export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: 
         const firstSeenAt = item.firstSeenAt as string;
         const day = attemptDayKey(String(item.surveyId), String(item.sk), firstSeenAt);
         const placed = typeof item.gsi1sk === 'string' ? item.gsi1sk : undefined;
-        try {
-          await send(() =>
-            client.send(
-              new UpdateCommand({
-                TableName: tableName,
-                Key: { pk: item.pk, sk: item.sk },
-                UpdateExpression: 'SET gsi1pk = :gsi1pk, gsi1sk = :gsi1sk',
-                // A hit or a drained one since may have indexed it (or moved its first sighting): left as it is.
-                ConditionExpression: `${placed ? 'gsi1sk = :placed' : 'attribute_not_exists(gsi1pk)'} AND firstSeenAt = :firstSeenAt`,
-                ExpressionAttributeValues: {
-                  ':gsi1pk': day.gsi1pk,
-                  ':gsi1sk': day.gsi1sk,
-                  ':firstSeenAt': firstSeenAt,
-                  ...(placed ? { ':placed': placed } : {}),
-                },
-              }),
-            ),
-          );
-          if (placed) replaced++;
-          else indexed++;
-        } catch (error) {
-          if (!(error instanceof ConditionalCheckFailedException)) throw error;
-        }
+        const written = await conditionally(() =>
+          client.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: { pk: item.pk, sk: item.sk },
+              UpdateExpression: 'SET gsi1pk = :gsi1pk, gsi1sk = :gsi1sk',
+              // A hit or a drained one since may have indexed it (or moved its first sighting): left as it is.
+              ConditionExpression: `${placed ? 'gsi1sk = :placed' : 'attribute_not_exists(gsi1pk)'} AND firstSeenAt = :firstSeenAt`,
+              ExpressionAttributeValues: {
+                ':gsi1pk': day.gsi1pk,
+                ':gsi1sk': day.gsi1sk,
+                ':firstSeenAt': firstSeenAt,
+                ...(placed ? { ':placed': placed } : {}),
+              },
+            }),
+          ),
+        );
+        if (written && placed) replaced++;
+        else if (written) indexed++;
       };
       await scanAttemptItems(
         client,

@@ -26,7 +26,7 @@ import { SURVEY_ID_PATTERN } from '../receiving/identifiers';
 import { type Channel, type Outcome, outcomesOf } from '../receiving/outcome';
 import { withoutSignatures } from '../shared/printable';
 import type { RefusalCode } from '../shared/rejection';
-import { batchGet, type Item, queryAll, send } from './document-client';
+import { batchGet, conditionally, type Item, queryAll, send } from './document-client';
 import { flagJudgedDay, staleDays } from './judged-day-flag';
 import {
   attemptDayKey,
@@ -185,7 +185,7 @@ export function createLedgerStore(
     // Only where the feed may cover: without it, an attempt out of the index is put back by its hits.
     if (!options.indexFree) return;
     if (!item || item.gsi1sk !== at || typeof item.firstSeenAt !== 'string' || item.firstSeenAt >= at) return;
-    await send(() =>
+    await conditionally(() =>
       client.send(
         new UpdateCommand({
           TableName: tableName,
@@ -196,9 +196,7 @@ export function createLedgerStore(
           ExpressionAttributeValues: { ':at': at, ':firstSeenAt': item.firstSeenAt },
         }),
       ),
-    ).catch((error: unknown) => {
-      if (!(error instanceof ConditionalCheckFailedException)) throw error;
-    });
+    );
   };
   // Whether the day-wide partitions of an earlier release may still hold attempts: until `ledger
   // backfill-day-index` has moved them and left its checkpoint. Read once per store; a failed read means "yes".

@@ -2,7 +2,7 @@
  * The ledger table's plumbing, shared by the store modules: one document client per process, the error that
  * means "retry later", and paginated queries and batch reads.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { settleWithin } from '../shared/time-limit';
 
@@ -131,6 +131,20 @@ export async function send<T>(call: () => Promise<T>): Promise<T> {
     return await call();
   } catch (error) {
     if (isTransient(error)) throw new StoreUnavailable('the ledger store is unavailable', { cause: error });
+    throw error;
+  }
+}
+
+/**
+ * `send` for a conditional write whose condition failing is an answer, not an error: true when it was written,
+ * false when its condition did not hold.
+ */
+export async function conditionally(call: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await send(call);
+    return true;
+  } catch (error) {
+    if (error instanceof ConditionalCheckFailedException) return false;
     throw error;
   }
 }

@@ -10,12 +10,11 @@
  * twice (readers fold repeats). Once every survey's days from the feed's start back to `from` are rebuilt, the
  * feed's start mark moves back to `from`, so readers trust the feed for those days too.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { createAttemptFeed, type FeedRecord, feedAttributesOf, feedBucket, feedTime } from './attempt-feed';
 import { scanAttemptItems } from './attempt-scan';
 import { utcDaysBetween } from './attempt-store';
-import { type Item, send } from './document-client';
+import { conditionally, type Item } from './document-client';
 import { FEED_START_KEY } from './feed-keys';
 import { utcDay } from './ledger-schema';
 
@@ -113,9 +112,12 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
       if (!options.dryRun) await feed.touchProbe(now);
       // Every survey's days from `from` to the mark's day are in the feed now: readers may trust it there.
       const from = `${options.from}T00:00:00.000Z`;
-      let movesStart = !options.dryRun && !named && from < feedStart && options.to >= utcDay(feedStart);
-      if (movesStart)
-        await send(() =>
+      const movesStart =
+        !options.dryRun &&
+        !named &&
+        from < feedStart &&
+        options.to >= utcDay(feedStart) &&
+        (await conditionally(() =>
           client.send(
             new UpdateCommand({
               TableName: tableName,
@@ -127,10 +129,7 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
               ExpressionAttributeValues: { ':from': from, ':now': now, ':was': feedStart },
             }),
           ),
-        ).catch((error: unknown) => {
-          if (!(error instanceof ConditionalCheckFailedException)) throw error;
-          movesStart = false;
-        });
+        ));
       return {
         days: days.length,
         surveys: surveys.size,

@@ -45,7 +45,8 @@
  * `gsi1` projects keys only and its keys never change after an item is created, so only an attempt's first
  * hit writes to it: duplicates and later hits cost one table write unit and nothing in the index. The one
  * exception: a hit drained from the buffer that was made before the attempt's first sighting moves `firstSeenAt`
- * and these keys back to when it was made (attempt-store.ts `firstSeenBack`).
+ * and these keys back to when it was made (attempt-store.ts `firstSeenBack`). With the attempt feed, an attempt
+ * the feed covers carries no `gsi1` keys at all (feed-coverage.ts): its readers find it in the feed.
  *
  * An attempt's day-index partition is its survey's UTC day, one of DAY_INDEX_SHARDS by its key (shard 0 keeps the
  * unsuffixed name), so new attempts spread over four partitions per survey and day (each takes up to 1,000 index

@@ -11,12 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type AttemptFeed,
-  createAttemptFeed,
-  feedAttributesOf,
-  feedBucket,
-} from '../../functions/ledger/attempt-feed';
+import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import { attemptKey, utcDay } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
@@ -26,7 +21,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { formatPacificTime } from '../../functions/marketplace/pacific-time';
 import type { Hit } from '../../functions/receiving/hit-request';
-import { freshTable } from '../support/ledger';
+import { appendAsItStands, freshTable } from '../support/ledger';
 
 const run = promisify(execFile);
 const TSX = join(process.cwd(), 'node_modules', '.bin', 'tsx');
@@ -111,12 +106,7 @@ beforeAll(async () => {
       new GetCommand({ TableName: table.tableName, Key: attemptKey(SURVEY, pid, token) }),
     );
     expect(Item?.gsi1pk).toBeUndefined();
-    await feed.append({
-      day: utcDay(seenAt.toISOString()),
-      bucket: feedBucket(SURVEY),
-      newestAt: seenAt.toISOString(),
-      records: [{ sequence: `${seenAt.getTime()}${token.length}`, attributes: feedAttributesOf(Item ?? {}) }],
-    });
+    await appendAsItStands(feed, Item ?? {}, `${seenAt.getTime()}${token.length}`);
   }
 }, 60_000);
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));

@@ -8,17 +8,12 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import { feedWindow, readSurveyWindow } from '../../functions/health/health-window';
-import {
-  type AttemptFeed,
-  createAttemptFeed,
-  feedAttributesOf,
-  feedBucket,
-} from '../../functions/ledger/attempt-feed';
+import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import { feedAwareLookups } from '../../functions/ledger/attempt-lookup';
 import { createAttemptReindex } from '../../functions/ledger/attempt-reindex';
 import { feedCoverage } from '../../functions/ledger/feed-coverage';
 import { FEED_ONLY_AFTER_MS } from '../../functions/ledger/feed-keys';
-import { attemptDayKey, attemptKey, utcDay } from '../../functions/ledger/ledger-schema';
+import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -27,7 +22,7 @@ import {
 } from '../../functions/ledger/ledger-store';
 import type { Attempt } from '../../functions/receiving/attempt';
 import type { Hit } from '../../functions/receiving/hit-request';
-import { freshTable } from '../support/ledger';
+import { appendAsItStands, freshTable } from '../support/ledger';
 
 const STREAM = 'arn:aws:dynamodb:us-east-1:123456789012:table/ledger/stream/1';
 const STARTED = '2026-11-20T06:00:00.000Z';
@@ -77,16 +72,7 @@ const itemOf = async (token: string, surveyId = '8801') =>
 
 /** The feed as its consumer would write it: each attempt's item as it stands now, under its filing day. */
 async function fedAsItStands(tokens: readonly string[], surveyId = '8801') {
-  for (const token of tokens) {
-    const attributes = feedAttributesOf((await itemOf(token, surveyId)) ?? {});
-    const filed = String(attributes.placedAt ?? attributes.firstSeenAt);
-    await feed.append({
-      day: utcDay(filed),
-      bucket: feedBucket(surveyId),
-      newestAt: filed,
-      records: [{ sequence: String(Date.parse(filed)), attributes }],
-    });
-  }
+  for (const token of tokens) await appendAsItStands(feed, (await itemOf(token, surveyId)) ?? {});
 }
 
 const day = (iso: string) => [new Date(`${iso}T00:00:00.000Z`), new Date(`${iso}T23:59:59.999Z`)] as const;

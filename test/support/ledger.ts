@@ -1,6 +1,9 @@
 /** A fresh ledger table in the run's engine, per test file. */
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
+import { type AttemptFeed, feedAttributesOf, feedBucket } from '../../functions/ledger/attempt-feed';
+import type { Item } from '../../functions/ledger/document-client';
+import { utcDay } from '../../functions/ledger/ledger-schema';
 import type { Attempt } from '../../functions/receiving/attempt';
 import { ensureLedgerTable } from '../../infra/local/engine';
 
@@ -22,3 +25,18 @@ export const asFeedHolds = (attempt: Attempt): Attempt =>
   attempt.reconciliation
     ? { ...attempt, reconciliation: { ...attempt.reconciliation, history: [] } }
     : attempt;
+
+/**
+ * Writes an attempt item, as it stands, into the attempt feed as its consumer would: one record under the day it is
+ * filed by, its sequence number the filing time's (or `sequence`).
+ */
+export async function appendAsItStands(feed: Pick<AttemptFeed, 'append'>, item: Item, sequence?: string) {
+  const attributes = feedAttributesOf(item);
+  const filed = String(attributes.placedAt ?? attributes.firstSeenAt);
+  await feed.append({
+    day: utcDay(filed),
+    bucket: feedBucket(String(item.surveyId)),
+    newestAt: filed,
+    records: [{ sequence: sequence ?? String(Date.parse(filed)), attributes }],
+  });
+}
