@@ -65,6 +65,7 @@ export const handler = createReconcileHandler({
     freshDays: config.freshDays,
     settledRecheckMs: config.settledRecheckMs,
     windowListHours: config.windowListHours,
+    impliedMatches: config.impliedMatches,
   }),
   windowDays: config.windowDays,
   calls,

@@ -87,6 +87,11 @@ export interface ReceiverStackProps extends StackProps {
    * from it.
    */
   readonly attemptFeed?: boolean;
+  /**
+   * `implied`: reconciliation writes no verdict on an attempt that agrees with the marketplace where the attempt
+   * tells the agreement again by itself (README, "Matched verdicts"); `kept` (default): every verdict is written.
+   */
+  readonly matchedVerdicts?: 'kept' | 'implied';
 }
 
 /** The environment's `scale` settings (settings.ts validates them), each optional: unset, the function's default. */
@@ -299,6 +304,7 @@ export class ReceiverStack extends Stack {
       environment: {
         ...marketplaceEnvironment,
         RECONCILE_WINDOW_DAYS: String(props.reconcileWindowDays ?? 7),
+        ...(props.matchedVerdicts === 'implied' ? { RECONCILE_MATCHED_VERDICTS: 'implied' } : {}),
         // With the attempt feed, a survey's attempts come from its bucket's days (feed-attempts.ts).
         ...feedReaders,
         ...variables({

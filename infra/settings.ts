@@ -114,6 +114,8 @@ const environmentSchema = z
     receiverReservedConcurrency: z.int().min(0).max(1000).default(50),
     /** The table's stream and the attempt feed's consumer (README, "The attempt feed"); the health check reads it. */
     attemptFeed: z.boolean().default(false),
+    /** `implied`: no verdict written on an attempt that agrees where it tells so by itself (README, "Matched verdicts"). */
+    matchedVerdicts: z.enum(['kept', 'implied']).default('kept'),
     /** The API under the supplier's own host name: the surveys' URLs then outlive a replaced API. */
     customDomain: z
       .object({
@@ -302,6 +304,7 @@ export function stackProps(settings: EnvironmentSettings): ReceiverStackProps & 
     postbackMethods: settings.postbackMethods,
     receiverReservedConcurrency: settings.receiverReservedConcurrency,
     attemptFeed: settings.attemptFeed,
+    matchedVerdicts: settings.matchedVerdicts,
     ...(settings.alarmEmail ? { alarmEmail: settings.alarmEmail } : {}),
     throttles: settings.throttles,
     ...(settings.customDomain ? { customDomain: settings.customDomain } : {}),

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { pacificDay } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { cliContext } from './context';
 import { pidOption, surveyIdOption, tokenOption } from './options';
@@ -37,11 +38,20 @@ function describeAttempt(attempt: Attempt): string {
     `  complete: ${attempt.complete}${attempt.conflict ? '  CONFLICT' : ''}`,
   ];
   const verdict = attempt.reconciliation;
+  if (!verdict && attempt.firstSeenAt)
+    lines.push(
+      `  reconciled: no verdict on it: not judged yet, or it agrees with the marketplace (with the matchedVerdicts setting implied, such an attempt is counted in the figures of ${pacificDay(new Date(attempt.firstSeenAt))} only)`,
+    );
   if (verdict) {
     const listed = verdict.marketplace
       ? ` (marketplace: ${verdict.marketplace.status}${verdict.marketplace.verifyToken ? `, ${verdict.marketplace.verifyToken}` : ''}, cpi ${verdict.marketplace.cpi})`
       : '';
     lines.push(`  reconciled: ${verdict.verdict} on ${verdict.day}${listed}, judged ${verdict.at}`);
+    // A matched complete's acceptance (Pending to Valid) is not written back (verdict-equality.ts).
+    if (verdict.verdict === 'matched' && /^pending$/i.test(verdict.marketplace?.verifyToken ?? ''))
+      lines.push(
+        '  (the review as listed when judged: an acceptance since then is counted in the day, not here)',
+      );
   }
   for (const channel of ['postback', 'redirect'] as const) {
     const record = attempt[channel];

@@ -56,3 +56,10 @@ export const collectSurveyIds = (value: string, previous: string[] = []) => [
  */
 export const feedLagMsOf = (env: NodeJS.ProcessEnv = process.env): number =>
   wholeNumberOption(0, 3_600)(env.ATTEMPT_FEED_LAG_SECONDS ?? '420', 'ATTEMPT_FEED_LAG_SECONDS') * 1000;
+
+/** RECONCILE_MATCHED_VERDICTS as the deployed reconciliation reads it: `kept` (unset) or `implied`. */
+export function matchedVerdictsOption(value: string | undefined): 'kept' | 'implied' {
+  if (value === undefined || value === '' || value === 'kept') return 'kept';
+  if (value === 'implied') return 'implied';
+  throw new InvalidArgumentError('RECONCILE_MATCHED_VERDICTS must be kept or implied');
+}

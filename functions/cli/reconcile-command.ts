@@ -4,7 +4,13 @@ import { feedAttempts } from '../reconciliation/feed-attempts';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
 import { cliContext, noteUnregistered, unregistered } from './context';
-import { collectSurveyIds, dayOption, feedLagMsOf, wholeNumberOption } from './options';
+import {
+  collectSurveyIds,
+  dayOption,
+  feedLagMsOf,
+  matchedVerdictsOption,
+  wholeNumberOption,
+} from './options';
 import { complain, oneLine, say, sayJson } from './terminal';
 
 /** Days of look-back: a whole number from 0 to 62, as the reconcile function accepts. */
@@ -87,6 +93,8 @@ export function reconcileCommand(): Command {
                 'RECONCILE_SETTLE_SECONDS',
               )) * 1000,
           lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),
+          // As the deployed function judges (the stack's `matchedVerdicts`): either way the verdicts are the same.
+          impliedMatches: matchedVerdictsOption(env.RECONCILE_MATCHED_VERDICTS) === 'implied',
           onSurvey: (outcome, done, total) => {
             if (interactive) process.stderr.write(`\r${done}/${total} surveys${done === total ? '\n' : ''}`);
             else if (outcome.status === 'failed')

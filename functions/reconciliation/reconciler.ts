@@ -83,6 +83,11 @@ export interface ReconcilerDeps {
   /** How long a discrepancy must have been quiet before it is judged (the other side may still catch up). */
   readonly settleMs?: number;
   /**
+   * Leave agreements the attempt tells again by itself without a verdict on it (the `matchedVerdicts` setting
+   * `implied`; verdict-rules.ts `impliedMatch`): a write unit an attempt less. Off, every verdict is written.
+   */
+  readonly impliedMatches?: boolean;
+  /**
    * How many Pacific days before a window's attempts their transactions are looked for, in one date-range call
    * per survey window (default 7; 0 turns the look-back off).
    */
@@ -494,6 +499,7 @@ export function reconciler(deps: ReconcilerDeps) {
         cpiHistory: registration?.cpiHistory,
         settledBefore,
         lookbackDays,
+        impliedMatches: deps.impliedMatches === true,
       });
       // A row of a day beside the window paired by pid with an attempt of it: its own attempt, by key, first.
       const beside = pidPairedBesideWindow({ ...sidesWith(read), earlier: before });

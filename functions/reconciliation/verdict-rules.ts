@@ -53,6 +53,11 @@ export interface Verdict {
   readonly detail: Readonly<Record<string, string | boolean>>;
   readonly matchedBy?: 'token' | 'pid';
   readonly marketplace?: MarketplaceView;
+  /**
+   * A `matched` verdict the attempt and the survey's prices tell again whenever it is judged (`impliedMatches`):
+   * written on no attempt that carries no verdict yet. Its day's figures count it all the same.
+   */
+  readonly implied?: true;
 }
 
 export interface AttemptVerdict {
@@ -123,6 +128,11 @@ export interface SurveyWindow {
    * may simply not have caught up (a postback still being retried, a transaction list that lags).
    */
   readonly settledBefore?: Date;
+  /**
+   * Mark the `matched` verdicts that need not be written on their attempts (`impliedMatch`): the `matchedVerdicts`
+   * setting `implied`. Without it every verdict is written, as before.
+   */
+  readonly impliedMatches?: boolean;
 }
 
 export interface SurveyWindowResult {
@@ -507,12 +517,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         continue;
       }
     }
-    const classified = classify(
-      transaction,
-      attempt,
-      // Without a transaction, the attempt's first sighting stands for the click.
-      pricedAt(clicked ?? attempt?.firstSeenAt),
-    );
+    // Without a transaction, the attempt's first sighting stands for the click.
+    const prices = pricedAt(clicked ?? attempt?.firstSeenAt);
+    const classified = classify(transaction, attempt, prices);
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     // And the click time it was judged by, if a transaction once gave one: the next run judges it on the same day.
@@ -544,6 +551,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         detail,
         ...(matchedBy ? { matchedBy } : {}),
         ...(transaction ? { marketplace: viewOf(transaction) } : {}),
+        ...(window.impliedMatches && kind === 'matched' && impliedMatch(transaction, attempt, day, prices)
+          ? { implied: true as const }
+          : {}),
       },
       ...(attempt ? { attempt } : {}),
     });
@@ -563,6 +573,30 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     collapsed,
     pointers,
   };
+}
+
+/**
+ * Whether a `matched` verdict holds nothing a later run could not tell again without it, so that an attempt may go
+ * without it (`SurveyWindow.impliedMatches`). A stored verdict is what a run remembers of an earlier one: the day of
+ * the click (where the attempt stays should its row be withdrawn, and where a late hit flags), and of a complete,
+ * that the row was listed as an earning one and at what price (what a reversal takes, `classify`'s `earnedBefore`).
+ * Without it a run falls back on the day first seen, the success postback and the survey's price at the click. So
+ * the verdict is implied only where those say the same: an attempt first seen on its click's Pacific day, without
+ * a conflict, and, for a complete, with a standing success postback and listed at the price in force at its click.
+ */
+export function impliedMatch(
+  transaction: Transaction | undefined,
+  attempt: Attempt | undefined,
+  day: string,
+  prices: string | readonly string[] | undefined,
+): boolean {
+  if (!transaction || !attempt?.firstSeenAt || attempt.conflict) return false;
+  if (dayOf(attempt.firstSeenAt) !== day) return false;
+  if (transaction.status !== 'Completed') return true;
+  const atClick = typeof prices === 'string' ? prices : prices?.[0];
+  return (
+    attempt.postback?.outcome === 'success' && atClick !== undefined && sameAmount(transaction.cpi, atClick)
+  );
 }
 
 interface Pair {

@@ -253,6 +253,11 @@ const reconcileEnvironment = z.extend(base, {
   RECONCILE_SETTLED_RECHECK_HOURS: wholeNumber(1, 720, 24),
   /** The whole window's transactions are listed by the first run of every this many hours (1: every run). */
   RECONCILE_WINDOW_LIST_HOURS: wholeNumber(1, 24, 1),
+  /**
+   * `implied`: an agreement the attempt tells again by itself is written on no attempt without a verdict
+   * (verdict-rules.ts `impliedMatch`); `kept`: every verdict is written on its attempt.
+   */
+  RECONCILE_MATCHED_VERDICTS: z._default(z.enum(['kept', 'implied']), 'kept'),
 });
 
 export interface ReconcileConfig extends LedgerConnection {
@@ -264,6 +269,8 @@ export interface ReconcileConfig extends LedgerConnection {
   readonly freshDays: number;
   readonly settledRecheckMs: number;
   readonly windowListHours: number;
+  /** Leave agreements the attempt tells again by itself without a verdict (RECONCILE_MATCHED_VERDICTS=implied). */
+  readonly impliedMatches: boolean;
   /** Read the window's attempts from the attempt feed instead of their items. */
   readonly readsFeed: boolean;
   /** The table's stream: a start mark of another (the feed turned off and on again) is no start. */
@@ -284,6 +291,7 @@ export function readReconcileConfig(env: NodeJS.ProcessEnv = process.env): Recon
     freshDays: values.RECONCILE_FRESH_DAYS,
     settledRecheckMs: values.RECONCILE_SETTLED_RECHECK_HOURS * 3_600_000,
     windowListHours: values.RECONCILE_WINDOW_LIST_HOURS,
+    impliedMatches: values.RECONCILE_MATCHED_VERDICTS === 'implied',
     readsFeed: values.ATTEMPT_FEED === 'on',
     feedStream: values.ATTEMPT_FEED_STREAM,
     feedLagMs: values.ATTEMPT_FEED_LAG_SECONDS * 1000,

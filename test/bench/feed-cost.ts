@@ -24,7 +24,7 @@ export interface FeedCostInputs {
   readonly shards: number;
   /** How long after an attempt's first hit its second arrives, at most (uniformly): both come at the survey's end. */
   readonly secondHitWithinSeconds?: number;
-  /** Verdict writes per attempt over its life (default 2: judged, then refreshed by the buyer's review). */
+  /** Verdict writes per attempt over its life (default 2: judged, then refreshed; run.ts passes what the simulated week wrote). */
   readonly verdictWrites?: number;
 }
 

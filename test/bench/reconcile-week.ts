@@ -3,12 +3,13 @@
  * scheduled run every hour on a fake clock for 168 runs, counting the read and write units the reconciler
  * consumes (ReturnConsumedCapacity from the engine) per attempt that arrived in the week. Run as its own process
  * by `reconciliationWeek` (reconciliation-scale.ts); reports over IPC.
- * Usage: reconcile-week <full|default|two|feed> <surveys> <attempts per survey and hour> <hours>
+ * Usage: reconcile-week <full|default|two|feed|lean> <surveys> <attempts per survey and hour> <hours>
  *
  * `feed`: the defaults with the attempt feed (the `attemptFeed` setting): every write passes the stream stand-in, the
  * real consumer keeps the feed from it before each run, and the reconciler reads a survey's days from it
  * (reconciliation/feed-attempts.ts), as the deployed function does with ATTEMPT_FEED=on. The consumer's own writes
- * are not counted here (`feed-cost.ts` prices them at the shape's batching).
+ * are not counted here (`feed-cost.ts` prices them at the shape's batching). `lean`: the feed, and the `matchedVerdicts`
+ * setting `implied` (no verdict written on an attempt that tells its agreement by itself).
  *
  * Traffic shape: clicks spread over each hour, the postback ten minutes after the click, one attempt in fifty
  * never arriving here and one in a hundred arriving a day late (a postback the marketplace re-sends, which flags
@@ -57,7 +58,9 @@ await createDayIndexBackfill(createDocumentClient({ endpoint: engine.endpoint })
 const marketplace = await startLocalMarketplace({ accessToken: TOKEN, seedSurveys: false });
 // With the feed, every write passes the stream stand-in (the receivers', reconciliation's), the feed's own beside it.
 const stream =
-  policy === 'feed' ? await startTableStream({ engineEndpoint: engine.endpoint, tableName }) : undefined;
+  policy === 'feed' || policy === 'lean'
+    ? await startTableStream({ engineEndpoint: engine.endpoint, tableName })
+    : undefined;
 const writes = stream?.endpoint ?? engine.endpoint;
 const consume = createStreamConsumer({
   feed: createAttemptFeed(createDocumentClient({ endpoint: engine.endpoint }), tableName),
@@ -265,6 +268,7 @@ const engineOf = () =>
     now: () => new Date(clock),
     settleMs: 600_000,
     ...(policy === 'full' ? { freshDays: 7 } : policy === 'two' ? { freshDays: 2 } : {}),
+    ...(policy === 'lean' ? { impliedMatches: true } : {}),
   });
 
 // The week before: arrived and reconciled once, unmeasured.

@@ -130,7 +130,8 @@ export interface ReconcileWeek {
   readonly msPerRun: number;
 }
 
-type WeekPolicy = 'full' | 'default' | 'two' | 'feed';
+/** `lean`: the feed and matched verdicts implied (`matchedVerdicts`). */
+type WeekPolicy = 'full' | 'default' | 'two' | 'feed' | 'lean';
 
 interface WeekReport {
   policy: WeekPolicy;
@@ -151,7 +152,7 @@ export async function reconciliationWeek(
   options: { surveys: number; perHour: number; hours: number } = { surveys: 2, perHour: 2, hours: 168 },
 ): Promise<ReconcileWeek[]> {
   const rows: ReconcileWeek[] = [];
-  for (const policy of ['full', 'default', 'two', 'feed'] as const) {
+  for (const policy of ['full', 'default', 'two', 'feed', 'lean'] as const) {
     const r = await runInProcess<WeekReport>('test/bench/reconcile-week.ts', [
       policy,
       String(options.surveys),

@@ -243,12 +243,20 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
         `all in: USD ${fmt(allIn, 2)} per million hits (target at most ${fmt(TARGETS.costUsd, 2)}: ${allIn <= TARGETS.costUsd ? 'met' : 'missed'})`,
       );
       // The attempt feed (the attemptFeed setting, off by default): priced apart, with the health check reading it.
+      // Each verdict written is a change the feed keeps: as many per attempt as the simulated week wrote.
+      const weekOf = (policy: string) =>
+        (results.reconciliationWeek as ReconcileWeek[] | undefined)?.find((w) => w.policy === policy);
+      const verdictWritesOf = (policy: string) => {
+        const week = weekOf(policy);
+        return week ? { verdictWrites: Math.round(week.attemptWriteUnitsPerAttemptWeek) } : {};
+      };
       const feeds = [];
       for (const shards of [1, 4, 16]) {
         const measured = await feedWriteCost({
           ...TRAFFIC_SHAPE,
           windowSeconds: FEED_BATCHING_WINDOW.toSeconds(),
           shards,
+          ...verdictWritesOf('feed'),
         });
         feeds.push({ shards, ...measured, cost: feedCostPerMillionHits(measured) });
       }
@@ -267,20 +275,19 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
         'feed',
       ]);
       // And reconciliation reads its attempts from it: the simulated week's `feed` policy.
-      const feedWeek = (results.reconciliationWeek as ReconcileWeek[] | undefined)?.find(
-        (w) => w.policy === 'feed',
-      );
-      const reconcileWithFeed: ScheduledUsage['reconcile'] = feedWeek
-        ? {
-            ...reconcileUsage,
-            readUnitsPerAttemptWeek: feedWeek.attemptReadUnitsPerAttemptWeek,
-            readUnitsPerSurveyRun: feedWeek.otherReadUnitsPerSurveyRun,
-            writeUnitsPerAttemptWeek: feedWeek.attemptWriteUnitsPerAttemptWeek,
-            writeUnitsPerSurveyRun: feedWeek.otherWriteUnitsPerSurveyRun,
-            readUnitsPerRun: feedWeek.runReadUnitsPerRun,
-            writeUnitsPerRun: feedWeek.runWriteUnitsPerRun,
-          }
-        : reconcileUsage;
+      const reconcileOfWeek = (week: ReconcileWeek | undefined): ScheduledUsage['reconcile'] =>
+        week
+          ? {
+              ...reconcileUsage,
+              readUnitsPerAttemptWeek: week.attemptReadUnitsPerAttemptWeek,
+              readUnitsPerSurveyRun: week.otherReadUnitsPerSurveyRun,
+              writeUnitsPerAttemptWeek: week.attemptWriteUnitsPerAttemptWeek,
+              writeUnitsPerSurveyRun: week.otherWriteUnitsPerSurveyRun,
+              readUnitsPerRun: week.runReadUnitsPerRun,
+              writeUnitsPerRun: week.runWriteUnitsPerRun,
+            }
+          : reconcileUsage;
+      const reconcileWithFeed = reconcileOfWeek(weekOf('feed'));
       const scheduledWithFeed = scheduledCostPerMillionHits({
         reconcile: reconcileWithFeed,
         sync: schedules.sync,
@@ -303,6 +310,30 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
       );
       console.log(
         `all in with the attempt feed (attemptFeed): USD ${fmt(allInWithFeed, 2)} per million hits (hit path ${fmt(hitPathWithFeed.totalUsd, 2)}, the feed ${fmt(deployed?.cost.totalUsd ?? 0, 3)}, health ${fmt(Number(scheduledWithFeed.lines.find((l) => l.item === 'Survey health')?.usd), 3)}; target at most ${fmt(TARGETS.costUsd, 2)}: ${allInWithFeed <= TARGETS.costUsd ? 'met' : 'missed'})`,
+      );
+      // The lean configuration: the feed, and matched verdicts implied (the `lean` week; its feed keeps what it
+      // writes).
+      const leanFeed = await feedWriteCost({
+        ...TRAFFIC_SHAPE,
+        windowSeconds: FEED_BATCHING_WINDOW.toSeconds(),
+        shards: 4,
+        ...verdictWritesOf('lean'),
+      });
+      const leanFeedCost = feedCostPerMillionHits(leanFeed);
+      const scheduledLean = scheduledCostPerMillionHits({
+        reconcile: reconcileOfWeek(weekOf('lean')),
+        sync: schedules.sync,
+        health: feedSchedules.health,
+      });
+      const allInLean = hitPathWithFeed.totalUsd + scheduledLean.totalUsd + leanFeedCost.totalUsd;
+      results.leanConfiguration = {
+        feed: { ...leanFeed, cost: leanFeedCost },
+        scheduled: scheduledLean,
+        allInLean,
+      };
+      console.table(scheduledLean.lines.filter((line) => line.item.startsWith('Reconciliation')));
+      console.log(
+        `all in with the attempt feed and matched verdicts implied (attemptFeed, matchedVerdicts implied): USD ${fmt(allInLean, 2)} per million hits (hit path ${fmt(hitPathWithFeed.totalUsd, 2)}, the feed ${fmt(leanFeedCost.totalUsd, 3)}, reconciliation writes ${fmt(Number(scheduledLean.lines.find((l) => l.item === 'Reconciliation writes')?.usd), 3)}; target at most ${fmt(TARGETS.costUsd, 2)}: ${allInLean <= TARGETS.costUsd ? 'met' : 'missed'})`,
       );
       console.table(
         feeds.map((f) => ({

@@ -25,6 +25,7 @@ const templateApp = () => new App({ context: { 'aws:cdk:bundling-stacks': [] } }
 beforeAll(() => {
   stack = new ReceiverStack(templateApp(), 'Test', {
     attemptFeed: true,
+    matchedVerdicts: 'implied',
     marketplace: { baseUrl: 'https://supplier.marketplace.example' },
   });
   template = Template.fromStack(stack);
@@ -47,6 +48,28 @@ describe('the attempt feed', () => {
     expect(
       stackProps(readEnvironmentSettings({ example: { attemptFeed: true } }, 'example')).attemptFeed,
     ).toBe(true);
+  });
+
+  it('matched verdicts are kept by default; implied, the reconciliation function is told so', () => {
+    // The same construct path in both stacks: the same logical id.
+    const variables = (t: Template, construct: { node: { defaultChild?: unknown } }) =>
+      (
+        t.toJSON().Resources[logicalId(construct)] as {
+          Properties: { Environment: { Variables: Record<string, unknown> } };
+        }
+      ).Properties.Environment.Variables;
+    expect(variables(template, stack.reconcile.function)).toMatchObject({
+      RECONCILE_MATCHED_VERDICTS: 'implied',
+    });
+    expect(variables(without, stack.reconcile.function)).not.toHaveProperty('RECONCILE_MATCHED_VERDICTS');
+    expect(readEnvironmentSettings({ example: {} }, 'example').matchedVerdicts).toBe('kept');
+    expect(
+      stackProps(readEnvironmentSettings({ example: { matchedVerdicts: 'implied' } }, 'example'))
+        .matchedVerdicts,
+    ).toBe('implied');
+    expect(() => readEnvironmentSettings({ example: { matchedVerdicts: 'none' } }, 'example')).toThrow(
+      /matchedVerdicts/,
+    );
   });
 
   it('has the health check read the feed, judging as of its batching window and a margin ago', () => {

@@ -220,9 +220,13 @@ describe('a reconciliation run', () => {
     await survey(7002);
     const reversed = await attempt(7002, 'Completed', { postback: 'success' });
     const approved = await attempt(7002, 'Completed', { postback: 'success' });
+    const refiled = await attempt(7002, 'Completed', { postback: 'success' });
     await engine().run(today, today, ['7002']);
     reversed.transaction.verifyToken = 'Invalid';
     approved.transaction.verifyToken = 'Valid';
+    // The buyer's review and a completion time filed anew: the time is a fact the attempt shows, written.
+    refiled.transaction.verifyToken = 'Valid';
+    refiled.transaction.completedAt = new Date(REFERENCE_MS - 10 * 60_000);
     const later = await engine().run(today, today, ['7002']);
     expect(later.outcomes[0]?.changes).toEqual({ new: 0, changed: 1, refreshed: 1 });
     expect(later.outcomes[0]?.changed).toEqual([
@@ -230,14 +234,36 @@ describe('a reconciliation run', () => {
     ]);
     const history = (await attempts.attemptsOf('7002', reversed.pid))[0]?.reconciliation?.history ?? [];
     expect(history.map((h) => h.verdict)).toEqual(['matched', 'invalidated']);
-    expect((await attempts.attemptsOf('7002', approved.pid))[0]?.reconciliation).toMatchObject({
+    // A matched complete's review moving on to Valid alone is not written: the attempt shows it as judged.
+    const [judged] = await attempts.attemptsOf('7002', approved.pid);
+    expect(judged?.reconciliation).toMatchObject({
       verdict: 'matched',
-      marketplace: { verifyToken: 'Valid' },
+      marketplace: { verifyToken: 'Pending' },
+    });
+    expect((await attempts.attemptsOf('7002', refiled.pid))[0]?.reconciliation).toMatchObject({
+      verdict: 'matched',
+      marketplace: { verifyToken: 'Valid', completedAt: new Date(REFERENCE_MS - 10 * 60_000).toISOString() },
     });
     expect((await results.daySummaries(today)).find((s) => s.surveyId === '7002')?.marketplace).toMatchObject(
-      { owed: '1.50', invalidCompletes: 1 },
+      { owed: '3.00', validCompletes: 2, pendingCompletes: 0, invalidCompletes: 1 },
     );
     expect((await results.discrepancies(today, '7002')).map((a) => a.token)).toEqual([reversed.token]);
+    // Unchanged the run after: no write for it, every run.
+    const steady = await engine().run(today, today, ['7002']);
+    expect(steady.outcomes[0]?.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
+    expect((await attempts.attemptsOf('7002', approved.pid))[0]?.reconciliation?.at).toBe(
+      judged?.reconciliation?.at,
+    );
+    // Reversed after its approval (re-filed at 0): priced at what the row was listed at when judged.
+    approved.transaction.verifyToken = 'Invalid';
+    approved.transaction.cpi = '0';
+    await engine().run(today, today, ['7002']);
+    expect((await attempts.attemptsOf('7002', approved.pid))[0]?.reconciliation).toMatchObject({
+      verdict: 'invalidated',
+      detail: { reversedCpi: '1.50' },
+    });
+    const report = await finance({ attempts, results }).report({ from: today, to: today }, ['7002']);
+    expect(report.amounts.reversed).toBe('3.00');
   });
 
   it('a marketplace error fails that survey only, never as zero transactions, and the failed days are retried later', async () => {
@@ -900,6 +926,97 @@ describe('verdicts whatever the window', () => {
       verdict: 'complete_not_paid',
       detail: { searchedFrom: nextDay(today, -1) },
     });
+  });
+});
+
+describe('matched verdicts implied (the matchedVerdicts setting)', () => {
+  const implied = () => engine({ impliedMatches: true });
+  const verdictOf = async (pid: string) => (await attempts.attemptsOf('7301', pid))[0]?.reconciliation;
+
+  it('writes no verdict where the attempt tells the agreement by itself, and every other one; the figures the same', async () => {
+    const clicked = REFERENCE_MS - 30 * 60_000;
+    // The survey's price moved from 2.00 to 2.10 twenty minutes after these clicks: a row may carry either.
+    await registry.put({
+      surveyId: '7301',
+      state: 'active',
+      verified: true,
+      failures: 0,
+      expectedCpi: '2.10',
+      cpiHistory: [
+        { cpi: '2.00', since: '' },
+        { cpi: '2.10', since: new Date(clicked + 20 * 60_000).toISOString() },
+      ],
+      updatedAt: new Date().toISOString(),
+    });
+    marketplace.state.addSurvey({ surveyId: 7301, cpi: '2.00' });
+    const plain = await attempt(7301, 'Completed', { postback: 'success', redirect: 'success' });
+    plain.transaction.cpi = '2.00';
+    const failed = await attempt(7301, 'Failed', { postback: 'fail', redirect: 'fail' });
+    // Listed at the price after the change: what a reversal takes is on the verdict only.
+    const repriced = await attempt(7301, 'Completed', { postback: 'success' });
+    repriced.transaction.cpi = '2.10';
+    // Clicked in the day before it was first seen here: the click day is on the verdict only.
+    const overnight = await attempt(7301, 'Over Quota', { postback: 'fail' });
+    overnight.transaction.clickedAt = new Date(pacificDayRange(today).start.getTime() - 10 * 60_000);
+    const unreceived = await attempt(7301, 'Completed', { redirect: 'success' });
+    unreceived.transaction.cpi = '2.00';
+    const first = await implied().run(nextDay(today, -1), today, ['7301']);
+    expect(first.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      verdicts: { matched: 4, complete_not_received: 1 },
+      changes: { new: 3, changed: 0, refreshed: 0 },
+    });
+    expect(await verdictOf(plain.pid)).toBeUndefined();
+    expect(await verdictOf(failed.pid)).toBeUndefined();
+    expect(await verdictOf(repriced.pid)).toMatchObject({ verdict: 'matched', marketplace: { cpi: '2.10' } });
+    expect(await verdictOf(overnight.pid)).toMatchObject({ verdict: 'matched', day: nextDay(today, -1) });
+    expect(await verdictOf(unreceived.pid)).toMatchObject({ verdict: 'complete_not_received' });
+    // The day's figures count the agreements all the same, as the same run with every verdict kept does.
+    const summary = (await results.summariesOf('7301', [today]))[0];
+    expect(summary).toMatchObject({
+      verdicts: { matched: 3, complete_not_received: 1 },
+      here: { attempts: 4, postbackCompletes: 2 },
+      marketplace: { completes: 3, pending: '6.10' },
+    });
+    // Nothing to write the next run, nor on the buyer's acceptance.
+    plain.transaction.verifyToken = 'Valid';
+    const steady = await implied().run(nextDay(today, -1), today, ['7301']);
+    expect(steady.outcomes[0]).toMatchObject({
+      verdicts: { matched: 4, complete_not_received: 1 },
+      changes: { new: 0, changed: 0, refreshed: 0 },
+    });
+    // A success postback after all: the discrepancy it carried is replaced by the agreement, written.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7301',
+        outcome: 'success',
+        pid: unreceived.pid,
+        token: unreceived.token,
+        source: 'query',
+      },
+      new Date(REFERENCE_MS - 10 * 60_000),
+    );
+    const received = await implied().run(nextDay(today, -1), today, ['7301']);
+    expect(received.outcomes[0]?.changes).toEqual({ new: 0, changed: 1, refreshed: 0 });
+    expect(await verdictOf(unreceived.pid)).toMatchObject({ verdict: 'matched' });
+    expect(await results.discrepancies(today, '7301')).toEqual([]);
+    // Both reversed and listed at 0: each priced at what it was listed at, remembered or told again.
+    for (const reversed of [plain, repriced]) {
+      reversed.transaction.verifyToken = 'Invalid';
+      reversed.transaction.cpi = '0';
+    }
+    await implied().run(nextDay(today, -1), today, ['7301']);
+    expect(await verdictOf(plain.pid)).toMatchObject({
+      verdict: 'invalidated',
+      detail: { reversedCpi: '2.00' },
+    });
+    expect(await verdictOf(repriced.pid)).toMatchObject({
+      verdict: 'invalidated',
+      detail: { reversedCpi: '2.10' },
+    });
+    const report = await finance({ attempts, results }).report({ from: today, to: today }, ['7301']);
+    expect(report.amounts.reversed).toBe('4.10');
   });
 });
 

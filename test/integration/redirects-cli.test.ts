@@ -9,7 +9,11 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient, createReconciliationStore } from '../../functions/ledger/ledger-store';
+import {
+  createDocumentClient,
+  createLedgerStore,
+  createReconciliationStore,
+} from '../../functions/ledger/ledger-store';
 import { pacificDay } from '../../functions/marketplace/pacific-time';
 import { freshTable } from '../support/ledger';
 
@@ -170,6 +174,41 @@ describe('output for other programs', () => {
     expect(one.stdout).toContain('never seen here');
     expect(one.stdout).toContain('reconciled: complete_not_received on');
     expect(one.stdout).toContain('(marketplace: Completed, Valid, cpi 1.25)');
+    // A matched complete judged while its review was pending: an acceptance since is not written back, and it says so.
+    await createReconciliationStore(client, table.tableName).recordVerdict(
+      {
+        surveyId: '9105',
+        pid: 'p-matched',
+        token: 't-matched',
+        verdict: {
+          kind: 'matched',
+          day: clickedAt.slice(0, 10),
+          detail: {},
+          marketplace: { status: 'Completed', verifyToken: 'Pending', cpi: '1.25', clickedAt },
+        },
+      },
+      new Date(),
+    );
+    const matched = await cli('attempt', '--survey', '9105', '--pid', 'p-matched');
+    expect(matched.stdout).toContain('(marketplace: Completed, Pending, cpi 1.25)');
+    expect(matched.stdout).toContain('an acceptance since then is counted in the day, not here');
+    expect(one.stdout).not.toContain('an acceptance since');
+    // An attempt without a verdict: not judged yet, or an agreement left unwritten (matchedVerdicts implied).
+    await createLedgerStore(client, table.tableName).recordHit(
+      {
+        channel: 'postback',
+        surveyId: '9105',
+        outcome: 'fail',
+        pid: 'p-plain',
+        token: 't-plain',
+        source: 'query',
+      },
+      new Date(clickedAt),
+    );
+    const plain = await cli('attempt', '--survey', '9105', '--pid', 'p-plain');
+    expect(plain.stdout).toContain(
+      `reconciled: no verdict on it: not judged yet, or it agrees with the marketplace (with the matchedVerdicts setting implied, such an attempt is counted in the figures of ${pacificDay(new Date(clickedAt))} only)`,
+    );
     const day = await cli('attempts', '--survey', '9105', '--day', clickedAt.slice(0, 10));
     expect(day.stdout).not.toContain('undefined');
     expect(day.stdout).toContain(`(not seen here; clicked ${clickedAt})  pid p-listed`);

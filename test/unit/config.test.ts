@@ -60,6 +60,13 @@ describe('configuration', () => {
     expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_FRESH_DAYS: '0' })).toThrow(
       /RECONCILE_FRESH_DAYS Too small/,
     );
+    expect(readReconcileConfig({ TABLE_NAME: 'ledger' }).impliedMatches).toBe(false);
+    expect(
+      readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_MATCHED_VERDICTS: 'implied' }).impliedMatches,
+    ).toBe(true);
+    expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_MATCHED_VERDICTS: 'some' })).toThrow(
+      /RECONCILE_MATCHED_VERDICTS/,
+    );
     expect(readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_LOOKBACK_DAYS: '0' }).lookbackDays).toBe(0);
     expect(() => readReconcileConfig({ TABLE_NAME: 'ledger', RECONCILE_LOOKBACK_DAYS: '63' })).toThrow(
       /RECONCILE_LOOKBACK_DAYS Too big/,

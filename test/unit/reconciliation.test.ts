@@ -18,8 +18,10 @@ import {
   sameFigures,
 } from '../../functions/reconciliation/recheck-policy';
 import { transactionsDigest } from '../../functions/reconciliation/transactions-digest';
+import { verdictUnchanged } from '../../functions/reconciliation/verdict-equality';
 import {
   ATTEMPT_LEAD_MS,
+  type AttemptVerdict,
   attemptKeysToRead,
   attemptRange,
   classify,
@@ -1008,5 +1010,69 @@ describe('settled days', () => {
     expect(sameFigures({ ...summary, verdicts: { matched: 99 } }, summary)).toBe(false);
     expect(sameFigures({ ...summary, transactionsDigest: 'other' }, summary)).toBe(false);
     expect(sameFigures(summary, undefined)).toBe(false);
+  });
+});
+
+describe('stored verdicts', () => {
+  const listing = (verifyToken: string | undefined, extra: Record<string, string> = {}) => ({
+    status: 'Completed',
+    ...(verifyToken ? { verifyToken } : {}),
+    cpi: '1.25',
+    clickedAt: noon,
+    completedAt: noon,
+    ...extra,
+  });
+  const facts = (verifyToken: string | undefined) => ({
+    postback: 'success',
+    redirect: 'success',
+    marketplaceStatus: 'Completed',
+    verifyToken: verifyToken ?? 'none',
+  });
+  /** An attempt judged `kind` while its row's review said `listed`, judged again now that it says `now`. */
+  const judgedAgain = (
+    kind: string,
+    listed: string | undefined,
+    now: string | undefined,
+    changed: Record<string, string> = {},
+  ): AttemptVerdict => {
+    const base = attempt('t', noon, { postback: 'success', redirect: 'success' });
+    return {
+      surveyId: '1',
+      pid: base.pid,
+      token: base.token,
+      attempt: {
+        ...base,
+        reconciliation: {
+          verdict: kind,
+          day: DAY,
+          detail: facts(listed),
+          marketplace: listing(listed),
+          at: noon,
+          history: [{ verdict: kind, day: DAY, at: noon }],
+        },
+      },
+      verdict: {
+        kind: kind as AttemptVerdict['verdict']['kind'],
+        day: DAY,
+        detail: facts(now),
+        marketplace: listing(now, changed),
+      },
+    };
+  };
+
+  it('a matched complete whose review went from Pending (or none yet) to Valid is not written again', () => {
+    expect(verdictUnchanged(judgedAgain('matched', 'Pending', 'Pending'))).toBe(true);
+    expect(verdictUnchanged(judgedAgain('matched', 'Pending', 'Valid'))).toBe(true);
+    expect(verdictUnchanged(judgedAgain('matched', undefined, 'valid'))).toBe(true);
+  });
+
+  it('any other change of facts is written: a price, a time, a review going back, a discrepancy finance lists', () => {
+    expect(verdictUnchanged(judgedAgain('matched', 'Pending', 'Valid', { cpi: '1.30' }))).toBe(false);
+    expect(verdictUnchanged(judgedAgain('matched', 'Pending', 'Valid', { completedAt: DAY }))).toBe(false);
+    expect(verdictUnchanged(judgedAgain('matched', 'Valid', 'Pending'))).toBe(false);
+    expect(verdictUnchanged(judgedAgain('matched', undefined, 'Pending'))).toBe(false);
+    expect(verdictUnchanged(judgedAgain('cpi_mismatch', 'Pending', 'Valid'))).toBe(false);
+    const moved = judgedAgain('matched', 'Pending', 'Valid');
+    expect(verdictUnchanged({ ...moved, verdict: { ...moved.verdict, day: '2026-11-22' } })).toBe(false);
   });
 });
