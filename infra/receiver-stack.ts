@@ -88,8 +88,8 @@ export interface ReceiverStackProps extends StackProps {
    */
   readonly attemptFeed?: boolean;
   /**
-   * `implied`: reconciliation writes no verdict on an attempt that agrees with the marketplace where the attempt
-   * tells the agreement again by itself (README, "Matched verdicts"); `kept` (default): every verdict is written.
+   * `implied`: reconciliation writes no verdict on a non-complete that agrees with the marketplace where the
+   * attempt tells the agreement by itself (README, "Matched verdicts"); `kept` (default): every verdict is written.
    */
   readonly matchedVerdicts?: 'kept' | 'implied';
 }

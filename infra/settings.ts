@@ -114,7 +114,7 @@ const environmentSchema = z
     receiverReservedConcurrency: z.int().min(0).max(1000).default(50),
     /** The table's stream and the attempt feed's consumer (README, "The attempt feed"); the health check reads it. */
     attemptFeed: z.boolean().default(false),
-    /** `implied`: no verdict written on an attempt that agrees where it tells so by itself (README, "Matched verdicts"). */
+    /** `implied`: no verdict written on a non-complete that tells its agreement by itself (README, "Matched verdicts"). */
     matchedVerdicts: z.enum(['kept', 'implied']).default('kept'),
     /** The API under the supplier's own host name: the surveys' URLs then outlive a replaced API. */
     customDomain: z

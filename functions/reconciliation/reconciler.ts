@@ -58,6 +58,7 @@ import {
   type DaySummary,
   DEFAULT_LOOKBACK_DAYS,
   fetchRange,
+  impliedDay,
   lookbackRange,
   needsLookback,
   nextDay,
@@ -83,8 +84,9 @@ export interface ReconcilerDeps {
   /** How long a discrepancy must have been quiet before it is judged (the other side may still catch up). */
   readonly settleMs?: number;
   /**
-   * Leave agreements the attempt tells again by itself without a verdict on it (the `matchedVerdicts` setting
-   * `implied`; verdict-rules.ts `impliedMatch`): a write unit an attempt less. Off, every verdict is written.
+   * Leave the agreements of non-completes that tell them again by themselves without a verdict (the
+   * `matchedVerdicts` setting `implied`; verdict-rules.ts `impliedMatch`): a write unit each less. Off, every
+   * verdict is written.
    */
   readonly impliedMatches?: boolean;
   /**
@@ -515,9 +517,17 @@ export function reconciler(deps: ReconcilerDeps) {
           ? await lookback(new Set(attempts.map((a) => a.token)))
           : undefined;
       const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
+      /**
+       * Days an agreement left unwritten (`impliedMatches`) may have counted an attempt on, or should count it on
+       * now, when its row turned up on another day: flagged for the next run (what they count of it is attempts
+       * here, never money: only non-completes are implied).
+       */
+      const impliedMoves = new Set<string>();
       for (const { day, attempt } of result.elsewhere) {
         const counted = attempt.reconciliation?.day;
         if (counted !== undefined && counted !== day && window.includes(counted)) goneToDays.add(day);
+        const implied = deps.impliedMatches ? impliedDay(attempt) : undefined;
+        if (implied !== undefined && implied !== day && window.includes(implied)) impliedMoves.add(day);
       }
       // Attempts of another settled day that had a hit since that day's last check: whatever kept the hit's own
       // flag from being set (a failed write), that day is reconciled by the next run. Days this run reconciles
@@ -575,6 +585,10 @@ export function reconciler(deps: ReconcilerDeps) {
           // Moved to this day from another (its transaction turned up here): that day counted it.
           const left = entry.attempt?.reconciliation?.day;
           if (change === 'changed' && left !== undefined && left !== entry.verdict.day) leftDays.add(left);
+          // Or, without a verdict, perhaps as an agreement left unwritten on the day it was first seen.
+          const implied = deps.impliedMatches ? impliedDay(entry.attempt) : undefined;
+          if (change === 'new' && implied !== undefined && implied !== entry.verdict.day)
+            impliedMoves.add(implied);
           if (change === 'changed' && changed.length < 20) {
             changed.push({
               token: entry.token,
@@ -586,6 +600,10 @@ export function reconciler(deps: ReconcilerDeps) {
         { concurrency: writeConcurrency },
       );
       throwIfFailed(writes);
+      // A fresh day is judged by every run anyway.
+      for (const day of impliedMoves)
+        if (!window.includes(day) && !plan?.freshDays.has(day))
+          await deps.results.flagDay(surveyId, day, flagTime);
       outcome.awaiting += overtaken.length;
       await Promise.all(
         result.summaries

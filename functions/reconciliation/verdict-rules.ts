@@ -54,8 +54,8 @@ export interface Verdict {
   readonly matchedBy?: 'token' | 'pid';
   readonly marketplace?: MarketplaceView;
   /**
-   * A `matched` verdict the attempt and the survey's prices tell again whenever it is judged (`impliedMatches`):
-   * written on no attempt that carries no verdict yet. Its day's figures count it all the same.
+   * A `matched` verdict of a non-complete the attempt tells again whenever it is judged (`impliedMatch`): written
+   * on no attempt that carries no verdict yet. Its day's figures count it all the same.
    */
   readonly implied?: true;
 }
@@ -551,7 +551,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         detail,
         ...(matchedBy ? { matchedBy } : {}),
         ...(transaction ? { marketplace: viewOf(transaction) } : {}),
-        ...(window.impliedMatches && kind === 'matched' && impliedMatch(transaction, attempt, day, prices)
+        ...(window.impliedMatches && kind === 'matched' && impliedMatch(transaction, attempt, day)
           ? { implied: true as const }
           : {}),
       },
@@ -578,25 +578,30 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
 /**
  * Whether a `matched` verdict holds nothing a later run could not tell again without it, so that an attempt may go
  * without it (`SurveyWindow.impliedMatches`). A stored verdict is what a run remembers of an earlier one: the day of
- * the click (where the attempt stays should its row be withdrawn, and where a late hit flags), and of a complete,
- * that the row was listed as an earning one and at what price (what a reversal takes, `classify`'s `earnedBefore`).
- * Without it a run falls back on the day first seen, the success postback and the survey's price at the click. So
- * the verdict is implied only where those say the same: an attempt first seen on its click's Pacific day, without
- * a conflict, and, for a complete, with a standing success postback and listed at the price in force at its click.
+ * the click (where the attempt stays should its row be withdrawn, and which day a late hit flags) and, of a
+ * complete, that the row was listed as an earning one and at what price (what a reversal takes: `classify`'s
+ * `earnedBefore`; the survey's price history is trimmed, and a reversed row may show another price). So only a
+ * non-complete is implied, and only where the day it was first seen here is its click's Pacific day (the day a run
+ * falls back on without a verdict) and no conflict makes it one to look at again.
  */
 export function impliedMatch(
   transaction: Transaction | undefined,
   attempt: Attempt | undefined,
   day: string,
-  prices: string | readonly string[] | undefined,
 ): boolean {
-  if (!transaction || !attempt?.firstSeenAt || attempt.conflict) return false;
-  if (dayOf(attempt.firstSeenAt) !== day) return false;
-  if (transaction.status !== 'Completed') return true;
-  const atClick = typeof prices === 'string' ? prices : prices?.[0];
-  return (
-    attempt.postback?.outcome === 'success' && atClick !== undefined && sameAmount(transaction.cpi, atClick)
-  );
+  if (!transaction || transaction.status === 'Completed') return false;
+  if (!attempt?.firstSeenAt || attempt.conflict || !arrivedHere(attempt)) return false;
+  return dayOf(attempt.firstSeenAt) === day;
+}
+
+/**
+ * The day an attempt without a verdict was counted on, had a run left its agreement unwritten (`impliedMatch`): the
+ * Pacific day first seen. A run that finds its row on another day judges that one again (or flags it), as it does
+ * the day a stored verdict names.
+ */
+export function impliedDay(attempt: Attempt | undefined): string | undefined {
+  if (!attempt || attempt.reconciliation || !attempt.firstSeenAt || !arrivedHere(attempt)) return undefined;
+  return dayOf(attempt.firstSeenAt);
 }
 
 interface Pair {

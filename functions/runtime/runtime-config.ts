@@ -254,8 +254,8 @@ const reconcileEnvironment = z.extend(base, {
   /** The whole window's transactions are listed by the first run of every this many hours (1: every run). */
   RECONCILE_WINDOW_LIST_HOURS: wholeNumber(1, 24, 1),
   /**
-   * `implied`: an agreement the attempt tells again by itself is written on no attempt without a verdict
-   * (verdict-rules.ts `impliedMatch`); `kept`: every verdict is written on its attempt.
+   * `implied`: the agreement of a non-complete that tells it again by itself is written on no attempt without a
+   * verdict (verdict-rules.ts `impliedMatch`); `kept`: every verdict is written on its attempt.
    */
   RECONCILE_MATCHED_VERDICTS: z._default(z.enum(['kept', 'implied']), 'kept'),
 });

@@ -24,7 +24,10 @@ export interface FeedCostInputs {
   readonly shards: number;
   /** How long after an attempt's first hit its second arrives, at most (uniformly): both come at the survey's end. */
   readonly secondHitWithinSeconds?: number;
-  /** Verdict writes per attempt over its life (default 2: judged, then refreshed; run.ts passes what the simulated week wrote). */
+  /**
+   * Verdict writes per attempt over its life, a fraction for a share of them (default 2: judged, then refreshed;
+   * run.ts passes what the simulated week wrote).
+   */
   readonly verdictWrites?: number;
 }
 
@@ -92,7 +95,10 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
     // Judged by the hourly run after it (five minutes past the hour, within the run's minute), and refreshed by the
     // run after the buyer's review two days later: the facts a matched complete's verdict keeps.
     let judged = inputs.hitsPerAttempt >= 2 ? second : first;
-    for (let v = 0; v < (inputs.verdictWrites ?? 2); v++) {
+    // A fraction of a write an attempt is that share of the attempts written once more.
+    const verdictWrites = inputs.verdictWrites ?? 2;
+    const writes = Math.floor(verdictWrites) + (Math.random() < verdictWrites % 1 ? 1 : 0);
+    for (let v = 0; v < writes; v++) {
       const runAt = start + hour * 1000 + v * 2 * 86_400_000 + 300_000 + Math.random() * 60_000;
       const verdictAt = new Date(runAt).toISOString();
       const verifyToken = v === 0 ? 'Pending' : 'Valid';

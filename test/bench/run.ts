@@ -248,7 +248,7 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
         (results.reconciliationWeek as ReconcileWeek[] | undefined)?.find((w) => w.policy === policy);
       const verdictWritesOf = (policy: string) => {
         const week = weekOf(policy);
-        return week ? { verdictWrites: Math.round(week.attemptWriteUnitsPerAttemptWeek) } : {};
+        return week ? { verdictWrites: week.attemptWriteUnitsPerAttemptWeek } : {};
       };
       const feeds = [];
       for (const shards of [1, 4, 16]) {

@@ -435,7 +435,8 @@ type Truths = ReturnType<typeof expectedFigures>;
 
 /**
  * Each attempt's stored verdict and day against the truth's. With matched verdicts implied, an agreement may be
- * written on no attempt first seen on its day (`impliedMatch`); the days' figures count it (figureMismatches).
+ * written on no attempt of a non-complete first seen on its day without a conflict (`impliedMatch`); the days'
+ * figures count it (figureMismatches).
  */
 async function verdictMismatches(world: World, verdicts: Truths['verdicts'], implied: boolean) {
   const mismatches: string[] = [];
@@ -450,6 +451,9 @@ async function verdictMismatches(world: World, verdicts: Truths['verdicts'], imp
       expected.kind === 'matched' &&
       !judged &&
       found.length === 1 &&
+      t.status !== 'Completed' &&
+      found[0]?.complete === 'none' &&
+      !found[0]?.conflict &&
       firstSeen &&
       pacificDay(new Date(firstSeen)) === expected.day
     ) {

@@ -930,93 +930,113 @@ describe('verdicts whatever the window', () => {
 });
 
 describe('matched verdicts implied (the matchedVerdicts setting)', () => {
-  const implied = () => engine({ impliedMatches: true });
-  const verdictOf = async (pid: string) => (await attempts.attemptsOf('7301', pid))[0]?.reconciliation;
+  /** The same traffic at two surveys, one reconciled with every verdict kept, the other with agreements implied. */
+  async function twins(kept: number, implied: number) {
+    const sides = [
+      { surveyId: kept, engine: () => engine() },
+      { surveyId: implied, engine: () => engine({ impliedMatches: true }) },
+    ];
+    const made = [];
+    for (const { surveyId } of sides) {
+      await survey(surveyId, '2.00');
+      made.push({
+        failed: await attempt(surveyId, 'Failed', { postback: 'fail', redirect: 'fail' }),
+        overQuota: await attempt(surveyId, 'Over Quota', { redirect: 'overquota' }),
+        complete: await attempt(surveyId, 'Completed', { postback: 'success', redirect: 'success' }),
+        // Clicked the day before it was first seen here: the click day is on the verdict only.
+        overnight: await attempt(surveyId, 'Failed', { postback: 'fail' }),
+        unreceived: await attempt(surveyId, 'Completed', { redirect: 'success' }),
+      });
+    }
+    for (const { overnight } of made)
+      overnight.transaction.clickedAt = new Date(pacificDayRange(today).start.getTime() - 10 * 60_000);
+    for (const { complete, unreceived } of made) {
+      complete.transaction.cpi = '2.00';
+      unreceived.transaction.cpi = '2.00';
+    }
+    const [keptSide, impliedSide] = made as [(typeof made)[0], (typeof made)[0]];
+    const run = async (from: string, to: string) => {
+      const outcomes = [];
+      for (const side of sides)
+        outcomes.push((await side.engine().run(from, to, [String(side.surveyId)])).outcomes[0]);
+      return outcomes;
+    };
+    /** Both surveys' figures of the days, as finance shows them, and whether they are the same. */
+    const figures = async (days: string[]) => {
+      const of = async (surveyId: number) =>
+        (await results.summariesOf(String(surveyId), days)).map(
+          ({
+            surveyId: _id,
+            checkedAt: _c,
+            ledgerChangedAt: _l,
+            reconciledAt: _at,
+            runId: _r,
+            transactionsDigest: _d,
+            ...rest
+          }) => rest,
+        );
+      return { kept: await of(kept), implied: await of(implied) };
+    };
+    const verdictOf = async (surveyId: number, pid: string) =>
+      (await attempts.attemptsOf(String(surveyId), pid))[0]?.reconciliation;
+    return { keptSide, impliedSide, run, figures, verdictOf };
+  }
 
-  it('writes no verdict where the attempt tells the agreement by itself, and every other one; the figures the same', async () => {
-    const clicked = REFERENCE_MS - 30 * 60_000;
-    // The survey's price moved from 2.00 to 2.10 twenty minutes after these clicks: a row may carry either.
-    await registry.put({
-      surveyId: '7301',
-      state: 'active',
-      verified: true,
-      failures: 0,
-      expectedCpi: '2.10',
-      cpiHistory: [
-        { cpi: '2.00', since: '' },
-        { cpi: '2.10', since: new Date(clicked + 20 * 60_000).toISOString() },
-      ],
-      updatedAt: new Date().toISOString(),
-    });
-    marketplace.state.addSurvey({ surveyId: 7301, cpi: '2.00' });
-    const plain = await attempt(7301, 'Completed', { postback: 'success', redirect: 'success' });
-    plain.transaction.cpi = '2.00';
-    const failed = await attempt(7301, 'Failed', { postback: 'fail', redirect: 'fail' });
-    // Listed at the price after the change: what a reversal takes is on the verdict only.
-    const repriced = await attempt(7301, 'Completed', { postback: 'success' });
-    repriced.transaction.cpi = '2.10';
-    // Clicked in the day before it was first seen here: the click day is on the verdict only.
-    const overnight = await attempt(7301, 'Over Quota', { postback: 'fail' });
-    overnight.transaction.clickedAt = new Date(pacificDayRange(today).start.getTime() - 10 * 60_000);
-    const unreceived = await attempt(7301, 'Completed', { redirect: 'success' });
-    unreceived.transaction.cpi = '2.00';
-    const first = await implied().run(nextDay(today, -1), today, ['7301']);
-    expect(first.outcomes[0]).toMatchObject({
-      status: 'reconciled',
+  it('writes no verdict on a non-complete that tells its agreement by itself, and every other one; the figures the same', async () => {
+    const { keptSide, impliedSide, run, figures, verdictOf } = await twins(7301, 7302);
+    const days = [nextDay(today, -1), today];
+    const [keptRun, impliedRun] = await run(days[0] as string, today);
+    expect(keptRun).toMatchObject({
       verdicts: { matched: 4, complete_not_received: 1 },
-      changes: { new: 3, changed: 0, refreshed: 0 },
+      changes: { new: 5 },
     });
-    expect(await verdictOf(plain.pid)).toBeUndefined();
-    expect(await verdictOf(failed.pid)).toBeUndefined();
-    expect(await verdictOf(repriced.pid)).toMatchObject({ verdict: 'matched', marketplace: { cpi: '2.10' } });
-    expect(await verdictOf(overnight.pid)).toMatchObject({ verdict: 'matched', day: nextDay(today, -1) });
-    expect(await verdictOf(unreceived.pid)).toMatchObject({ verdict: 'complete_not_received' });
-    // The day's figures count the agreements all the same, as the same run with every verdict kept does.
-    const summary = (await results.summariesOf('7301', [today]))[0];
-    expect(summary).toMatchObject({
-      verdicts: { matched: 3, complete_not_received: 1 },
-      here: { attempts: 4, postbackCompletes: 2 },
-      marketplace: { completes: 3, pending: '6.10' },
-    });
-    // Nothing to write the next run, nor on the buyer's acceptance.
-    plain.transaction.verifyToken = 'Valid';
-    const steady = await implied().run(nextDay(today, -1), today, ['7301']);
-    expect(steady.outcomes[0]).toMatchObject({
+    // The failed and the over-quota attempt: agreements the attempt tells again by itself.
+    expect(impliedRun).toMatchObject({
       verdicts: { matched: 4, complete_not_received: 1 },
-      changes: { new: 0, changed: 0, refreshed: 0 },
+      changes: { new: 3 },
     });
-    // A success postback after all: the discrepancy it carried is replaced by the agreement, written.
+    expect(await verdictOf(7302, impliedSide.failed.pid)).toBeUndefined();
+    expect(await verdictOf(7302, impliedSide.overQuota.pid)).toBeUndefined();
+    // A complete (what it was listed at is what a reversal takes), a click on another day, a discrepancy: written.
+    expect(await verdictOf(7302, impliedSide.complete.pid)).toMatchObject({ verdict: 'matched' });
+    expect(await verdictOf(7302, impliedSide.overnight.pid)).toMatchObject({
+      verdict: 'matched',
+      day: days[0],
+    });
+    expect(await verdictOf(7302, impliedSide.unreceived.pid)).toMatchObject({
+      verdict: 'complete_not_received',
+    });
+    const first = await figures(days);
+    expect(first.implied).toEqual(first.kept);
+    expect(first.implied).toHaveLength(2);
+    // Nothing to write the run after.
+    const [, steady] = await run(days[0] as string, today);
+    expect(steady?.changes).toEqual({ new: 0, changed: 0, refreshed: 0 });
+    // The marketplace re-files the failed row under the day before, and a run reads today alone: the day it went
+    // to is flagged (it counted nothing of it), and the next run over it counts it there, as with the verdict kept.
+    for (const { failed } of [keptSide, impliedSide])
+      failed.transaction.clickedAt = new Date(pacificDayRange(today).start.getTime() - 20 * 60_000);
+    await run(today, today);
+    expect((await results.summariesOf('7302', [days[0] as string]))[0]?.ledgerChangedAt).toBeDefined();
+    await run(days[0] as string, days[0] as string);
+    const moved = await figures(days);
+    expect(moved.implied).toEqual(moved.kept);
+    expect(moved.implied.find((d) => d.day === days[0])?.here.attempts).toBe(2);
+    // A success postback after all for the complete not received: the discrepancy it carried is replaced.
     await attempts.recordHit(
       {
         channel: 'postback',
-        surveyId: '7301',
+        surveyId: '7302',
         outcome: 'success',
-        pid: unreceived.pid,
-        token: unreceived.token,
+        pid: impliedSide.unreceived.pid,
+        token: impliedSide.unreceived.token,
         source: 'query',
       },
       new Date(REFERENCE_MS - 10 * 60_000),
     );
-    const received = await implied().run(nextDay(today, -1), today, ['7301']);
-    expect(received.outcomes[0]?.changes).toEqual({ new: 0, changed: 1, refreshed: 0 });
-    expect(await verdictOf(unreceived.pid)).toMatchObject({ verdict: 'matched' });
-    expect(await results.discrepancies(today, '7301')).toEqual([]);
-    // Both reversed and listed at 0: each priced at what it was listed at, remembered or told again.
-    for (const reversed of [plain, repriced]) {
-      reversed.transaction.verifyToken = 'Invalid';
-      reversed.transaction.cpi = '0';
-    }
-    await implied().run(nextDay(today, -1), today, ['7301']);
-    expect(await verdictOf(plain.pid)).toMatchObject({
-      verdict: 'invalidated',
-      detail: { reversedCpi: '2.00' },
-    });
-    expect(await verdictOf(repriced.pid)).toMatchObject({
-      verdict: 'invalidated',
-      detail: { reversedCpi: '2.10' },
-    });
-    const report = await finance({ attempts, results }).report({ from: today, to: today }, ['7301']);
-    expect(report.amounts.reversed).toBe('4.10');
+    await run(days[0] as string, today);
+    expect(await verdictOf(7302, impliedSide.unreceived.pid)).toMatchObject({ verdict: 'matched' });
+    expect(await results.discrepancies(today, '7302')).toEqual([]);
   });
 });
 

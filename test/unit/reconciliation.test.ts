@@ -27,6 +27,8 @@ import {
   classify,
   type DaySummary,
   fetchRange,
+  impliedDay,
+  impliedMatch,
   lookbackRange,
   needsLookback,
   pacificDays,
@@ -1074,5 +1076,30 @@ describe('stored verdicts', () => {
     expect(verdictUnchanged(judgedAgain('cpi_mismatch', 'Pending', 'Valid'))).toBe(false);
     const moved = judgedAgain('matched', 'Pending', 'Valid');
     expect(verdictUnchanged({ ...moved, verdict: { ...moved.verdict, day: '2026-11-22' } })).toBe(false);
+  });
+});
+
+describe('agreements an attempt tells by itself (matchedVerdicts implied)', () => {
+  const failed = transaction('f', 'Failed', noon);
+  const seen = attempt('f', noon, { postback: 'fail', redirect: 'fail' });
+
+  it('a non-complete first seen on its click day, without a conflict', () => {
+    expect(impliedMatch(failed, seen, DAY)).toBe(true);
+    expect(impliedDay(seen)).toBe(DAY);
+  });
+
+  it('not a complete (its listing prices a reversal), another day, a conflict, an item made for a row, a verdict kept', () => {
+    expect(
+      impliedMatch(transaction('c', 'Completed', noon), attempt('c', noon, { postback: 'success' }), DAY),
+    ).toBe(false);
+    expect(impliedMatch(failed, seen, '2026-11-20')).toBe(false);
+    expect(impliedMatch(failed, { ...seen, conflict: true }, DAY)).toBe(false);
+    expect(impliedMatch(failed, attemptFromItem({ surveyId: '1', pid: 'p-f', token: 'f' }), DAY)).toBe(false);
+    expect(impliedMatch(undefined, seen, DAY)).toBe(false);
+    const judged = {
+      ...seen,
+      reconciliation: { verdict: 'matched', day: DAY, detail: {}, at: noon, history: [] },
+    };
+    expect(impliedDay(judged)).toBeUndefined();
   });
 });
