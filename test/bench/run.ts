@@ -220,13 +220,17 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
       console.log('the all-in figure needs the reconcile section in the same run');
     } else {
       const schedules = await runInProcess<ScheduleCost>('test/bench/schedule-cost.ts', ['200', '3']);
+      /** The units a simulated week's policy consumed, as the cost model takes them. */
+      const unitsOfWeek = (w: ReconcileWeek) => ({
+        readUnitsPerAttemptWeek: w.attemptReadUnitsPerAttemptWeek,
+        readUnitsPerSurveyRun: w.otherReadUnitsPerSurveyRun,
+        writeUnitsPerAttemptWeek: w.attemptWriteUnitsPerAttemptWeek,
+        writeUnitsPerSurveyRun: w.otherWriteUnitsPerSurveyRun,
+        readUnitsPerRun: w.runReadUnitsPerRun,
+        writeUnitsPerRun: w.runWriteUnitsPerRun,
+      });
       const reconcileUsage: ScheduledUsage['reconcile'] = {
-        readUnitsPerAttemptWeek: week.attemptReadUnitsPerAttemptWeek,
-        readUnitsPerSurveyRun: week.otherReadUnitsPerSurveyRun,
-        writeUnitsPerAttemptWeek: week.attemptWriteUnitsPerAttemptWeek,
-        writeUnitsPerSurveyRun: week.otherWriteUnitsPerSurveyRun,
-        readUnitsPerRun: week.runReadUnitsPerRun,
-        writeUnitsPerRun: week.runWriteUnitsPerRun,
+        ...unitsOfWeek(week),
         requestsPerSurveyRun: RECONCILE_REQUESTS_PER_SURVEY_RUN,
         marketplaceCallsPerSurveyRun: 1,
       };
@@ -275,18 +279,8 @@ if (section('cost', `7. Cost per million hits in AWS (${PRICES.asOf})`)) {
         'feed',
       ]);
       // And reconciliation reads its attempts from it: the simulated week's `feed` policy.
-      const reconcileOfWeek = (week: ReconcileWeek | undefined): ScheduledUsage['reconcile'] =>
-        week
-          ? {
-              ...reconcileUsage,
-              readUnitsPerAttemptWeek: week.attemptReadUnitsPerAttemptWeek,
-              readUnitsPerSurveyRun: week.otherReadUnitsPerSurveyRun,
-              writeUnitsPerAttemptWeek: week.attemptWriteUnitsPerAttemptWeek,
-              writeUnitsPerSurveyRun: week.otherWriteUnitsPerSurveyRun,
-              readUnitsPerRun: week.runReadUnitsPerRun,
-              writeUnitsPerRun: week.runWriteUnitsPerRun,
-            }
-          : reconcileUsage;
+      const reconcileOfWeek = (w: ReconcileWeek | undefined): ScheduledUsage['reconcile'] =>
+        w ? { ...reconcileUsage, ...unitsOfWeek(w) } : reconcileUsage;
       const reconcileWithFeed = reconcileOfWeek(weekOf('feed'));
       const scheduledWithFeed = scheduledCostPerMillionHits({
         reconcile: reconcileWithFeed,

@@ -155,40 +155,30 @@ describe('output for other programs', () => {
   it('attempt and attempts show an item kept for a transaction never seen here, and its verdict, in words', async () => {
     const client = createDocumentClient({ endpoint: table.endpoint });
     const clickedAt = new Date().toISOString();
-    await createReconciliationStore(client, table.tableName).recordVerdict(
-      {
-        surveyId: '9105',
-        pid: 'p-listed',
-        token: 't-listed',
-        verdict: {
-          kind: 'complete_not_received',
-          day: clickedAt.slice(0, 10),
-          detail: {},
-          marketplace: { status: 'Completed', verifyToken: 'Valid', cpi: '1.25', clickedAt },
+    /** An item reconciliation keeps for a complete the marketplace lists (nothing seen here), judged `kind`. */
+    const listed = (pid: string, kind: 'complete_not_received' | 'matched', verifyToken: string) =>
+      createReconciliationStore(client, table.tableName).recordVerdict(
+        {
+          surveyId: '9105',
+          pid,
+          token: pid.replace('p-', 't-'),
+          verdict: {
+            kind,
+            day: clickedAt.slice(0, 10),
+            detail: {},
+            marketplace: { status: 'Completed', verifyToken, cpi: '1.25', clickedAt },
+          },
         },
-      },
-      new Date(),
-    );
+        new Date(),
+      );
+    await listed('p-listed', 'complete_not_received', 'Valid');
     const one = await cli('attempt', '--survey', '9105', '--pid', 'p-listed');
     expect(one.stdout).not.toContain('undefined');
     expect(one.stdout).toContain('never seen here');
     expect(one.stdout).toContain('reconciled: complete_not_received on');
     expect(one.stdout).toContain('(marketplace: Completed, Valid, cpi 1.25)');
     // A matched complete judged while its review was pending: an acceptance since is not written back, and it says so.
-    await createReconciliationStore(client, table.tableName).recordVerdict(
-      {
-        surveyId: '9105',
-        pid: 'p-matched',
-        token: 't-matched',
-        verdict: {
-          kind: 'matched',
-          day: clickedAt.slice(0, 10),
-          detail: {},
-          marketplace: { status: 'Completed', verifyToken: 'Pending', cpi: '1.25', clickedAt },
-        },
-      },
-      new Date(),
-    );
+    await listed('p-matched', 'matched', 'Pending');
     const matched = await cli('attempt', '--survey', '9105', '--pid', 'p-matched');
     expect(matched.stdout).toContain('(marketplace: Completed, Pending, cpi 1.25)');
     expect(matched.stdout).toContain('an acceptance since then is counted in the day, not here');
