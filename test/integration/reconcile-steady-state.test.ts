@@ -104,7 +104,7 @@ beforeEach(async () => {
 /** Options of the reconciler beyond the recheck period (fresh days, settle time). */
 type Tuning = Pick<
   Parameters<typeof reconciler>[0],
-  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs' | 'attemptsAsOf'
+  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs' | 'attemptsAsOf' | 'impliedMatches'
 >;
 
 const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
@@ -658,6 +658,56 @@ describe('settled days', () => {
     clock += HOUR;
     await hourly();
     expect(await verdictsOf(seenDay)).toEqual({ matched: 1 });
+  });
+
+  it('with matched verdicts implied, a non-complete re-filed under a day past the window: the next run counts it there', async () => {
+    const lean = { impliedMatches: true };
+    await survey(7281);
+    const seenDay = WEEK[0] as string;
+    const refiledDay = nextDay(seenDay, -3);
+    const n = ++sequence;
+    const failed: SimTransaction = {
+      surveyId: 7281,
+      token: `steady-${n}`,
+      pid: `p-${n}`,
+      status: 'Failed',
+      ip: '198.51.100.1',
+      trackId: `steady-${n}`,
+      termReason: '',
+      clickedAt: new Date(pacificDayRange(seenDay).start.getTime() + 10 * HOUR),
+      verifyToken: 'Pending',
+      notified: true,
+    };
+    marketplace.state.transactions.push(failed);
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7281',
+        outcome: 'fail',
+        pid: failed.pid,
+        token: failed.token,
+        source: 'query',
+      },
+      new Date(failed.clickedAt.getTime() + 11 * 60_000),
+    );
+    await hourly(24, lean);
+    const attemptOf = async () => (await attempts.attemptsOf('7281', failed.pid))[0];
+    // An agreement the attempt tells by itself: no verdict on it, its day counts it.
+    expect((await attemptOf())?.reconciliation).toBeUndefined();
+    const countedOn = async (day: string) =>
+      (await results.summariesOf('7281', [day]))[0]?.here.attempts ?? 0;
+    expect(await countedOn(seenDay)).toBe(1);
+    // The marketplace re-files it three days earlier, a day past the window that no run reads by itself.
+    failed.clickedAt = new Date(pacificDayRange(refiledDay).start.getTime() + 10 * HOUR);
+    clock += HOUR;
+    await hourly(24, lean);
+    expect(await countedOn(seenDay)).toBe(0);
+    // The run that found it there flagged that day; the next one judges it (with its verdict written: another day).
+    clock += HOUR;
+    await hourly(24, lean);
+    expect(readWholeDay(refiledDay)).toBe(true);
+    expect(await countedOn(refiledDay)).toBe(1);
+    expect((await attemptOf())?.reconciliation).toMatchObject({ verdict: 'matched', day: refiledDay });
   });
 
   it('the day a verdict left, its judging failing in that run and in the next: read the next day, not at its weekly look', async () => {
