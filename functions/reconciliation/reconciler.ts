@@ -517,17 +517,13 @@ export function reconciler(deps: ReconcilerDeps) {
           ? await lookback(new Set(attempts.map((a) => a.token)))
           : undefined;
       const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
-      /**
-       * Days an agreement left unwritten (`impliedMatches`) may have counted an attempt on, or should count it on
-       * now, when its row turned up on another day: flagged for the next run (what they count of it is attempts
-       * here, never money: only non-completes are implied).
-       */
-      const impliedMoves = new Set<string>();
       for (const { day, attempt } of result.elsewhere) {
         const counted = attempt.reconciliation?.day;
         if (counted !== undefined && counted !== day && window.includes(counted)) goneToDays.add(day);
-        const implied = deps.impliedMatches ? impliedDay(attempt) : undefined;
-        if (implied !== undefined && implied !== day && window.includes(implied)) impliedMoves.add(day);
+        // Without a verdict, perhaps an agreement left unwritten on the day it was first seen (`impliedMatches`,
+        // this run's setting or an earlier run's): the day it now belongs to is to count it.
+        const implied = impliedDay(attempt);
+        if (implied !== undefined && implied !== day && window.includes(implied)) await flagForImplied(day);
       }
       // Attempts of another settled day that had a hit since that day's last check: whatever kept the hit's own
       // flag from being set (a failed write), that day is reconciled by the next run. Days this run reconciles
@@ -585,10 +581,12 @@ export function reconciler(deps: ReconcilerDeps) {
           // Moved to this day from another (its transaction turned up here): that day counted it.
           const left = entry.attempt?.reconciliation?.day;
           if (change === 'changed' && left !== undefined && left !== entry.verdict.day) leftDays.add(left);
-          // Or, without a verdict, perhaps as an agreement left unwritten on the day it was first seen.
-          const implied = deps.impliedMatches ? impliedDay(entry.attempt) : undefined;
-          if (change === 'new' && implied !== undefined && implied !== entry.verdict.day)
-            impliedMoves.add(implied);
+          // Or, without a verdict, perhaps as an agreement left unwritten on the day it was first seen (a day of
+          // this window is judged now): flagged as soon as the verdict is written, as the store flags the day a
+          // stored verdict leaves.
+          const implied = change === 'new' ? impliedDay(entry.attempt) : undefined;
+          if (implied !== undefined && implied !== entry.verdict.day && !window.includes(implied))
+            await flagForImplied(implied);
           if (change === 'changed' && changed.length < 20) {
             changed.push({
               token: entry.token,
@@ -600,10 +598,6 @@ export function reconciler(deps: ReconcilerDeps) {
         { concurrency: writeConcurrency },
       );
       throwIfFailed(writes);
-      // A fresh day is judged by every run anyway.
-      for (const day of impliedMoves)
-        if (!window.includes(day) && !plan?.freshDays.has(day))
-          await deps.results.flagDay(surveyId, day, flagTime);
       outcome.awaiting += overtaken.length;
       await Promise.all(
         result.summaries
@@ -688,6 +682,20 @@ export function reconciler(deps: ReconcilerDeps) {
     }
 
     /** Reconciles one contiguous window of the survey's days. */
+    /** Days flagged by this run for agreements left unwritten (`flagForImplied`). */
+    const impliedFlagged = new Set<string>();
+    /**
+     * Flags for the next run a day an agreement left unwritten (`impliedMatches`, this run's setting or an earlier
+     * run's) was counted on, or is to be counted on, when its row turned up on another day (what such a day counts
+     * of it is attempts here, never money: only non-completes are implied). Not a fresh day (every run judges it),
+     * nor one flagged already (judged by this run or the next, after the row's move either way).
+     */
+    async function flagForImplied(day: string) {
+      if (plan?.freshDays.has(day) || flags.has(day) || impliedFlagged.has(day)) return;
+      impliedFlagged.add(day);
+      await deps.results.flagDay(surveyId, day, flagTime);
+    }
+
     async function reconcileWindow(window: readonly string[], holdDays = true) {
       const range = fetchRange(window);
       const context = { surveyId, failedDays, now: at };
