@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { DEFAULT_FEED_LAG_SECONDS } from '../ledger/feed-keys';
 import { isCalendarDay } from '../marketplace/pacific-time';
 import type { PostbackMethod } from '../marketplace/redirect-settings';
 import { type IdentifierField, identifierProblem } from '../receiving/identifiers';
@@ -55,7 +56,10 @@ export const collectSurveyIds = (value: string, previous: string[] = []) => [
  * default the stack's batching window and margin): the CLI's readers of the feed judge as of that long ago.
  */
 export const feedLagMsOf = (env: NodeJS.ProcessEnv = process.env): number =>
-  wholeNumberOption(0, 3_600)(env.ATTEMPT_FEED_LAG_SECONDS ?? '420', 'ATTEMPT_FEED_LAG_SECONDS') * 1000;
+  wholeNumberOption(0, 3_600)(
+    env.ATTEMPT_FEED_LAG_SECONDS ?? String(DEFAULT_FEED_LAG_SECONDS),
+    'ATTEMPT_FEED_LAG_SECONDS',
+  ) * 1000;
 
 /** RECONCILE_MATCHED_VERDICTS as the deployed reconciliation reads it: `kept` (unset) or `implied`. */
 export function matchedVerdictsOption(value: string | undefined): 'kept' | 'implied' {

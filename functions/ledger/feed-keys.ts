@@ -77,3 +77,9 @@ export const isNoteOf = (
  * so a late hit they may not see keeps its flag for a run that reads it.
  */
 export const FEED_PROBE_UNSEEN_MS = 30 * 60_000;
+
+/**
+ * How far the feed may trail the table by default, in seconds: the stack's batching window of the stream (five
+ * minutes) and a margin (two). The readers judge as of that long ago (ATTEMPT_FEED_LAG_SECONDS; the stack sets it).
+ */
+export const DEFAULT_FEED_LAG_SECONDS = 420;

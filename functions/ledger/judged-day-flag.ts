@@ -8,10 +8,9 @@
  * Rare by construction (an attempt's hits come minutes apart and a run judges only what has settled), so it costs
  * nothing on the usual hit path: no read, and a write only when the attempt belongs to an earlier day.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { Attempt, HitEffect } from '../receiving/attempt';
-import { send } from './document-client';
+import { conditionally } from './document-client';
 import { DAY_FLAG_PREFIX, dayFlagsKey, summaryKey, utcDay } from './ledger-schema';
 
 /** The `kind` of a day's item that holds a flag and no figures yet. */
@@ -66,22 +65,18 @@ export async function flagJudgedDay(
 ): Promise<void> {
   await advanceSummaryTime(client, tableName, { surveyId, day }, 'ledgerChangedAt', now);
   // Listed on the survey's flagged days too: a run reads that item every time, a day past the window's summary not.
-  try {
-    await send(() =>
-      client.send(
-        new UpdateCommand({
-          TableName: tableName,
-          Key: dayFlagsKey(surveyId),
-          UpdateExpression: 'SET #flag = :at, #kind = :kind',
-          ConditionExpression: 'attribute_not_exists(#flag) OR #flag < :at',
-          ExpressionAttributeNames: { '#flag': `${DAY_FLAG_PREFIX}${day}`, '#kind': 'kind' },
-          ExpressionAttributeValues: { ':at': now.toISOString(), ':kind': 'day-flags' },
-        }),
-      ),
-    );
-  } catch (error) {
-    if (!(error instanceof ConditionalCheckFailedException)) throw error;
-  }
+  await conditionally(() =>
+    client.send(
+      new UpdateCommand({
+        TableName: tableName,
+        Key: dayFlagsKey(surveyId),
+        UpdateExpression: 'SET #flag = :at, #kind = :kind',
+        ConditionExpression: 'attribute_not_exists(#flag) OR #flag < :at',
+        ExpressionAttributeNames: { '#flag': `${DAY_FLAG_PREFIX}${day}`, '#kind': 'kind' },
+        ExpressionAttributeValues: { ':at': now.toISOString(), ':kind': 'day-flags' },
+      }),
+    ),
+  );
 }
 
 /**
@@ -96,26 +91,22 @@ export async function advanceSummaryTime(
   at: Date,
 ): Promise<void> {
   const flag = attribute === 'ledgerChangedAt';
-  try {
-    await send(() =>
-      client.send(
-        new UpdateCommand({
-          TableName: tableName,
-          Key: summaryKey(summary.surveyId, summary.day),
-          UpdateExpression: flag
-            ? 'SET #time = :at, #kind = if_not_exists(#kind, :flagOnly)'
-            : 'SET #time = :at',
-          // A check is of figures: only onto a summary that has them (not onto a day's flag alone).
-          ConditionExpression: `${flag ? '' : 'attribute_exists(here) AND '}(attribute_not_exists(#time) OR #time < :at)`,
-          ExpressionAttributeNames: { '#time': attribute, ...(flag ? { '#kind': 'kind' } : {}) },
-          ExpressionAttributeValues: {
-            ':at': at.toISOString(),
-            ...(flag ? { ':flagOnly': DAY_FLAG_KIND } : {}),
-          },
-        }),
-      ),
-    );
-  } catch (error) {
-    if (!(error instanceof ConditionalCheckFailedException)) throw error;
-  }
+  await conditionally(() =>
+    client.send(
+      new UpdateCommand({
+        TableName: tableName,
+        Key: summaryKey(summary.surveyId, summary.day),
+        UpdateExpression: flag
+          ? 'SET #time = :at, #kind = if_not_exists(#kind, :flagOnly)'
+          : 'SET #time = :at',
+        // A check is of figures: only onto a summary that has them (not onto a day's flag alone).
+        ConditionExpression: `${flag ? '' : 'attribute_exists(here) AND '}(attribute_not_exists(#time) OR #time < :at)`,
+        ExpressionAttributeNames: { '#time': attribute, ...(flag ? { '#kind': 'kind' } : {}) },
+        ExpressionAttributeValues: {
+          ':at': at.toISOString(),
+          ...(flag ? { ':flagOnly': DAY_FLAG_KIND } : {}),
+        },
+      }),
+    ),
+  );
 }

@@ -5,7 +5,6 @@
  * Over 300 lines on purpose: the four item kinds reconciliation owns share their keys' conventions and the item
  * mapping in both directions; splitting them would put one schema in four files.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
   type DynamoDBDocumentClient,
   GetCommand,
@@ -19,7 +18,7 @@ import { verdictUnchanged } from '../reconciliation/verdict-equality';
 import type { VerdictKind } from '../reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
 import { attemptFromItem } from './attempt-store';
-import { batchGet, type Item, queryAll, send } from './document-client';
+import { batchGet, conditionally, type Item, queryAll, send } from './document-client';
 import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
 import {
   attemptDayKey,
@@ -252,15 +251,7 @@ export function createReconciliationStore(
     (await send(() => client.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }))))
       .Item;
   /** A write, if its condition holds: false, and nothing written, when it does not. */
-  const written = async (write: () => Promise<unknown>) => {
-    try {
-      await send(write);
-      return true;
-    } catch (error) {
-      if (!(error instanceof ConditionalCheckFailedException)) throw error;
-      return false;
-    }
-  };
+  const written = conditionally;
   /** An update, if its condition holds: false, and nothing written, when it does not. */
   const updated = (input: Omit<UpdateCommandInput, 'TableName'>) =>
     written(() => client.send(new UpdateCommand({ TableName: tableName, ...input })));

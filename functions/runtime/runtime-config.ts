@@ -4,6 +4,7 @@
  */
 import * as z from 'zod/mini';
 import { DEFAULT_HEALTH_SETTINGS as H, type HealthSettings } from '../health/health-rules';
+import { DEFAULT_FEED_LAG_SECONDS } from '../ledger/feed-keys';
 import type { PostbackMethods } from '../marketplace/redirect-settings';
 import { type LandingTemplates, templateProblem } from '../receiving/landing-page';
 import { OUTCOMES } from '../receiving/outcome';
@@ -233,7 +234,7 @@ export function keyRingLocation(env: {
 const feedVariables = {
   ...attemptFeedSwitch,
   /** How far behind the table the feed may be: with it, a run judges as of that much earlier. */
-  ATTEMPT_FEED_LAG_SECONDS: wholeNumber(0, 3_600, 420),
+  ATTEMPT_FEED_LAG_SECONDS: wholeNumber(0, 3_600, DEFAULT_FEED_LAG_SECONDS),
 };
 
 const reconcileEnvironment = z.extend(base, {

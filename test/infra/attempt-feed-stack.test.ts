@@ -4,10 +4,12 @@
  * earliest change, split, and at last set aside on a queue with an alarm, and the consumer may write feed items
  * and nothing else.
  */
+
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_FEED_LAG_SECONDS } from '../../functions/ledger/feed-keys';
 import {
   FEED_BATCHING_WINDOW,
   FEED_LAG_MARGIN,
@@ -80,6 +82,8 @@ describe('the attempt feed', () => {
       ATTEMPT_FEED: 'on',
       ATTEMPT_FEED_LAG_SECONDS: String(FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds()),
     });
+    // The functions' and the CLI's default when the variable is not set: the same lag.
+    expect(FEED_BATCHING_WINDOW.toSeconds() + FEED_LAG_MARGIN.toSeconds()).toBe(DEFAULT_FEED_LAG_SECONDS);
   });
 
   it('has scheduled reconciliation read the feed, with a Query on feed items alone', () => {
