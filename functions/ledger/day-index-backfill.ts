@@ -7,10 +7,9 @@
  *
  * Cost: one write unit per attempt for the table plus the index entry it replaces (two index writes), once.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { runBounded, throwIfFailed } from '../shared/bounded-work';
-import { queryAll, send } from './document-client';
+import { conditionally, queryAll, send } from './document-client';
 import { attemptDayKey, DAY_INDEX_BACKFILLED, LEDGER, legacyAttemptDayPartition } from './ledger-schema';
 import { createSurveyRegistry } from './survey-registry';
 
@@ -137,29 +136,25 @@ async function backfillDayIndex(
             return;
           }
           const moved = attemptDayKey(surveyId, String(key.sk), placedAt);
-          try {
-            await send(() =>
-              client.send(
-                new UpdateCommand({
-                  TableName: tableName,
-                  Key: { pk: key.pk, sk: key.sk },
-                  UpdateExpression: 'SET #pk = :pk, #sk = :sk',
-                  ConditionExpression: '#pk = :legacy AND #sk = :legacySk',
-                  ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
-                  ExpressionAttributeValues: {
-                    ':pk': moved.gsi1pk,
-                    ':sk': moved.gsi1sk,
-                    ':legacy': legacy,
-                    ':legacySk': legacySortKey,
-                  },
-                }),
-              ),
-            );
-            movedToday++;
-          } catch (error) {
-            if (!(error instanceof ConditionalCheckFailedException)) throw error;
-            alreadyMoved++;
-          }
+          const applied = await conditionally(() =>
+            client.send(
+              new UpdateCommand({
+                TableName: tableName,
+                Key: { pk: key.pk, sk: key.sk },
+                UpdateExpression: 'SET #pk = :pk, #sk = :sk',
+                ConditionExpression: '#pk = :legacy AND #sk = :legacySk',
+                ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+                ExpressionAttributeValues: {
+                  ':pk': moved.gsi1pk,
+                  ':sk': moved.gsi1sk,
+                  ':legacy': legacy,
+                  ':legacySk': legacySortKey,
+                },
+              }),
+            ),
+          );
+          if (applied) movedToday++;
+          else alreadyMoved++;
         }),
         { concurrency: options.concurrency ?? 8 },
       );

@@ -3,10 +3,9 @@
  * state, since when, the reasons, and its last transitions. The health check writes it only when the state or
  * its reason codes change, never on a run that finds nothing new, so a quiet deployment costs reads only.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { HealthReason, HealthState } from '../health/health-rules';
-import { batchGet, type Item, send } from './document-client';
+import { batchGet, conditionally, type Item, send } from './document-client';
 import { healthKey } from './ledger-schema';
 
 /** Transitions kept per survey: enough for a month of a flapping survey's story, small enough for one item. */
@@ -89,28 +88,21 @@ export function createHealthStore(client: DynamoDBDocumentClient, tableName: str
       );
     },
     async put(record) {
-      try {
-        await send(() =>
-          client.send(
-            new PutCommand({
-              TableName: tableName,
-              Item: { ...healthKey(record.surveyId), kind: 'health', ...record },
-              ConditionExpression:
-                record.revision <= 1 ? 'attribute_not_exists(pk)' : '#revision = :previous',
-              ...(record.revision <= 1
-                ? {}
-                : {
-                    ExpressionAttributeNames: { '#revision': 'revision' },
-                    ExpressionAttributeValues: { ':previous': record.revision - 1 },
-                  }),
-            }),
-          ),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
-      }
+      return conditionally(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: { ...healthKey(record.surveyId), kind: 'health', ...record },
+            ConditionExpression: record.revision <= 1 ? 'attribute_not_exists(pk)' : '#revision = :previous',
+            ...(record.revision <= 1
+              ? {}
+              : {
+                  ExpressionAttributeNames: { '#revision': 'revision' },
+                  ExpressionAttributeValues: { ':previous': record.revision - 1 },
+                }),
+          }),
+        ),
+      );
     },
   };
 }
