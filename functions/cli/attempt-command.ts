@@ -48,7 +48,12 @@ function describeAttempt(attempt: Attempt): string {
       : '';
     lines.push(`  reconciled: ${verdict.verdict} on ${verdict.day}${listed}, judged ${verdict.at}`);
     // A matched complete's acceptance (Pending to Valid) is not written back (verdict-equality.ts).
-    if (verdict.verdict === 'matched' && /^pending$/i.test(verdict.marketplace?.verifyToken ?? ''))
+    const review = verdict.marketplace?.verifyToken;
+    if (
+      verdict.verdict === 'matched' &&
+      verdict.marketplace?.status === 'Completed' &&
+      (review === undefined || /^pending$/i.test(review))
+    )
       lines.push(
         '  (the review as listed when judged: an acceptance since then is counted in the day, not here)',
       );

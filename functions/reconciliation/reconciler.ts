@@ -681,14 +681,14 @@ export function reconciler(deps: ReconcilerDeps) {
       }
     }
 
-    /** Reconciles one contiguous window of the survey's days. */
     /** Days flagged by this run for agreements left unwritten (`flagForImplied`). */
     const impliedFlagged = new Set<string>();
     /**
      * Flags for the next run a day an agreement left unwritten (`impliedMatches`, this run's setting or an earlier
      * run's) was counted on, or is to be counted on, when its row turned up on another day (what such a day counts
      * of it is attempts here, never money: only non-completes are implied). Not a fresh day (every run judges it),
-     * nor one flagged already (judged by this run or the next, after the row's move either way).
+     * nor a day flagged already: this run or the next judges it, from a listing of its own that has the row where it
+     * is now, whether before or after the move was found here. Once a run.
      */
     async function flagForImplied(day: string) {
       if (plan?.freshDays.has(day) || flags.has(day) || impliedFlagged.has(day)) return;
@@ -696,6 +696,7 @@ export function reconciler(deps: ReconcilerDeps) {
       await deps.results.flagDay(surveyId, day, flagTime);
     }
 
+    /** Reconciles one contiguous window of the survey's days. */
     async function reconcileWindow(window: readonly string[], holdDays = true) {
       const range = fetchRange(window);
       const context = { surveyId, failedDays, now: at };

@@ -130,7 +130,8 @@ export interface SurveyWindow {
   readonly settledBefore?: Date;
   /**
    * Mark the `matched` verdicts that need not be written on their attempts (`impliedMatch`): the `matchedVerdicts`
-   * setting `implied`. Without it every verdict is written, as before.
+   * setting `implied`. Without it every verdict is written (`verdictUnchanged` still skips a matched complete's
+   * acceptance alone).
    */
   readonly impliedMatches?: boolean;
 }

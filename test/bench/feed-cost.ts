@@ -4,8 +4,8 @@
  * sent, each priced by DynamoDB's item size rules. Stream batches are cut as Lambda cuts them: per shard (one per
  * table partition: an assumption, `shards`), every `windowSeconds` (the event source mapping's batching window) or
  * at 1,000 changes. Each attempt is also judged by reconciliation (`verdictWrites` times: its first verdict at the run
- * after it, and a refresh when the buyer's review changes its row), each a change of its item the feed records: those
- * come in bursts, all the attempts a run judges within its minute.
+ * after it, and a later write when its verdict or the facts it keeps change), each a change of its item the feed
+ * records: those come in bursts, all the attempts a run judges within its minute.
  */
 import { randomUUID } from 'node:crypto';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -25,8 +25,8 @@ export interface FeedCostInputs {
   /** How long after an attempt's first hit its second arrives, at most (uniformly): both come at the survey's end. */
   readonly secondHitWithinSeconds?: number;
   /**
-   * Verdict writes per attempt over its life, a fraction for a share of them (default 2: judged, then refreshed;
-   * run.ts passes what the simulated week wrote).
+   * Verdict writes per attempt over its life, a fraction for a share of them (default 2: judged, then written again;
+   * run.ts passes the write units an attempt the simulated week's verdicts took, one a write at these sizes).
    */
   readonly verdictWrites?: number;
 }
@@ -92,8 +92,8 @@ export async function feedWriteCost(inputs: FeedCostInputs): Promise<FeedCost> {
     changes.push({ at, shard, record: record(first, undefined, at) });
     if (inputs.hitsPerAttempt >= 2)
       changes.push({ at: secondAt, shard, record: record(second, first, secondAt) });
-    // Judged by the hourly run after it (five minutes past the hour, within the run's minute), and refreshed by the
-    // run after the buyer's review two days later: the facts a matched complete's verdict keeps.
+    // Judged by the hourly run after it (five minutes past the hour, within the run's minute), and written again by
+    // the run after the buyer's review two days later (a reversal, a discrepancy's review: its facts change).
     let judged = inputs.hitsPerAttempt >= 2 ? second : first;
     // A fraction of a write an attempt is that share of the attempts written once more.
     const verdictWrites = inputs.verdictWrites ?? 2;

@@ -261,16 +261,21 @@ describe("reconciliation's reads from the attempt feed", () => {
     expect(await results.recordVerdict(judged, at('2026-11-20T10:00:00.000Z'))).toBe('new');
     const [once] = (await ledger.attemptsOf(first as string, ids.pid)) as Attempt[];
     // Two runs read it judged; the later refreshes it first, the earlier one's refresh then finds it changed.
-    const facts = (verifyToken: string) => ({
+    // A fact a matched verdict keeps and writes when it changes: the row's completion time, filed anew.
+    const facts = (completedAt: string) => ({
       ...judged,
       attempt: once,
-      verdict: { ...judged.verdict, detail: { status: 'Completed', verifyToken } },
+      verdict: { ...judged.verdict, detail: { status: 'Completed', completedAt } },
     });
-    expect(await results.recordVerdict(facts('Valid'), at('2026-11-20T11:00:00.000Z'))).toBe('refreshed');
-    expect(await results.recordVerdict(facts('Pending'), at('2026-11-20T11:00:01.000Z'))).toBe('unchanged');
+    expect(
+      await results.recordVerdict(facts('2026-11-20T09:40:00.000Z'), at('2026-11-20T11:00:00.000Z')),
+    ).toBe('refreshed');
+    expect(
+      await results.recordVerdict(facts('2026-11-20T09:35:00.000Z'), at('2026-11-20T11:00:01.000Z')),
+    ).toBe('unchanged');
     const [now] = (await ledger.attemptsOf(first as string, ids.pid)) as Attempt[];
     expect(now?.reconciliation).toMatchObject({
-      detail: { verifyToken: 'Valid' },
+      detail: { completedAt: '2026-11-20T09:40:00.000Z' },
       at: '2026-11-20T11:00:00.000Z',
     });
     // The feed has it too, for the tests after this one.

@@ -154,7 +154,7 @@ describe('the attempt feed (npm run bench, section 7)', () => {
       verdictWrites: 0,
     });
     expect(unpacked.writeUnitsPerAttempt).toBeGreaterThan(small.writeUnitsPerAttempt * 3);
-    // Judged and refreshed by reconciliation (the default): each verdict a change the feed keeps, in the run's burst.
+    // Judged and written again by reconciliation (the default two): each verdict a change the feed keeps, in the run's burst.
     const judged = await feedWriteCost({
       ...TRAFFIC_SHAPE,
       hitsPerMonth: 3_000_000,
