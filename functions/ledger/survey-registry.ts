@@ -4,7 +4,7 @@
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { batchGet, type Item, queryAll, send } from './document-client';
+import { batchGet, conditionally, type Item, queryAll, send } from './document-client';
 import {
   checkpointKey,
   LEDGER,
@@ -250,28 +250,22 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       return typeof Item?.at === 'string' ? Item.at : undefined;
     },
     async advanceCheckpoint(name, to) {
-      try {
-        await send(() =>
-          client.send(
-            new UpdateCommand({
-              TableName: tableName,
-              Key: checkpointKey(name),
-              UpdateExpression: 'SET #at = :to, kind = :kind, updatedAt = :now',
-              ConditionExpression: 'attribute_not_exists(#at) OR #at < :to',
-              ExpressionAttributeNames: { '#at': 'at' },
-              ExpressionAttributeValues: {
-                ':to': to,
-                ':kind': 'checkpoint',
-                ':now': new Date().toISOString(),
-              },
-            }),
-          ),
-        );
-        return true;
-      } catch (error) {
-        if (error instanceof ConditionalCheckFailedException) return false;
-        throw error;
-      }
+      return conditionally(() =>
+        client.send(
+          new UpdateCommand({
+            TableName: tableName,
+            Key: checkpointKey(name),
+            UpdateExpression: 'SET #at = :to, kind = :kind, updatedAt = :now',
+            ConditionExpression: 'attribute_not_exists(#at) OR #at < :to',
+            ExpressionAttributeNames: { '#at': 'at' },
+            ExpressionAttributeValues: {
+              ':to': to,
+              ':kind': 'checkpoint',
+              ':now': new Date().toISOString(),
+            },
+          }),
+        ),
+      );
     },
   };
 }

@@ -156,7 +156,7 @@ describe('output for other programs', () => {
     const client = createDocumentClient({ endpoint: table.endpoint });
     const clickedAt = new Date().toISOString();
     /** An item reconciliation keeps for a complete the marketplace lists (nothing seen here), judged `kind`. */
-    const listed = (pid: string, kind: 'complete_not_received' | 'matched', verifyToken: string) =>
+    const listed = (pid: string, kind: 'complete_not_received' | 'matched', verifyToken?: string) =>
       createReconciliationStore(client, table.tableName).recordVerdict(
         {
           surveyId: '9105',
@@ -166,7 +166,12 @@ describe('output for other programs', () => {
             kind,
             day: clickedAt.slice(0, 10),
             detail: {},
-            marketplace: { status: 'Completed', verifyToken, cpi: '1.25', clickedAt },
+            marketplace: {
+              status: 'Completed',
+              ...(verifyToken ? { verifyToken } : {}),
+              cpi: '1.25',
+              clickedAt,
+            },
           },
         },
         new Date(),
@@ -183,6 +188,10 @@ describe('output for other programs', () => {
     expect(matched.stdout).toContain('(marketplace: Completed, Pending, cpi 1.25)');
     expect(matched.stdout).toContain('an acceptance since then is counted in the day, not here');
     expect(one.stdout).not.toContain('an acceptance since');
+    // Listed before the marketplace gave it a review at all: the same.
+    await listed('p-unreviewed', 'matched');
+    const unreviewed = await cli('attempt', '--survey', '9105', '--pid', 'p-unreviewed');
+    expect(unreviewed.stdout).toContain('an acceptance since then is counted in the day, not here');
     // An attempt without a verdict: not judged yet, or an agreement left unwritten (matchedVerdicts implied).
     await createLedgerStore(client, table.tableName).recordHit(
       {
