@@ -10,7 +10,7 @@
 import { type DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { scanAttemptItems } from './attempt-scan';
 import { conditionally, type Item } from './document-client';
-import { attemptDayKey } from './ledger-schema';
+import { attemptDayKey, placedAfter } from './ledger-schema';
 
 export interface ReindexReport {
   /** Attempts found without an index entry (first seen since the day asked for). */
@@ -29,14 +29,8 @@ export interface ReindexReport {
  * reconciliation made, which is placed by its transaction's click.
  */
 function misplaced(item: Item): boolean {
-  const placed = item.gsi1sk;
   const clickedAt = (item.marketplace as Item | undefined)?.clickedAt;
-  return (
-    typeof placed === 'string' &&
-    !placed.includes('#') &&
-    placed > String(item.firstSeenAt) &&
-    placed !== clickedAt
-  );
+  return placedAfter(item.gsi1sk, String(item.firstSeenAt)) && item.gsi1sk !== clickedAt;
 }
 
 export function createAttemptReindex(client: DynamoDBDocumentClient, tableName: string) {

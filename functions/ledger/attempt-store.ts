@@ -39,6 +39,7 @@ import {
   DAY_INDEX_BACKFILLED,
   LEDGER,
   legacyAttemptDayPartition,
+  placedAfter,
   REJECTED_RETENTION_DAYS,
   rejectedKey,
   rejectedPostbackKey,
@@ -181,10 +182,11 @@ export function createLedgerStore(
    * index (the feed covered it) and this one came through a container that did not know yet. Out again, so that it
    * is filed by its first sighting everywhere (the feed files an item by its index time when it has one).
    */
-  const unplaced = async (item: Item | undefined, at: string) => {
+  const unplaced = async (item: Item | undefined, hitAt: Date) => {
     // Only where the feed may cover: without it, an attempt out of the index is put back by its hits.
-    if (!options.indexFree) return;
-    if (!item || item.gsi1sk !== at || typeof item.firstSeenAt !== 'string' || item.firstSeenAt >= at) return;
+    if (!options.indexFree || !item) return;
+    const at = hitAt.toISOString();
+    if (item.gsi1sk !== at || typeof item.firstSeenAt !== 'string' || item.firstSeenAt >= at) return;
     await conditionally(() =>
       client.send(
         new UpdateCommand({
@@ -337,7 +339,7 @@ export function createLedgerStore(
       const indexed =
         item.gsi1sk === read ||
         item.gsi1sk === `${attempt.surveyId}#${read}` ||
-        (typeof item.gsi1sk === 'string' && !item.gsi1sk.includes('#') && item.gsi1sk > read);
+        placedAfter(item.gsi1sk, read);
       const lastSeen = typeof item.lastSeenAt === 'string' ? item.lastSeenAt : undefined;
       try {
         const { Attributes } = await send(() =>
@@ -443,7 +445,7 @@ export function createLedgerStore(
             options,
           ),
         );
-        await unplaced(Attributes, at.toISOString());
+        await unplaced(Attributes, at);
         const attempt = attemptFromItem(Attributes ?? {});
         return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome));
       } catch (error) {
@@ -483,7 +485,7 @@ export function createLedgerStore(
             }),
           ),
         );
-        await unplaced(Attributes, at.toISOString());
+        await unplaced(Attributes, at);
         const attempt = attemptFromItem(Attributes ?? {});
         await settleDrained(attempt, hit, at, hitEffect(attempt, hit.channel, hit.outcome));
         return true;
@@ -510,7 +512,7 @@ export function createLedgerStore(
             }),
           ),
         );
-        await unplaced(Attributes, at.toISOString());
+        await unplaced(Attributes, at);
         const attempt = attemptFromItem(Attributes ?? {});
         await settleDrained(attempt, hit, at, hitEffect(attempt, hit.channel, hit.outcome));
         return true;

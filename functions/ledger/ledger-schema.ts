@@ -131,6 +131,14 @@ export const attemptDayKey = (surveyId: string, sortKey: string, firstSeenAt: st
 });
 
 /**
+ * Whether an attempt's day-index entry (`gsi1sk`, in this layout: a time without the day-wide layout's survey
+ * prefix) places it after its first sighting: a later hit indexed it, its first hit having left it out (the attempt
+ * feed covering it, feed-coverage.ts). Such an entry is moved to the first sighting.
+ */
+export const placedAfter = (placed: unknown, firstSeenAt: string): placed is string =>
+  typeof placed === 'string' && !placed.includes('#') && placed > firstSeenAt;
+
+/**
  * A day-index partition of a survey's attempts first seen on a UTC day. Shard 0 is the partition a survey's day
  * had before it was split (`ATTEMPTS#<day>#<survey>`): attempts indexed then are where its readers look.
  */

@@ -4,11 +4,8 @@
  * `ledger index-attempts` puts them back for a feed turned off. The real CLI in processes of its own, against the
  * engine and a marketplace stand-in.
  */
-import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
@@ -21,10 +18,9 @@ import {
 } from '../../functions/ledger/ledger-store';
 import { formatPacificTime } from '../../functions/marketplace/pacific-time';
 import type { Hit } from '../../functions/receiving/hit-request';
+import { runCli } from '../support/cli';
 import { appendAsItStands, freshTable } from '../support/ledger';
 
-const run = promisify(execFile);
-const TSX = join(process.cwd(), 'node_modules', '.bin', 'tsx');
 const SURVEY = '9201';
 const HOUR = 3_600_000;
 /** The attempts' first sightings: three hours ago, the feed begun two days before. */
@@ -111,26 +107,17 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-async function cli(...args: string[]): Promise<{ stdout: string; code: number }> {
-  try {
-    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], {
-      env: {
-        ...process.env,
-        DYNAMODB_ENDPOINT: table.endpoint,
-        TABLE_NAME: table.tableName,
-        MARKETPLACE_BASE_URL: url,
-        MARKETPLACE_ACCESS_TOKEN: 'feed-cli-token',
-        SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
-        PUBLIC_BASE_URL: 'https://hits.test',
-        POWERTOOLS_LOG_LEVEL: 'ERROR',
-      },
-    });
-    return { stdout, code: 0 };
-  } catch (error) {
-    const failed = error as { stdout: string; stderr: string; code: number };
-    return { stdout: failed.stdout + failed.stderr, code: failed.code };
-  }
-}
+const cli = (...args: string[]) =>
+  runCli(args, {
+    ...process.env,
+    DYNAMODB_ENDPOINT: table.endpoint,
+    TABLE_NAME: table.tableName,
+    MARKETPLACE_BASE_URL: url,
+    MARKETPLACE_ACCESS_TOKEN: 'feed-cli-token',
+    SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
+    PUBLIC_BASE_URL: 'https://hits.test',
+    POWERTOOLS_LOG_LEVEL: 'ERROR',
+  });
 
 describe('the CLI on a table whose feed covers its attempts', () => {
   // Four CLI processes, each starting through tsx: seconds each on a loaded two-core machine.

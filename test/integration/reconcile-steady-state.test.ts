@@ -180,11 +180,20 @@ async function survey(surveyId: number) {
   });
 }
 
-/** A complete clicked in at 10:00 Pacific on `day`, and (unless `arrived` is false) its postback here. */
+/**
+ * A complete clicked in at 10:00 Pacific on `day`, and (unless `arrived` is false) its postback here; or a row of
+ * another `status`, without a completion time (its postback is the caller's).
+ */
 async function complete(
   surveyId: number,
   day: string,
-  options: { arrived?: boolean; verify?: VerifyState; clickedAt?: Date; completedAt?: Date } = {},
+  options: {
+    arrived?: boolean;
+    verify?: VerifyState;
+    clickedAt?: Date;
+    completedAt?: Date;
+    status?: string;
+  } = {},
 ) {
   const n = ++sequence;
   const clickedAt = options.clickedAt ?? new Date(pacificDayRange(day).start.getTime() + 10 * HOUR);
@@ -192,12 +201,14 @@ async function complete(
     surveyId,
     token: `steady-${n}`,
     pid: `p-${n}`,
-    status: 'Completed',
+    status: options.status ?? 'Completed',
     ip: '198.51.100.1',
     trackId: `steady-${n}`,
     termReason: '',
     clickedAt,
-    completedAt: options.completedAt ?? new Date(clickedAt.getTime() + 10 * 60_000),
+    ...(options.status === undefined
+      ? { completedAt: options.completedAt ?? new Date(clickedAt.getTime() + 10 * 60_000) }
+      : {}),
     verifyToken: options.verify ?? 'Valid',
     notified: true,
   };
@@ -665,20 +676,7 @@ describe('settled days', () => {
     await survey(7281);
     const seenDay = WEEK[0] as string;
     const refiledDay = nextDay(seenDay, -3);
-    const n = ++sequence;
-    const failed: SimTransaction = {
-      surveyId: 7281,
-      token: `steady-${n}`,
-      pid: `p-${n}`,
-      status: 'Failed',
-      ip: '198.51.100.1',
-      trackId: `steady-${n}`,
-      termReason: '',
-      clickedAt: new Date(pacificDayRange(seenDay).start.getTime() + 10 * HOUR),
-      verifyToken: 'Pending',
-      notified: true,
-    };
-    marketplace.state.transactions.push(failed);
+    const failed = await complete(7281, seenDay, { arrived: false, status: 'Failed', verify: 'Pending' });
     await attempts.recordHit(
       {
         channel: 'postback',

@@ -15,6 +15,7 @@ import {
   createReconciliationStore,
 } from '../../functions/ledger/ledger-store';
 import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { runCli } from '../support/cli';
 import { freshTable } from '../support/ledger';
 
 const run = promisify(execFile);
@@ -73,15 +74,7 @@ const cliEnv = () => ({
   POWERTOOLS_LOG_LEVEL: 'ERROR',
 });
 
-async function cli(...args: string[]): Promise<{ stdout: string; code: number }> {
-  try {
-    const { stdout } = await run(TSX, ['functions/cli/main.ts', ...args], { env: cliEnv() });
-    return { stdout, code: 0 };
-  } catch (error) {
-    const failed = error as { stdout: string; stderr: string; code: number };
-    return { stdout: failed.stdout + failed.stderr, code: failed.code };
-  }
-}
+const cli = (...args: string[]) => runCli(args, cliEnv());
 
 describe('redirects show', () => {
   // Six CLI processes, each starting through tsx: a loaded two-core machine takes seconds for each.
