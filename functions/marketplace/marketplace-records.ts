@@ -188,7 +188,11 @@ export const hasEntryTime = (t: Transaction): boolean => entryTime(t) !== undefi
 
 /**
  * One row per token (the marketplace's transaction id): a row listed twice (pages that overlap, a list that
- * repeats itself) is counted once. Copies that differ keep the one verified last, else the one listed last.
+ * repeats itself) is counted once. Copies that differ keep the one verified last. Copies verified at the same
+ * time, or neither verified, give no sign of which the marketplace holds now (a row changed between two pages
+ * of one listing): whatever order they are listed in, the one that earns less is kept (a non-complete or a
+ * rejected complete before a complete, the lower price before the higher), so owed counts no complete the
+ * marketplace may have taken back; the next listing without the stale copy settles it.
  */
 export function distinctTransactions(rows: readonly Transaction[]): {
   rows: Transaction[];
@@ -197,10 +201,40 @@ export function distinctTransactions(rows: readonly Transaction[]): {
   const byToken = new Map<string, Transaction>();
   for (const row of rows) {
     const kept = byToken.get(row.token);
-    if (!kept || (kept.verifiedAt?.utc ?? '') <= (row.verifiedAt?.utc ?? '')) byToken.set(row.token, row);
+    if (!kept || supersedes(row, kept)) byToken.set(row.token, row);
   }
   return { rows: [...byToken.values()], duplicates: rows.length - byToken.size };
 }
+
+/** Whether `row` is kept over `kept`, another copy of its token (`distinctTransactions`). */
+function supersedes(row: Transaction, kept: Transaction): boolean {
+  const [verified, keptVerified] = [row.verifiedAt?.utc ?? '', kept.verifiedAt?.utc ?? ''];
+  if (verified !== keptVerified) return verified > keptVerified;
+  const [earned, keptEarned] = [earning(row), earning(kept)];
+  if (earned !== keptEarned) {
+    if (earned === undefined || keptEarned === undefined) return earned === undefined;
+    return earned < keptEarned;
+  }
+  return copyKey(row) < copyKey(kept);
+}
+
+/** What a copy earns in millionths, undefined when nothing (not a complete, or one the buyer rejected). */
+function earning(t: Transaction): bigint | undefined {
+  if (t.status !== 'Completed' || t.verifyToken?.toLowerCase() === 'invalid') return undefined;
+  const [whole = '0', fraction = ''] = (parseAmount(t.cpi) ?? '0').split('.');
+  return BigInt(whole + fraction.padEnd(6, '0').slice(0, 6));
+}
+
+/** A copy's facts as text: the last tie-break between copies, so the listing's order never decides. */
+const copyKey = (t: Transaction): string =>
+  JSON.stringify([
+    t.status,
+    t.cpi,
+    t.verifyToken ?? '',
+    t.clickedAt?.utc ?? '',
+    t.completedAt?.utc ?? '',
+    t.pid,
+  ]);
 
 /** Any id as text, exact or not: enough to hold a row's token and pid back while the row cannot be read. */
 const anyId = z.union([z.string(), numberAsText]);

@@ -413,6 +413,18 @@ function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
 const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || attempt.postback !== undefined;
 
 /**
+ * Whether a run has listed the attempt's row as a complete (owed or pending counted it) or judged it reversed. A
+ * listing whose click cannot be the attempt's (another attempt's row, paired by pid under rules before
+ * `clickCouldBeOf`) is not its row.
+ */
+function listedAsComplete(attempt: Attempt | undefined): boolean {
+  const judged = attempt?.reconciliation;
+  if (!attempt || !judged) return false;
+  if (judged.verdict === 'invalidated') return true;
+  return judged.marketplace?.status === 'Completed' && clickCouldBeOf(attempt, judged.marketplace.clickedAt);
+}
+
+/**
  * When the attempt last told something new: the latest first sighting of an outcome on either channel, or the
  * last drain of a hit from the buffer (whose sighting keeps when the hit was made). A repeated hit moves neither.
  */
@@ -483,9 +495,17 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       if (attempt && arrivedHere(attempt)) elsewhere.push({ day, attempt });
       continue;
     }
+    // An item made for a row no longer listed is retired, unless the row was a complete: its reversal is judged
+    // below and kept (classify), so the money owed or pending counted for it does not vanish unexplained.
     if (!transaction && attempt && !arrivedHere(attempt)) {
-      (arrivedTokens.has(attempt.token) ? superseded : withdrawn).push(attempt);
-      continue;
+      if (arrivedTokens.has(attempt.token)) {
+        superseded.push(attempt);
+        continue;
+      }
+      if (!listedAsComplete(attempt)) {
+        withdrawn.push(attempt);
+        continue;
+      }
     }
     // The same respondent seen here twice under two spellings of the pid (a redirect under one, the postback
     // under the other): its transaction is judged with the attempt that took it; this one adds no verdict (it
@@ -751,21 +771,6 @@ export function classify(
   // The survey's price at the click: what a complete that goes unpaid or is reversed was worth.
   const price = typeof expectedCpi === 'string' ? expectedCpi : expectedCpi?.[0];
   const worth: Record<string, string> = price ? { claimedCpi: price } : {};
-  if (!transaction) {
-    if (evidence === 'postback')
-      return {
-        kind: 'complete_not_paid',
-        detail: { ...here, evidence, marketplaceStatus: 'missing', ...worth },
-      };
-    // A browser's success claim with nothing behind it: anyone holding the static success URL can send one.
-    if (evidence === 'redirect')
-      return { kind: 'unverified_claim', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
-    if (contradicted)
-      return { kind: 'contradicted_claim', detail: { ...here, marketplaceStatus: 'missing' } };
-    return { kind: 'not_in_marketplace', detail: here };
-  }
-  const status = transaction.status;
-  const marketplace = { marketplaceStatus: status, verifyToken: transaction.verifyToken ?? 'none' };
   // What a reversal took, so finance can add up what was reversed, and the same on every run after: the price it
   // was reversed at before; else the price an earlier run saw on the row while it was a complete earning it (what
   // owed or pending counted); else the complete's own price while it still shows one (a reversed row usually shows
@@ -782,9 +787,36 @@ export function classify(
   const reversedPrice =
     (typeof reversedBefore === 'string' ? reversedBefore : undefined) ??
     earnedBefore ??
-    (status === 'Completed' ? priced(transaction.cpi) : undefined) ??
+    (transaction?.status === 'Completed' ? priced(transaction.cpi) : undefined) ??
     price;
   const reversed: Record<string, string> = reversedPrice ? { reversedCpi: reversedPrice } : {};
+  // A later run that finds a row listed as a complete under another status, or finds it no more, found a reversal.
+  const listedComplete = listedAsComplete(ledgerAttempt);
+  if (!transaction) {
+    // A signed complete the marketplace does not list (or lists no more): one to chase.
+    if (evidence === 'postback')
+      return {
+        kind: 'complete_not_paid',
+        detail: { ...here, evidence, marketplaceStatus: 'missing', ...worth },
+      };
+    // A complete the marketplace listed and lists no more, nothing here to chase it by (the item a run made for
+    // its row, under its token): the money owed or pending counted for it is gone, so finance sees it reversed
+    // rather than the figure shrinking unexplained. An attempt that arrived here is left as it was judged before:
+    // its earlier listing may have been another attempt's row, paired by pid while its own was not listed.
+    if (!attempt && listedComplete)
+      return {
+        kind: 'invalidated',
+        detail: { ...here, marketplaceStatus: 'missing', receivedHere: evidence ?? 'nothing', ...reversed },
+      };
+    // A browser's success claim with nothing behind it: anyone holding the static success URL can send one.
+    if (evidence === 'redirect')
+      return { kind: 'unverified_claim', detail: { ...here, evidence, marketplaceStatus: 'missing' } };
+    if (contradicted)
+      return { kind: 'contradicted_claim', detail: { ...here, marketplaceStatus: 'missing' } };
+    return { kind: 'not_in_marketplace', detail: here };
+  }
+  const status = transaction.status;
+  const marketplace = { marketplaceStatus: status, verifyToken: transaction.verifyToken ?? 'none' };
   if (status === 'Completed') {
     if (transaction.verifyToken?.toLowerCase() === 'invalid') {
       return {
@@ -829,8 +861,6 @@ export function classify(
   // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
   // terminate"): a reversal, as when the row stays Completed (`reversedCpi` as there). Whatever arrived here, once
   // this product has listed the row as a complete (the owed figure counted it) or judged it reversed before.
-  const prior = ledgerAttempt?.reconciliation;
-  const listedComplete = prior?.marketplace?.status === 'Completed' || prior?.verdict === 'invalidated';
   if ((evidence || listedComplete) && transaction.verifyToken?.toLowerCase() === 'invalid') {
     return {
       kind: 'invalidated',
@@ -843,6 +873,16 @@ export function classify(
     return {
       kind: 'invalidated',
       detail: { ...here, ...corrected('fail'), ...marketplace, receivedHere: 'postback', ...reversed },
+    };
+  // A row this product listed as a complete, now under another status without the buyer's Invalid (statuses
+  // change after the fact: "adjusted to terminate"): a reversal, whatever arrived here. Only when the listing
+  // was this row's (its click the same): an attempt paired by pid with another attempt's row while its own was not
+  // listed yet kept that row's listing.
+  const listedClick = listedBefore?.clickedAt ?? judgedBefore?.detail.clickedAt;
+  if (listedComplete && listedClick !== undefined && listedClick === filedAt(transaction))
+    return {
+      kind: 'invalidated',
+      detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
     };
   if (evidence === 'postback')
     return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };

@@ -602,23 +602,74 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7214');
   });
 
-  it('a complete the marketplace lists no more: the item made for it is withdrawn, with its money discrepancy', async () => {
+  it('a complete the marketplace lists no more, nothing arrived for it: the owed figure it left is a reversal', async () => {
     await seededWeek(7215);
     const settled = nextDay(TODAY, -3);
     const gone = await complete(7215, settled, { arrived: false });
+    const terminated = await complete(7215, settled, {
+      arrived: false,
+      status: 'Over Quota',
+      verify: 'Pending',
+    });
     await hourly();
-    expect((await results.discrepancies(settled, '7215')).map((a) => a.token)).toEqual([gone.token]);
-    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    expect((await results.discrepancies(settled, '7215')).map((a) => a.token).sort()).toEqual(
+      [gone.token, terminated.token].sort(),
+    );
+    const owedBefore = (await results.summariesOf('7215', [settled]))[0]?.marketplace.owed;
+    expect(owedBefore).toBe('3.00');
+    for (const t of [gone, terminated])
+      marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(t), 1);
     clock += HOUR;
     const next = await hourly();
+    // The termination's item goes; the complete's stays, reversed at the price the owed figure counted it at.
     expect(next.outcomes[0]).toMatchObject({ withdrawn: 1 });
-    expect(await results.discrepancies(settled, '7215')).toEqual([]);
-    expect((await results.summariesOf('7215', [settled]))[0]?.verdicts).toEqual({ matched: 2 });
     const [item] = await results.attemptsByKey('7215', [{ pid: gone.pid, token: gone.token }]);
-    expect(item?.reconciliation).toBeUndefined();
+    expect(item?.reconciliation).toMatchObject({
+      verdict: 'invalidated',
+      day: settled,
+      detail: { marketplaceStatus: 'missing', receivedHere: 'nothing', reversedCpi: '1.50' },
+    });
+    const summary = (await results.summariesOf('7215', [settled]))[0];
+    expect(summary?.verdicts).toEqual({ matched: 2, invalidated: 1 });
+    expect(summary?.marketplace.owed).toBe('1.50');
+    expect((await results.discrepancies(settled, '7215')).map((a) => a.token)).toEqual([gone.token]);
     clock += HOUR;
     expect((await hourly()).outcomes[0]).toMatchObject({ summariesWritten: 0, withdrawn: 0 });
     await expectSameAsFullRecheck('7215');
+    // Listed again: owed again, the reversal undone.
+    marketplace.state.transactions.push(gone);
+    clock += HOUR;
+    await hourly(0);
+    expect(
+      (await results.attemptsByKey('7215', [{ pid: gone.pid, token: gone.token }]))[0]?.reconciliation,
+    ).toMatchObject({ verdict: 'complete_not_received', day: settled });
+    expect((await results.summariesOf('7215', [settled]))[0]?.marketplace.owed).toBe(owedBefore);
+  });
+
+  it('a complete re-filed under another status with its review left Valid: a reversal at the price owed counted', async () => {
+    await survey(7292);
+    const settled = nextDay(TODAY, -2);
+    const received = await complete(7292, settled);
+    const unreceived = await complete(7292, settled, { arrived: false });
+    await hourly();
+    expect((await results.summariesOf('7292', [settled]))[0]?.marketplace.owed).toBe('3.00');
+    // "Adjusted to terminate": both rows now Failed, the buyer's review as it was.
+    for (const t of [received, unreceived]) Object.assign(t, { status: 'Failed' });
+    clock += HOUR;
+    await hourly(0);
+    const summary = (await results.summariesOf('7292', [settled]))[0];
+    expect(summary?.marketplace.owed).toBe('0.00');
+    expect(summary?.verdicts).toEqual({ invalidated: 2 });
+    const judged = await results.attemptsByKey('7292', [
+      { pid: received.pid, token: received.token },
+      { pid: unreceived.pid, token: unreceived.token },
+    ]);
+    for (const attempt of judged)
+      expect(attempt.reconciliation).toMatchObject({
+        verdict: 'invalidated',
+        detail: { marketplaceStatus: 'Failed', verifyToken: 'Valid', reversedCpi: '1.50' },
+      });
+    await expectSameAsFullRecheck('7292');
   });
 
   /**

@@ -165,7 +165,7 @@ describe('transactions', () => {
     expect(review('   ')).toBeUndefined();
   });
 
-  it('count a token listed twice once, keeping the copy verified last, else the one listed last', () => {
+  it('count a token listed twice once, keeping the copy verified last, else the one that earns less, in any order', () => {
     const row = (change: object) => {
       const parsed = parseTransaction({ ...transaction, ...change });
       if (!parsed.ok) throw new Error(parsed.problem);
@@ -177,6 +177,31 @@ describe('transactions', () => {
     expect(distinctTransactions([valid, other, pending])).toEqual({ rows: [valid, other], duplicates: 1 });
     expect(distinctTransactions([pending, valid]).rows).toEqual([valid]);
     expect(distinctTransactions([pending, { ...pending, status: 'Failed' }]).rows[0]?.status).toBe('Failed');
+    // Copies verified at the same time that disagree: the listing's order does not decide.
+    const at = '11/23/2026, 9:00:00 am PST';
+    const paid = row({ verifyToken: 'Valid', verifiedTknDt: at });
+    const copies = [
+      row({ verifyToken: 'Valid', verifiedTknDt: at, status: 'Quality Termination', CPI: 0 }),
+      row({ verifyToken: 'Invalid', verifiedTknDt: at }),
+      row({ verifyToken: 'Valid', verifiedTknDt: at, CPI: '1.00' }),
+    ];
+    const expected = ['Quality Termination', 'Completed/Invalid', 'Completed/Valid/1.00'];
+    copies.forEach((copy, i) => {
+      for (const order of [
+        [paid, copy],
+        [copy, paid],
+      ]) {
+        const [kept] = distinctTransactions(order).rows;
+        const described =
+          kept?.status === 'Completed'
+            ? `Completed/${kept.verifyToken}${kept.verifyToken === 'Valid' ? `/${kept.cpi}` : ''}`
+            : kept?.status;
+        expect(described).toBe(expected[i]);
+      }
+    });
+    // Two copies alike but for a fact that earns nothing either way: the same one whatever the order.
+    const early = row({ clkDateTime: '11/22/2026, 7:00:00 am PST' });
+    expect(distinctTransactions([pending, early]).rows).toEqual(distinctTransactions([early, pending]).rows);
   });
 });
 

@@ -345,6 +345,57 @@ describe('classification', () => {
     expect(classify(refiled, undefined).kind).toBe('not_received');
   });
 
+  it("a complete re-filed under another status without the buyer's Invalid is a reversal once listed as a complete", () => {
+    // Statuses change after the fact ("adjusted to terminate") with the review left Valid, Pending or blank.
+    const listedAsComplete = (channels?: { postback?: string; redirect?: string }): Attempt => ({
+      ...(channels
+        ? attempt('a', noon, channels)
+        : attemptFromItem({ surveyId: '1', pid: 'p-a', token: 'a' })),
+      reconciliation: {
+        verdict: channels?.postback === 'success' ? 'matched' : 'complete_not_received',
+        day: DAY,
+        detail: {},
+        at: noon,
+        marketplace: { status: 'Completed', verifyToken: 'Valid', cpi: '1.75', clickedAt: noon },
+        history: [],
+      },
+    });
+    for (const verifyToken of ['Valid', 'Pending', undefined])
+      for (const channels of [undefined, { postback: 'success' }, { redirect: 'success' }]) {
+        const refiled = transaction('a', 'Failed', noon, {
+          cpi: '0',
+          ...(verifyToken ? { verifyToken } : {}),
+        });
+        expect(
+          classify(refiled, listedAsComplete(channels), '1.25'),
+          `${verifyToken} ${JSON.stringify(channels)}`,
+        ).toMatchObject({
+          kind: 'invalidated',
+          detail: { marketplaceStatus: 'Failed', reversedCpi: '1.75' },
+        });
+        // Never listed as a complete here: as before (a postback is a complete not paid, a redirect a claim).
+        const fresh = channels && attempt('a', noon, channels);
+        const asBefore = channels?.postback
+          ? 'complete_not_paid'
+          : channels?.redirect
+            ? 'contradicted_claim'
+            : 'not_received';
+        expect(classify(refiled, fresh, '1.25').kind).toBe(asBefore);
+        // Listed as a complete, but another row (another click): an earlier pairing by pid with another attempt's
+        // row, its own not listed yet. Not this row's reversal.
+        const paired = listedAsComplete(channels);
+        const prior = paired.reconciliation as NonNullable<Attempt['reconciliation']>;
+        const elsewhere = {
+          ...paired,
+          reconciliation: {
+            ...prior,
+            marketplace: { ...prior.marketplace, status: 'Completed', clickedAt: '2026-11-21T19:00:00.000Z' },
+          },
+        };
+        expect(classify(refiled, channels ? elsewhere : undefined, '1.25').kind).toBe(asBefore);
+      }
+  });
+
   it('lists a transaction under a status it does not know as money, in no owed figure, whatever arrived here', () => {
     const adjusted = transaction('a', 'Adjusted Complete', noon, { cpi: '1.50', verifyToken: 'Valid' });
     for (const channels of [
@@ -490,11 +541,50 @@ describe('windows', () => {
     });
     expect(alone.verdicts.map((v) => v.verdict.kind)).toEqual(['complete_not_received']);
     expect(alone.superseded).toEqual([]);
-    // Listed no more: nothing on either side, so no verdict; the item is withdrawn.
+    // Listed no more: the complete the owed figure counted is reversed, at the price it was listed at, and the
+    // item is kept for it (not withdrawn).
     const gone = reconcileSurveyWindow({ surveyId: '1', days: [DAY], transactions: [], attempts: [made] });
-    expect(gone.verdicts).toEqual([]);
-    expect(gone.withdrawn).toEqual([made]);
-    expect(gone.summaries[0]?.verdicts).toEqual({});
+    expect(gone.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.day])).toEqual([
+      ['t', 'invalidated', DAY],
+    ]);
+    expect(gone.verdicts[0]?.verdict.detail).toMatchObject({
+      marketplaceStatus: 'missing',
+      receivedHere: 'nothing',
+      reversedCpi: '1.25',
+      clickedAt: noon,
+    });
+    expect(gone.withdrawn).toEqual([]);
+    expect(gone.summaries[0]?.verdicts).toEqual({ invalidated: 1 });
+    // The next run, from the item as judged: the same verdict, on the same day, at the same price.
+    const judged = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-t',
+      token: 't',
+      verdict: 'invalidated',
+      verdictDay: DAY,
+      verdictDetail: { reversedCpi: '1.25', clickedAt: noon },
+    });
+    const again = reconcileSurveyWindow({ surveyId: '1', days: [DAY], transactions: [], attempts: [judged] });
+    expect(again.verdicts.map((v) => [v.verdict.kind, v.verdict.day, v.verdict.detail.reversedCpi])).toEqual([
+      ['invalidated', DAY, '1.25'],
+    ]);
+    // A row never listed as a complete (a termination nothing arrived for) is withdrawn as before.
+    const terminated = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-q',
+      token: 'q',
+      verdict: 'not_received',
+      verdictDay: DAY,
+      marketplace: { status: 'Over Quota', cpi: '0', clickedAt: noon },
+    });
+    const dropped = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts: [terminated],
+    });
+    expect(dropped.verdicts).toEqual([]);
+    expect(dropped.withdrawn).toEqual([terminated]);
   });
 
   it("the marketplace's postback takes the token before a redirect with the transaction's pid", () => {
@@ -856,7 +946,8 @@ describe('late finishers', () => {
 
   it('an item kept for a transaction nothing arrived for is not paired by pid with a new transaction of that pid', () => {
     // Made by an earlier run for a complete whose postback never came; its row is listed no more. A new complete of
-    // the same respondent today: its own verdict, and the old item withdrawn.
+    // the same respondent today: its own verdict, and the old item judged reversed on its own (the complete it was
+    // listed as is gone), not paired with the new one.
     const kept = attemptFromItem({
       surveyId: '1',
       pid: 'p-same',
@@ -874,9 +965,11 @@ describe('late finishers', () => {
     });
     expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.matchedBy])).toEqual([
       ['new', 'complete_not_received', undefined],
+      ['old', 'invalidated', undefined],
     ]);
     expect(result.verdicts[0]?.attempt).toBeUndefined();
-    expect(result.withdrawn).toEqual([kept]);
+    expect(result.verdicts[1]?.attempt).toBe(kept);
+    expect(result.withdrawn).toEqual([]);
   });
 
   it('without a transaction within the look-back, the verdict says from which day it looked', () => {
