@@ -415,6 +415,31 @@ export function queryParameter(rawQueryString: string | undefined, name: string)
   return undefined;
 }
 
+/**
+ * The pid as the query carried it, percent-encoded byte for byte (as `encodeURIComponent` writes UTF-8, and a
+ * byte that is not UTF-8 as its own escape): what hands the respondent's id on in another URL unchanged, where
+ * encoding `pid` itself would turn a kept escape (`Jos%E9`) into text (`Jos%25E9`). Undefined when the query holds
+ * no such pid (it came from elsewhere, or was given twice).
+ */
+export function pidAsSent(rawQueryString: string | undefined, pid: string): string | undefined {
+  for (const part of (rawQueryString ?? '').split('&')) {
+    const at = part.indexOf('=');
+    if (at <= 0 || decodePid(part.slice(0, at)) !== 'pid') continue;
+    const value = part.slice(at + 1);
+    if (decodePid(value) !== pid) return undefined;
+    let encoded = '';
+    for (const byte of bytesOf(value.replaceAll('+', ' '))) {
+      const char = String.fromCharCode(byte);
+      encoded +=
+        byte < 0x80 && /[A-Za-z0-9\-_.!~*'()]/.test(char)
+          ? char
+          : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+    }
+    return encoded;
+  }
+  return undefined;
+}
+
 /** Form decoding of one name or value: undefined when its bytes are not UTF-8. */
 function decode(encoded: string): string | undefined {
   // The usual value has nothing to decode, or decodes strictly (decodeURIComponent refuses bytes that are not

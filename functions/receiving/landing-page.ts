@@ -27,10 +27,19 @@ export function templateProblem(template: string): string | undefined {
   return undefined;
 }
 
-/** The landing for a hit. Without an outcome (or a pid to substitute) the plain page is the only safe answer. */
+/**
+ * The landing for a hit. Without an outcome (or a pid to substitute) the plain page is the only safe answer.
+ * `pidEncoded`, the pid as its URL carried it (`pidAsSent`), is substituted as it is: a pid's byte that is not
+ * UTF-8, kept as its escape in `pid`, reaches the panel as that byte, not as the escape's text.
+ */
 export function landingFor(
   templates: LandingTemplates,
-  hit: { outcome?: Outcome | undefined; pid?: string | undefined; surveyId?: string | undefined },
+  hit: {
+    outcome?: Outcome | undefined;
+    pid?: string | undefined;
+    pidEncoded?: string | undefined;
+    surveyId?: string | undefined;
+  },
 ): Landing {
   const template = hit.outcome && templates[hit.outcome];
   const needsPid = template?.includes('{pid}');
@@ -39,7 +48,7 @@ export function landingFor(
   }
   const values = { pid: hit.pid ?? '', surveyId: hit.surveyId ?? '', outcome: hit.outcome ?? '' };
   const location = template.replace(PLACEHOLDERS, (_, name: keyof typeof values) =>
-    encodeURIComponent(values[name]),
+    name === 'pid' && hit.pidEncoded !== undefined ? hit.pidEncoded : encodeURIComponent(values[name]),
   );
   return { kind: 'redirect', location };
 }

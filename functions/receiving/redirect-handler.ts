@@ -16,7 +16,7 @@ import {
 import { checkSignature, type KeyRingSource, KeyRingUnavailable } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
-import { readClaim, readIdentity, refusedHit } from './hit-request';
+import { pidAsSent, readClaim, readIdentity, refusedHit } from './hit-request';
 import { type LandingTemplates, landingFor } from './landing-page';
 import type { Outcome } from './outcome';
 import { previewRequest } from './preview-requests';
@@ -78,7 +78,7 @@ export function createRedirectHandler({
     const at = new Date();
     const requestId = requestIdOf(event, context);
     const sourceIp = event.requestContext.http.sourceIp;
-    const claimed: { surveyId?: string; outcome?: Outcome; pid?: string } = {};
+    const claimed: { surveyId?: string; outcome?: Outcome; pid?: string; pidEncoded?: string } = {};
     let refusal: { code: RefusalCode; reason: string } | undefined;
     try {
       const { claim, query } = readClaim('redirect', request);
@@ -86,6 +86,7 @@ export function createRedirectHandler({
       claimed.outcome = claim.target.outcome;
       const identity = readIdentity(request, query);
       claimed.pid = identity.pid;
+      claimed.pidEncoded = pidAsSent(request.rawQueryString, identity.pid);
       let check: Awaited<ReturnType<typeof checkSignature>>;
       try {
         check = await checkSignature(keyRing, claim, at);

@@ -68,6 +68,22 @@ describe('a signed redirect hit', () => {
     },
   );
 
+  it('with a pid byte that is not UTF-8 hands the panel that byte, as the marketplace sent it', async () => {
+    // A Latin-1 id (`José` as one byte E9) and one mixing UTF-8 with a stray byte: kept as escapes in the ledger.
+    for (const [sent, stored] of [
+      ['Jos%E9', 'Jos%E9'],
+      ['caf%C3%A9%E9+x', 'café%E9 x'],
+    ] as const) {
+      ids = { pid: 'placeholder-pid', token: randomUUID() };
+      const url = redirectUrl('success').replace('pid=placeholder-pid', `pid=${sent}`);
+      const result = await invoke(redirect, apiEvent('GET', url));
+      expect(result.statusCode).toBe(302);
+      expect(String(result.headers?.location)).toContain(`pid=${sent.replace('+', '%20')}&`);
+      const [attempt] = await store.attemptsOf('2002', stored);
+      expect(attempt).toMatchObject({ pid: stored, token: ids.token, redirect: { outcome: 'success' } });
+    }
+  });
+
   it('is recorded as a redirect-only complete and sends the respondent to the landing page', async () => {
     const result = await invoke(redirect, apiEvent('GET', redirectUrl('success')));
     expect(result.statusCode).toBe(302);

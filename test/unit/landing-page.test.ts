@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { pidAsSent } from '../../functions/receiving/hit-request';
 import { landingFor, SURVEY_OVER_PAGE, templateProblem } from '../../functions/receiving/landing-page';
 
 describe('landing', () => {
@@ -12,6 +13,21 @@ describe('landing', () => {
       kind: 'redirect',
       location: 'https://panel.example.com/done?pid=a%26b%3Dc&s=7&o=success',
     });
+  });
+
+  it('substitutes a pid as its URL carried it, byte for byte, where one is given', () => {
+    const query = (pid: string) => `kid=k1&pid=${pid}&token=t`;
+    expect(pidAsSent(query('Jos%E9'), 'Jos%E9')).toBe('Jos%E9');
+    expect(pidAsSent(query('caf%c3%a9+a%2Bb'), 'café a+b')).toBe('caf%C3%A9%20a%2Bb');
+    // As encodeURIComponent writes a UTF-8 pid.
+    for (const pid of ['a&b=c', 'Zoë 👩‍👩‍👧', "it's-(x)_~*!.", 'dGVzdC0x+/Q=='])
+      expect(pidAsSent(query(encodeURIComponent(pid)), pid)).toBe(encodeURIComponent(pid));
+    // Not the query's pid (it came from a body, or the query's reads otherwise): none.
+    expect(pidAsSent(query('other'), 'p')).toBeUndefined();
+    expect(pidAsSent('token=t', 'p')).toBeUndefined();
+    expect(
+      landingFor(templates, { outcome: 'success', pid: 'Jos%E9', pidEncoded: 'Jos%E9', surveyId: '7' }),
+    ).toEqual({ kind: 'redirect', location: 'https://panel.example.com/done?pid=Jos%E9&s=7&o=success' });
   });
 
   it('uses a template without placeholders as it is', () => {
