@@ -7,7 +7,6 @@ import {
   type CfnElement,
   CfnOutput,
   Duration,
-  RemovalPolicy,
   Stack,
   type StackProps,
   Validations,
@@ -32,6 +31,7 @@ import { HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
 import { Operations } from './constructs/operations';
 import { ReceiverFunction } from './constructs/receiver-function';
+import { RETAIN_UNLESS_CREATE_FAILS } from './constructs/retention';
 import { FUNCTIONS, QUEUE_FUNCTIONS, SCHEDULED_FUNCTIONS } from './routes';
 import type { EnvironmentSettings } from './settings';
 
@@ -155,8 +155,8 @@ export class ReceiverStack extends Stack {
         passwordLength: 64,
         excludePunctuation: true,
       },
-      // Losing the ring would invalidate every URL configured at the marketplace.
-      removalPolicy: RemovalPolicy.RETAIN,
+      // Losing the ring would invalidate every URL configured at the marketplace (constructs/retention.ts).
+      removalPolicy: RETAIN_UNLESS_CREATE_FAILS,
     });
 
     this.redirect = new ReceiverFunction(this, 'redirect', {
@@ -245,7 +245,7 @@ export class ReceiverStack extends Stack {
       : new Secret(this, 'marketplace-token', {
           description:
             "The marketplace's supplier API access token (x-access-token); put the real value after deploying",
-          removalPolicy: RemovalPolicy.RETAIN,
+          removalPolicy: RETAIN_UNLESS_CREATE_FAILS,
         });
     this.redirectSync = new ReceiverFunction(this, 'redirect-sync', {
       ...SCHEDULED_FUNCTIONS['redirect-sync'],
