@@ -385,11 +385,16 @@ describe('classification', () => {
         // row, its own not listed yet. Not this row's reversal.
         const paired = listedAsComplete(channels);
         const prior = paired.reconciliation as NonNullable<Attempt['reconciliation']>;
-        const elsewhere = {
+        const elsewhere: Attempt = {
           ...paired,
           reconciliation: {
             ...prior,
-            marketplace: { ...prior.marketplace, status: 'Completed', clickedAt: '2026-11-21T19:00:00.000Z' },
+            marketplace: {
+              status: 'Completed',
+              verifyToken: 'Valid',
+              cpi: '1.75',
+              clickedAt: '2026-11-21T19:00:00.000Z',
+            },
           },
         };
         expect(classify(refiled, channels ? elsewhere : undefined, '1.25').kind).toBe(asBefore);
