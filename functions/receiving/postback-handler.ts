@@ -35,6 +35,24 @@ export interface PostbackDependencies {
  */
 export const POSTBACK_STORE_BUDGET_MS = 2_000;
 
+/**
+ * How long a postback may take from the handler's start to its answer, the buffer's tries included. What went
+ * before the ledger (a cold container's key ring fetch, up to KEY_RING_FETCH_TIMEOUT_MS) comes off the ledger's
+ * budget, so a slow key ring and a hanging ledger together still answer inside the 5 s.
+ */
+export const POSTBACK_ANSWER_BUDGET_MS = 4_000;
+/** What the buffer's two tries of a second can take (runtime/hit-buffer.ts). */
+const BUFFER_TRIES_MS = 2_000;
+/** The least the ledger is given, however late the hit reaches it: a healthy write takes a few milliseconds. */
+const LEAST_STORE_BUDGET_MS = 300;
+
+/** The ledger's budget for a hit `elapsedMs` into its handling. */
+export const storeBudgetAfter = (elapsedMs: number, budgetMs: number): number =>
+  Math.max(
+    Math.min(LEAST_STORE_BUDGET_MS, budgetMs),
+    Math.min(budgetMs, POSTBACK_ANSWER_BUDGET_MS - BUFFER_TRIES_MS - elapsedMs),
+  );
+
 /** The postback handler, from its dependencies. */
 export function createPostbackHandler({
   store,
@@ -46,6 +64,7 @@ export function createPostbackHandler({
 }: PostbackDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   return jsonRoute(async (event, context) => {
+    const started = Date.now();
     const request = hitRequestFrom(event);
     const sourceIp = event.requestContext.http.sourceIp;
     const requestId = requestIdOf(event, context);
@@ -86,7 +105,7 @@ export function createPostbackHandler({
       try {
         recorded = await storeAnswerWithin(
           (signal) => store.recordHit(hit, at, requestId, signal),
-          storeBudgetMs,
+          storeBudgetAfter(Date.now() - started, storeBudgetMs),
         );
       } catch (error) {
         if (!(error instanceof StoreUnavailable) || !buffer) throw error;

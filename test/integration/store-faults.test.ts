@@ -14,7 +14,7 @@ import {
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
 import type { BufferedHit } from '../../functions/runtime/hit-buffer';
-import { KeyRingUnavailable } from '../../functions/runtime/key-ring-source';
+import { KeyRingUnavailable, keyRingSource } from '../../functions/runtime/key-ring-source';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
 import { receivers } from '../support/handlers';
@@ -118,13 +118,19 @@ describe('the signing key ring unavailable', () => {
 });
 
 /** Receivers through the proxy whose store client waits 2 s a try, that give up on it after `budgetMs`. */
-async function withBudget(budgetMs: number) {
+async function withBudget(budgetMs: number, keyRingDelayMs = 0) {
   const buffered: BufferedHit[] = [];
+  const ring = keyRingSource({ inline: TEST_KEY_RING });
   const slow = await receivers({
     endpoint: proxy.endpoint,
     tableName: table,
     storeTimeoutMs: 2_000,
     storeBudgetMs: budgetMs,
+    // A cold container's key ring fetch, as slow as it may be before it is given up.
+    keyRingSource: async () => {
+      await new Promise((resolve) => setTimeout(resolve, keyRingDelayMs));
+      return ring();
+    },
     buffer: {
       put: async (hit, at, id) => {
         const entry = { id, at: at.toISOString(), hit };
@@ -205,6 +211,20 @@ describe('wire-level faults (proxy in front of the engine)', () => {
       ['redirect', 'success', ids.pid],
       ['postback', 'success', ids.pid],
     ]);
+  });
+
+  it('a slow key ring fetch comes off the ledger budget: a postback is answered inside 5 s with both slow', async () => {
+    // The deployed budget (2 s) and a key ring that takes 1.8 s (its fetch is given up at 2 s): 3.8 s before the
+    // buffer's tries, without the deadline.
+    const { slow, buffered } = await withBudget(2_000, 1_800);
+    proxy.faults(() => 'hang');
+    const sent = Date.now();
+    const answered = await invoke(slow.postback, apiEvent('GET', postbackUrl()));
+    const took = Date.now() - sent;
+    expect(jsonBody(answered)).toMatchObject({ effect: 'buffered' });
+    expect(buffered.map((b) => b.hit.pid)).toEqual([ids.pid]);
+    expect(took).toBeGreaterThanOrEqual(1_800);
+    expect(took).toBeLessThan(3_000);
   });
 
   it('a write given up on that lands after all is counted once with its buffered copy', async () => {
