@@ -627,7 +627,7 @@ export function reconciler(deps: ReconcilerDeps) {
     /** Days this survey's run reconciles: the ones done and the ones about to be, in the window at hand. */
     const judgedThisRun = new Set<string>();
     /** Each day's figures as they stand after this run: as stored, or as this run found them. */
-    const latest = new Map<string, Pick<DaySummary, 'marketplace' | 'here'>>(stored);
+    const latest = new Map<string, Pick<DaySummary, 'marketplace' | 'here' | 'verdicts'>>(stored);
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
     /** The survey's transactions of one Pacific day alone. */
@@ -869,8 +869,11 @@ export function reconciler(deps: ReconcilerDeps) {
               if (day < horizon || (oldest !== undefined && day > oldest) || openDays.includes(day))
                 return false;
               const figures = latest.get(day);
+              // A verdict on a day with neither (a complete's item judged reversed after its row went) keeps it
+              // watched too: listed again, the row undoes the reversal.
+              const judged = Object.values(figures?.verdicts ?? {}).some((n) => (n ?? 0) > 0);
               return figures
-                ? (figures.marketplace.transactions > 0 || figures.here.attempts > 0) &&
+                ? (figures.marketplace.transactions > 0 || figures.here.attempts > 0 || judged) &&
                     figures.marketplace.pendingCompletes === 0
                 : (state?.reviewedDays ?? []).includes(day);
             })

@@ -480,6 +480,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const collapsed: Attempt[] = [];
   const pointers: { pid: string; token: string; arrivedAs: string; day: string }[] = [];
   const arrivedTokens = answeredTokens(pairs);
+  // Tokens an attempt that arrived here carries, with a transaction or without.
+  const heardTokens = new Set(window.attempts.filter(arrivedHere).map((a) => a.token));
   const unansweredLead = leadsWithoutTransaction(pairs);
   const pricedAt = (at: string | undefined) =>
     at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
@@ -496,13 +498,15 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       continue;
     }
     // An item made for a row no longer listed is retired, unless the row was a complete: its reversal is judged
-    // below and kept (classify), so the money owed or pending counted for it does not vanish unexplained.
+    // below and kept (classify), so the money owed or pending counted for it does not vanish unexplained. Not when
+    // an attempt that arrived here carries its token (under another spelling of the pid): that one is judged for
+    // the token (a signed complete not paid), and the item beside it would count the same complete twice.
     if (!transaction && attempt && !arrivedHere(attempt)) {
       if (arrivedTokens.has(attempt.token)) {
         superseded.push(attempt);
         continue;
       }
-      if (!listedAsComplete(attempt)) {
+      if (!listedAsComplete(attempt) || heardTokens.has(attempt.token)) {
         withdrawn.push(attempt);
         continue;
       }

@@ -646,6 +646,31 @@ describe('settled days', () => {
     expect((await results.summariesOf('7215', [settled]))[0]?.marketplace.owed).toBe(owedBefore);
   });
 
+  it('a day past the window with only a complete nothing arrived for, listed empty once: still watched, the row back undoes the reversal', async () => {
+    await survey(7293);
+    const oldest = WEEK[0] as string;
+    const gone = await complete(7293, oldest, { arrived: false });
+    await hourly();
+    expect((await results.surveyState('7293'))?.reviewedDays).toEqual([oldest]);
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    // A weekly look meets "No data found" for the day: the item is judged reversed, and the day stays watched.
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += 7 * 24 * HOUR;
+    await hourly();
+    const verdictOf = async () =>
+      (await results.attemptsByKey('7293', [{ pid: gone.pid, token: gone.token }]))[0]?.reconciliation
+        ?.verdict;
+    expect(await verdictOf()).toBe('invalidated');
+    expect((await results.surveyState('7293'))?.reviewedDays).toEqual([oldest]);
+    // Listed again: the next weekly look finds it owed again.
+    marketplace.state.transactions.push(gone);
+    clock += 7 * 24 * HOUR;
+    await hourly();
+    expect(await verdictOf()).toBe('complete_not_received');
+    expect((await results.summariesOf('7293', [oldest]))[0]?.marketplace.owed).toBe('1.50');
+  });
+
   it('a complete re-filed under another status with its review left Valid: a reversal at the price owed counted', async () => {
     await survey(7292);
     const settled = nextDay(TODAY, -2);

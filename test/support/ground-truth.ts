@@ -244,8 +244,12 @@ export function generateScenario(
         t.changes.push({ at: reviewAt, verifyToken: 'Invalid' });
         t.tags.push('invalid');
       } else if (review < 0.15) {
-        t.changes.push({ at: reviewAt, status: 'Quality Termination', verifyToken: 'Invalid' });
-        t.tags.push('adjusted-to-terminate');
+        // Adjusted to terminate: with the buyer's Invalid, or the review left as it was (statuses change after
+        // the fact whatever the review says).
+        if (review < 0.125)
+          t.changes.push({ at: reviewAt, status: 'Quality Termination', verifyToken: 'Invalid' });
+        else t.changes.push({ at: reviewAt, status: 'Quality Termination' });
+        t.tags.push(review < 0.125 ? 'adjusted-to-terminate' : 'adjusted-to-terminate-unreviewed');
         if (chance(0.5)) t.hits.push({ at: reviewAt + 5 * MINUTE, channel: 'postback', outcome: 'fail' });
       } else {
         t.changes.push({ at: reviewAt, verifyToken: 'Valid' });
@@ -371,7 +375,12 @@ export function expectedVerdict(
   const contradicted = redirect === 'success' && postback === 'fail';
   if (!view) {
     const heard = [...postbacks, ...redirects].map((h) => h.at);
-    if (heard.length === 0) return { kind: 'none', day: '' };
+    // A complete listed and then withdrawn, nothing here for it: what owed or pending counted is reversed, on the
+    // click day a run saw, at its listed price.
+    if (heard.length === 0)
+      return everListedComplete
+        ? { kind: 'invalidated', day: pacificDay(new Date(t.clickAt)), price: t.cpi }
+        : { kind: 'none', day: '' };
     const day = pacificDay(new Date(Math.min(...heard)));
     if (evidence === 'postback') return { kind: 'complete_not_paid', day, price: priceAt(survey, t.clickAt) };
     if (evidence === 'redirect') return { kind: 'unverified_claim', day };
@@ -393,6 +402,8 @@ export function expectedVerdict(
   }
   if ((evidence || everListedComplete) && invalid) return { kind: 'invalidated', day, price: t.cpi };
   if (postback === 'success' && postbackSaid('fail')) return { kind: 'invalidated', day, price: t.cpi };
+  // Listed as a complete, now another status with the review as it was: reversed all the same.
+  if (everListedComplete) return { kind: 'invalidated', day, price: t.cpi };
   if (postback === 'success') return { kind: 'complete_not_paid', day, price: priceAt(survey, t.clickAt) };
   if (evidence === 'redirect' || contradicted) return { kind: 'contradicted_claim', day };
   if (!postback && !redirect) return { kind: 'not_received', day };

@@ -573,6 +573,27 @@ describe('windows', () => {
     expect(again.verdicts.map((v) => [v.verdict.kind, v.verdict.day, v.verdict.detail.reversedCpi])).toEqual([
       ['invalidated', DAY, '1.25'],
     ]);
+    // Its token arrived here under another spelling of the pid while the row is listed no more: that attempt is
+    // the token's complete not paid, and the item goes (one complete, not a reversal beside it).
+    const heard = attemptFromItem({
+      surveyId: '1',
+      pid: 'P-T',
+      token: 't',
+      firstSeenAt: '2026-11-21T20:10:00.000Z',
+      lastSeenAt: '2026-11-21T20:10:00.000Z',
+      postbackOutcome: 'success',
+      postback_success_at: '2026-11-21T20:10:00.000Z',
+      postback_success_hits: 1,
+    });
+    const spelt = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts: [made, heard],
+      expectedCpi: '1.25',
+    });
+    expect(spelt.verdicts.map((v) => [v.pid, v.verdict.kind])).toEqual([['P-T', 'complete_not_paid']]);
+    expect(spelt.withdrawn).toEqual([made]);
     // A row never listed as a complete (a termination nothing arrived for) is withdrawn as before.
     const terminated = attemptFromItem({
       surveyId: '1',
