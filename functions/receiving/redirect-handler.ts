@@ -86,7 +86,8 @@ export function createRedirectHandler({
       claimed.outcome = claim.target.outcome;
       const identity = readIdentity(request, query);
       claimed.pid = identity.pid;
-      claimed.pidEncoded = pidAsSent(request.rawQueryString, identity.pid);
+      // Only a pid holding a kept escape can read otherwise than encodeURIComponent writes it.
+      if (identity.pid.includes('%')) claimed.pidEncoded = pidAsSent(request.rawQueryString, identity.pid);
       let check: Awaited<ReturnType<typeof checkSignature>>;
       try {
         check = await checkSignature(keyRing, claim, at);
