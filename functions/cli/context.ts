@@ -58,7 +58,8 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
   // In AWS every client must address the stack's region: the ledger's and the secrets' (Powertools builds its own
   // client from the environment) alike. A profile's region would reach some clients and not others.
   if (target === 'aws') {
-    env.AWS_REGION ??= env.AWS_DEFAULT_REGION;
+    // Only a region given: assigning undefined to process.env stores the string "undefined".
+    if (!env.AWS_REGION && env.AWS_DEFAULT_REGION) env.AWS_REGION = env.AWS_DEFAULT_REGION;
     if (!env.AWS_REGION) missing.push("AWS_REGION (the stack's region)");
   }
   if (missing.length > 0) throw new Error(`set ${missing.join(', ')} (RECEIVER_TARGET=${target})`);

@@ -26,6 +26,11 @@ export const LOCAL_DEFAULTS = {
   RECONCILE_CONTINUE: 'next-schedule',
   /** Locally, discrepancies are judged once quiet for this long (ten minutes in AWS). */
   RECONCILE_SETTLE_SECONDS: '5',
+  /**
+   * How far the attempt feed may trail the table locally, where its stand-in delivers every second (seven minutes
+   * in AWS): the stack's readers and the CLI's alike, so `health` and `reconcile` judge as the stack does.
+   */
+  ATTEMPT_FEED_LAG_SECONDS: '5',
   /** The survey health check runs this often locally, in ms (every 5 minutes in AWS); 0 turns it off. */
   HEALTH_INTERVAL_MS: '30000',
   /**

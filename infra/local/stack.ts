@@ -68,8 +68,6 @@ export async function startLocalStack(): Promise<LocalStack> {
       // out of the day index, as the deployed ones do with `attemptFeed`.
       env.ATTEMPT_FEED = 'on';
       env.ATTEMPT_FEED_STREAM = stream.arn;
-      // Delivered every second here, not every five minutes.
-      env.ATTEMPT_FEED_LAG_SECONDS ??= '5';
       const { handler } = (await import(
         /* @vite-ignore */ `../../${STREAM_FUNCTIONS['attempt-feed'].entry}`
       )) as {

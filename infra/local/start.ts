@@ -10,7 +10,7 @@ import type { SyncSummary } from '../../functions/marketplace/redirect-sync-hand
 import { buildSurveyUrls } from '../../functions/receiving/survey-urls';
 import type { ReconcileRunSummary as ReconcileSummary } from '../../functions/reconciliation/reconcile-handler';
 import { keyRingSource } from '../../functions/runtime/key-ring-source';
-import { LOCAL_DEFAULTS } from '../../functions/runtime/local-stack-defaults';
+import { DEV_KEY_RING_FILE, LOCAL_DEFAULTS } from '../../functions/runtime/local-stack-defaults';
 import { keyRingLocation } from '../../functions/runtime/runtime-config';
 import { startRespondentStream } from './marketplace/stream';
 import { startLocalSchedule } from './scheduler';
@@ -46,15 +46,26 @@ const ports = {
   SQS_PORT: portOf(stack.buffer.endpoint),
   MARKETPLACE_PORT: stack.marketplace ? portOf(env.MARKETPLACE_BASE_URL) : undefined,
 };
-const moved = Object.entries(ports).some(
-  ([name, port]) => port !== undefined && port !== LOCAL_DEFAULTS[name as keyof typeof ports],
-);
+/**
+ * And what else the CLI would otherwise take from its own defaults: an engine or marketplace of the operator's own
+ * (it would read another stack's, or none), a key ring file of its own (it would sign with another key). Never an
+ * inline key ring: hints are printed.
+ */
+const elsewhere = {
+  DYNAMODB_ENDPOINT: stack.embeddedEngine ? undefined : stack.dynamoEndpoint,
+  MARKETPLACE_BASE_URL: stack.marketplace ? undefined : env.MARKETPLACE_BASE_URL,
+  SIGNING_KEYS_FILE: env.SIGNING_KEYS_FILE !== DEV_KEY_RING_FILE ? env.SIGNING_KEYS_FILE : undefined,
+};
+const moved =
+  Object.entries(ports).some(
+    ([name, port]) => port !== undefined && port !== LOCAL_DEFAULTS[name as keyof typeof ports],
+  ) || Object.values(elsewhere).some((value) => value !== undefined);
 const cli = (args: string) =>
   `${
     moved
-      ? `${Object.entries(ports)
-          .filter(([, port]) => port !== undefined)
-          .map(([name, port]) => `${name}=${port}`)
+      ? `${Object.entries({ ...ports, ...elsewhere })
+          .filter(([, value]) => value !== undefined)
+          .map(([name, value]) => `${name}=${value}`)
           .join(' ')} `
       : ''
   }npm run cli -- ${args}`;

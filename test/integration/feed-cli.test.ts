@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
+import { DEFAULT_FEED_LAG_SECONDS } from '../../functions/ledger/feed-keys';
 import { attemptKey, utcDay } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
@@ -117,6 +118,8 @@ const cli = (...args: string[]) =>
     SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
     PUBLIC_BASE_URL: 'https://hits.test',
     POWERTOOLS_LOG_LEVEL: 'ERROR',
+    // As a deployed stack's readers are given it (the local stack's default is 5 s: its stream delivers every second).
+    ATTEMPT_FEED_LAG_SECONDS: String(DEFAULT_FEED_LAG_SECONDS),
   });
 
 describe('the CLI on a table whose feed covers its attempts', () => {

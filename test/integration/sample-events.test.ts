@@ -4,13 +4,18 @@
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createStreamConsumer } from '../../functions/feed/stream-consumer';
+import { createFinanceHandler } from '../../functions/finance/finance-api';
+import { finance } from '../../functions/finance/finance-queries';
 import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import {
   createDocumentClient,
+  createHealthStore,
   createLedgerStore,
+  createReconciliationStore,
+  createSurveyRegistry,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
-import { DEV_KEY_RING } from '../../functions/runtime/local-stack-defaults';
+import { DEV_KEY_RING, LOCAL_DEFAULTS } from '../../functions/runtime/local-stack-defaults';
 import { type Handler, invoke, jsonBody } from '../support/api-events';
 import { receivers } from '../support/handlers';
 import { freshTable } from '../support/ledger';
@@ -68,6 +73,31 @@ describe('sample events', () => {
     expect(result.statusCode).toBe(200);
     const rejected = await store.rejectedHits(new Date().toISOString().slice(0, 10));
     expect(rejected.map((r) => r.reason)).toContain('signature mismatch');
+  });
+
+  it("finance-summary.json asks the finance API for a period's figures with the local stack's token", async () => {
+    const { endpoint, tableName } = await freshTable();
+    const client = createDocumentClient({ endpoint });
+    const queries = finance({
+      attempts: createLedgerStore(client, tableName),
+      results: createReconciliationStore(client, tableName),
+      health: {
+        registry: createSurveyRegistry(client, tableName),
+        store: createHealthStore(client, tableName),
+      },
+    });
+    const api = createFinanceHandler({
+      queries,
+      auth: { mode: 'bearer', token: LOCAL_DEFAULTS.FINANCE_API_TOKEN },
+      timeZone: 'America/Los_Angeles',
+    }) as unknown as Handler;
+    const result = await invoke(api, event('finance-summary.json'));
+    expect(result.statusCode).toBe(200);
+    expect(jsonBody(result)).toMatchObject({
+      from: '2026-11-20',
+      to: '2026-11-21',
+      totals: { owed: '0.00' },
+    });
   });
 
   it('dynamodb-stream/attempt-changes.json keeps one attempt answered by both channels, and its verdict', async () => {

@@ -130,15 +130,23 @@ describe('npm start', () => {
     expect(redirect.searchParams.get('token')).toBe(postback.searchParams.get('token'));
     expect(printed(/curl -i '([^']+)'/)).toBe(postback.href);
     await fetch(postback);
-    // The stack runs on free ports: run as printed, the hint reaches it, not a stack on the default ports.
-    const hint = printed(/^\s+((?:[A-Z_]+=\d+ )+)npm run cli -- attempt --survey 1001 --pid demo-pid$/m);
+    // The stack runs on free ports: run as printed, the hint reaches it, not a stack on the default ports. Its
+    // key ring file is its own too, so the hint names it (a CLI would sign with the default file's key).
+    const hint = printed(/^\s+((?:[A-Z_]+=\S+ )+)npm run cli -- attempt --survey 1001 --pid demo-pid$/m);
     const ports = Object.fromEntries(
       hint
         .trim()
         .split(' ')
         .map((pair) => pair.split('=')),
     );
-    expect(Object.keys(ports).sort()).toEqual(['DYNAMODB_PORT', 'MARKETPLACE_PORT', 'PORT', 'SQS_PORT']);
+    expect(Object.keys(ports).sort()).toEqual([
+      'DYNAMODB_PORT',
+      'MARKETPLACE_PORT',
+      'PORT',
+      'SIGNING_KEYS_FILE',
+      'SQS_PORT',
+    ]);
+    expect(ports.SIGNING_KEYS_FILE).toBe(env.SIGNING_KEYS_FILE);
     const { stdout } = await run(
       TSX,
       ['functions/cli/main.ts', 'attempt', '--survey', '1001', '--pid', 'demo-pid', '--json'],

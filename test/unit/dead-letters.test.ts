@@ -132,6 +132,17 @@ describe('the CLI in AWS', () => {
     expect(() => cliContext({ ...outputs })).toThrow(
       "set AWS_REGION (the stack's region) (RECEIVER_TARGET=aws)",
     );
+    // As process.env is: whatever is assigned to it is stored as a string (undefined as "undefined").
+    const processLike = new Proxy<NodeJS.ProcessEnv>(
+      { ...outputs },
+      {
+        set: (target, name, value) => Reflect.set(target, name, String(value)),
+      },
+    );
+    expect(() => cliContext(processLike)).toThrow(
+      "set AWS_REGION (the stack's region) (RECEIVER_TARGET=aws)",
+    );
+    expect(processLike.AWS_REGION).toBeUndefined();
     const env: NodeJS.ProcessEnv = { ...outputs, AWS_DEFAULT_REGION: 'eu-west-1' };
     expect(() => cliContext(env)).not.toThrow();
     expect(env.AWS_REGION).toBe('eu-west-1');
