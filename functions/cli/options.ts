@@ -45,11 +45,11 @@ export function dayOption(value: string): string {
   return value;
 }
 
-/** A repeatable `--survey <id>` option's values, each checked as a survey id. */
-export const collectSurveyIds = (value: string, previous: string[] = []) => [
-  ...previous,
-  surveyIdOption(value),
-];
+/** A repeatable `--survey <id>` option's values, each checked as a survey id, each once (a repeat adds nothing). */
+export const collectSurveyIds = (value: string, previous: string[] = []) => {
+  const surveyId = surveyIdOption(value);
+  return previous.includes(surveyId) ? previous : [...previous, surveyId];
+};
 
 /**
  * How far the attempt feed may trail the table (ATTEMPT_FEED_LAG_SECONDS, as the deployed readers are given it;

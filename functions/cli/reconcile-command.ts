@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { MAX_PERIOD_DAYS } from '../finance/finance-queries';
 import { pacificDay } from '../marketplace/pacific-time';
 import { feedAttempts } from '../reconciliation/feed-attempts';
 import { reconciler, totals } from '../reconciliation/reconciler';
@@ -101,8 +102,16 @@ export function reconcileCommand(): Command {
               complain(`survey ${outcome.surveyId} failed: ${outcome.error}`);
           },
         });
-        const from = options.from ?? pacificDay(new Date());
+        const from = options.from ?? options.to ?? pacificDay(new Date());
         const to = options.to ?? from;
+        // A period of years would list every day of every survey at once (and time out as "the ledger store is
+        // unavailable"): as long as finance's longest period, which covers the review horizon.
+        const span = (Date.parse(to) - Date.parse(from)) / 86_400_000 + 1;
+        if (span < 1) throw new Error('--from must not be after --to');
+        if (span > MAX_PERIOD_DAYS)
+          throw new Error(
+            `reconcile at most ${MAX_PERIOD_DAYS} days at a time (asked for ${span}: run it in parts)`,
+          );
         // A mistyped id would write its days' summaries, and show in every report after: refused unless forced.
         if (options.force)
           await noteUnregistered(

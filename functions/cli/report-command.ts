@@ -67,7 +67,8 @@ export function reportCommand(): Command {
           results: context.results,
           health: { registry: context.registry, store: context.health },
         });
-        const from = options.from ?? pacificDay(new Date());
+        // A period given by its end alone is that day (not today to an earlier day).
+        const from = options.from ?? options.to ?? pacificDay(new Date());
         let period: ReturnType<typeof readPeriod>;
         try {
           period = readPeriod(from, options.to ?? from);
@@ -75,6 +76,12 @@ export function reportCommand(): Command {
           throw new Error(error instanceof Rejection ? error.message : String(error));
         }
         const report = await queries.report(period, options.survey);
+        // Formats that carry no list of them (CSV) still say when figures are stale: a survey whose reconciliation
+        // failed is as of its last good run, as finance's CSV header counts them.
+        if (report.reconciliationFailing.length > 0 && options.format === 'csv')
+          complain(
+            `${report.reconciliationFailing.length} survey(s) failing reconciliation in this period, their figures as of their last good run: ${report.reconciliationFailing.map((f) => f.surveyId).join(', ')} (the JSON and HTML reports list them)`,
+          );
         const output =
           options.format === 'html'
             ? reportHtml(report)

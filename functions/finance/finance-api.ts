@@ -276,8 +276,9 @@ function readSurveys(query: URLSearchParams): string[] {
     const problem = identifierProblem('surveyId', surveyId);
     if (problem) throw badRequest(`survey: ${problem}`);
   }
-  if (surveys.length > 100) throw badRequest('at most 100 surveys per request');
-  return surveys;
+  const distinct = [...new Set(surveys)];
+  if (distinct.length > 100) throw badRequest('at most 100 surveys per request');
+  return distinct;
 }
 
 function csvResponse(body: string, filename: string, headers: Record<string, string>): ApiResult {

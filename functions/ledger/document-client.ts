@@ -87,7 +87,9 @@ export async function batchGet(
 ): Promise<Item[]> {
   const items: Item[] = [];
   const batches: Item[][] = [];
-  for (let start = 0; start < keys.length; start += 100) batches.push(keys.slice(start, start + 100));
+  // DynamoDB refuses a request naming one key twice (a survey asked for twice): each key is read once.
+  const unique = [...new Map(keys.map((key) => [JSON.stringify(key), key])).values()];
+  for (let start = 0; start < unique.length; start += 100) batches.push(unique.slice(start, start + 100));
   const readBatch = async (batch: Item[]) => {
     let pending = batch;
     for (let round = 0; pending.length > 0; round++) {

@@ -298,6 +298,16 @@ describe('summary', () => {
       totals: { surveys: number };
     };
     expect(both.totals.surveys).toBe(2);
+    // A survey named twice (in one list, or in two parameters) is one survey, in JSON and in CSV alike.
+    for (const twice of ['survey=8001,8001', 'survey=8001&survey=8001']) {
+      const answered = await get(`/finance/summary?from=${D1}&to=${D2}&${twice}`);
+      expect(answered.statusCode, twice).toBe(200);
+      expect(jsonBody(answered)).toEqual(
+        jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001`)),
+      );
+      const csv = await get(`/finance/summary?from=${D1}&to=${D2}&${twice}&format=csv`);
+      expect(csv.statusCode, `${twice} csv`).toBe(200);
+    }
   });
 
   it("reads a few named surveys' summaries by key, not every survey's, with the same rows", async () => {

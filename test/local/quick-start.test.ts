@@ -309,6 +309,22 @@ describe('npm start', () => {
       /reconciled \d{4}-\d{2}-\d{2}\.\.\d{4}-\d{2}-\d{2} \(Pacific days\): 1 surveys/,
     );
     expect(clean.stdout).toMatch(/^ {2}matched\s+\d+/m);
+    // A survey named twice is reconciled once; a period of years is refused before anything is listed.
+    const twice = await cli(
+      'reconcile',
+      '--survey',
+      '1001',
+      '--survey',
+      '1001',
+      '--settle-seconds',
+      '0',
+      '--json',
+    );
+    expect(twice.code).toBe(0);
+    expect(JSON.parse(twice.stdout).outcomes.map((o: { surveyId: string }) => o.surveyId)).toEqual(['1001']);
+    const years = await cli('reconcile', '--from', '2019-01-01', '--to', '2026-11-26', '--survey', '1001');
+    expect(years.code).toBe(1);
+    expect('stderr' in years && years.stderr).toMatch(/at most 92 days at a time \(asked for 2887/);
 
     await fetch(`${marketplace}/_sim/faults`, {
       method: 'PUT',
@@ -319,6 +335,12 @@ describe('npm start', () => {
       expect(failed.code).toBe(1);
       expect('stderr' in failed && failed.stderr).toMatch(
         /1 of 1 surveys could not be reconciled: 1002 \(.*HTTP 503/,
+      );
+      // A CSV summary, which has no list of them, says on stderr that its figures are stale.
+      const csv = await cli('report', '--format', 'csv', '--survey', '1002');
+      expect(csv.code).toBe(0);
+      expect('stderr' in csv && csv.stderr).toContain(
+        '1 survey(s) failing reconciliation in this period, their figures as of their last good run: 1002',
       );
     } finally {
       await fetch(`${marketplace}/_sim/faults`, { method: 'PUT', body: JSON.stringify({ api: {} }) });
