@@ -779,23 +779,26 @@ export function classify(
   // was reversed at before; else the price an earlier run saw on the row while it was a complete earning it (what
   // owed or pending counted); else the complete's own price while it still shows one (a reversed row usually shows
   // 0, a re-filed one another status's); else the survey's price at the click.
+  // (Worked out only for a reversal: most attempts agree, and a run judges every attempt of its window.)
   const priced = (cpi: string | undefined) => (cpi === undefined || sameAmount(cpi, '0') ? undefined : cpi);
   const judgedBefore = ledgerAttempt?.reconciliation;
-  const reversedBefore =
-    judgedBefore?.verdict === 'invalidated' ? judgedBefore.detail.reversedCpi : undefined;
   const listedBefore = judgedBefore?.marketplace;
-  const earnedBefore =
-    listedBefore?.status === 'Completed' && listedBefore.verifyToken?.toLowerCase() !== 'invalid'
-      ? priced(listedBefore.cpi)
-      : undefined;
-  const reversedPrice =
-    (typeof reversedBefore === 'string' ? reversedBefore : undefined) ??
-    earnedBefore ??
-    (transaction?.status === 'Completed' ? priced(transaction.cpi) : undefined) ??
-    price;
-  const reversed: Record<string, string> = reversedPrice ? { reversedCpi: reversedPrice } : {};
+  const reversed = (): Record<string, string> => {
+    const reversedBefore =
+      judgedBefore?.verdict === 'invalidated' ? judgedBefore.detail.reversedCpi : undefined;
+    const earnedBefore =
+      listedBefore?.status === 'Completed' && listedBefore.verifyToken?.toLowerCase() !== 'invalid'
+        ? priced(listedBefore.cpi)
+        : undefined;
+    const reversedPrice =
+      (typeof reversedBefore === 'string' ? reversedBefore : undefined) ??
+      earnedBefore ??
+      (transaction?.status === 'Completed' ? priced(transaction.cpi) : undefined) ??
+      price;
+    return reversedPrice ? { reversedCpi: reversedPrice } : {};
+  };
   // A later run that finds a row listed as a complete under another status, or finds it no more, found a reversal.
-  const listedComplete = listedAsComplete(ledgerAttempt);
+  const listedComplete = () => listedAsComplete(ledgerAttempt);
   if (!transaction) {
     // A signed complete the marketplace does not list (or lists no more): one to chase.
     if (evidence === 'postback')
@@ -807,10 +810,10 @@ export function classify(
     // its row, under its token): the money owed or pending counted for it is gone, so finance sees it reversed
     // rather than the figure shrinking unexplained. An attempt that arrived here is left as it was judged before:
     // its earlier listing may have been another attempt's row, paired by pid while its own was not listed.
-    if (!attempt && listedComplete)
+    if (!attempt && listedComplete())
       return {
         kind: 'invalidated',
-        detail: { ...here, marketplaceStatus: 'missing', receivedHere: evidence ?? 'nothing', ...reversed },
+        detail: { ...here, marketplaceStatus: 'missing', receivedHere: evidence ?? 'nothing', ...reversed() },
       };
     // A browser's success claim with nothing behind it: anyone holding the static success URL can send one.
     if (evidence === 'redirect')
@@ -825,7 +828,7 @@ export function classify(
     if (transaction.verifyToken?.toLowerCase() === 'invalid') {
       return {
         kind: 'invalidated',
-        detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
+        detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed() },
       };
     }
     if (postback !== 'success' && !postbackSaid('success')) {
@@ -865,10 +868,10 @@ export function classify(
   // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
   // terminate"): a reversal, as when the row stays Completed (`reversedCpi` as there). Whatever arrived here, once
   // this product has listed the row as a complete (the owed figure counted it) or judged it reversed before.
-  if ((evidence || listedComplete) && transaction.verifyToken?.toLowerCase() === 'invalid') {
+  if ((evidence || listedComplete()) && transaction.verifyToken?.toLowerCase() === 'invalid') {
     return {
       kind: 'invalidated',
-      detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
+      detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed() },
     };
   }
   // The marketplace's server reported a success, then corrected it to a fail the transaction list agrees with: a
@@ -876,17 +879,17 @@ export function classify(
   if (evidence === 'postback' && postbackSaid('fail'))
     return {
       kind: 'invalidated',
-      detail: { ...here, ...corrected('fail'), ...marketplace, receivedHere: 'postback', ...reversed },
+      detail: { ...here, ...corrected('fail'), ...marketplace, receivedHere: 'postback', ...reversed() },
     };
   // A row this product listed as a complete, now under another status without the buyer's Invalid (statuses
   // change after the fact: "adjusted to terminate"): a reversal, whatever arrived here. Only when the listing
   // was this row's (its click the same): an attempt paired by pid with another attempt's row while its own was not
   // listed yet kept that row's listing.
   const listedClick = listedBefore?.clickedAt ?? judgedBefore?.detail.clickedAt;
-  if (listedComplete && listedClick !== undefined && listedClick === filedAt(transaction))
+  if (listedComplete() && listedClick !== undefined && listedClick === filedAt(transaction))
     return {
       kind: 'invalidated',
-      detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed },
+      detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed() },
     };
   if (evidence === 'postback')
     return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };
