@@ -232,7 +232,9 @@ const copyKey = (t: Transaction): string =>
     t.cpi,
     t.verifyToken ?? '',
     t.clickedAt?.utc ?? '',
+    t.startedAt?.utc ?? '',
     t.completedAt?.utc ?? '',
+    t.createdWithin ?? '',
     t.pid,
   ]);
 

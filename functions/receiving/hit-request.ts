@@ -419,14 +419,18 @@ export function queryParameter(rawQueryString: string | undefined, name: string)
  * The pid as the query carried it, percent-encoded byte for byte (as `encodeURIComponent` writes UTF-8, and a
  * byte that is not UTF-8 as its own escape): what hands the respondent's id on in another URL unchanged, where
  * encoding `pid` itself would turn a kept escape (`Jos%E9`) into text (`Jos%25E9`). Undefined when the query holds
- * no such pid (it came from elsewhere, or was given twice).
+ * no such pid (it came from a body).
  */
 export function pidAsSent(rawQueryString: string | undefined, pid: string): string | undefined {
   for (const part of (rawQueryString ?? '').split('&')) {
     const at = part.indexOf('=');
-    if (at <= 0 || decodePid(part.slice(0, at)) !== 'pid') continue;
+    if (at <= 0) continue;
+    // Named as the hit's reading names it (`&amp;` between parameters), and the value the hit took: a blank or a
+    // placeholder given beside it is passed over as there.
+    const name = decodePid(part.slice(0, at));
+    if ((name.startsWith('amp;') ? name.slice(4) : name) !== 'pid') continue;
     const value = part.slice(at + 1);
-    if (decodePid(value) !== pid) return undefined;
+    if (decodePid(value) !== pid) continue;
     let encoded = '';
     for (const byte of bytesOf(value.replaceAll('+', ' '))) {
       const char = String.fromCharCode(byte);

@@ -5,7 +5,7 @@
  * two (bisect) and, after `FEED_RETRY_ATTEMPTS`, described on the failed-batches queue (the stream's shard and
  * sequence range: the records themselves stay in the table) while the shard moves on.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type { TableV2 } from 'aws-cdk-lib/aws-dynamodb';
 import { FilterCriteria, StartingPosition } from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -14,7 +14,6 @@ import { Construct } from 'constructs';
 import { FEED_PARTITION_PREFIX } from '../../functions/ledger/feed-keys';
 import { FEED_STREAM_FILTER, STREAM_FUNCTIONS } from '../routes';
 import { ReceiverFunction } from './receiver-function';
-import { RETAIN_UNLESS_CREATE_FAILS } from './retention';
 
 /**
  * How long the stream's changes gather before a batch is delivered (Lambda's most): the longer, the more changes
@@ -41,7 +40,7 @@ export class AttemptFeed extends Construct {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
-      removalPolicy: RETAIN_UNLESS_CREATE_FAILS,
+      removalPolicy: RemovalPolicy.RETAIN,
     });
     this.consumer = new ReceiverFunction(this, 'consumer', {
       ...STREAM_FUNCTIONS['attempt-feed'],

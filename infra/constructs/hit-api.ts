@@ -88,8 +88,9 @@ export class HitApi extends Construct {
     const routeThrottle = (route: (typeof ROUTES)[number]): Throttle =>
       (route.function === 'finance' ? props.throttles?.finance : props.throttles?.hits) ?? route.throttle;
     // The stage's default applies to each route without settings of its own (none: every route has them below),
-    // not to the routes together. It is the largest route's and no more: a default above the account's limits
-    // (10,000 a second, a burst of 5,000, unless raised) is refused, so doubling a raised route's would fail a deploy.
+    // not to the routes together. It is the largest route's (at least 1,000 / 2,000) and no more than that: a
+    // default above the account's limits (10,000 a second, a burst of 5,000, unless raised) may be refused, so it
+    // does not double a route's raised for ten times the traffic (2,000 / 4,000).
     const throttle = {
       rate: Math.max(1000, ...ROUTES.map((route) => routeThrottle(route).rate)),
       burst: Math.max(2000, ...ROUTES.map((route) => routeThrottle(route).burst)),

@@ -3,14 +3,13 @@
  * hit, a dead-letter queue for what the drainer still cannot write after twelve receives (about 12 hours of
  * outage with the drainer's backoff), and the drainer itself, at most two at once so a dead ledger is not hammered.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { BUFFER_MAX_RECEIVES } from '../../functions/runtime/hit-buffer';
 import type { ReceiverFunction } from './receiver-function';
-import { RETAIN_UNLESS_CREATE_FAILS } from './retention';
 
 export class HitBuffer extends Construct {
   readonly queue: Queue;
@@ -24,7 +23,7 @@ export class HitBuffer extends Construct {
       retentionPeriod: Duration.days(14),
       // Both hold hits already acknowledged and not yet in the ledger: a stack deleted or a queue replaced during
       // an outage must not take them along (README, "Rolling back and tearing down").
-      removalPolicy: RETAIN_UNLESS_CREATE_FAILS,
+      removalPolicy: RemovalPolicy.RETAIN,
     };
     this.deadLetters = new Queue(this, 'dead-letters', common);
     this.queue = new Queue(this, 'queue', {

@@ -21,7 +21,7 @@ export class LedgerTable extends Construct {
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       deletionProtection: true,
       // Kept even when the stack's first creation rolls back (deletion protection would fail that delete): a failed
-      // first deploy leaves an empty table behind (README, "First deployment").
+      // first deploy leaves an empty table behind (README, "First deployment"; constructs/retention.ts).
       removalPolicy: RemovalPolicy.RETAIN,
       timeToLiveAttribute: LEDGER.timeToLive,
       ...(options.stream ? { dynamoStream: StreamViewType.NEW_AND_OLD_IMAGES } : {}),

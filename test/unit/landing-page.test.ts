@@ -22,7 +22,11 @@ describe('landing', () => {
     // As encodeURIComponent writes a UTF-8 pid.
     for (const pid of ['a&b=c', 'Zoë 👩‍👩‍👧', "it's-(x)_~*!.", 'dGVzdC0x+/Q=='])
       expect(pidAsSent(query(encodeURIComponent(pid)), pid)).toBe(encodeURIComponent(pid));
-    // Not the query's pid (it came from a body, or the query's reads otherwise): none.
+    // Beside a blank or a placeholder the hit passed over, and between `&amp;`-separated parameters.
+    expect(pidAsSent('pid=&pid=Jos%E9&token=t', 'Jos%E9')).toBe('Jos%E9');
+    expect(pidAsSent('pid=[%%pid%%]&pid=Jos%e9', 'Jos%E9')).toBe('Jos%E9');
+    expect(pidAsSent('token=t&amp;pid=Jos%E9', 'Jos%E9')).toBe('Jos%E9');
+    // Not the query's pid (it came from a body): none.
     expect(pidAsSent(query('other'), 'p')).toBeUndefined();
     expect(pidAsSent('token=t', 'p')).toBeUndefined();
     expect(

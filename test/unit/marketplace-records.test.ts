@@ -202,6 +202,10 @@ describe('transactions', () => {
     // Two copies alike but for a fact that earns nothing either way: the same one whatever the order.
     const early = row({ clkDateTime: '11/22/2026, 7:00:00 am PST' });
     expect(distinctTransactions([pending, early]).rows).toEqual(distinctTransactions([early, pending]).rows);
+    // Or only in the start time of a row without a click: the day it is filed under does not hang on the order.
+    const started = (at: string) => row({ clkDateTime: '', st_date_time: at });
+    const [late, next] = [started('11/21/2026, 11:55:00 pm PST'), started('11/22/2026, 12:05:00 am PST')];
+    expect(distinctTransactions([late, next]).rows).toEqual(distinctTransactions([next, late]).rows);
   });
 });
 
