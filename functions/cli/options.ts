@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { DEFAULT_FEED_LAG_SECONDS } from '../ledger/feed-keys';
-import { isCalendarDay } from '../marketplace/pacific-time';
+import { isCalendarDay, pacificDay } from '../marketplace/pacific-time';
 import type { PostbackMethod } from '../marketplace/redirect-settings';
 import { type IdentifierField, identifierProblem } from '../receiving/identifiers';
 
@@ -66,4 +66,10 @@ export function matchedVerdictsOption(value: string | undefined): 'kept' | 'impl
   if (value === undefined || value === '' || value === 'kept') return 'kept';
   if (value === 'implied') return 'implied';
   throw new InvalidArgumentError('RECONCILE_MATCHED_VERDICTS must be kept or implied');
+}
+
+/** A command's Pacific days from `--from` and `--to`: today by default, and either one alone that day. */
+export function daysOption(options: { from?: string; to?: string }): { from: string; to: string } {
+  const from = options.from ?? options.to ?? pacificDay(new Date());
+  return { from, to: options.to ?? from };
 }

@@ -1,6 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { MAX_PERIOD_DAYS } from '../finance/finance-queries';
-import { pacificDay } from '../marketplace/pacific-time';
+import { MAX_PERIOD_DAYS, periodDays } from '../finance/finance-queries';
 import { feedAttempts } from '../reconciliation/feed-attempts';
 import { reconciler, totals } from '../reconciliation/reconciler';
 import { CLAIM_KINDS, MONEY_KINDS, VERDICT_KINDS } from '../reconciliation/verdict-kinds';
@@ -8,6 +7,7 @@ import { cliContext, noteUnregistered, unregistered } from './context';
 import {
   collectSurveyIds,
   dayOption,
+  daysOption,
   feedLagMsOf,
   matchedVerdictsOption,
   wholeNumberOption,
@@ -102,11 +102,10 @@ export function reconcileCommand(): Command {
               complain(`survey ${outcome.surveyId} failed: ${outcome.error}`);
           },
         });
-        const from = options.from ?? options.to ?? pacificDay(new Date());
-        const to = options.to ?? from;
+        const { from, to } = daysOption(options);
         // A period of years would list every day of every survey at once (and time out as "the ledger store is
         // unavailable"): as long as finance's longest period, which covers the review horizon.
-        const span = (Date.parse(to) - Date.parse(from)) / 86_400_000 + 1;
+        const span = periodDays(from, to);
         if (span < 1) throw new Error('--from must not be after --to');
         if (span > MAX_PERIOD_DAYS)
           throw new Error(

@@ -3,10 +3,9 @@ import { Command, InvalidArgumentError } from 'commander';
 import { finance, readPeriod } from '../finance/finance-queries';
 import { discrepanciesCsv, failingSurveysCsv, type SummaryDetail, summaryCsv } from '../finance/report-csv';
 import { reportHtml } from '../finance/report-html';
-import { pacificDay } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
 import { cliContext, noteUnregistered } from './context';
-import { collectSurveyIds, dayOption } from './options';
+import { collectSurveyIds, dayOption, daysOption } from './options';
 import { complain } from './terminal';
 
 const choice = (allowed: readonly string[]) => (value: string) => {
@@ -67,11 +66,10 @@ export function reportCommand(): Command {
           results: context.results,
           health: { registry: context.registry, store: context.health },
         });
-        // A period given by its end alone is that day (not today to an earlier day).
-        const from = options.from ?? options.to ?? pacificDay(new Date());
+        const { from, to } = daysOption(options);
         let period: ReturnType<typeof readPeriod>;
         try {
-          period = readPeriod(from, options.to ?? from);
+          period = readPeriod(from, to);
         } catch (error) {
           throw new Error(error instanceof Rejection ? error.message : String(error));
         }

@@ -25,6 +25,10 @@ import {
 /** The longest period one request may cover. */
 export const MAX_PERIOD_DAYS = 92;
 
+/** How many days the period of days [from, to] covers (0 or less when `from` is after `to`). */
+export const periodDays = (from: string, to: string): number =>
+  (Date.parse(to) - Date.parse(from)) / 86_400_000 + 1;
+
 /**
  * The surveys a period's failing spells or failed reconciliations can concern: live ones, and those ended since
  * `days` before it began (a survey's health is closed within a week of its end; its days are reconciled for the
@@ -55,7 +59,7 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
     }
   }
   // Counted before any list of days is made: a period of thousands of years is refused, not enumerated.
-  const span = (Date.parse(to as string) - Date.parse(from as string)) / 86_400_000 + 1;
+  const span = periodDays(from as string, to as string);
   if (span < 1) throw badRequest('from must not be after to');
   if (span > MAX_PERIOD_DAYS) throw badRequest(`a period may cover at most ${MAX_PERIOD_DAYS} days`);
   return { from: from as string, to: to as string };

@@ -379,8 +379,7 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     if (part === '') continue;
     const at = part.indexOf('=');
     const decoded = decode(at < 0 ? part : part.slice(0, at));
-    // A URL stored HTML-escaped (`&amp;` between parameters) still names its parameters.
-    const rawKey = decoded?.startsWith('amp;') ? decoded.slice(4) : decoded;
+    const rawKey = decoded === undefined ? undefined : parameterName(decoded);
     const key = where === 'body' ? rawKey?.toLowerCase() : rawKey;
     if (key === undefined || !READ.has(key)) continue;
     const raw = at < 0 ? '' : part.slice(at + 1);
@@ -427,22 +426,21 @@ export function pidAsSent(rawQueryString: string | undefined, pid: string): stri
     if (at <= 0) continue;
     // Named as the hit's reading names it (`&amp;` between parameters), and the value the hit took: a blank or a
     // placeholder given beside it is passed over as there.
-    const name = decodePid(part.slice(0, at));
-    if ((name.startsWith('amp;') ? name.slice(4) : name) !== 'pid') continue;
+    if (parameterName(decodePid(part.slice(0, at))) !== 'pid') continue;
     const value = part.slice(at + 1);
     if (decodePid(value) !== pid) continue;
-    let encoded = '';
-    for (const byte of bytesOf(value.replaceAll('+', ' '))) {
-      const char = String.fromCharCode(byte);
-      encoded +=
-        byte < 0x80 && /[A-Za-z0-9\-_.!~*'()]/.test(char)
-          ? char
-          : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-    }
-    return encoded;
+    return bytesOf(value.replaceAll('+', ' '))
+      .map((byte) => (byte < 0x80 ? encodeURIComponent(String.fromCharCode(byte)) : byteEscape(byte)))
+      .join('');
   }
   return undefined;
 }
+
+/** A parameter's name as a hit reads it: a URL stored HTML-escaped (`&amp;` between parameters) still names it. */
+const parameterName = (decoded: string): string => (decoded.startsWith('amp;') ? decoded.slice(4) : decoded);
+
+/** One byte as its percent escape, `%E9`. */
+const byteEscape = (byte: number): string => `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
 
 /** Form decoding of one name or value: undefined when its bytes are not UTF-8. */
 function decode(encoded: string): string | undefined {
@@ -504,7 +502,7 @@ function decodeKeepingStrayBytes(encoded: string): string {
         // not a character: the lead byte is kept escaped below
       }
     }
-    text += `%${lead.toString(16).toUpperCase().padStart(2, '0')}`;
+    text += byteEscape(lead);
     i += 1;
   }
   return text;

@@ -36,6 +36,10 @@ describe('readEnvironmentSettings', () => {
     expect(() => readEnvironmentSettings({ production }, 'production')).not.toThrow();
   });
 
+  it("the example environment (a plain `cdk deploy`) reserves no concurrency, so a new account's limit of 10 takes it", () => {
+    expect(stackProps(readEnvironmentSettings(environments, 'example')).receiverReservedConcurrency).toBe(0);
+  });
+
   it('the checked-in production template fails until its placeholders are replaced, naming each', () => {
     expect(() => readEnvironmentSettings(environments, 'production')).toThrow(
       'environment "production" still holds placeholder values: account (123456789012), marketplace.baseUrl ' +
