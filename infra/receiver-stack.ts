@@ -270,9 +270,8 @@ export class ReceiverStack extends Stack {
       .bindLedger(
         this.ledger.table,
         ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
-        {
-          indexQuery: true,
-        },
+        // The discrepancy index: a complete reversed and its late postback, judged on days apart, find each other.
+        { indexQuery: true, discrepancyIndexQuery: true },
       )
       .bindSigningKeys(this.signingKeys)
       .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken);
@@ -319,9 +318,8 @@ export class ReceiverStack extends Stack {
       .bindLedger(
         this.ledger.table,
         ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
-        {
-          indexQuery: true,
-        },
+        // The discrepancy index: a complete reversed and its late postback, judged on days apart, find each other.
+        { indexQuery: true, discrepancyIndexQuery: true },
       )
       .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken)
       .allowSelfInvoke();

@@ -200,6 +200,11 @@ export interface ReconciliationStore {
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
   discrepancies(day: string, surveyId?: string): Promise<Attempt[]>;
   /**
+   * The attempts of a survey's token, under any pid, whose verdict is the discrepancy `kind` on one of the Pacific
+   * days given: a Query of the sparse index per day (a look across windows, made for rare verdicts only).
+   */
+  judgedAs(surveyId: string, token: string, kind: VerdictKind, days: readonly string[]): Promise<Attempt[]>;
+  /**
    * One page of a day's discrepancies, optionally of one survey and one kind: by survey (in the index's text order),
    * then by token, so a row stays where it was when its verdict changes kind; `next` continues after the last.
    */
@@ -516,6 +521,29 @@ export function createReconciliationStore(
         keys.map((k) => ({ pk: k.pk, sk: k.sk })),
       );
       return items.map(summaryFromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
+    },
+
+    async judgedAs(surveyId, token, kind, days) {
+      const { discrepancyIndex: index } = LEDGER;
+      const keys: Item[] = [];
+      for (const day of days) {
+        const { gsi2pk, gsi2sk } = discrepancyIndexKey(day, surveyId, kind, token);
+        keys.push(
+          ...(await queryAll(client, {
+            TableName: tableName,
+            IndexName: index.name,
+            KeyConditionExpression: '#pk = :pk AND #sk = :sk',
+            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+            ExpressionAttributeValues: { ':pk': gsi2pk, ':sk': gsi2sk },
+          })),
+        );
+      }
+      const items = await batchGet(
+        client,
+        tableName,
+        keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+      );
+      return items.map(attemptFromItem);
     },
 
     async discrepancies(day, surveyId) {

@@ -53,6 +53,7 @@ import type { VerdictKind } from './verdict-kinds';
 import {
   type AttemptVerdict,
   type Awaiting,
+  arrivedHere,
   attemptKeysToRead,
   attemptRange,
   type DaySummary,
@@ -65,10 +66,16 @@ import {
   pacificDays,
   pidPairedBesideWindow,
   reconcileSurveyWindow,
+  type SurveyWindow,
   summarize,
+  unheardReversals,
 } from './verdict-rules';
 
 export { REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from './recheck-policy';
+
+/** A complete not paid the marketplace lists no row for: a signed postback of a token it does not know. */
+const chasedWithoutRow = (entry: AttemptVerdict) =>
+  entry.verdict.kind === 'complete_not_paid' && entry.verdict.detail.marketplaceStatus === 'missing';
 
 export interface ReconcilerDeps {
   readonly marketplace: MarketplaceClient;
@@ -457,6 +464,41 @@ export function reconciler(deps: ReconcilerDeps) {
     /** Its pid too: an attempt under another token may be matched with the row by pid. */
     const heldPids = new Set<string>();
 
+    /**
+     * A complete judged reversed because its row is listed no more, and a signed postback of its token that reached
+     * this receiver under another spelling of the pid, first seen on a later day than any window holding both: the
+     * one complete is chased (complete not paid, where the attempt was judged), not also reversed. Whichever of the
+     * two is judged second finds the other through the discrepancy index, over the days a complete may still
+     * change (REVIEW_HORIZON_DAYS). Before judging: the tokens of the window's items about to be reversed that such
+     * an attempt carries (verdict-rules.ts `heardElsewhere` retires those items).
+     */
+    async function heardElsewhere(window: SurveyWindow): Promise<Set<string>> {
+      const heard = new Set<string>();
+      const today = pacificDay(at);
+      for (const item of unheardReversals(window)) {
+        const day = item.reconciliation?.day;
+        if (day === undefined) continue;
+        const last = nextDay(day, REVIEW_HORIZON_DAYS);
+        const days = pacificDays(day, last < today ? last : today);
+        const found = await deps.results.judgedAs(surveyId, item.token, 'complete_not_paid', days);
+        if (found.some((a) => arrivedHere(a) && a.pid !== item.pid)) heard.add(item.token);
+      }
+      return heard;
+    }
+    /** After judging a complete not paid without a row: the items of its token judged reversed on earlier days. */
+    async function retireReversalsOf(entry: AttemptVerdict) {
+      const { day } = entry.verdict;
+      const days = pacificDays(nextDay(day, -REVIEW_HORIZON_DAYS), day);
+      for (const item of await deps.results.judgedAs(surveyId, entry.token, 'invalidated', days)) {
+        const judged = item.reconciliation;
+        if (arrivedHere(item) || item.pid === entry.pid || judged?.detail.marketplaceStatus !== 'missing')
+          continue;
+        if (!(await deps.results.retireItem(item, at, 'withdrawn'))) continue;
+        outcome.withdrawn++;
+        await deps.results.flagDay(surveyId, judged.day, flagTime);
+      }
+    }
+
     /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
     async function reconcileDays(
       window: readonly string[],
@@ -516,7 +558,8 @@ export function reconciler(deps: ReconcilerDeps) {
         lookbackRange(window, lookbackDays) && needsLookback({ ...sides, earlier: before })
           ? await lookback(new Set(attempts.map((a) => a.token)))
           : undefined;
-      const result = reconcileSurveyWindow({ ...sides, earlier: [...before, ...(earlier?.rows ?? [])] });
+      const judged = { ...sides, earlier: [...before, ...(earlier?.rows ?? [])] };
+      const result = reconcileSurveyWindow({ ...judged, heardElsewhere: await heardElsewhere(judged) });
       for (const { day, attempt } of result.elsewhere) {
         const counted = attempt.reconciliation?.day;
         if (counted !== undefined && counted !== day && window.includes(counted)) goneToDays.add(day);
@@ -562,6 +605,8 @@ export function reconciler(deps: ReconcilerDeps) {
       const count = (kind: VerdictKind) => {
         outcome.verdicts[kind] = (outcome.verdicts[kind] ?? 0) + 1;
       };
+      /** Completes not paid judged anew without a row: each retires an item of its token judged reversed. */
+      const chased: AttemptVerdict[] = [];
       // Verdicts the attempts already carry are counted here: only the rest are written, side by side.
       const toRecord: AttemptVerdict[] = [];
       for (const entry of result.verdicts)
@@ -578,6 +623,7 @@ export function reconciler(deps: ReconcilerDeps) {
           count(entry.verdict.kind);
           if (change === 'unchanged') return;
           changes[change]++;
+          if (change !== 'refreshed' && chasedWithoutRow(entry)) chased.push(entry);
           // Moved to this day from another (its transaction turned up here): that day counted it.
           const left = entry.attempt?.reconciliation?.day;
           if (change === 'changed' && left !== undefined && left !== entry.verdict.day) leftDays.add(left);
@@ -598,6 +644,7 @@ export function reconciler(deps: ReconcilerDeps) {
         { concurrency: writeConcurrency },
       );
       throwIfFailed(writes);
+      for (const entry of chased) await retireReversalsOf(entry);
       outcome.awaiting += overtaken.length;
       await Promise.all(
         result.summaries

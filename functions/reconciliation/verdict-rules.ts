@@ -134,6 +134,12 @@ export interface SurveyWindow {
    * acceptance alone).
    */
   readonly impliedMatches?: boolean;
+  /**
+   * Tokens an attempt that arrived here carries on a day outside the window (a postback days late, the pid spelt
+   * otherwise), judged a complete not paid there: an item of the token whose row is listed no more is retired, as
+   * when that attempt is in the window (`unheardReversals` says which tokens to look for).
+   */
+  readonly heardElsewhere?: ReadonlySet<string>;
 }
 
 export interface SurveyWindowResult {
@@ -410,7 +416,8 @@ function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
 }
 
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
-const arrivedHere = (attempt: Attempt) => attempt.redirect !== undefined || attempt.postback !== undefined;
+export const arrivedHere = (attempt: Attempt) =>
+  attempt.redirect !== undefined || attempt.postback !== undefined;
 
 /**
  * Whether a run has listed the attempt's row as a complete (owed or pending counted it) or judged it reversed. A
@@ -462,6 +469,25 @@ const attemptDay = (attempt: Attempt): string | undefined => {
   return at ? dayOf(at) : undefined;
 };
 
+/**
+ * The items of the window about to be judged reversed for the first time because their complete's row is listed
+ * no more, with no attempt of their token in the window: the caller looks for one elsewhere (`heardElsewhere`).
+ * Approximate on the safe side (a row under the token in any listing at hand rules an item out): a look-up, not a
+ * verdict.
+ */
+export function unheardReversals(window: SurveyWindow): Attempt[] {
+  const listedTokens = new Set([...window.transactions, ...(window.earlier ?? [])].map((t) => t.token));
+  const heard = new Set(window.attempts.filter(arrivedHere).map((a) => a.token));
+  return window.attempts.filter(
+    (a) =>
+      !arrivedHere(a) &&
+      a.reconciliation?.verdict !== 'invalidated' &&
+      listedAsComplete(a) &&
+      !listedTokens.has(a.token) &&
+      !heard.has(a.token),
+  );
+}
+
 /** Matches the two sides of a survey's window and classifies every attempt that belongs to its days. */
 export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult {
   const owned = new Set(window.days);
@@ -506,7 +532,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         superseded.push(attempt);
         continue;
       }
-      if (!listedAsComplete(attempt) || heardTokens.has(attempt.token)) {
+      if (
+        !listedAsComplete(attempt) ||
+        heardTokens.has(attempt.token) ||
+        window.heardElsewhere?.has(attempt.token)
+      ) {
         withdrawn.push(attempt);
         continue;
       }

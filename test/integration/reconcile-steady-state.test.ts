@@ -646,6 +646,61 @@ describe('settled days', () => {
     expect((await results.summariesOf('7215', [settled]))[0]?.marketplace.owed).toBe(owedBefore);
   });
 
+  /** The discrepancies of the survey's week under a token, as finance lists them: [day, kind, pid]. */
+  const weekDiscrepancies = async (surveyId: string, token: string) =>
+    (await Promise.all(WEEK.map((day) => results.discrepancies(day, surveyId))))
+      .flat()
+      .filter((a) => a.token === token)
+      .map((a) => [a.reconciliation?.day, a.reconciliation?.verdict, a.pid]);
+
+  it('a complete judged reversed once its row went, then its postback days late under another spelling of the pid: chased once, not also reversed', async () => {
+    await seededWeek(7294);
+    const clickDay = nextDay(TODAY, -5);
+    const gone = await complete(7294, clickDay, { arrived: false });
+    await hourly();
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += HOUR;
+    await hourly();
+    expect(await weekDiscrepancies('7294', gone.token)).toEqual([[clickDay, 'invalidated', gone.pid]]);
+    // Today its postback arrives, the pid spelt otherwise: a signed complete the marketplace does not list.
+    clock += 10 * 60_000;
+    await arriveSpeltOtherwise(gone, new Date(clock));
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({ withdrawn: 1 });
+    clock += HOUR;
+    await hourly();
+    // One complete, one discrepancy: the one to chase (a signed postback), on the day it arrived.
+    expect(await weekDiscrepancies('7294', gone.token)).toEqual([
+      [TODAY, 'complete_not_paid', gone.pid.toUpperCase()],
+    ]);
+    expect((await results.summariesOf('7294', [clickDay]))[0]?.verdicts).toEqual({ matched: 2 });
+    await expectSameAsFullRecheck('7294');
+  });
+
+  it('a complete not paid judged first, then the row of its token found gone on a day judged by itself: not also reversed', async () => {
+    await seededWeek(7295);
+    const clickDay = nextDay(TODAY, -5);
+    const gone = await complete(7295, clickDay, { arrived: false });
+    await hourly();
+    // The row goes, and its postback arrives under another spelling of the pid; only today is judged (its
+    // click day's change is seen by a later look).
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += 10 * 60_000;
+    await arriveSpeltOtherwise(gone, new Date(clock));
+    clock += HOUR;
+    await engine().run(TODAY, TODAY, ['7295']);
+    expect(await weekDiscrepancies('7295', gone.token)).toEqual([
+      [clickDay, 'complete_not_received', gone.pid],
+      [TODAY, 'complete_not_paid', gone.pid.toUpperCase()],
+    ]);
+    await engine().run(clickDay, clickDay, ['7295']);
+    expect(await weekDiscrepancies('7295', gone.token)).toEqual([
+      [TODAY, 'complete_not_paid', gone.pid.toUpperCase()],
+    ]);
+    expect((await results.summariesOf('7295', [clickDay]))[0]?.verdicts).toEqual({ matched: 2 });
+    await expectSameAsFullRecheck('7295');
+  });
+
   it('a day past the window with only a complete nothing arrived for, listed empty once: still watched, the row back undoes the reversal', async () => {
     await survey(7293);
     const oldest = WEEK[0] as string;
