@@ -283,8 +283,8 @@ export function finance(deps: {
     },
 
     /**
-     * One respondent's attempts at a survey by pid, or the attempt with a token (looked for among attempts first
-     * seen in the period, default the last 31 days).
+     * One respondent's attempts at a survey by pid (those first seen in the period, when one is given), or the
+     * attempt with a token (looked for among attempts first seen in the period, default the last 31 days).
      */
     async attempts(
       surveyId: string,
@@ -293,7 +293,7 @@ export function finance(deps: {
     ): Promise<Attempt[]> {
       if (by.pid) {
         const found = await deps.attempts.attemptsOf(surveyId, by.pid);
-        return by.token ? found.filter((a) => a.token === by.token) : found;
+        return found.filter((a) => (!by.token || a.token === by.token) && (!period || seenIn(a, period)));
       }
       if (!by.token) throw badRequest('give pid or token');
       const to = period ? pacificDayRange(period.to).end : new Date(now().getTime() + 86_400_000);
@@ -307,3 +307,19 @@ export function finance(deps: {
 }
 
 export type Finance = ReturnType<typeof finance>;
+
+/**
+ * Whether an attempt belongs to a period of Pacific days: first seen in it, or, an item made for a transaction
+ * never seen here, clicked in it (else judged on one of its days).
+ */
+function seenIn(attempt: Attempt, period: Period): boolean {
+  const at = attempt.firstSeenAt ?? attempt.reconciliation?.marketplace?.clickedAt;
+  if (at === undefined) {
+    const day = attempt.reconciliation?.day;
+    return day !== undefined && day >= period.from && day <= period.to;
+  }
+  return (
+    at >= pacificDayRange(period.from).start.toISOString() &&
+    at < pacificDayRange(period.to).end.toISOString()
+  );
+}

@@ -852,6 +852,14 @@ describe('one attempt', () => {
       attempts: { token: string }[];
     };
     expect(latin1.attempts?.map((a) => a.token)).toEqual(['l1']);
+    // By pid within a period: the attempts first seen in it (a period before the hit finds none).
+    const inPeriod = jsonBody(await get(`/finance/attempts/8003?pid=Jos%E9&from=${D1}&to=${D1}`)) as {
+      attempts: { token: string }[];
+    };
+    expect(inPeriod.attempts?.map((a) => a.token)).toEqual(['l1']);
+    expect((await get('/finance/attempts/8003?pid=Jos%E9&from=2020-01-01&to=2020-01-31')).statusCode).toBe(
+      404,
+    );
     // Asked for as CSV: said to be JSON only, not answered as JSON as if CSV were given.
     const csv = await get('/finance/attempts/8001?pid=pid-a1&format=csv');
     expect(csv.statusCode).toBe(400);
