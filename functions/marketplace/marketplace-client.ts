@@ -268,7 +268,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? 10_000;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 120_000;
-  const maxBodyBytes = options.maxBodyBytes ?? MAX_ANSWER_BYTES;
+  const maxBodyBytes = Math.min(options.maxBodyBytes ?? MAX_ANSWER_BYTES, LARGEST_READABLE_BYTES);
   if (options.limit && options.concurrency)
     throw new RangeError('give the client a concurrency or a shared limit, not both');
   // Each client its own limit unless one is shared explicitly: a client made later never changes this one's.
@@ -641,6 +641,12 @@ export function idsAsWritten(text: string): string {
  * memory: `marketplace-access.ts`): 64 MB of JSON is about 160,000 transaction rows.
  */
 export const MAX_ANSWER_BYTES = 64 * 1_048_576;
+/**
+ * Whatever the memory: the largest answer one string holds with room to parse it (V8's strings end near 512 M
+ * characters; an answer past that would fail as a network error, every retry of it, instead of as too large for a
+ * listing of fewer days).
+ */
+export const LARGEST_READABLE_BYTES = 256 * 1_048_576;
 
 class AnswerTooLarge extends Error {}
 

@@ -438,6 +438,12 @@ describe('faults', () => {
     expect(
       (await failure(client({ fetch: declared, maxBodyBytes: 1_048_576 }).getMetadata())).message,
     ).toMatch(/over 1 MB/);
+    // A bound past what one string holds (a function of 10 GB's eighth) is the largest a string takes.
+    const huge: typeof fetch = async () =>
+      new Response('{}', { status: 200, headers: { 'content-length': String(300 * 1_048_576) } });
+    expect(
+      (await failure(client({ fetch: huge, maxBodyBytes: 1_280 * 1_048_576 }).getMetadata())).message,
+    ).toMatch(/over 256 MB/);
     // An error's body past the bound is left unread: the answer is judged by its status (a 503 is retried).
     const unavailable = failingFirst(1, () => new Response('x'.repeat(2 * 1_048_576), { status: 503 }));
     await expect(
