@@ -9,6 +9,7 @@
  * are in verdict-rules.ts already.
  */
 
+import { StoreUnavailable } from '../ledger/document-client';
 import type {
   LedgerStore,
   ReconciliationStore,
@@ -1087,7 +1088,21 @@ export function reconciler(deps: ReconcilerDeps) {
     let settled = 0;
     let done = 0;
     const report = await runBounded(
-      surveys.map((surveyId) => () => reconcileSurvey(surveyId, days, runId, options.plan, registry)),
+      surveys.map(
+        (surveyId) => () =>
+          // A read that fails before the survey's own work begins (its records, its registration) for any reason but
+          // the store being down (that ends the invocation: the next run starts where it stopped) fails that survey,
+          // as a failure within it does: an item that cannot be read would otherwise hold the run at it for good.
+          reconcileSurvey(surveyId, days, runId, options.plan, registry).catch((error: unknown) => {
+            if (error instanceof StoreUnavailable) throw error;
+            return emptyOutcome(
+              surveyId,
+              days,
+              'failed',
+              error instanceof Error ? error.message : String(error),
+            );
+          }),
+      ),
       {
         concurrency,
         now,

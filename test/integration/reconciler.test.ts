@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { finance } from '../../functions/finance/finance-queries';
 import { discrepanciesCsv, summaryCsv } from '../../functions/finance/report-csv';
 import { reportHtml } from '../../functions/finance/report-html';
+import { StoreUnavailable } from '../../functions/ledger/document-client';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -1262,12 +1263,30 @@ describe('the scheduled run', () => {
     // The death counted (cursor 0), 7311 alone and saved (1), the rest together, the end (3).
     expect(cursors).toEqual([0, 1, 3]);
 
+    // A survey's records that cannot be read (not the store down): that survey fails, the run goes on to its end.
+    await results.putRunState(SCHEDULED_RUN, { ...died, runId: 'unreadable', leaseUntil: undefined });
+    const unreadable = {
+      ...results,
+      surveyRecords: async (surveyId: string, days: readonly string[]) => {
+        if (surveyId === '7312') throw new TypeError('injected: an item that cannot be read');
+        return results.surveyRecords(surveyId, days);
+      },
+    };
+    const past = await engine({ results: unreadable, concurrency: 1 }).scheduled(2, {
+      deadline: new Date(Date.now() + 60_000),
+    });
+    expect(past?.complete).toBe(true);
+    expect(past?.outcomes.find((o) => o.surveyId === '7312')).toMatchObject({
+      status: 'failed',
+      error: 'injected: an item that cannot be read',
+    });
+
     // A store failure ends the invocation with an error, not a death: the run is released, nothing counted.
     await results.putRunState(SCHEDULED_RUN, { ...died, runId: 'fails', leaseUntil: undefined });
     const failing = {
       ...results,
       surveyRecords: async (surveyId: string, days: readonly string[]) => {
-        if (surveyId === '7312') throw new Error('injected: the store is down');
+        if (surveyId === '7312') throw new StoreUnavailable('injected: the store is down');
         return results.surveyRecords(surveyId, days);
       },
     };
