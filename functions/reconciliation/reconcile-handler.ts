@@ -46,6 +46,7 @@ export function summarizeReconcileRun(report: RunReport, now = new Date()) {
     runId: report.runId,
     days: report.days,
     complete: report.complete,
+    ...(report.marketplaceUnavailable ? { marketplaceUnavailable: true } : {}),
     ...sum,
     failingLong: failingLong.length,
     // The longest failing first: they are what `SurveysFailingLong` alarms on, and must be among those named.
@@ -96,7 +97,17 @@ export function createReconcileHandler({ engine, windowDays, resume, calls }: Re
       } else {
         logger.info('reconciliation run finished', { ...summary });
       }
-      if (!report.complete && resume) await resume(context.invokedFunctionArn, report.runId);
+      // Stopped because the marketplace does not answer: the next scheduled invocation tries again, not this one
+      // at once.
+      if (report.marketplaceUnavailable)
+        logger.warn(
+          'the marketplace did not answer for several surveys in a row: the run stopped taking them up',
+          {
+            runId: report.runId,
+            left: summary.deferred,
+          },
+        );
+      else if (!report.complete && resume) await resume(context.invokedFunctionArn, report.runId);
       return summary;
     });
 }

@@ -188,6 +188,8 @@ export interface SurveyOutcome {
   /** Windows of days past the window (open or reviewed days) that could not be reconciled: read again next time. */
   readonly openFailures: number;
   readonly openError?: string;
+  /** Failed because the marketplace did not answer, after its client's retries (a time-out, a 5xx, a 429). */
+  readonly marketplaceUnavailable?: boolean;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
   readonly skippedDays: number;
   /** Day summaries written because their figures changed. */
@@ -205,6 +207,11 @@ export interface RunReport {
   readonly outcomes: readonly SurveyOutcome[];
   /** False when the run stopped at its deadline; the next invocation resumes it. */
   readonly complete: boolean;
+  /**
+   * Stopped early because the marketplace did not answer for MARKETPLACE_DOWN_SURVEYS surveys in a row: the
+   * surveys after them are left for the next scheduled invocation (not resumed at once), which tries again.
+   */
+  readonly marketplaceUnavailable?: boolean;
 }
 
 export interface ReconcileRunOptions {
@@ -214,6 +221,11 @@ export interface ReconcileRunOptions {
 
 /** How many invocations may die with the cursor at one survey before the run passes over it. */
 export const DEATHS_BEFORE_PASSING_OVER = 2;
+/**
+ * How many surveys in a row may fail because the marketplace does not answer before a run takes up no more: a
+ * marketplace down for a week would otherwise cost every survey its calls and retries every hour.
+ */
+export const MARKETPLACE_DOWN_SURVEYS = 10;
 
 /** Since when a survey's runs have failed, as of a failure at `at`: kept from its state if its last run failed too. */
 const failingSinceOf = (state: SurveyReconciliationState | undefined, at: Date): string =>
@@ -1040,7 +1052,10 @@ export function reconciler(deps: ReconcilerDeps) {
           { asRead: state },
         )
         .catch(() => false);
-      return emptyOutcome(surveyId, allDays, 'failed', message, failingSince());
+      return {
+        ...emptyOutcome(surveyId, allDays, 'failed', message, failingSince()),
+        ...(error instanceof MarketplaceError && error.retriable ? { marketplaceUnavailable: true } : {}),
+      };
     }
   }
 
@@ -1071,7 +1086,10 @@ export function reconciler(deps: ReconcilerDeps) {
     );
   }
 
-  /** Reconciles surveys in order, `concurrency` at a time, taking up no new survey after the deadline. */
+  /**
+   * Reconciles surveys in order, `concurrency` at a time, taking up no new survey after the deadline, nor once the
+   * marketplace has not answered for MARKETPLACE_DOWN_SURVEYS surveys in a row (`marketplaceUnavailable`).
+   */
   async function reconcileSurveys(
     surveys: readonly string[],
     days: readonly string[],
@@ -1082,18 +1100,20 @@ export function reconciler(deps: ReconcilerDeps) {
       onProgress?: (cursor: number) => Promise<void>;
       onFailed?: (surveyId: string) => void;
     } = {},
-  ): Promise<SurveyOutcome[]> {
+  ): Promise<{ outcomes: SurveyOutcome[]; marketplaceUnavailable: boolean }> {
     const deferred = (index: number) => emptyOutcome(surveys[index] as string, days, 'deferred');
     const finished = new Set<number>();
     let settled = 0;
     let done = 0;
+    /** Surveys that failed in a row because the marketplace did not answer: at MARKETPLACE_DOWN_SURVEYS, none starts. */
+    let unavailable = 0;
     const report = await runBounded(
-      surveys.map(
-        (surveyId) => () =>
-          // A read that fails before the survey's own work begins (its records, its registration) for any reason but
-          // the store being down (that ends the invocation: the next run starts where it stopped) fails that survey,
-          // as a failure within it does: an item that cannot be read would otherwise hold the run at it for good.
-          reconcileSurvey(surveyId, days, runId, options.plan, registry).catch((error: unknown) => {
+      surveys.map((surveyId) => async () => {
+        // A read that fails before the survey's own work begins (its records, its registration) for any reason but
+        // the store being down (that ends the invocation: the next run starts where it stopped) fails that survey,
+        // as a failure within it does: an item that cannot be read would otherwise hold the run at it for good.
+        const outcome = await reconcileSurvey(surveyId, days, runId, options.plan, registry).catch(
+          (error: unknown) => {
             if (error instanceof StoreUnavailable) throw error;
             return emptyOutcome(
               surveyId,
@@ -1101,11 +1121,18 @@ export function reconciler(deps: ReconcilerDeps) {
               'failed',
               error instanceof Error ? error.message : String(error),
             );
-          }),
-      ),
+          },
+        );
+        if (outcome.marketplaceUnavailable) unavailable++;
+        else if (outcome.status === 'reconciled') unavailable = 0;
+        return outcome;
+      }),
       {
         concurrency,
         now,
+        // A marketplace down (or refusing with 429s) fails every survey after its client's retries: the run stops
+        // taking them up instead of spending every survey's calls, and time, on it.
+        stopWhen: () => unavailable >= MARKETPLACE_DOWN_SURVEYS,
         deadline: options.deadline,
         onSettled: async (result, index) => {
           if (result.status === 'failed') return;
@@ -1119,7 +1146,10 @@ export function reconciler(deps: ReconcilerDeps) {
         },
       },
     );
-    return valuesOrThrow(report, deferred);
+    return {
+      outcomes: valuesOrThrow(report, deferred),
+      marketplaceUnavailable: unavailable >= MARKETPLACE_DOWN_SURVEYS,
+    };
   }
 
   return {
@@ -1145,8 +1175,20 @@ export function reconciler(deps: ReconcilerDeps) {
       const named = surveyIds ?? (await registeredSurveys(registry, days));
       const surveys = deps.readOrder ? deps.readOrder(named) : named;
       const runId = options.runId ?? `manual-${now().toISOString()}`;
-      const outcomes = await reconcileSurveys(surveys, days, runId, registry, options);
-      return { runId, days, outcomes, complete: outcomes.every((o) => o.status !== 'deferred') };
+      const { outcomes, marketplaceUnavailable } = await reconcileSurveys(
+        surveys,
+        days,
+        runId,
+        registry,
+        options,
+      );
+      return {
+        runId,
+        days,
+        outcomes,
+        complete: outcomes.every((o) => o.status !== 'deferred'),
+        ...(marketplaceUnavailable ? { marketplaceUnavailable } : {}),
+      };
     },
 
     /**
@@ -1281,9 +1323,11 @@ export function reconciler(deps: ReconcilerDeps) {
         });
       // Saved before any work: an invocation that dies again finds the count.
       if (previousDied) await save({ leaseUntil });
+      /** Whether the marketplace's silence stopped the run early (the next scheduled invocation tries again). */
+      let marketplaceUnavailable = false;
       /** Reconciles the run's surveys from `start` (up to `end`), moving the cursor as they settle. */
-      const reconcileFrom = (start: number, end = run.surveys.length, saveEvery = progressEveryMs) =>
-        reconcileSurveys(run.surveys.slice(start, end), run.days, run.runId, registry, {
+      const reconcileFrom = async (start: number, end = run.surveys.length, saveEvery = progressEveryMs) => {
+        const done = await reconcileSurveys(run.surveys.slice(start, end), run.days, run.runId, registry, {
           deadline: options.deadline,
           plan,
           onFailed: (surveyId) => failedSurveys.add(surveyId),
@@ -1295,13 +1339,16 @@ export function reconciler(deps: ReconcilerDeps) {
             await save({ leaseUntil });
           },
         });
+        if (done.marketplaceUnavailable) marketplaceUnavailable = true;
+        return done.outcomes;
+      };
       const reconciled: SurveyOutcome[] = [];
       try {
         // After a death, the survey at the cursor runs alone and its end is saved at once: should the invocation
         // die again, that survey is the one it died on, not one that merely ran beside it.
         if (stall && from < run.surveys.length) {
           reconciled.push(...(await reconcileFrom(from, from + 1, 0)));
-          if (cursor > from) reconciled.push(...(await reconcileFrom(from + 1)));
+          if (cursor > from && !marketplaceUnavailable) reconciled.push(...(await reconcileFrom(from + 1)));
           else
             reconciled.push(...run.surveys.slice(from + 1).map((s) => emptyOutcome(s, run.days, 'deferred')));
         } else reconciled.push(...(await reconcileFrom(from)));
@@ -1328,7 +1375,13 @@ export function reconciler(deps: ReconcilerDeps) {
           stoppedSurveys: [...stoppedSurveys],
         });
       }
-      return { runId: run.runId, days: run.days, outcomes, complete };
+      return {
+        runId: run.runId,
+        days: run.days,
+        outcomes,
+        complete,
+        ...(marketplaceUnavailable ? { marketplaceUnavailable } : {}),
+      };
     },
   };
 

@@ -9,7 +9,7 @@ import pLimit from 'p-limit';
 export type TaskResult<T> =
   | { readonly status: 'done'; readonly value: T }
   | { readonly status: 'failed'; readonly error: unknown }
-  /** Not started: the deadline was reached first. */
+  /** Not started: the deadline was reached first (or `stopWhen` said so). */
   | { readonly status: 'left' };
 
 export interface BoundedWorkOptions<T> {
@@ -20,6 +20,8 @@ export interface BoundedWorkOptions<T> {
   /** How long before the deadline to stop starting tasks (default 0). */
   readonly reserveMs?: number;
   readonly now?: () => Date;
+  /** No task starts once this says so (the work found pointless for now: a dependency down); those are left. */
+  readonly stopWhen?: () => boolean;
   /**
    * Called as each task ends or is left, in the order that happens. Awaited before the slot takes up another
    * task, so progress can be saved without more tasks running than the limit.
@@ -54,7 +56,7 @@ export async function runBounded<T>(
 
   const runOne = async (task: () => Promise<T>, index: number) => {
     let result: TaskResult<T>;
-    if (stopAt !== undefined && now().getTime() >= stopAt) {
+    if ((stopAt !== undefined && now().getTime() >= stopAt) || options.stopWhen?.()) {
       result = { status: 'left' };
       left.push(index);
     } else {

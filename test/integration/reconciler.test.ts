@@ -21,7 +21,13 @@ import {
 import { createMarketplaceClient, MarketplaceError } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { REVIEW_HORIZON_DAYS } from '../../functions/reconciliation/recheck-policy';
-import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
+import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
+import {
+  MARKETPLACE_DOWN_SURVEYS,
+  type RunReport,
+  reconciler,
+  SCHEDULED_RUN,
+} from '../../functions/reconciliation/reconciler';
 import { MONEY_KINDS } from '../../functions/reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../../functions/reconciliation/verdict-rules';
 import {
@@ -1233,6 +1239,58 @@ describe('the scheduled run', () => {
     // Failing since the first time, not since this one.
     expect(again?.outcomes[0]?.failingSince).toBe(passedState?.failingSince);
     expect((await results.surveyState('7302'))?.failingSince).toBe(passedState?.failingSince);
+  });
+
+  it('a marketplace that does not answer: the run stops taking up surveys after ten in a row fail, resumed by the next invocation', async () => {
+    const ids = Array.from({ length: 15 }, (_, i) => String(7321 + i));
+    for (const id of ids) await survey(Number(id));
+    const realToday = pacificDay(new Date());
+    await results.putRunState(SCHEDULED_RUN, {
+      runId: 'marketplace-down',
+      days: [nextDay(realToday, -1), realToday],
+      surveys: ids,
+      cursor: 0,
+      startedAt: new Date().toISOString(),
+      leaseUntil: new Date(0).toISOString(),
+      failedSurveys: [],
+    });
+    let calls = 0;
+    const counted = engine({
+      concurrency: 1,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 1,
+        minBackoffMs: 1,
+        maxBackoffMs: 2,
+        fetch: (input, init) => {
+          calls++;
+          return fetch(input, init);
+        },
+      }),
+    });
+    marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
+    try {
+      const down = await counted.scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+      expect(down).toMatchObject({ complete: false, marketplaceUnavailable: true });
+      expect(down?.outcomes.map((o) => o.status)).toEqual([
+        ...Array(MARKETPLACE_DOWN_SURVEYS).fill('failed'),
+        ...Array(15 - MARKETPLACE_DOWN_SURVEYS).fill('deferred'),
+      ]);
+      // Each failed survey's call and its one retry; none for the surveys left.
+      expect(calls).toBe(2 * MARKETPLACE_DOWN_SURVEYS);
+      expect(await results.runState(SCHEDULED_RUN)).toMatchObject({ cursor: MARKETPLACE_DOWN_SURVEYS });
+      expect(summarizeReconcileRun(down as RunReport)).toMatchObject({ marketplaceUnavailable: true });
+    } finally {
+      marketplace.apiFaults = { ...NO_API_FAULTS };
+    }
+    // Back, the next invocation goes on from where the run stopped.
+    const back = await counted.scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(back).toMatchObject({ complete: true });
+    expect(back?.marketplaceUnavailable).toBeUndefined();
+    expect(back?.outcomes.map((o) => [o.surveyId, o.status])).toEqual(
+      ids.slice(MARKETPLACE_DOWN_SURVEYS).map((id) => [id, 'reconciled']),
+    );
   });
 
   it('after a death runs the survey at the cursor alone and saves its end at once; a failure is no death', async () => {

@@ -49,3 +49,28 @@ describe('a scheduled run', () => {
     expect(Math.abs((seenBySync ?? 0) - expected())).toBeLessThan(1_000);
   });
 });
+
+describe('an unfinished reconciliation run', () => {
+  it('resumes itself at once when its time ran out, not when the marketplace stopped answering', async () => {
+    const resumed: string[] = [];
+    const handlerFor = (marketplaceUnavailable: boolean) =>
+      createReconcileHandler({
+        windowDays: 7,
+        resume: async (_arn, runId) => {
+          resumed.push(runId);
+        },
+        engine: {
+          scheduled: async () => ({
+            runId: marketplaceUnavailable ? 'down' : 'out-of-time',
+            days: [],
+            outcomes: [],
+            complete: false,
+            ...(marketplaceUnavailable ? { marketplaceUnavailable } : {}),
+          }),
+        },
+      });
+    await handlerFor(true)({}, context);
+    await handlerFor(false)({}, context);
+    expect(resumed).toEqual(['out-of-time']);
+  });
+});
