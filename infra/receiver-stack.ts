@@ -199,7 +199,7 @@ export class ReceiverStack extends Stack {
       .bindLedger(this.ledger.table, [])
       .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
-    this.buffer.bindDrainer(this.drainer);
+    this.buffer.bindDrainer(this.drainer, { maxConcurrency: scale.drainConcurrency });
     this.attemptFeed = props.attemptFeed
       ? new AttemptFeed(this, 'attempt-feed', { table: this.ledger.table })
       : undefined;

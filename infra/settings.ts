@@ -157,6 +157,8 @@ const environmentSchema = z
         marketplaceBodyTimeoutMs: z.int().min(1_000).max(600_000).optional(),
         redirectSyncMemoryMb: z.int().min(256).max(10_240).optional(),
         financeMemoryMb: z.int().min(512).max(10_240).optional(),
+        /** Drainer invocations at once, each taking batches of ten buffered hits (SQS's own bounds: 2 to 1,000). */
+        drainConcurrency: z.int().min(2).max(1_000).optional(),
       })
       .strict()
       .default({}),

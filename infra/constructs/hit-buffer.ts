@@ -47,7 +47,7 @@ export class HitBuffer extends Construct {
   }
 
   /** Feeds the drainer from the queue, reporting per-message failures so one bad hit does not hold the batch. */
-  bindDrainer(fn: ReceiverFunction): void {
+  bindDrainer(fn: ReceiverFunction, options: { maxConcurrency?: number } = {}): void {
     // The drainer stretches a refused hit's visibility (its backoff), on this queue only.
     fn.function.addEnvironment('HIT_BUFFER_QUEUE_URL', this.queue.queueUrl);
     fn.role.addToPrincipalPolicy(
@@ -62,7 +62,9 @@ export class HitBuffer extends Construct {
         batchSize: 10,
         maxBatchingWindow: Duration.seconds(1),
         reportBatchItemFailures: true,
-        maxConcurrency: 2,
+        // Two by default: a backlog after an outage drains at a pace the ledger takes beside the live traffic; a
+        // larger supplier raises it (`scale.drainConcurrency`) to drain a longer backlog within hours.
+        maxConcurrency: options.maxConcurrency ?? 2,
       }),
     );
   }

@@ -519,6 +519,11 @@ describe('hit buffer', () => {
       'dynamodb:GetItem',
       'dynamodb:UpdateItem',
     ]);
+    // A larger supplier drains a long backlog with more at once.
+    const larger = new ReceiverStack(templateApp(), 'LargerDrain', { scale: { drainConcurrency: 20 } });
+    Template.fromStack(larger).hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      ScalingConfig: { MaximumConcurrency: 20 },
+    });
   });
 
   it('the drainer may stretch visibility on the buffer only (its backoff), and knows the queue', () => {
