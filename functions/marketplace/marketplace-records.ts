@@ -128,9 +128,18 @@ const nonEmpty = z.string().check(z.minLength(1, 'is empty'));
 /** A field nothing is counted or placed by: unreadable, it is left out rather than the whole row. */
 const informational = <T extends z.ZodMiniType>(schema: T) => z.catch(z.optional(schema), undefined);
 
+/**
+ * A row's pid: empty (or null, or absent) when the panel's entry link carried none. The token still names the
+ * attempt, so the row is read and matched by it; a blank pid is never paired by pid (verdict-rules.ts `match`).
+ */
+const pidText = z.pipe(
+  z.optional(z.union([text, z.null()])),
+  z.transform((v: string | null | undefined) => v ?? ''),
+);
+
 const transactionSchema = z.object({
   token: z.pipe(text, nonEmpty),
-  PID: z.pipe(text, nonEmpty),
+  PID: pidText,
   status: z.pipe(z.pipe(z.string(), z.transform(canonicalStatus)), nonEmpty),
   // Checked below: a price matters only on a complete.
   CPI: z.catch(z.optional(amount), undefined),
@@ -240,7 +249,13 @@ const copyKey = (t: Transaction): string =>
 
 /** Any id as text, exact or not: enough to hold a row's token and pid back while the row cannot be read. */
 const anyId = z.union([z.string(), numberAsText]);
-const placementSchema = z.object({ token: z.pipe(anyId, nonEmpty), PID: z.pipe(anyId, nonEmpty) });
+const placementSchema = z.object({
+  token: z.pipe(anyId, nonEmpty),
+  PID: z.pipe(
+    z.optional(z.union([anyId, z.null()])),
+    z.transform((v: string | null | undefined) => v ?? ''),
+  ),
+});
 /** The times a row is filed by, in the order `filedAt` takes them. */
 const FILING_FIELDS = ['clkDateTime', 'st_date_time', 'completeDateTime'] as const;
 

@@ -720,6 +720,11 @@ function match(
   );
   const unmatchedByPid = groupBy(unmatched, (t) => t.pid);
   for (const transaction of unmatched) {
+    // A row without a pid (the panel's entry link carried none) names no respondent to pair by.
+    if (transaction.pid === '') {
+      pairs.push({ transaction });
+      continue;
+    }
     const entered = entryTime(transaction);
     const attemptsOfPid = (leftByPid.get(transaction.pid) ?? []).filter((a) => clickCouldBeOf(a, entered));
     const attempt = attemptsOfPid[0];

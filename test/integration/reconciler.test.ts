@@ -643,7 +643,7 @@ describe('a row that cannot be read, whose token and day still read', () => {
     const good = listedComplete('n1', 'n1');
     for (const bad of [
       { ...good, token: '', CPI: 'n/a' },
-      { ...good, token: 'n2', PID: '', CPI: 'n/a' },
+      { ...good, token: 'n2', PID: { id: 'n2' }, CPI: 'n/a' },
       { ...good, token: 'n2', CPI: 'n/a', clkDateTime: 'soon' },
     ]) {
       const run = await engine({ marketplace: listing(() => [good, bad]) }).run(today, today, ['7009']);
@@ -672,6 +672,22 @@ describe('a row that cannot be read, whose token and day still read', () => {
 });
 
 describe('rows a stricter reader would refuse', () => {
+  it('reads a row whose PID is blank (an entry link that carried none) by its token: counted, never paired by pid', async () => {
+    await survey(7051);
+    const blank = (token: string, PID: unknown) => ({ ...listedComplete(token, ''), PID });
+    // Two completes without a pid, one of them received here (its postback named it by token, under a pid).
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7051', outcome: 'success', pid: 'b-1', token: 'b1', source: 'query' },
+      new Date(REFERENCE_MS - 3_000_000),
+    );
+    const rows = [blank('b1', ''), blank('b2', null), listedComplete('b3', 'b-3')];
+    const run = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7051']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled' });
+    const [summary] = await results.summariesOf('7051', [today]);
+    expect(summary?.marketplace.owed).toBe('4.50');
+    expect(summary?.verdicts).toEqual({ matched: 1, complete_not_received: 2 });
+  });
+
   it('reconciles ids too long for a key, statuses spelled otherwise and times in other forms, counting every complete', async () => {
     await survey(7007);
     const click = new Date(REFERENCE_MS - 3_600_000);

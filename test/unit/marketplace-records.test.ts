@@ -65,6 +65,13 @@ describe('transactions', () => {
     expect(parsed.ok && parsed.value.cpi).toBe('0.00');
   });
 
+  it('read a row whose PID is empty, null or absent (an entry link that carried none) by its token, pid blank', () => {
+    for (const PID of ['', null, undefined]) {
+      const parsed = parseTransaction({ ...transaction, PID });
+      expect(parsed.ok && parsed.value, String(PID)).toMatchObject({ token: transaction.token, pid: '' });
+    }
+  });
+
   it('read a numeric PID as a string', () => {
     const parsed = parseTransaction({ ...transaction, PID: 12345 });
     expect(parsed.ok && parsed.value.pid).toBe('12345');
