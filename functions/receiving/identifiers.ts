@@ -55,8 +55,13 @@ const MAX_BYTES: Record<Exclude<IdentifierField, 'surveyId'>, number> = {
   token: TOKEN_MAX_BYTES,
 };
 
-/** Why a value is not an acceptable identifier, or undefined when it is. */
+/**
+ * Why a value is not an acceptable identifier, or undefined when it is. A pid given empty (`pid=`) is one: the
+ * marketplace substitutes the panel's id as the entry link carried it, and a panel that sent none gets its
+ * respondents' postbacks with an empty pid; the token names the attempt (refused, a genuine postback is lost).
+ */
 export function identifierProblem(field: IdentifierField, value: string | undefined): string | undefined {
+  if (field === 'pid' && value === '') return undefined;
   if (value === undefined || value === '') return `${field} is missing`;
   if (PLACEHOLDER.test(value)) return `${field} is an unsubstituted placeholder`;
   if (field === 'surveyId') {

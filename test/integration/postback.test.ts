@@ -53,6 +53,8 @@ describe('a signed postback', () => {
     // What a panel's CSV import leaves in its ids comes back in the postback: refused, the postback would be lost.
     'p-17\r',
     'tab\there',
+    // None: a panel whose entry link carried no id gets its postbacks with `pid=` (the token names the attempt).
+    '',
     // A signed or encrypted id (a JWT): hundreds of bytes, well past the 64 that keep an attempt in one write unit.
     `eyJhbGciOiJIUzI1NiJ9.${'eyJzdWIiOiJyZXNwb25kZW50In0'.repeat(50)}.c2lnbmF0dXJl`,
   ])('with the supplier pid %j is recorded and found by that pid', async (pid) => {

@@ -382,7 +382,7 @@ describe('refused redirect hits are counted per source, code and UTC minute', ()
   it('two refusal codes from one source make two items', async () => {
     const sourceIp = freshSource();
     for (let i = 0; i < 3; i++) await invoke(redirect, apiEvent('GET', forged(), { sourceIp }));
-    const noPid = forged().replace(/pid=[^&]+/, 'pid=');
+    const noPid = forged().replace(/pid=[^&]+&/, '');
     for (let i = 0; i < 2; i++) await invoke(redirect, apiEvent('GET', noPid, { sourceIp }));
     const rejected = await rejectedFrom(sourceIp, day);
     expect(rejected.map((hit) => [hit.code, hit.hits]).sort()).toEqual([

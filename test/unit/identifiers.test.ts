@@ -23,6 +23,8 @@ describe('identifiers', () => {
     ['pid', 'a#b%23'],
     ['pid', 'é'.repeat(32)],
     ['token', '👩‍👩‍👧‍👦 ユーザー'],
+    // Given empty: a panel's entry link that carried no id (the token names the attempt).
+    ['pid', ''],
   ] as const)('accept %s %s', (field, value) => {
     expect(identifierProblem(field, value)).toBeUndefined();
   });
@@ -30,6 +32,8 @@ describe('identifiers', () => {
   it.each([
     ['surveyId', undefined, 'missing'],
     ['surveyId', '', 'missing'],
+    ['pid', undefined, 'missing'],
+    ['token', '', 'missing'],
     ['surveyId', '0', 'positive integer'],
     ['surveyId', '012', 'positive integer'],
     ['surveyId', '1e3', 'positive integer'],
