@@ -211,6 +211,18 @@ type Json = Record<string, unknown>;
  */
 export function morePages(json: Json | undefined, listed: number): string | undefined {
   if (!json) return undefined;
+  const said = pagingSaidBy(json, listed);
+  if (said) return said;
+  // Or in a paging object beside the list (`{"result": [...], "pagination": {"totalPages": 3}}`).
+  for (const [key, value] of Object.entries(json))
+    if (/pag|meta|links|cursor/i.test(key) && value && typeof value === 'object' && !Array.isArray(value)) {
+      const nested = pagingSaidBy(value as Json, listed);
+      if (nested) return nested.replace(/\(([^)]*)\)/, `(${key}.$1)`);
+    }
+  return undefined;
+}
+
+function pagingSaidBy(json: Json, listed: number): string | undefined {
   const number = (key: string) => {
     const value = json[key];
     return typeof value === 'number'

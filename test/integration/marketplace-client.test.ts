@@ -290,6 +290,9 @@ describe('answers', () => {
       [{ nextCursor: 'abc' }, /more pages \(nextCursor\)/],
       [{ hasMore: true }, /more pages \(hasMore\)/],
       [{ total: '1000', page: 1 }, /holds 2 of 1000 rows \(total\)/],
+      // In a paging object beside the list.
+      [{ pagination: { totalPages: 3, page: 1 } }, /one page of 3 \(pagination\.totalPages\)/],
+      [{ meta: { next_page: 2 } }, /more pages \(meta\.next_page\)/],
     ] as const) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
@@ -305,6 +308,8 @@ describe('answers', () => {
       { hasMore: false, next: null },
       { hasMore: 'false' },
       { total: 1000 },
+      { pagination: { totalPages: 1, page: 1 } },
+      { links: { next: null } },
     ]) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
