@@ -476,16 +476,14 @@ const attemptDay = (attempt: Attempt): string | undefined => {
  * verdict.
  */
 export function unheardReversals(window: SurveyWindow): Attempt[] {
+  const items = window.attempts.filter(
+    (a) => !arrivedHere(a) && a.reconciliation?.verdict !== 'invalidated' && listedAsComplete(a),
+  );
+  // Most runs have none: the window's rows and attempts are gone through only for those that are.
+  if (items.length === 0) return [];
   const listedTokens = new Set([...window.transactions, ...(window.earlier ?? [])].map((t) => t.token));
   const heard = new Set(window.attempts.filter(arrivedHere).map((a) => a.token));
-  return window.attempts.filter(
-    (a) =>
-      !arrivedHere(a) &&
-      a.reconciliation?.verdict !== 'invalidated' &&
-      listedAsComplete(a) &&
-      !listedTokens.has(a.token) &&
-      !heard.has(a.token),
-  );
+  return items.filter((a) => !listedTokens.has(a.token) && !heard.has(a.token));
 }
 
 /** Matches the two sides of a survey's window and classifies every attempt that belongs to its days. */
