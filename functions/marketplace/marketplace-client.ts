@@ -635,8 +635,11 @@ function causeOf(error: unknown): string {
  * never the token, nor a postback URL's signature a message quotes back (`Invalid pstbck URL: ...&sig=...`).
  */
 function redact(message: string, token: string): string {
-  const short = withoutSignatures(message).slice(0, 300);
-  return token ? short.split(token).join('[redacted]') : short;
+  // The token out first (as sent and as a URL carries it), then cut: cut first, a token across the cut kept its start.
+  let text = withoutSignatures(message);
+  for (const form of token ? new Set([token, encodeURIComponent(token)]) : [])
+    text = text.split(form).join('[redacted]');
+  return text.slice(0, 300);
 }
 
 /**

@@ -582,6 +582,13 @@ describe('faults', () => {
       ).not.toContain(TOKEN);
     }
     expect(echoed.marketplaceMessage).toBe('bad token [redacted] given');
+    // Echoed where the message is cut (its 300th character), or URL-encoded: not even its start is kept.
+    const odd = 'odd-secret/token+with=signs-0123456789';
+    const across = failingFirst(5, () =>
+      json(400, { apiStatus: 'Failure', msg: `${'x'.repeat(290)}${odd} and ${encodeURIComponent(odd)}` }),
+    );
+    const cut = await failure(client({ fetch: across.fetch, accessToken: () => odd }).getMetadata());
+    expect(`${cut.message} ${cut.marketplaceMessage}`).not.toMatch(/odd-secr|odd-secret%2Ftoken/);
   });
 
   /** A fetch that counts requests in flight, each held for a moment. */
