@@ -11,6 +11,13 @@ import { count, logger } from '../runtime/observability';
 import { settleWithin } from '../shared/time-limit';
 
 export const REFUSALS_RECORDED_PER_SECOND = 5;
+/**
+ * Claimed surveys a container's refused postbacks are counted under in a minute, at most; the rest of the minute's
+ * under none (`-`). The survey id is the sender's to make up: refusals to ever new ids were an item each (kept 90
+ * days) and a health-check window of hundreds of thousands to read. A genuine burst (a broken signature on every
+ * survey's URLs) still names its first surveys every minute, in every container.
+ */
+export const REFUSED_SURVEYS_PER_MINUTE = 25;
 export const REFUSAL_WAIT_MS = 300;
 
 export type RefusalRecording = 'recorded' | 'failed' | 'pending' | 'not-recorded';
@@ -30,14 +37,25 @@ export function refusalRecorder(
   const now = options.now ?? Date.now;
   let second = Number.NaN;
   let used = 0;
-  return async (rejected) => {
+  let minute = Number.NaN;
+  const surveys = new Set<string>();
+  return async (refused) => {
     const current = Math.floor(now() / 1000);
     if (current !== second) [second, used] = [current, 0];
     if (used >= perSecond) {
-      count('RefusalsNotRecorded', { channel: rejected.channel });
+      count('RefusalsNotRecorded', { channel: refused.channel });
       return 'not-recorded';
     }
     used++;
+    if (Math.floor(current / 60) !== minute) {
+      minute = Math.floor(current / 60);
+      surveys.clear();
+    }
+    let rejected = refused;
+    if (refused.surveyId !== undefined && !surveys.has(refused.surveyId)) {
+      if (surveys.size < REFUSED_SURVEYS_PER_MINUTE) surveys.add(refused.surveyId);
+      else rejected = { ...refused, surveyId: undefined };
+    }
     const write = store.recordRejectedHit(rejected).then(
       (): RefusalRecording => 'recorded',
       (error: unknown): RefusalRecording => {

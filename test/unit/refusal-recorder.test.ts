@@ -7,6 +7,7 @@ import type { RejectedHit } from '../../functions/ledger/ledger-store';
 import {
   REFUSAL_WAIT_MS,
   REFUSALS_RECORDED_PER_SECOND,
+  REFUSED_SURVEYS_PER_MINUTE,
   refusalRecorder,
 } from '../../functions/receiving/refusal-recorder';
 
@@ -33,6 +34,28 @@ describe('refusal recorder', () => {
     clock += 1000;
     expect(await record(rejected)).toBe('recorded');
     expect(writes).toHaveLength(REFUSALS_RECORDED_PER_SECOND + 1);
+  });
+
+  it("counts a minute's refused postbacks under a bounded number of claimed surveys, the rest under none", async () => {
+    let clock = 60_000_000;
+    const writes: RejectedHit[] = [];
+    const record = refusalRecorder(
+      { recordRejectedHit: async (r) => void writes.push(r) },
+      { now: () => clock },
+    );
+    // Made-up survey ids, a second apart (within the rate): the first ones keep theirs.
+    for (let i = 0; i < REFUSED_SURVEYS_PER_MINUTE + 5 && i < 59; i++) {
+      await record({ ...rejected, surveyId: String(1000 + i) });
+      clock += 1000;
+    }
+    expect(writes.slice(0, REFUSED_SURVEYS_PER_MINUTE).every((w) => w.surveyId !== undefined)).toBe(true);
+    expect(writes.slice(REFUSED_SURVEYS_PER_MINUTE).map((w) => w.surveyId)).toEqual(Array(5).fill(undefined));
+    // A survey already named this minute keeps its name; the next minute names anew.
+    await record({ ...rejected, surveyId: '1000' });
+    expect(writes.at(-1)?.surveyId).toBe('1000');
+    clock += 60_000;
+    await record({ ...rejected, surveyId: '9999' });
+    expect(writes.at(-1)?.surveyId).toBe('9999');
   });
 
   it('answers after its wait when the ledger hangs, and a failed write is only logged', async () => {
