@@ -56,7 +56,7 @@ export interface ReceiverStackProps extends StackProps {
   readonly healthSettings?: Partial<HealthSettings>;
   /** Address ranges postbacks may come from (POSTBACK_SOURCE_CIDRS); default any. */
   readonly postbackSourceCidrs?: string;
-  /** Redirects recorded per sender, container and minute (REDIRECTS_PER_SENDER_MINUTE); unset: the function's default. */
+  /** Redirects recorded per sender, container and minute (REDIRECTS_PER_SENDER_MINUTE); unset: 600; 0: no bound. */
   readonly redirectsPerSenderMinute?: number;
   /** How often the redirect sync runs (default 15 minutes). */
   readonly redirectSyncRate?: Duration;
@@ -96,6 +96,14 @@ export interface ReceiverStackProps extends StackProps {
 
 /** The environment's `scale` settings (settings.ts validates them), each optional: unset, the function's default. */
 export type ScaleSettings = Readonly<EnvironmentSettings['scale']>;
+
+/**
+ * The deployed redirects' bound per sender (an address, an IPv6 /64), container and minute, unless the environment
+ * says otherwise: a script replaying a success URL with made-up ids from one address makes an attempt a hit (about
+ * USD 100 a day at the route's limit); no carrier's shared address brings one supplier's redirects near 600 a minute
+ * in one container. The function's own default is none (the local stack and tests send everything from one address).
+ */
+export const DEPLOYED_REDIRECTS_PER_SENDER_MINUTE = 600;
 
 /** The variables of the settings given (a function reads its defaults for the rest). */
 const variables = (entries: Record<string, number | undefined>): Record<string, string> =>
@@ -187,11 +195,10 @@ export class ReceiverStack extends Stack {
     for (const receiver of [this.redirect, this.postback]) this.buffer.bindSender(receiver);
     if (props.postbackSourceCidrs)
       this.postback.function.addEnvironment('POSTBACK_SOURCE_CIDRS', props.postbackSourceCidrs);
-    if (props.redirectsPerSenderMinute !== undefined)
-      this.redirect.function.addEnvironment(
-        'REDIRECTS_PER_SENDER_MINUTE',
-        String(props.redirectsPerSenderMinute),
-      );
+    this.redirect.function.addEnvironment(
+      'REDIRECTS_PER_SENDER_MINUTE',
+      String(props.redirectsPerSenderMinute ?? DEPLOYED_REDIRECTS_PER_SENDER_MINUTE),
+    );
     this.drainer = new ReceiverFunction(this, 'drain-buffer', {
       ...QUEUE_FUNCTIONS['drain-buffer'],
       timeout: Duration.seconds(30),

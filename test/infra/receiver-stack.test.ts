@@ -16,7 +16,7 @@ import {
   type MetricName,
 } from '../../functions/runtime/metric-catalogue';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
-import { ReceiverStack } from '../../infra/receiver-stack';
+import { DEPLOYED_REDIRECTS_PER_SENDER_MINUTE, ReceiverStack } from '../../infra/receiver-stack';
 import { ROUTES, routeKey } from '../../infra/routes';
 
 let stack: ReceiverStack;
@@ -160,14 +160,19 @@ describe('functions', () => {
     expect(Object.keys(withLanding)).toHaveLength(1);
   });
 
-  it('pass the per-sender bound on redirects to the redirect function when set', () => {
-    expect(functionResource(stack.redirect).Properties.Environment.Variables).not.toHaveProperty(
-      'REDIRECTS_PER_SENDER_MINUTE',
-    );
-    const bounded = new ReceiverStack(templateApp(), 'Bounded', { redirectsPerSenderMinute: 600 });
-    const variables = functionResource(bounded.redirect, Template.fromStack(bounded)).Properties.Environment
-      .Variables;
-    expect(variables.REDIRECTS_PER_SENDER_MINUTE).toBe('600');
+  it('pass the per-sender bound on redirects to the redirect function: 600 unless set, 0 for none', () => {
+    expect(
+      functionResource(stack.redirect).Properties.Environment.Variables.REDIRECTS_PER_SENDER_MINUTE,
+    ).toBe(String(DEPLOYED_REDIRECTS_PER_SENDER_MINUTE));
+    expect(DEPLOYED_REDIRECTS_PER_SENDER_MINUTE).toBe(600);
+    for (const bound of [120, 0]) {
+      const bounded = new ReceiverStack(templateApp(), `Bounded${bound}`, {
+        redirectsPerSenderMinute: bound,
+      });
+      const variables = functionResource(bounded.redirect, Template.fromStack(bounded)).Properties.Environment
+        .Variables;
+      expect(variables.REDIRECTS_PER_SENDER_MINUTE).toBe(String(bound));
+    }
   });
 
   it('refuse a bad landing template at synth time', () => {
