@@ -1,9 +1,10 @@
 /**
- * A bound on the redirects one sender gets recorded, off unless set. The success URL is the same for every
+ * A bound on the redirects one sender gets recorded, off unless set (the deployed stack sets 600:
+ * DEPLOYED_REDIRECTS_PER_SENDER_MINUTE in infra/receiver-stack.ts). The success URL is the same for every
  * respondent of a survey, signature included, so anyone who completed it once can send it again with made-up ids,
  * from a script: each would be a new attempt (a write, its index entry) that reconciliation and the health check
  * then read, a claim finance lists. With a bound, past it a sender's redirects are answered as usual and not
- * recorded. It is off by default because a redirect is evidence too: respondents behind one carrier's shared
+ * recorded. It is off by default here because a redirect is evidence too: respondents behind one carrier's shared
  * address can pass any bound together, and a success redirect missing here turns a reversed complete the
  * marketplace lists into one never seen (`not_received` instead of `invalidated`). Counted per container and
  * minute, by the sender's network (an IPv4 address, an IPv6 /64). Postbacks (the marketplace's servers) are never
