@@ -277,8 +277,7 @@ export class ReceiverStack extends Stack {
       .bindLedger(
         this.ledger.table,
         ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
-        // The discrepancy index: a complete reversed and its late postback, judged on days apart, find each other.
-        { indexQuery: true, discrepancyIndexQuery: true },
+        { indexQuery: true },
       )
       .bindSigningKeys(this.signingKeys)
       .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken);

@@ -791,7 +791,8 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const { placed } of listed.held) {
         blocked.set(pacificDay(new Date(placed.filedAt)), heldMessage);
         heldTokens.add(placed.token);
-        heldPids.add(placed.pid);
+        // A blank pid names no respondent (never paired by pid): it holds back no attempt of its own.
+        if (placed.pid !== '') heldPids.add(placed.pid);
       }
       const judged = (days: readonly string[]) => contiguous(days.filter((day) => !blocked.has(day)));
       outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;

@@ -356,6 +356,12 @@ describe('redirect sync', () => {
     ]);
     const query = statements.find((s) => actionsOf([s]).includes('dynamodb:Query'));
     expect(JSON.stringify(query?.Resource)).toContain('/index/gsi1');
+    expect(JSON.stringify(query?.Resource)).not.toContain('/index/gsi2');
+    // Reconciliation reads the discrepancy index too (a reversal and its late postback find each other there).
+    const reconcileQuery = statementsOf(stack.reconcile).find((s) =>
+      JSON.stringify(s.Resource).includes('/index/'),
+    );
+    expect(JSON.stringify(reconcileQuery?.Resource)).toContain('/index/gsi2');
     expect(functionResource(stack.redirectSync).Properties).toMatchObject({ Timeout: 300 });
   });
 });

@@ -672,6 +672,25 @@ describe('a row that cannot be read, whose token and day still read', () => {
 });
 
 describe('rows a stricter reader would refuse', () => {
+  it('a row that cannot be read with a blank PID holds back its day and token, not every attempt without a pid', async () => {
+    await survey(7052);
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7052', outcome: 'success', pid: '', token: 'e1', source: 'query' },
+      new Date(REFERENCE_MS - 3_000_000),
+    );
+    const unreadable = {
+      ...listedComplete('e0', ''),
+      CPI: 'n/a',
+      clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 30 * 3_600_000)),
+    };
+    const rows = [listedComplete('e1', ''), unreadable];
+    const previous = nextDay(today, -1);
+    const run = await engine({ marketplace: listing(() => rows) }).run(previous, today, ['7052']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'failed' });
+    expect((await results.summariesOf('7052', [today]))[0]?.verdicts).toEqual({ matched: 1 });
+    expect(await results.summariesOf('7052', [previous])).toEqual([]);
+  });
+
   it('reads a row whose PID is blank (an entry link that carried none) by its token: counted, never paired by pid', async () => {
     await survey(7051);
     const blank = (token: string, PID: unknown) => ({ ...listedComplete(token, ''), PID });
