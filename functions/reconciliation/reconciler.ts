@@ -190,6 +190,8 @@ export interface SurveyOutcome {
   readonly openError?: string;
   /** Failed because the marketplace did not answer, after its client's retries (a time-out, a 5xx, a 429). */
   readonly marketplaceUnavailable?: boolean;
+  /** The marketplace answered a listing of this survey's (a survey ended before the window may ask for none). */
+  readonly marketplaceAnswered?: boolean;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
   readonly skippedDays: number;
   /** Day summaries written because their figures changed. */
@@ -465,6 +467,8 @@ export function reconciler(deps: ReconcilerDeps) {
       ...emptyOutcome(surveyId, allDays, 'reconciled'),
       verdicts: {} as Partial<Record<VerdictKind, number>>,
     };
+    /** Whether the marketplace answered a listing of this survey's (the run's breaker: `marketplaceAnswered`). */
+    let answered = false;
     const changes = { new: 0, changed: 0, refreshed: 0 };
     const changed: { token: string; from: string; to: string }[] = [];
     /**
@@ -724,7 +728,9 @@ export function reconciler(deps: ReconcilerDeps) {
      */
     async function listedByDays(range: { startDate: string; endDate: string }) {
       try {
-        return await deps.marketplace.getSurveyTransactions(surveyId, range);
+        const listed = await deps.marketplace.getSurveyTransactions(surveyId, range);
+        answered = true;
+        return listed;
       } catch (error) {
         if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
           throw error;
@@ -732,6 +738,7 @@ export function reconciler(deps: ReconcilerDeps) {
         const malformed: MalformedRow[] = [];
         for (const day of pacificDays(range.startDate, range.endDate)) {
           const part = await listDay(day);
+          answered = true;
           outcome.dayListings++;
           // Listed under its day: a row without a click or start time is placed by it, not listed again.
           rows.push(...part.rows.map((t) => onCreationDay(t, day)));
@@ -1033,8 +1040,9 @@ export function reconciler(deps: ReconcilerDeps) {
           status: 'failed',
           error: heldError,
           failingSince: failingSince(),
+          ...(answered ? { marketplaceAnswered: true } : {}),
         };
-      return { ...outcome, changes, changed };
+      return { ...outcome, changes, changed, ...(answered ? { marketplaceAnswered: true } : {}) };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       // The window is not "zero transactions": it is unknown, and retried with the next run whatever its days.
@@ -1124,8 +1132,9 @@ export function reconciler(deps: ReconcilerDeps) {
             );
           },
         );
+        // Only an answer says the marketplace is back: a survey ended before the window may ask it nothing.
         if (outcome.marketplaceUnavailable) unavailable++;
-        else if (outcome.status === 'reconciled') unavailable = 0;
+        else if (outcome.marketplaceAnswered) unavailable = 0;
         return outcome;
       }),
       {

@@ -1328,6 +1328,41 @@ describe('the scheduled run', () => {
     );
   });
 
+  it('surveys closed before the window, which ask the marketplace nothing, do not keep the run from stopping', async () => {
+    const ids = Array.from({ length: 15 }, (_, i) => String(7341 + i));
+    const closed = (i: number) => i % 5 === 4;
+    for (const [i, id] of ids.entries()) {
+      await survey(Number(id));
+      if (closed(i)) {
+        const registration = await registry.get(id);
+        await registry.put({
+          ...(registration as NonNullable<typeof registration>),
+          closedAt: new Date(Date.now() - 30 * 86_400_000).toISOString(),
+        });
+      }
+    }
+    const realToday = pacificDay(new Date());
+    await results.putRunState(SCHEDULED_RUN, {
+      runId: 'marketplace-down-closed',
+      days: [nextDay(realToday, -1), realToday],
+      surveys: ids,
+      cursor: 0,
+      startedAt: new Date().toISOString(),
+      leaseUntil: new Date(0).toISOString(),
+      failedSurveys: [],
+    });
+    marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
+    try {
+      const down = await engine({ concurrency: 1 }).scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+      expect(down).toMatchObject({ complete: false, marketplaceUnavailable: true });
+      // Ten failed among the closed ones (reconciled with no call), then none taken up.
+      expect(down?.outcomes.map((o) => o.status[0]).join('')).toBe('ffffrffffrffddd');
+    } finally {
+      marketplace.apiFaults = { ...NO_API_FAULTS };
+    }
+    await engine().scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+  });
+
   it('after a death runs the survey at the cursor alone and saves its end at once; a failure is no death', async () => {
     for (const id of [7311, 7312, 7313]) await survey(id);
     const realToday = pacificDay(new Date());
