@@ -17,6 +17,7 @@ import type { Attempt } from '../receiving/attempt';
 import { verdictUnchanged } from '../reconciliation/verdict-equality';
 import type { VerdictKind } from '../reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
+import { runBounded, valuesOrThrow } from '../shared/bounded-work';
 import { attemptFromItem } from './attempt-store';
 import { batchGet, conditionally, type Item, queryAll, send } from './document-client';
 import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
@@ -200,10 +201,10 @@ export interface ReconciliationStore {
   /** Attempts whose verdict on that Pacific day is a discrepancy, through the sparse index. */
   discrepancies(day: string, surveyId?: string): Promise<Attempt[]>;
   /**
-   * The attempts of a survey's token, under any pid, whose verdict is the discrepancy `kind` on one of the Pacific
-   * days given: a Query of the sparse index per day (a look across windows, made for rare verdicts only).
+   * A survey's attempts whose verdict is the discrepancy `kind` on one of the Pacific days given: a Query of the
+   * sparse index per day, a few at once (a look across windows, for the days a summary says have one).
    */
-  judgedAs(surveyId: string, token: string, kind: VerdictKind, days: readonly string[]): Promise<Attempt[]>;
+  judgedAs(surveyId: string, kind: VerdictKind, days: readonly string[]): Promise<Attempt[]>;
   /**
    * One page of a day's discrepancies, optionally of one survey and one kind: by survey (in the index's text order),
    * then by token, so a row stays where it was when its verdict changes kind; `next` continues after the last.
@@ -523,25 +524,31 @@ export function createReconciliationStore(
       return items.map(summaryFromItem).sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
     },
 
-    async judgedAs(surveyId, token, kind, days) {
+    async judgedAs(surveyId, kind, days) {
       const { discrepancyIndex: index } = LEDGER;
-      const keys: Item[] = [];
-      for (const day of days) {
-        const { gsi2pk, gsi2sk } = discrepancyIndexKey(day, surveyId, kind, token);
-        keys.push(
-          ...(await queryAll(client, {
-            TableName: tableName,
-            IndexName: index.name,
-            KeyConditionExpression: '#pk = :pk AND #sk = :sk',
-            ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
-            ExpressionAttributeValues: { ':pk': gsi2pk, ':sk': gsi2sk },
-          })),
-        );
-      }
+      const prefix = discrepancyIndexKey('', surveyId, kind, '').gsi2sk;
+      const keys = await runBounded(
+        days.map(
+          (day) => () =>
+            queryAll(client, {
+              TableName: tableName,
+              IndexName: index.name,
+              KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :prefix)',
+              ExpressionAttributeNames: { '#pk': index.partitionKey, '#sk': index.sortKey },
+              ExpressionAttributeValues: {
+                ':pk': discrepancyIndexKey(day, '', '', '').gsi2pk,
+                ':prefix': prefix,
+              },
+            }),
+        ),
+        { concurrency: 4 },
+      );
       const items = await batchGet(
         client,
         tableName,
-        keys.map((k) => ({ pk: k.pk, sk: k.sk })),
+        valuesOrThrow(keys, () => [])
+          .flat()
+          .map((k) => ({ pk: k.pk, sk: k.sk })),
       );
       return items.map(attemptFromItem);
     },

@@ -484,36 +484,56 @@ export function reconciler(deps: ReconcilerDeps) {
     /**
      * A complete judged reversed because its row is listed no more, and a signed postback of its token that reached
      * this receiver under another spelling of the pid, first seen on a later day than any window holding both: the
-     * one complete is chased (complete not paid, where the attempt was judged), not also reversed. Whichever of the
-     * two is judged second finds the other through the discrepancy index, over the days a complete may still
-     * change (REVIEW_HORIZON_DAYS). Before judging: the tokens of the window's items about to be reversed that such
-     * an attempt carries (verdict-rules.ts `heardElsewhere` retires those items).
+     * one complete is chased (complete not paid, where the attempt was judged), not also reversed. Each run that
+     * judges either finds the other through the discrepancy index, over the days within the review horizon whose
+     * summaries count that kind: one batch read of the summaries, then a Query a day that has one, once a survey-run,
+     * and only when the window has such an item or such an attempt. A pair one run missed (an index a moment behind,
+     * a run that died between) is mended by the next that judges either day.
      */
+    const judgedOn = new Map<VerdictKind, Promise<Attempt[]>>();
+    let horizonSummaries: ReturnType<ReconciliationStore['summariesOf']> | undefined;
+    const judgedAcrossDays = (kind: VerdictKind): Promise<Attempt[]> => {
+      let found = judgedOn.get(kind);
+      if (!found) {
+        horizonSummaries ??= deps.results.summariesOf(surveyId, pacificDays(horizon, pacificDay(at)));
+        found = horizonSummaries.then((summaries) =>
+          deps.results.judgedAs(
+            surveyId,
+            kind,
+            summaries.filter((s) => (s.verdicts[kind] ?? 0) > 0).map((s) => s.day),
+          ),
+        );
+        judgedOn.set(kind, found);
+      }
+      return found;
+    };
+    /** Before judging: the tokens of the window's items reversed for a missing row that such an attempt carries. */
     async function heardElsewhere(window: SurveyWindow): Promise<Set<string>> {
-      const heard = new Set<string>();
-      const today = pacificDay(at);
-      for (const item of unheardReversals(window)) {
-        const day = item.reconciliation?.day;
-        if (day === undefined) continue;
-        const last = nextDay(day, REVIEW_HORIZON_DAYS);
-        const days = pacificDays(day, last < today ? last : today);
-        const found = await deps.results.judgedAs(surveyId, item.token, 'complete_not_paid', days);
-        if (found.some((a) => arrivedHere(a) && a.pid !== item.pid)) heard.add(item.token);
-      }
-      return heard;
+      const items = unheardReversals(window);
+      if (items.length === 0) return new Set();
+      const chased = (await judgedAcrossDays('complete_not_paid')).filter(arrivedHere);
+      return new Set(
+        items.filter((i) => chased.some((a) => a.token === i.token && a.pid !== i.pid)).map((i) => i.token),
+      );
     }
-    /** After judging a complete not paid without a row: the items of its token judged reversed on earlier days. */
-    async function retireReversalsOf(entry: AttemptVerdict) {
-      const { day } = entry.verdict;
-      const days = pacificDays(nextDay(day, -REVIEW_HORIZON_DAYS), day);
-      for (const item of await deps.results.judgedAs(surveyId, entry.token, 'invalidated', days)) {
-        const judged = item.reconciliation;
-        if (arrivedHere(item) || item.pid === entry.pid || judged?.detail.marketplaceStatus !== 'missing')
-          continue;
-        if (!(await deps.results.retireItem(item, at, 'withdrawn'))) continue;
-        outcome.withdrawn++;
-        await deps.results.flagDay(surveyId, judged.day, flagTime);
-      }
+    /** After judging complete not paid without a row: the items of their tokens judged reversed, retired. */
+    async function retireReversalsOf(entries: readonly AttemptVerdict[]) {
+      if (entries.length === 0) return;
+      const reversed = await judgedAcrossDays('invalidated');
+      for (const entry of entries)
+        for (const item of reversed) {
+          const judged = item.reconciliation;
+          if (
+            item.token !== entry.token ||
+            item.pid === entry.pid ||
+            arrivedHere(item) ||
+            judged?.detail.marketplaceStatus !== 'missing'
+          )
+            continue;
+          if (!(await deps.results.retireItem(item, at, 'withdrawn'))) continue;
+          outcome.withdrawn++;
+          await deps.results.flagDay(surveyId, judged.day, flagTime);
+        }
     }
 
     /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
@@ -622,8 +642,6 @@ export function reconciler(deps: ReconcilerDeps) {
       const count = (kind: VerdictKind) => {
         outcome.verdicts[kind] = (outcome.verdicts[kind] ?? 0) + 1;
       };
-      /** Completes not paid judged anew without a row: each retires an item of its token judged reversed. */
-      const chased: AttemptVerdict[] = [];
       // Verdicts the attempts already carry are counted here: only the rest are written, side by side.
       const toRecord: AttemptVerdict[] = [];
       for (const entry of result.verdicts)
@@ -640,7 +658,7 @@ export function reconciler(deps: ReconcilerDeps) {
           count(entry.verdict.kind);
           if (change === 'unchanged') return;
           changes[change]++;
-          if (change !== 'refreshed' && chasedWithoutRow(entry)) chased.push(entry);
+
           // Moved to this day from another (its transaction turned up here): that day counted it.
           const left = entry.attempt?.reconciliation?.day;
           if (change === 'changed' && left !== undefined && left !== entry.verdict.day) leftDays.add(left);
@@ -661,7 +679,7 @@ export function reconciler(deps: ReconcilerDeps) {
         { concurrency: writeConcurrency },
       );
       throwIfFailed(writes);
-      for (const entry of chased) await retireReversalsOf(entry);
+      await retireReversalsOf(result.verdicts.filter(chasedWithoutRow));
       outcome.awaiting += overtaken.length;
       await Promise.all(
         result.summaries

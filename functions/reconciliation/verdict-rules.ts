@@ -470,15 +470,13 @@ const attemptDay = (attempt: Attempt): string | undefined => {
 };
 
 /**
- * The items of the window about to be judged reversed for the first time because their complete's row is listed
- * no more, with no attempt of their token in the window: the caller looks for one elsewhere (`heardElsewhere`).
+ * The items of the window that are (or are about to be) judged reversed because their complete's row is listed no
+ * more, with no attempt of their token in the window: the caller looks for one elsewhere (`heardElsewhere`).
  * Approximate on the safe side (a row under the token in any listing at hand rules an item out): a look-up, not a
  * verdict.
  */
 export function unheardReversals(window: SurveyWindow): Attempt[] {
-  const items = window.attempts.filter(
-    (a) => !arrivedHere(a) && a.reconciliation?.verdict !== 'invalidated' && listedAsComplete(a),
-  );
+  const items = window.attempts.filter((a) => !arrivedHere(a) && listedAsComplete(a));
   // Most runs have none: the window's rows and attempts are gone through only for those that are.
   if (items.length === 0) return [];
   const listedTokens = new Set([...window.transactions, ...(window.earlier ?? [])].map((t) => t.token));

@@ -677,6 +677,62 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7294');
   });
 
+  it('a reversal and its late postback the index did not show at once: mended by the next run, not counted twice', async () => {
+    await seededWeek(7296);
+    const clickDay = nextDay(TODAY, -5);
+    const gone = await complete(7296, clickDay, { arrived: false });
+    await hourly();
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += HOUR;
+    await hourly();
+    // The index a moment behind: the run that judges the late postback does not find the reversal yet.
+    const store = results;
+    let behind = true;
+    results = {
+      ...store,
+      judgedAs: async (surveyId, kind, days) => (behind ? [] : store.judgedAs(surveyId, kind, days)),
+    };
+    clock += 10 * 60_000;
+    await arriveSpeltOtherwise(gone, new Date(clock));
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({ withdrawn: 0 });
+    behind = false;
+    clock += HOUR;
+    expect((await hourly()).outcomes[0]).toMatchObject({ withdrawn: 1 });
+    clock += HOUR;
+    await hourly();
+    expect(await weekDiscrepancies('7296', gone.token)).toEqual([
+      [TODAY, 'complete_not_paid', gone.pid.toUpperCase()],
+    ]);
+    results = store;
+    await expectSameAsFullRecheck('7296');
+  });
+
+  it("a day's completes not paid all at once (their rows gone): the other side looked for once, only on days that have one", async () => {
+    await survey(7297);
+    const day = nextDay(TODAY, -2);
+    const rows = [];
+    for (let i = 0; i < 30; i++) rows.push(await complete(7297, day));
+    await hourly();
+    const store = results;
+    const looks: { kind: string; days: readonly string[] }[] = [];
+    results = {
+      ...store,
+      judgedAs: async (surveyId, kind, days) => {
+        looks.push({ kind, days });
+        return store.judgedAs(surveyId, kind, days);
+      },
+    };
+    for (const row of rows)
+      marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    clock += HOUR;
+    await hourly(0);
+    results = store;
+    expect((await results.summariesOf('7297', [day]))[0]?.verdicts).toEqual({ complete_not_paid: 30 });
+    // One look for the survey-run, and no day read: no summary within the horizon counts a reversal.
+    expect(looks).toEqual([{ kind: 'invalidated', days: [] }]);
+  });
+
   it('a complete not paid judged first, then the row of its token found gone on a day judged by itself: not also reversed', async () => {
     await seededWeek(7295);
     const clickDay = nextDay(TODAY, -5);
