@@ -1276,19 +1276,24 @@ describe('the scheduled run', () => {
     expect((await results.surveyState('7302'))?.failingSince).toBe(passedState?.failingSince);
   });
 
-  it('a marketplace that does not answer: the run stops taking up surveys after ten in a row fail, resumed by the next invocation', async () => {
-    const ids = Array.from({ length: 15 }, (_, i) => String(7321 + i));
-    for (const id of ids) await survey(Number(id));
+  /** A scheduled run of yesterday and today over these surveys, from the first, held by no invocation. */
+  const releasedRunOf = (runId: string, surveys: string[]) => {
     const realToday = pacificDay(new Date());
-    await results.putRunState(SCHEDULED_RUN, {
-      runId: 'marketplace-down',
+    return results.putRunState(SCHEDULED_RUN, {
+      runId,
       days: [nextDay(realToday, -1), realToday],
-      surveys: ids,
+      surveys,
       cursor: 0,
       startedAt: new Date().toISOString(),
       leaseUntil: new Date(0).toISOString(),
       failedSurveys: [],
     });
+  };
+
+  it('a marketplace that does not answer: the run stops taking up surveys after ten in a row fail, resumed by the next invocation', async () => {
+    const ids = Array.from({ length: 15 }, (_, i) => String(7321 + i));
+    for (const id of ids) await survey(Number(id));
+    await releasedRunOf('marketplace-down', ids);
     let calls = 0;
     const counted = engine({
       concurrency: 1,
@@ -1341,16 +1346,7 @@ describe('the scheduled run', () => {
         });
       }
     }
-    const realToday = pacificDay(new Date());
-    await results.putRunState(SCHEDULED_RUN, {
-      runId: 'marketplace-down-closed',
-      days: [nextDay(realToday, -1), realToday],
-      surveys: ids,
-      cursor: 0,
-      startedAt: new Date().toISOString(),
-      leaseUntil: new Date(0).toISOString(),
-      failedSurveys: [],
-    });
+    await releasedRunOf('marketplace-down-closed', ids);
     marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
     try {
       const down = await engine({ concurrency: 1 }).scheduled(2, { deadline: new Date(Date.now() + 60_000) });
