@@ -218,6 +218,19 @@ export const dayFlagsKey = (surveyId: string) => ({
 export const DAY_FLAG_PREFIX = 'flag#';
 
 /**
+ * The attempts judged on a survey's day that a reading of that day alone does not reach through the day index
+ * (first seen after the day after it, or indexed on another day: a postback days late, an item whose row moved
+ * there), one item beside its summaries: a string set `keys` of `[pid, token]` in JSON. While the day's row of
+ * such an attempt is listed, the run finds the attempt by its key (or the item's `arrivedAs`); once the row goes,
+ * this is how the day's run still reads it and judges it anew, instead of leaving a stale verdict on the day. Only
+ * ever added to; the day's summary counts its keys (`outsiders`), so a day without any reads nothing more.
+ */
+export const outsidersKey = (surveyId: string, day: string) => ({
+  pk: `${SUMMARY_PARTITION_PREFIX}${surveyId}`,
+  sk: `OUTSIDERS#${day}`,
+});
+
+/**
  * The only items the hit path (receivers and drainer) writes: attempts, counts of refused hits, and the flag a
  * late hit leaves on its judged day's summary (judged-day-flag.ts). Their roles may update nothing else.
  */

@@ -29,6 +29,7 @@ import {
   discrepancyIndexKey,
   finishedRunKey,
   LEDGER,
+  outsidersKey,
   reconciliationStateKey,
   runStateKey,
   summaryIndexKey,
@@ -146,6 +147,12 @@ export interface DiscrepancyPosition {
 }
 type PagePosition = Pick<DiscrepancyPosition, 'token' | 'pk'>;
 
+/** An attempt's key within its survey. */
+export interface OutsiderKey {
+  readonly pid: string;
+  readonly token: string;
+}
+
 export interface ReconciliationStore {
   /** The attempts with these keys (pid and token of a survey), by point reads in batches; missing ones left out. */
   attemptsByKey(surveyId: string, keys: readonly { pid: string; token: string }[]): Promise<Attempt[]>;
@@ -174,6 +181,13 @@ export interface ReconciliationStore {
    * when it already said so, or there is no such item yet.
    */
   pointToArrival(surveyId: string, pid: string, token: string, arrivedAs: string): Promise<boolean>;
+  /**
+   * The attempts judged on these days of a survey from outside each day's own reading (ledger-schema.ts
+   * `outsidersKey`): day to keys, for the days that have any (a batch of point reads).
+   */
+  outsidersOf(surveyId: string, days: readonly string[]): Promise<Map<string, OutsiderKey[]>>;
+  /** Adds keys to a day's outsiders (idempotent: a set). */
+  addOutsiders(surveyId: string, day: string, keys: readonly OutsiderKey[]): Promise<void>;
   /** Writes a day summary's figures, reconciled and checked at `at`. */
   putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
   /** Tells the next scheduled run to reconcile a day again (judged-day-flag.ts), as of `at`; no summary, no-op. */
@@ -461,6 +475,45 @@ export function createReconciliationStore(
           'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
         ExpressionAttributeValues: { ':arrivedAs': arrivedAs },
       });
+    },
+
+    async outsidersOf(surveyId, days) {
+      const found = new Map<string, OutsiderKey[]>();
+      if (days.length === 0) return found;
+      const items = await batchGet(
+        client,
+        tableName,
+        days.map((day) => outsidersKey(surveyId, day)),
+      );
+      for (const item of items) {
+        const keys: OutsiderKey[] = [];
+        for (const key of item.keys instanceof Set ? item.keys : []) {
+          const [pid, token] = JSON.parse(String(key)) as unknown[];
+          if (typeof pid === 'string' && typeof token === 'string') keys.push({ pid, token });
+        }
+        found.set(String(item.day), keys);
+      }
+      return found;
+    },
+
+    async addOutsiders(surveyId, day, keys) {
+      if (keys.length === 0) return;
+      await send(() =>
+        client.send(
+          new UpdateCommand({
+            TableName: tableName,
+            Key: outsidersKey(surveyId, day),
+            UpdateExpression: 'SET kind = :kind, surveyId = :surveyId, #day = :day ADD #keys :keys',
+            ExpressionAttributeNames: { '#day': 'day', '#keys': 'keys' },
+            ExpressionAttributeValues: {
+              ':kind': 'outsiders',
+              ':surveyId': surveyId,
+              ':day': day,
+              ':keys': new Set(keys.map(({ pid, token }) => JSON.stringify([pid, token]))),
+            },
+          }),
+        ),
+      );
     },
 
     async putDaySummary(summary, at, runId) {
@@ -829,6 +882,7 @@ function summaryFromItem(item: Item): StoredDaySummary {
     verdicts: (item.verdicts ?? {}) as Partial<Record<VerdictKind, number>>,
     ...(typeof item.awaiting === 'number' && item.awaiting > 0 ? { awaiting: item.awaiting } : {}),
     ...(typeof item.transactionsDigest === 'string' ? { transactionsDigest: item.transactionsDigest } : {}),
+    ...(typeof item.outsiders === 'number' && item.outsiders > 0 ? { outsiders: item.outsiders } : {}),
     reconciledAt: String(item.reconciledAt),
     checkedAt: String(item.checkedAt ?? item.reconciledAt),
     runId: String(item.runId),
@@ -837,4 +891,4 @@ function summaryFromItem(item: Item): StoredDaySummary {
 }
 
 /** Summary figures a day may lack: an update that writes figures without them removes the stored ones. */
-const OPTIONAL_SUMMARY_FIGURES = ['awaiting', 'transactionsDigest'] as const;
+const OPTIONAL_SUMMARY_FIGURES = ['awaiting', 'transactionsDigest', 'outsiders'] as const;

@@ -61,6 +61,7 @@ export function sameFigures(summary: DaySummary, stored: DaySummary | undefined)
       verdicts: s.verdicts,
       awaiting: s.awaiting ?? 0,
       transactionsDigest: s.transactionsDigest,
+      outsiders: s.outsiders ?? 0,
     });
   return figures(summary) === figures(stored);
 }

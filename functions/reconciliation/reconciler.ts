@@ -490,20 +490,24 @@ export function reconciler(deps: ReconcilerDeps) {
      * and only when the window has such an item or such an attempt. A pair one run missed (an index a moment behind,
      * a run that died between) is mended by the next that judges either day.
      */
-    const judgedOn = new Map<VerdictKind, Promise<Attempt[]>>();
+    const judgedOn = new Map<string, Promise<Attempt[]>>();
     let horizonSummaries: ReturnType<ReconciliationStore['summariesOf']> | undefined;
-    const judgedAcrossDays = (kind: VerdictKind): Promise<Attempt[]> => {
-      let found = judgedOn.get(kind);
+    const judgedAcrossDays = async (kind: VerdictKind): Promise<Attempt[]> => {
+      horizonSummaries ??= deps.results.summariesOf(surveyId, pacificDays(horizon, pacificDay(at)));
+      // The figures as they stand: a day this run summarized since the batch read counts what it wrote. The same
+      // counts, the same look; a count this run changed, a new one.
+      const counts = new Map((await horizonSummaries).map((s) => [s.day, s.verdicts[kind] ?? 0]));
+      for (const [day, figures] of latest) if (day >= horizon) counts.set(day, figures.verdicts[kind] ?? 0);
+      const days = [...counts].filter(([, n]) => n > 0).sort(([a], [b]) => a.localeCompare(b));
+      const look = JSON.stringify([kind, days]);
+      let found = judgedOn.get(look);
       if (!found) {
-        horizonSummaries ??= deps.results.summariesOf(surveyId, pacificDays(horizon, pacificDay(at)));
-        found = horizonSummaries.then((summaries) =>
-          deps.results.judgedAs(
-            surveyId,
-            kind,
-            summaries.filter((s) => (s.verdicts[kind] ?? 0) > 0).map((s) => s.day),
-          ),
+        found = deps.results.judgedAs(
+          surveyId,
+          kind,
+          days.map(([day]) => day),
         );
-        judgedOn.set(kind, found);
+        judgedOn.set(look, found);
       }
       return found;
     };
@@ -533,7 +537,57 @@ export function reconciler(deps: ReconcilerDeps) {
           if (!(await deps.results.retireItem(item, at, 'withdrawn'))) continue;
           outcome.withdrawn++;
           await deps.results.flagDay(surveyId, judged.day, flagTime);
+          // A day this run judged already counted it: judged again before the run ends, as a day a verdict left.
+          if (judgedThisRun.has(judged.day)) leftDays.add(judged.day);
         }
+    }
+
+    /**
+     * Adds to each judged day's outsiders the attempts judged (or awaiting judgement) on it that a reading of that
+     * day alone does not hold: not read through the day index by this reading, or first known outside the day's
+     * `attemptRange`. Before the day's summary, which counts them: the count says the set is there. Returns each
+     * day's count (known and added).
+     */
+    async function noteOutsiders(
+      result: ReturnType<typeof reconcileSurveyWindow>,
+      seen: readonly Attempt[],
+      known: ReadonlyMap<string, readonly { pid: string; token: string }[]>,
+    ): Promise<Map<string, number>> {
+      const indexed = new Set(seen.map((a) => JSON.stringify([a.pid, a.token])));
+      const judgedOn = [
+        ...result.verdicts.flatMap(({ verdict, attempt }) =>
+          attempt ? [{ day: verdict.day, attempt }] : [],
+        ),
+        ...[...result.waiting].flatMap(([day, waiting]) =>
+          waiting.flatMap(({ attempt }) => (attempt ? [{ day, attempt }] : [])),
+        ),
+      ];
+      const found = new Map<string, Map<string, { pid: string; token: string }>>();
+      for (const { day, attempt } of judgedOn) {
+        const key = JSON.stringify([attempt.pid, attempt.token]);
+        const { from, to } = attemptRange([day]);
+        const known = attempt.firstSeenAt ?? attempt.reconciliation?.marketplace?.clickedAt;
+        const outside =
+          !indexed.has(key) ||
+          (known !== undefined && (known < from.toISOString() || known >= to.toISOString()));
+        if (!outside) continue;
+        const ofDay = found.get(day) ?? new Map<string, { pid: string; token: string }>();
+        ofDay.set(key, { pid: attempt.pid, token: attempt.token });
+        found.set(day, ofDay);
+      }
+      const counts = new Map<string, number>();
+      for (const day of new Set([...found.keys(), ...known.keys()])) {
+        const had = new Set((known.get(day) ?? []).map(({ pid, token }) => JSON.stringify([pid, token])));
+        const added = [...(found.get(day) ?? new Map()).entries()].filter(([key]) => !had.has(key));
+        if (added.length > 0)
+          await deps.results.addOutsiders(
+            surveyId,
+            day,
+            added.map(([, key]) => key),
+          );
+        counts.set(day, had.size + added.length);
+      }
+      return counts;
     }
 
     /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
@@ -564,6 +618,15 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const { arrivedAs, token } of [...seen, ...keyed])
         if (arrivedAs && !held.has(keyOf(arrivedAs, token)))
           pointed.set(keyOf(arrivedAs, token), { pid: arrivedAs, token });
+      // The attempts judged on these days from outside their reading (ledger-schema.ts `outsidersKey`): by key too,
+      // whether or not a row still leads to them.
+      const outsidersKnown = await deps.results.outsidersOf(
+        surveyId,
+        window.filter((day) => (stored.get(day)?.outsiders ?? 0) > 0),
+      );
+      for (const keys of outsidersKnown.values())
+        for (const { pid, token } of keys)
+          if (!held.has(keyOf(pid, token))) pointed.set(keyOf(pid, token), { pid, token });
       const byKey =
         pointed.size > 0
           ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, [...pointed.values()]))]
@@ -681,6 +744,7 @@ export function reconciler(deps: ReconcilerDeps) {
       throwIfFailed(writes);
       await retireReversalsOf(result.verdicts.filter(chasedWithoutRow));
       outcome.awaiting += overtaken.length;
+      const outsiders = await noteOutsiders(result, seen, outsidersKnown);
       await Promise.all(
         result.summaries
           .map((figures) =>
@@ -692,6 +756,10 @@ export function reconciler(deps: ReconcilerDeps) {
               result.waiting.get(figures.day) ?? [],
             ),
           )
+          .map((figures) => {
+            const count = outsiders.get(figures.day) ?? 0;
+            return count > 0 ? { ...figures, outsiders: count } : figures;
+          })
           .map(async (summary) => {
             latest.set(summary.day, summary);
             const previous = stored.get(summary.day);

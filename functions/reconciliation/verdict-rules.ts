@@ -99,6 +99,11 @@ export interface DaySummary {
   readonly awaiting?: number;
   /** The marketplace's rows of the day as reconciled (`transactionsDigest`); absent on summaries from before. */
   readonly transactionsDigest?: string;
+  /**
+   * How many attempts judged on the day its own reading does not reach (ledger-schema.ts `outsidersKey`), absent
+   * when none: a run judging the day reads them by key.
+   */
+  readonly outsiders?: number;
 }
 
 export interface SurveyWindow {

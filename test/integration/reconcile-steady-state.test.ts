@@ -733,6 +733,116 @@ describe('settled days', () => {
     expect(looks).toEqual([{ kind: 'invalidated', days: [] }]);
   });
 
+  /** The attempt's own verdict, and its click day's counts, after `runs` hourly runs. */
+  const afterRuns = async (
+    surveyId: string,
+    attempt: { pid: string; token: string },
+    day: string,
+    runs = 3,
+  ) => {
+    for (let i = 0; i < runs; i++) {
+      clock += HOUR;
+      await hourly();
+    }
+    const [judged] = await results.attemptsByKey(surveyId, [attempt]);
+    return {
+      verdict: [judged?.reconciliation?.verdict, judged?.reconciliation?.day],
+      verdicts: (await results.summariesOf(surveyId, [day]))[0]?.verdicts,
+    };
+  };
+
+  it('a postback days after its click, matched there, then its row goes: judged anew on its click day, not left matched', async () => {
+    await seededWeek(7298);
+    const clickDay = nextDay(TODAY, -5);
+    const late = await complete(7298, clickDay, { arrived: false });
+    clock += 10 * 60_000;
+    await arrive(late, new Date(clock));
+    expect(await afterRuns('7298', late, clickDay, 1)).toEqual({
+      verdict: ['matched', clickDay],
+      verdicts: { matched: 3 },
+    });
+    // The click day's reading holds it only through its row (first seen today): the day says so.
+    expect((await results.summariesOf('7298', [clickDay]))[0]?.outsiders).toBe(1);
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    // A signed complete the marketplace lists no more: one to chase, where it was clicked in.
+    expect(await afterRuns('7298', late, clickDay)).toEqual({
+      verdict: ['complete_not_paid', clickDay],
+      verdicts: { matched: 2, complete_not_paid: 1 },
+    });
+    await expectSameAsFullRecheck('7298');
+  });
+
+  it('a postback days late under another spelling of the pid, matched through the item, then its row goes: judged anew, not left matched', async () => {
+    await seededWeek(7299);
+    const clickDay = nextDay(TODAY, -5);
+    const late = await complete(7299, clickDay, { arrived: false });
+    await hourly();
+    clock += 10 * 60_000;
+    await arriveSpeltOtherwise(late, new Date(clock));
+    const arrived = { pid: late.pid.toUpperCase(), token: late.token };
+    expect(await afterRuns('7299', arrived, clickDay)).toEqual({
+      verdict: ['matched', clickDay],
+      verdicts: { matched: 3 },
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    expect(await afterRuns('7299', arrived, clickDay)).toEqual({
+      verdict: ['complete_not_paid', clickDay],
+      verdicts: { matched: 2, complete_not_paid: 1 },
+    });
+    expect(await weekDiscrepancies('7299', late.token)).toEqual([
+      [clickDay, 'complete_not_paid', arrived.pid],
+    ]);
+    await expectSameAsFullRecheck('7299');
+  });
+
+  it('a row gone and its postback under another spelling of the pid arriving between the same two runs: the next run ends with one complete, its day counting it once', async () => {
+    await seededWeek(7232);
+    const clickDay = nextDay(TODAY, -5);
+    const row = await complete(7232, clickDay, { arrived: false });
+    await hourly();
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    clock += 10 * 60_000;
+    await arriveSpeltOtherwise(row, new Date(clock));
+    clock += HOUR;
+    await hourly();
+    expect(await weekDiscrepancies('7232', row.token)).toEqual([
+      [TODAY, 'complete_not_paid', row.pid.toUpperCase()],
+    ]);
+    expect((await results.summariesOf('7232', [clickDay]))[0]?.verdicts).toEqual({ matched: 2 });
+    await expectSameAsFullRecheck('7232');
+  });
+
+  it('a row gone, its postback days late under another spelling of the pid, the row back, then gone again: one complete to chase', async () => {
+    await seededWeek(7231);
+    const clickDay = nextDay(TODAY, -5);
+    const row = await complete(7231, clickDay, { arrived: false });
+    await hourly();
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    clock += HOUR;
+    await hourly();
+    clock += 10 * 60_000;
+    await arriveSpeltOtherwise(row, new Date(clock));
+    const arrived = { pid: row.pid.toUpperCase(), token: row.token };
+    expect(await afterRuns('7231', arrived, clickDay, 2)).toEqual({
+      verdict: ['complete_not_paid', TODAY],
+      verdicts: { matched: 2 },
+    });
+    marketplace.state.transactions.push(row);
+    expect(await afterRuns('7231', arrived, clickDay)).toEqual({
+      verdict: ['matched', clickDay],
+      verdicts: { matched: 3 },
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    expect(await afterRuns('7231', arrived, clickDay)).toEqual({
+      verdict: ['complete_not_paid', clickDay],
+      verdicts: { matched: 2, complete_not_paid: 1 },
+    });
+    expect(await weekDiscrepancies('7231', row.token)).toEqual([
+      [clickDay, 'complete_not_paid', arrived.pid],
+    ]);
+    await expectSameAsFullRecheck('7231');
+  });
+
   it('a complete not paid judged first, then the row of its token found gone on a day judged by itself: not also reversed', async () => {
     await seededWeek(7295);
     const clickDay = nextDay(TODAY, -5);
