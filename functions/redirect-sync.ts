@@ -24,13 +24,14 @@ const { registry, dayIndex } = openLedger(config, {
 export const handler = createRedirectSyncHandler({
   dayIndex,
   calls,
-  publicHost: publicHostCheck(config.publicBaseUrl),
+  publicHost: publicHostCheck(config.publicBaseUrl, undefined, config.postbackBaseUrl),
   configuration: redirectConfiguration({
     marketplace: marketplaceFromEnvironment(process.env, calls),
     registry,
     // Read afresh each run: a ring cached from before a rotation would put surveys back on the retiring key.
     keyRing: () => keyRing({ fresh: true }),
     publicBaseUrl: config.publicBaseUrl,
+    postbackBaseUrl: config.postbackBaseUrl,
     methods: config.methods,
     concurrency: config.concurrency,
     readBacksPerRun: config.readBacksPerRun,

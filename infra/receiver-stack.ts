@@ -32,7 +32,7 @@ import { LedgerTable } from './constructs/ledger-table';
 import { Operations } from './constructs/operations';
 import { ReceiverFunction } from './constructs/receiver-function';
 import { RETAIN_UNLESS_CREATE_FAILS } from './constructs/retention';
-import { FUNCTIONS, QUEUE_FUNCTIONS, SCHEDULED_FUNCTIONS } from './routes';
+import { FUNCTIONS, QUEUE_FUNCTIONS, ROUTES, SCHEDULED_FUNCTIONS } from './routes';
 import type { EnvironmentSettings } from './settings';
 
 export interface MarketplaceSettings {
@@ -132,6 +132,11 @@ export class ReceiverStack extends Stack {
   readonly redirect: ReceiverFunction;
   readonly postback: ReceiverFunction;
   readonly api: HitApi;
+  /**
+   * The postbacks' own API: a host no respondent's browser is sent to, with throttles of its own, so junk sent to
+   * the public host (whose name every redirect shows) cannot use up the limits the marketplace's postbacks need.
+   */
+  readonly postbackApi: HitApi;
   readonly finance: ReceiverFunction;
   readonly buffer: HitBuffer;
   readonly drainer: ReceiverFunction;
@@ -245,6 +250,22 @@ export class ReceiverStack extends Stack {
       ...(props.throttles ? { throttles: props.throttles } : {}),
       ...(props.customDomain ? { customDomain: props.customDomain } : {}),
     });
+    // The public API keeps its postback routes: URLs the marketplace already holds keep working until the redirect
+    // sync has pointed each survey's postbacks at the postback API (an apply, as for any change of our settings).
+    this.postbackApi = new HitApi(this, 'postback-api', {
+      description: "Survey postback receiver (the marketplace's server calls only)",
+      functions: { postback: this.postback.function },
+      routes: ROUTES.filter((route) => route.function === 'postback'),
+      ...(props.throttles ? { throttles: props.throttles } : {}),
+      ...(props.customDomain?.postbackName
+        ? {
+            customDomain: {
+              name: props.customDomain.postbackName,
+              certificateArn: props.customDomain.certificateArn,
+            },
+          }
+        : {}),
+    });
 
     const marketplace = props.marketplace ?? {};
     this.marketplaceToken = marketplace.tokenSecretName
@@ -260,6 +281,7 @@ export class ReceiverStack extends Stack {
       memorySize: scale.redirectSyncMemoryMb ?? 256,
       environment: {
         PUBLIC_BASE_URL: this.api.url,
+        POSTBACK_BASE_URL: this.postbackApi.url,
         MARKETPLACE_BASE_URL: marketplace.baseUrl ?? 'https://marketplace.invalid',
         MARKETPLACE_API_VERSION: marketplace.apiVersion ?? 'v1',
         POSTBACK_METHOD_SUCCESS: props.postbackMethods?.success ?? 'GET',
@@ -374,6 +396,7 @@ export class ReceiverStack extends Stack {
     this.operations = new Operations(this, 'operations', {
       api: this.api.api,
       accessLogs: this.api.accessLogs,
+      postbackApi: { api: this.postbackApi.api, accessLogs: this.postbackApi.accessLogs },
       buffer: this.buffer.queue,
       deadLetters: this.buffer.deadLetters,
       functions: {
@@ -424,6 +447,19 @@ export class ReceiverStack extends Stack {
       });
     if (this.api.domain)
       new CfnOutput(this, 'CustomDomainHostedZoneId', { value: this.api.domain.regionalHostedZoneId });
+    new CfnOutput(this, 'PostbackApiUrl', {
+      value: this.postbackApi.url,
+      description: "POSTBACK_BASE_URL for the CLI: where the surveys' postbacks point",
+    });
+    if (this.postbackApi.domain)
+      new CfnOutput(this, 'PostbackDomainTarget', {
+        value: this.postbackApi.domain.regionalDomainName,
+        description: `Point ${props.customDomain?.postbackName} here (a CNAME, or an alias record in the zone of the hosted zone id below)`,
+      });
+    if (this.postbackApi.domain)
+      new CfnOutput(this, 'PostbackDomainHostedZoneId', {
+        value: this.postbackApi.domain.regionalHostedZoneId,
+      });
     new CfnOutput(this, 'TableName', { value: this.ledger.table.tableName });
     new CfnOutput(this, 'SigningKeysSecretArn', { value: this.signingKeys.secretArn });
     new CfnOutput(this, 'MarketplaceTokenSecretArn', { value: this.marketplaceToken.secretArn });
@@ -437,6 +473,11 @@ export class ReceiverStack extends Stack {
       id: 'AwsSolutions-APIG4',
       reason:
         "The marketplace and respondents' browsers cannot sign requests. Every route authenticates in the handler with the HMAC signature carried in the URL.",
+    });
+    Validations.of(this.postbackApi.api).acknowledge({
+      id: 'AwsSolutions-APIG4',
+      reason:
+        'The marketplace cannot sign requests. The postback routes authenticate in the handler with the HMAC signature carried in the URL.',
     });
     Validations.of(this.signingKeys).acknowledge({
       id: 'AwsSolutions-SMG4',

@@ -131,6 +131,14 @@ const environmentSchema = z
             /^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate\/[A-Za-z0-9-]+$/,
             "must be an ACM certificate's ARN",
           ),
+        /** The postback API's own host name (the certificate covers it too); unset, its execute-api host. */
+        postbackName: z
+          .string()
+          .regex(
+            /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/,
+            'must be a lower-case host name such as postbacks.panel.example',
+          )
+          .optional(),
       })
       .strict()
       .optional(),
@@ -211,6 +219,10 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
     ];
     if (missing.length > 0)
       throw new SettingsError(`environment "${name}" is missing required settings: ${missing.join(', ')}`);
+    if (settings.customDomain?.postbackName === settings.customDomain?.name && settings.customDomain)
+      throw new SettingsError(
+        `environment "${name}": customDomain.postbackName must be a host name of its own, not customDomain.name (the postbacks' API is apart from the public one)`,
+      );
     const certificateRegion = settings.customDomain?.certificateArn.split(':')[3];
     if (certificateRegion !== undefined && certificateRegion !== settings.region)
       throw new SettingsError(

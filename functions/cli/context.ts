@@ -44,6 +44,8 @@ export interface CliContext {
   /** Where the key ring is kept, for rotation. */
   readonly keyRingStore: KeyRingStore;
   readonly publicBaseUrl: string;
+  /** The postbacks' own host (POSTBACK_BASE_URL, the stack output PostbackApiUrl); PUBLIC_BASE_URL when unset. */
+  readonly postbackBaseUrl: string;
   readonly target: 'local' | 'aws';
   /** The marketplace client, built on first use (only some commands need it). */
   marketplace(): MarketplaceClient;
@@ -92,6 +94,7 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
     keyRing: () => keys.load({ fresh: true }),
     keyRingStore: keys,
     publicBaseUrl: env.PUBLIC_BASE_URL as string,
+    postbackBaseUrl: env.POSTBACK_BASE_URL || (env.PUBLIC_BASE_URL as string),
     target,
     marketplace: () => {
       marketplace ??= marketplaceFromEnvironment(env);

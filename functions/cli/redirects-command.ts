@@ -175,6 +175,7 @@ function configure(options: {
     keyRing: context.keyRing,
     saveKeyRing: (ring) => context.keyRingStore.save(ring),
     publicBaseUrl: context.publicBaseUrl,
+    postbackBaseUrl: context.postbackBaseUrl,
     methods: {
       success: options.successMethod ?? methodOfVariable('POSTBACK_METHOD_SUCCESS'),
       fail: options.failMethod ?? methodOfVariable('POSTBACK_METHOD_FAIL'),

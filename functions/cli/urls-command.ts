@@ -11,6 +11,10 @@ export function urlsCommand(): Command {
     .description("print a survey's five redirect and two postback URLs, signed with the current key")
     .requiredOption('--survey <id>', 'survey id', surveyIdOption)
     .option('--base-url <url>', 'public base URL of the receiver (default: PUBLIC_BASE_URL)')
+    .option(
+      '--postback-base-url <url>',
+      'base URL of the postbacks (default: POSTBACK_BASE_URL, else the redirects base URL)',
+    )
     .option('--json', 'print the nine setRedirectionForSurvey fields as JSON')
     .addOption(
       new Option(
@@ -28,6 +32,7 @@ export function urlsCommand(): Command {
       async (options: {
         survey: string;
         baseUrl?: string;
+        postbackBaseUrl?: string;
         json?: boolean;
         successMethod?: PostbackMethod;
         failMethod?: PostbackMethod;
@@ -43,6 +48,10 @@ export function urlsCommand(): Command {
           options.baseUrl ?? context.publicBaseUrl,
           options.survey,
           await context.keyRing(),
+          options.postbackBaseUrl ??
+            (options.baseUrl !== undefined && !process.env.POSTBACK_BASE_URL
+              ? options.baseUrl
+              : context.postbackBaseUrl),
         );
         if (options.json) {
           // All nine fields setRedirectionForSurvey takes: the seven URLs and the postback methods.

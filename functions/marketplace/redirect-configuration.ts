@@ -136,6 +136,8 @@ export interface RedirectConfigurationDeps {
   /** Saves a rotated ring where the receivers read it (needed by rotate only). */
   readonly saveKeyRing?: (ring: KeyRing) => Promise<void>;
   readonly publicBaseUrl: string;
+  /** The postbacks' own host (default `publicBaseUrl`). */
+  readonly postbackBaseUrl?: string;
   readonly methods: PostbackMethods;
   readonly now?: () => Date;
   /** Surveys worked on at once (the marketplace client limits its own calls too). */
@@ -175,7 +177,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   const concurrency = deps.concurrency ?? 4;
 
   const desiredFor = (surveyId: string, ring: KeyRing) =>
-    desiredRedirectSettings(buildSurveyUrls(deps.publicBaseUrl, surveyId, ring), deps.methods);
+    desiredRedirectSettings(
+      buildSurveyUrls(deps.publicBaseUrl, surveyId, ring, deps.postbackBaseUrl),
+      deps.methods,
+    );
 
   /** Applies one survey's settings; `cpi` is the survey's price as just listed, kept for reconciliation. */
   async function applyOne(

@@ -40,19 +40,28 @@ export function hitUrl(
   return `${trimSlash(baseUrl)}${path}?pid=${PID_PLACEHOLDER}&token=${TOKEN_PLACEHOLDER}&kid=${key.kid}&sig=${signature}`;
 }
 
-/** Builds the five redirect and two postback URLs of a survey, signed with the ring's current key. */
-export function buildSurveyUrls(baseUrl: string, surveyId: string, ring: KeyRing): SurveyUrls {
+/**
+ * Builds the five redirect and two postback URLs of a survey, signed with the ring's current key. The postbacks on
+ * `postbackBaseUrl` when given: a host of their own, which no respondent's browser is ever sent to.
+ */
+export function buildSurveyUrls(
+  baseUrl: string,
+  surveyId: string,
+  ring: KeyRing,
+  postbackBaseUrl: string = baseUrl,
+): SurveyUrls {
   const problem = identifierProblem('surveyId', surveyId);
   if (problem) throw new RangeError(problem);
-  if (!/^https?:\/\/[^\s?#]+$/.test(trimSlash(baseUrl))) {
-    throw new RangeError('base URL must be an http(s) URL without query or fragment');
-  }
+  for (const url of [baseUrl, postbackBaseUrl])
+    if (!/^https?:\/\/[^\s?#]+$/.test(trimSlash(url))) {
+      throw new RangeError('base URL must be an http(s) URL without query or fragment');
+    }
   const urls: Partial<SurveyUrls> = {};
   for (const outcome of OUTCOMES) {
     urls[REDIRECT_FIELD[outcome]] = hitUrl(baseUrl, 'redirect', surveyId, outcome, ring.current);
   }
   for (const outcome of POSTBACK_OUTCOMES) {
-    urls[POSTBACK_FIELD[outcome]] = hitUrl(baseUrl, 'postback', surveyId, outcome, ring.current);
+    urls[POSTBACK_FIELD[outcome]] = hitUrl(postbackBaseUrl, 'postback', surveyId, outcome, ring.current);
   }
   return urls as SurveyUrls;
 }

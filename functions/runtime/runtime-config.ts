@@ -117,6 +117,8 @@ const syncEnvironment = z
   .extend(base, {
     /** The receiver's public URL, which the survey URLs are built on. */
     PUBLIC_BASE_URL: z.url('must be the receiver API URL'),
+    /** The postbacks' own host (the stack's postback API): unset, the postbacks are on PUBLIC_BASE_URL too. */
+    POSTBACK_BASE_URL: z.optional(z.url('must be the receiver postback API URL')),
     POSTBACK_METHOD_SUCCESS: method,
     POSTBACK_METHOD_FAIL: method,
     REDIRECT_SYNC_CONCURRENCY: wholeNumber(1, 32, 4),
@@ -155,6 +157,8 @@ export interface ReceiverConfig extends StoreConfig {
 
 export interface RedirectSyncConfig extends StoreConfig {
   readonly publicBaseUrl: string;
+  /** Where the postback URLs point: PUBLIC_BASE_URL unless POSTBACK_BASE_URL says otherwise. */
+  readonly postbackBaseUrl: string;
   readonly methods: PostbackMethods;
   readonly concurrency: number;
   readonly readBacksPerRun: number;
@@ -209,6 +213,7 @@ export function readRedirectSyncConfig(env: NodeJS.ProcessEnv = process.env): Re
   return {
     ...storeConfig(values),
     publicBaseUrl: values.PUBLIC_BASE_URL,
+    postbackBaseUrl: values.POSTBACK_BASE_URL ?? values.PUBLIC_BASE_URL,
     methods: { success: values.POSTBACK_METHOD_SUCCESS, fail: values.POSTBACK_METHOD_FAIL },
     concurrency: values.REDIRECT_SYNC_CONCURRENCY,
     readBacksPerRun: values.REDIRECT_READBACKS_PER_RUN,

@@ -1,7 +1,8 @@
 /**
- * The HTTP API: one route per entry of the route table, each throttled; the hit routes open to the marketplace
- * and respondents' browsers (the handler checks the URL's signature), the finance routes behind IAM (SigV4).
- * Access logs never record the query string (it carries the URL's signature).
+ * An HTTP API: one route per entry of the route table (or of the routes given: the stack's postback API serves the
+ * postback routes alone), each throttled; the hit routes open to the marketplace and respondents' browsers (the
+ * handler checks the URL's signature), the finance routes behind IAM (SigV4). Access logs never record the query
+ * string (it carries the URL's signature).
  */
 import { RemovalPolicy } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
@@ -20,10 +21,14 @@ import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-import { type FunctionName, ROUTES, routeKey } from '../routes';
+import { type FunctionName, ROUTES, type Route, routeKey } from '../routes';
 
 export interface HitApiProps {
-  readonly functions: Record<FunctionName, IFunction>;
+  /** The functions behind the routes served (those of `routes`). */
+  readonly functions: Partial<Record<FunctionName, IFunction>>;
+  /** The routes served (default: every route of the route table). */
+  readonly routes?: readonly Route[];
+  readonly description?: string;
   /** Per-route limits of the hit routes and the finance routes, instead of the route table's defaults. */
   readonly throttles?: RouteThrottles;
   /**
@@ -37,6 +42,8 @@ export interface HitApiProps {
 export interface CustomDomain {
   readonly name: string;
   readonly certificateArn: string;
+  /** The postback API's own host name (the same certificate covers it), when the postbacks should outlive it too. */
+  readonly postbackName?: string | undefined;
 }
 
 export interface Throttle {
@@ -77,23 +84,24 @@ export class HitApi extends Construct {
 
   constructor(scope: Construct, id: string, props: HitApiProps) {
     super(scope, id);
+    const routes = props.routes ?? ROUTES;
     this.api = new HttpApi(this, 'api', {
       createDefaultStage: false,
-      description: 'Survey redirect and postback receiver',
+      description: props.description ?? 'Survey redirect and postback receiver',
     });
     this.accessLogs = new LogGroup(this, 'access-logs', {
       retention: RetentionDays.THREE_MONTHS,
       removalPolicy: RemovalPolicy.DESTROY,
     });
-    const routeThrottle = (route: (typeof ROUTES)[number]): Throttle =>
+    const routeThrottle = (route: Route): Throttle =>
       (route.function === 'finance' ? props.throttles?.finance : props.throttles?.hits) ?? route.throttle;
     // The stage's default applies to each route without settings of its own (none: every route has them below),
     // not to the routes together. It is the largest route's (at least 1,000 / 2,000) and no more than that: a
     // default above the account's limits (10,000 a second, a burst of 5,000, unless raised) may be refused, so it
     // does not double a route's raised for ten times the traffic (2,000 / 4,000).
     const throttle = {
-      rate: Math.max(1000, ...ROUTES.map((route) => routeThrottle(route).rate)),
-      burst: Math.max(2000, ...ROUTES.map((route) => routeThrottle(route).burst)),
+      rate: Math.max(1000, ...routes.map((route) => routeThrottle(route).rate)),
+      burst: Math.max(2000, ...routes.map((route) => routeThrottle(route).burst)),
     };
     this.stage = new HttpStage(this, 'stage', {
       httpApi: this.api,
@@ -110,14 +118,16 @@ export class HitApi extends Construct {
     const integrationFor = (name: FunctionName) => {
       let integration = integrations.get(name);
       if (!integration) {
-        integration = new HttpLambdaIntegration(`${name}-integration`, props.functions[name]);
+        const fn = props.functions[name];
+        if (!fn) throw new Error(`no function given for the ${name} routes`);
+        integration = new HttpLambdaIntegration(`${name}-integration`, fn);
         integrations.set(name, integration);
       }
       return integration;
     };
     const iam = new HttpIamAuthorizer();
-    for (const route of ROUTES) {
-      const routes = this.api.addRoutes({
+    for (const route of routes) {
+      const added = this.api.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
         integration: integrationFor(route.function),
@@ -125,7 +135,7 @@ export class HitApi extends Construct {
       });
       // The stage's route settings name the routes by key: API Gateway refuses a stage whose settings name a route
       // that does not exist yet, so the stage is created after every route (else the first deploy fails).
-      this.stage.node.addDependency(...routes);
+      this.stage.node.addDependency(...added);
     }
     if (props.customDomain) {
       this.customHost = props.customDomain.name;
@@ -138,7 +148,7 @@ export class HitApi extends Construct {
     // RouteSettings is free-form JSON in the L1, so its keys are written as CloudFormation spells them.
     const cfnStage = this.stage.node.defaultChild as CfnStage;
     cfnStage.routeSettings = Object.fromEntries(
-      ROUTES.map((route) => [
+      routes.map((route) => [
         routeKey(route),
         { ThrottlingRateLimit: routeThrottle(route).rate, ThrottlingBurstLimit: routeThrottle(route).burst },
       ]),

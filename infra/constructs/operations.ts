@@ -38,6 +38,8 @@ export interface OperationsProps {
   readonly api: HttpApi;
   /** The HTTP API's access log (one JSON line a request): the 429s API Gateway's throttles answer are counted there. */
   readonly accessLogs?: ILogGroup;
+  /** The postbacks' own API and its access log, watched with the other. */
+  readonly postbackApi?: { readonly api: HttpApi; readonly accessLogs?: ILogGroup };
   readonly buffer: Queue;
   readonly deadLetters: Queue;
   readonly functions: Record<string, IFunction>;
@@ -211,8 +213,29 @@ export class Operations extends Construct {
         props.schedules.syncEvery,
       );
 
-    const requests = props.api.metricCount({ period: Duration.minutes(5), statistic: 'Sum' });
-    const serverErrors = props.api.metricServerError({ period: Duration.minutes(5), statistic: 'Sum' });
+    const apis = [
+      { api: props.api, accessLogs: props.accessLogs },
+      ...(props.postbackApi ? [props.postbackApi] : []),
+    ];
+    /** A metric of every API, added up. */
+    const overApis = (label: string, metricOf: (api: HttpApi) => IMetric): IMetric => {
+      const [only] = apis;
+      if (apis.length === 1 && only) return metricOf(only.api);
+      // Ids unique within any expression that uses two of these sums.
+      const id = (i: number) => `${label.replace(/\W/g, '')}${i}`;
+      return new MathExpression({
+        expression: apis.map((_, i) => id(i)).join(' + '),
+        usingMetrics: Object.fromEntries(apis.map(({ api }, i) => [id(i), metricOf(api)])),
+        label,
+        period: Duration.minutes(5),
+      });
+    };
+    const requests = overApis('requests', (api) =>
+      api.metricCount({ period: Duration.minutes(5), statistic: 'Sum' }),
+    );
+    const serverErrors = overApis('server errors', (api) =>
+      api.metricServerError({ period: Duration.minutes(5), statistic: 'Sum' }),
+    );
     // Below 20 requests in five minutes every 5xx counts as 5% (one alarms): a small supplier is watched too.
     const errorRate = new MathExpression({
       expression: 'IF(requests >= 20, 100 * errors / requests, 5 * errors)',
@@ -247,17 +270,22 @@ export class Operations extends Construct {
         1,
       );
     let throttledRequests: IMetric | undefined;
-    if (props.accessLogs) {
-      // HTTP APIs publish no metric of their own for the requests their throttles refuse: the access log says.
-      const throttled = new MetricFilter(this, 'throttled-requests', {
-        logGroup: props.accessLogs,
-        filterPattern: FilterPattern.stringValue('$.status', '=', '429'),
-        // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it. A metric
-        // filter cannot add a fixed dimension, so the stack's name is in the namespace.
-        metricNamespace: `${METRIC_NAMESPACE}/Api/${service}`,
-        metricName: 'ThrottledRequests',
-        metricValue: '1',
-      });
+    const accessLogs = apis.flatMap(({ accessLogs }) => (accessLogs ? [accessLogs] : []));
+    // HTTP APIs publish no metric of their own for the requests their throttles refuse: the access log says. One
+    // filter per API's log, into one metric.
+    const [throttled] = accessLogs.map(
+      (logGroup, i) =>
+        new MetricFilter(this, i === 0 ? 'throttled-requests' : `throttled-requests-${i}`, {
+          logGroup,
+          filterPattern: FilterPattern.stringValue('$.status', '=', '429'),
+          // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it. A metric
+          // filter cannot add a fixed dimension, so the stack's name is in the namespace.
+          metricNamespace: `${METRIC_NAMESPACE}/Api/${service}`,
+          metricName: 'ThrottledRequests',
+          metricValue: '1',
+        }),
+    );
+    if (throttled) {
       throttledRequests = throttled.metric({
         period: Duration.minutes(5),
         statistic: 'Sum',

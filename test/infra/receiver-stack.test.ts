@@ -17,7 +17,7 @@ import {
 } from '../../functions/runtime/metric-catalogue';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
 import { DEPLOYED_REDIRECTS_PER_SENDER_MINUTE, ReceiverStack } from '../../infra/receiver-stack';
-import { ROUTES, routeKey } from '../../infra/routes';
+import { ROUTES, routeKey, SCHEDULED_FUNCTIONS } from '../../infra/routes';
 
 let stack: ReceiverStack;
 let template: Template;
@@ -324,6 +324,38 @@ describe('redirect sync', () => {
     expect(outputs.CustomDomainTarget?.Value).toEqual({
       'Fn::GetAtt': [expect.stringMatching(/domain/), 'RegionalDomainName'],
     });
+    // The postbacks keep their execute-api host unless they are given a name of their own.
+    expect(outputs.PostbackDomainTarget).toBeUndefined();
+  });
+
+  it('puts the postbacks on a host name of their own when one is set, under the same certificate', () => {
+    const certificateArn =
+      'arn:aws:acm:us-east-1:210987654321:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789';
+    const own = new ReceiverStack(templateApp(), 'OwnPostbackDomain', {
+      marketplace: { baseUrl: 'https://supplier.marketplace.example' },
+      customDomain: {
+        name: 'surveys.acme-research.net',
+        postbackName: 'pb.acme-research.net',
+        certificateArn,
+      },
+    });
+    const domainTemplate = Template.fromStack(own);
+    domainTemplate.resourceCountIs('AWS::ApiGatewayV2::ApiMapping', 2);
+    domainTemplate.hasResourceProperties('AWS::ApiGatewayV2::DomainName', {
+      DomainName: 'pb.acme-research.net',
+      DomainNameConfigurations: [Match.objectLike({ CertificateArn: certificateArn })],
+    });
+    expect(functionResource(own.redirectSync, domainTemplate).Properties.Environment.Variables).toMatchObject(
+      {
+        PUBLIC_BASE_URL: 'https://surveys.acme-research.net/',
+        POSTBACK_BASE_URL: 'https://pb.acme-research.net/',
+      },
+    );
+    const outputs = domainTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(outputs.PostbackApiUrl?.Value).toBe('https://pb.acme-research.net/');
+    expect(outputs.PostbackDomainTarget?.Value).toEqual({
+      'Fn::GetAtt': [expect.stringMatching(/postbackapidomain/), 'RegionalDomainName'],
+    });
   });
 
   it('gets the marketplace settings, the API URL and the token secret, never the token', () => {
@@ -592,22 +624,30 @@ describe('operations', () => {
     // One period per sync interval (30 minutes in this stack).
     expect(JSON.stringify(listing)).toMatch(/"MetricName":"RedirectListingRefused".*"Period":1800/);
     // The 429s API Gateway's throttles answer are counted from the access log (HTTP APIs publish no metric of them).
-    const [filter, ...moreFilters] = Object.values(template.findResources('AWS::Logs::MetricFilter')) as {
+    // One filter per API's access log (the public one and the postbacks' own), into one metric.
+    const filters = Object.values(template.findResources('AWS::Logs::MetricFilter')) as {
       Properties: {
         FilterPattern: string;
         LogGroupName: unknown;
         MetricTransformations: { MetricName: string; MetricValue: string }[];
       };
     }[];
-    expect(moreFilters).toEqual([]);
-    expect(filter?.Properties.FilterPattern).toBe('{ $.status = "429" }');
-    expect(filter?.Properties.LogGroupName).toEqual({ Ref: logicalId(stack.api.accessLogs) });
-    expect(filter?.Properties.MetricTransformations).toEqual([
-      expect.objectContaining({ MetricName: 'ThrottledRequests', MetricValue: '1' }),
+    expect(filters.map((f) => f.Properties.LogGroupName)).toEqual([
+      { Ref: logicalId(stack.api.accessLogs) },
+      { Ref: logicalId(stack.postbackApi.accessLogs) },
     ]);
-    // A small supplier's every 5xx alarms (5% each under 20 requests); the throttles of both receivers are summed.
+    for (const filter of filters) {
+      expect(filter.Properties.FilterPattern).toBe('{ $.status = "429" }');
+      expect(filter.Properties.MetricTransformations).toEqual([
+        expect.objectContaining({ MetricName: 'ThrottledRequests', MetricValue: '1' }),
+      ]);
+    }
+    // A small supplier's every 5xx alarms (5% each under 20 requests), both APIs' requests and 5xx added up; the
+    // throttles of both receivers are summed.
     const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
     expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
+    expect(expressions).toContain('requests0 + requests1');
+    expect(expressions).toContain('servererrors0 + servererrors1');
     expect(expressions).toContain('t0 + t1');
     // Reconciliation failures: each one for a small supplier, one in a hundred surveys for a large one.
     expect(expressions).toContain(
@@ -740,8 +780,14 @@ describe('operations', () => {
           (f as { Properties: { MetricTransformations: { MetricNamespace: string }[] } }).Properties
             .MetricTransformations[0]?.MetricNamespace,
       );
-    expect(throttledNamespaces(template)).toEqual([`${METRIC_NAMESPACE}/Api/Test`]);
-    expect(throttledNamespaces(staging)).toEqual([`${METRIC_NAMESPACE}/Api/Staging`]);
+    expect(throttledNamespaces(template)).toEqual([
+      `${METRIC_NAMESPACE}/Api/Test`,
+      `${METRIC_NAMESPACE}/Api/Test`,
+    ]);
+    expect(throttledNamespaces(staging)).toEqual([
+      `${METRIC_NAMESPACE}/Api/Staging`,
+      `${METRIC_NAMESPACE}/Api/Staging`,
+    ]);
   });
 
   it('every custom metric the dashboard and alarms read is one the functions publish, dimensions and all', () => {
@@ -848,20 +894,73 @@ describe('the marketplace token secret', () => {
 });
 
 describe('HTTP API', () => {
-  it('has exactly the routes of the route table', () => {
-    const routes = Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map(
-      (r) => (r as { Properties: { RouteKey: string } }).Properties.RouteKey,
+  /** Each API's route keys, by its logical id. */
+  const routesByApi = () => {
+    const byApi = new Map<string, { id: string; key: string }[]>();
+    for (const [id, route] of Object.entries(template.findResources('AWS::ApiGatewayV2::Route'))) {
+      const { ApiId, RouteKey } = (route as { Properties: { ApiId: { Ref: string }; RouteKey: string } })
+        .Properties;
+      byApi.set(ApiId.Ref, [...(byApi.get(ApiId.Ref) ?? []), { id, key: RouteKey }]);
+    }
+    return byApi;
+  };
+  const postbackRoutes = ROUTES.filter((route) => route.function === 'postback');
+
+  it('has exactly the routes of the route table, and the postback routes again on an API of their own', () => {
+    const byApi = routesByApi();
+    expect([...byApi.keys()].sort()).toEqual(
+      [logicalId(stack.api.api), logicalId(stack.postbackApi.api)].sort(),
     );
-    expect(routes.sort()).toEqual(ROUTES.map(routeKey).sort());
+    expect(
+      byApi
+        .get(logicalId(stack.api.api))
+        ?.map((r) => r.key)
+        .sort(),
+    ).toEqual(ROUTES.map(routeKey).sort());
+    expect(
+      byApi
+        .get(logicalId(stack.postbackApi.api))
+        ?.map((r) => r.key)
+        .sort(),
+    ).toEqual(postbackRoutes.map(routeKey).sort());
   });
 
-  it('creates the stage after every route its settings name (API Gateway refuses settings of a route not there yet)', () => {
-    const routeIds = Object.keys(template.findResources('AWS::ApiGatewayV2::Route'));
-    const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage')) as {
-      DependsOn?: string[];
-    }[];
-    expect(routeIds).toHaveLength(ROUTES.length);
-    for (const id of routeIds) expect(stage?.DependsOn ?? [], id).toContain(id);
+  it("the survey URLs' postbacks point at the postback API, its URL an output for the CLI", () => {
+    const sync = template.findResources('AWS::Lambda::Function', {
+      Properties: { Description: SCHEDULED_FUNCTIONS['redirect-sync'].description },
+    });
+    const variables = (
+      Object.values(sync)[0] as { Properties: { Environment: { Variables: Record<string, unknown> } } }
+    ).Properties.Environment.Variables;
+    expect(JSON.stringify(variables.POSTBACK_BASE_URL)).toContain(logicalId(stack.postbackApi.api));
+    expect(JSON.stringify(variables.PUBLIC_BASE_URL)).toContain(logicalId(stack.api.api));
+    expect(JSON.stringify(template.findOutputs('PostbackApiUrl'))).toContain(
+      logicalId(stack.postbackApi.api),
+    );
+  });
+
+  it('creates each stage after every route its settings name (API Gateway refuses settings of a route not there yet)', () => {
+    const stages = template.findResources('AWS::ApiGatewayV2::Stage') as Record<
+      string,
+      { DependsOn?: string[]; Properties: { ApiId: { Ref: string } } }
+    >;
+    expect(Object.keys(stages)).toHaveLength(2);
+    for (const [api, routes] of routesByApi()) {
+      const stage = Object.values(stages).find((s) => s.Properties.ApiId.Ref === api);
+      for (const { id } of routes) expect(stage?.DependsOn ?? [], id).toContain(id);
+    }
+  });
+
+  it("throttles the postback API's routes like the public API's, on a stage of their own", () => {
+    template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
+      ApiId: { Ref: logicalId(stack.postbackApi.api) },
+      RouteSettings: Object.fromEntries(
+        postbackRoutes.map((r) => [
+          routeKey(r),
+          { ThrottlingRateLimit: r.throttle.rate, ThrottlingBurstLimit: r.throttle.burst },
+        ]),
+      ),
+    });
   });
 
   it('throttles the stage and every route', () => {
@@ -895,13 +994,16 @@ describe('HTTP API', () => {
     });
   });
 
-  it('writes access logs that never include the query string', () => {
-    const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage')) as {
+  it('writes access logs that never include the query string, on both APIs', () => {
+    const stages = Object.values(template.findResources('AWS::ApiGatewayV2::Stage')) as {
       Properties: { AccessLogSettings: { Format: string } };
     }[];
-    const format = stage?.Properties.AccessLogSettings.Format ?? '';
-    expect(format).toContain('$context.requestId');
-    expect(format).not.toMatch(/querystring|\$context\.path.*\?|\$request/i);
+    expect(stages).toHaveLength(2);
+    for (const stage of stages) {
+      const format = stage.Properties.AccessLogSettings.Format;
+      expect(format).toContain('$context.requestId');
+      expect(format).not.toMatch(/querystring|\$context\.path.*\?|\$request/i);
+    }
   });
 });
 

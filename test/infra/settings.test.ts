@@ -85,6 +85,14 @@ describe('readEnvironmentSettings', () => {
     expect(() => withDomain({ ...domain, name: 'surveys.panel.example' })).toThrow(
       'still holds placeholder values: customDomain.name (surveys.panel.example)',
     );
+    const postbacks = { ...domain, postbackName: 'pb.acme-research.net' };
+    expect(stackProps(withDomain(postbacks)).customDomain).toEqual(postbacks);
+    expect(() => withDomain({ ...domain, postbackName: domain.name })).toThrow(
+      'customDomain.postbackName must be a host name of its own',
+    );
+    expect(() => withDomain({ ...domain, postbackName: 'PB.acme' })).toThrow(
+      /customDomain\.postbackName must be a lower-case host name/,
+    );
   });
 
   it('a host that merely contains "example" is not a placeholder', () => {

@@ -437,6 +437,27 @@ describe('sync', () => {
     expect((await configure({ ...deps, readBacksPerRun: 0 }).sync()).reverified).toBe(0);
   });
 
+  it("moves a verified survey's postbacks to their own host at its next read-back once one is configured, its redirects staying", async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    let clock = start;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(start - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId: 5311 }, new Date(start - 100_000));
+    await configure(deps).sync();
+    // The stack now has a postback API: the next day's read-back applies the survey again, an apply, not a drift.
+    clock = start + 25 * 3_600_000;
+    const moved = await configure({ ...deps, postbackBaseUrl: 'https://postbacks.test' }).sync();
+    expect(moved.results).toContainEqual({ surveyId: '5311', status: 'applied', kid: 'k1' });
+    const { actual } = await configure({ ...deps, postbackBaseUrl: 'https://postbacks.test' }).show('5311');
+    expect(actual?.pstbck).toMatch(/^https:\/\/postbacks\.test\/postback\/5311\/success\?/);
+    expect(actual?.pstbck_fail).toMatch(/^https:\/\/postbacks\.test\/postback\/5311\/fail\?/);
+    expect(actual?.sUrl).toMatch(/^https:\/\/hits\.test\/redirect\/5311\/success\?/);
+  });
+
   it("takes a registered survey's new price from the hourly listing of every live survey when the listing by date does not show the change", async () => {
     const syncRegistry = await freshRegistry();
     const at = (ms: number) => () => new Date(Date.now() + ms);

@@ -119,6 +119,16 @@ describe('the redirect sync configuration', () => {
     );
   });
 
+  it("points the postbacks at POSTBACK_BASE_URL when set (the stack's postback API), else at PUBLIC_BASE_URL", () => {
+    expect(readRedirectSyncConfig(sync).postbackBaseUrl).toBe('https://hits.example');
+    expect(
+      readRedirectSyncConfig({ ...sync, POSTBACK_BASE_URL: 'https://pb.example/' }).postbackBaseUrl,
+    ).toBe('https://pb.example/');
+    expect(() => readRedirectSyncConfig({ ...sync, POSTBACK_BASE_URL: 'pb.example' })).toThrow(
+      /POSTBACK_BASE_URL/,
+    );
+  });
+
   it('looks up 50 surveys the live list leaves out a run, or as many as a supplier closing more sets', () => {
     expect(readRedirectSyncConfig(sync).closureLookupsPerRun).toBe(50);
     const many = { ...sync, REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '400' };

@@ -57,6 +57,18 @@ describe('survey URLs', () => {
     );
   });
 
+  it('put the postbacks on a host of their own when one is given, the redirects staying on the public one', () => {
+    const apart = buildSurveyUrls('https://hits.example.com', '4242', ring, 'https://pb.example.com/');
+    expect(apart.pstbck).toMatch(/^https:\/\/pb\.example\.com\/postback\/4242\/success\?/);
+    expect(apart.pstbck_fail).toMatch(/^https:\/\/pb\.example\.com\/postback\/4242\/fail\?/);
+    expect(apart.sUrl).toMatch(/^https:\/\/hits\.example\.com\/redirect\/4242\/success\?/);
+    // The same signatures: a postback URL verifies wherever it is served.
+    expect(new URL(apart.pstbck).searchParams.get('sig')).toBe(new URL(urls.pstbck).searchParams.get('sig'));
+    expect(() => buildSurveyUrls('https://hits.example.com', '12', ring, 'pb.example.com')).toThrow(
+      /base URL/,
+    );
+  });
+
   it('refuse a malformed survey id or base URL', () => {
     expect(() => buildSurveyUrls('https://hits.example.com', '12a', ring)).toThrow(/surveyId/);
     expect(() => buildSurveyUrls('ftp://hits.example.com', '12', ring)).toThrow(/base URL/);
