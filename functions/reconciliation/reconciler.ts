@@ -296,6 +296,29 @@ const emptyOutcome = (
 
 export function reconciler(deps: ReconcilerDeps) {
   const now = deps.now ?? (() => new Date());
+
+  /**
+   * Records a survey that failed outside its own reconciliation (its records unreadable, its invocations dying on
+   * it) as any failed survey's is: its days to read again, the error, and since when, so that finance names it among
+   * the surveys whose figures are stale and it counts as failing long. Its state read apart (the read that failed
+   * may have been it: then nothing is written, the write being only onto the state as read). Since when it fails.
+   */
+  async function recordSurveyFailure(surveyId: string, days: readonly string[], error: string) {
+    const at = now();
+    const state = await deps.results.surveyState(surveyId).catch(() => undefined);
+    const failed = failedSurveyState(
+      surveyId,
+      state,
+      // Bounded as any failed survey's are: days before the review horizon are not read again.
+      [...new Set([...(state?.failedDays ?? []), ...days])]
+        .filter((day) => day >= nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS))
+        .sort(),
+      error,
+      at,
+    );
+    await deps.results.putSurveyState(failed, { asRead: state }).catch(() => false);
+    return failed.failingSince;
+  }
   const concurrency = deps.concurrency ?? 4;
   const writeConcurrency = deps.writeConcurrency ?? 16;
   const lookbackDays = deps.lookbackDays ?? DEFAULT_LOOKBACK_DAYS;
@@ -1150,6 +1173,8 @@ export function reconciler(deps: ReconcilerDeps) {
       return {
         ...emptyOutcome(surveyId, allDays, 'failed', message, failingSince()),
         ...(error instanceof MarketplaceError && error.retriable ? { marketplaceUnavailable: true } : {}),
+        // A listing it answered before the call that failed (a look-back, a day listed alone): it is up.
+        ...(answered ? { marketplaceAnswered: true } : {}),
       };
     }
   }
@@ -1207,20 +1232,23 @@ export function reconciler(deps: ReconcilerDeps) {
         // A read that fails before the survey's own work begins (its records, its registration) for any reason but
         // the store being down (that ends the invocation: the next run starts where it stopped) fails that survey,
         // as a failure within it does: an item that cannot be read would otherwise hold the run at it for good.
+        // Recorded as any failed survey's is, so that it counts as failing (and for how long) like the others.
         const outcome = await reconcileSurvey(surveyId, days, runId, options.plan, registry).catch(
-          (error: unknown) => {
+          async (error: unknown) => {
             if (error instanceof StoreUnavailable) throw error;
+            const message = error instanceof Error ? error.message : String(error);
             return emptyOutcome(
               surveyId,
               days,
               'failed',
-              error instanceof Error ? error.message : String(error),
+              message,
+              await recordSurveyFailure(surveyId, days, message),
             );
           },
         );
         // Only an answer says the marketplace is back: a survey ended before the window may ask it nothing.
-        if (outcome.marketplaceUnavailable) unavailable++;
-        else if (outcome.marketplaceAnswered) unavailable = 0;
+        if (outcome.marketplaceAnswered) unavailable = 0;
+        else if (outcome.marketplaceUnavailable) unavailable++;
         return outcome;
       }),
       {
@@ -1387,22 +1415,10 @@ export function reconciler(deps: ReconcilerDeps) {
         failedSurveys.add(passed);
         stoppedSurveys.add(passed);
         const error = `the run's invocations died ${stall.times === 1 ? 'once' : `${stall.times} times`} with this survey next (out of memory or time): passed over, taken last by the next run`;
-        // Recorded as any failed survey's is (its window's days to read again), so that finance names it among the
-        // surveys whose figures are stale, and since when; a write that fails leaves that to the next death.
-        const at = now();
-        const state = await deps.results.surveyState(passed).catch(() => undefined);
-        const failed = failedSurveyState(
-          passed,
-          state,
-          // Bounded as any failed survey's are: days before the review horizon are not read again.
-          [...new Set([...(state?.failedDays ?? []), ...run.days])]
-            .filter((day) => day >= nextDay(pacificDay(at), -REVIEW_HORIZON_DAYS))
-            .sort(),
-          error,
-          at,
+        // A write that fails leaves that to the next death.
+        passedOver.push(
+          emptyOutcome(passed, run.days, 'failed', error, await recordSurveyFailure(passed, run.days, error)),
         );
-        await deps.results.putSurveyState(failed, { asRead: state }).catch(() => false);
-        passedOver.push(emptyOutcome(passed, run.days, 'failed', error, failed.failingSince));
         from++;
         stall = undefined;
       }

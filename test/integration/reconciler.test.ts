@@ -1333,6 +1333,45 @@ describe('the scheduled run', () => {
     );
   });
 
+  it('surveys whose listing the marketplace answered and whose look-back it did not: the marketplace is up, the run goes on', async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => String(7361 + i));
+    for (const id of ids) {
+      await survey(Number(id));
+      // A claim with no transaction anywhere: its run looks back through the days before the window.
+      await attempts.recordHit(
+        {
+          channel: 'redirect',
+          surveyId: id,
+          outcome: 'success',
+          pid: `lookback-${id}`,
+          token: `lookback-${id}`,
+          source: 'query',
+        },
+        new Date(Date.now() - 3 * 3_600_000),
+      );
+    }
+    await releasedRunOf('lookback-down', ids);
+    const windowListedFrom = nextDay(pacificDay(new Date()), -2);
+    const run = await engine({
+      concurrency: 1,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: (input, init) => {
+          const from = new URL(String(input)).searchParams.get('startDate');
+          // The look-back's days (before the window's listing) answer 503.
+          if (from !== null && from < windowListedFrom)
+            return Promise.resolve(new Response('unavailable', { status: 503 }));
+          return fetch(input, init);
+        },
+      }),
+    }).scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(run?.marketplaceUnavailable).toBeUndefined();
+    expect(run?.outcomes.map((o) => o.status)).toEqual(Array(12).fill('failed'));
+    expect(run?.outcomes.every((o) => o.marketplaceAnswered)).toBe(true);
+  });
+
   it('surveys closed before the window, which ask the marketplace nothing, do not keep the run from stopping', async () => {
     const ids = Array.from({ length: 15 }, (_, i) => String(7341 + i));
     const closed = (i: number) => i % 5 === 4;
@@ -1403,7 +1442,20 @@ describe('the scheduled run', () => {
     expect(past?.outcomes.find((o) => o.surveyId === '7312')).toMatchObject({
       status: 'failed',
       error: 'injected: an item that cannot be read',
+      failingSince: expect.any(String),
     });
+    // Recorded as any failed survey's is: its days to read again, the error, since when (kept by the next failure).
+    const failedState = await results.surveyState('7312');
+    expect(failedState).toMatchObject({
+      lastError: 'injected: an item that cannot be read',
+      failingSince: past?.outcomes.find((o) => o.surveyId === '7312')?.failingSince,
+    });
+    expect(failedState?.failedDays?.length).toBeGreaterThan(0);
+    await results.putRunState(SCHEDULED_RUN, { ...died, runId: 'unreadable-again', leaseUntil: undefined });
+    const again = await engine({ results: unreadable, concurrency: 1 }).scheduled(2, {
+      deadline: new Date(Date.now() + 60_000),
+    });
+    expect(again?.outcomes.find((o) => o.surveyId === '7312')?.failingSince).toBe(failedState?.failingSince);
 
     // A store failure ends the invocation with an error, not a death: the run is released, nothing counted.
     await results.putRunState(SCHEDULED_RUN, { ...died, runId: 'fails', leaseUntil: undefined });
