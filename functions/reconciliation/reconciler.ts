@@ -567,16 +567,28 @@ export function reconciler(deps: ReconcilerDeps) {
 
     /**
      * Adds to each judged day's outsiders the attempts judged (or awaiting judgement) on it that a reading of that
-     * day alone does not hold: not read through the day index by this reading, or first known outside the day's
-     * `attemptRange`. Before the day's summary, which counts them: the count says the set is there. Returns each
-     * day's count (known and added).
+     * day alone does not hold: first seen outside the day's `attemptRange`, or an item (nothing arrived for it)
+     * this reading did not find in the day index (made on another day, its row moved here). Not an attempt this
+     * reading missed only because the attempt feed trails the table: the next reading has it. Before the day's
+     * summary, which counts them: the count says the set is there. Returns each day's count (known and added).
      */
     async function noteOutsiders(
       result: ReturnType<typeof reconcileSurveyWindow>,
       seen: readonly Attempt[],
       known: ReadonlyMap<string, readonly { pid: string; token: string }[]>,
     ): Promise<Map<string, number>> {
-      const indexed = new Set(seen.map((a) => JSON.stringify([a.pid, a.token])));
+      const keyOf = (a: { pid: string; token: string }) => `${a.pid}\u0000${a.token}`;
+      let indexed: Set<string> | undefined;
+      const ranges = new Map<string, { from: string; to: string }>();
+      const rangeOf = (day: string) => {
+        let range = ranges.get(day);
+        if (!range) {
+          const { from, to } = attemptRange([day]);
+          range = { from: from.toISOString(), to: to.toISOString() };
+          ranges.set(day, range);
+        }
+        return range;
+      };
       const judgedOn = [
         ...result.verdicts.flatMap(({ verdict, attempt }) =>
           attempt ? [{ day: verdict.day, attempt }] : [],
@@ -587,12 +599,11 @@ export function reconciler(deps: ReconcilerDeps) {
       ];
       const found = new Map<string, Map<string, { pid: string; token: string }>>();
       for (const { day, attempt } of judgedOn) {
-        const key = JSON.stringify([attempt.pid, attempt.token]);
-        const { from, to } = attemptRange([day]);
-        const known = attempt.firstSeenAt ?? attempt.reconciliation?.marketplace?.clickedAt;
-        const outside =
-          !indexed.has(key) ||
-          (known !== undefined && (known < from.toISOString() || known >= to.toISOString()));
+        const key = keyOf(attempt);
+        const { from, to } = rangeOf(day);
+        const seenAt = attempt.firstSeenAt;
+        if (seenAt === undefined) indexed ??= new Set(seen.map(keyOf));
+        const outside = seenAt === undefined ? !indexed?.has(key) : seenAt < from || seenAt >= to;
         if (!outside) continue;
         const ofDay = found.get(day) ?? new Map<string, { pid: string; token: string }>();
         ofDay.set(key, { pid: attempt.pid, token: attempt.token });
@@ -600,7 +611,7 @@ export function reconciler(deps: ReconcilerDeps) {
       }
       const counts = new Map<string, number>();
       for (const day of new Set([...found.keys(), ...known.keys()])) {
-        const had = new Set((known.get(day) ?? []).map(({ pid, token }) => JSON.stringify([pid, token])));
+        const had = new Set((known.get(day) ?? []).map(keyOf));
         const added = [...(found.get(day) ?? new Map()).entries()].filter(([key]) => !had.has(key));
         if (added.length > 0)
           await deps.results.addOutsiders(

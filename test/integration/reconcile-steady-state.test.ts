@@ -653,6 +653,28 @@ describe('settled days', () => {
       .filter((a) => a.token === token)
       .map((a) => [a.reconciliation?.day, a.reconciliation?.verdict, a.pid]);
 
+  /** Each week day whose summary's discrepancy counts differ from the discrepancy list's: none when they agree. */
+  const agreement = async (surveyId: string) => {
+    const differ: Record<string, { summary: string; list: string }> = {};
+    const counts = (entries: [string, number | undefined][]) =>
+      entries
+        .filter(([kind, n]) => kind !== 'matched' && (n ?? 0) > 0)
+        .map(([kind, n]) => `${kind}:${n}`)
+        .sort()
+        .join(',');
+    for (const day of WEEK) {
+      const summary = counts(Object.entries((await results.summariesOf(surveyId, [day]))[0]?.verdicts ?? {}));
+      const listed = new Map<string, number>();
+      for (const a of await results.discrepancies(day, surveyId)) {
+        const kind = a.reconciliation?.verdict ?? '?';
+        listed.set(kind, (listed.get(kind) ?? 0) + 1);
+      }
+      const list = counts([...listed]);
+      if (summary !== list) differ[day] = { summary, list };
+    }
+    return differ;
+  };
+
   it('a complete judged reversed once its row went, then its postback days late under another spelling of the pid: chased once, not also reversed', async () => {
     await seededWeek(7294);
     const clickDay = nextDay(TODAY, -5);
@@ -810,6 +832,28 @@ describe('settled days', () => {
     ]);
     expect((await results.summariesOf('7232', [clickDay]))[0]?.verdicts).toEqual({ matched: 2 });
     await expectSameAsFullRecheck('7232');
+  });
+
+  it('a complete nothing arrived for, re-filed onto another day, then listed no more: its reversal counted on the day it moved to', async () => {
+    await seededWeek(7233);
+    const firstDay = nextDay(TODAY, -5);
+    const movedTo = nextDay(TODAY, -3);
+    const row = await complete(7233, firstDay, { arrived: false, verify: 'Valid' });
+    await hourly();
+    // The marketplace files the row under another click day; the item made for it stays indexed on its first.
+    row.clickedAt = new Date(pacificDayRange(movedTo).start.getTime() + 10 * HOUR);
+    if (row.completedAt) row.completedAt = new Date(row.clickedAt.getTime() + 10 * 60_000);
+    expect(await afterRuns('7233', row, movedTo, 2)).toEqual({
+      verdict: ['complete_not_received', movedTo],
+      verdicts: { matched: 2, complete_not_received: 1 },
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    expect(await afterRuns('7233', row, movedTo)).toEqual({
+      verdict: ['invalidated', movedTo],
+      verdicts: { matched: 2, invalidated: 1 },
+    });
+    expect(await agreement('7233')).toEqual({});
+    await expectSameAsFullRecheck('7233');
   });
 
   it('a row gone, its postback days late under another spelling of the pid, the row back, then gone again: one complete to chase', async () => {
