@@ -678,6 +678,9 @@ export function reconciler(deps: ReconcilerDeps) {
         settledBefore,
         lookbackDays,
         impliedMatches: deps.impliedMatches === true,
+        // Between the runs that list the whole window, a claim's look-back waits for the next of them (days past the
+        // window, which those runs do not judge as such, look back as before).
+        claimsWait: plan?.listWholeWindow === false && window.every((day) => days.includes(day)),
       });
       // A row of a day beside the window paired by pid with an attempt of it: its own attempt, by key, first.
       const beside = pidPairedBesideWindow({ ...sidesWith(read), earlier: before });

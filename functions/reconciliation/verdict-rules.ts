@@ -145,6 +145,13 @@ export interface SurveyWindow {
    * when that attempt is in the window (`unheardReversals` says which tokens to look for).
    */
   readonly heardElsewhere?: ReadonlySet<string>;
+  /**
+   * The look-back for claims is left to the runs that list the whole window (`windowListHours`): an attempt only a
+   * browser reported, with no transaction at hand and not searched for since it was last heard of, is not looked
+   * back for and waits, awaiting, until such a run judges it. A forged success redirect with a made-up token (anyone
+   * holding the URL can send one a minute) would otherwise make every run list the survey's days before the window.
+   */
+  readonly claimsWait?: boolean;
 }
 
 export interface SurveyWindowResult {
@@ -358,8 +365,21 @@ export function needsLookback(window: SurveyWindow): boolean {
     const day = attemptDay(attempt);
     if (!day || !owned.has(day)) return false;
     if (today && day >= today && searchedBefore(attempt, nextDay(day, -1 - lookbackDays))) return false;
+    if (!transaction && waitsForLookback(window, attempt, day)) return false;
     return listed(attempt).length === 0;
   });
+}
+
+/**
+ * A claim (only a browser reported it) without a transaction that a run not listing the whole window leaves
+ * waiting for the look-back of one that does (`claimsWait`): not searched for as far back since it was last heard of.
+ */
+function waitsForLookback(window: SurveyWindow, attempt: Attempt, day: string): boolean {
+  return (
+    window.claimsWait === true &&
+    attempt.postback === undefined &&
+    !searchedBefore(attempt, nextDay(day, -1 - (window.lookbackDays ?? 0)))
+  );
 }
 
 /**
@@ -559,6 +579,11 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const searchedFrom = nextDay(day, -1 - lookbackDays);
     if (!transaction && attempt && arrivedHere(attempt)) {
       const candidates = listed(attempt);
+      if (candidates.length === 0 && waitsForLookback(window, attempt, day)) {
+        awaiting++;
+        awaitingByDay.set(day, [...(awaitingByDay.get(day) ?? []), { attempt }]);
+        continue;
+      }
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;

@@ -369,6 +369,47 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7290');
   });
 
+  it('listing the whole window every six hours: a claim with no transaction waits for the next such run to look back for it, once', async () => {
+    await seededWeek(7234);
+    const tuning = { windowListHours: 6 };
+    await hourly(24, tuning);
+    const listedFrom = () =>
+      listed.splice(0).map((url) => new URL(url).searchParams.get('startDate') ?? '(all)');
+    listedFrom();
+    // A success redirect with a made-up token (anyone holding the URL can send one): no transaction anywhere.
+    await attempts.recordHit(
+      {
+        channel: 'redirect',
+        surveyId: '7234',
+        outcome: 'success',
+        pid: 'forged',
+        token: 'forged',
+        source: 'query',
+      },
+      new Date(clock),
+    );
+    const claim = async () =>
+      (await results.attemptsByKey('7234', [{ pid: 'forged', token: 'forged' }]))[0]?.reconciliation?.verdict;
+    // The runs of the same six hours list today and the day before it, and leave the claim awaiting.
+    for (let i = 0; i < 3; i++) {
+      clock += HOUR;
+      const between = await hourly(24, tuning);
+      expect(between.outcomes[0]).toMatchObject({ awaiting: 1, lookbacks: 0 });
+      expect(listedFrom()).toEqual([nextDay(TODAY, -1)]);
+    }
+    expect(await claim()).toBeUndefined();
+    // Midnight UTC, the next six hours: the week listed, the claim looked back for once and judged.
+    clock += HOUR;
+    const whole = await hourly(24, tuning);
+    expect(whole.outcomes[0]).toMatchObject({ awaiting: 0, lookbacks: 1 });
+    expect(await claim()).toBe('unverified_claim');
+    listedFrom();
+    // Judged: the runs after it neither look back nor wait for it.
+    clock += HOUR;
+    expect((await hourly(24, tuning)).outcomes[0]).toMatchObject({ awaiting: 0, lookbacks: 0 });
+    await expectSameAsFullRecheck('7234');
+  });
+
   it("a postback re-sent days late beside today's complete of the same respondent: each judged on its own day, and no verdict moves between runs", async () => {
     await survey(7227);
     const midnight = pacificDayRange(TODAY).start.getTime();
