@@ -91,6 +91,11 @@ export interface SurveyReconciliationState {
   readonly rejudgeTriedAt?: string | undefined;
   /** While they are judged again, a few days a run: the oldest day judged so far (the next run goes on before it). */
   readonly rejudgedFrom?: string | undefined;
+  /**
+   * When a listing of several days of this survey was last too large for the client to read: for a week after,
+   * its listings of several days are made a day at a time from the start, not downloaded up to the cap first.
+   */
+  readonly listedByDayAt?: string | undefined;
   /** Moved on by every write (absent on states written before it was kept): a run's write is conditional on it. */
   readonly revision?: number | undefined;
 }
@@ -869,6 +874,7 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.rulesEdition === 'number' ? { rulesEdition: item.rulesEdition } : {}),
     ...(typeof item.rejudgeTriedAt === 'string' ? { rejudgeTriedAt: item.rejudgeTriedAt } : {}),
     ...(typeof item.rejudgedFrom === 'string' ? { rejudgedFrom: item.rejudgedFrom } : {}),
+    ...(typeof item.listedByDayAt === 'string' ? { listedByDayAt: item.listedByDayAt } : {}),
     ...(typeof item.revision === 'number' ? { revision: item.revision } : {}),
   };
 }

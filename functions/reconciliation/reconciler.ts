@@ -224,6 +224,11 @@ export interface ReconcileRunOptions {
 /** How many invocations may die with the cursor at one survey before the run passes over it. */
 export const DEATHS_BEFORE_PASSING_OVER = 2;
 /**
+ * How long a survey's listings of several days are made a day at a time after one was too large to read: a week,
+ * then the whole range is tried again (a survey whose traffic fell back is listed in one call again).
+ */
+export const LISTED_BY_DAY_MS = 7 * 86_400_000;
+/**
  * How many surveys in a row may fail because the marketplace does not answer before a run takes up no more: a
  * marketplace down for a week would otherwise cost every survey its calls and retries every hour.
  */
@@ -253,8 +258,9 @@ const failedSurveyState = (
   ...(state?.reviewedDays
     ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
     : {}),
-  // Kept: the edition of the rules its days stand judged by.
+  // Kept: the edition of the rules its days stand judged by, and a listing too large to read.
   ...editionOf(state),
+  ...(state?.listedByDayAt ? { listedByDayAt: state.listedByDayAt } : {}),
   failedDays: [...failedDays],
   lastError: error,
   lastErrorAt: at.toISOString(),
@@ -492,6 +498,11 @@ export function reconciler(deps: ReconcilerDeps) {
     };
     /** Whether the marketplace answered a listing of this survey's (the run's breaker: `marketplaceAnswered`). */
     let answered = false;
+    /** When a listing of several days was last too large to read, within the last week (`listedByDays`). */
+    let listedByDayAt =
+      state?.listedByDayAt !== undefined && Date.parse(state.listedByDayAt) > at.getTime() - LISTED_BY_DAY_MS
+        ? state.listedByDayAt
+        : undefined;
     const changes = { new: 0, changed: 0, refreshed: 0 };
     const changed: { token: string; from: string; to: string }[] = [];
     /**
@@ -850,25 +861,29 @@ export function reconciler(deps: ReconcilerDeps) {
      * the client reads (a large survey's week; each day is a fraction of it).
      */
     async function listedByDays(range: { startDate: string; endDate: string }) {
-      try {
-        const listed = await deps.marketplace.getSurveyTransactions(surveyId, range);
-        answered = true;
-        return listed;
-      } catch (error) {
-        if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
-          throw error;
-        const rows: Transaction[] = [];
-        const malformed: MalformedRow[] = [];
-        for (const day of pacificDays(range.startDate, range.endDate)) {
-          const part = await listDay(day);
+      // Too large to read within the last week: a day at a time from the start, not the cap's bytes downloaded first.
+      if (listedByDayAt === undefined || range.startDate === range.endDate) {
+        try {
+          const listed = await deps.marketplace.getSurveyTransactions(surveyId, range);
           answered = true;
-          outcome.dayListings++;
-          // Listed under its day: a row without a click or start time is placed by it, not listed again.
-          rows.push(...part.rows.map((t) => onCreationDay(t, day)));
-          malformed.push(...part.malformed);
+          return listed;
+        } catch (error) {
+          if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
+            throw error;
+          listedByDayAt = at.toISOString();
         }
-        return { rows, malformed };
       }
+      const rows: Transaction[] = [];
+      const malformed: MalformedRow[] = [];
+      for (const day of pacificDays(range.startDate, range.endDate)) {
+        const part = await listDay(day);
+        answered = true;
+        outcome.dayListings++;
+        // Listed under its day: a row without a click or start time is placed by it, not listed again.
+        rows.push(...part.rows.map((t) => onCreationDay(t, day)));
+        malformed.push(...part.malformed);
+      }
+      return { rows, malformed };
     }
 
     /** Days flagged by this run for agreements left unwritten (`flagForImplied`). */
@@ -1100,7 +1115,8 @@ export function reconciler(deps: ReconcilerDeps) {
         reviewed.length > 0 ||
         edition.rulesEdition !== state.rulesEdition ||
         edition.rejudgeTriedAt !== state.rejudgeTriedAt ||
-        edition.rejudgedFrom !== state.rejudgedFrom;
+        edition.rejudgedFrom !== state.rejudgedFrom ||
+        listedByDayAt !== state.listedByDayAt;
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),
@@ -1131,6 +1147,7 @@ export function reconciler(deps: ReconcilerDeps) {
             }
           : {}),
         ...edition,
+        ...(listedByDayAt !== undefined ? { listedByDayAt } : {}),
       };
       // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
       // this run's write, built from the older read, would drop that run's open and reviewed days; the next run

@@ -23,6 +23,7 @@ import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/
 import { REVIEW_HORIZON_DAYS } from '../../functions/reconciliation/recheck-policy';
 import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
 import {
+  LISTED_BY_DAY_MS,
   MARKETPLACE_DOWN_SURVEYS,
   type RunReport,
   reconciler,
@@ -510,7 +511,15 @@ describe('a row listed without a click or start time', () => {
             )
           : marketplace.getSurveyTransactions(id, range),
     } as typeof marketplace;
-    const run = await engine({ marketplace: tooLargeForMoreThanADay }).run(day, day, ['7014']);
+    let wide = 0;
+    const counted = {
+      ...tooLargeForMoreThanADay,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) => {
+        if (range && range.startDate !== range.endDate) wide++;
+        return tooLargeForMoreThanADay.getSurveyTransactions(id, range);
+      },
+    } as typeof marketplace;
+    const run = await engine({ marketplace: counted }).run(day, day, ['7014']);
     expect(run.outcomes[0]).toMatchObject({
       status: 'reconciled',
       transactions: 1,
@@ -518,6 +527,18 @@ describe('a row listed without a click or start time', () => {
       verdicts: { matched: 1 },
     });
     expect(calls).toEqual([nextDay(day, -1), day, nextDay(day, 1)].map((d) => `${d}..${d}`));
+    expect(wide).toBe(1);
+    // Remembered for a week: the next run lists a day at a time from the start, the cap's bytes not downloaded first.
+    const { listedByDayAt } = (await results.surveyState('7014')) ?? {};
+    expect(listedByDayAt).toEqual(expect.any(String));
+    calls.length = 0;
+    const again = await engine({ marketplace: counted }).run(day, day, ['7014']);
+    expect(again.outcomes[0]).toMatchObject({ status: 'reconciled', dayListings: 3 });
+    expect(wide).toBe(1);
+    // A week on, the whole range is tried again (a survey whose traffic fell back is one call again).
+    const weekOn = new Date(Date.parse(listedByDayAt as string) + LISTED_BY_DAY_MS + 60_000);
+    await engine({ marketplace: counted, now: () => weekOn }).run(day, day, ['7014']);
+    expect(wide).toBe(2);
   });
 
   it('in the look-back, where no single day lists it, leaves the window reconciled (the look-back is best effort)', async () => {
