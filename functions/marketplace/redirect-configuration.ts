@@ -189,6 +189,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     options: RedirectRunOptions,
     price?: ListedPrice,
     ringAt?: string,
+    { named = false }: { readonly named?: boolean } = {},
   ): Promise<SurveyResult> {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
@@ -247,6 +248,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       return { surveyId, status: 'applied', kid: ring.current.kid };
     } catch (error) {
       if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
+      // An id an operator named that the marketplace does not know (mistyped), never registered here: not
+      // registered now either, or it would be reconciled and reported, a row of zeros, from then on.
+      if (named && !registration && (await unknownAtMarketplace(surveyId, error)))
+        return {
+          surveyId,
+          status: 'failed',
+          error: `${error.message}: the marketplace does not know survey ${surveyId} (check the id); not registered`,
+        };
       // Recorded under the key tried: a sync that read the ring before a rotation then leaves the survey to the
       // rotation's key (the skip above) rather than re-sign it with the retiring one. What the marketplace still
       // holds is what `redirects show` reads.
@@ -400,7 +409,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     async apply(surveyIds: readonly string[], options: RedirectRunOptions = {}): Promise<SurveyResult[]> {
       const ringAt = now().toISOString();
       const ring = await deps.keyRing();
-      return each(surveyIds, options, (surveyId) => applyOne(surveyId, ring, options, undefined, ringAt));
+      return each(surveyIds, options, (surveyId) =>
+        applyOne(surveyId, ring, options, undefined, ringAt, { named: true }),
+      );
     },
 
     /** Deletes the survey-level redirects (the supplier's global ones apply again) and records it. */

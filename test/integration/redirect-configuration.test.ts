@@ -166,7 +166,8 @@ describe('apply', () => {
       status: 'failed',
       error: expect.stringMatching(/HTTP 404: Survey 5999 not found/),
     });
-    expect(await registry.get('5999')).toMatchObject({ verified: false, failures: 1 });
+    // Unknown there and never registered here: not registered (a mistyped id).
+    expect(await registry.get('5999')).toBeUndefined();
   });
 
   it('a dry run prints the call and changes nothing', async () => {
@@ -196,10 +197,25 @@ describe('show and remove', () => {
     expect(after.live).toBe(true);
   });
 
-  it('an id the marketplace does not know (mistyped in apply) fails to apply and can be removed', async () => {
+  it('an id the marketplace does not know (mistyped in apply) fails to apply, is not registered, and one registered can be removed', async () => {
     const configuration = configure();
     const [applied] = await configuration.apply(['5199']);
     expect(applied).toMatchObject({ surveyId: '5199', status: 'failed' });
+    expect((applied as { error: string }).error).toMatch(
+      /the marketplace does not know survey 5199 .*not registered/,
+    );
+    // Not reconciled nor reported from then on as a row of zeros.
+    expect(await registry.get('5199')).toBeUndefined();
+    // One registered before (deleted at the marketplace since) is removed, not failed for good.
+    await registry.put({
+      surveyId: '5199',
+      state: 'active',
+      verified: false,
+      failures: 1,
+      updatedAt: new Date().toISOString(),
+    });
+    const [again] = await configuration.apply(['5199']);
+    expect(again).toMatchObject({ surveyId: '5199', status: 'failed' });
     expect(await registry.get('5199')).toMatchObject({ state: 'active', verified: false });
     expect(await configuration.remove(['5199'])).toEqual([{ surveyId: '5199', status: 'removed' }]);
     expect(await registry.get('5199')).toMatchObject({ state: 'removed' });
