@@ -40,7 +40,9 @@ export const methodOfVariable = (name: 'POSTBACK_METHOD_SUCCESS' | 'POSTBACK_MET
 
 export function dayOption(value: string): string {
   if (!isCalendarDay(value)) {
-    throw new InvalidArgumentError('must be a date YYYY-MM-DD');
+    throw new InvalidArgumentError(
+      /^\d{4}-\d{2}-\d{2}$/.test(value) ? 'is not a day of the calendar' : 'must be a date YYYY-MM-DD',
+    );
   }
   return value;
 }

@@ -30,6 +30,8 @@ export function rejectedCommand(): Command {
         );
       }
       const total = rejected.reduce((sum, hit) => sum + hit.hits, 0);
-      say(`${total} rejected hits on ${options.day} (${rejected.length} per source, code and minute)`);
+      say(
+        `${total} rejected hits recorded on ${options.day} (${rejected.length} per source, code and minute; each receiver container records at most five refusals a second, a flood's rest only in the RefusalsNotRecorded metric)`,
+      );
     });
 }

@@ -55,7 +55,11 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
   ] as const) {
     if (!value) throw badRequest(`${name} is missing (a Pacific day, YYYY-MM-DD)`);
     if (!isCalendarDay(value)) {
-      throw badRequest(`${name} must be a date YYYY-MM-DD`);
+      throw badRequest(
+        /^\d{4}-\d{2}-\d{2}$/.test(value)
+          ? `${name} is not a day of the calendar (${value.slice(0, 10)})`
+          : `${name} must be a date YYYY-MM-DD`,
+      );
     }
   }
   // Counted before any list of days is made: a period of thousands of years is refused, not enumerated.

@@ -249,7 +249,7 @@ export function successWithoutPostback(
     severity: failing ? 'failing' : 'warning',
     detail:
       `${uncovered.length} of ${successes.length} success redirects first seen from ${from.toISOString()} to ${until.toISOString()}` +
-      ` have no success postback after ${settings.graceMinutes} minutes${leftOut(left)} (coverage ${Math.floor(coverage)}%;` +
+      ` have no success postback after ${settings.graceMinutes} minute${settings.graceMinutes === 1 ? '' : 's'}${leftOut(left)} (coverage ${Math.floor(coverage)}%;` +
       ` pids ${samples(uncovered.map((a) => a.pid))}, the first at ${uncovered[0]?.successRedirectAt}). ` +
       `One attempt's story: npm run cli -- attempt --survey ${id} --pid=${shellWord(firstPid)}; ` +
       `the marketplace's settings: npm run cli -- redirects show --survey ${id}. ` +

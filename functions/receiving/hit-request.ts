@@ -157,7 +157,16 @@ export function readIdentity(
         throw badRequest(`${field} in the body is not well-formed UTF-8`);
       return checked(field, fromBody, true);
     }
-    // Nothing usable anywhere: the problem of what there is (a placeholder is named as such).
+    // Nothing usable anywhere: the problem of what there is (a placeholder is named as such), and a name given in
+    // other case (`PID`) said to be one: the query's names are read as written, lower-case in the URLs built here.
+    const otherCase =
+      fromQuery === undefined
+        ? [...new URLSearchParams(request.rawQueryString ?? '').keys()].find(
+            (key) => key !== field && key.toLowerCase() === field,
+          )
+        : undefined;
+    if (otherCase !== undefined && isBlank(fromBody))
+      throw badRequest(`${field} is missing: the query has ${otherCase}, and parameter names are lower-case`);
     return checked(field, fromQuery ?? fromBody, false);
   };
   const pid = pick('pid');

@@ -467,7 +467,12 @@ describe('summary', () => {
 
   it.each([
     ['from missing', `/finance/summary?to=${D2}`, 'from is missing (a Pacific day, YYYY-MM-DD)'],
-    ['a malformed date', `/finance/summary?from=2026-02-30&to=${D2}`, 'from must be a date YYYY-MM-DD'],
+    ['a malformed date', `/finance/summary?from=26-02-03&to=${D2}`, 'from must be a date YYYY-MM-DD'],
+    [
+      'a day the calendar does not have',
+      `/finance/summary?from=2026-02-30&to=${D2}`,
+      'from is not a day of the calendar (2026-02-30)',
+    ],
     ['from after to', `/finance/summary?from=${D2}&to=${D1}`, 'from must not be after to'],
     [
       'a period too long',

@@ -435,6 +435,12 @@ describe('reading the identity', () => {
     ['missing pid', { rawQueryString: 'token=t' }, 400, 'pid is missing'],
     ['missing token', { rawQueryString: 'pid=p' }, 400, 'token is missing'],
     [
+      'a query name in upper case',
+      { rawQueryString: 'PID=p&token=t' },
+      400,
+      'pid is missing: the query has PID, and parameter names are lower-case',
+    ],
+    [
       'unsubstituted placeholder',
       { rawQueryString: 'pid=[%%pid%%]&token=t' },
       400,
