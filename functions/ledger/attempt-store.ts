@@ -821,7 +821,20 @@ export function attemptFromItem(item: Item): Attempt {
     ...(typeof item.verdict === 'string' ? { reconciliation: reconciliationFromItem(item) } : {}),
     ...(typeof item.arrivedAs === 'string' ? { arrivedAs: item.arrivedAs } : {}),
     ...(typeof item.drainedAt === 'string' ? { drainedAt: item.drainedAt } : {}),
+    ...placedOf(item),
   };
+}
+
+/** Where the day index (or the feed) files the item, when not by its first sighting (`Attempt.placedAt`). */
+function placedOf(item: Item): { placedAt?: string } {
+  const sk = item.gsi1sk;
+  const placed =
+    typeof item.placedAt === 'string'
+      ? item.placedAt
+      : typeof sk === 'string'
+        ? sk.slice(sk.lastIndexOf('#') + 1) || undefined
+        : undefined;
+  return placed !== undefined && placed !== item.firstSeenAt ? { placedAt: placed } : {};
 }
 
 function reconciliationFromItem(item: Item): AttemptReconciliation {

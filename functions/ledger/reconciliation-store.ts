@@ -485,10 +485,12 @@ export function createReconciliationStore(
     async outsidersOf(surveyId, days) {
       const found = new Map<string, OutsiderKey[]>();
       if (days.length === 0) return found;
+      // Consistent: the summary's count written after is what this read finds (rare: only days that have any).
       const items = await batchGet(
         client,
         tableName,
         days.map((day) => outsidersKey(surveyId, day)),
+        { consistent: true },
       );
       for (const item of items) {
         const keys: OutsiderKey[] = [];

@@ -54,6 +54,11 @@ export interface Attempt {
    * this says when the ledger learned of them.
    */
   readonly drainedAt?: string;
+  /**
+   * The time the day index (or the attempt feed) files it by, when that is not its first sighting: an item made for
+   * a transaction, its click when made (kept when the row moves, or a hit comes later); which day's reading reaches it.
+   */
+  readonly placedAt?: string;
 }
 
 /** Reconciliation's word on an attempt, kept on the attempt: the verdict, what the marketplace said, history. */

@@ -578,10 +578,10 @@ export function reconciler(deps: ReconcilerDeps) {
 
     /**
      * Adds to each judged day's outsiders the attempts judged (or awaiting judgement) on it that a reading of that
-     * day alone does not hold: first seen outside the day's `attemptRange`, or an item (nothing arrived for it)
-     * this reading did not find in the day index (made on another day, its row moved here). Not an attempt this
-     * reading missed only because the attempt feed trails the table: the next reading has it. Before the day's
-     * summary, which counts them: the count says the set is there. Returns each day's count (known and added).
+     * day alone does not hold: filed by the day index (or the feed) outside the day's `attemptRange` (`placedAt`:
+     * an item made on another day, its row moved here; else its first sighting: a postback days late). Not an
+     * attempt a reading missed only because the attempt feed trails the table: the next reading has it. Before the
+     * day's summary, which counts them: the count says the set is there. Returns each day's count (known and added).
      */
     async function noteOutsiders(
       result: ReturnType<typeof reconcileSurveyWindow>,
@@ -612,7 +612,7 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const { day, attempt } of judgedOn) {
         const key = keyOf(attempt);
         const { from, to } = rangeOf(day);
-        const seenAt = attempt.firstSeenAt;
+        const seenAt = attempt.placedAt ?? attempt.firstSeenAt;
         if (seenAt === undefined) indexed ??= new Set(seen.map(keyOf));
         const outside = seenAt === undefined ? !indexed?.has(key) : seenAt < from || seenAt >= to;
         if (!outside) continue;
@@ -994,8 +994,12 @@ export function reconciler(deps: ReconcilerDeps) {
     const windows = contiguous(allDays.filter((day) => !pastAlone.includes(day) && !unlisted.has(day)));
     const pastWindows = contiguous(pastAlone).flatMap((w) => chunks(w, PAST_DAYS_PER_CALL));
     try {
-      if (pastDays.size > 0)
-        for (const summary of await deps.results.summariesOf(surveyId, [...pastDays].sort())) {
+      // Failed days outside the window too: their summaries' outsiders say which attempts their reading must add.
+      const unreadSummaries = [
+        ...new Set([...pastDays, ...failedDays.filter((d) => !days.includes(d))]),
+      ].sort();
+      if (unreadSummaries.length > 0)
+        for (const summary of await deps.results.summariesOf(surveyId, unreadSummaries)) {
           stored.set(summary.day, summary);
           latest.set(summary.day, summary);
         }

@@ -897,6 +897,123 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7233');
   });
 
+  it('the same onto the day after, both days judged together when it moved: its reversal still counted there', async () => {
+    await seededWeek(7235);
+    const firstDay = nextDay(TODAY, -4);
+    const movedTo = nextDay(TODAY, -3);
+    const row = await complete(7235, firstDay, { arrived: false, verify: 'Valid' });
+    await hourly();
+    row.clickedAt = new Date(pacificDayRange(movedTo).start.getTime() + 10 * HOUR);
+    if (row.completedAt) row.completedAt = new Date(row.clickedAt.getTime() + 10 * 60_000);
+    expect(await afterRuns('7235', row, movedTo, 2)).toEqual({
+      verdict: ['complete_not_received', movedTo],
+      verdicts: { matched: 2, complete_not_received: 1 },
+    });
+    // Filed by the day index on the day it was made: the day it moved to counts it among its outsiders.
+    expect((await results.summariesOf('7235', [movedTo]))[0]?.outsiders).toBe(1);
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    expect(await afterRuns('7235', row, movedTo)).toEqual({
+      verdict: ['invalidated', movedTo],
+      verdicts: { matched: 2, invalidated: 1 },
+    });
+    expect(await agreement('7235')).toEqual({});
+    await expectSameAsFullRecheck('7235');
+  });
+
+  it.each([
+    [7236, 'the day index'],
+    [7237, 'the attempt feed, which has not reached it yet'],
+  ])(
+    'an item made on a day the same run judges again is no outsider of it (%i, read from %s)',
+    async (id, _) => {
+      await seededWeek(id);
+      const day = nextDay(TODAY, -3);
+      const moving = await complete(id, day);
+      await hourly();
+      // A complete nothing arrived for, and another row of the day re-filed onto the next (the run judges the day again).
+      const fresh = await complete(id, day, { arrived: false });
+      moving.clickedAt = new Date(pacificDayRange(nextDay(day, 1)).start.getTime() + 10 * HOUR);
+      if (moving.completedAt) moving.completedAt = new Date(moving.clickedAt.getTime() + 10 * 60_000);
+      clock += HOUR;
+      const runStart = new Date(clock).toISOString();
+      const table = attempts;
+      // Read trailing the table: the items this run makes are not there yet.
+      if (id === 7237)
+        attempts = {
+          ...table,
+          attemptsOfSurvey: async (surveyId, from, to) =>
+            (await table.attemptsOfSurvey(surveyId, from, to)).filter(
+              (a) => a.firstSeenAt !== undefined || (a.reconciliation?.history[0]?.at ?? '') < runStart,
+            ),
+        };
+      try {
+        await hourly();
+      } finally {
+        attempts = table;
+      }
+      expect((await results.attemptsByKey(String(id), [fresh]))[0]?.reconciliation?.verdict).toBe(
+        'complete_not_received',
+      );
+      expect((await results.summariesOf(String(id), [day]))[0]?.outsiders).toBeUndefined();
+    },
+  );
+
+  it('a late postback on a day held back past the window by an unreadable row, its row then gone: judged anew there', async () => {
+    await seededWeek(7238);
+    const clickDay = nextDay(TODAY, -5);
+    const late = await complete(7238, clickDay, { arrived: false });
+    clock += 10 * 60_000;
+    await arrive(late, new Date(clock));
+    clock += HOUR;
+    await hourly(1000);
+    expect((await results.summariesOf('7238', [clickDay]))[0]).toMatchObject({
+      verdicts: { matched: 3 },
+      outsiders: 1,
+    });
+    // A row of the day that cannot be read (its price) holds the day back, run after run, until it left the window.
+    let unreadable = true;
+    const broken = reconciler({
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async (input, init) => {
+          const response = await fetch(input, init);
+          if (!unreadable) return response;
+          const body = (await response.json()) as { result?: Record<string, unknown>[] };
+          const model = (body.result ?? []).find((r) => r.token === late.token);
+          const extra = model ? [{ ...model, token: 'bad-7238', PID: 'bad-7238', CPI: 'n/a' }] : [];
+          return new Response(JSON.stringify({ ...body, result: [...(body.result ?? []), ...extra] }), {
+            status: 200,
+          });
+        },
+      }),
+      attempts,
+      registry,
+      results,
+      now: () => new Date(clock),
+      settledRecheckMs: 1000 * HOUR,
+    });
+    for (let i = 0; i < 5; i++) {
+      clock += 12 * HOUR;
+      await broken.scheduled(7, { deadline: new Date(clock + HOUR) });
+    }
+    expect((await results.surveyState('7238'))?.failedDays).toEqual([clickDay]);
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
+    unreadable = false;
+    clock += HOUR;
+    await hourly(1000);
+    clock += HOUR;
+    await hourly(1000);
+    const [judged] = await results.attemptsByKey('7238', [late]);
+    const [summary] = await results.summariesOf('7238', [clickDay]);
+    expect([judged?.reconciliation?.verdict, summary?.verdicts, summary?.outsiders]).toEqual([
+      'complete_not_paid',
+      { matched: 2, complete_not_paid: 1 },
+      1,
+    ]);
+  });
+
   it('a row gone, its postback days late under another spelling of the pid, the row back, then gone again: one complete to chase', async () => {
     await seededWeek(7231);
     const clickDay = nextDay(TODAY, -5);
