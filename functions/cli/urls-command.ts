@@ -2,7 +2,7 @@ import { Command, Option } from 'commander';
 import { desiredRedirectSettings, type PostbackMethod } from '../marketplace/redirect-settings';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { cliContext } from './context';
-import { methodOfVariable, surveyIdOption } from './options';
+import { methodOfVariable, methodOption, surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
 
 /** `urls --survey <id>`: the seven signed URLs of a survey, placeholders left in. */
@@ -20,13 +20,13 @@ export function urlsCommand(): Command {
       new Option(
         '--success-method <method>',
         'success postback method, for --json (default: POSTBACK_METHOD_SUCCESS, else GET)',
-      ).choices(['GET', 'POST']),
+      ).argParser(methodOption),
     )
     .addOption(
       new Option(
         '--fail-method <method>',
         'fail postback method, for --json (default: POSTBACK_METHOD_FAIL, else GET)',
-      ).choices(['GET', 'POST']),
+      ).argParser(methodOption),
     )
     .action(
       async (options: {

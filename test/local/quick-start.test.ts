@@ -195,7 +195,7 @@ describe('npm start', () => {
   });
 
   it('the CLI prints the seven URLs and two methods of a survey, and says so when an attempt is unknown', async () => {
-    const urls = await cli('urls', '--survey', '77', '--json');
+    const urls = await cli('urls', '--survey', '77', '--json', '--success-method', 'post');
     // All nine fields setRedirectionForSurvey takes.
     expect(Object.keys(JSON.parse(urls.stdout)).sort()).toEqual([
       'fUrl',
@@ -208,6 +208,19 @@ describe('npm start', () => {
       'sUrl',
       'tUrl',
     ]);
+    // A method in lower case reads as the variable's would.
+    expect(JSON.parse(urls.stdout).pstBckSuccessMethod).toBe('POST');
+    // With a postback host of their own, the postbacks are built on it and the redirects are not.
+    const apart = await cli(
+      'urls',
+      '--survey',
+      '1001',
+      '--postback-base-url',
+      'https://pb.example.net/',
+      '--json',
+    );
+    expect(JSON.parse(apart.stdout).pstbck).toMatch(/^https:\/\/pb\.example\.net\/postback\/1001\/success\?/);
+    expect(JSON.parse(apart.stdout).sUrl).not.toContain('pb.example.net');
     // 77 is no survey of the local marketplace: signed all the same, and said to be unregistered.
     expect(urls.stderr).toContain('survey 77 is not registered here');
     const registered = await cli('urls', '--survey', '1001');
