@@ -304,8 +304,9 @@ export function finance(deps: {
       const from = period
         ? pacificDayRange(nextDay(period.from, -1)).start
         : new Date(now().getTime() - 31 * 86_400_000);
-      const attempt = await deps.attempts.attemptByToken(surveyId, by.token, from, to);
-      return attempt ? [attempt] : [];
+      // Every attempt of the token: one under another pid (the same respondent spelt otherwise, or a pid that
+      // claims a token not its own) shows beside the one reconciliation judged.
+      return deps.attempts.attemptsByToken(surveyId, by.token, from, to);
     },
   };
 }

@@ -11,7 +11,7 @@
  */
 import type { AttemptFeed } from './attempt-feed';
 import type { LedgerStore } from './attempt-store';
-import { utcDaysBetween } from './attempt-store';
+import { attemptTime, utcDaysBetween } from './attempt-store';
 import { feedOnlyFrom } from './feed-keys';
 import { attemptKey } from './ledger-schema';
 
@@ -20,10 +20,13 @@ const STATE_KEPT_MS = 10 * 60_000;
 /** The feed's days a look-up by token reads at once. */
 const DAYS_AT_ONCE = 4;
 
-type Lookups = Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptByToken'>;
+type Lookups = Pick<
+  LedgerStore,
+  'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptByToken' | 'attemptsByToken'
+>;
 
 export function feedAwareLookups(
-  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptByToken'>,
+  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptByToken' | 'attemptsByToken'>,
   feed: Pick<AttemptFeed, 'state' | 'attemptsOfSurvey'>,
 ): Lookups {
   /**
@@ -82,6 +85,30 @@ export function feedAwareLookups(
 
     attemptsOfSurvey: async (surveyId, from, to) =>
       store.attemptsAt(await attemptKeysOfSurvey(surveyId, from, to)),
+
+    async attemptsByToken(surveyId, token, from, to) {
+      const [indexed, part] = await Promise.all([
+        store.attemptsByToken(surveyId, token, from, to),
+        feedOnlyPart(from, to),
+      ]);
+      if (!part) return indexed;
+      // Every day of the feed's part, a few at once (as a look-up that finds nothing reads them).
+      const pids = new Set(indexed.map((attempt) => attempt.pid));
+      const days = utcDaysBetween(part.from, part.to);
+      for (let i = 0; i < days.length; i += DAYS_AT_ONCE)
+        for (const listed of await Promise.all(
+          days.slice(i, i + DAYS_AT_ONCE).map((day) => {
+            const dayFrom = Math.max(Date.parse(`${day}T00:00:00.000Z`), part.from.getTime());
+            const dayTo = Math.min(Date.parse(`${day}T00:00:00.000Z`) + 86_400_000, part.to.getTime());
+            return feed.attemptsOfSurvey(surveyId, new Date(dayFrom), new Date(dayTo));
+          }),
+        ))
+          for (const attempt of listed) if (attempt.token === token) pids.add(attempt.pid);
+      const more = [...pids].filter((pid) => !indexed.some((attempt) => attempt.pid === pid));
+      if (more.length === 0) return indexed;
+      const read = await store.attemptsAt(more.map((pid) => attemptKey(surveyId, pid, token)));
+      return [...indexed, ...read].sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
+    },
 
     async attemptByToken(surveyId, token, from, to) {
       const indexed = await store.attemptByToken(surveyId, token, from, to);

@@ -116,6 +116,11 @@ export interface LedgerStore {
   attemptsAt(keys: readonly AttemptItemKey[]): Promise<Attempt[]>;
   /** The attempt of a survey with this token, first seen (or clicked in) within [from, to), through the day index. */
   attemptByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt | undefined>;
+  /**
+   * Every attempt of a survey with this token (under any pid: the same respondent spelt otherwise, or another pid
+   * claiming the token) first seen within [from, to), through the day index, oldest first.
+   */
+  attemptsByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt[]>;
   /** Refused hits of one UTC day, counted per source, code and minute, oldest first. */
   rejectedHits(utcDay: string): Promise<RejectedHits[]>;
   /** Refused hits counted in the UTC minutes [from, to) touches, oldest first: one key-range Query per UTC day. */
@@ -246,6 +251,47 @@ export function createLedgerStore(
       keys.map((key) => ({ pk: key.pk, sk: key.sk })),
     );
     return items.map(attemptFromItem).sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
+  };
+
+  const attemptsByToken: LedgerStore['attemptsByToken'] = async (surveyId, token, from, to) => {
+    const { index } = LEDGER;
+    const sortKey = attemptKey(surveyId, '', token).sk;
+    const found: Item[] = [];
+    for (const day of utcDaysBetween(from, to)) {
+      // The token's own shard, and shard 0, where attempts indexed before the shards are.
+      const shards = new Set([
+        attemptDayPartition(surveyId, day, attemptDayShard(sortKey)),
+        attemptDayPartition(surveyId, day),
+      ]);
+      const partitions = (await dayPartitionsOf(surveyId, day)).filter(
+        ({ partition, sortPrefix }) => sortPrefix !== '' || shards.has(partition),
+      );
+      for (const { partition, sortPrefix } of partitions) {
+        // DynamoDB refuses an empty key-condition value, so the survey's own partition is read whole (it holds
+        // only this survey's attempts of the day) and the day-wide one by the survey's sort-key prefix.
+        const keys = await queryAll(client, {
+          TableName: tableName,
+          IndexName: index.name,
+          KeyConditionExpression: sortPrefix ? '#pk = :pk AND begins_with(#sk, :prefix)' : '#pk = :pk',
+          // The index holds keys only, the table's among them: the token is in the sort key.
+          FilterExpression: 'sk = :token',
+          ExpressionAttributeNames: {
+            '#pk': index.partitionKey,
+            ...(sortPrefix ? { '#sk': index.sortKey } : {}),
+          },
+          ExpressionAttributeValues: {
+            ':pk': partition,
+            ...(sortPrefix ? { ':prefix': sortPrefix } : {}),
+            ':token': sortKey,
+          },
+        });
+        for (const key of keys) found.push({ pk: key.pk, sk: key.sk });
+      }
+    }
+    // Every day read, as a look-up that finds nothing reads them: a token under another pid may come days later.
+    return (await batchGet(client, tableName, found))
+      .map(attemptFromItem)
+      .sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
   };
 
   const attemptKeysOfSurvey: LedgerStore['attemptKeysOfSurvey'] = async (surveyId, from, to) => {
@@ -598,45 +644,10 @@ export function createLedgerStore(
 
     attemptKeysOfSurvey,
 
-    async attemptByToken(surveyId, token, from, to) {
-      const { index } = LEDGER;
-      const sortKey = attemptKey(surveyId, '', token).sk;
-      for (const day of utcDaysBetween(from, to)) {
-        // The token's own shard, and shard 0, where attempts indexed before the shards are.
-        const shards = new Set([
-          attemptDayPartition(surveyId, day, attemptDayShard(sortKey)),
-          attemptDayPartition(surveyId, day),
-        ]);
-        const partitions = (await dayPartitionsOf(surveyId, day)).filter(
-          ({ partition, sortPrefix }) => sortPrefix !== '' || shards.has(partition),
-        );
-        for (const { partition, sortPrefix } of partitions) {
-          // DynamoDB refuses an empty key-condition value, so the survey's own partition is read whole (it holds
-          // only this survey's attempts of the day) and the day-wide one by the survey's sort-key prefix.
-          const [key] = await queryAll(client, {
-            TableName: tableName,
-            IndexName: index.name,
-            KeyConditionExpression: sortPrefix ? '#pk = :pk AND begins_with(#sk, :prefix)' : '#pk = :pk',
-            // The index holds keys only, the table's among them: the token is in the sort key.
-            FilterExpression: 'sk = :token',
-            ExpressionAttributeNames: {
-              '#pk': index.partitionKey,
-              ...(sortPrefix ? { '#sk': index.sortKey } : {}),
-            },
-            ExpressionAttributeValues: {
-              ':pk': partition,
-              ...(sortPrefix ? { ':prefix': sortPrefix } : {}),
-              ':token': sortKey,
-            },
-          });
-          if (key) {
-            const [item] = await batchGet(client, tableName, [{ pk: key.pk, sk: key.sk }]);
-            return item ? attemptFromItem(item) : undefined;
-          }
-        }
-      }
-      return undefined;
-    },
+    attemptByToken: async (surveyId, token, from, to) =>
+      (await attemptsByToken(surveyId, token, from, to))[0],
+
+    attemptsByToken,
 
     async rejectedHits(day) {
       return rejectedFromItems(

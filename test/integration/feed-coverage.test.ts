@@ -297,6 +297,10 @@ describe('look-ups through the day index, on a table whose feed covers', () => {
     expect(await lookups.attemptByToken('8801', 'other', ...week)).toBeUndefined();
     expect(await lookups.attemptByToken('8802', 'other', ...week)).toMatchObject({ surveyId: '8802' });
     expect(await lookups.attemptByToken('8801', 'next-day', ...day('2026-11-20'))).toBeUndefined();
+    // Every attempt of a token, from the index and from the feed alike.
+    expect((await lookups.attemptsByToken('8801', 'late', ...week)).map((a) => a.token)).toEqual(['late']);
+    expect((await lookups.attemptsByToken('8801', 'early', ...week)).map((a) => a.token)).toEqual(['early']);
+    expect(await lookups.attemptsByToken('8801', 'other', ...week)).toEqual([]);
   });
 });
 

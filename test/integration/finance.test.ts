@@ -839,6 +839,22 @@ describe('one attempt', () => {
       attempts: { pid: string }[];
     };
     expect(byToken.attempts.map((a) => a.pid)).toEqual(['pid-b1']);
+    // Another pid claiming the same token (its postback signed, days later): shown beside the first, every one.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '8002',
+        outcome: 'success',
+        pid: 'other-b1',
+        token: 'b1',
+        source: 'query',
+      },
+      new Date(`${D2}T20:00:00.000Z`),
+    );
+    const both = jsonBody(await get(`/finance/attempts/8002?token=b1&from=${D1}&to=${D2}`)) as {
+      attempts: { pid: string }[];
+    };
+    expect(both.attempts.map((a) => a.pid)).toEqual(['pid-b1', 'other-b1']);
     expect((await get(`/finance/attempts/8002?token=nope&from=${D1}&to=${D2}`)).statusCode).toBe(404);
     expect((await get('/finance/attempts/8002')).statusCode).toBe(400);
     // A Latin-1 pid, kept by the receivers with its stray byte escaped: found by the pid as the panel sends it.
