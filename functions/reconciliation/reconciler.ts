@@ -706,7 +706,12 @@ export function reconciler(deps: ReconcilerDeps) {
         lookbackRange(window, lookbackDays) && needsLookback({ ...sides, earlier: before })
           ? await lookback(new Set(attempts.map((a) => a.token)))
           : undefined;
-      const judged = { ...sides, earlier: [...before, ...(earlier?.rows ?? [])] };
+      // A look-back this run made anyway (for a postback) serves the claims too: none of them waits.
+      const judged = {
+        ...sides,
+        earlier: [...before, ...(earlier?.rows ?? [])],
+        ...(earlier ? { claimsWait: false } : {}),
+      };
       const result = reconcileSurveyWindow({ ...judged, heardElsewhere: await heardElsewhere(judged) });
       for (const { day, attempt } of result.elsewhere) {
         const counted = attempt.reconciliation?.day;
@@ -1192,15 +1197,19 @@ export function reconciler(deps: ReconcilerDeps) {
       // The window is not "zero transactions": it is unknown, and retried with the next run whatever its days.
       await deps.results
         .putSurveyState(
-          failedSurveyState(
-            surveyId,
-            state,
-            // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
-            // past the window stay open days (read daily), not failed ones (read hourly).
-            allDays.filter((day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day))),
-            message,
-            at,
-          ),
+          {
+            ...failedSurveyState(
+              surveyId,
+              state,
+              // Bounded: a row that never reads would otherwise widen every later run's reads day after day. Days
+              // past the window stay open days (read daily), not failed ones (read hourly).
+              allDays.filter((day) => day >= horizon && (!pastDays.has(day) || failedDays.includes(day))),
+              message,
+              at,
+            ),
+            // What this run learnt of its listings' size: the next run does not download the cap's bytes again.
+            ...(listedByDayAt !== undefined ? { listedByDayAt } : {}),
+          },
           // Not over another run's state written meanwhile (this run's failure is then its own to report).
           { asRead: state },
         )

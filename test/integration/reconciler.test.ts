@@ -541,6 +541,54 @@ describe('a row listed without a click or start time', () => {
     expect(wide).toBe(2);
   });
 
+  it('a listing too large to read is remembered by a run that then fails (a day listed alone refused)', async () => {
+    await survey(7015);
+    const day = nextDay(today, -1);
+    const row = undatedComplete('y15');
+    const calls: string[] = [];
+    const inner = byCreation([{ created: day, row }], calls);
+    let wide = 0;
+    let failTomorrow = true;
+    const flaky = {
+      ...inner,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) => {
+        if (range && range.startDate !== range.endDate) {
+          wide++;
+          return Promise.reject(
+            new MarketplaceError({
+              endpoint: `/getSurveyTransactions/${id}`,
+              kind: 'malformed',
+              detail: 'the answer is over 64 MB, not read',
+              tooLarge: true,
+            }),
+          );
+        }
+        if (failTomorrow && range?.startDate === nextDay(day, 1)) {
+          failTomorrow = false;
+          return Promise.reject(
+            new MarketplaceError({
+              endpoint: `/getSurveyTransactions/${id}`,
+              kind: 'http',
+              httpStatus: 502,
+              detail: 'HTTP 502',
+              retriable: true,
+            }),
+          );
+        }
+        return inner.getSurveyTransactions(id, range);
+      },
+    } as typeof inner;
+    expect((await engine({ marketplace: flaky }).run(day, day, ['7015'])).outcomes[0]?.status).toBe('failed');
+    expect(await results.surveyState('7015')).toMatchObject({
+      failedDays: expect.arrayContaining([day]),
+      listedByDayAt: expect.any(String),
+    });
+    expect((await engine({ marketplace: flaky }).run(day, day, ['7015'])).outcomes[0]?.status).toBe(
+      'reconciled',
+    );
+    expect(wide).toBe(1);
+  });
+
   it('in the look-back, where no single day lists it, leaves the window reconciled (the look-back is best effort)', async () => {
     await survey(7013);
     const earlier = { created: nextDay(today, -4), row: undatedComplete('y1') };
