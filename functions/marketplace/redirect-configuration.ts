@@ -228,8 +228,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       };
     }
     const at = now().toISOString();
+    /** Whether the marketplace took the settings (a failure after it, a read-back, leaves them pointing here). */
+    let taken = false;
     try {
       await deps.marketplace.setRedirectionForSurvey(surveyId, desired);
+      taken = true;
       const differences = settingsDifferences(desired, await deps.marketplace.getSurveyRedirects(surveyId));
       if (differences.length > 0) throw new VerificationFailed(differences);
       await deps.registry.put({
@@ -248,9 +251,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       return { surveyId, status: 'applied', kid: ring.current.kid };
     } catch (error) {
       if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
-      // An id an operator named that the marketplace does not know (mistyped), never registered here: not
-      // registered now either, or it would be reconciled and reported, a row of zeros, from then on.
-      if (named && !registration && (await unknownAtMarketplace(surveyId, error)))
+      // An id an operator named that the marketplace does not know (mistyped: its 404 to the settings themselves,
+      // and to reading them), never registered here: not registered now either, or it would be reconciled and
+      // reported, a row of zeros, from then on. Settings it took are recorded whatever failed after.
+      if (named && !taken && !registration && (await unknownAtMarketplace(surveyId, error)))
         return {
           surveyId,
           status: 'failed',

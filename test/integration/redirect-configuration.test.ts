@@ -214,6 +214,24 @@ describe('show and remove', () => {
       failures: 1,
       updatedAt: new Date().toISOString(),
     });
+    // Settings the marketplace took, then a read-back it answers 404 (a paused survey's): recorded, not "unknown".
+    marketplace.state.addSurvey({ surveyId: 5197 });
+    const notReadBack = {
+      ...countingClient(),
+      getSurveyRedirects: () =>
+        Promise.reject(
+          new MarketplaceError({
+            endpoint: 'x',
+            kind: 'http',
+            httpStatus: 404,
+            detail: 'HTTP 404: not found',
+          }),
+        ),
+    } as MarketplaceClient;
+    const [taken] = await configure({ marketplace: notReadBack }).apply(['5197']);
+    expect(taken).toMatchObject({ surveyId: '5197', status: 'failed' });
+    expect((taken as { error: string }).error).not.toMatch(/does not know/);
+    expect(await registry.get('5197')).toMatchObject({ state: 'active', verified: false });
     const [again] = await configuration.apply(['5199']);
     expect(again).toMatchObject({ surveyId: '5199', status: 'failed' });
     expect(await registry.get('5199')).toMatchObject({ state: 'active', verified: false });
