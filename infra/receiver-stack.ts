@@ -250,6 +250,10 @@ export class ReceiverStack extends Stack {
       ...(props.throttles ? { throttles: props.throttles } : {}),
       ...(props.customDomain ? { customDomain: props.customDomain } : {}),
     });
+    if (props.customDomain && !props.customDomain.postbackName)
+      Annotations.of(this).addWarning(
+        "customDomain without postbackName: the surveys' postbacks move to the postback API's execute-api host, which a replaced API would change (the redirect sync re-points them at its daily read-back); set customDomain.postbackName to keep them on a name of your own",
+      );
     // The public API keeps its postback routes: URLs the marketplace already holds keep working until the redirect
     // sync has pointed each survey's postbacks at the postback API (an apply, as for any change of our settings).
     this.postbackApi = new HitApi(this, 'postback-api', {

@@ -372,13 +372,19 @@ export function needsLookback(window: SurveyWindow): boolean {
 
 /**
  * A claim (only a browser reported it) without a transaction that a run not listing the whole window leaves
- * waiting for the look-back of one that does (`claimsWait`): not searched for as far back since it was last heard of.
+ * waiting for the look-back of one that does (`claimsWait`): never judged against a listed row, and not searched for
+ * as far back since it was last heard of. Not when there is no look-back (`lookbackDays` 0) to wait for.
  */
 function waitsForLookback(window: SurveyWindow, attempt: Attempt, day: string): boolean {
+  const lookbackDays = window.lookbackDays ?? 0;
   return (
     window.claimsWait === true &&
+    lookbackDays > 0 &&
     attempt.postback === undefined &&
-    !searchedBefore(attempt, nextDay(day, -1 - (window.lookbackDays ?? 0)))
+    // Judged before against a listed row (a complete not received, say): its row gone is a change of money or
+    // of what was listed, judged at once, not a new claim to look for.
+    attempt.reconciliation?.marketplace === undefined &&
+    !searchedBefore(attempt, nextDay(day, -1 - lookbackDays))
   );
 }
 

@@ -223,8 +223,9 @@ export class Operations extends Construct {
       if (apis.length === 1 && only) return metricOf(only.api);
       // Ids unique within any expression that uses two of these sums.
       const id = (i: number) => `${label.replace(/\W/g, '')}${i}`;
+      // A period without requests publishes nothing for that API: counted as none, not as no sum at all.
       return new MathExpression({
-        expression: apis.map((_, i) => id(i)).join(' + '),
+        expression: apis.map((_, i) => `FILL(${id(i)}, 0)`).join(' + '),
         usingMetrics: Object.fromEntries(apis.map(({ api }, i) => [id(i), metricOf(api)])),
         label,
         period: Duration.minutes(5),

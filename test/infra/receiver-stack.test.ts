@@ -324,8 +324,9 @@ describe('redirect sync', () => {
     expect(outputs.CustomDomainTarget?.Value).toEqual({
       'Fn::GetAtt': [expect.stringMatching(/domain/), 'RegionalDomainName'],
     });
-    // The postbacks keep their execute-api host unless they are given a name of their own.
+    // The postbacks keep their execute-api host unless they are given a name of their own, which synth says.
     expect(outputs.PostbackDomainTarget).toBeUndefined();
+    Annotations.fromStack(own).hasWarning('*', Match.stringLikeRegexp('customDomain without postbackName'));
   });
 
   it('puts the postbacks on a host name of their own when one is set, under the same certificate', () => {
@@ -340,6 +341,7 @@ describe('redirect sync', () => {
       },
     });
     const domainTemplate = Template.fromStack(own);
+    Annotations.fromStack(own).hasNoWarning('*', Match.stringLikeRegexp('customDomain without postbackName'));
     domainTemplate.resourceCountIs('AWS::ApiGatewayV2::ApiMapping', 2);
     domainTemplate.hasResourceProperties('AWS::ApiGatewayV2::DomainName', {
       DomainName: 'pb.acme-research.net',
@@ -646,8 +648,8 @@ describe('operations', () => {
     // throttles of both receivers are summed.
     const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
     expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
-    expect(expressions).toContain('requests0 + requests1');
-    expect(expressions).toContain('servererrors0 + servererrors1');
+    expect(expressions).toContain('FILL(requests0, 0) + FILL(requests1, 0)');
+    expect(expressions).toContain('FILL(servererrors0, 0) + FILL(servererrors1, 0)');
     expect(expressions).toContain('t0 + t1');
     // Reconciliation failures: each one for a small supplier, one in a hundred surveys for a large one.
     expect(expressions).toContain(

@@ -1024,6 +1024,53 @@ describe('late finishers', () => {
   });
 });
 
+describe('claims waiting for the whole-window look-back (claimsWait)', () => {
+  const noon = '2026-11-21T20:00:00.000Z';
+  const window = (attempts: Attempt[], claimsWait: boolean, lookbackDays = 7) =>
+    reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      transactions: [],
+      attempts,
+      expectedCpi: '1.25',
+      settledBefore: new Date('2026-11-22T20:00:00.000Z'),
+      lookbackDays,
+      claimsWait,
+    });
+  const kinds = (result: ReturnType<typeof window>) => result.verdicts.map((v) => v.verdict.kind);
+
+  it('a claim never looked for waits, awaiting, and a whole-window run judges it', () => {
+    const claim = attempt('c', noon, { redirect: 'success' });
+    expect(kinds(window([claim], true))).toEqual([]);
+    expect(window([claim], true).awaiting).toBe(1);
+    expect(kinds(window([claim], false))).toEqual(['unverified_claim']);
+  });
+
+  it('not one judged before against a listed row: its row gone is judged at once, as a whole-window run would', () => {
+    const seen = attempt('a', noon, { redirect: 'success' });
+    const { kind, detail } = classify(transaction('a', 'Completed', noon), seen, '1.25');
+    expect(kind).toBe('complete_not_received');
+    const judged: Attempt = {
+      ...seen,
+      reconciliation: {
+        verdict: kind,
+        day: DAY,
+        detail,
+        at: noon,
+        marketplace: { status: 'Completed', verifyToken: 'Pending', cpi: '1.25', clickedAt: noon },
+        history: [],
+      },
+    };
+    expect(kinds(window([judged], true))).toEqual(kinds(window([judged], false)));
+    expect(window([judged], true).awaiting).toBe(0);
+  });
+
+  it('not without a look-back to wait for', () => {
+    const claim = attempt('n', noon, { redirect: 'success' });
+    expect(kinds(window([claim], true, 0))).toEqual(['unverified_claim']);
+  });
+});
+
 describe('day summaries', () => {
   it('count both sides and sum the CPI of valid completes exactly', () => {
     const transactions = [
