@@ -814,6 +814,31 @@ describe('settled days', () => {
     };
   };
 
+  /**
+   * The attempt `arrived` matched with `row` on its click day after the runs to come; then the row goes: the next
+   * runs chase it there, once (a signed complete not paid), and a full re-check agrees.
+   */
+  async function expectMatchedThenChasedOnceRowGoes(
+    surveyId: string,
+    row: SimTransaction,
+    arrived: { pid: string; token: string },
+    clickDay: string,
+  ) {
+    expect(await afterRuns(surveyId, arrived, clickDay)).toEqual({
+      verdict: ['matched', clickDay],
+      verdicts: { matched: 3 },
+    });
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    expect(await afterRuns(surveyId, arrived, clickDay)).toEqual({
+      verdict: ['complete_not_paid', clickDay],
+      verdicts: { matched: 2, complete_not_paid: 1 },
+    });
+    expect(await weekDiscrepancies(surveyId, row.token)).toEqual([
+      [clickDay, 'complete_not_paid', arrived.pid],
+    ]);
+    await expectSameAsFullRecheck(surveyId);
+  }
+
   it('a postback days after its click, matched there, then its row goes: judged anew on its click day, not left matched', async () => {
     await seededWeek(7298);
     const clickDay = nextDay(TODAY, -5);
@@ -843,19 +868,7 @@ describe('settled days', () => {
     clock += 10 * 60_000;
     await arriveSpeltOtherwise(late, new Date(clock));
     const arrived = { pid: late.pid.toUpperCase(), token: late.token };
-    expect(await afterRuns('7299', arrived, clickDay)).toEqual({
-      verdict: ['matched', clickDay],
-      verdicts: { matched: 3 },
-    });
-    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(late), 1);
-    expect(await afterRuns('7299', arrived, clickDay)).toEqual({
-      verdict: ['complete_not_paid', clickDay],
-      verdicts: { matched: 2, complete_not_paid: 1 },
-    });
-    expect(await weekDiscrepancies('7299', late.token)).toEqual([
-      [clickDay, 'complete_not_paid', arrived.pid],
-    ]);
-    await expectSameAsFullRecheck('7299');
+    await expectMatchedThenChasedOnceRowGoes('7299', late, arrived, clickDay);
   });
 
   it('a row gone and its postback under another spelling of the pid arriving between the same two runs: the next run ends with one complete, its day counting it once', async () => {
@@ -1030,19 +1043,7 @@ describe('settled days', () => {
       verdicts: { matched: 2 },
     });
     marketplace.state.transactions.push(row);
-    expect(await afterRuns('7231', arrived, clickDay)).toEqual({
-      verdict: ['matched', clickDay],
-      verdicts: { matched: 3 },
-    });
-    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
-    expect(await afterRuns('7231', arrived, clickDay)).toEqual({
-      verdict: ['complete_not_paid', clickDay],
-      verdicts: { matched: 2, complete_not_paid: 1 },
-    });
-    expect(await weekDiscrepancies('7231', row.token)).toEqual([
-      [clickDay, 'complete_not_paid', arrived.pid],
-    ]);
-    await expectSameAsFullRecheck('7231');
+    await expectMatchedThenChasedOnceRowGoes('7231', row, arrived, clickDay);
   });
 
   it('a complete not paid judged first, then the row of its token found gone on a day judged by itself: not also reversed', async () => {
