@@ -107,7 +107,9 @@ export function feedAwareLookups(
       const more = [...pids].filter((pid) => !indexed.some((attempt) => attempt.pid === pid));
       if (more.length === 0) return indexed;
       const read = await store.attemptsAt(more.map((pid) => attemptKey(surveyId, pid, token)));
-      return [...indexed, ...read].sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
+      return [...indexed, ...read].sort(
+        (a, b) => attemptTime(a).localeCompare(attemptTime(b)) || a.pid.localeCompare(b.pid),
+      );
     },
 
     async attemptByToken(surveyId, token, from, to) {

@@ -291,7 +291,7 @@ export function createLedgerStore(
     // Every day read, as a look-up that finds nothing reads them: a token under another pid may come days later.
     return (await batchGet(client, tableName, found))
       .map(attemptFromItem)
-      .sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)));
+      .sort((a, b) => attemptTime(a).localeCompare(attemptTime(b)) || a.pid.localeCompare(b.pid));
   };
 
   const attemptKeysOfSurvey: LedgerStore['attemptKeysOfSurvey'] = async (surveyId, from, to) => {

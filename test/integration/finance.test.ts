@@ -849,7 +849,7 @@ describe('one attempt', () => {
         token: 'b1',
         source: 'query',
       },
-      new Date(`${D2}T20:00:00.000Z`),
+      new Date(`${D2}T21:00:00.000Z`),
     );
     const both = jsonBody(await get(`/finance/attempts/8002?token=b1&from=${D1}&to=${D2}`)) as {
       attempts: { pid: string }[];
