@@ -20,13 +20,10 @@ const STATE_KEPT_MS = 10 * 60_000;
 /** The feed's days a look-up by token reads at once. */
 const DAYS_AT_ONCE = 4;
 
-type Lookups = Pick<
-  LedgerStore,
-  'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptByToken' | 'attemptsByToken'
->;
+type Lookups = Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptsByToken'>;
 
 export function feedAwareLookups(
-  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptByToken' | 'attemptsByToken'>,
+  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptsByToken'>,
   feed: Pick<AttemptFeed, 'state' | 'attemptsOfSurvey'>,
 ): Lookups {
   /**
@@ -110,32 +107,6 @@ export function feedAwareLookups(
       return [...indexed, ...read].sort(
         (a, b) => attemptTime(a).localeCompare(attemptTime(b)) || a.pid.localeCompare(b.pid),
       );
-    },
-
-    async attemptByToken(surveyId, token, from, to) {
-      const indexed = await store.attemptByToken(surveyId, token, from, to);
-      if (indexed) return indexed;
-      const part = await feedOnlyPart(from, to);
-      if (!part) return undefined;
-      // The newest days first, a few at once: a token asked about is most often a recent attempt's.
-      const days = utcDaysBetween(part.from, part.to).reverse();
-      for (let i = 0; i < days.length; i += DAYS_AT_ONCE) {
-        const found = await Promise.all(
-          days.slice(i, i + DAYS_AT_ONCE).map(async (day) => {
-            const dayFrom = Math.max(Date.parse(`${day}T00:00:00.000Z`), part.from.getTime());
-            const dayTo = Math.min(Date.parse(`${day}T00:00:00.000Z`) + 86_400_000, part.to.getTime());
-            return (await feed.attemptsOfSurvey(surveyId, new Date(dayFrom), new Date(dayTo))).find(
-              (attempt) => attempt.token === token,
-            );
-          }),
-        );
-        const listed = found.find((attempt) => attempt !== undefined);
-        if (listed) {
-          const [attempt] = await store.attemptsAt([attemptKey(surveyId, listed.pid, token)]);
-          return attempt;
-        }
-      }
-      return undefined;
     },
   };
 }

@@ -114,8 +114,6 @@ export interface LedgerStore {
   attemptKeysOfSurvey(surveyId: string, from: Date, to: Date): Promise<AttemptItemKey[]>;
   /** The attempts with these table keys (batch point reads), oldest first; missing ones left out. */
   attemptsAt(keys: readonly AttemptItemKey[]): Promise<Attempt[]>;
-  /** The attempt of a survey with this token, first seen (or clicked in) within [from, to), through the day index. */
-  attemptByToken(surveyId: string, token: string, from: Date, to: Date): Promise<Attempt | undefined>;
   /**
    * Every attempt of a survey with this token (under any pid: the same respondent spelt otherwise, or another pid
    * claiming the token) first seen within [from, to), through the day index, oldest first.
@@ -643,9 +641,6 @@ export function createLedgerStore(
     attemptsAt,
 
     attemptKeysOfSurvey,
-
-    attemptByToken: async (surveyId, token, from, to) =>
-      (await attemptsByToken(surveyId, token, from, to))[0],
 
     attemptsByToken,
 

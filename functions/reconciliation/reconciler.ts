@@ -12,6 +12,7 @@
 import { StoreUnavailable } from '../ledger/document-client';
 import type {
   LedgerStore,
+  OutsiderKey,
   ReconciliationStore,
   RunState,
   SurveyReconciliationState,
@@ -220,6 +221,9 @@ export interface ReconcileRunOptions {
   readonly deadline?: Date;
   readonly runId?: string;
 }
+
+/** An attempt's key within its survey as one string (pid and token), for sets and maps. */
+const keyOf = (pid: string, token: string) => JSON.stringify([pid, token]);
 
 /** How many invocations may die with the cursor at one survey before the run passes over it. */
 export const DEATHS_BEFORE_PASSING_OVER = 2;
@@ -585,11 +589,8 @@ export function reconciler(deps: ReconcilerDeps) {
      */
     async function noteOutsiders(
       result: ReturnType<typeof reconcileSurveyWindow>,
-      seen: readonly Attempt[],
-      known: ReadonlyMap<string, readonly { pid: string; token: string }[]>,
+      known: ReadonlyMap<string, readonly OutsiderKey[]>,
     ): Promise<Map<string, number>> {
-      const keyOf = (a: { pid: string; token: string }) => `${a.pid}\u0000${a.token}`;
-      let indexed: Set<string> | undefined;
       const ranges = new Map<string, { from: string; to: string }>();
       const rangeOf = (day: string) => {
         let range = ranges.get(day);
@@ -608,22 +609,20 @@ export function reconciler(deps: ReconcilerDeps) {
           waiting.flatMap(({ attempt }) => (attempt ? [{ day, attempt }] : [])),
         ),
       ];
-      const found = new Map<string, Map<string, { pid: string; token: string }>>();
+      const found = new Map<string, Map<string, OutsiderKey>>();
       for (const { day, attempt } of judgedOn) {
-        const key = keyOf(attempt);
         const { from, to } = rangeOf(day);
-        const seenAt = attempt.placedAt ?? attempt.firstSeenAt;
-        if (seenAt === undefined) indexed ??= new Set(seen.map(keyOf));
-        const outside = seenAt === undefined ? !indexed?.has(key) : seenAt < from || seenAt >= to;
-        if (!outside) continue;
-        const ofDay = found.get(day) ?? new Map<string, { pid: string; token: string }>();
-        ofDay.set(key, { pid: attempt.pid, token: attempt.token });
+        // Where nothing says where it is filed, read by key all the same.
+        const filedAt = attempt.placedAt ?? attempt.firstSeenAt;
+        if (filedAt !== undefined && filedAt >= from && filedAt < to) continue;
+        const ofDay = found.get(day) ?? new Map<string, OutsiderKey>();
+        ofDay.set(keyOf(attempt.pid, attempt.token), { pid: attempt.pid, token: attempt.token });
         found.set(day, ofDay);
       }
       const counts = new Map<string, number>();
       for (const day of new Set([...found.keys(), ...known.keys()])) {
-        const had = new Set((known.get(day) ?? []).map(keyOf));
-        const added = [...(found.get(day) ?? new Map()).entries()].filter(([key]) => !had.has(key));
+        const had = new Set((known.get(day) ?? []).map(({ pid, token }) => keyOf(pid, token)));
+        const added = [...(found.get(day)?.entries() ?? [])].filter(([key]) => !had.has(key));
         if (added.length > 0)
           await deps.results.addOutsiders(
             surveyId,
@@ -657,7 +656,6 @@ export function reconciler(deps: ReconcilerDeps) {
       const keys = attemptKeysToRead({ days: window, transactions, attempts: seen });
       const keyed = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
       // An item that says its transaction's attempt arrived under another pid: that attempt, by its key.
-      const keyOf = (pid: string, token: string) => JSON.stringify([pid, token]);
       const held = new Set([...seen, ...keyed].map((a) => keyOf(a.pid, a.token)));
       const pointed = new Map<string, { pid: string; token: string }>();
       for (const { arrivedAs, token } of [...seen, ...keyed])
@@ -797,7 +795,7 @@ export function reconciler(deps: ReconcilerDeps) {
       throwIfFailed(writes);
       await retireReversalsOf(result.verdicts.filter(chasedWithoutRow));
       outcome.awaiting += overtaken.length;
-      const outsiders = await noteOutsiders(result, seen, outsidersKnown);
+      const outsiders = await noteOutsiders(result, outsidersKnown);
       await Promise.all(
         result.summaries
           .map((figures) =>

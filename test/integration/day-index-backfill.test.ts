@@ -111,9 +111,9 @@ describe('day index backfill', () => {
     const store = readers();
     expect(await tokens('801', '2026-11-19')).toEqual(before.a);
     expect(await tokens('802', '2026-11-19')).toEqual(before.c);
-    expect((await store.attemptByToken('801', 'a', day('2026-11-18').from, day('2026-11-18').to))?.pid).toBe(
-      'p-a',
-    );
+    expect(
+      (await store.attemptsByToken('801', 'a', day('2026-11-18').from, day('2026-11-18').to))[0]?.pid,
+    ).toBe('p-a');
     // One query per partition of a survey's day, its four shards (and one read of the checkpoint per store), no
     // day-wide query; by token, its own shard and shard 0 at most.
     const queries = proxy.operations.filter((op) => op === 'Query').length;

@@ -268,10 +268,10 @@ describe('look-ups through the day index, on a table whose feed covers', () => {
       'early',
     ]);
     await feed.markStart(STARTED, STREAM);
-    expect(await lookups.attemptByToken('8801', 'late', ...day('2026-11-20'))).toBeUndefined();
+    expect((await lookups.attemptsByToken('8801', 'late', ...day('2026-11-20')))[0]).toBeUndefined();
   });
 
-  it("lists a day's attempts from both, and finds one by token in the feed, newest day first", async () => {
+  it("lists a day's attempts from both, and finds them by token in the feed too", async () => {
     await feed.markStart(STARTED, STREAM);
     await feed.probeSeen('2026-11-20T07:50:00.000Z');
     await fedAsItStands(['early', 'late', 'next-day']);
@@ -288,15 +288,15 @@ describe('look-ups through the day index, on a table whose feed covers', () => {
     const week = [new Date('2026-11-15T00:00:00.000Z'), new Date('2026-11-22T00:00:00.000Z')] as const;
     // Read from its item as it stands (more than the feed may have held).
     await covered.recordHit(hit('late', 'redirect'), new Date('2026-11-21T11:00:00.000Z'));
-    expect(await lookups.attemptByToken('8801', 'late', ...week)).toMatchObject({
+    expect((await lookups.attemptsByToken('8801', 'late', ...week))[0]).toMatchObject({
       token: 'late',
       redirect: { outcome: 'success' },
       postback: { outcome: 'success' },
     });
-    expect(await lookups.attemptByToken('8801', 'early', ...week)).toMatchObject({ token: 'early' });
-    expect(await lookups.attemptByToken('8801', 'other', ...week)).toBeUndefined();
-    expect(await lookups.attemptByToken('8802', 'other', ...week)).toMatchObject({ surveyId: '8802' });
-    expect(await lookups.attemptByToken('8801', 'next-day', ...day('2026-11-20'))).toBeUndefined();
+    expect((await lookups.attemptsByToken('8801', 'early', ...week))[0]).toMatchObject({ token: 'early' });
+    expect((await lookups.attemptsByToken('8801', 'other', ...week))[0]).toBeUndefined();
+    expect((await lookups.attemptsByToken('8802', 'other', ...week))[0]).toMatchObject({ surveyId: '8802' });
+    expect((await lookups.attemptsByToken('8801', 'next-day', ...day('2026-11-20')))[0]).toBeUndefined();
     // Every attempt of a token, from the index and from the feed alike.
     expect((await lookups.attemptsByToken('8801', 'late', ...week)).map((a) => a.token)).toEqual(['late']);
     expect((await lookups.attemptsByToken('8801', 'early', ...week)).map((a) => a.token)).toEqual(['early']);

@@ -358,8 +358,8 @@ describe('day index spread and the layout before it', () => {
     const from = new Date('2026-11-19T00:00:00.000Z');
     const to = new Date('2026-11-20T00:00:00.000Z');
     expect((await store.attemptsOfSurvey('703', from, to)).map((a) => a.token)).toEqual(['t-old', 't-new']);
-    expect((await store.attemptByToken('703', 't-old', from, to))?.pid).toBe('p-old');
-    expect((await store.attemptByToken('703', 't-new', from, to))?.pid).toBe('p-new');
+    expect((await store.attemptsByToken('703', 't-old', from, to))[0]?.pid).toBe('p-old');
+    expect((await store.attemptsByToken('703', 't-new', from, to))[0]?.pid).toBe('p-new');
     // A later hit on the old attempt keeps its old index keys (they never change) and it stays found.
     await store.recordHit(
       {

@@ -796,7 +796,7 @@ describe('rows a stricter reader would refuse', () => {
     expect(summary?.marketplace).toMatchObject({ transactions: 5, validCompletes: 4, owed: '6.00' });
     // The item the long ids' transaction got is found by them, and a second run changes nothing.
     const window = pacificDayRange(today);
-    const found = await attempts.attemptByToken('7007', longToken, window.start, window.end);
+    const found = (await attempts.attemptsByToken('7007', longToken, window.start, window.end))[0];
     expect(found?.pid).toBe(longPid);
     expect(found?.reconciliation?.verdict).toBe('complete_not_received');
     const again = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7007']);
