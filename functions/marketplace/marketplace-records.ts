@@ -90,11 +90,23 @@ const amount = z.pipe(
   }),
 );
 
-/** A Pacific-time field: absent or empty is undefined; anything else must parse. */
+/**
+ * Whether a time field says no time: absent, empty, or a stand-in that names no instant (`N/A`, `-`, `null`, a
+ * zero date such as `00/00/0000, 12:00:00 am`): a date without a number other than 0 names no day. Read as none, the
+ * row is filed by its next time (or the day a listing of it alone shows it) instead of failing its survey.
+ */
+function saysNoTime(value: unknown): boolean {
+  if (value === undefined || value === null) return true;
+  if (typeof value !== 'string') return false;
+  // The date's numbers come first in either form the marketplace writes (MM/DD/YYYY, YYYY-MM-DD).
+  return (value.match(/\d+/g) ?? []).slice(0, 3).every((n) => /^0+$/.test(n));
+}
+
+/** A Pacific-time field: none (`saysNoTime`) is undefined; anything else must parse. */
 const pacificTime = z.pipe(
   z.optional(z.nullable(z.string())),
   z.transform((value: string | null | undefined, ctx): PacificTime | undefined => {
-    if (value === null || value === undefined || value.trim() === '') return undefined;
+    if (value === null || value === undefined || saysNoTime(value)) return undefined;
     const parsed = parsePacificTime(value);
     if (!parsed) {
       ctx.issues.push({
@@ -268,10 +280,7 @@ function placementOf(raw: unknown): Placement | undefined {
   const ids = placementSchema.safeParse(raw);
   if (!ids.success) return undefined;
   const row = raw as Record<string, unknown>;
-  const field = FILING_FIELDS.find((name) => {
-    const value = row[name];
-    return value !== undefined && value !== null && !(typeof value === 'string' && value.trim() === '');
-  });
+  const field = FILING_FIELDS.find((name) => !saysNoTime(row[name]));
   if (!field) return undefined;
   const filed = pacificTime.safeParse(row[field]);
   return filed.success && filed.data
@@ -298,7 +307,7 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
       `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
     );
   const started = (raw as { st_date_time?: unknown }).st_date_time;
-  if (!t.clkDateTime && !t.st_date_time && typeof started === 'string' && started.trim() !== '')
+  if (!t.clkDateTime && !t.st_date_time && typeof started === 'string' && !saysNoTime(started))
     return {
       ok: false,
       problem: `st_date_time is not a marketplace time: ${JSON.stringify(started.slice(0, 40))}`,

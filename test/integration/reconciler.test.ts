@@ -713,7 +713,7 @@ describe('a row that cannot be read, whose token and day still read', () => {
     for (const bad of [
       { ...good, token: '', CPI: 'n/a' },
       { ...good, token: 'n2', PID: { id: 'n2' }, CPI: 'n/a' },
-      { ...good, token: 'n2', CPI: 'n/a', clkDateTime: 'soon' },
+      { ...good, token: 'n2', CPI: 'n/a', clkDateTime: '13/45/2026, 9:00 pm' },
     ]) {
       const run = await engine({ marketplace: listing(() => [good, bad]) }).run(today, today, ['7009']);
       expect(run.outcomes[0]).toMatchObject({ status: 'failed' });
@@ -727,7 +727,7 @@ describe('a row that cannot be read, whose token and day still read', () => {
       token: 'n3',
       PID: 'n3',
       CPI: 'n/a',
-      clkDateTime: 'garbage',
+      clkDateTime: '2026-13-01',
       completeDateTime: formatPacificTime(new Date(REFERENCE_MS - 1_800_000)),
     };
     const earlier = {
@@ -741,6 +741,46 @@ describe('a row that cannot be read, whose token and day still read', () => {
 });
 
 describe('rows a stricter reader would refuse', () => {
+  it('reads a time given as a stand-in (N/A, a dash, a zero date) as none: the row is filed by its next time, the survey reconciled', async () => {
+    await survey(7053);
+    const rows = [
+      listedComplete('z1', 'z1'),
+      // A complete whose click is a stand-in: filed by its start.
+      {
+        ...listedComplete('z2', 'z2'),
+        clkDateTime: 'N/A',
+        st_date_time: listedComplete('z2', 'z2').clkDateTime,
+      },
+      // A termination with stand-ins for its click and start: placed on the day a listing of it alone shows it.
+      {
+        token: 'z3',
+        PID: 'z3',
+        status: 'Failed',
+        CPI: 0,
+        clkDateTime: '-',
+        st_date_time: '00/00/0000, 12:00:00 am PST',
+        completeDateTime: formatPacificTime(new Date(REFERENCE_MS - 1_800_000)),
+      },
+    ];
+    // The marketplace files z3 under today: a listing of another day alone does not show it.
+    const filing = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (url) => {
+        const query = new URL(String(url)).searchParams;
+        const [from, to] = [query.get('startDate') ?? today, query.get('endDate') ?? today];
+        const result = rows.filter((row) => row.token !== 'z3' || (from <= today && today <= to));
+        return new Response(JSON.stringify({ apiStatus: 'success', result }), { status: 200 });
+      },
+    });
+    const run = await engine({ marketplace: filing }).run(today, today, ['7053']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', malformedRows: 0, transactions: 3 });
+    const [summary] = await results.summariesOf('7053', [today]);
+    expect(summary?.marketplace.owed).toBe('3.00');
+    expect(summary?.verdicts).toEqual({ complete_not_received: 2, not_received: 1 });
+  });
+
   it('a row that cannot be read with a blank PID holds back its day and token, not every attempt without a pid', async () => {
     await survey(7052);
     await attempts.recordHit(

@@ -100,7 +100,7 @@ describe('transactions', () => {
       { status: 'Adjusted To Complete', CPI: '1,25' },
       /CPI is not an amount/,
     ],
-    ['an unreadable click time', { clkDateTime: 'yesterday' }, /clkDateTime is not a marketplace time/],
+    ['an unreadable click time', { clkDateTime: '21 Nov 2026' }, /clkDateTime is not a marketplace time/],
     ['no status', { status: undefined }, /status/],
     [
       'no time to place it by',
@@ -144,6 +144,37 @@ describe('transactions', () => {
     expect(parseTransaction({ ...transaction, clkDateTime: '', st_date_time: 'Nov 21st' })).toEqual({
       ok: false,
       problem: 'st_date_time is not a marketplace time: "Nov 21st"',
+    });
+  });
+
+  it('read a time given as a stand-in that names no instant as none, and file the row by its next time', () => {
+    for (const standIn of [
+      'N/A',
+      'n/a',
+      '-',
+      '--',
+      'null',
+      'None',
+      ' ',
+      '00/00/0000, 12:00:00 am PST',
+      '0000-00-00 00:00:00',
+    ]) {
+      const parsed = parseTransaction({ ...transaction, clkDateTime: standIn });
+      expect(parsed.ok && parsed.value.clickedAt, standIn).toBeUndefined();
+      expect(parsed.ok && filedAt(parsed.value), standIn).toBe('2026-11-22T07:55:00.000Z');
+      // A row unreadable for another reason is still placed, by the start time.
+      const unreadable = parseTransaction({ ...transaction, clkDateTime: standIn, CPI: 'n/a' });
+      expect(!unreadable.ok && unreadable.placed?.filedAt, standIn).toBe('2026-11-22T07:55:00.000Z');
+    }
+    const none = parseTransaction({
+      ...transaction,
+      clkDateTime: 'N/A',
+      st_date_time: '-',
+      completeDateTime: 'N/A',
+    });
+    expect(none).toEqual({
+      ok: false,
+      problem: 'has no clkDateTime, st_date_time or completeDateTime to place it in a day',
     });
   });
 
