@@ -740,6 +740,99 @@ describe('a row that cannot be read, whose token and day still read', () => {
   });
 });
 
+describe('one token under two pids', () => {
+  const hit = (
+    surveyId: string,
+    channel: 'redirect' | 'postback',
+    pid: string,
+    token: string,
+    minutesAgo: number,
+  ) =>
+    attempts.recordHit(
+      { channel, surveyId, outcome: 'success', pid, token, source: 'query' },
+      new Date(REFERENCE_MS - minutesAgo * 60_000),
+    );
+  const judged = async (surveyId: string) =>
+    (await results.discrepancies(today, surveyId)).map((a) => [a.pid, a.reconciliation?.verdict]).sort();
+
+  it('a second signed postback under an unrelated pid is a pid conflict, listed and never money; spellings of one pid are not', async () => {
+    await survey(7054);
+    // The listed respondent's postback, the same pid spelt otherwise (case, a form's `+`, an escape), and a postback
+    // under an unrelated pid: someone else holding the postback URL and the respondent's token.
+    await hit('7054', 'postback', 'demo pid', 'c1', 50);
+    await hit('7054', 'postback', 'DEMO+pid', 'c1', 45);
+    await hit('7054', 'redirect', 'demo%20pid', 'c1', 44);
+    await hit('7054', 'postback', 'other-pid', 'c1', 40);
+    const rows = [listedComplete('c1', 'demo pid')];
+    const run = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7054']);
+    expect(run.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      verdicts: { matched: 1, pid_conflict: 1 },
+    });
+    expect(await judged('7054')).toEqual([['other-pid', 'pid_conflict']]);
+    const [conflict] = await results.attemptsByKey('7054', [{ pid: 'other-pid', token: 'c1' }]);
+    expect(conflict?.reconciliation?.detail).toMatchObject({
+      postback: 'success',
+      tokenJudgedAs: 'demo pid',
+      listedPid: 'demo pid',
+    });
+    // Counted once: one complete received, owed once, no money discrepancy.
+    const [summary] = await results.summariesOf('7054', [today]);
+    expect(summary?.here).toMatchObject({ attempts: 1, postbackCompletes: 1 });
+    expect(summary?.verdicts).toEqual({ matched: 1, pid_conflict: 1 });
+    const period = { from: today, to: today };
+    const queries = finance({ attempts, results });
+    const report = await queries.report(period, ['7054']);
+    expect(report.totals).toMatchObject({ moneyDiscrepancies: 0, owed: '1.50', completesPostback: 1 });
+    expect(report.totals.discrepancies).toEqual({ pid_conflict: 1 });
+    expect(report.discrepancies.map((d) => [d.pid, d.kind, d.money])).toEqual([
+      ['other-pid', 'pid_conflict', false],
+    ]);
+    const page = await queries.discrepancyPage(period, { surveyId: '7054', limit: 100 });
+    expect(page.items.map((d) => d.kind)).toEqual(['pid_conflict']);
+    const [header, row] = summaryCsv(report.days).split('\r\n');
+    expect(header?.endsWith(',survey_days,discrepancies_pid_conflict')).toBe(true);
+    expect(row?.endsWith(',1')).toBe(true);
+    expect(reportHtml(report)).toMatch(/pid_conflict: <strong>1<\/strong>/);
+  });
+
+  it("the listed respondent's redirect beside a postback under another pid flags the token; a success redirect under a third is a claim", async () => {
+    await survey(7055);
+    await hit('7055', 'redirect', 'listed-pid', 'c2', 50);
+    await hit('7055', 'postback', 'wrong-pid', 'c2', 49);
+    await hit('7055', 'redirect', 'typed-pid', 'c2', 30);
+    const rows = [listedComplete('c2', 'listed-pid')];
+    const run = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7055']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled' });
+    // The money stands (the postback received the listed complete); the token is looked at.
+    expect(await judged('7055')).toEqual([
+      ['listed-pid', 'pid_conflict'],
+      ['typed-pid', 'unverified_claim'],
+    ]);
+    const [summary] = await results.summariesOf('7055', [today]);
+    expect(summary?.verdicts).toEqual({ matched: 1, pid_conflict: 1, unverified_claim: 1 });
+    expect(summary?.here).toMatchObject({ postbackCompletes: 1, redirectOnlyCompletes: 0 });
+  });
+
+  it('without a transaction: the postback under the first pid is chased, the one under another is a conflict', async () => {
+    await survey(7056);
+    await hit('7056', 'postback', 'first', 'c3', 50);
+    await hit('7056', 'postback', 'second', 'c3', 40);
+    const run = await engine({ marketplace: listing(() => []) }).run(today, today, ['7056']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled' });
+    expect(await judged('7056')).toEqual([
+      ['first', 'complete_not_paid'],
+      ['second', 'pid_conflict'],
+    ]);
+    // Spelt otherwise only: one respondent, one verdict (the second adds nothing).
+    await survey(7057);
+    await hit('7057', 'postback', 'Jos%E9', 'c4', 50);
+    await hit('7057', 'postback', 'José', 'c4', 40);
+    await engine({ marketplace: listing(() => []) }).run(today, today, ['7057']);
+    expect((await judged('7057')).map(([, kind]) => kind)).toEqual(['complete_not_paid']);
+  });
+});
+
 describe('rows a stricter reader would refuse', () => {
   it('reads a time given as a stand-in (N/A, a dash, a zero date) as none: the row is filed by its next time, the survey reconciled', async () => {
     await survey(7053);
