@@ -22,6 +22,8 @@ import {
   ATTEMPT_PARTITION_PREFIX,
   CHECKPOINT_PARTITION_PREFIX,
   HIT_PATH_PARTITION_PREFIXES,
+  HIT_PATH_SUMMARY_ATTRIBUTES,
+  SUMMARY_PARTITION_PREFIX,
 } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
@@ -181,11 +183,17 @@ export class ReceiverStack extends Stack {
     })
       .bindLedger(this.ledger.table, [])
       .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
+        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
+      })
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
       .bindSigningKeys(this.signingKeys);
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
       .bindLedger(this.ledger.table, [])
       .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
+        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
+      })
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
       .bindSigningKeys(this.signingKeys);
 
@@ -210,6 +218,9 @@ export class ReceiverStack extends Stack {
     })
       .bindLedger(this.ledger.table, [])
       .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
+        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
+      })
       .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
     this.buffer.bindDrainer(this.drainer, { maxConcurrency: scale.drainConcurrency });
     this.attemptFeed = props.attemptFeed

@@ -231,13 +231,27 @@ export const outsidersKey = (surveyId: string, day: string) => ({
 });
 
 /**
- * The only items the hit path (receivers and drainer) writes: attempts, counts of refused hits, and the flag a
- * late hit leaves on its judged day's summary (judged-day-flag.ts). Their roles may update nothing else.
+ * The only items the hit path (receivers and drainer) writes whole: attempts and counts of refused hits. Their roles
+ * may update nothing else but the flag of `HIT_PATH_SUMMARY_ATTRIBUTES`.
  */
-export const HIT_PATH_PARTITION_PREFIXES = [
-  ATTEMPT_PARTITION_PREFIX,
-  REJECTED_PARTITION_PREFIX,
-  SUMMARY_PARTITION_PREFIX,
+export const HIT_PATH_PARTITION_PREFIXES = [ATTEMPT_PARTITION_PREFIX, REJECTED_PARTITION_PREFIX] as const;
+
+/**
+ * What the hit path may write of a survey's summaries (`SUMMARY_PARTITION_PREFIX`): the flag a late hit leaves on
+ * its judged day (judged-day-flag.ts: `ledgerChangedAt` and the `kind` of a flag alone on a day's summary item, a
+ * `flag#<day>` attribute on the survey's flagged days), never a figure, a verdict count or an outsider. IAM's
+ * `dynamodb:Attributes` must name every key attribute of the table and its indexes besides.
+ */
+export const HIT_PATH_SUMMARY_ATTRIBUTES = [
+  LEDGER.partitionKey,
+  LEDGER.sortKey,
+  LEDGER.index.partitionKey,
+  LEDGER.index.sortKey,
+  LEDGER.discrepancyIndex.partitionKey,
+  LEDGER.discrepancyIndex.sortKey,
+  'ledgerChangedAt',
+  'kind',
+  `${DAY_FLAG_PREFIX}*`,
 ] as const;
 export const summaryIndexKey = (surveyId: string, day: string) => ({
   gsi1pk: `SUMMARIES#${day}`,

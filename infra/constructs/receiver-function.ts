@@ -147,6 +147,13 @@ export class ReceiverFunction extends Construct {
     table: ITableV2,
     actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:GetItem' | 'dynamodb:Query')[],
     partitionPrefix: string | readonly string[],
+    options: {
+      /**
+       * The attributes a request may name (`*` ends a prefix), and no other: the item's other attributes are out of
+       * reach, and no answer returns them (`ReturnValues` NONE or the updated ones only).
+       */
+      readonly attributes?: readonly string[];
+    } = {},
   ): this {
     const prefixes = typeof partitionPrefix === 'string' ? [partitionPrefix] : partitionPrefix;
     this.role.addToPrincipalPolicy(
@@ -155,7 +162,13 @@ export class ReceiverFunction extends Construct {
         actions: [...actions],
         resources: [table.tableArn],
         conditions: {
-          'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': prefixes.map((prefix) => `${prefix}*`) },
+          'ForAllValues:StringLike': {
+            'dynamodb:LeadingKeys': prefixes.map((prefix) => `${prefix}*`),
+            ...(options.attributes ? { 'dynamodb:Attributes': [...options.attributes] } : {}),
+          },
+          ...(options.attributes
+            ? { StringEqualsIfExists: { 'dynamodb:ReturnValues': ['NONE', 'UPDATED_OLD', 'UPDATED_NEW'] } }
+            : {}),
         },
       }),
     );

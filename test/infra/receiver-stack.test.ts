@@ -187,6 +187,8 @@ describe('least privilege', () => {
   it('the redirect function may only update ledger items, read attempts back, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.redirect))).toEqual([
       'dynamodb:GetItem',
+      // Attempts and refusals; a late hit's flag on a summary (its own statement: those attributes alone).
+      'dynamodb:UpdateItem',
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
@@ -198,6 +200,8 @@ describe('least privilege', () => {
   it('the postback function may only update ledger items, read attempts back, buffer hits, read the key ring and write its logs', () => {
     expect(actionsOf(statementsOf(stack.postback))).toEqual([
       'dynamodb:GetItem',
+      // Attempts and refusals; a late hit's flag on a summary (its own statement: those attributes alone).
+      'dynamodb:UpdateItem',
       'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
@@ -210,12 +214,34 @@ describe('least privilege', () => {
     const tableArn = { 'Fn::GetAtt': [logicalId(stack.ledger.table), 'Arn'] };
     for (const fn of [stack.redirect, stack.postback]) {
       const ledger = statementsOf(fn).filter((s) => actionsOf([s]).some((a) => a.startsWith('dynamodb:')));
-      expect(ledger.map((s) => s.Resource)).toEqual([tableArn, tableArn]);
+      expect(ledger.map((s) => s.Resource)).toEqual([tableArn, tableArn, tableArn]);
       // The read back of a retried write: attempts only.
       const read = ledger.find((s) => actionsOf([s]).includes('dynamodb:GetItem'));
       expect(read?.Condition).toEqual({
         'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['ATTEMPT#*'] },
       });
+      // Of the summaries, a late hit's flag alone (the key attributes, as IAM wants them named).
+      const flag = ledger.find((s) =>
+        JSON.stringify(s.Condition).includes('"dynamodb:LeadingKeys":["SUMMARY#*"]'),
+      );
+      expect(flag?.Condition).toEqual({
+        'ForAllValues:StringLike': {
+          'dynamodb:LeadingKeys': ['SUMMARY#*'],
+          'dynamodb:Attributes': [
+            'pk',
+            'sk',
+            'gsi1pk',
+            'gsi1sk',
+            'gsi2pk',
+            'gsi2sk',
+            'ledgerChangedAt',
+            'kind',
+            'flag#*',
+          ],
+        },
+        StringEqualsIfExists: { 'dynamodb:ReturnValues': ['NONE', 'UPDATED_OLD', 'UPDATED_NEW'] },
+      });
+      expect(JSON.stringify(ledger)).not.toMatch(/"ATTEMPT#\*","REJECTED#\*","SUMMARY#\*"/);
     }
   });
 
@@ -562,6 +588,7 @@ describe('hit buffer', () => {
     });
     expect(actionsOf(statementsOf(stack.drainer)).filter((a) => a.startsWith('dynamodb:'))).toEqual([
       'dynamodb:GetItem',
+      'dynamodb:UpdateItem',
       'dynamodb:UpdateItem',
     ]);
     // A larger supplier drains a long backlog with more at once.

@@ -4,6 +4,8 @@
  * against the embedded engine through a guard that refuses, as IAM would, any action or partition key the
  * function's role does not allow. A role narrower than its code fails here, not in the supplier's account.
  */
+
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +24,10 @@ interface Grant {
   readonly actions: readonly string[];
   /** `dynamodb:LeadingKeys` prefixes the statement is limited to, or undefined for any key. */
   readonly prefixes?: readonly string[];
+  /** `dynamodb:Attributes` the statement is limited to (`*` ends a prefix), or undefined for any. */
+  readonly attributes?: readonly string[];
+  /** `dynamodb:ReturnValues` the statement allows, or undefined for any. */
+  readonly returnValues?: readonly string[];
 }
 
 let stack: ReceiverStack;
@@ -64,12 +70,50 @@ function tableGrants(fn: ReceiverFunction, of = { stack, template }): Grant[] {
       const leading = s.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys'] as
         | string[]
         | undefined;
+      const attributes = s.Condition?.['ForAllValues:StringLike']?.['dynamodb:Attributes'] as
+        | string[]
+        | undefined;
+      const returnValues = s.Condition?.StringEqualsIfExists?.['dynamodb:ReturnValues'] as
+        | string[]
+        | undefined;
       return {
         actions: Array.isArray(s.Action) ? s.Action : [s.Action],
         ...(leading ? { prefixes: leading.map((p) => p.replace(/\*$/, '')) } : {}),
+        ...(attributes ? { attributes } : {}),
+        ...(returnValues ? { returnValues } : {}),
       };
     });
 }
+
+interface RequestInput {
+  readonly Key?: Record<string, unknown>;
+  readonly Item?: Record<string, unknown>;
+  readonly UpdateExpression?: string;
+  readonly ConditionExpression?: string;
+  readonly ProjectionExpression?: string;
+  readonly ExpressionAttributeNames?: Record<string, string>;
+  readonly ReturnValues?: string;
+}
+
+/** The attribute names a request names, as `dynamodb:Attributes` sees them: keys, item, and in its expressions. */
+function namedAttributes(input: RequestInput): string[] {
+  const expressions = [input.UpdateExpression, input.ConditionExpression, input.ProjectionExpression].join(
+    ' ',
+  );
+  // Bare names in the expressions (not placeholders, values, functions or keywords).
+  const bare = (expressions.match(/(?<![#:\w])[A-Za-z_]\w*\b(?!\s*\()/g) ?? []).filter(
+    (word) => !/^(SET|REMOVE|ADD|DELETE|AND|OR|NOT|BETWEEN|IN)$/i.test(word),
+  );
+  return [
+    ...Object.keys(input.Key ?? {}),
+    ...Object.keys(input.Item ?? {}),
+    ...Object.values(input.ExpressionAttributeNames ?? {}),
+    ...bare,
+  ];
+}
+
+const attributeAllowed = (allowed: readonly string[], name: string) =>
+  allowed.some((a) => (a.endsWith('*') ? name.startsWith(a.slice(0, -1)) : name === a));
 
 /** A document client whose every request must be allowed by `grants`, as IAM would check it. */
 async function guardedClient(grants: Grant[], denied: string[]) {
@@ -78,10 +122,17 @@ async function guardedClient(grants: Grant[], denied: string[]) {
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const action = `dynamodb:${String(context.commandName).replace(/Command$/, '')}`;
-      const input = args.input as { Key?: { pk?: unknown }; Item?: { pk?: unknown } };
+      const input = args.input as RequestInput;
       const key = String(input.Key?.pk ?? input.Item?.pk ?? '');
       const allowed = grants.some(
-        (g) => g.actions.includes(action) && (!g.prefixes || g.prefixes.some((p) => key.startsWith(p))),
+        (g) =>
+          g.actions.includes(action) &&
+          (!g.prefixes || g.prefixes.some((p) => key.startsWith(p))) &&
+          (!g.attributes ||
+            namedAttributes(input).every((name) => attributeAllowed(g.attributes ?? [], name))) &&
+          (!g.returnValues ||
+            input.ReturnValues === undefined ||
+            g.returnValues.includes(input.ReturnValues)),
       );
       if (!allowed) {
         denied.push(`${action} ${key}`);
@@ -175,7 +226,64 @@ describe('the hit path within its roles', () => {
         expect(mayWrite(grants, key), `${fn.node.id} ${key}`).toBe(false);
       for (const key of ['ATTEMPT#4401#p', 'REJECTED#2026-11-20', 'SUMMARY#4401'])
         expect(mayWrite(grants, key), `${fn.node.id} ${key}`).toBe(true);
+      // Of a summary, the late hit's flag only: never a figure, a verdict count or the day's outsiders.
+      const summaryGrants = grants.filter((g) => g.prefixes?.includes('SUMMARY#'));
+      expect(summaryGrants.length, fn.node.id).toBeGreaterThan(0);
+      for (const g of summaryGrants) {
+        expect(g.actions, fn.node.id).toEqual(['dynamodb:UpdateItem']);
+        for (const name of ['ledgerChangedAt', 'kind', 'flag#2026-11-20', 'pk', 'sk'])
+          expect(attributeAllowed(g.attributes ?? ['*'], name), `${fn.node.id} ${name}`).toBe(true);
+        for (const name of [
+          'here',
+          'marketplace',
+          'verdicts',
+          'checkedAt',
+          'outsiders',
+          'keys',
+          'transactionsDigest',
+        ])
+          expect(attributeAllowed(g.attributes ?? ['*'], name), `${fn.node.id} ${name}`).toBe(false);
+        expect(g.returnValues, fn.node.id).not.toContain('ALL_OLD');
+      }
     }
+  });
+
+  it("a hit-path role that tries to change a day summary's figures or its outsiders is refused", async () => {
+    const denied: string[] = [];
+    const { client, tableName } = await guardedClient(tableGrants(stack.postback), denied);
+    const attempt = (input: Record<string, unknown>) =>
+      client.send(new UpdateCommand({ TableName: tableName, ...input } as never)).then(
+        () => 'written',
+        (error: Error) => error.name,
+      );
+    const summary = { pk: 'SUMMARY#4401', sk: 'DAY#2026-11-20' };
+    expect(
+      await attempt({
+        Key: summary,
+        UpdateExpression: 'SET #owed = :x',
+        ExpressionAttributeNames: { '#owed': 'marketplace' },
+        ExpressionAttributeValues: { ':x': { owed: '0.00' } },
+      }),
+    ).toBe('AccessDeniedException');
+    expect(
+      await attempt({
+        Key: { pk: 'SUMMARY#4401', sk: 'OUTSIDERS#2026-11-20' },
+        UpdateExpression: 'ADD #keys :k',
+        ExpressionAttributeNames: { '#keys': 'keys' },
+        ExpressionAttributeValues: { ':k': new Set(['["p","t"]']) },
+      }),
+    ).toBe('AccessDeniedException');
+    // Its flag, as the hit path writes it, but asking for the whole item back: refused too.
+    expect(
+      await attempt({
+        Key: summary,
+        UpdateExpression: 'SET #t = :t',
+        ExpressionAttributeNames: { '#t': 'ledgerChangedAt' },
+        ExpressionAttributeValues: { ':t': '2026-11-21T00:00:00.000Z' },
+        ReturnValues: 'ALL_OLD',
+      }),
+    ).toBe('AccessDeniedException');
+    expect(denied).toHaveLength(3);
   });
 
   it('the buffer drainer: a buffered hit delivered twice', async () => {
