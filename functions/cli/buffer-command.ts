@@ -3,7 +3,7 @@
  * back to the buffer, where the drainer records each once. Safe to run twice; `--dry-run` only counts.
  */
 import { Command } from 'commander';
-import type { DeadLetters, RedriveResult } from '../runtime/hit-buffer';
+import type { DeadLetters, RedriveResult } from '../runtime/dead-letters';
 import { cliDeadLetters } from './context';
 import { complain, say, sayJson } from './terminal';
 
@@ -51,7 +51,7 @@ async function redrive(deadLetters: DeadLetters, queueUrl: string, json?: boolea
   if (json) sayJson({ deadLetterQueueUrl: deadLetters.deadLetterUrl, queueUrl, ...result });
   else {
     say(
-      `moved ${result.moved} hits from ${deadLetters.deadLetterUrl} to ${queueUrl}; the drainer records each once`,
+      `moved ${result.by === 'move-task' ? 'about ' : ''}${result.moved} hits from ${deadLetters.deadLetterUrl} to ${queueUrl}${result.by === 'move-task' ? " (SQS's move task)" : ''}; the drainer records each once`,
     );
     if (result.notDeleted > 0)
       say(

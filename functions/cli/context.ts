@@ -23,7 +23,7 @@ import {
 import type { MarketplaceClient } from '../marketplace/marketplace-client';
 import type { KeyRing } from '../receiving/signing';
 import { openLedger } from '../runtime/aws-clients';
-import { type DeadLetters, sqsDeadLetters } from '../runtime/hit-buffer';
+import { type DeadLetters, sqsDeadLetters } from '../runtime/dead-letters';
 import { type KeyRingStore, keyRingStore } from '../runtime/key-ring-source';
 import { applyLocalDefaults, localQueueUrls } from '../runtime/local-stack-defaults';
 import { marketplaceFromEnvironment } from '../runtime/marketplace-access';

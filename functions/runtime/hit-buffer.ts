@@ -3,16 +3,7 @@
  * put on an SQS queue and acknowledged; the drainer writes it to the ledger later, once. If even the queue cannot
  * take it, the hit is not acknowledged (the postback answers 503 and the marketplace retries).
  */
-import {
-  ChangeMessageVisibilityCommand,
-  DeleteMessageBatchCommand,
-  GetQueueAttributesCommand,
-  ListDeadLetterSourceQueuesCommand,
-  ReceiveMessageCommand,
-  SendMessageBatchCommand,
-  SendMessageCommand,
-  SQSClient,
-} from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import * as z from 'zod/mini';
 import type { Hit } from '../receiving/hit-request';
 import { identifierProblem } from '../receiving/identifiers';
@@ -77,7 +68,7 @@ export interface SqsLocation {
  * The one SQS client factory. A receiver is kept waiting briefly (two tries, 1 s each: a hit that cannot be
  * buffered soon is answered 503); an operator's command waits as SQS's long polls need.
  */
-function sqsClient(options: SqsLocation, patience: 'receiver' | 'operator' = 'receiver') {
+export function sqsClient(options: SqsLocation, patience: 'receiver' | 'operator' = 'receiver') {
   return new SQSClient({
     ...(options.region ? { region: options.region } : options.endpoint ? { region: 'us-east-1' } : {}),
     ...(options.endpoint
@@ -127,112 +118,4 @@ export function parseBufferedHit(body: string): BufferedHit {
   const parsed = bufferedHitSchema.safeParse(JSON.parse(body));
   if (!parsed.success) throw new Error(`invalid buffered hit: ${describeIssues(parsed.error)}`);
   return parsed.data as BufferedHit;
-}
-
-/** What waits in the dead-letter queue: visible now, and received by someone (a redrive) but not yet deleted. */
-export interface DeadLetterCount {
-  readonly waiting: number;
-  readonly inFlight: number;
-}
-
-/** What a redrive did. `failed` stay in the dead-letter queue; `notDeleted` were moved but will be moved again. */
-export interface RedriveResult {
-  readonly moved: number;
-  readonly failed: number;
-  readonly notDeleted: number;
-}
-
-/** The hit buffer's dead-letter queue, for an operator: count it, move it back. */
-export interface DeadLetters {
-  readonly deadLetterUrl: string;
-  /** The queue these are the dead letters of, as SQS's redrive policy says (never guessed from a name). */
-  source(): Promise<string>;
-  /** SQS's approximate counts; receives nothing, so a dry run changes nothing. */
-  count(): Promise<DeadLetterCount>;
-  /**
-   * Moves every message back to the source queue, ten at a time (receive, send, delete), until a receive finds
-   * none. Safe to run twice, or twice at once: a message is deleted only after it was sent, and a message sent
-   * twice (a crash between the two) is one buffered hit, which the drainer records once by its id.
-   */
-  redrive(onBatch?: (soFar: RedriveResult) => void): Promise<RedriveResult>;
-}
-
-/** How long a message being moved stays hidden from another redrive; a batch takes well under a second. */
-const MOVE_VISIBILITY_SECONDS = 120;
-
-export function sqsDeadLetters(deadLetterUrl: string, options: SqsLocation = {}): DeadLetters {
-  const client = sqsClient(options, 'operator');
-  const source = async () => {
-    const { queueUrls = [] } = await client.send(
-      new ListDeadLetterSourceQueuesCommand({ QueueUrl: deadLetterUrl }),
-    );
-    if (queueUrls.length !== 1 || !queueUrls[0])
-      throw new Error(
-        `${deadLetterUrl} is the dead-letter queue of ${queueUrls.length} queues; expected exactly the hit buffer`,
-      );
-    return queueUrls[0];
-  };
-  return {
-    deadLetterUrl,
-    source,
-    async count() {
-      const { Attributes = {} } = await client.send(
-        new GetQueueAttributesCommand({
-          QueueUrl: deadLetterUrl,
-          AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
-        }),
-      );
-      return {
-        waiting: Number(Attributes.ApproximateNumberOfMessages ?? 0),
-        inFlight: Number(Attributes.ApproximateNumberOfMessagesNotVisible ?? 0),
-      };
-    },
-    async redrive(onBatch) {
-      const queueUrl = await source();
-      let moved = 0;
-      let failed = 0;
-      let notDeleted = 0;
-      try {
-        for (;;) {
-          // A long poll asks every SQS server, so an empty answer means the queue is empty (not a sample of it).
-          const { Messages = [] } = await client.send(
-            new ReceiveMessageCommand({
-              QueueUrl: deadLetterUrl,
-              MaxNumberOfMessages: 10,
-              VisibilityTimeout: MOVE_VISIBILITY_SECONDS,
-              WaitTimeSeconds: 1,
-            }),
-          );
-          if (Messages.length === 0) break;
-          const sent = await client.send(
-            new SendMessageBatchCommand({
-              QueueUrl: queueUrl,
-              Entries: Messages.map((message, i) => ({ Id: String(i), MessageBody: message.Body ?? '' })),
-            }),
-          );
-          const ok = new Set((sent.Successful ?? []).map((entry) => entry.Id));
-          const done = Messages.filter((_, i) => ok.has(String(i)));
-          // A message not sent stays in the dead-letter queue, hidden for two minutes (a long run tries it again).
-          failed += Messages.length - done.length;
-          moved += done.length;
-          if (done.length > 0) {
-            const deleted = await client.send(
-              new DeleteMessageBatchCommand({
-                QueueUrl: deadLetterUrl,
-                Entries: done.map((message, i) => ({ Id: String(i), ReceiptHandle: message.ReceiptHandle })),
-              }),
-            );
-            notDeleted += deleted.Failed?.length ?? 0;
-          }
-          onBatch?.({ moved, failed, notDeleted });
-        }
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        throw new Error(
-          `${reason} (after moving ${moved}; what was not moved is still in the dead-letter queue: run again)`,
-        );
-      }
-      return { moved, failed, notDeleted };
-    },
-  };
 }

@@ -1,6 +1,7 @@
 /**
  * A local stand-in for SQS, speaking its JSON protocol (SendMessage and SendMessageBatch, ReceiveMessage,
- * DeleteMessage and DeleteMessageBatch, ChangeMessageVisibility, GetQueueAttributes, ListDeadLetterSourceQueues)
+ * DeleteMessage and DeleteMessageBatch, ChangeMessageVisibility, GetQueueAttributes, ListDeadLetterSourceQueues,
+ * StartMessageMoveTask and ListMessageMoveTasks of the dead-letter queue)
  * so the product's real SQS client works against it, and a poller that delivers batches to a handler as Lambda's
  * event source mapping does: partial batch failures, visibility timeout, and a dead-letter queue after
  * `maxReceiveCount` receives.
@@ -44,14 +45,17 @@ export async function startLocalQueue(
   ]);
   const maxReceiveCount = options.maxReceiveCount ?? BUFFER_MAX_RECEIVES;
   let urls = localQueueUrls('');
+  /** Move tasks of the dead-letter queue, newest first; each is done when started. */
+  const moveTasks: { TaskHandle: string; moved: number }[] = [];
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const operation = String(req.headers['x-amz-target'] ?? '').replace('AmazonSQS.', '');
     const input = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
+    // Queues are named by URL, or (move tasks) by ARN: the name is the last part of either.
     const name =
-      String(input.QueueUrl ?? '')
-        .split('/')
+      String(input.QueueUrl ?? input.SourceArn ?? '')
+        .split(/[/:]/)
         .pop() ?? '';
     const queue = queues.get(name);
     const reply = (status: number, body: unknown) => {
@@ -118,6 +122,7 @@ export async function startLocalQueue(
         const visible = queue.filter((m) => m.visibleAt <= now).length;
         return reply(200, {
           Attributes: {
+            QueueArn: `arn:aws:sqs:local:000000000000:${name}`,
             ApproximateNumberOfMessages: String(visible),
             ApproximateNumberOfMessagesNotVisible: String(queue.length - visible),
           },
@@ -125,6 +130,32 @@ export async function startLocalQueue(
       }
       case 'ListDeadLetterSourceQueues':
         return reply(200, { queueUrls: name === 'hits-dlq' ? [urls.queueUrl] : [] });
+      case 'StartMessageMoveTask': {
+        // Back to the source queue, as SQS does without a destination: every visible message, at once.
+        if (name !== 'hits-dlq')
+          return reply(400, {
+            __type: 'com.amazonaws.sqs#InvalidParameterValue',
+            message: 'not a dead-letter queue',
+          });
+        const visible = queue.filter((m) => m.visibleAt <= now);
+        const hits = queues.get('hits') as Message[];
+        for (const message of visible) {
+          queue.splice(queue.indexOf(message), 1);
+          hits.push({ ...message, receives: 0, visibleAt: now });
+        }
+        const task = { TaskHandle: randomUUID(), moved: visible.length };
+        moveTasks.unshift(task);
+        return reply(200, { TaskHandle: task.TaskHandle });
+      }
+      case 'ListMessageMoveTasks':
+        return reply(200, {
+          Results: moveTasks.slice(0, Number(input.MaxResults ?? 1)).map((task) => ({
+            TaskHandle: task.TaskHandle,
+            Status: 'COMPLETED',
+            SourceArn: input.SourceArn,
+            ApproximateNumberOfMessagesMoved: task.moved,
+          })),
+        });
       default:
         return reply(400, { __type: 'com.amazonaws.sqs#UnsupportedOperation', message: operation });
     }

@@ -1,19 +1,22 @@
 /**
- * The redrive's bookkeeping at the SDK boundary, for what the local queue never does: a send or a delete refused
- * for some messages of a batch, a failure mid-run, a dead-letter queue that is not one queue's.
+ * The redrive's bookkeeping at the SDK boundary, for what the local queue never does: SQS's move task running,
+ * failing or not allowed; a send or a delete refused for some messages of a batch, a failure mid-run, a dead-letter
+ * queue that is not one queue's.
  */
 import {
   DeleteMessageBatchCommand,
   GetQueueAttributesCommand,
   ListDeadLetterSourceQueuesCommand,
+  ListMessageMoveTasksCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
   SQSClient,
+  StartMessageMoveTaskCommand,
 } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { cliContext, cliDeadLetters } from '../../functions/cli/context';
-import { sqsDeadLetters } from '../../functions/runtime/hit-buffer';
+import { sqsDeadLetters } from '../../functions/runtime/dead-letters';
 
 const sqs = mockClient(SQSClient);
 const DLQ = 'https://sqs.eu-west-1.amazonaws.com/123456789012/hits-dlq';
@@ -26,9 +29,16 @@ const messages = (from: number, count: number) =>
     Body: `{"id":"hit-${from + i}"}`,
   }));
 
+const DLQ_ARN = 'arn:aws:sqs:eu-west-1:123456789012:hits-dlq';
+const unsupported = () =>
+  Object.assign(new Error('StartMessageMoveTask is not supported'), { name: 'UnsupportedOperation' });
+
 beforeEach(() => {
   sqs.reset();
   sqs.on(ListDeadLetterSourceQueuesCommand).resolves({ queueUrls: [QUEUE] });
+  sqs.on(GetQueueAttributesCommand).resolves({ Attributes: { QueueArn: DLQ_ARN } });
+  // The copy loop's tests: a queue service without the move task.
+  sqs.on(StartMessageMoveTaskCommand).rejects(unsupported());
   sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: { Id: string }[] }) => ({
     Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `new-${entry.Id}` })),
     Failed: [],
@@ -39,7 +49,7 @@ beforeEach(() => {
   }));
 });
 
-describe('redrive', () => {
+describe('redrive by copy', () => {
   it('receives, sends to the source queue, deletes what was sent, until a receive finds nothing', async () => {
     sqs
       .on(ReceiveMessageCommand)
@@ -48,7 +58,7 @@ describe('redrive', () => {
       .resolves({});
     const progress: number[] = [];
     const result = await sqsDeadLetters(DLQ).redrive((soFar) => progress.push(soFar.moved));
-    expect(result).toEqual({ moved: 13, failed: 0, notDeleted: 0 });
+    expect(result).toEqual({ moved: 13, failed: 0, notDeleted: 0, by: 'copy' });
     expect(progress).toEqual([10, 13]);
     const sends = sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input);
     expect(sends.map((input) => input.QueueUrl)).toEqual([QUEUE, QUEUE]);
@@ -77,7 +87,7 @@ describe('redrive', () => {
       ],
       Failed: [{ Id: '1', SenderFault: false, Code: 'InternalError' }],
     });
-    expect(await sqsDeadLetters(DLQ).redrive()).toEqual({ moved: 2, failed: 1, notDeleted: 0 });
+    expect(await sqsDeadLetters(DLQ).redrive()).toEqual({ moved: 2, failed: 1, notDeleted: 0, by: 'copy' });
     const [deleted] = sqs.commandCalls(DeleteMessageBatchCommand);
     expect(deleted?.args[0].input.Entries?.map((entry) => entry.ReceiptHandle)).toEqual(['r0', 'r2']);
   });
@@ -91,7 +101,7 @@ describe('redrive', () => {
       Successful: [{ Id: '0' }],
       Failed: [{ Id: '1', SenderFault: false, Code: 'InternalError' }],
     });
-    expect(await sqsDeadLetters(DLQ).redrive()).toEqual({ moved: 2, failed: 0, notDeleted: 1 });
+    expect(await sqsDeadLetters(DLQ).redrive()).toEqual({ moved: 2, failed: 0, notDeleted: 1, by: 'copy' });
   });
 
   it('stopped by an error, says how many it moved and that the rest is still parked', async () => {
@@ -107,6 +117,74 @@ describe('redrive', () => {
   it('moves nothing unless the dead-letter queue belongs to exactly one queue', async () => {
     sqs.on(ListDeadLetterSourceQueuesCommand).resolves({ queueUrls: [QUEUE, `${QUEUE}-other`] });
     await expect(sqsDeadLetters(DLQ).redrive()).rejects.toThrow(/dead-letter queue of 2 queues/);
+    expect(sqs.commandCalls(ReceiveMessageCommand)).toEqual([]);
+  });
+});
+
+describe("redrive by SQS's move task", () => {
+  it('starts one back to the source queue and waits for it to end, reporting what it moved', async () => {
+    sqs.on(StartMessageMoveTaskCommand).resolves({ TaskHandle: 'task-1' });
+    const task = (Status: string, moved: number) => ({
+      Results: [
+        { TaskHandle: 'task-1', Status, SourceArn: DLQ_ARN, ApproximateNumberOfMessagesMoved: moved },
+        {
+          TaskHandle: 'task-0',
+          Status: 'COMPLETED',
+          SourceArn: DLQ_ARN,
+          ApproximateNumberOfMessagesMoved: 5,
+        },
+      ],
+    });
+    sqs
+      .on(ListMessageMoveTasksCommand)
+      .resolvesOnce({ Results: [] })
+      .resolvesOnce(task('RUNNING', 400_000))
+      .resolvesOnce(task('RUNNING', 1_700_000))
+      .resolves(task('COMPLETED', 2_000_000));
+    const progress: number[] = [];
+    const result = await sqsDeadLetters(DLQ, { pollMs: 1 }).redrive((soFar) => progress.push(soFar.moved));
+    expect(result).toEqual({ moved: 2_000_000, failed: 0, notDeleted: 0, by: 'move-task' });
+    expect(progress).toEqual([400_000, 1_700_000, 2_000_000]);
+    // No destination: SQS sends each message back to the queue it came from.
+    expect(sqs.commandCalls(StartMessageMoveTaskCommand)[0]?.args[0].input).toEqual({ SourceArn: DLQ_ARN });
+    expect(sqs.commandCalls(ReceiveMessageCommand)).toEqual([]);
+  });
+
+  it('says so when the task fails or is cancelled: the rest is still parked', async () => {
+    sqs.on(StartMessageMoveTaskCommand).resolves({ TaskHandle: 'task-2' });
+    sqs.on(ListMessageMoveTasksCommand).resolves({
+      Results: [
+        {
+          TaskHandle: 'task-2',
+          Status: 'FAILED',
+          FailureReason: 'AWS.SimpleQueueService.NonExistentQueue',
+          ApproximateNumberOfMessagesMoved: 7,
+        },
+      ],
+    });
+    await expect(sqsDeadLetters(DLQ, { pollMs: 1 }).redrive()).rejects.toThrow(
+      "SQS's move task failed (AWS.SimpleQueueService.NonExistentQueue) after moving about 7; what was not moved is still in the dead-letter queue: run again",
+    );
+  });
+
+  it('without permission for it, moves them by copy', async () => {
+    sqs
+      .on(StartMessageMoveTaskCommand)
+      .rejects(
+        Object.assign(new Error('not authorized to perform sqs:StartMessageMoveTask'), {
+          name: 'AccessDenied',
+        }),
+      );
+    sqs
+      .on(ReceiveMessageCommand)
+      .resolvesOnce({ Messages: messages(0, 4) })
+      .resolves({});
+    expect(await sqsDeadLetters(DLQ).redrive()).toEqual({ moved: 4, failed: 0, notDeleted: 0, by: 'copy' });
+  });
+
+  it('an error it does not know stops the redrive', async () => {
+    sqs.on(StartMessageMoveTaskCommand).rejects(new Error('socket hang up'));
+    await expect(sqsDeadLetters(DLQ).redrive()).rejects.toThrow('socket hang up');
     expect(sqs.commandCalls(ReceiveMessageCommand)).toEqual([]);
   });
 });
