@@ -65,8 +65,10 @@ export function identifierProblem(field: IdentifierField, value: string | undefi
   if (value === undefined || value === '') return `${field} is missing`;
   if (PLACEHOLDER.test(value)) return `${field} is an unsubstituted placeholder`;
   if (field === 'surveyId') {
-    return SURVEY_ID_PATTERN.test(value)
-      ? undefined
+    if (SURVEY_ID_PATTERN.test(value)) return undefined;
+    // The marketplace's ids are numbers: `01001` is not how it writes 1001 (nor any survey of its).
+    return /^0[0-9]+$/.test(value)
+      ? `${field} must not start with 0 (the marketplace writes its survey ids without leading zeros)`
       : `${field} must be a positive integer of at most 12 digits`;
   }
   if (UNACCEPTED_CONTROL.test(value))
