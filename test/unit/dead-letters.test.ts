@@ -168,13 +168,11 @@ describe("redrive by SQS's move task", () => {
   });
 
   it('without permission for it, moves them by copy', async () => {
-    sqs
-      .on(StartMessageMoveTaskCommand)
-      .rejects(
-        Object.assign(new Error('not authorized to perform sqs:StartMessageMoveTask'), {
-          name: 'AccessDenied',
-        }),
-      );
+    sqs.on(StartMessageMoveTaskCommand).rejects(
+      Object.assign(new Error('not authorized to perform sqs:StartMessageMoveTask'), {
+        name: 'AccessDenied',
+      }),
+    );
     sqs
       .on(ReceiveMessageCommand)
       .resolvesOnce({ Messages: messages(0, 4) })
