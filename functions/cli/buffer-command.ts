@@ -51,7 +51,7 @@ async function redrive(deadLetters: DeadLetters, queueUrl: string, json?: boolea
   if (json) sayJson({ deadLetterQueueUrl: deadLetters.deadLetterUrl, queueUrl, ...result });
   else {
     say(
-      `moved ${result.by === 'move-task' ? 'about ' : ''}${result.moved} hits from ${deadLetters.deadLetterUrl} to ${queueUrl}${result.by === 'move-task' ? " (SQS's move task)" : ''}; the drainer records each once`,
+      `moved ${result.by === 'move-task' && result.moved > 0 ? 'about ' : ''}${result.moved} hits from ${deadLetters.deadLetterUrl} to ${queueUrl}${result.by === 'move-task' ? " (SQS's move task)" : ''}; the drainer records each once`,
     );
     if (result.notDeleted > 0)
       say(
