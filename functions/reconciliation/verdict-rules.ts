@@ -496,12 +496,12 @@ export function pidSpelling(pid: string): string {
  * of one id (`pidSpelling`): null when they are (the attempt adds no verdict). The marketplace gives each attempt a
  * token of its own and names its respondent in the postback as the entry link did, so a token under two unrelated
  * pids is a postback URL (and its secret) used by someone else, or a panel that credits the wrong respondent:
- * - a postback under it, or a redirect under the pid the marketplace lists the token under (beside a postback
- *   naming another): `pid_conflict`, listed for someone to look at (a supplier crediting its panellists from the
- *   postbacks would credit both); never money, the token's complete counts once;
- * - a success redirect alone under another pid: a claim the token's own transaction or postback does not back
- *   (`unverified_claim`, listed apart: anyone can type a URL with a token they saw);
- * - any other redirect: nothing to look at (null).
+ * - a postback under it: `pid_conflict`, listed for someone to look at (a supplier crediting its panellists from
+ *   the postbacks would credit both); never money, the token's complete counts once;
+ * - a success redirect alone under another pid than the listed one: a claim the token's own transaction or
+ *   postback does not back (`unverified_claim`, listed apart: anyone can type a URL with a token they saw);
+ * - any other redirect: nothing to look at (null); the listed respondent's, beside a postback naming another, is
+ *   said by that postback's verdict (`namedOtherwise`).
  */
 function pidConflict(
   attempt: Attempt,
@@ -514,14 +514,40 @@ function pidConflict(
     tokenJudgedAs: standing.attempt.pid,
     ...(standing.listedPid !== undefined ? { listedPid: standing.listedPid } : {}),
   };
+  if (attempt.postback) return { kind: 'pid_conflict', detail: here };
+  // The listed respondent's redirect beside a postback naming another: that postback's verdict says it
+  // (`namedOtherwise`); this one adds nothing.
   const listedHere =
     standing.listedPid !== undefined &&
     standing.listedPid !== '' &&
     pidSpelling(standing.listedPid) === pidSpelling(attempt.pid);
-  if (attempt.postback || listedHere) return { kind: 'pid_conflict', detail: here };
-  if (attempt.redirect?.outcome === 'success')
+  if (attempt.redirect?.outcome === 'success' && !listedHere)
     return { kind: 'unverified_claim', detail: { ...here, evidence: 'redirect' } };
   return null;
+}
+
+/**
+ * A postback matched with its transaction by token under a pid that is not a spelling of the one the marketplace
+ * lists (`pidSpelling`): where the two sides otherwise agree, `pid_conflict` instead of `matched`, so it is listed
+ * (its complete is counted as ever: the kind is not money, and the day's figures count the attempt); where they
+ * disagree on money, that kind stands, and the detail names the listed pid either way.
+ */
+function namedOtherwise(
+  transaction: Transaction | undefined,
+  attempt: Attempt | undefined,
+  matchedBy: Pair['matchedBy'],
+  classified: { kind: VerdictKind; detail: Record<string, string | boolean> },
+): { kind: VerdictKind; detail: Record<string, string | boolean> } {
+  if (
+    !transaction ||
+    !attempt?.postback ||
+    matchedBy !== 'token' ||
+    transaction.pid === '' ||
+    pidSpelling(transaction.pid) === pidSpelling(attempt.pid)
+  )
+    return classified;
+  const detail = { ...classified.detail, listedPid: transaction.pid };
+  return { kind: classified.kind === 'matched' ? 'pid_conflict' : classified.kind, detail };
 }
 
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
@@ -688,7 +714,8 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     }
     // Without a transaction, the attempt's first sighting stands for the click.
     const prices = pricedAt(clicked ?? attempt?.firstSeenAt);
-    const classified = conflict ?? classify(transaction, attempt, prices);
+    const classified =
+      conflict ?? namedOtherwise(transaction, attempt, matchedBy, classify(transaction, attempt, prices));
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     // And the click time it was judged by, if a transaction once gave one: the next run judges it on the same day.
@@ -1095,13 +1122,19 @@ export function summarize(
       kind: v.verdict.kind as VerdictKind | undefined,
       attempt: v.attempt,
       corrected: v.verdict.detail.postbackCorrectedTo,
+      listed: v.verdict.marketplace !== undefined,
     }));
   // Awaiting: the verdict it carries for this day from the run before, if any (none for one never judged).
   const held = waiting.map(({ attempt }) => {
     const stored = attempt?.reconciliation;
     const ofThisDay = stored && stored.day === day;
     const kind = ofThisDay && isVerdictKind(stored.verdict) ? stored.verdict : undefined;
-    return { kind, attempt, corrected: ofThisDay ? stored.detail.postbackCorrectedTo : undefined };
+    return {
+      kind,
+      attempt,
+      corrected: ofThisDay ? stored.detail.postbackCorrectedTo : undefined,
+      listed: ofThisDay && stored.marketplace !== undefined,
+    };
   });
   const ofDay = [...judged, ...held];
   const { start, end } = pacificDayRange(day);
@@ -1118,10 +1151,11 @@ export function summarize(
   for (const t of dayTransactions) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const counts: Partial<Record<VerdictKind, number>> = {};
   for (const { kind } of ofDay) if (kind) counts[kind] = (counts[kind] ?? 0) + 1;
-  // A token's second pid (`pid_conflict`) is listed, not counted: the token's attempt is counted once, by the other.
+  // A token's second pid (`pid_conflict` without a transaction of its own) is listed, not counted: the token's
+  // attempt is counted once, by the one matched with it.
+  const secondPid = (v: { kind?: VerdictKind; listed?: boolean }) => v.kind === 'pid_conflict' && !v.listed;
   const arrived = ofDay.filter(
-    (v) =>
-      v.kind !== 'pid_conflict' && (v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined),
+    (v) => !secondPid(v) && (v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined),
   );
   const attempts = arrived.map((v) => v.attempt as Attempt);
   // A success postback that came after a fail one, where the list says Completed, is a complete received here
@@ -1131,7 +1165,7 @@ export function summarize(
   // A browser's success claim nothing backs is not a complete here: it is counted among the claims (and one not
   // judged yet is not counted as a complete until it is).
   const backed = ofDay
-    .filter((v) => v.kind !== undefined && v.kind !== 'pid_conflict' && !CLAIM_KINDS.has(v.kind))
+    .filter((v) => v.kind !== undefined && !secondPid(v) && !CLAIM_KINDS.has(v.kind))
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a !== undefined);
   return {

@@ -796,7 +796,7 @@ describe('one token under two pids', () => {
     expect(reportHtml(report)).toMatch(/pid_conflict: <strong>1<\/strong>/);
   });
 
-  it("the listed respondent's redirect beside a postback under another pid flags the token; a success redirect under a third is a claim", async () => {
+  it("a postback under another pid than the listed one flags the token, alone or beside the listed respondent's redirect; a success redirect under a third is a claim", async () => {
     await survey(7055);
     await hit('7055', 'redirect', 'listed-pid', 'c2', 50);
     await hit('7055', 'postback', 'wrong-pid', 'c2', 49);
@@ -804,14 +804,33 @@ describe('one token under two pids', () => {
     const rows = [listedComplete('c2', 'listed-pid')];
     const run = await engine({ marketplace: listing(() => rows) }).run(today, today, ['7055']);
     expect(run.outcomes[0]).toMatchObject({ status: 'reconciled' });
-    // The money stands (the postback received the listed complete); the token is looked at.
+    // The money stands (the postback received the listed complete, counted); the token is looked at once, on the
+    // postback that named another pid.
     expect(await judged('7055')).toEqual([
-      ['listed-pid', 'pid_conflict'],
       ['typed-pid', 'unverified_claim'],
+      ['wrong-pid', 'pid_conflict'],
     ]);
+    const [conflict] = await results.attemptsByKey('7055', [{ pid: 'wrong-pid', token: 'c2' }]);
+    expect(conflict?.reconciliation).toMatchObject({
+      detail: { listedPid: 'listed-pid' },
+      marketplace: { status: 'Completed' },
+    });
     const [summary] = await results.summariesOf('7055', [today]);
-    expect(summary?.verdicts).toEqual({ matched: 1, pid_conflict: 1, unverified_claim: 1 });
+    expect(summary?.verdicts).toEqual({ pid_conflict: 1, unverified_claim: 1 });
     expect(summary?.here).toMatchObject({ postbackCompletes: 1, redirectOnlyCompletes: 0 });
+    expect(summary?.marketplace.owed).toBe('1.50');
+  });
+
+  it('a lone postback under an unrelated pid is flagged; under the listed pid spelt otherwise it is matched', async () => {
+    await survey(7058);
+    await hit('7058', 'postback', 'stranger', 'c5', 50);
+    await hit('7058', 'postback', 'A+B%2Fc', 'c6', 50);
+    const rows = [listedComplete('c5', 'panel-5'), listedComplete('c6', 'a b/C')];
+    await engine({ marketplace: listing(() => rows) }).run(today, today, ['7058']);
+    expect(await judged('7058')).toEqual([['stranger', 'pid_conflict']]);
+    const [summary] = await results.summariesOf('7058', [today]);
+    expect(summary?.verdicts).toEqual({ matched: 1, pid_conflict: 1 });
+    expect(summary?.here).toMatchObject({ attempts: 2, postbackCompletes: 2 });
   });
 
   it('without a transaction: the postback under the first pid is chased, the one under another is a conflict', async () => {
