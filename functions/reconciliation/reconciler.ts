@@ -674,8 +674,11 @@ export function reconciler(deps: ReconcilerDeps) {
         pointed.size > 0
           ? [...keyed, ...(await deps.results.attemptsByKey(surveyId, [...pointed.values()]))]
           : keyed;
-      // The attempts of a token (or pid) whose row cannot be read wait for it (judged on no day meanwhile).
-      const waiting = (a: Attempt) => !heldTokens.has(a.token) && !heldPids.has(a.pid);
+      // The attempts of a token (or pid) whose row cannot be read wait for it (judged on no day meanwhile). Not an
+      // attempt of the pid whose own token has a row here: that row is its, matched by token, never the held one.
+      const rowTokens = heldPids.size > 0 ? new Set(listed.map((t) => t.token)) : undefined;
+      const waiting = (a: Attempt) =>
+        !heldTokens.has(a.token) && !(heldPids.has(a.pid) && !rowTokens?.has(a.token));
       const read = [...seen, ...byKey].filter(waiting);
       const sidesWith = (attempts: readonly Attempt[]) => ({
         surveyId,

@@ -707,6 +707,38 @@ describe('a row that cannot be read, whose token and day still read', () => {
     expect(await results.discrepancies(today, '7010')).toEqual([]);
   });
 
+  it("holds back no attempt of the row's pid whose own token has a row: that one is judged, and counted once", async () => {
+    await survey(7059);
+    const previous = nextDay(today, -1);
+    const rows: unknown[] = [
+      // The pid's attempt of the day before, its row unreadable; its attempt of today, its row readable.
+      {
+        ...listedComplete('u1', 'p9'),
+        CPI: '1,25',
+        clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 25 * 3_600_000)),
+      },
+      listedComplete('u2', 'p9'),
+    ];
+    const postback = (token: string, ms: number) =>
+      attempts.recordHit(
+        { channel: 'postback', surveyId: '7059', outcome: 'success', pid: 'p9', token, source: 'query' },
+        new Date(ms),
+      );
+    await postback('u1', REFERENCE_MS - 24.8 * 3_600_000);
+    await postback('u2', REFERENCE_MS - 0.8 * 3_600_000);
+    const run = await engine({ marketplace: listing(() => rows) }).run(previous, today, ['7059']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'failed', malformedRows: 1 });
+    const [summary] = await results.summariesOf('7059', [today]);
+    expect(summary?.verdicts).toEqual({ matched: 1 });
+    expect(summary?.here).toMatchObject({ postbackCompletes: 1 });
+    expect(await results.discrepancies(today, '7059')).toEqual([]);
+    const [own] = await results.attemptsByKey('7059', [{ pid: 'p9', token: 'u2' }]);
+    expect(own?.reconciliation).toMatchObject({ verdict: 'matched', day: today });
+    // The held one waits for its row.
+    const [held] = await results.attemptsByKey('7059', [{ pid: 'p9', token: 'u1' }]);
+    expect(held?.reconciliation).toBeUndefined();
+  });
+
   it('fails the whole survey when the row has no readable token, pid or time, or its click time does not read', async () => {
     await survey(7009);
     const good = listedComplete('n1', 'n1');
