@@ -33,11 +33,7 @@ function table(header: readonly string[], rows: readonly (readonly (string | num
  * columns by position still finds every earlier one where it was.
  */
 const ADDED_KINDS: readonly VerdictKind[] = ['unknown_status'];
-/** Added after `survey_days`: last of all. */
-const ADDED_LAST_KINDS: readonly VerdictKind[] = ['pid_conflict'];
-const EARLIER_KINDS = LISTED_DISCREPANCY_KINDS.filter(
-  (kind) => !ADDED_KINDS.includes(kind) && !ADDED_LAST_KINDS.includes(kind),
-);
+const EARLIER_KINDS = LISTED_DISCREPANCY_KINDS.filter((kind) => !ADDED_KINDS.includes(kind));
 
 export const SUMMARY_COLUMNS = [
   'survey_id',
@@ -61,7 +57,6 @@ export const SUMMARY_COLUMNS = [
   // How many survey-days of figures the row adds up (1 on a day's row): a survey's row may cover fewer days than the
   // period its `day` names (days not reconciled yet, or without traffic).
   'survey_days',
-  ...ADDED_LAST_KINDS.map((kind) => `discrepancies_${kind}`),
 ] as const;
 
 /**
@@ -121,7 +116,6 @@ export function summaryCsv(
       r.awaiting,
       r.matched,
       r.surveyDays,
-      ...ADDED_LAST_KINDS.map((kind) => r.discrepancies[kind] ?? 0),
     ]),
   );
 }

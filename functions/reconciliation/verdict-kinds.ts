@@ -18,8 +18,6 @@ export const VERDICT_KINDS = [
   'unknown_status',
   'unverified_claim',
   'contradicted_claim',
-  // One token under two pids that are not two spellings of one id (verdict-rules.ts `pidConflict`): not money.
-  'pid_conflict',
 ] as const;
 export type VerdictKind = (typeof VERDICT_KINDS)[number];
 

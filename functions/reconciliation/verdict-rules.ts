@@ -34,7 +34,7 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
  * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
-export const VERDICT_RULES_EDITION = 3;
+export const VERDICT_RULES_EDITION = 2;
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -446,110 +446,6 @@ function leadsWithoutTransaction(pairs: readonly Pair[]): Map<string, Attempt> {
   return leads;
 }
 
-/** The attempt a token is judged by, and the pid the marketplace lists the token under (when it does). */
-interface Standing {
-  readonly attempt: Attempt;
-  readonly listedPid?: string;
-}
-
-/**
- * For each token another attempt that arrived here carries too, the attempt it is judged by: the one matched with
- * its transaction, else the one with a postback (`leadsWithoutTransaction`).
- */
-function standingFor(pairs: readonly Pair[], leads: ReadonlyMap<string, Attempt>): Map<string, Standing> {
-  const standing = new Map<string, Standing>();
-  for (const [token, attempt] of leads) standing.set(token, { attempt });
-  for (const { transaction, attempt } of pairs)
-    if (transaction && attempt && arrivedHere(attempt))
-      standing.set(transaction.token, { attempt, listedPid: transaction.pid });
-  return standing;
-}
-
-/**
- * A pid as far as the ways one id reaches a receiver tell it apart: percent-escapes undone (twice encoded too, a
- * Latin-1 escape as its character), a `+` or a run of spaces as one space, Unicode composed, case folded. Two pids
- * one token carries that read alike here are one respondent's (a form's `+`, a panel's upper case).
- */
-export function pidSpelling(pid: string): string {
-  let spelt = pid;
-  for (let round = 0; round < 3 && spelt.includes('%'); round++) {
-    let decoded: string;
-    try {
-      decoded = decodeURIComponent(spelt);
-    } catch {
-      decoded = spelt.replace(/%([0-9a-f]{2})/gi, (_, hex: string) =>
-        String.fromCharCode(Number.parseInt(hex, 16)),
-      );
-    }
-    if (decoded === spelt) break;
-    spelt = decoded;
-  }
-  return spelt
-    .normalize('NFC')
-    .replace(/[\s+]+/g, ' ')
-    .trim()
-    .toLowerCase();
-}
-
-/**
- * What an attempt says whose token another attempt is judged by (`standing`), when their pids are not two spellings
- * of one id (`pidSpelling`): null when they are (the attempt adds no verdict). The marketplace gives each attempt a
- * token of its own and names its respondent in the postback as the entry link did, so a token under two unrelated
- * pids is a postback URL (and its secret) used by someone else, or a panel that credits the wrong respondent:
- * - a postback under it: `pid_conflict`, listed for someone to look at (a supplier crediting its panellists from
- *   the postbacks would credit both); never money, the token's complete counts once;
- * - a success redirect alone under another pid than the listed one: a claim the token's own transaction or
- *   postback does not back (`unverified_claim`, listed apart: anyone can type a URL with a token they saw);
- * - any other redirect: nothing to look at (null); the listed respondent's, beside a postback naming another, is
- *   said by that postback's verdict (`namedOtherwise`).
- */
-function pidConflict(
-  attempt: Attempt,
-  standing: Standing | undefined,
-): { kind: VerdictKind; detail: Record<string, string | boolean> } | null {
-  if (!standing || pidSpelling(attempt.pid) === pidSpelling(standing.attempt.pid)) return null;
-  const here = {
-    postback: attempt.postback?.outcome ?? 'none',
-    redirect: attempt.redirect?.outcome ?? 'none',
-    tokenJudgedAs: standing.attempt.pid,
-    ...(standing.listedPid !== undefined ? { listedPid: standing.listedPid } : {}),
-  };
-  if (attempt.postback) return { kind: 'pid_conflict', detail: here };
-  // The listed respondent's redirect beside a postback naming another: that postback's verdict says it
-  // (`namedOtherwise`); this one adds nothing.
-  const listedHere =
-    standing.listedPid !== undefined &&
-    standing.listedPid !== '' &&
-    pidSpelling(standing.listedPid) === pidSpelling(attempt.pid);
-  if (attempt.redirect?.outcome === 'success' && !listedHere)
-    return { kind: 'unverified_claim', detail: { ...here, evidence: 'redirect' } };
-  return null;
-}
-
-/**
- * A postback matched with its transaction by token under a pid that is not a spelling of the one the marketplace
- * lists (`pidSpelling`): where the two sides otherwise agree, `pid_conflict` instead of `matched`, so it is listed
- * (its complete is counted as ever: the kind is not money, and the day's figures count the attempt); where they
- * disagree on money, that kind stands, and the detail names the listed pid either way.
- */
-function namedOtherwise(
-  transaction: Transaction | undefined,
-  attempt: Attempt | undefined,
-  matchedBy: Pair['matchedBy'],
-  classified: { kind: VerdictKind; detail: Record<string, string | boolean> },
-): { kind: VerdictKind; detail: Record<string, string | boolean> } {
-  if (
-    !transaction ||
-    !attempt?.postback ||
-    matchedBy !== 'token' ||
-    transaction.pid === '' ||
-    pidSpelling(transaction.pid) === pidSpelling(attempt.pid)
-  )
-    return classified;
-  const detail = { ...classified.detail, listedPid: transaction.pid };
-  return { kind: classified.kind === 'matched' ? 'pid_conflict' : classified.kind, detail };
-}
-
 /** Something reached this receiver for the attempt (not only an item reconciliation created). */
 export const arrivedHere = (attempt: Attempt) =>
   attempt.redirect !== undefined || attempt.postback !== undefined;
@@ -640,7 +536,6 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   // Tokens an attempt that arrived here carries, with a transaction or without.
   const heardTokens = new Set(window.attempts.filter(arrivedHere).map((a) => a.token));
   const unansweredLead = leadsWithoutTransaction(pairs);
-  const standing = standingFor(pairs, unansweredLead);
   const pricedAt = (at: string | undefined) =>
     at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
   for (const { transaction, attempt, matchedBy } of pairs) {
@@ -678,20 +573,17 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // would read as an unverified claim, a false forgery signal).
     // Likewise without a transaction, when a postback named the respondent: the token is judged once, by it; a
     // redirect under another spelling would otherwise add an unverified claim beside the complete not paid.
-    // Unless the pids are not two spellings of one: then the token was given to two respondents (`pidConflict`).
-    const conflict =
+    if (
       !transaction &&
       attempt &&
       (arrivedTokens.has(attempt.token) || (unansweredLead.get(attempt.token) ?? attempt) !== attempt)
-        ? pidConflict(attempt, standing.get(attempt.token))
-        : undefined;
-    if (conflict === null) {
-      if (attempt?.reconciliation) collapsed.push(attempt);
+    ) {
+      if (attempt.reconciliation) collapsed.push(attempt);
       continue;
     }
     // Without a transaction, the look-back of the attempt's own day: the same whatever the window.
     const searchedFrom = nextDay(day, -1 - lookbackDays);
-    if (!transaction && attempt && arrivedHere(attempt) && !conflict) {
+    if (!transaction && attempt && arrivedHere(attempt)) {
       const candidates = listed(attempt);
       if (candidates.length === 0 && waitsForLookback(window, attempt, day)) {
         awaiting++;
@@ -714,8 +606,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     }
     // Without a transaction, the attempt's first sighting stands for the click.
     const prices = pricedAt(clicked ?? attempt?.firstSeenAt);
-    const classified =
-      conflict ?? namedOtherwise(transaction, attempt, matchedBy, classify(transaction, attempt, prices));
+    const classified = classify(transaction, attempt, prices);
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     // And the click time it was judged by, if a transaction once gave one: the next run judges it on the same day.
@@ -1122,19 +1013,13 @@ export function summarize(
       kind: v.verdict.kind as VerdictKind | undefined,
       attempt: v.attempt,
       corrected: v.verdict.detail.postbackCorrectedTo,
-      listed: v.verdict.marketplace !== undefined,
     }));
   // Awaiting: the verdict it carries for this day from the run before, if any (none for one never judged).
   const held = waiting.map(({ attempt }) => {
     const stored = attempt?.reconciliation;
     const ofThisDay = stored && stored.day === day;
     const kind = ofThisDay && isVerdictKind(stored.verdict) ? stored.verdict : undefined;
-    return {
-      kind,
-      attempt,
-      corrected: ofThisDay ? stored.detail.postbackCorrectedTo : undefined,
-      listed: ofThisDay && stored.marketplace !== undefined,
-    };
+    return { kind, attempt, corrected: ofThisDay ? stored.detail.postbackCorrectedTo : undefined };
   });
   const ofDay = [...judged, ...held];
   const { start, end } = pacificDayRange(day);
@@ -1151,12 +1036,7 @@ export function summarize(
   for (const t of dayTransactions) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const counts: Partial<Record<VerdictKind, number>> = {};
   for (const { kind } of ofDay) if (kind) counts[kind] = (counts[kind] ?? 0) + 1;
-  // A token's second pid (`pid_conflict` without a transaction of its own) is listed, not counted: the token's
-  // attempt is counted once, by the one matched with it.
-  const secondPid = (v: { kind?: VerdictKind; listed?: boolean }) => v.kind === 'pid_conflict' && !v.listed;
-  const arrived = ofDay.filter(
-    (v) => !secondPid(v) && (v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined),
-  );
+  const arrived = ofDay.filter((v) => v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined);
   const attempts = arrived.map((v) => v.attempt as Attempt);
   // A success postback that came after a fail one, where the list says Completed, is a complete received here
   // (verdict-rules' `postbackCorrectedTo`), whatever the standing outcome says.
@@ -1165,7 +1045,7 @@ export function summarize(
   // A browser's success claim nothing backs is not a complete here: it is counted among the claims (and one not
   // judged yet is not counted as a complete until it is).
   const backed = ofDay
-    .filter((v) => v.kind !== undefined && !secondPid(v) && !CLAIM_KINDS.has(v.kind))
+    .filter((v) => v.kind !== undefined && !CLAIM_KINDS.has(v.kind))
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a !== undefined);
   return {

@@ -456,7 +456,6 @@ describe('summary', () => {
       'awaiting',
       'matched',
       'survey_days',
-      'discrepancies_pid_conflict',
     ]);
     expect(rows.map((r) => [r.survey_id, r.day, r.owed])).toEqual([
       ['8001', D1, '0.10'],

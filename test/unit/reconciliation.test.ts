@@ -32,7 +32,6 @@ import {
   lookbackRange,
   needsLookback,
   pacificDays,
-  pidSpelling,
   pricesAt,
   reconcileSurveyWindow,
 } from '../../functions/reconciliation/verdict-rules';
@@ -1268,29 +1267,5 @@ describe('agreements an attempt tells by itself (matchedVerdicts implied)', () =
       reconciliation: { verdict: 'matched', day: DAY, detail: {}, at: noon, history: [] },
     };
     expect(impliedDay(judged)).toBeUndefined();
-  });
-});
-
-describe('pid spellings', () => {
-  it('read the ways one id reaches a receiver alike, and unrelated ids apart', () => {
-    const alike = [
-      ['José', 'Jos%C3%A9'],
-      ['José', 'Jos%E9'],
-      ['José', 'Jose\u0301'],
-      ['a+b/c=', 'a b/c='],
-      ['a+b/c=', 'a%2Bb%2Fc%3D'],
-      ['a+b/c=', 'a%252Bb%252Fc%253D'],
-      ['Panel-ABC', 'panel-abc'],
-      ['a  b', 'a b'],
-    ];
-    for (const [one, other] of alike)
-      expect(pidSpelling(one as string), `${one} ${other}`).toBe(pidSpelling(other as string));
-    for (const [one, other] of [
-      ['demo-pid', 'other-pid'],
-      ['123', '124'],
-      ['a|b', 'a b'],
-      ['100%', '100'],
-    ])
-      expect(pidSpelling(one as string), `${one} ${other}`).not.toBe(pidSpelling(other as string));
   });
 });
