@@ -124,7 +124,9 @@ export function readIdentity(
   request: HitRequest,
   query: Params,
 ): { pid: string; token: string; source: HitSource } {
-  const querySuffices = !isBlank(query.get('pid')) && !isBlank(query.get('token'));
+  // A pid given empty (`pid=`) is given: the marketplace substituted the panel's none (identifiers.ts).
+  const pidGiven = query.get('pid') === '' || !isBlank(query.get('pid'));
+  const querySuffices = pidGiven && !isBlank(query.get('token'));
   let body: ParsedBody | undefined;
   try {
     body = readBody(request);

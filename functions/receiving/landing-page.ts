@@ -43,7 +43,11 @@ export function landingFor(
 ): Landing {
   const template = hit.outcome && templates[hit.outcome];
   const needsPid = template?.includes('{pid}');
-  if (!template || (needsPid && !hit.pid) || (template.includes('{surveyId}') && !hit.surveyId)) {
+  if (
+    !template ||
+    (needsPid && hit.pid === undefined) ||
+    (template.includes('{surveyId}') && !hit.surveyId)
+  ) {
     return { kind: 'page', html: SURVEY_OVER_PAGE };
   }
   const values = { pid: hit.pid ?? '', surveyId: hit.surveyId ?? '', outcome: hit.outcome ?? '' };

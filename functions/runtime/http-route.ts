@@ -120,7 +120,7 @@ const DEPENDENCIES_DOWN = [
  */
 export function jsonRoute(handler: Handler) {
   return middy<ApiEvent, ApiResult>()
-    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(injectLambdaContext(logger, { resetKeys: true, logEvent: false }))
     .use(namingTheRequest)
     .use({
       onError: async (request) => {
@@ -148,7 +148,7 @@ export function jsonRoute(handler: Handler) {
 /** For browser routes: whatever happens, the respondent gets the plain page. */
 export function respondentRoute(handler: Handler) {
   return middy<ApiEvent, ApiResult>()
-    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(injectLambdaContext(logger, { resetKeys: true, logEvent: false }))
     .use(namingTheRequest)
     .use({
       onError: async (request) => {

@@ -18,10 +18,13 @@ const serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? SERVICE_NAME;
 
 // Every string field is written through `printable`: JSON escapes C0 controls but a log viewer shows them decoded,
 // and it does not escape DEL or the C1 controls at all. And without any URL signature a field quotes (a sender that
-// encodes its separators puts the whole query, `sig=` included, into one parameter).
+// encodes its separators puts the whole query, `sig=` included, into one parameter), nor one a field holds by name
+// (an event's `queryStringParameters.sig`). The handlers never log their event (`logEvent: false` in http-route.ts,
+// whatever POWERTOOLS_LOGGER_LOG_EVENT says); this holds should anything log one.
 export const logger = new Logger({
   serviceName,
-  jsonReplacerFn: (_key, value) => (typeof value === 'string' ? printable(withoutSignatures(value)) : value),
+  jsonReplacerFn: (key, value) =>
+    typeof value !== 'string' ? value : key === 'sig' ? '[concealed]' : printable(withoutSignatures(value)),
 });
 const metrics = new Metrics({
   namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? METRIC_NAMESPACE,

@@ -16,7 +16,13 @@ let written: string[] = [];
 beforeAll(async () => {
   // Powertools reads its own settings when the logger and metrics are created, so they are set before the
   // handlers' modules load; the handlers themselves are built from their dependencies.
-  Object.assign(process.env, { POWERTOOLS_LOG_LEVEL: 'DEBUG', POWERTOOLS_METRICS_DISABLED: 'false' });
+  // Powertools' switch to log every event, as an operator may turn it on: the handlers never log theirs (the
+  // event's query parameters hold the signature by name).
+  Object.assign(process.env, {
+    POWERTOOLS_LOG_LEVEL: 'DEBUG',
+    POWERTOOLS_METRICS_DISABLED: 'false',
+    POWERTOOLS_LOGGER_LOG_EVENT: 'true',
+  });
   const { receivers } = await import('../support/handlers');
   ({ postback, redirect } = await receivers());
   ({ logger } = await import('../../functions/runtime/observability'));
@@ -155,7 +161,17 @@ describe('logs and metrics', () => {
     expect(output).toContain('redirect hit rejected');
     expect(output).not.toContain(goodSig);
     expect(output).not.toContain('sig=');
+    expect(output).not.toContain('Lambda invocation event');
     for (const secret of secrets) expect(output).not.toContain(secret);
+  });
+
+  it('a field named sig is concealed whatever logs it', () => {
+    capture();
+    logger.info('an event, logged by hand', { queryStringParameters: { pid: 'p', sig: 'S'.repeat(43) } });
+    vi.restoreAllMocks();
+    const line = loggedLine('an event, logged by hand');
+    expect(line).toContain('"sig":"[concealed]"');
+    expect(line).not.toContain('S'.repeat(43));
   });
 });
 

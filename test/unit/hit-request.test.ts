@@ -184,8 +184,17 @@ describe('reading the identity', () => {
       { bodyNotUtf8: true },
       { contentType: 'application/json', contentEncoding: 'gzip', bodyNotUtf8: true },
       { contentType: 'application/json', body: `{"x":"${'y'.repeat(MAX_BODY_BYTES)}"}` },
-    ])
+    ]) {
       expect(identity(request(body))).toEqual({ pid: 'p1', token: 't1', source: 'query' });
+      // A pid given empty is given (a panel whose entry link carried none): the same postback, recorded by its token.
+      const pidless = request({ ...body, rawQueryString: 'pid=&token=t1&kid=k1&sig=abc' });
+      expect(identity(pidless)).toEqual({ pid: '', token: 't1', source: 'query' });
+    }
+    // Not a pid left out, nor one left a placeholder: the body may carry it, and one that cannot be read is refused.
+    for (const rawQueryString of ['token=t1&kid=k1&sig=abc', 'pid=[%%pid%%]&token=t1&kid=k1&sig=abc'])
+      expect(
+        rejection(() => identity(request({ rawQueryString, contentType: 'text/plain', body: 'OK' }))).status,
+      ).toBe(415);
   });
 
   it('reads a form body with a stray `&` and JSON after a byte-order mark', () => {

@@ -41,6 +41,12 @@ describe('landing', () => {
     });
   });
 
+  it('sends a respondent whose panel gave no pid (`pid=`) on with the pid empty, as recorded', () => {
+    expect(landingFor(templates, { outcome: 'success', pid: '', surveyId: '7' })).toMatchObject({
+      kind: 'redirect',
+    });
+  });
+
   it('answers the plain page where no template is configured or a needed value is unknown', () => {
     expect(landingFor(templates, { outcome: 'overquota', pid: 'p' })).toEqual({
       kind: 'page',
