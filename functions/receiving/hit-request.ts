@@ -114,6 +114,27 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
 const signatureAsSent = (value: string | undefined) => value?.split(/[?\s]/, 1)[0];
 
 /**
+ * What a postback refused for a missing signature is told: which of `kid` and `sig` the query lacks, and why when
+ * it shows (a name in other case, parameters separated by `;`). Never a value of either.
+ */
+export function missingSignatureMessage(
+  request: HitRequest,
+  claim: { kid?: string; signature?: string },
+): string {
+  const absent = [...(claim.kid ? [] : ['kid']), ...(claim.signature ? [] : ['sig'])];
+  const raw = request.rawQueryString ?? '';
+  const names = [...new URLSearchParams(raw).keys()];
+  const otherCase = absent.flatMap((field) => names.filter((n) => n !== field && n.toLowerCase() === field));
+  const hint =
+    otherCase.length > 0
+      ? `: the query has ${otherCase.join(' and ')}, and parameter names are lower-case`
+      : !raw.includes('&') && raw.includes(';')
+        ? ': parameters are separated by &, not ;'
+        : '';
+  return `signature is missing (${absent.join(' and ')} not in the query)${hint}`;
+}
+
+/**
  * Reads pid and token from the query and, for postbacks, the body. One that says nothing (empty, null, a
  * placeholder left unsubstituted) lets the other stand. When the signed query already carries both, they stand,
  * and a body that cannot be read (or is too large to) or spells them otherwise is ignored, but for a `+` the query

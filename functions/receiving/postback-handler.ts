@@ -12,7 +12,7 @@ import { describe, hitRequestFrom, json, jsonRoute, requestIdOf } from '../runti
 import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
-import { readClaim, readIdentity, refusedHit } from './hit-request';
+import { missingSignatureMessage, readClaim, readIdentity, refusedHit } from './hit-request';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 import { loggableKeyId } from './signing';
 
@@ -95,7 +95,7 @@ export function createPostbackHandler({
         throw new Rejection(
           403,
           'forbidden',
-          check.reason === 'missing' ? 'signature is missing' : 'signature is not valid',
+          check.reason === 'missing' ? missingSignatureMessage(request, claim) : 'signature is not valid',
         );
       }
       const identity = readIdentity(request, query);

@@ -222,8 +222,18 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
   };
 
   it.each([
-    ['no signature', (u: string) => tamper(u, 'sig', null), 'signature is missing'],
-    ['no key id', (u: string) => tamper(u, 'kid', null), 'signature is missing'],
+    ['no signature', (u: string) => tamper(u, 'sig', null), 'signature is missing (sig not in the query)'],
+    ['no key id', (u: string) => tamper(u, 'kid', null), 'signature is missing (kid not in the query)'],
+    [
+      'the key id named in upper case',
+      (u: string) => u.replace('kid=', 'KID='),
+      'signature is missing (kid not in the query): the query has KID, and parameter names are lower-case',
+    ],
+    [
+      'parameters separated by semicolons',
+      (u: string) => u.replace(/&/g, ';'),
+      'signature is missing (kid and sig not in the query): parameters are separated by &, not ;',
+    ],
     ['a wrong signature', (u: string) => tamper(u, 'sig', 'A'.repeat(43)), 'signature is not valid'],
     ['an unknown key id', (u: string) => tamper(u, 'kid', 'k9'), 'signature is not valid'],
     ['another key id', (u: string) => tamper(u, 'kid', 'k1'), 'signature is not valid'],
