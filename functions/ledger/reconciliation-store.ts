@@ -343,13 +343,20 @@ export function createReconciliationStore(
         flagJudgedDay(client, tableName, entry.surveyId, day, new Date(readAt.getTime() + 1));
       /**
        * After a failed condition: a hit overtook this run's read (its time after `readAt`, give or take a clock a
-       * little off) and the day is flagged, or not (another run wrote the same; an older hit, which flags its day
-       * itself, or an item this run did not read as an attempt) and nothing is done.
+       * little off), or the item this run would make is an attempt that arrived (its reading did not hold it), and
+       * the day is flagged; or not (another run wrote the same; an older hit, which flags its day itself) and nothing
+       * is done.
        */
       const overtaken = async () => {
         const current = await getItem(key);
         const last = typeof current?.lastSeenAt === 'string' ? current.lastSeenAt : undefined;
-        if (last === undefined || last === seen || last < new Date(readAt.getTime() - 60_000).toISOString())
+        // An item this run would make is an attempt that arrived, whenever: one this run's reading did not hold
+        // (a reader behind the table), judged as if nothing had arrived. Not counted; its day judged again.
+        const unread = !entry.attempt && last !== undefined;
+        if (
+          !unread &&
+          (last === undefined || last === seen || last < new Date(readAt.getTime() - 60_000).toISOString())
+        )
           return false;
         await flagAgain(verdict.day);
         return true;

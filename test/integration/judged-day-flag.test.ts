@@ -324,15 +324,19 @@ describe('a verdict written over an attempt the run did not read as it is', () =
     expect(await flagOf()).toBe(new Date(runAt.getTime() + 1).toISOString());
   });
 
-  it('is left alone when the hit is older than the run (not a race; a hit flags its own day)', async () => {
+  it('is stale too when the hit is older than the run: an attempt the run did not read is not judged as an item', async () => {
     await results.putDaySummary(summary(JUDGED_DAY), new Date(`${JUDGED_DAY}T21:00:00.000Z`), 'run-1');
     await ledger.recordHit(hit('older'), new Date(`${JUDGED_DAY}T20:00:00.000Z`));
     const runAt = new Date('2026-11-23T12:00:00.000Z');
     // (The hit, recorded days after it was made, flagged its day itself.)
     expect(await flagOf()).toBe(LATE.toISOString());
-    expect(await results.recordVerdict(verdictFor('older'), runAt)).toBe('unchanged');
+    // Not counted by the run (a reading that missed the attempt judged it as if nothing had arrived).
+    expect(await results.recordVerdict(verdictFor('older'), runAt)).toBe('stale');
     const [attempt] = await ledger.attemptsOf(SURVEY, 'p-older');
     expect(attempt?.reconciliation).toBeUndefined();
-    expect(await flagOf()).toBe(LATE.toISOString());
+    // Still flagged for the next run, never moved back.
+    expect(await flagOf()).toBe(
+      [LATE.toISOString(), new Date(runAt.getTime() + 1).toISOString()].sort().at(-1),
+    );
   });
 });

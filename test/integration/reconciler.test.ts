@@ -739,6 +739,38 @@ describe('a row that cannot be read, whose token and day still read', () => {
     expect(held?.reconciliation).toBeUndefined();
   });
 
+  it('an attempt its reading did not hold is not judged as an item nothing arrived for: not counted, its day judged again', async () => {
+    await survey(7060);
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7060', outcome: 'success', pid: 'r1', token: 'r1', source: 'query' },
+      new Date(REFERENCE_MS - 3_000_000),
+    );
+    const rows = [listedComplete('r1', 'r1')];
+    // A reader behind the table (an index a moment late): the attempt is not in what the run reads.
+    const hidden = (a: { token: string }) => a.token !== 'r1';
+    const behind = await engine({
+      marketplace: listing(() => rows),
+      attempts: {
+        ...attempts,
+        attemptsOfSurvey: async (...args: Parameters<typeof attempts.attemptsOfSurvey>) =>
+          (await attempts.attemptsOfSurvey(...args)).filter(hidden),
+      },
+      results: {
+        ...results,
+        attemptsByKey: async (...args: Parameters<typeof results.attemptsByKey>) =>
+          (await results.attemptsByKey(...args)).filter(hidden),
+      },
+    }).run(today, today, ['7060']);
+    expect(behind.outcomes[0]?.verdicts).toEqual({});
+    const [summary] = await results.summariesOf('7060', [today]);
+    expect(summary?.verdicts).toEqual({});
+    expect(summary?.ledgerChangedAt).toBeDefined();
+    expect(await results.discrepancies(today, '7060')).toEqual([]);
+    // The next run reads it: matched, counted once.
+    await engine({ marketplace: listing(() => rows) }).run(today, today, ['7060']);
+    expect((await results.summariesOf('7060', [today]))[0]?.verdicts).toEqual({ matched: 1 });
+  });
+
   it('fails the whole survey when the row has no readable token, pid or time, or its click time does not read', async () => {
     await survey(7009);
     const good = listedComplete('n1', 'n1');
