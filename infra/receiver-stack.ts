@@ -18,13 +18,7 @@ import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { HealthSettings } from '../functions/health/health-rules';
 import { FEED_PARTITION_PREFIX, FEED_PROBE_SEEN_KEY, FEED_START_KEY } from '../functions/ledger/feed-keys';
-import {
-  ATTEMPT_PARTITION_PREFIX,
-  CHECKPOINT_PARTITION_PREFIX,
-  HIT_PATH_PARTITION_PREFIXES,
-  HIT_PATH_SUMMARY_ATTRIBUTES,
-  SUMMARY_PARTITION_PREFIX,
-} from '../functions/ledger/ledger-schema';
+import { CHECKPOINT_PARTITION_PREFIX } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { AttemptFeed, FEED_BATCHING_WINDOW, FEED_LAG_MARGIN } from './constructs/attempt-feed';
@@ -181,20 +175,10 @@ export class ReceiverStack extends Stack {
         string
       >,
     })
-      .bindLedger(this.ledger.table, [])
-      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
-      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
-        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
-      })
-      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
+      .bindHitPath(this.ledger.table)
       .bindSigningKeys(this.signingKeys);
     this.postback = new ReceiverFunction(this, 'postback', FUNCTIONS.postback)
-      .bindLedger(this.ledger.table, [])
-      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
-      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
-        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
-      })
-      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX)
+      .bindHitPath(this.ledger.table)
       .bindSigningKeys(this.signingKeys);
 
     const reserved = props.receiverReservedConcurrency ?? 50;
@@ -215,13 +199,7 @@ export class ReceiverStack extends Stack {
     this.drainer = new ReceiverFunction(this, 'drain-buffer', {
       ...QUEUE_FUNCTIONS['drain-buffer'],
       timeout: Duration.seconds(30),
-    })
-      .bindLedger(this.ledger.table, [])
-      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
-      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
-        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
-      })
-      .allowLedgerItems(this.ledger.table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
+    }).bindHitPath(this.ledger.table);
     this.buffer.bindDrainer(this.drainer, { maxConcurrency: scale.drainConcurrency });
     this.attemptFeed = props.attemptFeed
       ? new AttemptFeed(this, 'attempt-feed', { table: this.ledger.table })

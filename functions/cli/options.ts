@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { DEFAULT_FEED_LAG_SECONDS } from '../ledger/feed-keys';
-import { isCalendarDay, pacificDay } from '../marketplace/pacific-time';
+import { dayProblem, pacificDay } from '../marketplace/pacific-time';
 import type { PostbackMethod } from '../marketplace/redirect-settings';
 import { type IdentifierField, identifierProblem } from '../receiving/identifiers';
 
@@ -39,11 +39,8 @@ export const methodOfVariable = (name: 'POSTBACK_METHOD_SUCCESS' | 'POSTBACK_MET
   methodOption(process.env[name] ?? 'GET', name);
 
 export function dayOption(value: string): string {
-  if (!isCalendarDay(value)) {
-    throw new InvalidArgumentError(
-      /^\d{4}-\d{2}-\d{2}$/.test(value) ? 'is not a day of the calendar' : 'must be a date YYYY-MM-DD',
-    );
-  }
+  const problem = dayProblem(value);
+  if (problem) throw new InvalidArgumentError(problem);
   return value;
 }
 

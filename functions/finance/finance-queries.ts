@@ -5,7 +5,7 @@
 
 import { type FailingSpell, failingSpells } from '../health/health-transition';
 import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
-import { isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
+import { dayProblem, isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { identifierProblem } from '../receiving/identifiers';
 import { checkedAtReader, REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from '../reconciliation/recheck-policy';
@@ -54,13 +54,8 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
     ['to', to],
   ] as const) {
     if (!value) throw badRequest(`${name} is missing (a Pacific day, YYYY-MM-DD)`);
-    if (!isCalendarDay(value)) {
-      throw badRequest(
-        /^\d{4}-\d{2}-\d{2}$/.test(value)
-          ? `${name} is not a day of the calendar (${value.slice(0, 10)})`
-          : `${name} must be a date YYYY-MM-DD`,
-      );
-    }
+    const problem = dayProblem(value);
+    if (problem) throw badRequest(`${name} ${problem}`);
   }
   // Counted before any list of days is made: a period of thousands of years is refused, not enumerated.
   const span = periodDays(from as string, to as string);

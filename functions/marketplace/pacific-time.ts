@@ -158,6 +158,14 @@ export function pacificDayRange(day: string): { start: Date; end: Date } {
 }
 
 /** A real calendar date written YYYY-MM-DD (no 2026-02-30). */
+/** Why a value is not a day `YYYY-MM-DD`, or undefined when it is one: its form, or a day no calendar has. */
+export function dayProblem(value: string): string | undefined {
+  if (isCalendarDay(value)) return undefined;
+  return /^\d{4}-\d{2}-\d{2}$/.test(value)
+    ? `is not a day of the calendar (${value})`
+    : 'must be a date YYYY-MM-DD';
+}
+
 export function isCalendarDay(value: string): boolean {
   const date = new Date(`${value}T12:00:00Z`);
   return (

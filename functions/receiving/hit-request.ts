@@ -114,6 +114,16 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
 const signatureAsSent = (value: string | undefined) => value?.split(/[?\s]/, 1)[0];
 
 /**
+ * The name a query gives `field` in other case (`PID`, `KID`), when it does not give it as written: the URLs built
+ * here name every parameter in lower case, and the query's names are read as written.
+ */
+function namedInOtherCase(request: HitRequest, field: string): string | undefined {
+  return [...new URLSearchParams(request.rawQueryString ?? '').keys()].find(
+    (key) => key !== field && key.toLowerCase() === field,
+  );
+}
+
+/**
  * What a postback refused for a missing signature is told: which of `kid` and `sig` the query lacks, and why when
  * it shows (a name in other case, parameters separated by `;`). Never a value of either.
  */
@@ -123,8 +133,7 @@ export function missingSignatureMessage(
 ): string {
   const absent = [...(claim.kid ? [] : ['kid']), ...(claim.signature ? [] : ['sig'])];
   const raw = request.rawQueryString ?? '';
-  const names = [...new URLSearchParams(raw).keys()];
-  const otherCase = absent.flatMap((field) => names.filter((n) => n !== field && n.toLowerCase() === field));
+  const otherCase = absent.flatMap((field) => namedInOtherCase(request, field) ?? []);
   const hint =
     otherCase.length > 0
       ? `: the query has ${otherCase.join(' and ')}, and parameter names are lower-case`
@@ -182,12 +191,7 @@ export function readIdentity(
     }
     // Nothing usable anywhere: the problem of what there is (a placeholder is named as such), and a name given in
     // other case (`PID`) said to be one: the query's names are read as written, lower-case in the URLs built here.
-    const otherCase =
-      fromQuery === undefined
-        ? [...new URLSearchParams(request.rawQueryString ?? '').keys()].find(
-            (key) => key !== field && key.toLowerCase() === field,
-          )
-        : undefined;
+    const otherCase = fromQuery === undefined ? namedInOtherCase(request, field) : undefined;
     if (otherCase !== undefined && isBlank(fromBody))
       throw badRequest(`${field} is missing: the query has ${otherCase}, and parameter names are lower-case`);
     return checked(field, fromQuery ?? fromBody, false);

@@ -18,7 +18,13 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { LEDGER } from '../../functions/ledger/ledger-schema';
+import {
+  ATTEMPT_PARTITION_PREFIX,
+  HIT_PATH_PARTITION_PREFIXES,
+  HIT_PATH_SUMMARY_ATTRIBUTES,
+  LEDGER,
+  SUMMARY_PARTITION_PREFIX,
+} from '../../functions/ledger/ledger-schema';
 import { METRIC_NAMESPACE } from '../../functions/runtime/metric-catalogue';
 import { REPO_ROOT } from '../paths';
 
@@ -173,6 +179,20 @@ export class ReceiverFunction extends Construct {
       }),
     );
     return this;
+  }
+
+  /**
+   * The hit path's ledger access (receivers and drainer): the table's name; UpdateItem on attempts and counts of
+   * refused hits, and on a survey's summaries for a late hit's flag alone (`HIT_PATH_SUMMARY_ATTRIBUTES`); GetItem on
+   * attempts, to read back a retried write.
+   */
+  bindHitPath(table: ITableV2): this {
+    return this.bindLedger(table, [])
+      .allowLedgerItems(table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
+      .allowLedgerItems(table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
+        attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
+      })
+      .allowLedgerItems(table, ['dynamodb:GetItem'], ATTEMPT_PARTITION_PREFIX);
   }
 
   /**
