@@ -10,7 +10,7 @@ import * as z from 'zod/mini';
 import type { Outcome } from '../receiving/outcome';
 import { parseAmount } from '../shared/money';
 import { describeIssues } from '../shared/validation';
-import { type PacificTime, parsePacificTime } from './pacific-time';
+import { type PacificTime, pacificDay, parsePacificTime } from './pacific-time';
 
 /** Transaction statuses as the transaction list spells them (with spaces). */
 export const TRANSACTION_STATUSES = [
@@ -209,23 +209,48 @@ export const hasEntryTime = (t: Transaction): boolean => entryTime(t) !== undefi
 
 /**
  * One row per token (the marketplace's transaction id): a row listed twice (pages that overlap, a list that
- * repeats itself) is counted once. Copies that differ keep the one verified last. Copies verified at the same
- * time, or neither verified, give no sign of which the marketplace holds now (a row changed between two pages
- * of one listing): whatever order they are listed in, the one that earns less is kept (a non-complete or a
- * rejected complete before a complete, the lower price before the higher), so owed counts no complete the
- * marketplace may have taken back; the next listing without the stale copy settles it.
+ * repeats itself) is counted once. Copies that differ keep the one verified last. Copies verified at the same time,
+ * or neither verified, give no sign of which the marketplace holds now (a row changed between two pages of one
+ * listing): whatever order they are listed in, the one that earns less is kept (a non-complete or a rejected
+ * complete before a complete, the lower price before the higher), so owed counts no complete the marketplace may
+ * have taken back; the next listing without the stale copy settles it.
+ *
+ * A token filed under two Pacific days (the marketplace listing one transaction on each) is the earliest day's:
+ * the rule a run that lists one of the days alone can follow too (reconciler.ts asks the earlier day's listing). The
+ * later days' copies come back apart, one per day, as `copies`: judged and counted nowhere, part only of what their
+ * day's listing shows (its digest).
  */
 export function distinctTransactions(rows: readonly Transaction[]): {
   rows: Transaction[];
   duplicates: number;
+  copies: Transaction[];
 } {
-  const byToken = new Map<string, Transaction>();
+  const byTokenDay = new Map<string, Map<string, Transaction>>();
   for (const row of rows) {
-    const kept = byToken.get(row.token);
-    if (!kept || supersedes(row, kept)) byToken.set(row.token, row);
+    const days = byTokenDay.get(row.token) ?? new Map<string, Transaction>();
+    const day = filedDay(row);
+    const kept = days.get(day);
+    if (!kept || supersedes(row, kept)) days.set(day, row);
+    byTokenDay.set(row.token, days);
   }
-  return { rows: [...byToken.values()], duplicates: rows.length - byToken.size };
+  const kept: Transaction[] = [];
+  const copies: Transaction[] = [];
+  for (const days of byTokenDay.values()) {
+    // Days in order; a row filed under no day yet (not placed) after them all.
+    const [first, ...later] = [...days.entries()].sort(([a], [b]) =>
+      a === '' ? 1 : b === '' ? -1 : a.localeCompare(b),
+    );
+    if (first) kept.push(first[1]);
+    copies.push(...later.map(([, row]) => row));
+  }
+  return { rows: kept, duplicates: rows.length - kept.length - copies.length, copies };
 }
+
+/** The Pacific day a row is filed under, empty when it says none yet. */
+const filedDay = (t: Transaction): string => {
+  const at = filedAt(t);
+  return at === undefined ? '' : pacificDay(new Date(at));
+};
 
 /** Whether `row` is kept over `kept`, another copy of its token (`distinctTransactions`). */
 function supersedes(row: Transaction, kept: Transaction): boolean {

@@ -637,24 +637,38 @@ export function reconciler(deps: ReconcilerDeps) {
     /** Judges the days of `window` (contiguous) from the rows listed for the wider window, and records the result. */
     async function reconcileDays(
       window: readonly string[],
-      listed: readonly Transaction[],
+      listing: {
+        /** One row per token, from the day that lists it first (`distinctTransactions`). */
+        readonly rows: readonly Transaction[];
+        /** The other days' rows of those tokens. */
+        readonly copies: readonly Transaction[];
+        /** The first day listed. */
+        readonly from: string;
+      },
       seen: readonly Attempt[],
       lookback: (
         lookedFor: ReadonlySet<string>,
       ) => Promise<{ rows: readonly Transaction[]; malformed: readonly unknown[] } | undefined>,
     ) {
       const range = fetchRange(window);
+      const listed = listing.rows;
       // What a call for just these days would have listed, and the rows before them already at hand.
       const [from, to] = [range.from.toISOString(), range.to.toISOString()];
-      const transactions = listed.filter((t) => {
+      const inRange = (t: Transaction) => {
         const at = filedAt(t);
         return at === undefined || (at >= from && at < to);
-      });
+      };
+      const listedHere = listed.filter(inRange);
       const before = listed.filter((t) => (filedAt(t) ?? from) < from);
       // The window's transactions whose attempts were first seen outside it (a late finisher, a postback
       // re-sent days later): read by key, so the verdict does not depend on how wide the window is.
-      const keys = attemptKeysToRead({ days: window, transactions, attempts: seen });
+      const keys = attemptKeysToRead({ days: window, transactions: listedHere, attempts: seen });
       const keyed = keys.length > 0 ? await deps.results.attemptsByKey(surveyId, keys) : [];
+      // Rows whose token a day before the listing lists too, as a verdict of it says: that day's (the earliest
+      // copy stands, `distinctTransactions`), not matched or counted here.
+      const copied = await listedOnEarlierDays(window, listedHere, [...seen, ...keyed], listing.from);
+      const transactions = copied.size > 0 ? listedHere.filter((t) => !copied.has(t)) : listedHere;
+      const copies = [...listing.copies.filter(inRange), ...copied];
       // An item that says its transaction's attempt arrived under another pid: that attempt, by its key.
       const held = new Set([...seen, ...keyed].map((a) => keyOf(a.pid, a.token)));
       const pointed = new Map<string, { pid: string; token: string }>();
@@ -684,6 +698,7 @@ export function reconciler(deps: ReconcilerDeps) {
         surveyId,
         days: window,
         transactions,
+        copies,
         attempts,
         expectedCpi: registration?.expectedCpi,
         cpiHistory: registration?.cpiHistory,
@@ -806,7 +821,7 @@ export function reconciler(deps: ReconcilerDeps) {
               figures,
               overtaken,
               result.verdicts,
-              transactions,
+              [transactions, copies],
               result.waiting.get(figures.day) ?? [],
             ),
           )
@@ -837,6 +852,46 @@ export function reconciler(deps: ReconcilerDeps) {
     /** The survey's transactions of one Pacific day alone. */
     const listDay = (day: string) =>
       deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day });
+    /** The tokens of a day before the listing at hand, listed alone once a run (`listedOnEarlierDays`). */
+    const tokensOfDay = new Map<string, Promise<ReadonlySet<string>>>();
+    /**
+     * The rows of `days` whose token a day before `listedFrom` lists too: the marketplace listing one transaction on
+     * two days, each listing showing one copy. The earliest day's stands (`distinctTransactions`), whichever day a run
+     * lists. Such a day is known by a verdict an earlier run gave the token from a row of it, and asked again, alone
+     * (the row may have moved since: re-filed here, the row is this day's). Nothing to ask without such a verdict.
+     */
+    async function listedOnEarlierDays(
+      days: readonly string[],
+      rows: readonly Transaction[],
+      attempts: readonly Attempt[],
+      listedFrom: string,
+    ): Promise<Set<Transaction>> {
+      const copied = new Set<Transaction>();
+      const judgedOn = new Map<string, string>();
+      for (const { token, reconciliation: judged } of attempts)
+        if (judged?.marketplace && judged.day < listedFrom && judged.day < (judgedOn.get(token) ?? '~'))
+          judgedOn.set(token, judged.day);
+      if (judgedOn.size === 0) return copied;
+      const owned = new Set(days);
+      for (const row of rows) {
+        const earlier = judgedOn.get(row.token);
+        const at = filedAt(row);
+        if (earlier === undefined || at === undefined || !owned.has(pacificDay(new Date(at)))) continue;
+        let tokens = tokensOfDay.get(earlier);
+        if (!tokens) {
+          outcome.dayListings++;
+          // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
+          tokens = listDay(earlier).then(
+            ({ rows, malformed }) =>
+              new Set([...rows.map((t) => t.token), ...malformed.flatMap((m) => m.placed?.token ?? [])]),
+          );
+          tokensOfDay.set(earlier, tokens);
+        }
+        if ((await tokens).has(row.token)) copied.add(row);
+      }
+      outcome.duplicateRows += copied.size;
+      return copied;
+    }
     /**
      * Rows listed for `range` with those lacking a click or start time placed on their creation day, by listing
      * its days one by one (`creation-days.ts`). One no single day lists (the marketplace not up to date with
@@ -924,7 +979,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // failing (its days retried every run) reads the ledger only once the marketplace has answered.
       const listing = listedByDays(range)
         .then((rows) => readable(rows, holdDays ? window : []))
-        .then(async (rows) => ({ ...rows, rows: await placed(rows.rows, range) }));
+        .then(async ({ rows, held }) => ({ ...distinctTransactions(await placed(rows, range)), held }));
       if (failedDays.length > 0) await listing;
       const [listed, seenByGroup] = await Promise.all([
         listing,
@@ -936,7 +991,7 @@ export function reconciler(deps: ReconcilerDeps) {
         ),
       ]);
       outcome.transactions += listed.rows.length;
-      outcome.duplicateRows += listed.duplicates;
+      outcome.duplicateRows += listed.duplicates + listed.copies.length;
       outcome.malformedRows += listed.held.length;
       const heldMessage = listed.held.length > 0 ? unreadable(listed.held).message : '';
       for (const { placed } of listed.held) {
@@ -949,7 +1004,9 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
       // Settled days whose transactions changed since they were reconciled.
       const changedDays = window.filter(
-        (day) => !regardless.includes(day) && transactionsChanged(day, listed.rows, stored.get(day)),
+        (day) =>
+          !regardless.includes(day) &&
+          transactionsChanged(day, [...listed.rows, ...listed.copies], stored.get(day)),
       );
       outcome.skippedDays += window.length - regardless.length - changedDays.length;
       for (const day of [...regardless, ...changedDays]) judgedThisRun.add(day);
@@ -976,11 +1033,11 @@ export function reconciler(deps: ReconcilerDeps) {
       };
       for (const [i, group] of groups.entries())
         for (const part of judged(group))
-          await reconcileDays(part, listed.rows, seenByGroup[i] ?? [], lookbackOnce);
+          await reconcileDays(part, { ...listed, from: range.startDate }, seenByGroup[i] ?? [], lookbackOnce);
       for (const group of judged(changedDays)) {
         const { from, to } = attemptRange(group);
         const seen = await deps.attempts.attemptsOfSurvey(surveyId, from, to);
-        await reconcileDays(group, listed.rows, seen, lookbackOnce);
+        await reconcileDays(group, { ...listed, from: range.startDate }, seen, lookbackOnce);
       }
     }
 
@@ -1225,7 +1282,7 @@ export function reconciler(deps: ReconcilerDeps) {
   }
 
   /**
-   * The window's rows, one per token, all of them readable: a row that cannot be read is not "no transaction"
+   * The window's rows, all of them readable: a row that cannot be read is not "no transaction"
    * (its complete would drop out of what is owed and its attempt turn into a false discrepancy). One whose token
    * and day still read, a day of `holdable`, is returned as `held` (its day and token are then not judged); any
    * other fails the survey, naming it, and its days are retried by every run until the row reads.
@@ -1240,7 +1297,7 @@ export function reconciler(deps: ReconcilerDeps) {
         throw unreadable([row, ...listed.malformed.filter((other) => other !== row)]);
       held.push({ ...row, placed: row.placed });
     }
-    return { ...distinctTransactions(listed.rows), held };
+    return { rows: listed.rows, held };
   }
 
   /** The error that fails a survey for rows that cannot be read, naming the first. */
@@ -1614,13 +1671,13 @@ function withOvertaken(
   summary: DaySummary,
   overtaken: readonly AttemptVerdict[],
   verdicts: readonly AttemptVerdict[],
-  transactions: readonly Transaction[],
+  [transactions, copies]: readonly [readonly Transaction[], readonly Transaction[]],
   waiting: readonly Awaiting[],
 ): DaySummary {
   const ofDay = overtaken.filter((entry) => entry.verdict.day === summary.day);
   if (ofDay.length === 0) return summary;
   const kept = verdicts.filter((entry) => !overtaken.includes(entry));
-  return summarize(summary.surveyId, summary.day, kept, transactions, [...waiting, ...ofDay]);
+  return summarize(summary.surveyId, summary.day, kept, transactions, [...waiting, ...ofDay], copies);
 }
 
 /** `list` in consecutive pieces of at most `size`. */

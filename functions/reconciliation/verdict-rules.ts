@@ -112,6 +112,11 @@ export interface SurveyWindow {
   readonly days: readonly string[];
   /** Transactions clicked in from the day before the first day to the day after the last. */
   readonly transactions: readonly Transaction[];
+  /**
+   * Rows of the same range whose token an earlier day lists too (`distinctTransactions`): not judged or counted,
+   * only part of what each day's listing shows (`transactionsDigest`).
+   */
+  readonly copies?: readonly Transaction[];
   /** Attempts first seen here within `attemptRange` of the days (the day after, and a margin of the day before). */
   readonly attempts: readonly Attempt[];
   /**
@@ -648,7 +653,14 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   return {
     verdicts,
     summaries: window.days.map((day) =>
-      summarize(window.surveyId, day, verdicts, window.transactions, awaitingByDay.get(day) ?? []),
+      summarize(
+        window.surveyId,
+        day,
+        verdicts,
+        window.transactions,
+        awaitingByDay.get(day) ?? [],
+        window.copies,
+      ),
     ),
     undated,
     awaiting,
@@ -1006,6 +1018,7 @@ export function summarize(
   verdicts: readonly AttemptVerdict[],
   transactions: readonly Transaction[],
   waiting: readonly Awaiting[],
+  copies: readonly Transaction[] = [],
 ): DaySummary {
   const judged = verdicts
     .filter((v) => v.verdict.day === day)
@@ -1069,7 +1082,7 @@ export function summarize(
     },
     verdicts: counts,
     ...(waiting.length > 0 ? { awaiting: waiting.length } : {}),
-    transactionsDigest: transactionsDigest(transactions, day),
+    transactionsDigest: transactionsDigest([...transactions, ...copies], day),
   };
 }
 

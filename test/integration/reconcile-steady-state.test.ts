@@ -1963,6 +1963,91 @@ describe('verdicts a run cannot stand behind', () => {
   });
 });
 
+describe('one token the marketplace lists on two days', () => {
+  /** A complete's row on `first` at 10:00 Pacific, its postback here, and the same token's row on `second` too. */
+  async function listedTwice(surveyId: number, first: string, second: string, copy: Partial<SimTransaction>) {
+    await survey(surveyId);
+    const row = await complete(surveyId, first);
+    marketplace.state.transactions.push({
+      ...row,
+      clickedAt: new Date(pacificDayRange(second).start.getTime() + 10 * HOUR),
+      ...copy,
+    });
+    return row;
+  }
+  /** The survey's days from `from` to today on the clock, with the completes and owed each counts. */
+  async function counted(surveyId: number, from: string) {
+    const today = pacificDayOfClock();
+    const days: string[] = [];
+    for (let day = from; day <= today; day = nextDay(day)) days.push(day);
+    return (await results.summariesOf(String(surveyId), days))
+      .filter((s) => s.marketplace.transactions > 0)
+      .map((s) => [s.day, s.marketplace.completes, s.marketplace.owed]);
+  }
+  const pacificDayOfClock = () => {
+    let day = TODAY;
+    while (pacificDayRange(day).end.getTime() <= clock) day = nextDay(day);
+    return day;
+  };
+  const verdictOf = async (t: SimTransaction) =>
+    (await results.attemptsByKey(String(t.surveyId), [{ pid: t.pid, token: t.token }]))[0]?.reconciliation;
+
+  it.each([
+    ['a complete on both', { surveyId: 7250, copy: {} }],
+    [
+      'a complete on the first, a termination at 0 on the second',
+      { surveyId: 7251, copy: { status: 'Failed' } },
+    ],
+  ])(
+    '%s: the first day counts it, every run for two weeks, as the days leave the window; the verdict stays',
+    async (_, { surveyId, copy }) => {
+      const [first, second] = [nextDay(TODAY, -5), nextDay(TODAY, -3)];
+      const row = await listedTwice(surveyId, first, second, copy);
+      for (let run = 0; run < 14 * 4; run++) {
+        await hourly();
+        expect(await counted(surveyId, nextDay(first, -1))).toEqual([[first, 1, '1.50']]);
+        clock += 6 * HOUR;
+      }
+      expect(await verdictOf(row)).toMatchObject({
+        verdict: 'matched',
+        day: first,
+        history: [{ day: first }],
+      });
+    },
+  );
+
+  it('days judged one by one, in either order, count it once, on the first day; the first copy gone, on the second', async () => {
+    const [first, second] = [nextDay(TODAY, -5), nextDay(TODAY, -2)];
+    await survey(7252);
+    const row = await complete(7252, first, { arrived: false });
+    const copy = { ...row, clickedAt: new Date(pacificDayRange(second).start.getTime() + 10 * HOUR) };
+    marketplace.state.transactions.push(copy);
+    // The postback after both clicks (either row could be its).
+    await arrive(row, new Date(copy.clickedAt.getTime() + 11 * 60_000));
+    // The later day first: nothing tells it of the other, so it takes the token, until the first day is judged.
+    await engine().run(second, second, ['7252']);
+    expect(await counted(7252, first)).toEqual([[second, 1, '1.50']]);
+    await engine().run(first, first, ['7252']);
+    expect(await counted(7252, first)).toEqual([[first, 1, '1.50']]);
+    for (const day of [second, first, second]) {
+      const { outcomes } = await engine().run(day, day, ['7252']);
+      expect(outcomes[0]).toMatchObject({ status: 'reconciled', changes: { new: 0, changed: 0 } });
+      expect(await counted(7252, first)).toEqual([[first, 1, '1.50']]);
+    }
+    expect(await verdictOf(row)).toMatchObject({ verdict: 'matched', day: first });
+    // The copy on the first day gone (the row re-filed on the second alone): the second day takes it.
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    await engine().run(first, first, ['7252']);
+    await engine().run(second, second, ['7252']);
+    expect(await counted(7252, first)).toEqual([[second, 1, '1.50']]);
+    expect(await verdictOf(row)).toMatchObject({ verdict: 'matched', day: second });
+    for (const day of [first, second]) {
+      const { outcomes } = await engine().run(day, day, ['7252']);
+      expect(outcomes[0]).toMatchObject({ status: 'reconciled', changes: { new: 0, changed: 0 } });
+    }
+  });
+});
+
 describe('attempts a flag did not reach', () => {
   it("a late postback whose flag was lost: today's run, reading it in its lead, tells yesterday to look again", async () => {
     await survey(7212);

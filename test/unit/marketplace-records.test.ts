@@ -212,7 +212,11 @@ describe('transactions', () => {
     const pending = row({});
     const valid = row({ verifyToken: 'Valid', verifiedTknDt: '11/23/2026, 9:00:00 am PST' });
     const other = row({ token: 'x9' });
-    expect(distinctTransactions([valid, other, pending])).toEqual({ rows: [valid, other], duplicates: 1 });
+    expect(distinctTransactions([valid, other, pending])).toEqual({
+      rows: [valid, other],
+      duplicates: 1,
+      copies: [],
+    });
     expect(distinctTransactions([pending, valid]).rows).toEqual([valid]);
     expect(distinctTransactions([pending, { ...pending, status: 'Failed' }]).rows[0]?.status).toBe('Failed');
     // Copies verified at the same time that disagree: the listing's order does not decide.
@@ -244,6 +248,23 @@ describe('transactions', () => {
     const started = (at: string) => row({ clkDateTime: '', st_date_time: at });
     const [late, next] = [started('11/21/2026, 11:55:00 pm PST'), started('11/22/2026, 12:05:00 am PST')];
     expect(distinctTransactions([late, next]).rows).toEqual(distinctTransactions([next, late]).rows);
+  });
+
+  it('keep a token filed under two days on the earliest; the later days give one copy each, apart', () => {
+    const row = (change: object) => {
+      const parsed = parseTransaction({ ...transaction, ...change });
+      if (!parsed.ok) throw new Error(parsed.problem);
+      return parsed.value;
+    };
+    const [monday, tuesday] = ['11/23/2026, 9:00:00 am PST', '11/24/2026, 9:00:00 am PST'];
+    const first = row({ clkDateTime: monday });
+    const later = row({ clkDateTime: tuesday, status: 'Failed', CPI: 0 });
+    const laterAgain = row({ clkDateTime: tuesday, verifyToken: 'Valid', verifiedTknDt: tuesday });
+    for (const order of [
+      [first, later, laterAgain],
+      [laterAgain, later, first],
+    ])
+      expect(distinctTransactions(order)).toEqual({ rows: [first], duplicates: 1, copies: [laterAgain] });
   });
 });
 
