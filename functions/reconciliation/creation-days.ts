@@ -27,22 +27,31 @@ export async function placedByCreationDay(
   days: readonly string[],
   listDay: (day: string) => Promise<readonly Transaction[]>,
 ): Promise<CreationDayPlacement> {
-  const wanted = new Set(
-    rows.filter((t) => !hasEntryTime(t) && t.createdWithin === undefined).map((t) => t.token),
-  );
-  if (wanted.size === 0) return { rows: [...rows], unplaced: [], calls: 0 };
-  const dayOf = new Map<string, string>();
+  const wanted = rows.filter((t) => !hasEntryTime(t) && t.createdWithin === undefined);
+  if (wanted.length === 0) return { rows: [...rows], unplaced: [], calls: 0 };
+  // Each row by the day that lists that very row (one token may be listed on two days, a copy on each: each copy
+  // keeps its own day); failing that (the row changed between the two listings), by the first day its token is on.
+  const dayOf = new Map<Transaction, string>();
+  const firstDayOfToken = new Map<string, string>();
+  const waiting = new Map<string, Transaction[]>();
+  for (const t of wanted) waiting.set(rowKey(t), [...(waiting.get(rowKey(t)) ?? []), t]);
+  const tokens = new Set(wanted.map((t) => t.token));
   let calls = 0;
   for (const day of days) {
-    if (dayOf.size === wanted.size) break;
+    if (dayOf.size === wanted.length) break;
     calls++;
-    for (const t of await listDay(day))
-      if (wanted.has(t.token) && !dayOf.has(t.token)) dayOf.set(t.token, day);
+    for (const listed of await listDay(day)) {
+      if (!tokens.has(listed.token)) continue;
+      if (!firstDayOfToken.has(listed.token)) firstDayOfToken.set(listed.token, day);
+      const same = waiting.get(rowKey(listed))?.shift();
+      if (same) dayOf.set(same, day);
+    }
   }
+  const isWanted = new Set(wanted);
   const unplaced: Transaction[] = [];
   const placed = rows.map((t) => {
-    if (!wanted.has(t.token)) return t;
-    const day = dayOf.get(t.token);
+    if (!isWanted.has(t)) return t;
+    const day = dayOf.get(t) ?? firstDayOfToken.get(t.token);
     if (day === undefined) {
       unplaced.push(t);
       return t;
@@ -51,6 +60,19 @@ export async function placedByCreationDay(
   });
   return { rows: placed, unplaced, calls };
 }
+
+/** A row as reconciliation reads it: two readings of the same row have the same key. */
+const rowKey = (t: Transaction): string =>
+  JSON.stringify([
+    t.token,
+    t.pid,
+    t.status,
+    t.cpi,
+    t.verifyToken ?? '',
+    t.clickedAt?.utc ?? '',
+    t.startedAt?.utc ?? '',
+    t.completedAt?.utc ?? '',
+  ]);
 
 /**
  * A row without an entry time placed on the day a listing of that day alone showed it: filed at its completion

@@ -852,13 +852,19 @@ export function reconciler(deps: ReconcilerDeps) {
     /** The survey's transactions of one Pacific day alone. */
     const listDay = (day: string) =>
       deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day });
-    /** The tokens of a day before the listing at hand, listed alone once a run (`listedOnEarlierDays`). */
-    const tokensOfDay = new Map<string, Promise<ReadonlySet<string>>>();
+    /**
+     * The tokens of a day before the listing at hand, listed alone once a run (`listedOnEarlierDays`); undefined
+     * when that listing failed.
+     */
+    const tokensOfDay = new Map<string, Promise<ReadonlySet<string> | undefined>>();
     /**
      * The rows of `days` whose token a day before `listedFrom` lists too: the marketplace listing one transaction on
      * two days, each listing showing one copy. The earliest day's stands (`distinctTransactions`), whichever day a run
      * lists. Such a day is known by a verdict an earlier run gave the token from a row of it, and asked again, alone
      * (the row may have moved since: re-filed here, the row is this day's). Nothing to ask without such a verdict.
+     * Where that listing fails, the verdict is taken at its word (the row left to the earlier day, as the last run
+     * found it) and the day judged here is flagged for the next run, which asks again: a day outside the window does
+     * not fail the survey.
      */
     async function listedOnEarlierDays(
       days: readonly string[],
@@ -873,10 +879,12 @@ export function reconciler(deps: ReconcilerDeps) {
           judgedOn.set(token, judged.day);
       if (judgedOn.size === 0) return copied;
       const owned = new Set(days);
+      const unsure = new Set<string>();
       for (const row of rows) {
         const earlier = judgedOn.get(row.token);
         const at = filedAt(row);
-        if (earlier === undefined || at === undefined || !owned.has(pacificDay(new Date(at)))) continue;
+        const day = at === undefined ? undefined : pacificDay(new Date(at));
+        if (earlier === undefined || day === undefined || !owned.has(day)) continue;
         let tokens = tokensOfDay.get(earlier);
         if (!tokens) {
           outcome.dayListings++;
@@ -884,11 +892,19 @@ export function reconciler(deps: ReconcilerDeps) {
           tokens = listDay(earlier).then(
             ({ rows, malformed }) =>
               new Set([...rows.map((t) => t.token), ...malformed.flatMap((m) => m.placed?.token ?? [])]),
+            (error: unknown) => {
+              outcome.openFailures++;
+              if (error instanceof Error) outcome.openError ??= error.message;
+              return undefined;
+            },
           );
           tokensOfDay.set(earlier, tokens);
         }
-        if ((await tokens).has(row.token)) copied.add(row);
+        const listed = await tokens;
+        if (listed === undefined) unsure.add(day);
+        if (listed?.has(row.token) !== false) copied.add(row);
       }
+      for (const day of unsure) await deps.results.flagDay(surveyId, day, flagTime);
       outcome.duplicateRows += copied.size;
       return copied;
     }
@@ -979,7 +995,10 @@ export function reconciler(deps: ReconcilerDeps) {
       // failing (its days retried every run) reads the ledger only once the marketplace has answered.
       const listing = listedByDays(range)
         .then((rows) => readable(rows, holdDays ? window : []))
-        .then(async ({ rows, held }) => ({ ...distinctTransactions(await placed(rows, range)), held }));
+        .then(async ({ rows, held }) => ({
+          ...heldOnEarlierDays(distinctTransactions(await placed(rows, range)), held),
+          held,
+        }));
       if (failedDays.length > 0) await listing;
       const [listed, seenByGroup] = await Promise.all([
         listing,
@@ -1298,6 +1317,32 @@ export function reconciler(deps: ReconcilerDeps) {
       held.push({ ...row, placed: row.placed });
     }
     return { rows: listed.rows, held };
+  }
+
+  /**
+   * The rows whose token an unreadable row held back on an earlier day carries, moved to the copies: that day's, as a
+   * readable copy there would be (`distinctTransactions`), not counted here while it cannot be read.
+   */
+  function heldOnEarlierDays<T extends { rows: Transaction[]; copies: Transaction[] }>(
+    listed: T,
+    held: readonly { placed: Placement }[],
+  ): T {
+    if (held.length === 0) return listed;
+    const heldOn = new Map<string, string>();
+    for (const { placed } of held) {
+      const day = pacificDay(new Date(placed.filedAt));
+      if (day < (heldOn.get(placed.token) ?? '~')) heldOn.set(placed.token, day);
+    }
+    const later = (t: Transaction) => {
+      const at = filedAt(t);
+      const day = heldOn.get(t.token);
+      return day !== undefined && at !== undefined && day < pacificDay(new Date(at));
+    };
+    return {
+      ...listed,
+      rows: listed.rows.filter((t) => !later(t)),
+      copies: [...listed.copies, ...listed.rows.filter(later)],
+    };
   }
 
   /** The error that fails a survey for rows that cannot be read, naming the first. */

@@ -2016,6 +2016,62 @@ describe('one token the marketplace lists on two days', () => {
     },
   );
 
+  it("the earlier day's listing failing: the survey is reconciled, the copy still the earlier day's, the day asked again next run", async () => {
+    const first = nextDay(TODAY, -5);
+    const row = await listedTwice(7253, first, TODAY, {});
+    // A survey beside it with the same days and no copy.
+    await survey(7254);
+    await complete(7254, first);
+    await complete(7254, TODAY);
+    // Four days on: the first day is past the window, read alone when due.
+    for (let run = 0; run < 16; run++) {
+      await hourly();
+      clock += 6 * HOUR;
+    }
+    failListingsFrom = first;
+    const failed = new Map<string, number>();
+    // Failures kept apart from the survey's own (a day past the window failing), beyond the control's.
+    const apart = new Map<string, number>();
+    try {
+      // A day: the day holding the copy is judged when its re-check is due, and asks the first day.
+      for (let run = 0; run < 26; run++) {
+        const { outcomes } = await hourly();
+        for (const { surveyId, status, openFailures } of outcomes) {
+          if (status !== 'reconciled') failed.set(surveyId, (failed.get(surveyId) ?? 0) + 1);
+          apart.set(surveyId, (apart.get(surveyId) ?? 0) + openFailures);
+        }
+        expect(await counted(7253, first)).toEqual([[first, 1, '1.50']]);
+        clock += HOUR;
+      }
+    } finally {
+      failListingsFrom = undefined;
+    }
+    expect(failed).toEqual(new Map());
+    expect(apart.get('7253') ?? 0).toBeGreaterThan(apart.get('7254') ?? 0);
+    expect(await verdictOf(row)).toMatchObject({ verdict: 'matched', day: first });
+    // Once the listing answers, the day that held the copy is judged by the next run, which asks the first day.
+    listed.length = 0;
+    await hourly();
+    expect(listed.some((url) => url.includes(`startDate=${first}&endDate=${first}`))).toBe(true);
+    expect(await counted(7253, first)).toEqual([[first, 1, '1.50']]);
+  });
+
+  it('the earlier copy unreadable, held back: the later day does not count the token meanwhile', async () => {
+    const first = nextDay(TODAY, -5);
+    const row = await listedTwice(7255, first, TODAY, {});
+    await hourly();
+    expect(await counted(7255, first)).toEqual([[first, 1, '1.50']]);
+    row.cpi = 'abc';
+    clock += HOUR;
+    await hourly();
+    expect(await counted(7255, first)).toEqual([[first, 1, '1.50']]);
+    row.cpi = undefined;
+    clock += HOUR;
+    await hourly();
+    expect(await counted(7255, first)).toEqual([[first, 1, '1.50']]);
+    expect(await verdictOf(row)).toMatchObject({ verdict: 'matched', day: first });
+  });
+
   it('days judged one by one, in either order, count it once, on the first day; the first copy gone, on the second', async () => {
     const [first, second] = [nextDay(TODAY, -5), nextDay(TODAY, -2)];
     await survey(7252);

@@ -486,6 +486,60 @@ describe('a row listed without a click or start time', () => {
     });
   });
 
+  it('one token created on two days, neither row with a time: each copy is placed on its own day, the first counts it', async () => {
+    await survey(7016);
+    const [first, second] = [nextDay(today, -4), nextDay(today, -1)];
+    const finished = (day: string) =>
+      formatPacificTime(new Date(pacificDayRange(day).start.getTime() + 11 * 3_600_000));
+    const base = { token: 'pl', PID: 'pl', trackId: 'pl', ip: '198.51.100.1', termReason: '' };
+    const rows = [
+      {
+        created: first,
+        row: {
+          ...base,
+          status: 'Completed',
+          CPI: '1.50',
+          verifyToken: 'Valid',
+          completeDateTime: finished(first),
+        },
+      },
+      {
+        created: second,
+        row: {
+          ...base,
+          status: 'Failed',
+          CPI: 0,
+          verifyToken: 'Pending',
+          completeDateTime: finished(second),
+        },
+      },
+    ];
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7016', outcome: 'success', pid: 'pl', token: 'pl', source: 'query' },
+      new Date(pacificDayRange(first).start.getTime() + 11 * 3_600_000),
+    );
+    const judged = async () => {
+      const [summary] = await results.summariesOf('7016', [first]);
+      return [
+        summary?.marketplace.owed,
+        summary?.verdicts,
+        (await attempts.attemptsOf('7016', 'pl'))[0]?.reconciliation?.verdict,
+      ];
+    };
+    const marketplace = byCreation(rows, []);
+    // The first day alone, both days together, then the second alone: the same every time.
+    for (const [from, to] of [
+      [first, first],
+      [first, second],
+      [second, second],
+      [first, second],
+    ] as const) {
+      await engine({ marketplace }).run(from, to, ['7016']);
+      expect(await judged()).toEqual(['1.50', { matched: 1 }, 'matched']);
+    }
+    expect((await results.summariesOf('7016', [second]))[0]?.marketplace.transactions).toBe(0);
+  });
+
   it('a window whose listing is too large to read is listed a day at a time', async () => {
     await survey(7014);
     const day = nextDay(today, -1);

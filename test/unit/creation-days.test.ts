@@ -57,4 +57,33 @@ describe('placedByCreationDay', () => {
     });
     expect(asked).toEqual(['2026-03-07']);
   });
+
+  it("places each copy of a token listed on two days on its own day; a row changed since, on its token's first", async () => {
+    const complete = row('t', { completedAt: at('2026-03-07T20:00:00.000Z') });
+    const failed = row('t', { status: 'Failed', cpi: '0.00', completedAt: at('2026-03-09T20:00:00.000Z') });
+    const clicked = row('t', { clickedAt: at('2026-03-07T19:00:00.000Z') });
+    const listings: Record<string, Transaction[]> = {
+      '2026-03-07': [clicked, complete],
+      '2026-03-09': [failed],
+    };
+    const placed = await placedByCreationDay(
+      [failed, clicked, complete],
+      days,
+      async (day) => listings[day] ?? [],
+    );
+    expect(placed.rows.map(filedAt)).toEqual([
+      '2026-03-09T20:00:00.000Z',
+      '2026-03-07T19:00:00.000Z',
+      '2026-03-07T20:00:00.000Z',
+    ]);
+    // Reviewed between the range's listing and the day's: no day shows the row as read, its token's first does.
+    const reviewed = row('r', { verifyToken: 'Valid' });
+    const moved = await placedByCreationDay([row('r')], days, async (day) =>
+      day === '2026-03-08' ? [reviewed] : [],
+    );
+    expect(moved).toMatchObject({ unplaced: [], calls: 3 });
+    expect(moved.rows.map(filedAt)).toEqual([
+      new Date(pacificDayRange('2026-03-08').end.getTime() - 1).toISOString(),
+    ]);
+  });
 });
