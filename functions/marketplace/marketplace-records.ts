@@ -271,8 +271,11 @@ function earning(t: Transaction): bigint | undefined {
   return BigInt(whole + fraction.padEnd(6, '0').slice(0, 6));
 }
 
-/** A copy's facts as text: the last tie-break between copies, so the listing's order never decides. */
-const copyKey = (t: Transaction): string =>
+/**
+ * A row's facts as text: two readings of one row give the same; the last tie-break between copies, so the
+ * listing's order never decides.
+ */
+export const copyKey = (t: Transaction): string =>
   JSON.stringify([
     t.status,
     t.cpi,

@@ -6,7 +6,7 @@
  * placed by asking for those days one by one: a few calls, only when such a row is listed.
  */
 import type { Transaction } from '../marketplace/marketplace-records';
-import { hasEntryTime } from '../marketplace/marketplace-records';
+import { copyKey, hasEntryTime } from '../marketplace/marketplace-records';
 import { pacificDayRange } from '../marketplace/pacific-time';
 
 export interface CreationDayPlacement {
@@ -34,7 +34,7 @@ export async function placedByCreationDay(
   const dayOf = new Map<Transaction, string>();
   const firstDayOfToken = new Map<string, string>();
   const waiting = new Map<string, Transaction[]>();
-  for (const t of wanted) waiting.set(rowKey(t), [...(waiting.get(rowKey(t)) ?? []), t]);
+  for (const t of wanted) waiting.set(copyKey(t), [...(waiting.get(copyKey(t)) ?? []), t]);
   const tokens = new Set(wanted.map((t) => t.token));
   let calls = 0;
   for (const day of days) {
@@ -43,7 +43,7 @@ export async function placedByCreationDay(
     for (const listed of await listDay(day)) {
       if (!tokens.has(listed.token)) continue;
       if (!firstDayOfToken.has(listed.token)) firstDayOfToken.set(listed.token, day);
-      const same = waiting.get(rowKey(listed))?.shift();
+      const same = waiting.get(copyKey(listed))?.shift();
       if (same) dayOf.set(same, day);
     }
   }
@@ -60,19 +60,6 @@ export async function placedByCreationDay(
   });
   return { rows: placed, unplaced, calls };
 }
-
-/** A row as reconciliation reads it: two readings of the same row have the same key. */
-const rowKey = (t: Transaction): string =>
-  JSON.stringify([
-    t.token,
-    t.pid,
-    t.status,
-    t.cpi,
-    t.verifyToken ?? '',
-    t.clickedAt?.utc ?? '',
-    t.startedAt?.utc ?? '',
-    t.completedAt?.utc ?? '',
-  ]);
 
 /**
  * A row without an entry time placed on the day a listing of that day alone showed it: filed at its completion
