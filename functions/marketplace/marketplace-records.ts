@@ -225,22 +225,34 @@ export function distinctTransactions(rows: readonly Transaction[]): {
   duplicates: number;
   copies: Transaction[];
 } {
-  const byTokenDay = new Map<string, Map<string, Transaction>>();
+  const firstOf = new Map<string, Transaction>();
+  const repeated = new Map<string, Transaction[]>();
   for (const row of rows) {
-    const days = byTokenDay.get(row.token) ?? new Map<string, Transaction>();
-    const day = filedDay(row);
-    const kept = days.get(day);
-    if (!kept || supersedes(row, kept)) days.set(day, row);
-    byTokenDay.set(row.token, days);
+    const first = firstOf.get(row.token);
+    if (!first) firstOf.set(row.token, row);
+    else repeated.set(row.token, [...(repeated.get(row.token) ?? [first]), row]);
   }
+  // Most listings repeat nothing: their rows as listed.
+  if (repeated.size === 0) return { rows: [...firstOf.values()], duplicates: 0, copies: [] };
   const kept: Transaction[] = [];
   const copies: Transaction[] = [];
-  for (const days of byTokenDay.values()) {
+  for (const [token, first] of firstOf) {
+    const all = repeated.get(token);
+    if (!all) {
+      kept.push(first);
+      continue;
+    }
+    const byDay = new Map<string, Transaction>();
+    for (const row of all) {
+      const day = filedDay(row);
+      const other = byDay.get(day);
+      if (!other || supersedes(row, other)) byDay.set(day, row);
+    }
     // Days in order; a row filed under no day yet (not placed) after them all.
-    const [first, ...later] = [...days.entries()].sort(([a], [b]) =>
+    const [earliest, ...later] = [...byDay.entries()].sort(([a], [b]) =>
       a === '' ? 1 : b === '' ? -1 : a.localeCompare(b),
     );
-    if (first) kept.push(first[1]);
+    if (earliest) kept.push(earliest[1]);
     copies.push(...later.map(([, row]) => row));
   }
   return { rows: kept, duplicates: rows.length - kept.length - copies.length, copies };

@@ -1022,10 +1022,9 @@ export function reconciler(deps: ReconcilerDeps) {
       const judged = (days: readonly string[]) => contiguous(days.filter((day) => !blocked.has(day)));
       outcome.undated += listed.rows.filter((t) => filedAt(t) === undefined).length;
       // Settled days whose transactions changed since they were reconciled.
+      const allListed = listed.copies.length > 0 ? [...listed.rows, ...listed.copies] : listed.rows;
       const changedDays = window.filter(
-        (day) =>
-          !regardless.includes(day) &&
-          transactionsChanged(day, [...listed.rows, ...listed.copies], stored.get(day)),
+        (day) => !regardless.includes(day) && transactionsChanged(day, allListed, stored.get(day)),
       );
       outcome.skippedDays += window.length - regardless.length - changedDays.length;
       for (const day of [...regardless, ...changedDays]) judgedThisRun.add(day);

@@ -598,14 +598,14 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;
-        const latest = candidates
+        // Listed on two days, the token is the earliest's (`distinctTransactions`).
+        const first = candidates
           .map((t) => ({ t, at: filedAt(t) as string }))
-          .sort((a, b) => a.at.localeCompare(b.at))
-          .at(-1) as { t: Transaction; at: string };
-        const clickDay = dayOf(latest.at);
+          .sort((a, b) => a.at.localeCompare(b.at))[0] as { t: Transaction; at: string };
+        const clickDay = dayOf(first.at);
         elsewhere.push({ day: clickDay, attempt });
         if (!candidates.some((t) => t.pid === attempt.pid))
-          pointers.push({ pid: latest.t.pid, token: attempt.token, arrivedAs: attempt.pid, day: clickDay });
+          pointers.push({ pid: first.t.pid, token: attempt.token, arrivedAs: attempt.pid, day: clickDay });
         continue;
       }
     }
@@ -1082,7 +1082,10 @@ export function summarize(
     },
     verdicts: counts,
     ...(waiting.length > 0 ? { awaiting: waiting.length } : {}),
-    transactionsDigest: transactionsDigest([...transactions, ...copies], day),
+    transactionsDigest: transactionsDigest(
+      copies.length > 0 ? [...transactions, ...copies] : transactions,
+      day,
+    ),
   };
 }
 

@@ -875,6 +875,18 @@ describe('late finishers', () => {
     expect(result.earlier).toBe(1);
   });
 
+  it('an attempt whose token a look-back lists on two days is left to the first of them', () => {
+    const window = { surveyId: '1', days: [DAY], transactions: [], attempts: [late], lookbackDays: 7 };
+    const copy = transaction('late', 'Completed', '2026-11-19T20:00:00.000Z');
+    for (const earlier of [
+      [copy, transaction('late', 'Completed', clicked)],
+      [transaction('late', 'Completed', clicked), copy],
+    ])
+      expect(reconcileSurveyWindow({ ...window, earlier }).elsewhere.map((e) => e.day)).toEqual([
+        '2026-11-18',
+      ]);
+  });
+
   it("a postback re-sent days late beside a newer transaction of the same pid is not that one's: each is judged as its own", () => {
     // The respondent's complete of three days ago (its postback re-sent today) and today's complete, whose
     // postback was lost: same pid, two tokens.
