@@ -30,28 +30,30 @@ export async function placedByCreationDay(
   const wanted = rows.filter((t) => !hasEntryTime(t) && t.createdWithin === undefined);
   if (wanted.length === 0) return { rows: [...rows], unplaced: [], calls: 0 };
   // Each row by the day that lists that very row (one token may be listed on two days, a copy on each: each copy
-  // keeps its own day); failing that (the row changed between the two listings), by the first day its token is on.
-  const dayOf = new Map<Transaction, string>();
-  const firstDayOfToken = new Map<string, string>();
-  const waiting = new Map<string, Transaction[]>();
-  for (const t of wanted) waiting.set(copyKey(t), [...(waiting.get(copyKey(t)) ?? []), t]);
+  // keeps its own day; the same row twice in the listing, one day); failing that (the row changed between the two
+  // listings), by the first day its token is on whose copy no other row was found as.
+  const keyDay = new Map<string, string>();
+  const keys = new Set(wanted.map(copyKey));
   const tokens = new Set(wanted.map((t) => t.token));
+  const tokenDays = new Map<string, { day: string; key: string }[]>();
   let calls = 0;
   for (const day of days) {
-    if (dayOf.size === wanted.length) break;
+    if (keyDay.size === keys.size) break;
     calls++;
     for (const listed of await listDay(day)) {
       if (!tokens.has(listed.token)) continue;
-      if (!firstDayOfToken.has(listed.token)) firstDayOfToken.set(listed.token, day);
-      const same = waiting.get(copyKey(listed))?.shift();
-      if (same) dayOf.set(same, day);
+      const key = copyKey(listed);
+      tokenDays.set(listed.token, [...(tokenDays.get(listed.token) ?? []), { day, key }]);
+      if (keys.has(key) && !keyDay.has(key)) keyDay.set(key, day);
     }
   }
+  const unclaimedDay = (token: string) =>
+    (tokenDays.get(token) ?? []).find(({ key }) => !keyDay.has(key))?.day ?? tokenDays.get(token)?.[0]?.day;
   const isWanted = new Set(wanted);
   const unplaced: Transaction[] = [];
   const placed = rows.map((t) => {
     if (!isWanted.has(t)) return t;
-    const day = dayOf.get(t) ?? firstDayOfToken.get(t.token);
+    const day = keyDay.get(copyKey(t)) ?? unclaimedDay(t.token);
     if (day === undefined) {
       unplaced.push(t);
       return t;

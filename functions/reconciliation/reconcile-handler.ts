@@ -59,7 +59,8 @@ export function summarizeReconcileRun(report: RunReport, now = new Date()) {
         failingSince: o.failingSince ?? '',
       })),
     failuresNotListed: Math.max(0, failed.length - FAILURES_LOGGED),
-    // Days past the window that could not be read: the survey reconciled, those days tried again tomorrow.
+    // Days the run does not list that could not be read (past the window, or the earlier day of a token listed on two
+    // days): the survey reconciled, those days tried again later.
     openDayFailures: report.outcomes
       .filter((o) => o.openFailures > 0)
       .map((o) => ({ surveyId: o.surveyId, error: o.openError ?? '' })),
@@ -93,7 +94,9 @@ export function createReconcileHandler({ engine, windowDays, resume, calls }: Re
         count('ReconcileFailures');
         logger.warn('reconciliation run finished with failed surveys', { ...summary });
       } else if (summary.openFailures > 0) {
-        logger.warn('reconciliation run finished; days past the window could not be read', { ...summary });
+        logger.warn('reconciliation run finished; days outside its listing could not be read', {
+          ...summary,
+        });
       } else {
         logger.info('reconciliation run finished', { ...summary });
       }

@@ -186,7 +186,10 @@ export interface SurveyOutcome {
   readonly withdrawn: number;
   /** Stored verdicts cleared: their attempt is now judged with another of the same respondent. */
   readonly collapsed: number;
-  /** Windows of days past the window (open or reviewed days) that could not be reconciled: read again next time. */
+  /**
+   * Windows of days past the window (open or reviewed days) that could not be reconciled, and earlier days of a
+   * token listed twice that could not be listed (`listedOnEarlierDays`): read again next time.
+   */
   readonly openFailures: number;
   readonly openError?: string;
   /** Failed because the marketplace did not answer, after its client's retries (a time-out, a 5xx, a 429). */
@@ -853,18 +856,19 @@ export function reconciler(deps: ReconcilerDeps) {
     const listDay = (day: string) =>
       deps.marketplace.getSurveyTransactions(surveyId, { startDate: day, endDate: day });
     /**
-     * The tokens of a day before the listing at hand, listed alone once a run (`listedOnEarlierDays`); undefined
-     * when that listing failed.
+     * The tokens of a day before the listing at hand, with the day each is filed under there, listed alone once a
+     * run (`listedOnEarlierDays`); undefined when that listing failed.
      */
-    const tokensOfDay = new Map<string, Promise<ReadonlySet<string> | undefined>>();
+    const tokensOfDay = new Map<string, Promise<ReadonlyMap<string, string> | undefined>>();
     /**
      * The rows of `days` whose token a day before `listedFrom` lists too: the marketplace listing one transaction on
      * two days, each listing showing one copy. The earliest day's stands (`distinctTransactions`), whichever day a run
      * lists. Such a day is known by a verdict an earlier run gave the token from a row of it, and asked again, alone
-     * (the row may have moved since: re-filed here, the row is this day's). Nothing to ask without such a verdict.
-     * Where that listing fails, the verdict is taken at its word (the row left to the earlier day, as the last run
-     * found it) and the day judged here is flagged for the next run, which asks again: a day outside the window does
-     * not fail the survey.
+     * (the row may have moved since: re-filed here, the row is this day's; shown there with a time of this day, it is
+     * this day's too). Nothing to ask without such a verdict. Where that listing fails, the verdict is taken at its
+     * word (the row left to the earlier day, as the last run found it) and the day judged here is flagged, once, for
+     * the next run (not a fresh day, which every run judges; a day that came flagged falls back on its own re-checks,
+     * not judged every run while the listing keeps failing): a day this run does not list does not fail the survey.
      */
     async function listedOnEarlierDays(
       days: readonly string[],
@@ -888,10 +892,18 @@ export function reconciler(deps: ReconcilerDeps) {
         let tokens = tokensOfDay.get(earlier);
         if (!tokens) {
           outcome.dayListings++;
-          // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
           tokens = listDay(earlier).then(
-            ({ rows, malformed }) =>
-              new Set([...rows.map((t) => t.token), ...malformed.flatMap((m) => m.placed?.token ?? [])]),
+            ({ rows, malformed }) => {
+              const filed = new Map<string, string>();
+              const note = (token: string, at: string | undefined) => {
+                const on = at === undefined ? earlier : pacificDay(new Date(at));
+                if (on < (filed.get(token) ?? '~')) filed.set(token, on);
+              };
+              for (const t of rows) note(t.token, filedAt(onCreationDay(t, earlier)));
+              // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
+              for (const { placed } of malformed) if (placed) note(placed.token, placed.filedAt);
+              return filed;
+            },
             (error: unknown) => {
               outcome.openFailures++;
               if (error instanceof Error) outcome.openError ??= error.message;
@@ -901,11 +913,16 @@ export function reconciler(deps: ReconcilerDeps) {
           tokensOfDay.set(earlier, tokens);
         }
         const listed = await tokens;
+        const filedThere = listed?.get(row.token);
         if (listed === undefined) unsure.add(day);
-        if (listed?.has(row.token) !== false) copied.add(row);
+        if (listed === undefined || (filedThere !== undefined && filedThere < day)) copied.add(row);
       }
-      for (const day of unsure) await deps.results.flagDay(surveyId, day, flagTime);
+      for (const day of unsure)
+        if (!flags.has(day) && !plan?.freshDays.has(day) && day >= horizon)
+          await deps.results.flagDay(surveyId, day, flagTime);
       outcome.duplicateRows += copied.size;
+      // Counted among the transactions as listed; not counted by any day here.
+      outcome.transactions -= copied.size;
       return copied;
     }
     /**

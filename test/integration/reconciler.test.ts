@@ -540,6 +540,28 @@ describe('a row listed without a click or start time', () => {
     expect((await results.summariesOf('7016', [second]))[0]?.marketplace.transactions).toBe(0);
   });
 
+  it("a row the earlier day still lists with the later day's time is the later day's, not a copy", async () => {
+    await survey(7017);
+    const [earlier, later] = [nextDay(today, -4), nextDay(today, -2)];
+    const clickedOn = (day: string) =>
+      formatPacificTime(new Date(pacificDayRange(day).start.getTime() + 10 * 3_600_000));
+    const row = (day: string) => ({ ...listedComplete('rf', 'rf'), clkDateTime: clickedOn(day) });
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7017', outcome: 'success', pid: 'rf', token: 'rf', source: 'query' },
+      new Date(pacificDayRange(later).start.getTime() + 11 * 3_600_000),
+    );
+    const rows = [{ created: earlier, row: row(earlier) }];
+    const marketplace = byCreation(rows, []);
+    await engine({ marketplace }).run(earlier, earlier, ['7017']);
+    expect((await attempts.attemptsOf('7017', 'rf'))[0]?.reconciliation).toMatchObject({ day: earlier });
+    // Its time re-filed onto the later day: that day's listing shows it, and so does the earlier day's still.
+    rows.splice(0, rows.length, { created: earlier, row: row(later) }, { created: later, row: row(later) });
+    const run = await engine({ marketplace }).run(later, later, ['7017']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', verdicts: { matched: 1 } });
+    expect((await attempts.attemptsOf('7017', 'rf'))[0]?.reconciliation).toMatchObject({ day: later });
+    expect((await results.summariesOf('7017', [later]))[0]?.marketplace.owed).toBe('1.50');
+  });
+
   it('a window whose listing is too large to read is listed a day at a time', async () => {
     await survey(7014);
     const day = nextDay(today, -1);

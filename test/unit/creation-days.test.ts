@@ -86,4 +86,22 @@ describe('placedByCreationDay', () => {
       new Date(pacificDayRange('2026-03-08').end.getTime() - 1).toISOString(),
     ]);
   });
+
+  it('the same row twice in the listing: one day asked; a changed copy goes to the day whose copy is unclaimed', async () => {
+    const x = row('x', { completedAt: at('2026-03-07T20:00:00.000Z') });
+    const asked: string[] = [];
+    const twice = await placedByCreationDay([x, { ...x }], days, async (day) => {
+      asked.push(day);
+      return day === '2026-03-07' ? [x] : [];
+    });
+    expect(asked).toEqual(['2026-03-07']);
+    expect(twice.rows.map(filedAt)).toEqual(['2026-03-07T20:00:00.000Z', '2026-03-07T20:00:00.000Z']);
+    // The later copy reviewed between the range's listing and its day's: still its own day, not the first's.
+    const first = row('t', { verifyToken: 'Valid', completedAt: at('2026-03-07T20:00:00.000Z') });
+    const later = row('t', { verifyToken: 'Pending', completedAt: at('2026-03-09T20:00:00.000Z') });
+    const placed = await placedByCreationDay([first, later], days, async (day) =>
+      day === '2026-03-07' ? [first] : day === '2026-03-09' ? [{ ...later, verifyToken: 'Invalid' }] : [],
+    );
+    expect(placed.rows.map(filedAt)).toEqual(['2026-03-07T20:00:00.000Z', '2026-03-09T20:00:00.000Z']);
+  });
 });
