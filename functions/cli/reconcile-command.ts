@@ -153,8 +153,19 @@ export function reconcileCommand(): Command {
               say(
                 `  survey ${outcome.surveyId}: ${outcome.malformedRows} unreadable transaction rows skipped`,
               );
+            if (outcome.duplicateRows > 0)
+              say(
+                `  survey ${outcome.surveyId}: ${outcome.duplicateRows} rows of a token listed twice counted once (on the earliest day listing it)`,
+              );
           }
         }
+        // Days outside those asked for that the run needed and could not read: the days asked for are reconciled,
+        // with what the last run found of those.
+        for (const outcome of report.outcomes)
+          if (outcome.openFailures > 0)
+            complain(
+              `survey ${outcome.surveyId}: ${outcome.openFailures} listings of days outside ${from}..${to} failed (${outcome.openError ?? 'no error given'}); what an earlier run found of them stands, read again by the next run`,
+            );
         const failed = report.outcomes.filter((o) => o.status === 'failed');
         if (failed.length > 0) {
           complain(

@@ -14,7 +14,8 @@ import {
   createLedgerStore,
   createReconciliationStore,
 } from '../../functions/ledger/ledger-store';
-import { pacificDay } from '../../functions/marketplace/pacific-time';
+import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { runCli } from '../support/cli';
 import { freshTable } from '../support/ledger';
 
@@ -27,6 +28,10 @@ let url: string;
 let table: { endpoint: string; tableName: string };
 /** Survey-level settings as this marketplace keeps them: never tUrl nor the methods. */
 const stored = new Map<string, Record<string, string>>();
+/** The transactions this marketplace lists, by the Pacific day they were created on. */
+const listedRows: { created: string; row: Record<string, unknown> }[] = [];
+/** While set, a listing of this day alone fails. */
+let failingDay: string | undefined;
 
 beforeAll(async () => {
   table = await freshTable();
@@ -54,6 +59,18 @@ beforeAll(async () => {
         // Survey 9103's read-back writes its success postback HTML-escaped.
         if (id === '9103' && kept.pstbck) kept.pstbck = kept.pstbck.replaceAll('&', '&amp;');
         return send({ apiStatus: 'success', msg: 'ok', redirectURL: { ...globals, ...kept } });
+      }
+      if (path.includes('/getSurveyTransactions/')) {
+        const query = new URL(request.url ?? '/', 'http://marketplace').searchParams;
+        const [from, to] = [query.get('startDate') ?? '', query.get('endDate') ?? ''];
+        if (from === to && from === failingDay) {
+          response.writeHead(500, { 'content-type': 'application/json' });
+          return response.end('{"apiStatus":"Failure","msg":"injected"}');
+        }
+        const result = listedRows.filter((r) => r.created >= from && r.created <= to).map((r) => r.row);
+        if (result.length > 0) return send({ apiStatus: 'success', result });
+        response.writeHead(400, { 'content-type': 'application/json' });
+        return response.end(JSON.stringify({ apiStatus: 'Failure', msg: `No data found for survey: ${id}` }));
       }
       return send({ apiStatus: 'success', msg: `Survey ${id} is Paused/Closed` });
     });
@@ -291,5 +308,52 @@ describe('output for other programs', () => {
       { env: cliEnv() },
     ).catch((error: { stdout: string; stderr: string }) => error);
     expect(forced.stderr).toContain('survey 9999 has no redirects registered here; reconciling it anyway');
+  });
+});
+
+describe('reconcile', () => {
+  it('says when a day outside those asked for could not be read, and counts a token listed twice once', {
+    timeout: 90_000,
+  }, async () => {
+    expect((await cli('redirects', 'apply', '--survey', '9105')).code).toBe(0);
+    const today = pacificDay(new Date());
+    const [earlier, later] = [nextDay(today, -6), nextDay(today, -3)];
+    const clicked = (day: string) => new Date(pacificDayRange(day).start.getTime() + 10 * 3_600_000);
+    const row = (day: string) => ({
+      token: 'twice',
+      PID: 'p-twice',
+      status: 'Completed',
+      CPI: '1.50',
+      verifyToken: 'Valid',
+      clkDateTime: formatPacificTime(clicked(day)),
+    });
+    const ledger = createLedgerStore(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+    await ledger.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '9105',
+        outcome: 'success',
+        pid: 'p-twice',
+        token: 'twice',
+        source: 'query',
+      },
+      new Date(clicked(later).getTime() + 3_600_000),
+    );
+    listedRows.push({ created: earlier, row: row(earlier) });
+    expect((await cli('reconcile', '--from', earlier, '--to', earlier, '--survey', '9105')).code).toBe(0);
+    listedRows.push({ created: later, row: row(later) });
+    failingDay = earlier;
+    try {
+      // A success: the day asked for is reconciled; what failed is said on standard error.
+      const alone = await run(
+        TSX,
+        ['functions/cli/main.ts', 'reconcile', '--from', later, '--to', later, '--survey', '9105'],
+        { env: cliEnv() },
+      );
+      expect(alone.stdout).toContain('survey 9105: 1 rows of a token listed twice counted once');
+      expect(alone.stderr).toContain(`survey 9105: 1 listings of days outside ${later}..${later} failed`);
+    } finally {
+      failingDay = undefined;
+    }
   });
 });
