@@ -2067,6 +2067,31 @@ describe('one token the marketplace lists on two days', () => {
     expect(runsAsking).toBe(1);
   });
 
+  it("the earlier day's listing failing for a copy listed today: today is judged by every run, so no flag is left for it", async () => {
+    const first = nextDay(TODAY, -8);
+    await listedTwice(7256, first, TODAY, {});
+    await engine().run(first, first, ['7256']);
+    const flagged: string[] = [];
+    const flagDay = results.flagDay;
+    results.flagDay = (surveyId, day, at) => {
+      flagged.push(`${surveyId} ${day}`);
+      return flagDay(surveyId, day, at);
+    };
+    failListingsFrom = first;
+    try {
+      for (let run = 0; run < 3; run++) {
+        const { outcomes } = await hourly();
+        expect(outcomes[0]).toMatchObject({ status: 'reconciled', openFailures: 1 });
+        expect(await counted(7256, first)).toEqual([[first, 1, '1.50']]);
+        clock += HOUR;
+      }
+    } finally {
+      failListingsFrom = undefined;
+      results.flagDay = flagDay;
+    }
+    expect(flagged).toEqual([]);
+  });
+
   it('the earlier copy unreadable, held back: the later day does not count the token meanwhile', async () => {
     const first = nextDay(TODAY, -5);
     const row = await listedTwice(7255, first, TODAY, {});
