@@ -244,7 +244,7 @@ export function distinctTransactions(rows: readonly Transaction[]): {
     }
     const byDay = new Map<string, Transaction>();
     for (const row of all) {
-      const day = filedDay(row);
+      const day = filedDay(row) ?? '';
       const other = byDay.get(day);
       if (!other || supersedes(row, other)) byDay.set(day, row);
     }
@@ -258,10 +258,10 @@ export function distinctTransactions(rows: readonly Transaction[]): {
   return { rows: kept, duplicates: rows.length - kept.length - copies.length, copies };
 }
 
-/** The Pacific day a row is filed under, empty when it says none yet. */
-const filedDay = (t: Transaction): string => {
+/** The Pacific day a row is filed under (`filedAt`); undefined when it says none yet. */
+export const filedDay = (t: Transaction): string | undefined => {
   const at = filedAt(t);
-  return at === undefined ? '' : pacificDay(new Date(at));
+  return at === undefined ? undefined : pacificDay(new Date(at));
 };
 
 /** Whether `row` is kept over `kept`, another copy of its token (`distinctTransactions`). */

@@ -28,6 +28,7 @@ import {
 import {
   distinctTransactions,
   filedAt,
+  filedDay,
   type Placement,
   type Transaction,
 } from '../marketplace/marketplace-records';
@@ -879,15 +880,13 @@ export function reconciler(deps: ReconcilerDeps) {
       const copied = new Set<Transaction>();
       const judgedOn = new Map<string, string>();
       for (const { token, reconciliation: judged } of attempts)
-        if (judged?.marketplace && judged.day < listedFrom && judged.day < (judgedOn.get(token) ?? '~'))
-          judgedOn.set(token, judged.day);
+        if (judged?.marketplace && judged.day < listedFrom) noteEarliest(judgedOn, token, judged.day);
       if (judgedOn.size === 0) return copied;
       const owned = new Set(days);
       const unsure = new Set<string>();
       for (const row of rows) {
         const earlier = judgedOn.get(row.token);
-        const at = filedAt(row);
-        const day = at === undefined ? undefined : pacificDay(new Date(at));
+        const day = filedDay(row);
         if (earlier === undefined || day === undefined || !owned.has(day)) continue;
         let tokens = tokensOfDay.get(earlier);
         if (!tokens) {
@@ -895,13 +894,11 @@ export function reconciler(deps: ReconcilerDeps) {
           tokens = listDay(earlier).then(
             ({ rows, malformed }) => {
               const filed = new Map<string, string>();
-              const note = (token: string, at: string | undefined) => {
-                const on = at === undefined ? earlier : pacificDay(new Date(at));
-                if (on < (filed.get(token) ?? '~')) filed.set(token, on);
-              };
-              for (const t of rows) note(t.token, filedAt(onCreationDay(t, earlier)));
+              for (const t of rows)
+                noteEarliest(filed, t.token, filedDay(onCreationDay(t, earlier)) ?? earlier);
               // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
-              for (const { placed } of malformed) if (placed) note(placed.token, placed.filedAt);
+              for (const { placed } of malformed)
+                if (placed) noteEarliest(filed, placed.token, pacificDay(new Date(placed.filedAt)));
               return filed;
             },
             (error: unknown) => {
@@ -1345,14 +1342,10 @@ export function reconciler(deps: ReconcilerDeps) {
   ): T {
     if (held.length === 0) return listed;
     const heldOn = new Map<string, string>();
-    for (const { placed } of held) {
-      const day = pacificDay(new Date(placed.filedAt));
-      if (day < (heldOn.get(placed.token) ?? '~')) heldOn.set(placed.token, day);
-    }
+    for (const { placed } of held) noteEarliest(heldOn, placed.token, pacificDay(new Date(placed.filedAt)));
     const later = (t: Transaction) => {
-      const at = filedAt(t);
-      const day = heldOn.get(t.token);
-      return day !== undefined && at !== undefined && day < pacificDay(new Date(at));
+      const [day, own] = [heldOn.get(t.token), filedDay(t)];
+      return day !== undefined && own !== undefined && day < own;
     };
     return {
       ...listed,
@@ -1739,6 +1732,12 @@ function withOvertaken(
   if (ofDay.length === 0) return summary;
   const kept = verdicts.filter((entry) => !overtaken.includes(entry));
   return summarize(summary.surveyId, summary.day, kept, transactions, [...waiting, ...ofDay], copies);
+}
+
+/** Notes `day` as `token`'s in `days` when it is earlier than the one noted (the earliest day a token is on). */
+function noteEarliest(days: Map<string, string>, token: string, day: string): void {
+  const noted = days.get(token);
+  if (noted === undefined || day < noted) days.set(token, day);
 }
 
 /** `list` in consecutive pieces of at most `size`. */
