@@ -52,7 +52,7 @@ import {
   transactionsChanged,
 } from './recheck-policy';
 import { verdictUnchanged } from './verdict-equality';
-import type { VerdictKind } from './verdict-kinds';
+import { isMoneyKind, type VerdictKind } from './verdict-kinds';
 import {
   type AttemptVerdict,
   type Awaiting,
@@ -732,7 +732,20 @@ export function reconciler(deps: ReconcilerDeps) {
         earlier: [...before, ...(earlier?.rows ?? [])],
         ...(earlier ? { claimsWait: false } : {}),
       };
-      const result = reconcileSurveyWindow({ ...judged, heardElsewhere: await heardElsewhere(judged) });
+      let result = reconcileSurveyWindow({ ...judged, heardElsewhere: await heardElsewhere(judged) });
+      // Money owed for a row nothing arrived for, about to get an item of its own: unless a day before the window
+      // lists its token too, its attempt judged there under another key (a pid spelt otherwise, another token).
+      const moved = await copiesOfEarlierDays(result.verdicts, judged, earlier === undefined, lookback);
+      if (moved) {
+        const again = {
+          ...judged,
+          transactions: judged.transactions.filter((t) => !moved.copied.has(t)),
+          copies: [...judged.copies, ...moved.copied],
+          earlier: [...judged.earlier, ...moved.earlier],
+          claimsWait: false,
+        };
+        result = reconcileSurveyWindow({ ...again, heardElsewhere: await heardElsewhere(again) });
+      }
       for (const { day, attempt } of result.elsewhere) {
         const counted = attempt.reconciliation?.day;
         if (counted !== undefined && counted !== day && window.includes(counted)) goneToDays.add(day);
@@ -921,6 +934,54 @@ export function reconciler(deps: ReconcilerDeps) {
       // Counted among the transactions as listed; not counted by any day here.
       outcome.transactions -= copied.size;
       return copied;
+    }
+    /** Earlier days' summaries asked for by `copiesOfEarlierDays`, once a run. */
+    const reconciledDays = new Map<string, Promise<boolean>>();
+    /**
+     * The rows of a window's new money items (a complete listed, nothing arrived for it under its key) whose token a
+     * day before it lists too, as the look-back shows (made here if the window did not make it): the marketplace
+     * listing one transaction on two days, the attempt taken by the earlier copy under another key (a pid spelt
+     * otherwise, matched by token; another token, matched by pid), which a reading of the later day alone cannot
+     * find. The earliest day's stands (`distinctTransactions`), when that day is reconciled here (it has a summary);
+     * otherwise the row is this day's, as before. Undefined when there are none. One look-back call a window at most,
+     * made only when such an item is to be made (a complete missing here, once), never for an item that exists.
+     */
+    async function copiesOfEarlierDays(
+      verdicts: readonly AttemptVerdict[],
+      window: Pick<SurveyWindow, 'transactions'> & { readonly earlier: readonly Transaction[] },
+      mayLook: boolean,
+      lookback: (lookedFor: ReadonlySet<string>) => Promise<{ rows: readonly Transaction[] } | undefined>,
+    ): Promise<{ copied: Set<Transaction>; earlier: readonly Transaction[] } | undefined> {
+      const fresh = verdicts.filter(
+        (v) => !v.attempt && isMoneyKind(v.verdict.kind) && v.verdict.marketplace !== undefined,
+      );
+      if (fresh.length === 0) return undefined;
+      // Failing, like any look-back: the survey's days are retried by the next run, no item made meanwhile.
+      const looked = (mayLook && (await lookback(new Set(fresh.map((v) => v.token))))?.rows) || [];
+      const filedOn = new Map<string, string>();
+      for (const row of [...window.earlier, ...looked]) {
+        const day = filedDay(row);
+        if (day !== undefined) noteEarliest(filedOn, row.token, day);
+      }
+      const copied = new Set<Transaction>();
+      for (const { token, verdict } of fresh) {
+        const there = filedOn.get(token);
+        if (there === undefined || there >= verdict.day) continue;
+        let reconciled = reconciledDays.get(there);
+        if (!reconciled) {
+          reconciled = stored.has(there)
+            ? Promise.resolve(true)
+            : deps.results.summariesOf(surveyId, [there]).then((found) => found.length > 0);
+          reconciledDays.set(there, reconciled);
+        }
+        if (!(await reconciled)) continue;
+        const row = window.transactions.find((t) => t.token === token);
+        if (row) copied.add(row);
+      }
+      if (copied.size === 0) return undefined;
+      outcome.duplicateRows += copied.size;
+      outcome.transactions -= copied.size;
+      return { copied, earlier: looked };
     }
     /**
      * Rows listed for `range` with those lacking a click or start time placed on their creation day, by listing

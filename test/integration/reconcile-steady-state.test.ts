@@ -1965,9 +1965,15 @@ describe('verdicts a run cannot stand behind', () => {
 
 describe('one token the marketplace lists on two days', () => {
   /** A complete's row on `first` at 10:00 Pacific, its postback here, and the same token's row on `second` too. */
-  async function listedTwice(surveyId: number, first: string, second: string, copy: Partial<SimTransaction>) {
+  async function listedTwice(
+    surveyId: number,
+    first: string,
+    second: string,
+    copy: Partial<SimTransaction>,
+    arrived = true,
+  ) {
     await survey(surveyId);
-    const row = await complete(surveyId, first);
+    const row = await complete(surveyId, first, { arrived });
     marketplace.state.transactions.push({
       ...row,
       clickedAt: new Date(pacificDayRange(second).start.getTime() + 10 * HOUR),
@@ -2015,6 +2021,78 @@ describe('one token the marketplace lists on two days', () => {
       });
     },
   );
+
+  it.each([
+    ['its pid spelt otherwise (matched by token)', 7257, 'spelt'],
+    ['under another token (matched by pid)', 7258, 'token'],
+  ] as const)(
+    'its attempt arrived %s: the later day makes no item of its own for the copy once the first day leaves the window',
+    async (_, surveyId, how) => {
+      const [first, second] = [nextDay(TODAY, -5), nextDay(TODAY, -2)];
+      const row = await listedTwice(surveyId, first, second, {}, false);
+      // Not under the row's own key: the respondent's postback, its pid spelt otherwise or its token another.
+      const at = new Date(row.clickedAt.getTime() + 11 * 60_000);
+      if (how === 'spelt') await arriveSpeltOtherwise(row, at);
+      else await arrive({ ...row, token: `${row.token}-other` }, at);
+      for (let run = 0; run < 14 * 4; run++) {
+        await hourly();
+        expect(await counted(surveyId, nextDay(first, -1))).toEqual([[first, 1, '1.50']]);
+        clock += 6 * HOUR;
+      }
+      const item = (await results.attemptsByKey(String(surveyId), [{ pid: row.pid, token: row.token }]))[0];
+      expect(item?.reconciliation?.verdict).not.toBe('complete_not_received');
+    },
+  );
+
+  it('the earlier day never reconciled here: the later day counts the copy (counted nowhere else)', async () => {
+    const [first, second] = [nextDay(TODAY, -9), nextDay(TODAY, -4)];
+    const row = await listedTwice(7262, first, second, {}, false);
+    await arriveSpeltOtherwise(row, new Date(row.clickedAt.getTime() + 11 * 60_000));
+    const { outcomes } = await engine().run(second, second, ['7262']);
+    expect(outcomes[0]).toMatchObject({ status: 'reconciled', lookbacks: 1, duplicateRows: 0 });
+    expect(await counted(7262, first)).toEqual([[second, 1, '1.50']]);
+  });
+
+  it('the look-back failing: the survey is retried, no item made for the copy; a complete missing on no other day still is', async () => {
+    const [first, second] = [nextDay(TODAY, -9), nextDay(TODAY, -4)];
+    const row = await listedTwice(7259, first, second, {}, false);
+    await arriveSpeltOtherwise(row, new Date(row.clickedAt.getTime() + 11 * 60_000));
+    await engine().run(first, first, ['7259']);
+    // A complete of the second day nothing arrived for, listed on no other day.
+    const missing = await complete(7259, second, { arrived: false });
+    const lookbackFrom = nextDay(second, -8);
+    failListingsFrom = lookbackFrom;
+    try {
+      const { outcomes } = await engine().run(second, second, ['7259']);
+      expect(outcomes[0]).toMatchObject({ status: 'failed' });
+    } finally {
+      failListingsFrom = undefined;
+    }
+    expect(await counted(7259, first)).toEqual([[first, 1, '1.50']]);
+    listed.length = 0;
+    const { outcomes } = await engine().run(second, second, ['7259']);
+    expect(outcomes[0]).toMatchObject({ status: 'reconciled', lookbacks: 1, duplicateRows: 1 });
+    expect(listed.filter((url) => url.includes(`startDate=${lookbackFrom}`))).toHaveLength(1);
+    expect(await counted(7259, first)).toEqual([
+      [first, 1, '1.50'],
+      [second, 1, '1.50'],
+    ]);
+    const item = async (t: SimTransaction) =>
+      (await results.attemptsByKey('7259', [{ pid: t.pid, token: t.token }]))[0]?.reconciliation?.verdict;
+    expect(await item(row)).toBeUndefined();
+    expect(await item(missing)).toBe('complete_not_received');
+    // The copy is looked for again each time its day is judged, once a run; a complete missing here, once only.
+    await survey(7261);
+    await complete(7261, second, { arrived: false });
+    await engine().run(second, second, ['7261']);
+    for (const surveyId of ['7259', '7261', '7259', '7261']) {
+      listed.length = 0;
+      await engine().run(second, second, [surveyId]);
+      const looks = surveyId === '7259' ? 1 : 0;
+      expect(listed.filter((url) => url.includes(`startDate=${lookbackFrom}`))).toHaveLength(looks);
+    }
+    expect(await counted(7261, first)).toEqual([[second, 1, '1.50']]);
+  });
 
   it("the earlier day's listing failing: the survey is reconciled, the copy still the earlier day's; asked again, not every run", async () => {
     const first = nextDay(TODAY, -5);
