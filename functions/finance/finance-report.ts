@@ -93,12 +93,16 @@ export interface PeriodSummary {
  * marketplace lists that never reached this receiver (`complete_not_received`, at the marketplace's price: already
  * in owed or pending, so a hole in this side's records, not money to claim). One of them without a price known (a
  * verdict recorded before prices were kept, or of a survey with no registered price whose row shows 0) is counted in
- * `unpriced` and left out of the sums. `cpi_mismatch` and `unknown_status` are listed, not summed.
+ * `unpriced` and left out of the sums. Completes listed at a price below the survey's at the click (`cpi_mismatch`,
+ * a Valid complete listed at 0 among them) add up their differences in `underpaid`; one listed above it adds nothing.
+ * `unknown_status` is listed, not summed.
  */
 export interface DisputedAmounts {
   readonly reversed: string;
   readonly notPaid: string;
   readonly notReceived: string;
+  /** `cpi_mismatch` completes listed below the survey's price at the click: what the differences add up to. */
+  readonly underpaid: string;
   readonly unpriced: number;
 }
 
@@ -292,6 +296,14 @@ export function financeReport(
   const reversed = priced('invalidated', (d) => d.expectedCpi);
   const notPaid = priced('complete_not_paid', (d) => d.expectedCpi);
   const notReceived = priced('complete_not_received', (d) => d.cpi);
+  // A complete listed below the price in force at its click (the first of the prices it may carry): the difference.
+  // Listed above it, nothing is owed back.
+  const underpaid = priced('cpi_mismatch', (d) => {
+    const [expected, listedAt] = [parseAmount(d.expectedCpi.split(' or ')[0]), parseAmount(d.cpi)];
+    if (expected === undefined || listedAt === undefined) return '';
+    const short = sumAmounts([expected, `-${listedAt}`]);
+    return short.startsWith('-') ? '0.00' : short;
+  });
   return {
     timeZone: PACIFIC_TIME_ZONE,
     from,
@@ -302,7 +314,8 @@ export function financeReport(
       reversed: reversed.total,
       notPaid: notPaid.total,
       notReceived: notReceived.total,
-      unpriced: reversed.unpriced + notPaid.unpriced + notReceived.unpriced,
+      underpaid: underpaid.total,
+      unpriced: reversed.unpriced + notPaid.unpriced + notReceived.unpriced + underpaid.unpriced,
     },
     discrepancies: listed.filter((d) => !CLAIM_KINDS.has(d.kind)),
     claims: listed.filter((d) => CLAIM_KINDS.has(d.kind)),

@@ -117,6 +117,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="reversed-amount">Reversed after the fact${report.amounts.unpriced > 0 ? ` (${report.amounts.unpriced} discrepancies below have no price known: not in these sums)` : ''}<b>${html(report.amounts.reversed)}</b></div>
 <div class="card" id="not-paid-amount">Completes signed here, not paid<b>${html(report.amounts.notPaid)}</b></div>
 <div class="card" id="not-received-amount">Completes listed there, never received here<b>${html(report.amounts.notReceived)}</b></div>
+<div class="card" id="underpaid-amount">Completes listed below the survey's price<b>${html(report.amounts.underpaid)}</b></div>
 <div class="card" id="discrepancy-count">Discrepancies<b>${report.discrepancies.length}</b></div>
 <div class="card" id="awaiting-count">Awaiting judgement (too recent: figures provisional)<b>${t.awaiting}</b></div>
 <div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>

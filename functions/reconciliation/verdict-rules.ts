@@ -541,6 +541,19 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   // Tokens an attempt that arrived here carries, with a transaction or without.
   const heardTokens = new Set(window.attempts.filter(arrivedHere).map((a) => a.token));
   const unansweredLead = leadsWithoutTransaction(pairs);
+  /**
+   * Whether the row an earlier run judged an attempt by is listed still, under another token: one its respondent's
+   * other attempt has taken (paired by pid before, `match`). The attempt's own token is listed nowhere here.
+   */
+  const stillListed = (attempt: Attempt) => {
+    const view = attempt.reconciliation?.marketplace;
+    return (
+      view !== undefined &&
+      [...window.transactions, ...(window.earlier ?? [])].some(
+        (t) => t.pid === attempt.pid && filedAt(t) === view.clickedAt,
+      )
+    );
+  };
   const pricedAt = (at: string | undefined) =>
     at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
   for (const { transaction, attempt, matchedBy } of pairs) {
@@ -611,7 +624,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     }
     // Without a transaction, the attempt's first sighting stands for the click.
     const prices = pricedAt(clicked ?? attempt?.firstSeenAt);
-    const classified = classify(transaction, attempt, prices);
+    const classified = classify(transaction, attempt, prices, {
+      listingGone: !transaction && attempt !== undefined && arrivedHere(attempt) && !stillListed(attempt),
+    });
     const { kind } = classified;
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     // And the click time it was judged by, if a transaction once gave one: the next run judges it on the same day.
@@ -824,6 +839,15 @@ export function classify(
   transaction: Transaction | undefined,
   ledgerAttempt: Attempt | undefined,
   expectedCpi?: string | readonly string[],
+  {
+    listingGone = false,
+  }: {
+    /**
+     * Without a transaction: the row an earlier run judged an attempt that arrived here by is listed no more (not
+     * another attempt's row it was paired with by pid, listed still).
+     */
+    listingGone?: boolean;
+  } = {},
 ): { kind: VerdictKind; detail: Record<string, string | boolean> } {
   // An item reconciliation created for a transaction this receiver never heard of is not an attempt seen here.
   const attempt =
@@ -885,11 +909,11 @@ export function classify(
         kind: 'complete_not_paid',
         detail: { ...here, evidence, marketplaceStatus: 'missing', ...worth },
       };
-    // A complete the marketplace listed and lists no more, nothing here to chase it by (the item a run made for
-    // its row, under its token): the money owed or pending counted for it is gone, so finance sees it reversed
-    // rather than the figure shrinking unexplained. An attempt that arrived here is left as it was judged before:
-    // its earlier listing may have been another attempt's row, paired by pid while its own was not listed.
-    if (!attempt && listedComplete())
+    // A complete the marketplace listed and lists no more, nothing here to chase it by (no signed complete: the item
+    // a run made for its row, or a browser's redirect): the money owed or pending counted for it is gone, so finance
+    // sees it reversed rather than the figure shrinking unexplained. Not an attempt whose earlier listing was another
+    // attempt's row, paired by pid while its own was not listed, and listed still (`listingGone`).
+    if ((!attempt || listingGone) && listedComplete())
       return {
         kind: 'invalidated',
         detail: { ...here, marketplaceStatus: 'missing', receivedHere: evidence ?? 'nothing', ...reversed() },

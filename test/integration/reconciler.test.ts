@@ -224,6 +224,46 @@ describe('a reconciliation run', () => {
     expect(report.amounts.reversed).toBe('2.10');
   });
 
+  it('a complete owed with no postback here (a redirect, or nothing) whose row the marketplace lists no more is shown reversed, at what owed counted', async () => {
+    await survey(7018, '1.25');
+    const redirected = await attempt(7018, 'Completed', { redirect: 'success' });
+    const terminated = await attempt(7018, 'Completed', { redirect: 'fail' });
+    const unheard = await attempt(7018, 'Completed');
+    // A redirect under a token the marketplace does not list, paired by pid with a complete of its respondent (a
+    // complete not received, at first); then that complete's own postback arrives and takes its row by token. The
+    // row still listed, the redirect is no reversal.
+    const paired = await attempt(7018, 'Completed');
+    const stray = { pid: paired.pid, token: `${paired.token}-stray` };
+    const hit = (channel: 'redirect' | 'postback', token: string) =>
+      attempts.recordHit(
+        { channel, surveyId: '7018', outcome: 'success', pid: paired.pid, token, source: 'query' },
+        new Date(REFERENCE_MS - 15 * 60_000),
+      );
+    await hit('redirect', stray.token);
+    for (const t of [redirected, terminated, unheard, paired]) t.transaction.verifyToken = 'Valid';
+    await engine().run(today, today, ['7018']);
+    const strayVerdict = async () =>
+      (await attempts.attemptsOf('7018', paired.pid)).find((a) => a.token === stray.token)?.reconciliation;
+    expect(await strayVerdict()).toMatchObject({ verdict: 'complete_not_received' });
+    await hit('postback', paired.token);
+    const report = () => finance({ attempts, results }).report({ from: today, to: today }, ['7018']);
+    expect((await report()).amounts).toMatchObject({ notReceived: '5.00', reversed: '0.00' });
+    // Gone from the listing.
+    for (const t of [redirected, terminated, unheard])
+      marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(t.transaction), 1);
+    await engine().run(today, today, ['7018']);
+    for (const t of [redirected, terminated, unheard]) {
+      const [judged] = await attempts.attemptsOf('7018', t.pid);
+      expect(judged?.reconciliation).toMatchObject({
+        verdict: 'invalidated',
+        detail: { marketplaceStatus: 'missing', reversedCpi: '1.25' },
+      });
+    }
+    expect(await strayVerdict()).toMatchObject({ verdict: 'unverified_claim' });
+    expect((await report()).amounts).toMatchObject({ notReceived: '0.00', reversed: '3.75' });
+    expect((await report()).totals).toMatchObject({ owed: '1.25' });
+  });
+
   it('keeps the history of a verdict that changes after the fact, and refreshes facts that change without it', async () => {
     await survey(7002);
     const reversed = await attempt(7002, 'Completed', { postback: 'success' });

@@ -383,6 +383,9 @@ export function expectedVerdict(
         : { kind: 'none', day: '' };
     const day = pacificDay(new Date(Math.min(...heard)));
     if (evidence === 'postback') return { kind: 'complete_not_paid', day, price: priceAt(survey, t.clickAt) };
+    // No signed complete here, and owed or pending counted the row: what they counted is reversed.
+    if (everListedComplete)
+      return { kind: 'invalidated', day: pacificDay(new Date(t.clickAt)), price: t.cpi };
     if (evidence === 'redirect') return { kind: 'unverified_claim', day };
     if (contradicted) return { kind: 'contradicted_claim', day };
     return { kind: 'not_in_marketplace', day };
@@ -396,7 +399,8 @@ export function expectedVerdict(
     if (t.cpi !== priceAt(survey, t.clickAt)) {
       const nearChange = survey.prices.some((p) => p.since > 0 && Math.abs(p.since - t.clickAt) <= HOUR);
       const either = [priceAt(survey, t.clickAt - HOUR), priceAt(survey, t.clickAt + HOUR)];
-      if (!nearChange || !either.includes(t.cpi)) return { kind: 'cpi_mismatch', day };
+      if (!nearChange || !either.includes(t.cpi))
+        return { kind: 'cpi_mismatch', day, price: priceAt(survey, t.clickAt) };
     }
     return { kind: 'matched', day };
   }
@@ -449,7 +453,7 @@ export function expectedFigures(scenario: Scenario, now: number, everListedCompl
     return figures;
   };
   const verdicts = new Map<string, ExpectedVerdict & { truth: Truth }>();
-  const amounts = { reversed: 0n, notPaid: 0n, notReceived: 0n };
+  const amounts = { reversed: 0n, notPaid: 0n, notReceived: 0n, underpaid: 0n };
   const surveys = new Map(scenario.surveys.map((s) => [s.surveyId, s]));
   for (const t of scenario.truths) {
     const view = viewAt(t, now);
@@ -479,6 +483,8 @@ export function expectedFigures(scenario: Scenario, now: number, everListedCompl
     if (verdict.kind === 'invalidated') amounts.reversed += price;
     if (verdict.kind === 'complete_not_paid') amounts.notPaid += price;
     if (verdict.kind === 'complete_not_received') amounts.notReceived += price;
+    // Listed below the price at the click: the difference.
+    if (verdict.kind === 'cpi_mismatch' && price > cents(t.cpi)) amounts.underpaid += price - cents(t.cpi);
     const firstPostback = t.hits.find((h) => h.channel === 'postback');
     const claimOnly = ['unverified_claim', 'contradicted_claim'].includes(verdict.kind);
     if (!firstPostback && t.hits.find((h) => h.channel === 'redirect')?.outcome === 'success' && !claimOnly)

@@ -207,7 +207,7 @@ describe('money discrepancies', () => {
     expect(html).not.toContain(hidden);
   });
 
-  it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received', () => {
+  it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received, listed below the price', () => {
     const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') =>
       withVerdict(verdict, detail, { status: 'Completed', cpi });
     const report = financeReport(
@@ -222,10 +222,21 @@ describe('money discrepancies', () => {
         attempt('complete_not_paid', { claimedCpi: '1.50' }),
         attempt('complete_not_received', {}, '2.00'),
         attempt('cpi_mismatch', { expectedCpi: '1.50 or 1.75' }, '1.25'),
+        // A Valid complete listed at 0 (earning nothing): its whole price.
+        attempt('cpi_mismatch', { expectedCpi: '1.50' }, '0'),
+        // Listed above the price: nothing owed back.
+        attempt('cpi_mismatch', { expectedCpi: '1.50' }, '1.80'),
       ],
       new Date('2026-11-21T00:00:00.000Z'),
     );
-    expect(report.amounts).toEqual({ reversed: '2.75', notPaid: '1.50', notReceived: '2.00', unpriced: 1 });
+    expect(report.amounts).toEqual({
+      reversed: '2.75',
+      notPaid: '1.50',
+      notReceived: '2.00',
+      underpaid: '1.75',
+      unpriced: 1,
+    });
+    expect(reportHtml(report)).toMatch(/id="underpaid-amount">[^<]*<b>1\.75<\/b>/);
     const stale = financeReport(
       '2026-11-20',
       '2026-11-20',
