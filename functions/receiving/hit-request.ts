@@ -7,7 +7,7 @@
 
 import type { RejectedHit } from '../ledger/ledger-store';
 import { badRequest, type RefusalCode, Rejection } from '../shared/rejection';
-import { type IdentifierField, identifierProblem, isBlank } from './identifiers';
+import { type IdentifierField, identifierProblem, isBlank, isPlaceholder } from './identifiers';
 import { type Channel, type Outcome, outcomesOf, parseOutcome } from './outcome';
 import type { SignedTarget } from './signing';
 
@@ -37,7 +37,15 @@ export interface HitClaim {
   readonly target: SignedTarget;
   readonly kid: string | undefined;
   readonly signature: string | undefined;
+  /**
+   * The other pairs of key id and signature the query makes when a sender appended a `kid` or `sig` of its own
+   * beside the URL's (its own HMAC, an empty one): the hit is genuine when any pair checks out.
+   */
+  readonly others?: readonly { readonly kid: string | undefined; readonly signature: string | undefined }[];
 }
+
+/** How many values of `kid` and of `sig` a query's pairs are made from, at most (the first ones given). */
+const SIGNATURE_VALUES = 4;
 
 /** Where the attempt's identifiers were read from. */
 export type HitSource = 'query' | 'json' | 'form';
@@ -88,7 +96,8 @@ export function refusedHit(
 
 /** Reads the survey, outcome, key id and signature a hit's URL claims. Throws a 400 Rejection. */
 export function readClaim(channel: Channel, request: HitRequest): { claim: HitClaim; query: Params } {
-  const query = readParams(request.rawQueryString, 'query');
+  const appended = new Map<string, string[]>();
+  const query = readParams(request.rawQueryString, 'query', appended);
   const surveyId = request.pathParameters.surveyId;
   const problem = identifierProblem('surveyId', surveyId);
   if (problem) throw badRequest(problem);
@@ -96,11 +105,16 @@ export function readClaim(channel: Channel, request: HitRequest): { claim: HitCl
   if (!outcome) {
     throw badRequest(`outcome must be one of ${outcomesOf(channel).join(', ')}`);
   }
+  const kids = [query.get('kid'), ...(appended.get('kid') ?? [])];
+  const signatures = [query.get('sig'), ...(appended.get('sig') ?? [])].map(signatureAsSent);
   return {
     claim: {
       target: { channel, surveyId: surveyId as string, outcome },
-      kid: query.get('kid'),
-      signature: signatureAsSent(query.get('sig')),
+      kid: kids[0],
+      signature: signatures[0],
+      others: kids.flatMap((kid, i) =>
+        signatures.flatMap((signature, j) => (i === 0 && j === 0 ? [] : [{ kid, signature }])),
+      ),
     },
     query,
   };
@@ -154,8 +168,9 @@ export function readIdentity(
   request: HitRequest,
   query: Params,
 ): { pid: string; token: string; source: HitSource } {
-  // A pid given empty (`pid=`) is given: the marketplace substituted the panel's none (identifiers.ts).
-  const pidGiven = query.get('pid') === '' || !isBlank(query.get('pid'));
+  // A pid given empty (`pid=`) is given: the marketplace substituted the panel's none (identifiers.ts); so is one
+  // left as the placeholder (it had none to substitute, or did not): the token names the attempt.
+  const pidGiven = query.get('pid') !== undefined;
   const querySuffices = pidGiven && !isBlank(query.get('token'));
   let body: ParsedBody | undefined;
   try {
@@ -194,7 +209,10 @@ export function readIdentity(
     const otherCase = fromQuery === undefined ? namedInOtherCase(request, field) : undefined;
     if (otherCase !== undefined && isBlank(fromBody))
       throw badRequest(`${field} is missing: the query has ${otherCase}, and parameter names are lower-case`);
-    return checked(field, fromQuery ?? fromBody, false);
+    // A pid left as the placeholder wherever it is given is the empty pid: refused, a genuine postback is lost.
+    const given = fromQuery ?? fromBody;
+    if (field === 'pid' && given !== undefined && isPlaceholder(given)) return { value: '', fromBody: false };
+    return checked(field, given, false);
   };
   const pid = pick('pid');
   const token = pick('token');
@@ -408,8 +426,14 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
  * same; any other parameter is left alone.
  */
 const ID_PARAMS = new Set(['pid', 'token']);
+const SIGNATURE_PARAMS = new Set(['kid', 'sig']);
 
-function readParams(encoded: string, where: 'query' | 'body'): Params {
+function readParams(
+  encoded: string,
+  where: 'query' | 'body',
+  /** Where other values of `kid` and `sig` go (a sender's own appended), rather than refusing the hit. */
+  appended?: Map<string, string[]>,
+): Params {
   const params = new Map<string, string>();
   for (const part of encoded.split('&')) {
     if (part === '') continue;
@@ -424,6 +448,12 @@ function readParams(encoded: string, where: 'query' | 'body'): Params {
     const value = key === 'pid' ? decodePid(raw) : decode(raw);
     if (value === undefined) throw badRequest(`${key} is not well-formed UTF-8 (${where})`);
     const seen = params.get(key);
+    if (seen !== undefined && seen !== value && appended && SIGNATURE_PARAMS.has(key)) {
+      const values = appended.get(key) ?? [];
+      if (!values.includes(value) && values.length < SIGNATURE_VALUES - 1)
+        appended.set(key, [...values, value]);
+      continue;
+    }
     if (seen !== undefined && seen !== value) {
       // An id given once blank (empty, a placeholder left as it was) says nothing: the other value stands.
       const id = ID_PARAMS.has(key);

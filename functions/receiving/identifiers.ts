@@ -29,8 +29,12 @@ export const ONE_UNIT_TOKEN_BYTES = 72;
 export const PID_MAX_BYTES = 2048;
 export const TOKEN_MAX_BYTES = 128;
 
-/** What the marketplace leaves in a URL when it did not substitute a placeholder. */
-const PLACEHOLDER = /\[%%\w+%%\]/;
+/**
+ * What the marketplace leaves in a URL when it did not substitute a placeholder: the whole value (an id that holds
+ * the form among other text is an id).
+ */
+const PLACEHOLDER = /^\s*\[%%\w+%%\]\s*$/;
+export const isPlaceholder = (value: string): boolean => PLACEHOLDER.test(value);
 
 /**
  * A value that says nothing (missing, empty, or a placeholder left as it was): another place's value may stand.

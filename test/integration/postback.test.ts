@@ -413,6 +413,35 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     expect(await only()).toMatchObject({ complete: 'postback-confirmed' });
   });
 
+  it.each([
+    ['a sig of its own', '&sig=Zm9vYmFy'],
+    ['an empty sig', '&sig='],
+    ['a kid of its own', '&kid=mk1'],
+    ['both, with a hash', '&kid=mk1&sig=Zm9vYmFy&hash=abc'],
+  ])('with %s its sender appended after the signature: recorded', async (_, appended) => {
+    const result = await invoke(handler, apiEvent('GET', `${successUrl()}${appended}`));
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ complete: 'postback-confirmed' });
+  });
+
+  it('with signatures appended, none of them genuine: 403, nothing stored', async () => {
+    const forged = successUrl().replace(/sig=[^&]*/, 'sig=Zm9vYmFy');
+    const result = await invoke(handler, apiEvent('GET', `${forged}&sig=YmFyYmF6&kid=other`));
+    expect(result.statusCode).toBe(403);
+    expect(await store.attemptsOf('1001', ids.pid)).toEqual([]);
+  });
+
+  it('with the pid left as the placeholder: recorded by its token under the empty pid', async () => {
+    const url = filledUrl(TEST_KEY_RING, 'postback', '1001', 'success', {
+      pid: '[%%pid%%]',
+      token: ids.token,
+    });
+    const result = await invoke(handler, apiEvent('GET', url));
+    expect(result.statusCode).toBe(200);
+    const recorded = (await store.attemptsOf('1001', '')).filter((a) => a.token === ids.token);
+    expect(recorded).toEqual([expect.objectContaining({ pid: '', complete: 'postback-confirmed' })]);
+  });
+
   it('with body bytes that are not UTF-8 and ids only in the body: 400, nothing stored', async () => {
     const bare = new URL(successUrl());
     bare.searchParams.delete('pid');
@@ -503,7 +532,7 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
     );
     expect(unreadable.statusCode).toBe(400);
     const bystander = { pid: 'innocent-bystander', token: randomUUID() };
-    const twice = `${filledUrl(TEST_KEY_RING, 'postback', '1001', 'success', bystander)}&sig=x`;
+    const twice = `${filledUrl(TEST_KEY_RING, 'postback', '1001', 'success', bystander)}&token=another`;
     expect((await invoke(handler, apiEvent('GET', twice, { sourceIp }))).statusCode).toBe(400);
     const [sample] = await refusedFrom(sourceIp);
     expect(sample).toMatchObject({ hits: 2, reason: expect.stringMatching(/not valid JSON/) });

@@ -31,6 +31,7 @@ describe('reading the claim', () => {
       target: { channel: 'redirect', surveyId: '1001', outcome: 'success' },
       kid: 'k1',
       signature: 'abc',
+      others: [],
     });
   });
 
@@ -54,11 +55,40 @@ describe('reading the claim', () => {
     expect(error.message).toMatch(/^surveyId must be/);
   });
 
-  it('refuses a query parameter repeated with a different value, accepts an exact repeat', () => {
-    expect(rejection(() => readClaim('postback', request({ rawQueryString: 'kid=k1&kid=k2' }))).message).toBe(
-      'kid is given twice with different values (query)',
-    );
-    expect(readClaim('postback', request({ rawQueryString: 'kid=k1&kid=k1' })).claim.kid).toBe('k1');
+  it('refuses an id repeated with a different value, accepts an exact repeat', () => {
+    expect(
+      rejection(() => readClaim('postback', request({ rawQueryString: 'token=t1&token=t2' }))).message,
+    ).toBe('token is given twice with different values (query)');
+    expect(readClaim('postback', request({ rawQueryString: 'kid=k1&kid=k1' })).claim).toMatchObject({
+      kid: 'k1',
+      others: [],
+    });
+  });
+
+  it("keeps a key id or signature a sender appended beside the URL's own, first its own, as pairs to check", () => {
+    // A marketplace that adds a `sig` (or `kid`) of its own after the URL's (its own HMAC, an empty one).
+    expect(
+      readClaim('postback', request({ rawQueryString: 'pid=p&kid=k1&sig=abc&sig=theirs' })).claim,
+    ).toEqual({
+      target: { channel: 'postback', surveyId: '1001', outcome: 'success' },
+      kid: 'k1',
+      signature: 'abc',
+      others: [{ kid: 'k1', signature: 'theirs' }],
+    });
+    expect(
+      readClaim('postback', request({ rawQueryString: 'kid=k1&sig=abc&kid=mk&sig=' })).claim,
+    ).toMatchObject({
+      kid: 'k1',
+      signature: 'abc',
+      others: [
+        { kid: 'k1', signature: '' },
+        { kid: 'mk', signature: 'abc' },
+        { kid: 'mk', signature: '' },
+      ],
+    });
+    // Bounded: four values of each at most.
+    const many = Array.from({ length: 10 }, (_, i) => `sig=s${i}&kid=k${i}`).join('&');
+    expect(readClaim('postback', request({ rawQueryString: many })).claim.others).toHaveLength(15);
   });
 
   it('lets an id given once blank and once with a value stand on its value, in either order; two values conflict', () => {
@@ -72,6 +102,29 @@ describe('reading the claim', () => {
     }
     expect(rejection(() => readClaim('postback', request({ rawQueryString: 'pid=p1&pid=p2' }))).message).toBe(
       'pid is given twice with different values (query)',
+    );
+  });
+
+  it('takes a pid left as the placeholder everywhere as the empty pid: the token names the attempt', () => {
+    for (const rawQueryString of [
+      'pid=[%%pid%%]&token=t1',
+      'pid=%5B%25%25pid%25%25%5D&token=t1',
+      'pid=[%%PID%%]&token=t1',
+    ])
+      expect(identity(request({ rawQueryString }))).toEqual({ pid: '', token: 't1', source: 'query' });
+    // Ignored, an unreadable body: the query is enough.
+    expect(
+      identity(
+        request({ rawQueryString: 'pid=[%%pid%%]&token=t1', contentType: 'application/json', body: '{' }),
+      ),
+    ).toEqual({ pid: '', token: 't1', source: 'query' });
+    // A value holding the placeholder's form among other text is a value.
+    expect(identity(request({ rawQueryString: 'pid=a[%%pid%%]&token=t1' }))).toMatchObject({
+      pid: 'a[%%pid%%]',
+    });
+    // A token left so names nothing.
+    expect(rejection(() => identity(request({ rawQueryString: 'pid=p1&token=[%%token%%]' }))).message).toBe(
+      'token is an unsubstituted placeholder',
     );
   });
 });
@@ -190,11 +243,24 @@ describe('reading the identity', () => {
       const pidless = request({ ...body, rawQueryString: 'pid=&token=t1&kid=k1&sig=abc' });
       expect(identity(pidless)).toEqual({ pid: '', token: 't1', source: 'query' });
     }
-    // Not a pid left out, nor one left a placeholder: the body may carry it, and one that cannot be read is refused.
-    for (const rawQueryString of ['token=t1&kid=k1&sig=abc', 'pid=[%%pid%%]&token=t1&kid=k1&sig=abc'])
-      expect(
-        rejection(() => identity(request({ rawQueryString, contentType: 'text/plain', body: 'OK' }))).status,
-      ).toBe(415);
+    // Not a pid left out: the body may carry it, and one that cannot be read is refused.
+    expect(
+      rejection(() =>
+        identity(
+          request({ rawQueryString: 'token=t1&kid=k1&sig=abc', contentType: 'text/plain', body: 'OK' }),
+        ),
+      ).status,
+    ).toBe(415);
+    // One left the placeholder is given (the empty pid, as everywhere): the token names the attempt.
+    expect(
+      identity(
+        request({
+          rawQueryString: 'pid=[%%pid%%]&token=t1&kid=k1&sig=abc',
+          contentType: 'text/plain',
+          body: 'OK',
+        }),
+      ),
+    ).toEqual({ pid: '', token: 't1', source: 'query' });
   });
 
   it('reads a form body with a stray `&` and JSON after a byte-order mark', () => {
@@ -451,9 +517,9 @@ describe('reading the identity', () => {
     ],
     [
       'unsubstituted placeholder',
-      { rawQueryString: 'pid=[%%pid%%]&token=t' },
+      { rawQueryString: 'pid=p&token=[%%token%%]' },
       400,
-      'pid is an unsubstituted placeholder',
+      'token is an unsubstituted placeholder',
     ],
     [
       'malformed JSON',
