@@ -898,6 +898,7 @@ function summaryFromItem(item: Item): StoredDaySummary {
     ...(typeof item.awaiting === 'number' && item.awaiting > 0 ? { awaiting: item.awaiting } : {}),
     ...(typeof item.transactionsDigest === 'string' ? { transactionsDigest: item.transactionsDigest } : {}),
     ...(typeof item.outsiders === 'number' && item.outsiders > 0 ? { outsiders: item.outsiders } : {}),
+    ...crossKeyedOf(item.crossKeyed),
     reconciledAt: String(item.reconciledAt),
     checkedAt: String(item.checkedAt ?? item.reconciledAt),
     runId: String(item.runId),
@@ -906,4 +907,12 @@ function summaryFromItem(item: Item): StoredDaySummary {
 }
 
 /** Summary figures a day may lack: an update that writes figures without them removes the stored ones. */
-const OPTIONAL_SUMMARY_FIGURES = ['awaiting', 'transactionsDigest', 'outsiders'] as const;
+const OPTIONAL_SUMMARY_FIGURES = ['awaiting', 'transactionsDigest', 'outsiders', 'crossKeyed'] as const;
+
+/** A stored summary's `crossKeyed`, when it reads. */
+function crossKeyedOf(value: unknown): Pick<DaySummary, 'crossKeyed'> {
+  if (typeof value !== 'object' || value === null) return {};
+  const { tokens, count } = value as { tokens?: unknown; count?: unknown };
+  if (!Array.isArray(tokens) || typeof count !== 'number') return {};
+  return { crossKeyed: { tokens: tokens.map(String), count } };
+}

@@ -223,7 +223,8 @@ export function readIdentity(
 /** The query's parameters with each `+` it carried kept as a `+`; undefined when they do not read so. */
 function queryAsWritten(rawQueryString: string | undefined): Params | undefined {
   try {
-    return readParams((rawQueryString ?? '').replaceAll('+', '%2B'), 'query');
+    // A sender's own `kid` or `sig` beside the URL's is no reason not to read the ids as written.
+    return readParams((rawQueryString ?? '').replaceAll('+', '%2B'), 'query', new Map());
   } catch {
     return undefined;
   }
@@ -446,6 +447,8 @@ function readParams(
     // A pid a panel keeps in another encoding (Latin-1 `Jos%E9`) is kept, its stray bytes left escaped, so both
     // channels key its attempt alike and the postback is not refused (and lost); a token is the marketplace's own.
     const value = key === 'pid' ? decodePid(raw) : decode(raw);
+    // A key id or signature that is not text checks out as none (a sender's raw digest appended as `sig`).
+    if (value === undefined && appended && SIGNATURE_PARAMS.has(key)) continue;
     if (value === undefined) throw badRequest(`${key} is not well-formed UTF-8 (${where})`);
     const seen = params.get(key);
     if (seen !== undefined && seen !== value && appended && SIGNATURE_PARAMS.has(key)) {

@@ -62,6 +62,7 @@ export function sameFigures(summary: DaySummary, stored: DaySummary | undefined)
       awaiting: s.awaiting ?? 0,
       transactionsDigest: s.transactionsDigest,
       outsiders: s.outsiders ?? 0,
+      crossKeyed: s.crossKeyed,
     });
   return figures(summary) === figures(stored);
 }

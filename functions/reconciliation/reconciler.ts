@@ -15,6 +15,7 @@ import type {
   OutsiderKey,
   ReconciliationStore,
   RunState,
+  StoredDaySummary,
   SurveyReconciliationState,
   SurveyRegistration,
   SurveyRegistry,
@@ -733,16 +734,14 @@ export function reconciler(deps: ReconcilerDeps) {
         ...(earlier ? { claimsWait: false } : {}),
       };
       let result = reconcileSurveyWindow({ ...judged, heardElsewhere: await heardElsewhere(judged) });
-      // Money owed for a row nothing arrived for, about to get an item of its own: unless a day before the window
+      // Money owed for a row nothing arrived for, about to get an item of its own: unless a day before the listing
       // lists its token too, its attempt judged there under another key (a pid spelt otherwise, another token).
-      const moved = await copiesOfEarlierDays(result.verdicts, judged, earlier === undefined, lookback);
+      const moved = await copiesOfEarlierDays(result.verdicts, judged.transactions, listing.from);
       if (moved) {
         const again = {
           ...judged,
-          transactions: judged.transactions.filter((t) => !moved.copied.has(t)),
-          copies: [...judged.copies, ...moved.copied],
-          earlier: [...judged.earlier, ...moved.earlier],
-          claimsWait: false,
+          transactions: judged.transactions.filter((t) => !moved.has(t)),
+          copies: [...judged.copies, ...moved],
         };
         result = reconcileSurveyWindow({ ...again, heardElsewhere: await heardElsewhere(again) });
       }
@@ -901,87 +900,109 @@ export function reconciler(deps: ReconcilerDeps) {
         const earlier = judgedOn.get(row.token);
         const day = filedDay(row);
         if (earlier === undefined || day === undefined || !owned.has(day)) continue;
-        let tokens = tokensOfDay.get(earlier);
-        if (!tokens) {
-          outcome.dayListings++;
-          tokens = listDay(earlier).then(
-            ({ rows, malformed }) => {
-              const filed = new Map<string, string>();
-              for (const t of rows)
-                noteEarliest(filed, t.token, filedDay(onCreationDay(t, earlier)) ?? earlier);
-              // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
-              for (const { placed } of malformed)
-                if (placed) noteEarliest(filed, placed.token, pacificDay(new Date(placed.filedAt)));
-              return filed;
-            },
-            (error: unknown) => {
-              outcome.openFailures++;
-              if (error instanceof Error) outcome.openError ??= error.message;
-              return undefined;
-            },
-          );
-          tokensOfDay.set(earlier, tokens);
-        }
-        const listed = await tokens;
+        const listed = await tokensListedOn(earlier);
         const filedThere = listed?.get(row.token);
         if (listed === undefined) unsure.add(day);
         if (listed === undefined || (filedThere !== undefined && filedThere < day)) copied.add(row);
       }
+      return setApart(copied, unsure);
+    }
+    /** A day's tokens listed alone, with the day each is filed under there, once a run (`tokensOfDay`). */
+    function tokensListedOn(day: string) {
+      let tokens = tokensOfDay.get(day);
+      if (!tokens) {
+        outcome.dayListings++;
+        tokens = listDay(day).then(
+          ({ rows, malformed }) => {
+            const filed = new Map<string, string>();
+            for (const t of rows) noteEarliest(filed, t.token, filedDay(onCreationDay(t, day)) ?? day);
+            // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
+            for (const { placed } of malformed)
+              if (placed) noteEarliest(filed, placed.token, pacificDay(new Date(placed.filedAt)));
+            return filed;
+          },
+          (error: unknown) => {
+            outcome.openFailures++;
+            if (error instanceof Error) outcome.openError ??= error.message;
+            return undefined;
+          },
+        );
+        tokensOfDay.set(day, tokens);
+      }
+      return tokens;
+    }
+    /**
+     * Rows found to be copies of an earlier day's: counted among the transactions listed, by no day here. The days
+     * whose earlier listing failed (the copy taken on trust) are flagged, once, for the next run.
+     */
+    async function setApart(copied: Set<Transaction>, unsure: ReadonlySet<string>) {
       for (const day of unsure)
         if (!flags.has(day) && !plan?.freshDays.has(day) && day >= horizon)
           await deps.results.flagDay(surveyId, day, flagTime);
       outcome.duplicateRows += copied.size;
-      // Counted among the transactions as listed; not counted by any day here.
       outcome.transactions -= copied.size;
       return copied;
     }
-    /** Earlier days' summaries asked for by `copiesOfEarlierDays`, once a run. */
-    const reconciledDays = new Map<string, Promise<boolean>>();
+    /** Summaries of days before a listing, read by `copiesOfEarlierDays`, once a run. */
+    const earlierSummaries = new Map<string, Promise<StoredDaySummary | undefined>>();
     /**
-     * The rows of a window's new money items (a complete listed, nothing arrived for it under its key) whose token a
-     * day before it lists too, as the look-back shows (made here if the window did not make it): the marketplace
-     * listing one transaction on two days, the attempt taken by the earlier copy under another key (a pid spelt
-     * otherwise, matched by token; another token, matched by pid), which a reading of the later day alone cannot
-     * find. The earliest day's stands (`distinctTransactions`), when that day is reconciled here (it has a summary);
-     * otherwise the row is this day's, as before. Undefined when there are none. One look-back call a window at most,
-     * made only when such an item is to be made (a complete missing here, once), never for an item that exists.
+     * The rows of a window's new money items (a complete listed, nothing arrived for it under its key) that are
+     * copies of an earlier day's row of the token: the marketplace listing one transaction on two days, the attempt
+     * judged on the earlier day under another key (a pid spelt otherwise, matched by token; another token, matched by
+     * pid), which a reading of the later day alone cannot find. A day before the listing whose summary names the
+     * token among its rows judged so (`crossKeyed`; or too many to name) is asked, alone, once a run: the token there,
+     * filed on a day before the row's, the row is that day's (`distinctTransactions`). Where that listing fails, the
+     * summary is taken at its word and the day flagged for the next run, as `listedOnEarlierDays` does. Nothing is
+     * asked of the marketplace otherwise, and nothing at all without such an item (a complete missing here, once).
      */
     async function copiesOfEarlierDays(
       verdicts: readonly AttemptVerdict[],
-      window: Pick<SurveyWindow, 'transactions'> & { readonly earlier: readonly Transaction[] },
-      mayLook: boolean,
-      lookback: (lookedFor: ReadonlySet<string>) => Promise<{ rows: readonly Transaction[] } | undefined>,
-    ): Promise<{ copied: Set<Transaction>; earlier: readonly Transaction[] } | undefined> {
+      transactions: readonly Transaction[],
+      listedFrom: string,
+    ): Promise<Set<Transaction> | undefined> {
       const fresh = verdicts.filter(
         (v) => !v.attempt && isMoneyKind(v.verdict.kind) && v.verdict.marketplace !== undefined,
       );
-      if (fresh.length === 0) return undefined;
-      // Failing, like any look-back: the survey's days are retried by the next run, no item made meanwhile.
-      const looked = (mayLook && (await lookback(new Set(fresh.map((v) => v.token))))?.rows) || [];
-      const filedOn = new Map<string, string>();
-      for (const row of [...window.earlier, ...looked]) {
-        const day = filedDay(row);
-        if (day !== undefined) noteEarliest(filedOn, row.token, day);
+      if (fresh.length === 0 || lookbackDays < 1) return undefined;
+      const days = pacificDays(nextDay(listedFrom, -lookbackDays), nextDay(listedFrom, -1));
+      const unread = days.filter((day) => !stored.has(day) && !earlierSummaries.has(day));
+      if (unread.length > 0) {
+        const read = deps.results.summariesOf(surveyId, unread);
+        for (const day of unread)
+          earlierSummaries.set(
+            day,
+            read.then((found) => found.find((s) => s.day === day)),
+          );
       }
+      const tokens = new Set(fresh.map((v) => v.token));
+      const suspect: string[] = [];
+      for (const day of days) {
+        const marked = (stored.get(day) ?? (await earlierSummaries.get(day)))?.crossKeyed;
+        if (marked && (marked.count > marked.tokens.length || marked.tokens.some((t) => tokens.has(t))))
+          suspect.push(day);
+      }
+      if (suspect.length === 0) return undefined;
       const copied = new Set<Transaction>();
+      const unsure = new Set<string>();
       for (const { token, verdict } of fresh) {
-        const there = filedOn.get(token);
-        if (there === undefined || there >= verdict.day) continue;
-        let reconciled = reconciledDays.get(there);
-        if (!reconciled) {
-          reconciled = stored.has(there)
-            ? Promise.resolve(true)
-            : deps.results.summariesOf(surveyId, [there]).then((found) => found.length > 0);
-          reconciledDays.set(there, reconciled);
+        const row = transactions.find((t) => t.token === token);
+        if (!row) continue;
+        for (const day of suspect) {
+          const marked = (stored.get(day) ?? (await earlierSummaries.get(day)))?.crossKeyed;
+          const named = marked?.tokens.includes(token) === true;
+          if (!named && marked?.count === marked?.tokens.length) continue;
+          const listed = await tokensListedOn(day);
+          const filedThere = listed?.get(token);
+          // On trust only where the summary names the token.
+          if (listed === undefined && named) unsure.add(verdict.day);
+          if ((listed === undefined && named) || (filedThere !== undefined && filedThere < verdict.day)) {
+            copied.add(row);
+            break;
+          }
         }
-        if (!(await reconciled)) continue;
-        const row = window.transactions.find((t) => t.token === token);
-        if (row) copied.add(row);
       }
       if (copied.size === 0) return undefined;
-      outcome.duplicateRows += copied.size;
-      outcome.transactions -= copied.size;
-      return { copied, earlier: looked };
+      return setApart(copied, unsure);
     }
     /**
      * Rows listed for `range` with those lacking a click or start time placed on their creation day, by listing

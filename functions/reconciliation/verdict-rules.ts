@@ -104,7 +104,17 @@ export interface DaySummary {
    * when none: a run judging the day reads them by key.
    */
   readonly outsiders?: number;
+  /**
+   * The tokens of the day's rows judged with an attempt under another key (its pid spelt otherwise, matched by
+   * token; another token, matched by pid), sorted, the first `CROSS_KEYED_KEPT` of them, and how many there are
+   * (absent when none): a later day that lists such a token too finds no attempt under the row's key, and takes the
+   * row for a copy of this day's only when this says the token may be one (reconciler.ts `copiesOfEarlierDays`).
+   */
+  readonly crossKeyed?: { readonly tokens: readonly string[]; readonly count: number };
 }
+
+/** How many tokens a day summary's `crossKeyed` names at most (beyond it, only their count). */
+export const CROSS_KEYED_KEPT = 64;
 
 export interface SurveyWindow {
   readonly surveyId: string;
@@ -543,16 +553,18 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const unansweredLead = leadsWithoutTransaction(pairs);
   /**
    * Whether the row an earlier run judged an attempt by is listed still, under another token: one its respondent's
-   * other attempt has taken (paired by pid before, `match`). The attempt's own token is listed nowhere here.
+   * other attempt has taken (paired by pid before, `match`), filed on the day of the click it was judged by (kept in
+   * the verdict's detail once the row went: a run after a reversal still tells). The attempt's own token is listed
+   * nowhere here.
    */
   const stillListed = (attempt: Attempt) => {
-    const view = attempt.reconciliation?.marketplace;
-    return (
-      view !== undefined &&
-      [...window.transactions, ...(window.earlier ?? [])].some(
-        (t) => t.pid === attempt.pid && filedAt(t) === view.clickedAt,
-      )
-    );
+    const click = knownClick(attempt);
+    if (click === undefined) return false;
+    const day = dayOf(click);
+    return [...window.transactions, ...(window.earlier ?? [])].some((t) => {
+      const at = t.pid === attempt.pid ? filedAt(t) : undefined;
+      return at !== undefined && (at === click || dayOf(at) === day);
+    });
   };
   const pricedAt = (at: string | undefined) =>
     at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
@@ -1085,6 +1097,19 @@ export function summarize(
     .filter((v) => v.kind !== undefined && !CLAIM_KINDS.has(v.kind))
     .map((v) => v.attempt)
     .filter((a): a is Attempt => a !== undefined);
+  const crossKeyed = [
+    ...new Set(
+      verdicts
+        .filter(
+          ({ verdict, attempt, pid, token }) =>
+            verdict.day === day &&
+            verdict.marketplace !== undefined &&
+            attempt !== undefined &&
+            (attempt.pid !== pid || attempt.token !== token),
+        )
+        .map((v) => v.token),
+    ),
+  ].sort();
   return {
     surveyId,
     day,
@@ -1110,6 +1135,9 @@ export function summarize(
       copies.length > 0 ? [...transactions, ...copies] : transactions,
       day,
     ),
+    ...(crossKeyed.length > 0
+      ? { crossKeyed: { tokens: crossKeyed.slice(0, CROSS_KEYED_KEPT), count: crossKeyed.length } }
+      : {}),
   };
 }
 

@@ -130,8 +130,8 @@ describe('logs and metrics', () => {
 
   it('a postback refused for its input is logged with the reason, on one line', async () => {
     const url = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
-      pid: '[%%pid%%]',
-      token: randomUUID(),
+      pid: randomUUID(),
+      token: '[%%token%%]',
     });
     capture();
     const result = await invoke(postback, apiEvent('GET', url));
@@ -140,7 +140,7 @@ describe('logs and metrics', () => {
     const line = loggedLine('postback refused: input');
     const entry = JSON.parse(line) as Record<string, unknown>;
     expect(entry.reason).toBe(JSON.parse(result.body as string).message);
-    expect(String(entry.reason)).toMatch(/pid/);
+    expect(String(entry.reason)).toMatch(/token/);
     expect(written.join('')).not.toMatch(/reserved key|message.*overwrite|cannot be used/i);
   });
 
@@ -200,8 +200,8 @@ describe('published metrics', () => {
     const good = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', ids);
     const forged = good.replace(/sig=[\w-]+/, `sig=${'Q'.repeat(43)}`);
     const badInput = filledUrl(TEST_KEY_RING, 'postback', '5005', 'success', {
-      pid: '[%%pid%%]',
-      token: 'x',
+      pid: 'x',
+      token: '[%%token%%]',
     });
     const badRedirect = filledUrl(TEST_KEY_RING, 'redirect', '5005', 'success', ids).replace(
       /sig=[\w-]+/,

@@ -264,6 +264,37 @@ describe('a reconciliation run', () => {
     expect((await report()).totals).toMatchObject({ owed: '1.25' });
   });
 
+  it('a redirect paired by pid with a row that one listing leaves out, then listed again and taken by its own postback: a claim again, no reversal left', async () => {
+    await survey(7019, '1.25');
+    const paired = await attempt(7019, 'Completed');
+    paired.transaction.verifyToken = 'Valid';
+    const stray = `${paired.token}-stray`;
+    const hit = (channel: 'redirect' | 'postback', token: string) =>
+      attempts.recordHit(
+        { channel, surveyId: '7019', outcome: 'success', pid: paired.pid, token, source: 'query' },
+        new Date(REFERENCE_MS - 15 * 60_000),
+      );
+    await hit('redirect', stray);
+    const strayVerdict = async () =>
+      (await attempts.attemptsOf('7019', paired.pid)).find((a) => a.token === stray)?.reconciliation;
+    await engine().run(today, today, ['7019']);
+    expect(await strayVerdict()).toMatchObject({ verdict: 'complete_not_received' });
+    // One listing without the row: what owed counted is shown reversed.
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(paired.transaction), 1);
+    await engine().run(today, today, ['7019']);
+    expect(await strayVerdict()).toMatchObject({ verdict: 'invalidated' });
+    // Listed again, its own postback in.
+    marketplace.state.transactions.push(paired.transaction);
+    await hit('postback', paired.token);
+    for (let run = 0; run < 2; run++) {
+      await engine().run(today, today, ['7019']);
+      expect(await strayVerdict()).toMatchObject({ verdict: 'unverified_claim' });
+      const report = await finance({ attempts, results }).report({ from: today, to: today }, ['7019']);
+      expect(report.amounts.reversed).toBe('0.00');
+      expect(report.totals.owed).toBe('1.25');
+    }
+  });
+
   it('keeps the history of a verdict that changes after the fact, and refreshes facts that change without it', async () => {
     await survey(7002);
     const reversed = await attempt(7002, 'Completed', { postback: 'success' });

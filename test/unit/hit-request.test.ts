@@ -86,6 +86,17 @@ describe('reading the claim', () => {
         { kid: 'mk', signature: '' },
       ],
     });
+    // One that is not text (a raw digest) checks out as none, and the ids read as without it: the `+` the query
+    // wrote as a space (`%20`) is a space, whatever a body spells.
+    const raw = request({
+      rawQueryString: 'pid=a%20b&token=t1&kid=k1&sig=abc&sig=%FF%9A%01',
+      contentType: 'application/json',
+      body: '{"pid":"a+b","token":"t1"}',
+    });
+    expect(readClaim('postback', raw).claim).toMatchObject({ signature: 'abc', others: [] });
+    expect(identity(raw)).toEqual({ pid: 'a b', token: 't1', source: 'query' });
+    const appendedToo = { ...raw, rawQueryString: 'pid=a%20b&token=t1&kid=k1&sig=abc&sig=theirs' };
+    expect(identity(appendedToo)).toEqual({ pid: 'a b', token: 't1', source: 'query' });
     // Bounded: four values of each at most.
     const many = Array.from({ length: 10 }, (_, i) => `sig=s${i}&kid=k${i}`).join('&');
     expect(readClaim('postback', request({ rawQueryString: many })).claim.others).toHaveLength(15);

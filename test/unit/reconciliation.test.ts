@@ -427,6 +427,28 @@ describe('classification', () => {
     expect(result.summaries[0]?.marketplace.byStatus).toMatchObject({ 'Adjusted Complete': 1 });
   });
 
+  it("names in the day's summary the tokens of rows judged with an attempt under another key, the first 64, and counts them all", () => {
+    const window = (n: number) =>
+      reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: Array.from({ length: n }, (_, i) =>
+          transaction(`t${String(i).padStart(3, '0')}`, 'Completed', noon),
+        ),
+        // The pid spelt otherwise (matched by token), one of them under its own key.
+        attempts: Array.from({ length: n }, (_, i) => {
+          const token = `t${String(i).padStart(3, '0')}`;
+          return attempt(token, noon, { postback: 'success' }, i === 0 ? `p-${token}` : `P-${token}`);
+        }),
+      }).summaries[0];
+    expect(window(1)?.crossKeyed).toBeUndefined();
+    expect(window(3)?.crossKeyed).toEqual({ tokens: ['t001', 't002'], count: 2 });
+    const many = window(70)?.crossKeyed;
+    expect(many?.count).toBe(69);
+    expect(many?.tokens).toHaveLength(64);
+    expect(many?.tokens[0]).toBe('t001');
+  });
+
   it('names the price a complete re-filed at 0 was reversed from, when one is known', () => {
     const paid = attempt('a', noon, { postback: 'success' });
     const refiled = transaction('a', 'Quality Termination', noon, { verifyToken: 'Invalid', cpi: '0.00' });
