@@ -923,7 +923,7 @@ export function reconciler(deps: ReconcilerDeps) {
           },
           (error: unknown) => {
             outcome.openFailures++;
-            if (error instanceof Error) outcome.openError ??= error.message;
+            if (error instanceof Error) outcome.openError ??= `listing ${day} alone: ${error.message}`;
             return undefined;
           },
         );

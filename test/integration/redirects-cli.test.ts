@@ -351,7 +351,9 @@ describe('reconcile', () => {
         { env: cliEnv() },
       );
       expect(alone.stdout).toContain('survey 9105: 1 rows of a token listed twice counted once');
-      expect(alone.stderr).toContain(`survey 9105: 1 listings of days outside ${later}..${later} failed`);
+      expect(alone.stderr).toContain(
+        `survey 9105: 1 listings of days outside ${later}..${later} failed (listing ${earlier} alone: `,
+      );
     } finally {
       failingDay = undefined;
     }
