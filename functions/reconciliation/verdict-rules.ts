@@ -553,17 +553,19 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   const unansweredLead = leadsWithoutTransaction(pairs);
   /**
    * Whether the row an earlier run judged an attempt by is listed still, under another token: one its respondent's
-   * other attempt has taken (paired by pid before, `match`), filed on the day of the click it was judged by (kept in
-   * the verdict's detail once the row went: a run after a reversal still tells). The attempt's own token is listed
+   * other attempt has taken (paired by pid before, `match`), filed at the click it was judged by (kept in the
+   * verdict's detail once the row went: a run after a reversal still tells). The attempt's own token is listed
    * nowhere here.
    */
   const stillListed = (attempt: Attempt) => {
     const click = knownClick(attempt);
     if (click === undefined) return false;
     const day = dayOf(click);
+    // Filed at that click, or a complete on its day (a row that gained a click time since); not another entry of the
+    // same respondent that day that is no complete, which leaves the reversal to show.
     return [...window.transactions, ...(window.earlier ?? [])].some((t) => {
       const at = t.pid === attempt.pid ? filedAt(t) : undefined;
-      return at !== undefined && (at === click || dayOf(at) === day);
+      return at !== undefined && (at === click || (dayOf(at) === day && t.status === 'Completed'));
     });
   };
   const pricedAt = (at: string | undefined) =>

@@ -229,6 +229,14 @@ describe('a reconciliation run', () => {
     const redirected = await attempt(7018, 'Completed', { redirect: 'success' });
     const terminated = await attempt(7018, 'Completed', { redirect: 'fail' });
     const unheard = await attempt(7018, 'Completed');
+    // The redirected respondent back later the same day, not completing: no sign its complete is still listed.
+    marketplace.state.transactions.push({
+      ...redirected.transaction,
+      token: `${redirected.token}-again`,
+      status: 'Failed',
+      clickedAt: new Date(REFERENCE_MS + 3 * 3_600_000),
+      completedAt: undefined,
+    });
     // A redirect under a token the marketplace does not list, paired by pid with a complete of its respondent (a
     // complete not received, at first); then that complete's own postback arrives and takes its row by token. The
     // row still listed, the redirect is no reversal.
