@@ -15,7 +15,6 @@ import type {
   OutsiderKey,
   ReconciliationStore,
   RunState,
-  StoredDaySummary,
   SurveyReconciliationState,
   SurveyRegistration,
   SurveyRegistry,
@@ -862,7 +861,7 @@ export function reconciler(deps: ReconcilerDeps) {
     /** Days this survey's run reconciles: the ones done and the ones about to be, in the window at hand. */
     const judgedThisRun = new Set<string>();
     /** Each day's figures as they stand after this run: as stored, or as this run found them. */
-    const latest = new Map<string, Pick<DaySummary, 'marketplace' | 'here' | 'verdicts'>>(stored);
+    const latest = new Map<string, DaySummary>(stored);
     /** Days past the window to read once more (a pointer left for their attempt). */
     const reread = new Set<string>();
     /** The survey's transactions of one Pacific day alone. */
@@ -943,14 +942,13 @@ export function reconciler(deps: ReconcilerDeps) {
       outcome.transactions -= copied.size;
       return copied;
     }
-    /** Summaries of days before a listing, read by `copiesOfEarlierDays`, once a run. */
-    const earlierSummaries = new Map<string, Promise<StoredDaySummary | undefined>>();
     /**
      * The rows of a window's new money items (a complete listed, nothing arrived for it under its key) that are
      * copies of an earlier day's row of the token: the marketplace listing one transaction on two days, the attempt
      * judged on the earlier day under another key (a pid spelt otherwise, matched by token; another token, matched by
-     * pid), which a reading of the later day alone cannot find. A day before the listing whose summary names the
-     * token among its rows judged so (`crossKeyed`; or too many to name) is asked, alone, once a run: the token there,
+     * pid), which a reading of the later day alone cannot find. A day before the listing, within the review horizon,
+     * whose summary names the token among its rows judged so (`crossKeyed`; or too many to name) is asked, alone, once
+     * a run: the token there,
      * filed on a day before the row's, the row is that day's (`distinctTransactions`). Where that listing fails, the
      * summary is taken at its word and the day flagged for the next run, as `listedOnEarlierDays` does. Nothing is
      * asked of the marketplace otherwise, and nothing at all without such an item (a complete missing here, once).
@@ -963,24 +961,23 @@ export function reconciler(deps: ReconcilerDeps) {
       const fresh = verdicts.filter(
         (v) => !v.attempt && isMoneyKind(v.verdict.kind) && v.verdict.marketplace !== undefined,
       );
-      if (fresh.length === 0 || lookbackDays < 1) return undefined;
-      const days = pacificDays(nextDay(listedFrom, -lookbackDays), nextDay(listedFrom, -1));
-      const unread = days.filter((day) => !stored.has(day) && !earlierSummaries.has(day));
-      if (unread.length > 0) {
-        const read = deps.results.summariesOf(surveyId, unread);
-        for (const day of unread)
-          earlierSummaries.set(
-            day,
-            read.then((found) => found.find((s) => s.day === day)),
-          );
-      }
+      if (fresh.length === 0) return undefined;
+      // The days within the review horizon before the listing, whatever the window (the summaries' batch read the
+      // look across days shares, once a survey-run), as this run leaves them.
+      horizonSummaries ??= deps.results.summariesOf(surveyId, pacificDays(horizon, pacificDay(at)));
+      const marks = new Map<string, DaySummary['crossKeyed']>();
+      for (const summary of await horizonSummaries) marks.set(summary.day, summary.crossKeyed);
+      for (const [day, summary] of latest) if (day >= horizon) marks.set(day, summary.crossKeyed);
       const tokens = new Set(fresh.map((v) => v.token));
-      const suspect: string[] = [];
-      for (const day of days) {
-        const marked = (stored.get(day) ?? (await earlierSummaries.get(day)))?.crossKeyed;
-        if (marked && (marked.count > marked.tokens.length || marked.tokens.some((t) => tokens.has(t))))
-          suspect.push(day);
-      }
+      const suspect = [...marks]
+        .filter(
+          ([day, marked]) =>
+            day < listedFrom &&
+            marked !== undefined &&
+            (marked.count > marked.tokens.length || marked.tokens.some((t) => tokens.has(t))),
+        )
+        .map(([day]) => day)
+        .sort();
       if (suspect.length === 0) return undefined;
       const copied = new Set<Transaction>();
       const unsure = new Set<string>();
@@ -988,7 +985,7 @@ export function reconciler(deps: ReconcilerDeps) {
         const row = transactions.find((t) => t.token === token);
         if (!row) continue;
         for (const day of suspect) {
-          const marked = (stored.get(day) ?? (await earlierSummaries.get(day)))?.crossKeyed;
+          const marked = marks.get(day);
           const named = marked?.tokens.includes(token) === true;
           if (!named && marked?.count === marked?.tokens.length) continue;
           const listed = await tokensListedOn(day);

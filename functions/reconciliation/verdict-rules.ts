@@ -34,7 +34,7 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
  * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
-export const VERDICT_RULES_EDITION = 2;
+export const VERDICT_RULES_EDITION = 3;
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -561,11 +561,13 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const click = knownClick(attempt);
     if (click === undefined) return false;
     const day = dayOf(click);
-    // Filed at that click, or a complete on its day (a row that gained a click time since); not another entry of the
-    // same respondent that day that is no complete, which leaves the reversal to show.
+    // Filed at that click, or a complete on its day that no attempt here carries the token of (a row that gained a
+    // click time since); not another entry of the same respondent that day, which leaves the reversal to show.
     return [...window.transactions, ...(window.earlier ?? [])].some((t) => {
       const at = t.pid === attempt.pid ? filedAt(t) : undefined;
-      return at !== undefined && (at === click || (dayOf(at) === day && t.status === 'Completed'));
+      if (at === undefined) return false;
+      if (at === click) return true;
+      return dayOf(at) === day && t.status === 'Completed' && !heardTokens.has(t.token);
     });
   };
   const pricedAt = (at: string | undefined) =>

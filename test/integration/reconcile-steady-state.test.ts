@@ -2044,6 +2044,18 @@ describe('one token the marketplace lists on two days', () => {
     },
   );
 
+  it('a day run alone and the hourly run agree: the earlier day found whatever the listing starts at', async () => {
+    const first = nextDay(TODAY, -10);
+    const row = await listedTwice(7263, first, TODAY, {}, false);
+    await arriveSpeltOtherwise(row, new Date(row.clickedAt.getTime() + 11 * 60_000));
+    await engine().run(first, first, ['7263']);
+    for (const run of [() => engine().run(TODAY, TODAY, ['7263']), () => hourly()]) {
+      const { outcomes } = await run();
+      expect(outcomes[0]).toMatchObject({ status: 'reconciled', duplicateRows: 1 });
+      expect(await counted(7263, first)).toEqual([[first, 1, '1.50']]);
+    }
+  });
+
   it('the earlier day never reconciled here: the later day counts the copy (counted nowhere else)', async () => {
     const [first, second] = [nextDay(TODAY, -9), nextDay(TODAY, -4)];
     const row = await listedTwice(7262, first, second, {}, false);

@@ -237,6 +237,27 @@ describe('a reconciliation run', () => {
       clickedAt: new Date(REFERENCE_MS + 3 * 3_600_000),
       completedAt: undefined,
     });
+    // The terminated respondent back later the same day, completing under a token of its own with its postback
+    // here: its own complete, not the one whose row goes.
+    const back: SimTransaction = {
+      ...terminated.transaction,
+      token: `${terminated.token}-again`,
+      clickedAt: new Date(REFERENCE_MS + 3 * 3_600_000),
+      completedAt: new Date(REFERENCE_MS + 3.2 * 3_600_000),
+      verifyToken: 'Valid',
+    };
+    marketplace.state.transactions.push(back);
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7018',
+        outcome: 'success',
+        pid: back.pid,
+        token: back.token,
+        source: 'query',
+      },
+      new Date(REFERENCE_MS + 3.3 * 3_600_000),
+    );
     // A redirect under a token the marketplace does not list, paired by pid with a complete of its respondent (a
     // complete not received, at first); then that complete's own postback arrives and takes its row by token. The
     // row still listed, the redirect is no reversal.
@@ -256,6 +277,7 @@ describe('a reconciliation run', () => {
     await hit('postback', paired.token);
     const report = () => finance({ attempts, results }).report({ from: today, to: today }, ['7018']);
     expect((await report()).amounts).toMatchObject({ notReceived: '5.00', reversed: '0.00' });
+    expect((await report()).totals).toMatchObject({ owed: '6.25' });
     // Gone from the listing.
     for (const t of [redirected, terminated, unheard])
       marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(t.transaction), 1);
@@ -269,7 +291,7 @@ describe('a reconciliation run', () => {
     }
     expect(await strayVerdict()).toMatchObject({ verdict: 'unverified_claim' });
     expect((await report()).amounts).toMatchObject({ notReceived: '0.00', reversed: '3.75' });
-    expect((await report()).totals).toMatchObject({ owed: '1.25' });
+    expect((await report()).totals).toMatchObject({ owed: '2.50' });
   });
 
   it('a redirect paired by pid with a row that one listing leaves out, then listed again and taken by its own postback: a claim again, no reversal left', async () => {
