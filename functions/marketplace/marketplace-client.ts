@@ -509,8 +509,11 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       if (survey === undefined) {
         return {
           live: false,
+          // Shown and stored as every message of the marketplace is: never the token.
           message:
-            typeof json?.msg === 'string' ? withoutSignatures(json.msg).slice(0, 300) : 'survey is not live',
+            typeof json?.msg === 'string'
+              ? redact(json.msg, await options.accessToken())
+              : 'survey is not live',
         };
       }
       const parsed = parseSurvey(survey);

@@ -57,6 +57,11 @@ export function retryDelayMs(failures: number): number {
   return failures <= 1 ? 0 : Math.min(24 * 3_600_000, 15 * 60_000 * 2 ** (failures - 2));
 }
 
+/** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
+function withDrift(result: SurveyResult, drifted: readonly string[]): SurveyResult {
+  return result.status === 'applied' || result.status === 'failed' ? { ...result, drifted } : result;
+}
+
 /** A marketplace call this product makes (or, in a dry run, would make). */
 export interface PlannedCall {
   readonly method: 'PUT' | 'DELETE';
@@ -79,7 +84,13 @@ export type SurveyResult =
   | { readonly surveyId: string; readonly status: 'would-apply' | 'would-remove'; readonly call: PlannedCall }
   | { readonly surveyId: string; readonly status: 'skipped'; readonly reason: string }
   | { readonly surveyId: string; readonly status: 'deferred'; readonly reason: string }
-  | { readonly surveyId: string; readonly status: 'failed'; readonly error: string };
+  | {
+      readonly surveyId: string;
+      readonly status: 'failed';
+      readonly error: string;
+      /** Found changed at the marketplace by the daily read-back, and not applied again (the apply failed). */
+      readonly drifted?: readonly string[];
+    };
 
 export interface SyncReport {
   readonly since: string;
@@ -317,6 +328,17 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       actual = await deps.marketplace.getSurveyRedirects(surveyId);
     } catch (error) {
       if (!(error instanceof MarketplaceError)) throw error;
+      // No survey-level redirects to show (a `redirectURL` that is null or none, a 404 that says there are no
+      // redirects: deleted at the marketplace, the supplier's global ones apply, which need not be this receiver's):
+      // applied again, as any drift. Any other refusal (a paused survey's 404) is tried again the next day.
+      if (
+        error.kind === 'malformed' ||
+        (error.httpStatus === 404 && /redirect/i.test(error.marketplaceMessage ?? ''))
+      ) {
+        return withDrift(await applyOne(surveyId, ring, { ...options, force: true }, price, ringAt), [
+          'redirectURL',
+        ]);
+      }
       // Tried today: the next try is tomorrow's, and the others get their turn meanwhile.
       if (!options.dryRun) await deps.registry.put({ ...registration, readBackAt: at, updatedAt: at });
       return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
@@ -333,8 +355,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         });
       return { surveyId, status: 'unchanged' };
     }
-    const applied = await applyOne(surveyId, ring, { ...options, force: true }, price, ringAt);
-    return applied.status === 'applied' ? { ...applied, drifted: differences.map((d) => d.field) } : applied;
+    return withDrift(
+      await applyOne(surveyId, ring, { ...options, force: true }, price, ringAt),
+      differences.map((d) => d.field),
+    );
   }
 
   /**

@@ -40,7 +40,9 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
       error: r.status === 'failed' ? r.error : '',
     })),
     drifted: report.results.flatMap((r) =>
-      r.status === 'applied' && r.drifted ? [{ surveyId: r.surveyId, fields: r.drifted }] : [],
+      (r.status === 'applied' || r.status === 'failed') && r.drifted
+        ? [{ surveyId: r.surveyId, fields: r.drifted }]
+        : [],
     ),
     malformedRows: report.malformed.length,
     ...(report.listingError ? { listingError: report.listingError } : {}),

@@ -108,6 +108,14 @@ describe.each(['v1', 'v2'] as const)('supplier endpoints (%s)', (apiVersion) => 
       live: false,
       message: 'Survey is Closed',
     });
+    // A message that quotes the access token back: never the token, as every other message.
+    const echoing = failingFirst(1, () =>
+      json(200, { apiStatus: 'success', msg: `Survey is Closed (token ${TOKEN})`, result: [] }),
+    );
+    expect(await client({ apiVersion, fetch: echoing.fetch }).getAllocatedSurveyById('1002')).toEqual({
+      live: false,
+      message: 'Survey is Closed (token [redacted])',
+    });
   });
 
   it('getAllocatedSurveysByDate lists live surveys created or updated after the instant', async () => {

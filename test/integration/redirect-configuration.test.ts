@@ -393,6 +393,90 @@ describe('sync', () => {
     expect(calls.filter((c) => c.endsWith('/5320'))).toEqual([]);
   });
 
+  it.each([
+    [
+      'a 404 that says there are none',
+      () =>
+        new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'No survey specific redirects found' }), {
+          status: 404,
+        }),
+    ],
+    [
+      'no settings object',
+      () =>
+        new Response(JSON.stringify({ apiStatus: 'success', msg: 'ok', redirectURL: null }), { status: 200 }),
+    ],
+  ])('a daily read-back showing no survey-level redirects (%s) applies them again', async (_, answer) => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    let clock = start;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(start - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId: 5315 }, new Date(start - 100_000));
+    await configure(deps).sync();
+    expect(await syncRegistry.get('5315')).toMatchObject({ verified: true });
+    // Deleted at the marketplace, and read back so: once, then as applied again.
+    let deleted = true;
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) => {
+        const reading =
+          String(input).includes('/surveySpecificRedirects/5315') && (init?.method ?? 'GET') === 'GET';
+        if (reading && deleted) {
+          deleted = false;
+          return answer();
+        }
+        return fetch(input, init);
+      },
+    });
+    clock = start + 25 * 3_600_000;
+    const next = await configure({ ...deps, marketplace: client }).sync();
+    expect(next.results).toContainEqual({
+      surveyId: '5315',
+      status: 'applied',
+      kid: 'k1',
+      drifted: ['redirectURL'],
+    });
+    expect(await syncRegistry.get('5315')).toMatchObject({
+      verified: true,
+      verifiedAt: new Date(clock).toISOString(),
+    });
+  });
+
+  it('drift the read-back finds and the marketplace refuses to undo is still reported as drift', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    let clock = start;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(start - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId: 5316 }, new Date(start - 100_000));
+    await configure(deps).sync();
+    marketplace.state.setRedirects(5316, { pstbck: 'https://elsewhere.example/postback' });
+    const locked = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) =>
+        init?.method === 'PUT' && String(input).includes('/5316')
+          ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Survey is locked' }), { status: 400 })
+          : fetch(input, init),
+    });
+    clock = start + 25 * 3_600_000;
+    const report = await configure({ ...deps, marketplace: locked }).sync();
+    expect(report.results).toContainEqual(
+      expect.objectContaining({ surveyId: '5316', status: 'failed', drifted: ['pstbck'] }),
+    );
+    expect(summarizeSyncRun(report).drifted).toContainEqual({ surveyId: '5316', fields: ['pstbck'] });
+  });
+
   it('reads a verified survey back once a day, and applies redirects changed at the marketplace again', async () => {
     const syncRegistry = await freshRegistry();
     const start = Date.now();
