@@ -998,6 +998,14 @@ describe('sync', () => {
         pstbck_fail: urls.pstbck_fail,
       }),
     ).toEqual([]);
+    // Nor are its parameters written back in another order, or `&` as a numeric entity.
+    expect(
+      settingsDifferences(urls, {
+        sUrl: 'https://hits.test/r/1/success?token=[%%token%%]&pid=[%%pid%%]&sig=abc&kid=k1',
+        pstbck: urls.pstbck.replaceAll('&', '&#38;'),
+        pstbck_fail: urls.pstbck_fail,
+      }),
+    ).toEqual([]);
     // Nor are the supplier's global values where it keeps none per survey (tUrl, the methods), or a host
     // spelled in another case, with its default port.
     expect(
