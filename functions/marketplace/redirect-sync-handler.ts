@@ -98,6 +98,11 @@ export function createRedirectSyncHandler({
       } else {
         logger.info('redirect sync finished', { ...summary });
       }
+      // Surveys listed live whose rows do not read are configured by no run until they do: said, not only counted.
+      if (summary.malformedRows > 0)
+        logger.warn('survey rows of the listing could not be read; those surveys are not configured', {
+          malformedRows: summary.malformedRows,
+        });
       if (dayIndex) {
         try {
           const outcome = await dayIndex.settle();
