@@ -393,6 +393,21 @@ describe('sync', () => {
     expect(calls.filter((c) => c.endsWith('/5320'))).toEqual([]);
   });
 
+  /** A survey the sync configured and verified, on a clock the test moves on (`at.advance`). */
+  async function syncedSurvey(surveyId: number) {
+    const syncRegistry = await freshRegistry();
+    let clock = Date.now();
+    const at = { advance: (ms: number) => void (clock += ms) };
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(clock - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId }, new Date(clock - 100_000));
+    await configure(deps).sync();
+    return { syncRegistry, deps, at };
+  }
+
   it.each([
     [
       'a 404 that says there are none',
@@ -407,16 +422,7 @@ describe('sync', () => {
         new Response(JSON.stringify({ apiStatus: 'success', msg: 'ok', redirectURL: null }), { status: 200 }),
     ],
   ])('a daily read-back showing no survey-level redirects (%s) applies them again', async (_, answer) => {
-    const syncRegistry = await freshRegistry();
-    const start = Date.now();
-    let clock = start;
-    const deps = {
-      registry: syncRegistry,
-      initialSince: new Date(start - 120_000),
-      now: () => new Date(clock),
-    };
-    marketplace.state.addSurvey({ surveyId: 5315 }, new Date(start - 100_000));
-    await configure(deps).sync();
+    const { syncRegistry, deps, at } = await syncedSurvey(5315);
     expect(await syncRegistry.get('5315')).toMatchObject({ verified: true });
     // Deleted at the marketplace, and read back so: once, then as applied again.
     let deleted = true;
@@ -434,7 +440,7 @@ describe('sync', () => {
         return fetch(input, init);
       },
     });
-    clock = start + 25 * 3_600_000;
+    at.advance(25 * 3_600_000);
     const next = await configure({ ...deps, marketplace: client }).sync();
     expect(next.results).toContainEqual({
       surveyId: '5315',
@@ -444,21 +450,12 @@ describe('sync', () => {
     });
     expect(await syncRegistry.get('5315')).toMatchObject({
       verified: true,
-      verifiedAt: new Date(clock).toISOString(),
+      verifiedAt: deps.now().toISOString(),
     });
   });
 
   it('drift the read-back finds and the marketplace refuses to undo is still reported as drift', async () => {
-    const syncRegistry = await freshRegistry();
-    const start = Date.now();
-    let clock = start;
-    const deps = {
-      registry: syncRegistry,
-      initialSince: new Date(start - 120_000),
-      now: () => new Date(clock),
-    };
-    marketplace.state.addSurvey({ surveyId: 5316 }, new Date(start - 100_000));
-    await configure(deps).sync();
+    const { deps, at } = await syncedSurvey(5316);
     marketplace.state.setRedirects(5316, { pstbck: 'https://elsewhere.example/postback' });
     const locked = createMarketplaceClient({
       baseUrl: marketplace.url,
@@ -469,7 +466,7 @@ describe('sync', () => {
           ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Survey is locked' }), { status: 400 })
           : fetch(input, init),
     });
-    clock = start + 25 * 3_600_000;
+    at.advance(25 * 3_600_000);
     const report = await configure({ ...deps, marketplace: locked }).sync();
     expect(report.results).toContainEqual(
       expect.objectContaining({ surveyId: '5316', status: 'failed', drifted: ['pstbck'] }),
