@@ -397,7 +397,11 @@ describe('sync', () => {
   async function syncedSurvey(surveyId: number) {
     const syncRegistry = await freshRegistry();
     let clock = Date.now();
-    const at = { advance: (ms: number) => void (clock += ms) };
+    const at = {
+      advance: (ms: number) => {
+        clock += ms;
+      },
+    };
     const deps = {
       registry: syncRegistry,
       initialSince: new Date(clock - 120_000),
