@@ -194,7 +194,7 @@ function report(results: readonly SurveyResult[], options: Common & { quietList?
     for (const result of results) {
       const detail =
         result.status === 'failed'
-          ? `${result.error}${result.drifted ? ` (changed at the marketplace: ${result.drifted.join(', ')}; not applied again)` : ''}`
+          ? `${result.error}${result.drifted ? ` (changed at the marketplace: ${result.drifted.join(', ')}; the apply that followed failed)` : ''}`
           : result.status === 'skipped' || result.status === 'deferred'
             ? result.reason
             : result.status === 'would-apply' || result.status === 'would-remove'

@@ -286,6 +286,14 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   // Each client its own limit unless one is shared explicitly: a client made later never changes this one's.
   const limit = options.limit ?? pLimit(options.concurrency || DEFAULT_CONCURRENCY);
   const maxPauseMs = options.maxRetryAfterMs ?? MAX_RETRY_AFTER_MS;
+  /** The last few access tokens this client sent (a rotation between calls): what a message must never show. */
+  const sent: string[] = [];
+  const noteSent = (token: string) => {
+    if (token === '' || sent.includes(token)) return;
+    sent.push(token);
+    if (sent.length > 4) sent.shift();
+  };
+  const redactSent = (message: string) => sent.reduce((text, token) => redact(text, token), message);
   /**
    * Until when the marketplace asked us to hold off (a 429's Retry-After): every call of this client waits, not
    * only the one refused, so a rate limit is not answered by the other calls in flight.
@@ -310,6 +318,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       if (hold > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(hold, timeLeft())));
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
       const token = await options.accessToken();
+      noteSent(token);
       // One signal for the request and its body: aborted when the answer is late, then when its body is.
       const abort = new AbortController();
       let timer = setTimeout(() => abort.abort(), attemptTimeoutMs);
@@ -509,11 +518,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       if (survey === undefined) {
         return {
           live: false,
-          // Shown and stored as every message of the marketplace is: never the token.
-          message:
-            typeof json?.msg === 'string'
-              ? redact(json.msg, await options.accessToken())
-              : 'survey is not live',
+          // Shown and stored as every message of the marketplace is: never a token this client sent.
+          message: typeof json?.msg === 'string' ? redactSent(json.msg) : 'survey is not live',
         };
       }
       const parsed = parseSurvey(survey);
@@ -536,6 +542,9 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     async getSurveyRedirects(surveyId) {
       const path = `/supply/surveySpecificRedirects/${segment(surveyId)}`;
       const json = await call(path);
+      // A JSON answer with no settings object (null, or none): no survey-level redirects to show, which the read-back
+      // compares as such (the postbacks missing). Anything else that does not read is malformed.
+      if (json !== undefined && (json.redirectURL === null || json.redirectURL === undefined)) return {};
       const parsed = parseRedirectSettings(json?.redirectURL);
       if (!parsed.ok)
         throw new MarketplaceError({ endpoint: path, kind: 'malformed', detail: parsed.problem });

@@ -57,6 +57,16 @@ export function retryDelayMs(failures: number): number {
   return failures <= 1 ? 0 : Math.min(24 * 3_600_000, 15 * 60_000 * 2 ** (failures - 2));
 }
 
+/** A refusal that says the survey has no redirects of its own (`No survey specific redirects found`), not a closed one's. */
+function noSurveyRedirects(error: MarketplaceError): boolean {
+  const said = error.marketplaceMessage ?? '';
+  return (
+    error.httpStatus === 404 &&
+    /\bno\b.*\bredirect|redirects? (?:were |was )?not found/i.test(said) &&
+    !/closed|paused|not live|unknown|does not exist/i.test(said)
+  );
+}
+
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
 function withDrift(result: SurveyResult, drifted: readonly string[]): SurveyResult {
   return result.status === 'applied' || result.status === 'failed' ? { ...result, drifted } : result;
@@ -88,7 +98,7 @@ export type SurveyResult =
       readonly surveyId: string;
       readonly status: 'failed';
       readonly error: string;
-      /** Found changed at the marketplace by the daily read-back, and not applied again (the apply failed). */
+      /** Found changed at the marketplace by the daily read-back; the apply that followed failed (or its check). */
       readonly drifted?: readonly string[];
     };
 
@@ -328,13 +338,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       actual = await deps.marketplace.getSurveyRedirects(surveyId);
     } catch (error) {
       if (!(error instanceof MarketplaceError)) throw error;
-      // No survey-level redirects to show (a `redirectURL` that is null or none, a 404 that says there are no
-      // redirects: deleted at the marketplace, the supplier's global ones apply, which need not be this receiver's):
-      // applied again, as any drift. Any other refusal (a paused survey's 404) is tried again the next day.
-      if (
-        error.kind === 'malformed' ||
-        (error.httpStatus === 404 && /redirect/i.test(error.marketplaceMessage ?? ''))
-      ) {
+      // A 404 that says the survey has no redirects of its own (deleted at the marketplace: the supplier's global
+      // ones apply, which need not be this receiver's): applied again, as any drift (a `redirectURL` of null or none
+      // reads as no settings, the postbacks missing). Any other refusal (a paused or closed survey's 404, a page that
+      // is not JSON) is tried again the next day.
+      if (noSurveyRedirects(error)) {
         return withDrift(await applyOne(surveyId, ring, { ...options, force: true }, price, ringAt), [
           'redirectURL',
         ]);

@@ -51,8 +51,8 @@ export const NOT_KEPT_PER_SURVEY: ReadonlySet<string> = new Set([
 
 /**
  * Fields whose value at the marketplace is not what this product set. URLs compare as the same characters however
- * escaped (`%5B%25%25pid%25%25%5D` is `[%%pid%%]`, `&amp;` or `&#38;` is `&`), the scheme and host in any case, a
- * default port or none, the query's parameters in any order. A field the read-back leaves out is not a difference, except the two postbacks; `tUrl` and the methods
+ * escaped (`%5B%25%25pid%25%25%5D` is `[%%pid%%]`, `&amp;` is `&`), the scheme and host in any case, a default port
+ * or none, the query's parameters in any order. A field the read-back leaves out is not a difference, except the two postbacks; `tUrl` and the methods
  * never are (`NOT_KEPT_PER_SURVEY`): the marketplace's own controller stores none of them per survey and reads back
  * the supplier's global values or nothing, so comparing them would fail every survey's verification for good.
  */
@@ -70,23 +70,26 @@ export function settingsDifferences(expected: RedirectSettings, actual: Redirect
   return differences;
 }
 
-/** A URL as `unescaped` reads it, its query's parameters in order (a store that writes them back reordered). */
+/**
+ * A URL as `unescaped` reads it, its query's parameters in any order: split at the `&` written as such (or as HTML's
+ * `&amp;`) before anything is decoded, so an escaped `%26` in a value never reads as a separator (a `kid=k1%26sig=S`
+ * is one parameter, with no signature).
+ */
 function comparable(url: string): string {
-  const text = unescaped(url);
+  const text = url.replace(/&amp;/gi, '&');
   const at = text.indexOf('?');
-  return at < 0
-    ? text
-    : `${text.slice(0, at)}?${text
-        .slice(at + 1)
-        .split('&')
-        .sort()
-        .join('&')}`;
+  if (at < 0) return unescaped(text);
+  const parameters = text
+    .slice(at + 1)
+    .split('&')
+    .map(unescaped)
+    .sort();
+  return JSON.stringify([unescaped(text.slice(0, at)), parameters]);
 }
 
 /**
- * A URL's characters with HTML's `&amp;` (or `&#38;`) and percent-escapes of ASCII undone (once; other escapes kept),
- * its scheme and host in lower case and a default port dropped (`HTTPS://Hits.Example.com:443/` is
- * `https://hits.example.com/`).
+ * A URL's characters with HTML's `&amp;` and percent-escapes of ASCII undone (once; other escapes kept), its scheme
+ * and host in lower case and a default port dropped (`HTTPS://Hits.Example.com:443/` is `https://hits.example.com/`).
  */
 function unescaped(url: string): string {
   return url
@@ -95,6 +98,6 @@ function unescaped(url: string): string {
       (_, scheme: string, host: string) =>
         `${scheme.toLowerCase()}://${host.toLowerCase().replace(scheme.toLowerCase() === 'https' ? /:443$/ : /:80$/, '')}`,
     )
-    .replace(/&(?:amp|#0*38|#x0*26);/gi, '&')
+    .replace(/&amp;/gi, '&')
     .replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
 }

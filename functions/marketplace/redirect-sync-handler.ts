@@ -17,9 +17,11 @@ export interface SyncSummary {
   readonly checkpoint?: string;
   readonly counts: Record<string, number>;
   readonly failed: { surveyId: string; error: string }[];
-  /** Surveys whose redirects the daily read-back found changed at the marketplace, applied again. */
+  /** Surveys whose redirects the daily read-back found changed at the marketplace, applied again (or tried to). */
   readonly drifted: { surveyId: string; fields: readonly string[] }[];
   readonly malformedRows: number;
+  /** Of them, rows naming no survey that reads (the sync configures the others by their id): those surveys wait. */
+  readonly unnamedRows: number;
   /** The marketplace refused a survey listing: the rest ran, the checkpoint stayed. */
   readonly listingError?: string;
   /** The hourly list of every live survey was refused: logged, tried again an hour later. */
@@ -45,6 +47,7 @@ export function summarizeSyncRun(report: SyncReport): SyncSummary {
         : [],
     ),
     malformedRows: report.malformed.length,
+    unnamedRows: report.malformed.filter((row) => row.reference === undefined).length,
     ...(report.listingError ? { listingError: report.listingError } : {}),
     ...(report.fullListingError ? { fullListingError: report.fullListingError } : {}),
     ...(report.unlisted ? { unlisted: report.unlisted } : {}),
@@ -98,11 +101,15 @@ export function createRedirectSyncHandler({
       } else {
         logger.info('redirect sync finished', { ...summary });
       }
-      // Surveys listed live whose rows do not read are configured by no run until they do: said, not only counted.
-      if (summary.malformedRows > 0)
-        logger.warn('survey rows of the listing could not be read; those surveys are not configured', {
-          malformedRows: summary.malformedRows,
-        });
+      // Surveys listed live whose rows name no survey that reads are configured by no run until they do: said, not
+      // only counted (a row whose id reads is configured all the same).
+      if (summary.unnamedRows > 0)
+        logger.warn(
+          'survey rows of the listing name no survey id that reads; those surveys are not configured',
+          {
+            unnamedRows: summary.unnamedRows,
+          },
+        );
       if (dayIndex) {
         try {
           const outcome = await dayIndex.settle();

@@ -95,7 +95,8 @@ export const METRIC_CATALOGUE = {
   RedirectsDrifted: {
     unit: 'Count',
     dimensions: {},
-    about: 'surveys whose redirects the daily read-back found changed at the marketplace, applied again',
+    about:
+      'surveys whose redirects the daily read-back found changed at the marketplace, applied again (or tried to)',
   },
   ReconciledSurveys: { unit: 'Count', dimensions: {}, about: 'surveys a reconciliation run reconciled' },
   ReconcileFailedSurveys: {

@@ -364,7 +364,7 @@ export class Operations extends Construct {
     }
     alarm(
       'redirects-drifted',
-      "A survey's redirects were changed at the marketplace (postbacks may have gone elsewhere since its last daily read-back); the sync applied them again. Its log names the fields ('redirects changed at the marketplace were applied again').",
+      "A survey's redirects were changed at the marketplace (postbacks may have gone elsewhere since its last daily read-back); the sync applied them again, or failed to (then its survey is failing too). Its log names the fields ('redirects changed at the marketplace were applied again', or 'redirect sync finished with failures').",
       cataloguedTotal(service, 'RedirectsDrifted', Duration.hours(1)),
       1,
     );

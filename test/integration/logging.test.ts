@@ -255,15 +255,17 @@ describe('published metrics of the scheduled runs', () => {
     await run({ listingError: 'GET /surveys/allocated/by-date: HTTP 401: invalid token' });
     await run({ fullListingError: 'GET /surveys/allocated: no answer within 10000 ms' });
     await run({});
-    // Listed surveys whose rows do not read: a warning naming how many.
+    // A listed row whose survey id reads (its price does not) is configured by that id: no warning.
+    await run({
+      malformed: [{ endpoint: 'GET /surveys', index: 2, problem: 'CPI is not an amount', reference: '7' }],
+    });
+    expect(written.join('')).not.toContain('name no survey id that reads');
+    // Rows naming no survey that reads: a warning naming how many.
     await run({ malformed: [{ endpoint: 'GET /surveys', index: 3, problem: 'surveyId is missing' }] });
     vi.restoreAllMocks();
-    expect(metricValues(written.join(''), 'RedirectListingRefused')).toEqual([1, 1, 0, 0]);
-    const unread = JSON.parse(loggedLine('survey rows of the listing could not be read')) as Record<
-      string,
-      unknown
-    >;
-    expect(unread).toMatchObject({ level: 'WARN', malformedRows: 1 });
+    expect(metricValues(written.join(''), 'RedirectListingRefused')).toEqual([1, 1, 0, 0, 0]);
+    const unread = JSON.parse(loggedLine('name no survey id that reads')) as Record<string, unknown>;
+    expect(unread).toMatchObject({ level: 'WARN', unnamedRows: 1 });
   });
 
   it('a redirect sync whose public host does not resolve touches no survey and fails, naming the host', async () => {

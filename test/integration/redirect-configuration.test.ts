@@ -419,44 +419,79 @@ describe('sync', () => {
         new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'No survey specific redirects found' }), {
           status: 404,
         }),
+      ['redirectURL'],
     ],
     [
       'no settings object',
       () =>
         new Response(JSON.stringify({ apiStatus: 'success', msg: 'ok', redirectURL: null }), { status: 200 }),
+      ['pstbck', 'pstbck_fail'],
     ],
-  ])('a daily read-back showing no survey-level redirects (%s) applies them again', async (_, answer) => {
-    const { syncRegistry, deps, at } = await syncedSurvey(5315);
-    expect(await syncRegistry.get('5315')).toMatchObject({ verified: true });
-    // Deleted at the marketplace, and read back so: once, then as applied again.
-    let deleted = true;
-    const client = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input, init) => {
-        const reading =
-          String(input).includes('/surveySpecificRedirects/5315') && (init?.method ?? 'GET') === 'GET';
-        if (reading && deleted) {
-          deleted = false;
-          return answer();
-        }
-        return fetch(input, init);
-      },
-    });
-    at.advance(25 * 3_600_000);
-    const next = await configure({ ...deps, marketplace: client }).sync();
-    expect(next.results).toContainEqual({
-      surveyId: '5315',
-      status: 'applied',
-      kid: 'k1',
-      drifted: ['redirectURL'],
-    });
-    expect(await syncRegistry.get('5315')).toMatchObject({
-      verified: true,
-      verifiedAt: deps.now().toISOString(),
-    });
-  });
+  ])(
+    'a daily read-back showing no survey-level redirects (%s) applies them again',
+    async (_, answer, drifted) => {
+      const { syncRegistry, deps, at } = await syncedSurvey(5315);
+      expect(await syncRegistry.get('5315')).toMatchObject({ verified: true });
+      // Deleted at the marketplace, and read back so: once, then as applied again.
+      let deleted = true;
+      const client = createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async (input, init) => {
+          const reading =
+            String(input).includes('/surveySpecificRedirects/5315') && (init?.method ?? 'GET') === 'GET';
+          if (reading && deleted) {
+            deleted = false;
+            return answer();
+          }
+          return fetch(input, init);
+        },
+      });
+      at.advance(25 * 3_600_000);
+      const next = await configure({ ...deps, marketplace: client }).sync();
+      expect(next.results).toContainEqual({ surveyId: '5315', status: 'applied', kid: 'k1', drifted });
+      expect(await syncRegistry.get('5315')).toMatchObject({
+        verified: true,
+        verifiedAt: deps.now().toISOString(),
+      });
+    },
+  );
+
+  it.each([
+    ['a page that is not JSON', () => new Response('<html>Forbidden</html>', { status: 403 })],
+    [
+      "a closed survey's 404",
+      () =>
+        new Response(
+          JSON.stringify({ apiStatus: 'Failure', msg: 'Survey 5317 is Closed; redirects unavailable' }),
+          {
+            status: 404,
+          },
+        ),
+    ],
+  ])(
+    'a daily read-back refused otherwise (%s) is tried the next day: no apply, no drift',
+    async (_, answer) => {
+      const { syncRegistry, deps, at } = await syncedSurvey(5317);
+      const asked: string[] = [];
+      const client = createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async (input, init) => {
+          if (String(input).includes('/5317'))
+            asked.push(`${init?.method ?? 'GET'} ${new URL(String(input)).pathname}`);
+          return String(input).includes('/surveySpecificRedirects/5317') ? answer() : fetch(input, init);
+        },
+      });
+      at.advance(25 * 3_600_000);
+      const next = await configure({ ...deps, marketplace: client }).sync();
+      expect(next.results).toContainEqual(expect.objectContaining({ surveyId: '5317', status: 'skipped' }));
+      expect(asked.filter((call) => call.startsWith('PUT'))).toEqual([]);
+      expect(await syncRegistry.get('5317')).toMatchObject({ verified: true });
+    },
+  );
 
   it('drift the read-back finds and the marketplace refuses to undo is still reported as drift', async () => {
     const { deps, at } = await syncedSurvey(5316);
@@ -999,14 +1034,22 @@ describe('sync', () => {
         pstbck_fail: urls.pstbck_fail,
       }),
     ).toEqual([]);
-    // Nor are its parameters written back in another order, or `&` as a numeric entity.
+    // Nor are its parameters written back in another order.
     expect(
       settingsDifferences(urls, {
         sUrl: 'https://hits.test/r/1/success?token=[%%token%%]&pid=[%%pid%%]&sig=abc&kid=k1',
-        pstbck: urls.pstbck.replaceAll('&', '&#38;'),
+        pstbck: urls.pstbck.replaceAll('&', '&amp;'),
         pstbck_fail: urls.pstbck_fail,
       }),
     ).toEqual([]);
+    // An escaped `&` is no separator, and `&` as a numeric entity starts a fragment: the signature lost, a difference.
+    expect(
+      settingsDifferences(urls, {
+        ...urls,
+        pstbck: 'https://hits.test/p/1/success?kid=k1%26sig=def&pid=[%%pid%%]&token=[%%token%%]',
+        pstbck_fail: urls.pstbck_fail.replaceAll('&', '&#38;'),
+      }).map((d) => d.field),
+    ).toEqual(['pstbck', 'pstbck_fail']);
     // Nor are the supplier's global values where it keeps none per survey (tUrl, the methods), or a host
     // spelled in another case, with its default port.
     expect(
