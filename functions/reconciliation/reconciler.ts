@@ -947,11 +947,11 @@ export function reconciler(deps: ReconcilerDeps) {
      * copies of an earlier day's row of the token: the marketplace listing one transaction on two days, the attempt
      * judged on the earlier day under another key (a pid spelt otherwise, matched by token; another token, matched by
      * pid), which a reading of the later day alone cannot find. A day before the listing, within the review horizon,
-     * whose summary names the token among its rows judged so (`crossKeyed`; or too many to name) is asked, alone, once
-     * a run: the token there,
-     * filed on a day before the row's, the row is that day's (`distinctTransactions`). Where that listing fails, the
-     * summary is taken at its word and the day flagged for the next run, as `listedOnEarlierDays` does. Nothing is
-     * asked of the marketplace otherwise, and nothing at all without such an item (a complete missing here, once).
+     * whose summary names the token among its rows judged so (`crossKeyed`; or has more than it names) is asked,
+     * alone, once a run: the token there, filed on a day before the row's, the row is that day's
+     * (`distinctTransactions`). Where that listing fails, a summary that names the token is taken at its word and the
+     * day flagged for the next run, as `listedOnEarlierDays` does. Nothing is asked of the marketplace otherwise, and
+     * nothing at all without such an item (a complete missing here, once).
      */
     async function copiesOfEarlierDays(
       verdicts: readonly AttemptVerdict[],
@@ -968,26 +968,21 @@ export function reconciler(deps: ReconcilerDeps) {
       const marks = new Map<string, DaySummary['crossKeyed']>();
       for (const summary of await horizonSummaries) marks.set(summary.day, summary.crossKeyed);
       for (const [day, summary] of latest) if (day >= horizon) marks.set(day, summary.crossKeyed);
-      const tokens = new Set(fresh.map((v) => v.token));
-      const suspect = [...marks]
+      // Days whose summaries name a token judged under another key, oldest first.
+      const marked = [...marks]
         .filter(
-          ([day, marked]) =>
-            day < listedFrom &&
-            marked !== undefined &&
-            (marked.count > marked.tokens.length || marked.tokens.some((t) => tokens.has(t))),
+          (entry): entry is [string, NonNullable<DaySummary['crossKeyed']>] =>
+            entry[0] < listedFrom && !!entry[1],
         )
-        .map(([day]) => day)
-        .sort();
-      if (suspect.length === 0) return undefined;
+        .sort(([a], [b]) => a.localeCompare(b));
       const copied = new Set<Transaction>();
       const unsure = new Set<string>();
       for (const { token, verdict } of fresh) {
         const row = transactions.find((t) => t.token === token);
         if (!row) continue;
-        for (const day of suspect) {
-          const marked = marks.get(day);
-          const named = marked?.tokens.includes(token) === true;
-          if (!named && marked?.count === marked?.tokens.length) continue;
+        for (const [day, { tokens, count }] of marked) {
+          const named = tokens.includes(token);
+          if (!named && count === tokens.length) continue;
           const listed = await tokensListedOn(day);
           const filedThere = listed?.get(token);
           // On trust only where the summary names the token.
