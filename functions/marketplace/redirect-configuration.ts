@@ -67,6 +67,9 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
   );
 }
 
+/** A lookup's 404 that says in words the survey does not exist (not that it is closed or paused). */
+const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown survey|invalid survey/i;
+
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
 function withDrift(result: SurveyResult, drifted: readonly string[]): SurveyResult {
   return result.status === 'applied' || result.status === 'failed' ? { ...result, drifted } : result;
@@ -281,6 +284,18 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           status: 'failed',
           error: `${error.message}: the marketplace does not know survey ${surveyId} (check the id); not registered`,
         };
+      // A registered survey the marketplace no longer knows (a rotation's, or an operator's apply, of one deleted
+      // there): recorded closed, which is no failure to re-sign it, rather than failed for good.
+      if (!taken && registration?.state === 'active' && (await unknownAtMarketplace(surveyId, error))) {
+        await deps.registry.put({
+          ...registration,
+          closedAt: registration.closedAt ?? at,
+          lastError: withoutSignatures(error.message),
+          lastErrorAt: at,
+          updatedAt: at,
+        });
+        return { surveyId, status: 'closed', reason: `the marketplace no longer knows survey ${surveyId}` };
+      }
       // Recorded under the key tried: a sync that read the ring before a rotation then leaves the survey to the
       // rotation's key (the skip above) rather than re-sign it with the retiring one. What the marketplace still
       // holds is what `redirects show` reads.
@@ -386,17 +401,43 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     return amended;
   }
 
-  /** Whether a failure says the marketplace does not know the survey at all (its redirects read back 404 too). */
-  async function unknownAtMarketplace(surveyId: string, error: unknown): Promise<boolean> {
-    const notFound = (e: unknown) =>
+  /**
+   * Whether a failure says the marketplace does not know the survey at all: its own JSON 404, and reading the
+   * survey's redirects answers 404 too (not the 404 of a survey that merely has none of its own). With `lookup`, a
+   * 404 to the survey's lookup that says so in words is enough: a marketplace may read back the supplier's global
+   * redirects for any id.
+   */
+  async function unknownAtMarketplace(
+    surveyId: string,
+    error: unknown,
+    { lookup = false }: { readonly lookup?: boolean } = {},
+  ): Promise<boolean> {
+    const notFound = (e: unknown): e is MarketplaceError =>
       e instanceof MarketplaceError && e.httpStatus === 404 && e.kind !== 'malformed';
     if (!notFound(error)) return false;
+    if (lookup && SAYS_UNKNOWN.test(error.marketplaceMessage ?? '')) return true;
     try {
       await deps.marketplace.getSurveyRedirects(surveyId);
       return false;
     } catch (readError) {
-      return notFound(readError);
+      return notFound(readError) && !noSurveyRedirects(readError);
     }
+  }
+
+  /**
+   * Records an active survey the marketplace no longer knows (deleted there) as closed: looked at once a day for a
+   * month like any closed survey, and opened again by a listing that shows it live, instead of failing every run.
+   */
+  async function recordUnknown(surveyId: string, error: MarketplaceError): Promise<SurveyResult> {
+    const closed = await amendActive(surveyId, (at, current) => ({
+      closedAt: current.closedAt ?? at,
+      liveCheckedAt: at,
+      lastError: `${LOOKUP_FAILED}${withoutSignatures(error.message)}`,
+      lastErrorAt: at,
+    }));
+    return closed
+      ? { surveyId, status: 'closed', reason: `the marketplace no longer knows survey ${surveyId}` }
+      : { surveyId, status: 'skipped', reason: 'registration changed' };
   }
 
   /** Records a survey closed. */
@@ -728,6 +769,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
                 reason: `closed; looking it up failed: ${error.message}`,
               };
             }
+            // The marketplace does not know it any more (deleted there): recorded closed, not failed every run.
+            if (await unknownAtMarketplace(surveyId, error, { lookup: true }))
+              return options.dryRun
+                ? { surveyId, status: 'skipped', reason: `the marketplace does not know survey ${surveyId}` }
+                : recordUnknown(surveyId, error);
             // Recorded: as a look, so a survey the marketplace no longer finds goes behind the others in the
             // closure lookups instead of taking a slot every run; and, for one whose redirects are not verified,
             // as a failure, retried on the backoff and told by its health like any other.

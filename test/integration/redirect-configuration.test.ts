@@ -232,9 +232,14 @@ describe('show and remove', () => {
     expect(taken).toMatchObject({ surveyId: '5197', status: 'failed' });
     expect((taken as { error: string }).error).not.toMatch(/does not know/);
     expect(await registry.get('5197')).toMatchObject({ state: 'active', verified: false });
+    // Applied again by name: the marketplace does not know it, so it is recorded closed (no failure for good).
     const [again] = await configuration.apply(['5199']);
-    expect(again).toMatchObject({ surveyId: '5199', status: 'failed' });
-    expect(await registry.get('5199')).toMatchObject({ state: 'active', verified: false });
+    expect(again).toEqual({
+      surveyId: '5199',
+      status: 'closed',
+      reason: 'the marketplace no longer knows survey 5199',
+    });
+    expect(await registry.get('5199')).toMatchObject({ state: 'active', closedAt: expect.any(String) });
     expect(await configuration.remove(['5199'])).toEqual([{ surveyId: '5199', status: 'removed' }]);
     expect(await registry.get('5199')).toMatchObject({ state: 'removed' });
     // A 404 to the removal of a survey whose redirects still read back, or a 404 page (a wrong URL), is a failure:
@@ -755,9 +760,12 @@ describe('sync', () => {
       reason: 'redirects were removed by an operator',
     });
     expect((await syncRegistry.get('5275'))?.state).toBe('removed');
-    // (The marketplace's other live surveys are configured by that run too.)
+    // (The marketplace's other live surveys are configured by that run too.) 5274, which the marketplace does not
+    // know, was left out of the list of live surveys and is recorded closed.
     const live = await ids({ endedSince: daysAgo(0) });
-    expect(live).toEqual(expect.arrayContaining(['5271', '5274']));
+    expect(live).toEqual(expect.arrayContaining(['5271']));
+    expect(live).not.toContain('5274');
+    expect((await syncRegistry.get('5274'))?.closedAt).toBeDefined();
     expect(live).not.toContain('5272');
     expect(live).not.toContain('5273');
   });
@@ -911,8 +919,8 @@ describe('sync', () => {
   it('a survey whose lookup keeps failing: retried on the backoff if unverified, and behind the others in the closure lookups', async () => {
     const syncRegistry = await freshRegistry();
     const start = Date.now();
-    // 5291: never verified (its apply failed an hour ago). 5293: verified, since deleted at the marketplace.
-    // 5294: verified, since paused. The marketplace no longer finds 5291 or 5293.
+    // 5291: never verified (its apply failed an hour ago). 5293: verified. 5294: verified, since paused. Looking
+    // up 5291 or 5293 fails every time.
     for (const id of [5293, 5294]) marketplace.state.addSurvey({ surveyId: id });
     await configure({ registry: syncRegistry }).apply(['5293', '5294']);
     for (const id of [5293, 5294]) marketplace.state.setLive(id, false);
@@ -937,8 +945,9 @@ describe('sync', () => {
         if (!id) return fetch(input, init);
         lookups.push(id);
         if (!gone.includes(id)) return fetch(input, init);
-        return new Response(JSON.stringify({ apiStatus: 'Failure', msg: `Survey ${id} not found` }), {
-          status: 404,
+        // Its lookup alone keeps failing (a survey the marketplace cannot serve); one it does not know: below.
+        return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Service unavailable' }), {
+          status: 503,
         });
       },
     });
@@ -979,6 +988,93 @@ describe('sync', () => {
     marketplace.state.addSurvey({ surveyId: 5291 }, new Date(start + 205 * 60_000));
     const listedAgain = await run(210);
     expect(listedAgain.results).toContainEqual({ surveyId: '5291', status: 'applied', kid: 'k1' });
+  });
+
+  it('a survey the marketplace no longer knows is recorded closed, looked at once a day, and opened again when listed live', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    // 5330: verified, then deleted at the marketplace. 5331: its apply failed an hour ago, then deleted. 5332: a
+    // 404 to its lookup that does not say it is unknown, and whose redirects still read back: not closed.
+    for (const id of [5330, 5332]) marketplace.state.addSurvey({ surveyId: id });
+    await configure({ registry: syncRegistry }).apply(['5330', '5332']);
+    marketplace.state.setLive(5332, false);
+    await syncRegistry.put({
+      surveyId: '5331',
+      state: 'active',
+      verified: false,
+      failures: 1,
+      lastError: 'boom',
+      lastErrorAt: new Date(start - 3_600_000).toISOString(),
+      updatedAt: new Date(start - 3_600_000).toISOString(),
+    });
+    const deleted = (id: number) => {
+      marketplace.state.surveys.delete(id);
+      marketplace.state.surveyRedirects.delete(id);
+    };
+    deleted(5330);
+    const lookups: string[] = [];
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) => {
+        const path = new URL(String(input)).pathname;
+        const id = path.match(/getAllocatedSurveysBySurveyId\/(\d+)/)?.[1];
+        if (id) lookups.push(id);
+        if (id === '5332')
+          return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Request could not be served' }), {
+            status: 404,
+          });
+        return fetch(input, init);
+      },
+    });
+    const run = (minutes: number) =>
+      configure({
+        registry: syncRegistry,
+        marketplace: client,
+        now: () => new Date(start + minutes * 60_000),
+      }).sync();
+    const first = await run(70);
+    for (const id of ['5330', '5331'])
+      expect(first.results).toContainEqual({
+        surveyId: id,
+        status: 'closed',
+        reason: `the marketplace no longer knows survey ${id}`,
+      });
+    expect(first.results).toContainEqual(expect.objectContaining({ surveyId: '5332', status: 'failed' }));
+    expect(await syncRegistry.get('5330')).toMatchObject({
+      closedAt: new Date(start + 70 * 60_000).toISOString(),
+      verified: true,
+    });
+    expect((await syncRegistry.get('5331'))?.failures).toBe(1);
+    expect((await syncRegistry.get('5332'))?.closedAt).toBeUndefined();
+    // The hours after: neither is looked up, nothing fails for them; a day later, one look each, which fails no run.
+    lookups.length = 0;
+    const later = await run(130);
+    expect(lookups.filter((id) => id !== '5332')).toEqual([]);
+    expect(later.results.filter((r) => r.surveyId !== '5332' && r.status === 'failed')).toEqual([]);
+    lookups.length = 0;
+    const nextDay = await run(70 + 25 * 60);
+    expect(lookups.filter((id) => id !== '5332').sort()).toEqual(['5330', '5331']);
+    expect(nextDay.results.filter((r) => r.surveyId !== '5332' && r.status === 'failed')).toEqual([]);
+    // Created again under its id and listed live: open again, and its redirects applied.
+    marketplace.state.addSurvey({ surveyId: 5330 }, new Date(start + 26 * 60 * 60_000));
+    const listed = await run(27 * 60);
+    expect(listed.results).toContainEqual(expect.objectContaining({ surveyId: '5330', status: 'applied' }));
+    expect((await syncRegistry.get('5330'))?.closedAt).toBeUndefined();
+    // A rotation meets 5331 (closed, unknown) and 5332 (failing): only 5332 is left on the old key.
+    const rotation = await configure({ registry: syncRegistry, marketplace: client }).rotate({
+      secret: 'second-signing-key-for-redirect-tests-00',
+      retireAt: new Date(start + 48 * 3_600_000),
+    });
+    expect(rotation.results).toContainEqual({
+      surveyId: '5331',
+      status: 'closed',
+      reason: 'the marketplace no longer knows survey 5331',
+    });
+    expect(rotation.results.filter((r) => r.status === 'failed').map((r) => r.surveyId)).not.toContain(
+      '5331',
+    );
   });
 
   it('a rotation re-signs closed surveys too, which stay closed; a refused list of every live survey is reported, not counted', async () => {
