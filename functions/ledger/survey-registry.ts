@@ -48,6 +48,12 @@ export interface SurveyRegistration {
   readonly liveCheckedAt?: string | undefined;
   /** When the sync last read a verified survey's redirects back (whatever came of it): one a day. */
   readonly readBackAt?: string | undefined;
+  /**
+   * The survey's created or modified time as the marketplace listed it (its own clock) when the sync last applied
+   * or read back its redirects: a listing shows a change since only with a later time, however the marketplace's
+   * clock or zone stands against this product's.
+   */
+  readonly changeLookedAt?: string | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
   readonly expectedCpi?: string | undefined;
   /**
@@ -108,6 +114,7 @@ const REGISTRATION_FIELDS = [
   'closedAt',
   'liveCheckedAt',
   'readBackAt',
+  'changeLookedAt',
   'expectedCpi',
   'cpiHistory',
   'priceSeenAt',

@@ -269,6 +269,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         verifiedAt: at,
         failures: 0,
         ...prices,
+        ...changeLooked(price),
         ...stillClosed(registration),
         updatedAt: at,
       });
@@ -363,7 +364,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         ]);
       }
       // Tried today: the next try is tomorrow's, and the others get their turn meanwhile.
-      if (!options.dryRun) await deps.registry.put({ ...registration, readBackAt: at, updatedAt: at });
+      if (!options.dryRun)
+        await deps.registry.put({ ...registration, readBackAt: at, ...changeLooked(price), updatedAt: at });
       return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
     }
     const differences = settingsDifferences(desired, actual);
@@ -374,6 +376,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           ...pricedAt(registration, price?.cpi, priceTime(price), now().toISOString()),
           verifiedAt: at,
           readBackAt: at,
+          ...changeLooked(price),
           updatedAt: at,
         });
       return { surveyId, status: 'unchanged' };
@@ -718,8 +721,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // under its id, its own redirects reset to the supplier's global ones): read back now, not the next day.
       // As many again as the daily read-backs, the longest unread first, so a marketplace that touches every
       // survey every run reads each back about once a day, as before.
+      // Against the marketplace's own time of the change last looked at when the registration has it (its clock may
+      // run hours ahead of this product's: compared with ours, every run for those hours would read it back again).
       const changedSinceLook = verifiedActive
-        .filter((r) => (discovered.get(r.surveyId) ?? 0) > Date.parse(lastLook(r)))
+        .filter((r) => (discovered.get(r.surveyId) ?? 0) > Date.parse(r.changeLookedAt ?? lastLook(r)))
         .slice(0, readBacks);
       const reverify = new Map(
         [
@@ -886,6 +891,10 @@ const failedOnceMore = (
   failures: (current?.failures ?? 0) + 1,
   unavailableFailures: (current?.unavailableFailures ?? 0) + (unavailable(error) ? 1 : 0),
 });
+
+/** The marketplace's time of the change an apply or read-back looked at, when the listing gave one. */
+const changeLooked = (price: ListedPrice | undefined) =>
+  price?.changedAt !== undefined ? { changeLookedAt: new Date(price.changedAt).toISOString() } : {};
 
 /** A registration's closure, kept through an apply (an apply does not say the survey is live). */
 const stillClosed = (registration: SurveyRegistration | undefined) =>

@@ -398,6 +398,53 @@ describe('sync', () => {
     expect(calls.filter((c) => c.endsWith('/5320'))).toEqual([]);
   });
 
+  it('a marketplace whose clock runs hours ahead does not make every run read a survey back: its own time of the change is kept', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    let clock = start;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(start - 120_000),
+      now: () => new Date(clock),
+    };
+    // Created now, stamped eight hours ahead (a marketplace writing its Pacific wall time as UTC, or the reverse).
+    const ahead = 8 * 3_600_000;
+    marketplace.state.addSurvey({ surveyId: 5333 }, new Date(start + ahead));
+    try {
+      clock = start + 60_000;
+      expect((await configure(deps).sync()).results).toContainEqual({
+        surveyId: '5333',
+        status: 'applied',
+        kid: 'k1',
+      });
+      // (The marketplace's times are to the second.)
+      expect((await syncRegistry.get('5333'))?.changeLookedAt).toBe(
+        new Date(Math.floor((start + ahead) / 1000) * 1000).toISOString(),
+      );
+      // The next runs list it again (its time is after their checkpoint) with the same time: not read back.
+      for (const minutes of [16, 31, 46]) {
+        clock = start + minutes * 60_000;
+        calls = [];
+        await configure(deps).sync();
+        expect(calls.filter((c) => c.endsWith('/5333'))).toEqual([]);
+      }
+      // Changed again at the marketplace (created again, its redirects gone): a later time of its own, read back.
+      marketplace.state.deleteRedirects(5333);
+      marketplace.state.addSurvey({ surveyId: 5333 }, new Date(start + ahead + 50 * 60_000));
+      clock = start + 61 * 60_000;
+      const changed = await configure(deps).sync();
+      expect(changed.results).toContainEqual({
+        surveyId: '5333',
+        status: 'applied',
+        kid: 'k1',
+        drifted: expect.arrayContaining(['pstbck', 'pstbck_fail']),
+      });
+    } finally {
+      // No survey of the shared marketplace stays dated after now.
+      marketplace.state.setLive(5333, false);
+    }
+  });
+
   /** A survey the sync configured and verified, on a clock the test moves on (`at.advance`). */
   async function syncedSurvey(surveyId: number) {
     const syncRegistry = await freshRegistry();
