@@ -54,6 +54,8 @@ export interface SurveyRegistration {
    * clock or zone stands against this product's.
    */
   readonly changeLookedAt?: string | undefined;
+  /** Daily read-backs of a verified survey that failed in a row (`READ_BACK_TRIES` of them unverify it). */
+  readonly readBackFailures?: number | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
   readonly expectedCpi?: string | undefined;
   /**
@@ -115,6 +117,7 @@ const REGISTRATION_FIELDS = [
   'liveCheckedAt',
   'readBackAt',
   'changeLookedAt',
+  'readBackFailures',
   'expectedCpi',
   'cpiHistory',
   'priceSeenAt',

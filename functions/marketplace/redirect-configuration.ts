@@ -131,6 +131,8 @@ export interface SyncReport {
  * the marketplace (its console, another integration), and then postbacks no longer come here.
  */
 export const REVERIFY_AFTER_MS = 24 * 3_600_000;
+/** Daily read-backs of a verified survey that fail in a row before it is taken as unverified and applied again. */
+export const READ_BACK_TRIES = 3;
 /**
  * Read-backs per sync run at most, the longest unverified first: 4,800 surveys a day in the 96 runs of the
  * 15-minute schedule (REDIRECT_READBACKS_PER_RUN).
@@ -363,9 +365,38 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           'redirectURL',
         ]);
       }
-      // Tried today: the next try is tomorrow's, and the others get their turn meanwhile.
+      // Tried today: the next try is tomorrow's, and the others get their turn meanwhile. Failed on
+      // `READ_BACK_TRIES` days in a row (a live survey: a closed one leaves the read-backs within the hour), where
+      // its postbacks go is not known any more: unverified, so it is applied again on the backoff, and failed
+      // (counted, and told by its health) while that fails too.
+      const failedReads = (registration.readBackFailures ?? 0) + 1;
+      if (failedReads >= READ_BACK_TRIES) {
+        if (!options.dryRun)
+          await deps.registry.put({
+            ...registration,
+            verified: false,
+            readBackAt: at,
+            readBackFailures: undefined,
+            lastError: `read-back: ${withoutSignatures(error.message)}`,
+            lastErrorAt: at,
+            ...failedOnceMore(registration, error),
+            ...changeLooked(price),
+            updatedAt: at,
+          });
+        return {
+          surveyId,
+          status: 'failed',
+          error: `its redirects could not be read back on ${failedReads} daily tries in a row (applied again next): ${error.message}`,
+        };
+      }
       if (!options.dryRun)
-        await deps.registry.put({ ...registration, readBackAt: at, ...changeLooked(price), updatedAt: at });
+        await deps.registry.put({
+          ...registration,
+          readBackAt: at,
+          readBackFailures: failedReads,
+          ...changeLooked(price),
+          updatedAt: at,
+        });
       return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
     }
     const differences = settingsDifferences(desired, actual);
@@ -376,6 +407,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           ...pricedAt(registration, price?.cpi, priceTime(price), now().toISOString()),
           verifiedAt: at,
           readBackAt: at,
+          readBackFailures: undefined,
           ...changeLooked(price),
           updatedAt: at,
         });

@@ -626,6 +626,41 @@ describe('sync', () => {
     calls = [];
     await configure(deps).sync();
     expect(readBacks()).toBe(0);
+    expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(1);
+    // Refused again the next day, then read as applied: the count starts over.
+    const refusedRun = () => configure({ ...deps, marketplace: refuse as MarketplaceClient }).sync();
+    clock = start + 100 * 3_600_000;
+    await refusedRun();
+    expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(2);
+    clock = start + 125 * 3_600_000;
+    expect((await configure(deps).sync()).results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
+    expect((await syncRegistry.get('5310'))?.readBackFailures).toBeUndefined();
+    // Refused on three daily tries in a row: where its postbacks go is not known any more. Unverified and failed,
+    // then applied again by the next run.
+    for (const hours of [150, 175]) {
+      clock = start + hours * 3_600_000;
+      expect((await refusedRun()).results).toContainEqual(
+        expect.objectContaining({ surveyId: '5310', status: 'skipped' }),
+      );
+    }
+    clock = start + 200 * 3_600_000;
+    expect((await refusedRun()).results).toContainEqual({
+      surveyId: '5310',
+      status: 'failed',
+      error: expect.stringMatching(/could not be read back on 3 daily tries in a row/),
+    });
+    expect(await syncRegistry.get('5310')).toMatchObject({
+      verified: false,
+      failures: 1,
+      lastError: expect.stringMatching(/^read-back: /),
+    });
+    clock += 60_000;
+    expect((await configure(deps).sync()).results).toContainEqual({
+      surveyId: '5310',
+      status: 'applied',
+      kid: 'k1',
+    });
+    expect(await syncRegistry.get('5310')).toMatchObject({ verified: true, failures: 0 });
 
     // Removed: what it was configured with goes, its prices stay for reconciliation.
     const priced = await syncRegistry.get('5310');
@@ -639,7 +674,7 @@ describe('sync', () => {
     expect((await syncRegistry.get('5310'))?.priceSeenAt).toBe(priced?.priceSeenAt);
 
     // Turned off, nothing is read back however long ago it was.
-    clock = start + 200 * 3_600_000;
+    clock = start + 300 * 3_600_000;
     expect((await configure({ ...deps, readBacksPerRun: 0 }).sync()).reverified).toBe(0);
   });
 
