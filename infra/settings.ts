@@ -161,6 +161,7 @@ const environmentSchema = z
         redirectReadbacksPerRun: z.int().min(0).max(10_000).optional(),
         redirectClosureLookupsPerRun: z.int().min(0).max(5_000).optional(),
         marketplaceConcurrency: z.int().min(1).max(64).optional(),
+        marketplaceCallsPerSecond: z.int().min(1).max(1_000).optional(),
         marketplaceTimeoutMs: z.int().min(100).max(120_000).optional(),
         marketplaceBodyTimeoutMs: z.int().min(1_000).max(600_000).optional(),
         redirectSyncMemoryMb: z.int().min(256).max(10_240).optional(),

@@ -4,7 +4,8 @@
  * Every call carries the access token and a timeout, runs under its client's concurrency limit (or one limit
  * handed to several clients to share), and is retried with jittered exponential backoff on network errors, timeouts, malformed
  * responses, 429 and 5xx (never on other 4xx); a 429's Retry-After holds every call of the client back until it
- * has passed (at most 30 s). A response is a success only when `apiStatus` says so, in any
+ * has passed (at most 30 s; a longer one, or a call refused 429 through every retry, fails the calls until then at
+ * once, without asking). A response is a success only when `apiStatus` says so, in any
  * casing; anything else is a MarketplaceError carrying the HTTP status and the marketplace's `msg`.
  *
  * Over 300 lines on purpose: every endpoint's typed call shares one request path (token, timeout, limit, retries,
@@ -50,8 +51,13 @@ export interface MarketplaceClientOptions {
   readonly retries?: number;
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
-  /** The longest a 429's Retry-After holds this client's calls back (default 30 s: four retries stay within a run). */
+  /**
+   * The longest a 429's Retry-After is waited for (default 30 s: four retries stay within a run). A longer one fails
+   * the call at once, and no call of the client goes out before it has passed (an hour at most).
+   */
   readonly maxRetryAfterMs?: number;
+  /** Calls started per second at most, across this client's callers (each attempt counts; default: no limit). */
+  readonly callsPerSecond?: number;
   /** Requests in flight at once for this client (default 4). */
   readonly concurrency?: number;
   /** A limit shared with other clients (see `marketplaceLimit`), instead of one of this client's own. */
@@ -255,6 +261,11 @@ function pagingSaidBy(json: Json, listed: number): string | undefined {
 
 /** The longest a 429's Retry-After holds the client's calls back (the retries' own backoff comes on top). */
 const MAX_RETRY_AFTER_MS = 30_000;
+/**
+ * The longest a Retry-After past that is obeyed by making no call at all: an hour, so a date misread or misstated by
+ * the marketplace cannot silence a warm container's client for days.
+ */
+export const MAX_REFUSAL_MS = 3_600_000;
 
 /** A Retry-After header (seconds, or an HTTP date) as milliseconds from `now`; undefined when absent or unreadable. */
 export function retryAfterMs(header: string | null, now: number): number | undefined {
@@ -299,6 +310,15 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
    * only the one refused, so a rate limit is not answered by the other calls in flight.
    */
   let pausedUntil = 0;
+  /**
+   * Until when no call is made at all: a Retry-After longer than this client waits, or a call refused 429 through
+   * every retry (then for the longest pause). Calls before it fail at once, as refused, instead of asking again.
+   */
+  let refusedUntil = 0;
+  const notTried = new WeakSet<MarketplaceError>();
+  /** When the next attempt may start under `callsPerSecond`. */
+  let nextSlot = 0;
+  const spacingMs = options.callsPerSecond ? 1000 / options.callsPerSecond : 0;
 
   async function call(path: string, callOptions: CallOptions = {}): Promise<Json | undefined> {
     const endpoint = `${callOptions.method ?? 'GET'} ${path}`;
@@ -313,9 +333,29 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         throw new MarketplaceError({ endpoint, kind: 'timeout', detail: "not tried: the run's time is up" });
       return left;
     };
+    // Retriable (a later run's call may pass), but not retried while the refusal lasts (`shouldRetry`).
+    const refused = () => {
+      const error = new MarketplaceError({
+        endpoint,
+        kind: 'http',
+        httpStatus: 429,
+        detail: `HTTP 429: not tried, the marketplace asked for no calls until ${new Date(refusedUntil).toISOString()}`,
+        retriable: true,
+      });
+      notTried.add(error);
+      return error;
+    };
     const attempt = async (): Promise<Json | undefined> => {
+      if (refusedUntil > Date.now()) throw refused();
       const hold = pausedUntil - Date.now();
       if (hold > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(hold, timeLeft())));
+      if (spacingMs > 0) {
+        const at = Math.max(Date.now(), nextSlot);
+        nextSlot = at + spacingMs;
+        if (at > Date.now())
+          await new Promise((resolve) => setTimeout(resolve, Math.min(at - Date.now(), timeLeft())));
+      }
+      if (refusedUntil > Date.now()) throw refused();
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
       const token = await options.accessToken();
       noteSent(token);
@@ -396,6 +436,18 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const status = response.status;
       if (status === 429) {
         const wait = retryAfterMs(response.headers.get('retry-after'), Date.now());
+        if (wait !== undefined && wait > maxPauseMs) {
+          // Longer than this client waits: nothing is asked again before it (asking sooner is refused again).
+          refusedUntil = Math.max(refusedUntil, Date.now() + Math.min(wait, MAX_REFUSAL_MS));
+          throw new MarketplaceError({
+            endpoint,
+            kind: 'http',
+            detail: `HTTP 429: the marketplace asked for no calls for ${Math.ceil(wait / 1000)} s; none is made until ${new Date(refusedUntil).toISOString()}${message ? ` (${message})` : ''}`,
+            httpStatus: status,
+            marketplaceMessage: message || undefined,
+            retriable: true,
+          });
+        }
         if (wait !== undefined) pausedUntil = Math.max(pausedUntil, Date.now() + Math.min(wait, maxPauseMs));
       }
       if (status === 429 || status >= 500) {
@@ -439,17 +491,26 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       }
       return json;
     };
-    return pRetry(() => limit(attempt), {
-      retries: options.retries ?? 4,
-      factor: 2,
-      minTimeout: options.minBackoffMs ?? 250,
-      maxTimeout: options.maxBackoffMs ?? 8_000,
-      randomize: true,
-      shouldRetry: ({ error }) =>
-        error instanceof MarketplaceError &&
-        error.retriable &&
-        Date.now() < (options.stopAt?.() ?? Number.POSITIVE_INFINITY),
-    });
+    try {
+      return await pRetry(() => limit(attempt), {
+        retries: options.retries ?? 4,
+        factor: 2,
+        minTimeout: options.minBackoffMs ?? 250,
+        maxTimeout: options.maxBackoffMs ?? 8_000,
+        randomize: true,
+        shouldRetry: ({ error }) =>
+          error instanceof MarketplaceError &&
+          error.retriable &&
+          refusedUntil <= Date.now() &&
+          Date.now() < (options.stopAt?.() ?? Number.POSITIVE_INFINITY),
+      });
+    } catch (error) {
+      // Refused 429 through every retry: the other calls stop asking for the longest pause, not each in its turn.
+      // (A call not made, refused by this client itself, extends nothing.)
+      if (error instanceof MarketplaceError && error.httpStatus === 429 && !notTried.has(error))
+        refusedUntil = Math.max(refusedUntil, Date.now() + maxPauseMs);
+      throw error;
+    }
   }
 
   const result = (json: Json | undefined) => json?.result;

@@ -369,8 +369,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // `READ_BACK_TRIES` days in a row (a live survey: a closed one leaves the read-backs within the hour), where
       // its postbacks go is not known any more: unverified, so it is applied again on the backoff, and failed
       // (counted, and told by its health) while that fails too.
-      const failedReads = (registration.readBackFailures ?? 0) + 1;
-      if (failedReads >= READ_BACK_TRIES) {
+      // (The marketplace not answering, or refusing every call for a while, is no news of this survey: not counted.)
+      const failedReads = (registration.readBackFailures ?? 0) + (unavailable(error) ? 0 : 1);
+      if (failedReads >= READ_BACK_TRIES && !unavailable(error)) {
         if (!options.dryRun)
           await deps.registry.put({
             ...registration,
@@ -393,7 +394,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         await deps.registry.put({
           ...registration,
           readBackAt: at,
-          readBackFailures: failedReads,
+          readBackFailures: failedReads || undefined,
           ...changeLooked(price),
           updatedAt: at,
         });

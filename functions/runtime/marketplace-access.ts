@@ -23,6 +23,8 @@ const environment = z
     MARKETPLACE_BODY_TIMEOUT_MS: wholeNumber(1_000, 600_000, 120_000),
     MARKETPLACE_RETRIES: wholeNumber(0, 10, 4),
     MARKETPLACE_CONCURRENCY: wholeNumber(1, 64, 4),
+    /** Calls started per second at most by this function's client (unset: no limit but the concurrency). */
+    MARKETPLACE_CALLS_PER_SECOND: z.optional(wholeNumber(1, 1_000, 10)),
     /** The largest answer read, in MB (default: an eighth of the function's memory, at least 64). */
     MARKETPLACE_MAX_ANSWER_MB: z.optional(wholeNumber(1, 4_096, 64)),
     AWS_LAMBDA_FUNCTION_MEMORY_SIZE: z.optional(wholeNumber(128, 10_240, 512)),
@@ -70,6 +72,7 @@ export function marketplaceFromEnvironment(
     bodyTimeoutMs: config.MARKETPLACE_BODY_TIMEOUT_MS,
     retries: config.MARKETPLACE_RETRIES,
     concurrency: config.MARKETPLACE_CONCURRENCY,
+    ...(config.MARKETPLACE_CALLS_PER_SECOND ? { callsPerSecond: config.MARKETPLACE_CALLS_PER_SECOND } : {}),
     // An answer larger than its function can parse fails its call by name instead of ending the run (and every
     // retry of it) at the same survey: JSON parsed takes several times its size.
     maxBodyBytes:

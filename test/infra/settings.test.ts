@@ -257,6 +257,7 @@ describe('scale settings', () => {
       redirectReadbacksPerRun: 400,
       redirectClosureLookupsPerRun: 200,
       marketplaceConcurrency: 10,
+      marketplaceCallsPerSecond: 5,
       marketplaceTimeoutMs: 30_000,
       marketplaceBodyTimeoutMs: 300_000,
       redirectSyncMemoryMb: 1024,
@@ -286,6 +287,7 @@ describe('scale settings', () => {
       RECONCILE_CONCURRENCY: '8',
       RECONCILE_WINDOW_LIST_HOURS: '6',
       MARKETPLACE_CONCURRENCY: '10',
+      MARKETPLACE_CALLS_PER_SECOND: '5',
       MARKETPLACE_TIMEOUT_MS: '30000',
       MARKETPLACE_BODY_TIMEOUT_MS: '300000',
     });
@@ -298,6 +300,7 @@ describe('scale settings', () => {
       REDIRECT_READBACKS_PER_RUN: '400',
       REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '200',
       MARKETPLACE_CONCURRENCY: '10',
+      MARKETPLACE_CALLS_PER_SECOND: '5',
       MARKETPLACE_TIMEOUT_MS: '30000',
       MARKETPLACE_BODY_TIMEOUT_MS: '300000',
     });

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createMarketplaceClient,
+  MAX_REFUSAL_MS,
   type MarketplaceClientOptions,
   MarketplaceError,
   marketplaceLimit,
@@ -385,16 +386,71 @@ describe('faults', () => {
     expect(started).toHaveLength(3);
     expect(Math.min(...started.slice(1)) - (started[0] as number)).toBeGreaterThanOrEqual(950);
     expect(Math.min(...started.slice(1)) - t0).toBeGreaterThanOrEqual(850);
-    // An hour asked for is held to the client's bound.
-    const hour = failingFirst(
-      1,
-      () => new Response('{}', { status: 429, headers: { 'retry-after': '3600' } }),
-    );
-    const at = Date.now();
-    await client({ fetch: hour.fetch, maxRetryAfterMs: 100 }).getAllocatedSurveys();
-    expect(Date.now() - at).toBeLessThan(2000);
     expect(retryAfterMs('Wed, 21 Oct 2015 07:28:00 GMT', Date.parse('2015-10-21T07:27:00Z'))).toBe(60_000);
     expect(retryAfterMs('soon', 0)).toBeUndefined();
+  });
+
+  it('a Retry-After longer than the client waits fails the call at once, and no call goes out before it has passed', async () => {
+    const hour = failingFirst(
+      1,
+      () =>
+        new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Daily quota used up' }), {
+          status: 429,
+          headers: { 'retry-after': '3600' },
+        }),
+    );
+    const api = client({ fetch: hour.fetch, maxRetryAfterMs: 100 });
+    const at = Date.now();
+    const first = await failure(api.getAllocatedSurveys());
+    expect(Date.now() - at).toBeLessThan(1_000);
+    expect(first).toMatchObject({
+      httpStatus: 429,
+      retriable: true,
+      marketplaceMessage: 'Daily quota used up',
+    });
+    expect(first.message).toMatch(/asked for no calls for 3600 s; none is made until \d{4}-/);
+    // Every other call of the client fails without asking (a later run's client asks again).
+    const second = await failure(api.getMetadata());
+    expect(second.message).toMatch(/not tried, the marketplace asked for no calls until/);
+    expect(hour.calls()).toBe(1);
+    // A date far off is obeyed for an hour at most.
+    const far = failingFirst(
+      1,
+      () => new Response('{}', { status: 429, headers: { 'retry-after': String(30 * 86_400) } }),
+    );
+    const farMessage = (await failure(client({ fetch: far.fetch, maxRetryAfterMs: 100 }).getMetadata()))
+      .message;
+    const until = Date.parse(farMessage.match(/until (\S+)/)?.[1] ?? '');
+    expect(until - Date.now()).toBeLessThanOrEqual(MAX_REFUSAL_MS);
+    expect(until - Date.now()).toBeGreaterThan(MAX_REFUSAL_MS - 60_000);
+  });
+
+  it('a call refused 429 through every retry stops the other calls for the longest pause, then they go out again', async () => {
+    const refusing = failingFirst(4, () => json(429, { apiStatus: 'Failure', msg: 'Too many requests' }));
+    const api = client({ fetch: refusing.fetch, retries: 3, maxRetryAfterMs: 300 });
+    expect(await failure(api.getAllocatedSurveys())).toMatchObject({ httpStatus: 429 });
+    expect(refusing.calls()).toBe(4);
+    // Within the pause: failed at once, nothing asked, and the pause is not stretched by the calls not made.
+    for (let i = 0; i < 3; i++) expect((await failure(api.getMetadata())).message).toMatch(/not tried/);
+    expect(refusing.calls()).toBe(4);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await api.getMetadata();
+    expect(refusing.calls()).toBe(5);
+  });
+
+  it('callsPerSecond spaces the calls of the client out, whoever makes them', async () => {
+    const started: number[] = [];
+    const timed: typeof fetch = async (input, init) => {
+      started.push(Date.now());
+      return fetch(input, init);
+    };
+    const api = client({ fetch: timed, concurrency: 4, callsPerSecond: 20 });
+    await Promise.all(Array.from({ length: 6 }, () => api.getMetadata()));
+    const sorted = [...started].sort((a, b) => a - b);
+    // Six calls at 20 a second: the last starts at least five intervals (250 ms) after the first.
+    expect((sorted.at(-1) as number) - (sorted[0] as number)).toBeGreaterThanOrEqual(240);
+    for (let i = 1; i < sorted.length; i++)
+      expect((sorted[i] as number) - (sorted[i - 1] as number)).toBeGreaterThanOrEqual(40);
   });
 
   it('retries stop after the configured number and the error says what happened', async () => {

@@ -1683,6 +1683,38 @@ describe('the scheduled run', () => {
     );
   });
 
+  it('a marketplace asking for no calls for an hour (429, Retry-After): one call, the run stops taking up surveys, nothing asked again', async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => String(7381 + i));
+    for (const id of ids) await survey(Number(id));
+    await releasedRunOf('marketplace-quota', ids);
+    let calls = 0;
+    const counted = engine({
+      concurrency: 1,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 4,
+        minBackoffMs: 1,
+        maxBackoffMs: 2,
+        fetch: async () => {
+          calls++;
+          return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Rate limit exceeded' }), {
+            status: 429,
+            headers: { 'retry-after': '3600' },
+          });
+        },
+      }),
+    });
+    const refused = await counted.scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(refused).toMatchObject({ complete: false, marketplaceUnavailable: true });
+    expect(refused?.outcomes.map((o) => o.status)).toEqual([
+      ...Array(MARKETPLACE_DOWN_SURVEYS).fill('failed'),
+      ...Array(12 - MARKETPLACE_DOWN_SURVEYS).fill('deferred'),
+    ]);
+    expect(refused?.outcomes[1]?.error).toMatch(/not tried, the marketplace asked for no calls until/);
+    expect(calls).toBe(1);
+  });
+
   it('surveys whose listing the marketplace answered and whose look-back it did not: the marketplace is up, the run goes on', async () => {
     const ids = Array.from({ length: 12 }, (_, i) => String(7361 + i));
     for (const id of ids) {

@@ -632,18 +632,31 @@ describe('sync', () => {
     clock = start + 100 * 3_600_000;
     await refusedRun();
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(2);
+    // The marketplace not answering is no news of the survey: not counted.
+    const down = {
+      ...refusing,
+      getSurveyRedirects: () =>
+        Promise.reject(
+          new MarketplaceError({ endpoint: 'x', kind: 'http', httpStatus: 503, detail: 'unavailable' }),
+        ),
+    };
     clock = start + 125 * 3_600_000;
+    expect(
+      (await configure({ ...deps, marketplace: down as MarketplaceClient }).sync()).results,
+    ).toContainEqual(expect.objectContaining({ surveyId: '5310', status: 'skipped' }));
+    expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(2);
+    clock = start + 150 * 3_600_000;
     expect((await configure(deps).sync()).results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBeUndefined();
     // Refused on three daily tries in a row: where its postbacks go is not known any more. Unverified and failed,
     // then applied again by the next run.
-    for (const hours of [150, 175]) {
+    for (const hours of [175, 200]) {
       clock = start + hours * 3_600_000;
       expect((await refusedRun()).results).toContainEqual(
         expect.objectContaining({ surveyId: '5310', status: 'skipped' }),
       );
     }
-    clock = start + 200 * 3_600_000;
+    clock = start + 225 * 3_600_000;
     expect((await refusedRun()).results).toContainEqual({
       surveyId: '5310',
       status: 'failed',
