@@ -736,12 +736,15 @@ export function reconciler(deps: ReconcilerDeps) {
       // Money owed for a row nothing arrived for, about to get an item of its own: unless a day before the listing
       // lists its token too, its attempt judged there under another key (a pid spelt otherwise, another token).
       const moved = await copiesOfEarlierDays(result.verdicts, judged.transactions, listing.from);
+      /** The rows the verdicts were judged on: without those found to be copies of an earlier day's. */
+      let rowsJudged: readonly [readonly Transaction[], readonly Transaction[]] = [transactions, copies];
       if (moved) {
         const again = {
           ...judged,
           transactions: judged.transactions.filter((t) => !moved.has(t)),
           copies: [...judged.copies, ...moved],
         };
+        rowsJudged = [again.transactions, again.copies];
         result = reconcileSurveyWindow({ ...again, heardElsewhere: await heardElsewhere(again) });
       }
       for (const { day, attempt } of result.elsewhere) {
@@ -836,7 +839,7 @@ export function reconciler(deps: ReconcilerDeps) {
               figures,
               overtaken,
               result.verdicts,
-              [transactions, copies],
+              rowsJudged,
               result.waiting.get(figures.day) ?? [],
             ),
           )

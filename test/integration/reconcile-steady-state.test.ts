@@ -2056,6 +2056,35 @@ describe('one token the marketplace lists on two days', () => {
     }
   });
 
+  it("a run whose verdict write a hit overtook counts the later day's figures without the copy all the same", async () => {
+    const first = nextDay(TODAY, -10);
+    const row = await listedTwice(7264, first, TODAY, {}, false);
+    await arriveSpeltOtherwise(row, new Date(row.clickedAt.getTime() + 11 * 60_000));
+    await engine().run(first, first, ['7264']);
+    // Another complete of today, its postback here; its postback again lands between the run's read and its write.
+    const other = await complete(7264, TODAY);
+    const read = attempts.attemptsOfSurvey;
+    let landed = false;
+    attempts = {
+      ...attempts,
+      attemptsOfSurvey: async (surveyId, from, to) => {
+        const found = await read(surveyId, from, to);
+        if (!landed && found.some((a) => a.token === other.token)) {
+          landed = true;
+          await arrive(other, new Date(clock));
+        }
+        return found;
+      },
+    };
+    const { outcomes } = await engine().run(TODAY, TODAY, ['7264']);
+    expect(landed).toBe(true);
+    expect(outcomes[0]).toMatchObject({ status: 'reconciled', duplicateRows: 1, awaiting: 1 });
+    expect(await counted(7264, first)).toEqual([
+      [first, 1, '1.50'],
+      [TODAY, 1, '1.50'],
+    ]);
+  });
+
   it('the earlier day never reconciled here: the later day counts the copy (counted nowhere else)', async () => {
     const [first, second] = [nextDay(TODAY, -9), nextDay(TODAY, -4)];
     const row = await listedTwice(7262, first, second, {}, false);
