@@ -96,6 +96,11 @@ export interface SurveyReconciliationState {
    * its listings of several days are made a day at a time from the start, not downloaded up to the cap first.
    */
   readonly listedByDayAt?: string | undefined;
+  /**
+   * When a listing first answered no rows at all (the marketplace's "No data found") for days it had listed rows
+   * for: taken as a passing fault, the survey failed, until a listing `EMPTY_CONFIRM_MS` later says so too.
+   */
+  readonly emptyListedAt?: string | undefined;
   /** Moved on by every write (absent on states written before it was kept): a run's write is conditional on it. */
   readonly revision?: number | undefined;
 }
@@ -884,6 +889,7 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.rejudgeTriedAt === 'string' ? { rejudgeTriedAt: item.rejudgeTriedAt } : {}),
     ...(typeof item.rejudgedFrom === 'string' ? { rejudgedFrom: item.rejudgedFrom } : {}),
     ...(typeof item.listedByDayAt === 'string' ? { listedByDayAt: item.listedByDayAt } : {}),
+    ...(typeof item.emptyListedAt === 'string' ? { emptyListedAt: item.emptyListedAt } : {}),
     ...(typeof item.revision === 'number' ? { revision: item.revision } : {}),
   };
 }

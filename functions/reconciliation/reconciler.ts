@@ -94,6 +94,11 @@ export interface ReconcilerDeps {
   /** How long a discrepancy must have been quiet before it is judged (the other side may still catch up). */
   readonly settleMs?: number;
   /**
+   * How long after a listing first answered no rows for days it had listed rows for an empty answer is taken at its
+   * word (default `EMPTY_CONFIRM_MS`; 0: at once).
+   */
+  readonly emptyConfirmMs?: number;
+  /**
    * Leave the agreements of non-completes that tell them again by themselves without a verdict (the
    * `matchedVerdicts` setting `implied`; verdict-rules.ts `impliedMatch`): a write unit each less. Off, every
    * verdict is written.
@@ -236,6 +241,13 @@ export const DEATHS_BEFORE_PASSING_OVER = 2;
  * then the whole range is tried again (a survey whose traffic fell back is listed in one call again).
  */
 export const LISTED_BY_DAY_MS = 7 * 86_400_000;
+/**
+ * How long after a listing first answered no rows for days it had listed rows for a second empty answer is taken at
+ * its word: the marketplace answers "No data found" for an empty list, and now and then, for minutes, for a full
+ * one; read as zero at once, every complete of those days would show reversed until the rows came back. The next
+ * hourly run confirms a genuine emptying.
+ */
+export const EMPTY_CONFIRM_MS = 45 * 60_000;
 /**
  * How many surveys in a row may fail because the marketplace does not answer before a run takes up no more: a
  * marketplace down for a week would otherwise cost every survey its calls and retries every hour.
@@ -511,6 +523,8 @@ export function reconciler(deps: ReconcilerDeps) {
       state?.listedByDayAt !== undefined && Date.parse(state.listedByDayAt) > at.getTime() - LISTED_BY_DAY_MS
         ? state.listedByDayAt
         : undefined;
+    /** When an empty answer for days with rows was first seen and not yet confirmed (`EMPTY_CONFIRM_MS`). */
+    let emptyListedAt: string | undefined;
     const changes = { new: 0, changed: 0, refreshed: 0 };
     const changed: { token: string; from: string; to: string }[] = [];
     /**
@@ -1029,6 +1043,35 @@ export function reconciler(deps: ReconcilerDeps) {
      * the client reads (a large survey's week; each day is a fraction of it).
      */
     async function listedByDays(range: { startDate: string; endDate: string }) {
+      return confirmedEmpty(range, await listedByDaysAsAnswered(range));
+    }
+
+    /**
+     * A listing as answered, unless it has no rows at all for days whose figures counted rows: unconfirmed, that fails
+     * the survey for this run (its days stay as they were, read again by the next run), and a listing `EMPTY_CONFIRM_MS`
+     * after the first such answer that is empty too is taken at its word.
+     */
+    function confirmedEmpty(
+      range: { startDate: string; endDate: string },
+      listed: Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>,
+    ) {
+      if (listed.rows.length > 0 || listed.malformed.length > 0) return listed;
+      const before = pacificDays(range.startDate, range.endDate).reduce(
+        (sum, day) => sum + (stored.get(day)?.marketplace.transactions ?? 0),
+        0,
+      );
+      if (before === 0) return listed;
+      const since = emptyListedAt ?? state?.emptyListedAt;
+      const confirmMs = deps.emptyConfirmMs ?? EMPTY_CONFIRM_MS;
+      if (confirmMs === 0 || (since !== undefined && Date.parse(since) <= at.getTime() - confirmMs))
+        return listed;
+      emptyListedAt = since ?? at.toISOString();
+      throw new Error(
+        `the marketplace listed no transactions for ${range.startDate}..${range.endDate}, where it listed ${before} before: taken as a passing fault until a listing from ${new Date(Date.parse(emptyListedAt) + confirmMs).toISOString()} on says so too`,
+      );
+    }
+
+    async function listedByDaysAsAnswered(range: { startDate: string; endDate: string }) {
       // Too large to read within the last week: a day at a time from the start, not the cap's bytes downloaded first.
       if (listedByDayAt === undefined || range.startDate === range.endDate) {
         try {
@@ -1292,7 +1335,8 @@ export function reconciler(deps: ReconcilerDeps) {
         edition.rulesEdition !== state.rulesEdition ||
         edition.rejudgeTriedAt !== state.rejudgeTriedAt ||
         edition.rejudgedFrom !== state.rejudgedFrom ||
-        listedByDayAt !== state.listedByDayAt;
+        listedByDayAt !== state.listedByDayAt ||
+        emptyListedAt !== state.emptyListedAt;
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),
@@ -1324,6 +1368,8 @@ export function reconciler(deps: ReconcilerDeps) {
           : {}),
         ...edition,
         ...(listedByDayAt !== undefined ? { listedByDayAt } : {}),
+        // An empty answer of a day past the window, waiting to be confirmed by its next look.
+        ...(emptyListedAt !== undefined ? { emptyListedAt } : {}),
       };
       // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
       // this run's write, built from the older read, would drop that run's open and reviewed days; the next run
@@ -1376,6 +1422,8 @@ export function reconciler(deps: ReconcilerDeps) {
             ),
             // What this run learnt of its listings' size: the next run does not download the cap's bytes again.
             ...(listedByDayAt !== undefined ? { listedByDayAt } : {}),
+            // An empty answer waiting to be confirmed: from when it was first seen.
+            ...(emptyListedAt !== undefined ? { emptyListedAt } : {}),
           },
           // Not over another run's state written meanwhile (this run's failure is then its own to report).
           { asRead: state },

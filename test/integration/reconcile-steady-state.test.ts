@@ -104,7 +104,13 @@ beforeEach(async () => {
 /** Options of the reconciler beyond the recheck period (fresh days, settle time). */
 type Tuning = Pick<
   Parameters<typeof reconciler>[0],
-  'freshDays' | 'settleMs' | 'windowListHours' | 'attemptsLagMs' | 'attemptsAsOf' | 'impliedMatches'
+  | 'freshDays'
+  | 'settleMs'
+  | 'windowListHours'
+  | 'attemptsLagMs'
+  | 'attemptsAsOf'
+  | 'impliedMatches'
+  | 'emptyConfirmMs'
 >;
 
 const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
@@ -788,10 +794,24 @@ describe('settled days', () => {
     };
     for (const row of rows)
       marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    // The first listing without any of them ("No data found") is taken as a passing fault: the survey fails this
+    // run, its figures as they were; the next run's empty listing, an hour later, is taken at its word.
+    clock += HOUR;
+    const held = await hourly(0);
+    expect(held.outcomes[0]).toMatchObject({
+      status: 'failed',
+      error: expect.stringMatching(
+        /listed no transactions for .* where it listed 30 before: taken as a passing fault/,
+      ),
+    });
+    expect((await results.summariesOf('7297', [day]))[0]?.verdicts).toEqual({ matched: 30 });
+    expect((await results.surveyState('7297'))?.emptyListedAt).toBe(new Date(clock).toISOString());
+    looks.length = 0;
     clock += HOUR;
     await hourly(0);
     results = store;
     expect((await results.summariesOf('7297', [day]))[0]?.verdicts).toEqual({ complete_not_paid: 30 });
+    expect((await results.surveyState('7297'))?.emptyListedAt).toBeUndefined();
     // One look for the survey-run, and no day read: no summary within the horizon counts a reversal.
     expect(looks).toEqual([{ kind: 'invalidated', days: [] }]);
   });
@@ -1078,13 +1098,18 @@ describe('settled days', () => {
     expect((await results.surveyState('7293'))?.reviewedDays).toEqual([oldest]);
     clock += 2 * 24 * HOUR;
     await hourly();
-    // A weekly look meets "No data found" for the day: the item is judged reversed, and the day stays watched.
+    // A weekly look meets "No data found" for the day: taken as a passing fault, the day is looked at again the
+    // next day; empty again, the item is judged reversed, and the day stays watched.
     marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
     clock += 7 * 24 * HOUR;
     await hourly();
     const verdictOf = async () =>
       (await results.attemptsByKey('7293', [{ pid: gone.pid, token: gone.token }]))[0]?.reconciliation
         ?.verdict;
+    expect(await verdictOf()).toBe('complete_not_received');
+    expect((await results.surveyState('7293'))?.emptyListedAt).toBe(new Date(clock).toISOString());
+    clock += 24 * HOUR;
+    await hourly();
     expect(await verdictOf()).toBe('invalidated');
     expect((await results.surveyState('7293'))?.reviewedDays).toEqual([oldest]);
     // Listed again: the next weekly look finds it owed again.
@@ -1197,13 +1222,14 @@ describe('settled days', () => {
     expect(await countedOn(seenDay)).toBe(1);
     // The marketplace re-files it three days earlier, a day past the window that no run reads by itself; the
     // setting is back to every verdict kept meanwhile.
+    // (The window's listing, empty now, taken at its word at once.)
     failed.clickedAt = new Date(pacificDayRange(refiledDay).start.getTime() + 10 * HOUR);
     clock += HOUR;
-    await hourly();
+    await hourly(24, { emptyConfirmMs: 0 });
     expect(await countedOn(seenDay)).toBe(0);
     // The run that found it there flagged that day; the next one judges it (with its verdict written: another day).
     clock += HOUR;
-    await hourly();
+    await hourly(24, { emptyConfirmMs: 0 });
     expect(readWholeDay(refiledDay)).toBe(true);
     expect(await countedOn(refiledDay)).toBe(1);
     expect((await attemptOf())?.reconciliation).toMatchObject({ verdict: 'matched', day: refiledDay });
@@ -1332,8 +1358,9 @@ describe('settled days', () => {
     marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(withdrawn), 1);
     for (let run = 0; run < 3; run++) {
       clock += HOUR;
-      // Every settled day read again every run (re-checks due at once): each judges it anew.
-      await hourly(0);
+      // Every settled day read again every run (re-checks due at once): each judges it anew (the emptied listing
+      // taken at its word at once).
+      await hourly(0, { emptyConfirmMs: 0 });
       // The click day its transaction once gave: the same every run, and that day's figures count it.
       expect(await judged()).toMatchObject({ verdict: 'complete_not_paid', day: clickDay });
       expect((await results.summariesOf('7285', [clickDay]))[0]?.verdicts).toEqual({ complete_not_paid: 1 });
@@ -2270,9 +2297,10 @@ describe('one token the marketplace lists on two days', () => {
       expect(await counted(7252, first)).toEqual([[first, 1, '1.50']]);
     }
     expect(await verdictOf(row)).toMatchObject({ verdict: 'matched', day: first });
-    // The copy on the first day gone (the row re-filed on the second alone): the second day takes it.
+    // The copy on the first day gone (the row re-filed on the second alone): the second day takes it (the first
+    // day's empty listing taken at its word at once).
     marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
-    await engine().run(first, first, ['7252']);
+    await engine(24, { emptyConfirmMs: 0 }).run(first, first, ['7252']);
     await engine().run(second, second, ['7252']);
     expect(await counted(7252, first)).toEqual([[second, 1, '1.50']]);
     expect(await verdictOf(row)).toMatchObject({ verdict: 'matched', day: second });
