@@ -88,7 +88,10 @@ function cataloguedTotal(service: string, name: MetricName, period = Duration.mi
   const prefix = name.replace(/[^A-Za-z0-9]/g, '').replace(/^[A-Z]/, (c) => c.toLowerCase());
   const usingMetrics = Object.fromEntries([only, ...more].map((metric, i) => [`${prefix}${i}`, metric]));
   return new MathExpression({
-    expression: Object.keys(usingMetrics).join(' + '),
+    // Each combination filled with 0: one without a datapoint in a period would leave the sum without a value.
+    expression: Object.keys(usingMetrics)
+      .map((id) => `FILL(${id}, 0)`)
+      .join(' + '),
     usingMetrics,
     label: name,
     period,
@@ -258,7 +261,9 @@ export class Operations extends Construct {
         'receivers-throttled',
         'A receiver was throttled (its reserved concurrency or the account limit was reached): hits were refused, and a refused postback may be lost. Raise receiverReservedConcurrency or the account limit.',
         new MathExpression({
-          expression: receivers.map((_, i) => `t${i}`).join(' + '),
+          // A period in which one receiver has no datapoint (idle, or no throttle published) must not leave the sum
+          // without a value, which the alarm would read as not breaching: each term is filled with 0.
+          expression: receivers.map((_, i) => `FILL(t${i}, 0)`).join(' + '),
           usingMetrics: Object.fromEntries(
             receivers.map((fn, i) => [
               `t${i}`,

@@ -672,12 +672,12 @@ describe('operations', () => {
       ]);
     }
     // A small supplier's every 5xx alarms (5% each under 20 requests), both APIs' requests and 5xx added up; the
-    // throttles of both receivers are summed.
+    // throttles of both receivers are summed, each filled with 0 (one receiver idle leaves no sum otherwise).
     const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
     expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
     expect(expressions).toContain('FILL(requests0, 0) + FILL(requests1, 0)');
     expect(expressions).toContain('FILL(servererrors0, 0) + FILL(servererrors1, 0)');
-    expect(expressions).toContain('t0 + t1');
+    expect(expressions).toContain('FILL(t0, 0) + FILL(t1, 0)');
     // Reconciliation failures: each one for a small supplier, one in a hundred surveys for a large one.
     expect(expressions).toContain(
       'IF(reconciled + failed >= 100, 100 * failed / (reconciled + failed), failed)',
