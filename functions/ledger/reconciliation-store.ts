@@ -97,10 +97,11 @@ export interface SurveyReconciliationState {
    */
   readonly listedByDayAt?: string | undefined;
   /**
-   * When a listing first answered no rows at all (the marketplace's "No data found") for days it had listed rows
-   * for: taken as a passing fault, the survey failed, until a listing `EMPTY_CONFIRM_MS` later says so too.
+   * Days a listing answered with no rows at all (the marketplace's "No data found") although it had listed rows for
+   * them, and when first: taken as a passing fault, the survey failed, until a listing of the day `EMPTY_CONFIRM_MS`
+   * later says so too (a listing with rows clears it).
    */
-  readonly emptyListedAt?: string | undefined;
+  readonly emptyDays?: Readonly<Record<string, string>> | undefined;
   /** Moved on by every write (absent on states written before it was kept): a run's write is conditional on it. */
   readonly revision?: number | undefined;
 }
@@ -889,7 +890,15 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.rejudgeTriedAt === 'string' ? { rejudgeTriedAt: item.rejudgeTriedAt } : {}),
     ...(typeof item.rejudgedFrom === 'string' ? { rejudgedFrom: item.rejudgedFrom } : {}),
     ...(typeof item.listedByDayAt === 'string' ? { listedByDayAt: item.listedByDayAt } : {}),
-    ...(typeof item.emptyListedAt === 'string' ? { emptyListedAt: item.emptyListedAt } : {}),
+    ...(item.emptyDays !== null && typeof item.emptyDays === 'object' && !Array.isArray(item.emptyDays)
+      ? {
+          emptyDays: Object.fromEntries(
+            Object.entries(item.emptyDays as Record<string, unknown>).filter(
+              (entry): entry is [string, string] => typeof entry[1] === 'string',
+            ),
+          ),
+        }
+      : {}),
     ...(typeof item.revision === 'number' ? { revision: item.revision } : {}),
   };
 }

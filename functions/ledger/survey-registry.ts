@@ -56,6 +56,8 @@ export interface SurveyRegistration {
   readonly changeLookedAt?: string | undefined;
   /** Daily read-backs of a verified survey that failed in a row (`READ_BACK_TRIES` of them unverify it). */
   readonly readBackFailures?: number | undefined;
+  /** When the last of them was counted: one a day counts, whatever brought more read-backs. */
+  readonly readBackFailedAt?: string | undefined;
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
   readonly expectedCpi?: string | undefined;
   /**
@@ -118,6 +120,7 @@ const REGISTRATION_FIELDS = [
   'readBackAt',
   'changeLookedAt',
   'readBackFailures',
+  'readBackFailedAt',
   'expectedCpi',
   'cpiHistory',
   'priceSeenAt',

@@ -347,13 +347,19 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     };
     const attempt = async (): Promise<Json | undefined> => {
       if (refusedUntil > Date.now()) throw refused();
-      const hold = pausedUntil - Date.now();
-      if (hold > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(hold, timeLeft())));
-      if (spacingMs > 0) {
-        const at = Math.max(Date.now(), nextSlot);
-        nextSlot = at + spacingMs;
-        if (at > Date.now())
-          await new Promise((resolve) => setTimeout(resolve, Math.min(at - Date.now(), timeLeft())));
+      const until = async (t: number) => {
+        if (t > Date.now())
+          await new Promise((resolve) => setTimeout(resolve, Math.min(t - Date.now(), timeLeft())));
+      };
+      // A Retry-After's pause, then a slot under `callsPerSecond`; a pause set while waiting for the slot (another
+      // call refused meanwhile) is waited out too, and a slot taken again after it.
+      for (;;) {
+        await until(pausedUntil);
+        if (spacingMs === 0) break;
+        const slot = Math.max(Date.now(), nextSlot, pausedUntil);
+        nextSlot = slot + spacingMs;
+        await until(slot);
+        if (pausedUntil <= Date.now()) break;
       }
       if (refusedUntil > Date.now()) throw refused();
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());

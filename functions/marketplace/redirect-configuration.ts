@@ -69,6 +69,8 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
 
 /** A lookup's 404 that says in words the survey does not exist (not that it is closed or paused). */
 const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown survey|invalid survey/i;
+/** A refusal that speaks of a survey paused or closed: one the marketplace knows. */
+const SAYS_CLOSED = /closed|paused|not live|inactive/i;
 
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
 function withDrift(result: SurveyResult, drifted: readonly string[]): SurveyResult {
@@ -133,6 +135,8 @@ export interface SyncReport {
 export const REVERIFY_AFTER_MS = 24 * 3_600_000;
 /** Daily read-backs of a verified survey that fail in a row before it is taken as unverified and applied again. */
 export const READ_BACK_TRIES = 3;
+/** How long after a counted read-back failure another counts (the daily read-back comes every 24 hours). */
+const READ_BACK_FAILURE_SPACING_MS = 20 * 3_600_000;
 /**
  * Read-backs per sync run at most, the longest unverified first: 4,800 surveys a day in the 96 runs of the
  * 15-minute schedule (REDIRECT_READBACKS_PER_RUN).
@@ -289,12 +293,19 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         };
       // A registered survey the marketplace no longer knows (a rotation's, or an operator's apply, of one deleted
       // there): recorded closed, which is no failure to re-sign it, rather than failed for good.
+      // Recorded under the key tried and unverified, as any failure: applied when a listing shows it live again.
       if (!taken && registration?.state === 'active' && (await unknownAtMarketplace(surveyId, error))) {
         await deps.registry.put({
           ...registration,
+          fingerprint,
+          kid: ring.current.kid,
+          appliedAt: at,
+          verified: false,
           closedAt: registration.closedAt ?? at,
+          liveCheckedAt: at,
           lastError: withoutSignatures(error.message),
           lastErrorAt: at,
+          ...prices,
           updatedAt: at,
         });
         return { surveyId, status: 'closed', reason: `the marketplace no longer knows survey ${surveyId}` };
@@ -370,14 +381,19 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // its postbacks go is not known any more: unverified, so it is applied again on the backoff, and failed
       // (counted, and told by its health) while that fails too.
       // (The marketplace not answering, or refusing every call for a while, is no news of this survey: not counted.)
-      const failedReads = (registration.readBackFailures ?? 0) + (unavailable(error) ? 0 : 1);
-      if (failedReads >= READ_BACK_TRIES && !unavailable(error)) {
+      // One a day: the read-backs a survey listed as changed brings between its daily ones do not count again.
+      const countsToday =
+        !unavailable(error) &&
+        !(Date.parse(registration.readBackFailedAt ?? '') > Date.parse(at) - READ_BACK_FAILURE_SPACING_MS);
+      const failedReads = (registration.readBackFailures ?? 0) + (countsToday ? 1 : 0);
+      if (failedReads >= READ_BACK_TRIES && countsToday) {
         if (!options.dryRun)
           await deps.registry.put({
             ...registration,
             verified: false,
             readBackAt: at,
             readBackFailures: undefined,
+            readBackFailedAt: undefined,
             lastError: `read-back: ${withoutSignatures(error.message)}`,
             lastErrorAt: at,
             ...failedOnceMore(registration, error),
@@ -395,6 +411,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           ...registration,
           readBackAt: at,
           readBackFailures: failedReads || undefined,
+          ...(countsToday ? { readBackFailedAt: at } : {}),
           ...changeLooked(price),
           updatedAt: at,
         });
@@ -409,6 +426,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           verifiedAt: at,
           readBackAt: at,
           readBackFailures: undefined,
+          readBackFailedAt: undefined,
           ...changeLooked(price),
           updatedAt: at,
         });
@@ -438,10 +456,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   }
 
   /**
-   * Whether a failure says the marketplace does not know the survey at all: its own JSON 404, and reading the
-   * survey's redirects answers 404 too (not the 404 of a survey that merely has none of its own). With `lookup`, a
-   * 404 to the survey's lookup that says so in words is enough: a marketplace may read back the supplier's global
-   * redirects for any id.
+   * Whether a failure says the marketplace does not know the survey at all. A 404 (its own JSON answer, saying
+   * nothing of a paused or closed survey) to anything but the lookup is asked again of the lookup, which answers a
+   * paused or closed survey by saying so. The lookup's own 404 says it when it names the survey as not found, or
+   * when reading the survey's redirects answers 404 too (not the 404 of a survey that merely has none of its own):
+   * a marketplace may read back the supplier's global redirects for any id.
    */
   async function unknownAtMarketplace(
     surveyId: string,
@@ -449,9 +468,21 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     { lookup = false }: { readonly lookup?: boolean } = {},
   ): Promise<boolean> {
     const notFound = (e: unknown): e is MarketplaceError =>
-      e instanceof MarketplaceError && e.httpStatus === 404 && e.kind !== 'malformed';
+      e instanceof MarketplaceError &&
+      e.httpStatus === 404 &&
+      e.kind !== 'malformed' &&
+      !SAYS_CLOSED.test(e.marketplaceMessage ?? '');
     if (!notFound(error)) return false;
-    if (lookup && SAYS_UNKNOWN.test(error.marketplaceMessage ?? '')) return true;
+    if (!lookup) {
+      try {
+        await deps.marketplace.getAllocatedSurveyById(surveyId);
+        return false;
+      } catch (lookupError) {
+        return unknownAtMarketplace(surveyId, lookupError, { lookup: true });
+      }
+    }
+    const said = error.marketplaceMessage ?? '';
+    if (SAYS_UNKNOWN.test(said) && said.includes(surveyId)) return true;
     try {
       await deps.marketplace.getSurveyRedirects(surveyId);
       return false;

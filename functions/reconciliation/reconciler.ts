@@ -24,6 +24,7 @@ import {
   type MalformedRow,
   type MarketplaceClient,
   MarketplaceError,
+  type Rows,
 } from '../marketplace/marketplace-client';
 import {
   distinctTransactions,
@@ -248,6 +249,9 @@ export const LISTED_BY_DAY_MS = 7 * 86_400_000;
  * hourly run confirms a genuine emptying.
  */
 export const EMPTY_CONFIRM_MS = 45 * 60_000;
+
+/** A listing with no rows at all, readable or not: what the marketplace's "No data found" reads as. */
+const isEmpty = (listed: Rows<unknown>): boolean => listed.rows.length === 0 && listed.malformed.length === 0;
 /**
  * How many surveys in a row may fail because the marketplace does not answer before a run takes up no more: a
  * marketplace down for a week would otherwise cost every survey its calls and retries every hour.
@@ -523,8 +527,13 @@ export function reconciler(deps: ReconcilerDeps) {
       state?.listedByDayAt !== undefined && Date.parse(state.listedByDayAt) > at.getTime() - LISTED_BY_DAY_MS
         ? state.listedByDayAt
         : undefined;
-    /** When an empty answer for days with rows was first seen and not yet confirmed (`EMPTY_CONFIRM_MS`). */
-    let emptyListedAt: string | undefined;
+    /** Days a listing answered empty for although their figures counted rows, and when first (`confirmEmpty`). */
+    const emptyDays = new Map<string, string>(Object.entries(state?.emptyDays ?? {}));
+    /** The pending first empty answers as the state keeps them: those of days still within the horizon. */
+    const emptyDaysKept = () => {
+      const kept = [...emptyDays].filter(([day]) => day >= horizon).sort(([a], [b]) => a.localeCompare(b));
+      return kept.length > 0 ? { emptyDays: Object.fromEntries(kept) } : {};
+    };
     const changes = { new: 0, changed: 0, refreshed: 0 };
     const changed: { token: string; from: string; to: string }[] = [];
     /**
@@ -1043,40 +1052,12 @@ export function reconciler(deps: ReconcilerDeps) {
      * the client reads (a large survey's week; each day is a fraction of it).
      */
     async function listedByDays(range: { startDate: string; endDate: string }) {
-      return confirmedEmpty(range, await listedByDaysAsAnswered(range));
-    }
-
-    /**
-     * A listing as answered, unless it has no rows at all for days whose figures counted rows: unconfirmed, that fails
-     * the survey for this run (its days stay as they were, read again by the next run), and a listing `EMPTY_CONFIRM_MS`
-     * after the first such answer that is empty too is taken at its word.
-     */
-    function confirmedEmpty(
-      range: { startDate: string; endDate: string },
-      listed: Awaited<ReturnType<MarketplaceClient['getSurveyTransactions']>>,
-    ) {
-      if (listed.rows.length > 0 || listed.malformed.length > 0) return listed;
-      const before = pacificDays(range.startDate, range.endDate).reduce(
-        (sum, day) => sum + (stored.get(day)?.marketplace.transactions ?? 0),
-        0,
-      );
-      if (before === 0) return listed;
-      const since = emptyListedAt ?? state?.emptyListedAt;
-      const confirmMs = deps.emptyConfirmMs ?? EMPTY_CONFIRM_MS;
-      if (confirmMs === 0 || (since !== undefined && Date.parse(since) <= at.getTime() - confirmMs))
-        return listed;
-      emptyListedAt = since ?? at.toISOString();
-      throw new Error(
-        `the marketplace listed no transactions for ${range.startDate}..${range.endDate}, where it listed ${before} before: taken as a passing fault until a listing from ${new Date(Date.parse(emptyListedAt) + confirmMs).toISOString()} on says so too`,
-      );
-    }
-
-    async function listedByDaysAsAnswered(range: { startDate: string; endDate: string }) {
       // Too large to read within the last week: a day at a time from the start, not the cap's bytes downloaded first.
       if (listedByDayAt === undefined || range.startDate === range.endDate) {
         try {
           const listed = await deps.marketplace.getSurveyTransactions(surveyId, range);
           answered = true;
+          confirmEmpty(pacificDays(range.startDate, range.endDate), isEmpty(listed));
           return listed;
         } catch (error) {
           if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
@@ -1086,6 +1067,7 @@ export function reconciler(deps: ReconcilerDeps) {
       }
       const rows: Transaction[] = [];
       const malformed: MalformedRow[] = [];
+      const emptied: string[] = [];
       for (const day of pacificDays(range.startDate, range.endDate)) {
         const part = await listDay(day);
         answered = true;
@@ -1093,8 +1075,43 @@ export function reconciler(deps: ReconcilerDeps) {
         // Listed under its day: a row without a click or start time is placed by it, not listed again.
         rows.push(...part.rows.map((t) => onCreationDay(t, day)));
         malformed.push(...part.malformed);
+        if (isEmpty(part)) emptied.push(day);
+        else confirmEmpty([day], false);
       }
+      confirmEmpty(emptied, true);
       return { rows, malformed };
+    }
+
+    /**
+     * Of a listing of `days` that answered no rows at all (`answeredEmpty`; the marketplace's "No data found"), the
+     * days whose figures counted rows: unconfirmed, that fails the survey for this run (its days stay as they were,
+     * read again by the next run or look), and only an empty answer `EMPTY_CONFIRM_MS` after each day's first is taken
+     * at its word. A listing with rows clears its days' pending first answers.
+     */
+    function confirmEmpty(days: readonly string[], answeredEmpty: boolean) {
+      if (!answeredEmpty) {
+        for (const day of days) emptyDays.delete(day);
+        return;
+      }
+      const counted = days.filter((day) => (stored.get(day)?.marketplace.transactions ?? 0) > 0);
+      const confirmMs = deps.emptyConfirmMs ?? EMPTY_CONFIRM_MS;
+      const unconfirmed = counted.filter((day) => {
+        const since = emptyDays.get(day);
+        return confirmMs > 0 && !(since !== undefined && Date.parse(since) <= at.getTime() - confirmMs);
+      });
+      for (const day of counted) if (!unconfirmed.includes(day)) emptyDays.delete(day);
+      if (unconfirmed.length === 0) return;
+      for (const day of unconfirmed) if (!emptyDays.has(day)) emptyDays.set(day, at.toISOString());
+      const before = unconfirmed.reduce(
+        (sum, day) => sum + (stored.get(day)?.marketplace.transactions ?? 0),
+        0,
+      );
+      const from = unconfirmed
+        .map((day) => Date.parse(emptyDays.get(day) as string))
+        .sort((a, b) => b - a)[0];
+      throw new Error(
+        `the marketplace listed no transactions for ${unconfirmed.length === 1 ? unconfirmed[0] : `${unconfirmed[0]}..${unconfirmed.at(-1)} (${unconfirmed.length} days)`}, where it listed ${before} before: taken as a passing fault until a listing from ${new Date((from as number) + confirmMs).toISOString()} on says so too`,
+      );
     }
 
     /** Days flagged by this run for agreements left unwritten (`flagForImplied`). */
@@ -1336,7 +1353,7 @@ export function reconciler(deps: ReconcilerDeps) {
         edition.rejudgeTriedAt !== state.rejudgeTriedAt ||
         edition.rejudgedFrom !== state.rejudgedFrom ||
         listedByDayAt !== state.listedByDayAt ||
-        emptyListedAt !== state.emptyListedAt;
+        JSON.stringify(emptyDaysKept().emptyDays ?? {}) !== JSON.stringify(state.emptyDays ?? {});
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),
@@ -1368,8 +1385,8 @@ export function reconciler(deps: ReconcilerDeps) {
           : {}),
         ...edition,
         ...(listedByDayAt !== undefined ? { listedByDayAt } : {}),
-        // An empty answer of a day past the window, waiting to be confirmed by its next look.
-        ...(emptyListedAt !== undefined ? { emptyListedAt } : {}),
+        // Empty answers waiting to be confirmed by their days' next listing (a day past the window: its next look).
+        ...emptyDaysKept(),
       };
       // Another run that wrote the state since this one read it (an operator's run beside the hourly one) wins:
       // this run's write, built from the older read, would drop that run's open and reviewed days; the next run
@@ -1422,8 +1439,8 @@ export function reconciler(deps: ReconcilerDeps) {
             ),
             // What this run learnt of its listings' size: the next run does not download the cap's bytes again.
             ...(listedByDayAt !== undefined ? { listedByDayAt } : {}),
-            // An empty answer waiting to be confirmed: from when it was first seen.
-            ...(emptyListedAt !== undefined ? { emptyListedAt } : {}),
+            // Empty answers waiting to be confirmed: from when each day's was first seen.
+            ...emptyDaysKept(),
           },
           // Not over another run's state written meanwhile (this run's failure is then its own to report).
           { asRead: state },

@@ -695,3 +695,28 @@ describe('faults', () => {
     expect(() => client({ concurrency: 2, limit: marketplaceLimit(3) })).toThrow(RangeError);
   });
 });
+
+describe('rate limits', () => {
+  it('calls waiting for a callsPerSecond slot wait out a Retry-After pause set meanwhile', async () => {
+    const started: number[] = [];
+    let first = true;
+    const stub: typeof fetch = async (input, init) => {
+      started.push(Date.now());
+      if (first) {
+        first = false;
+        return new Response('{}', { status: 429, headers: { 'retry-after': '1' } });
+      }
+      return fetch(input, init);
+    };
+    const api = client({ fetch: stub, concurrency: 4, callsPerSecond: 10, retries: 2 });
+    await Promise.all(Array.from({ length: 4 }, () => api.getMetadata()));
+    // The first call was answered 429 "retry after 1 s" at once: no call of the client goes out within that second.
+    const t0 = started[0] as number;
+    expect(
+      started
+        .slice(1)
+        .map((t) => t - t0)
+        .filter((ms) => ms < 950),
+    ).toEqual([]);
+  });
+});

@@ -805,13 +805,13 @@ describe('settled days', () => {
       ),
     });
     expect((await results.summariesOf('7297', [day]))[0]?.verdicts).toEqual({ matched: 30 });
-    expect((await results.surveyState('7297'))?.emptyListedAt).toBe(new Date(clock).toISOString());
+    expect((await results.surveyState('7297'))?.emptyDays).toEqual({ [day]: new Date(clock).toISOString() });
     looks.length = 0;
     clock += HOUR;
     await hourly(0);
     results = store;
     expect((await results.summariesOf('7297', [day]))[0]?.verdicts).toEqual({ complete_not_paid: 30 });
-    expect((await results.surveyState('7297'))?.emptyListedAt).toBeUndefined();
+    expect((await results.surveyState('7297'))?.emptyDays).toBeUndefined();
     // One look for the survey-run, and no day read: no summary within the horizon counts a reversal.
     expect(looks).toEqual([{ kind: 'invalidated', days: [] }]);
   });
@@ -1107,7 +1107,9 @@ describe('settled days', () => {
       (await results.attemptsByKey('7293', [{ pid: gone.pid, token: gone.token }]))[0]?.reconciliation
         ?.verdict;
     expect(await verdictOf()).toBe('complete_not_received');
-    expect((await results.surveyState('7293'))?.emptyListedAt).toBe(new Date(clock).toISOString());
+    expect((await results.surveyState('7293'))?.emptyDays).toEqual({
+      [oldest]: new Date(clock).toISOString(),
+    });
     clock += 24 * HOUR;
     await hourly();
     expect(await verdictOf()).toBe('invalidated');
@@ -2519,3 +2521,130 @@ async function expectSameAsFullRecheck(surveyId: string) {
     changes: { new: 0, changed: 0, refreshed: 0 },
   });
 }
+
+describe('listings answered "No data found" for days that had rows', () => {
+  /** While set, a listing whose range it matches is answered "No data found" (HTTP 400). */
+  let emptyRange: ((start: string, end: string) => boolean) | undefined;
+  /** While set, a listing of more than one day is answered too large to read (declared 2 MB over a 1 MB cap). */
+  let wideTooLarge = false;
+  beforeEach(() => {
+    emptyRange = undefined;
+    wideTooLarge = false;
+  });
+  const faulty = () =>
+    reconciler({
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        maxBodyBytes: 1_048_576,
+        fetch: async (input, init) => {
+          const url = new URL(String(input));
+          const [start, end] = [url.searchParams.get('startDate'), url.searchParams.get('endDate')];
+          if (start && end && wideTooLarge && start !== end)
+            return new Response('{}', { status: 200, headers: { 'content-length': String(2 * 1_048_576) } });
+          if (start && end && emptyRange?.(start, end))
+            return new Response(
+              JSON.stringify({ apiStatus: 'Failure', msg: `No data found for survey: ${url.pathname}` }),
+              { status: 400 },
+            );
+          return fetch(input, init);
+        },
+      }),
+      attempts,
+      registry,
+      results,
+      now: () => new Date(clock),
+      settledRecheckMs: 24 * HOUR,
+    });
+  const run = async () => {
+    const report = await faulty().scheduled(7, { deadline: new Date(clock + HOUR) });
+    if (!report?.complete) throw new Error('the run did not finish');
+    return report;
+  };
+
+  it('a survey listed a day at a time, one day answered "No data found" once: held, not taken at its word', async () => {
+    await seededWeek(7401);
+    wideTooLarge = true;
+    expect((await run()).outcomes[0]?.status).toBe('reconciled');
+    expect((await results.surveyState('7401'))?.listedByDayAt).toEqual(expect.any(String));
+    const day = WEEK[3] as string;
+    const before = (await results.summariesOf('7401', [day]))[0]?.verdicts;
+    expect(before).toEqual({ matched: 2 });
+    // A passing "No data found" for that one day's call.
+    clock += HOUR;
+    emptyRange = (start, end) => start === day && end === day;
+    const held = await run();
+    expect((await results.summariesOf('7401', [day]))[0]?.verdicts).toEqual(before);
+    expect(held.outcomes[0]?.status).toBe('failed');
+  });
+
+  it('an empty window listing one run, then the first empty listing of an open day the next run: held too (each day its own first answer)', async () => {
+    await survey(7402);
+    const open = WEEK[0] as string;
+    await complete(7402, open, { verify: 'Pending' });
+    await complete(7402, TODAY);
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    expect((await results.surveyState('7402'))?.openDays).toEqual([open]);
+    const before = (await results.summariesOf('7402', [open]))[0]?.verdicts;
+    expect(before).toEqual({ matched: 1 });
+    // A day on (the open day's daily look due): the window's listing answered "No data found" once (held).
+    clock += 24 * HOUR;
+    const covers = (start: string, end: string) => start <= open && open <= end;
+    emptyRange = (start, end) => !covers(start, end);
+    expect((await run()).outcomes[0]?.status).toBe('failed');
+    expect(Object.keys((await results.surveyState('7402'))?.emptyDays ?? {})).toEqual([TODAY]);
+    // An hour on: the window lists again; the open day's listing answers "No data found" for the first time.
+    clock += HOUR;
+    emptyRange = covers;
+    await run();
+    expect((await results.summariesOf('7402', [open]))[0]?.verdicts).toEqual(before);
+  });
+
+  it('an open day whose daily look answers "No data found" for the first time is held', async () => {
+    await survey(7404);
+    const open = WEEK[0] as string;
+    await complete(7404, open, { verify: 'Pending' });
+    await complete(7404, TODAY);
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    const before = (await results.summariesOf('7404', [open]))[0]?.verdicts;
+    clock += 24 * HOUR + HOUR;
+    emptyRange = (start, end) => start <= open && open <= end;
+    await run();
+    expect((await results.summariesOf('7404', [open]))[0]?.verdicts).toEqual(before);
+    expect(Object.keys((await results.surveyState('7404'))?.emptyDays ?? {})).toEqual([open]);
+  });
+
+  it('a day past the window emptied for good: confirmed by its next daily look, the hourly runs between keeping its first answer', async () => {
+    await survey(7403);
+    const oldest = WEEK[0] as string;
+    const gone = await complete(7403, oldest, { arrived: false });
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += 7 * 24 * HOUR;
+    await hourly();
+    const verdictOf = async () =>
+      (await results.attemptsByKey('7403', [{ pid: gone.pid, token: gone.token }]))[0]?.reconciliation
+        ?.verdict;
+    expect(await verdictOf()).toBe('complete_not_received');
+    expect((await results.surveyState('7403'))?.emptyDays).toEqual({
+      [oldest]: new Date(clock).toISOString(),
+    });
+    // The hourly runs in between (the day is not due for them).
+    for (let h = 1; h < 24; h++) {
+      clock += HOUR;
+      await hourly();
+    }
+    expect(Object.keys((await results.surveyState('7403'))?.emptyDays ?? {})).toEqual([oldest]);
+    clock += HOUR;
+    await hourly();
+    // Empty a day later too: taken at its word.
+    expect(await verdictOf()).toBe('invalidated');
+  });
+});

@@ -577,7 +577,7 @@ describe('sync', () => {
     marketplace.state.addSurvey({ surveyId: 5310 }, new Date(start - 100_000));
     const first = await configure(deps).sync();
     expect(first.results).toContainEqual({ surveyId: '5310', status: 'applied', kid: 'k1' });
-    const readBacks = () => calls.filter((c) => c === 'GET /supply/getSurveyRedirects/5310').length;
+    const readBacks = () => calls.filter((c) => c === 'GET /supply/surveySpecificRedirects/5310').length;
 
     // Within the day: trusted, nothing read back.
     clock = start + 3_600_000;
@@ -1579,5 +1579,74 @@ describe('rotation', () => {
     expect(report.results).toEqual([expect.objectContaining({ surveyId: '5701', status: 'would-apply' })]);
     expect(serializeKeyRing(ring)).toBe(before);
     expect(calls).toEqual([]);
+  });
+});
+
+describe('redirect sync, surveys the marketplace refuses', () => {
+  it('a rotation meeting a paused survey (its PUT and read-back 404 "Paused/Closed") reports it left on the old key, not unknown', async () => {
+    const rotationRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5391 });
+    await configure({ registry: rotationRegistry }).apply(['5391']);
+    const pausedAnswer = () =>
+      new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Survey 5391 is Paused/Closed' }), {
+        status: 404,
+      });
+    const paused = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) =>
+        String(input).includes('/5391') && !String(input).includes('getAllocatedSurveysBySurveyId')
+          ? pausedAnswer()
+          : fetch(input, init),
+    });
+    const rotation = await configure({ registry: rotationRegistry, marketplace: paused }).rotate({
+      secret: 'second-signing-key-for-redirect-tests-00',
+      retireAt: new Date(Date.now() + 48 * 3_600_000),
+    });
+    const result = rotation.results.find((r) => r.surveyId === '5391');
+    // Still on the retiring key at the marketplace: the CLI's "left on the old keys" warning must name it.
+    expect(result?.status).toBe('failed');
+  });
+
+  it('read-backs a survey listed as changed brings between its daily ones count once a day toward READ_BACK_TRIES', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    let clock = start;
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(start - 120_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId: 5390 }, new Date(start - 100_000));
+    try {
+      expect((await configure(deps).sync()).results).toContainEqual({
+        surveyId: '5390',
+        status: 'applied',
+        kid: 'k1',
+      });
+      // Its redirects cannot be read back for now (a 404 that says nothing of the survey): each day's try counts.
+      const refusing = createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async (input, init) =>
+          String(input).includes('/surveySpecificRedirects/5390') && (init?.method ?? 'GET') === 'GET'
+            ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Request could not be served' }), {
+                status: 404,
+              })
+            : fetch(input, init),
+      });
+      // The marketplace touches the survey (its quota, its counts) three times in an afternoon.
+      for (const hours of [1, 2, 3]) {
+        clock = start + hours * 3_600_000;
+        marketplace.state.setLive(5390, true, new Date(clock - 60_000));
+        await configure({ ...deps, marketplace: refusing }).sync();
+      }
+      // Three failed reads in three hours are not "three days in a row".
+      expect(await syncRegistry.get('5390')).toMatchObject({ verified: true });
+    } finally {
+      marketplace.state.setLive(5390, false);
+    }
   });
 });
