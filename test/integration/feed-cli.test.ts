@@ -17,7 +17,7 @@ import {
   createSurveyRegistry,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
-import { formatPacificTime } from '../../functions/marketplace/pacific-time';
+import { formatPacificTime, pacificDay } from '../../functions/marketplace/pacific-time';
 import type { Hit } from '../../functions/receiving/hit-request';
 import { runCli } from '../support/cli';
 import { appendAsItStands, freshTable } from '../support/ledger';
@@ -140,7 +140,17 @@ describe('the CLI on a table whose feed covers its attempts', () => {
     const judged = JSON.parse(health.stdout) as { generatedAt: string; surveys: { surveyId: string }[] };
     expect(judged.surveys.map((s) => s.surveyId)).toEqual([SURVEY]);
     expect(Date.now() - Date.parse(judged.generatedAt)).toBeGreaterThan(400_000);
-    const reconciled = await cli('reconcile', '--survey', SURVEY, '--settle-seconds', '0', '--json');
+    // The Pacific day the attempts were seen on (three hours ago: yesterday's, in the first hours of a Pacific day).
+    const reconciled = await cli(
+      'reconcile',
+      '--survey',
+      SURVEY,
+      '--from',
+      pacificDay(seenAt),
+      '--settle-seconds',
+      '0',
+      '--json',
+    );
     expect(reconciled.code).toBe(0);
     const verdictOf = async (pid: string) =>
       (await indexing.attemptsOf(SURVEY, pid))[0]?.reconciliation?.verdict;
