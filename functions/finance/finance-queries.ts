@@ -180,13 +180,31 @@ export function finance(deps: {
           })) ?? []);
     const states = await deps.results.surveyStates(ids);
     return states
-      .map((state) => ({
-        surveyId: state.surveyId,
-        days: state.failedDays.filter((day) => day >= period.from && day <= period.to),
-        error: state.lastError ?? '',
-        failingSince: state.failingSince ?? state.lastErrorAt ?? '',
-        lastFailedAt: state.lastErrorAt ?? '',
-      }))
+      .map((state) => {
+        // Days whose listing answered no rows where it had listed some, held until a later listing confirms it
+        // (past the window, in a run that otherwise went through): their figures are as before the answer.
+        const held = Object.entries(state.emptyDays ?? {});
+        const heldSince = held.map(([, at]) => at).sort()[0];
+        return {
+          surveyId: state.surveyId,
+          days: [...new Set([...state.failedDays, ...held.map(([day]) => day)])]
+            .filter((day) => day >= period.from && day <= period.to)
+            .sort(),
+          error:
+            state.lastError ??
+            (held.length > 0
+              ? 'the marketplace listed no transactions for days it had listed rows for: held until a later listing says so too'
+              : ''),
+          failingSince: state.failingSince ?? state.lastErrorAt ?? heldSince ?? '',
+          lastFailedAt:
+            state.lastErrorAt ??
+            held
+              .map(([, at]) => at)
+              .sort()
+              .at(-1) ??
+            '',
+        };
+      })
       .filter((failure) => failure.days.length > 0)
       .sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
   }

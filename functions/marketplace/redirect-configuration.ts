@@ -303,7 +303,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           verified: false,
           closedAt: registration.closedAt ?? at,
           liveCheckedAt: at,
-          lastError: withoutSignatures(error.message),
+          // As a failed lookup: listed live again, it is applied at once, not on the backoff of its failures.
+          lastError: `${LOOKUP_FAILED}${withoutSignatures(error.message)}`,
           lastErrorAt: at,
           ...prices,
           updatedAt: at,

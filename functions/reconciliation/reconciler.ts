@@ -939,6 +939,13 @@ export function reconciler(deps: ReconcilerDeps) {
         outcome.dayListings++;
         tokens = listDay(day).then(
           ({ rows, malformed }) => {
+            // Asked only of a day said to hold a token: no rows at all there (a passing "No data found") is no
+            // answer, the copy taken on trust as when the listing fails; the day's own listing settles it.
+            if (rows.length === 0 && malformed.length === 0) {
+              outcome.openFailures++;
+              outcome.openError ??= `listing ${day} alone: no rows, where a verdict places a token`;
+              return undefined;
+            }
             const filed = new Map<string, string>();
             for (const t of rows) noteEarliest(filed, t.token, filedDay(onCreationDay(t, day)) ?? day);
             // A copy there that no longer reads is still that day's (its own run holds it back meanwhile).
@@ -1051,13 +1058,18 @@ export function reconciler(deps: ReconcilerDeps) {
      * The survey's transactions of `range`: one call, or one call a day when the whole range's answer is larger than
      * the client reads (a large survey's week; each day is a fraction of it).
      */
-    async function listedByDays(range: { startDate: string; endDate: string }) {
+    async function listedByDays(
+      range: { startDate: string; endDate: string },
+      judges: readonly string[] = [],
+    ) {
+      /** Of the days listed, those the listing is to judge (the hold is theirs: a look-back's judges none). */
+      const judged = (listed: readonly string[]) => listed.filter((day) => judges.includes(day));
       // Too large to read within the last week: a day at a time from the start, not the cap's bytes downloaded first.
       if (listedByDayAt === undefined || range.startDate === range.endDate) {
         try {
           const listed = await deps.marketplace.getSurveyTransactions(surveyId, range);
           answered = true;
-          confirmEmpty(pacificDays(range.startDate, range.endDate), isEmpty(listed));
+          confirmEmpty(judged(pacificDays(range.startDate, range.endDate)), isEmpty(listed));
           return listed;
         } catch (error) {
           if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
@@ -1076,9 +1088,9 @@ export function reconciler(deps: ReconcilerDeps) {
         rows.push(...part.rows.map((t) => onCreationDay(t, day)));
         malformed.push(...part.malformed);
         if (isEmpty(part)) emptied.push(day);
-        else confirmEmpty([day], false);
+        else confirmEmpty(judged([day]), false);
       }
-      confirmEmpty(emptied, true);
+      confirmEmpty(judged(emptied), true);
       return { rows, malformed };
     }
 
@@ -1093,14 +1105,20 @@ export function reconciler(deps: ReconcilerDeps) {
         for (const day of days) emptyDays.delete(day);
         return;
       }
-      const counted = days.filter((day) => (stored.get(day)?.marketplace.transactions ?? 0) > 0);
+      // Within the review horizon: a day before it (an operator's run over an old day) keeps no stamp to confirm by.
+      const counted = days.filter(
+        (day) => day >= horizon && (stored.get(day)?.marketplace.transactions ?? 0) > 0,
+      );
       const confirmMs = deps.emptyConfirmMs ?? EMPTY_CONFIRM_MS;
       const unconfirmed = counted.filter((day) => {
         const since = emptyDays.get(day);
         return confirmMs > 0 && !(since !== undefined && Date.parse(since) <= at.getTime() - confirmMs);
       });
-      for (const day of counted) if (!unconfirmed.includes(day)) emptyDays.delete(day);
-      if (unconfirmed.length === 0) return;
+      // Confirmed days are forgotten only with the listing taken: held for another day, they keep their stamps.
+      if (unconfirmed.length === 0) {
+        for (const day of counted) emptyDays.delete(day);
+        return;
+      }
       for (const day of unconfirmed) if (!emptyDays.has(day)) emptyDays.set(day, at.toISOString());
       const before = unconfirmed.reduce(
         (sum, day) => sum + (stored.get(day)?.marketplace.transactions ?? 0),
@@ -1144,7 +1162,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const groups = contiguous(regardless);
       // Both sides at once; if the marketplace fails, the ledger reads are simply discarded. A survey already
       // failing (its days retried every run) reads the ledger only once the marketplace has answered.
-      const listing = listedByDays(range)
+      const listing = listedByDays(range, window)
         .then((rows) => readable(rows, holdDays ? window : []))
         .then(async ({ rows, held }) => ({
           ...heldOnEarlierDays(distinctTransactions(await placed(rows, range)), held),
@@ -1185,7 +1203,7 @@ export function reconciler(deps: ReconcilerDeps) {
         const wanted = lookbackRange(window, lookbackDays);
         if (!wanted) return undefined;
         const first = !lookback;
-        lookback ??= listedByDays(wanted).then(async (earlier) => ({
+        lookback ??= listedByDays(wanted, []).then(async (earlier) => ({
           ...earlier,
           rows: await placed(earlier.rows, wanted, { required: false }),
         }));

@@ -56,6 +56,8 @@ const listed: string[] = [];
 let failListingsBefore: string | undefined;
 /** While set, the marketplace answers 500 to a listing that starts on this day. */
 let failListingsFrom: string | undefined;
+/** While set, a listing of this one day alone is answered "No data found". */
+let noDataFrom: string | undefined;
 /** While set, the store's writes to day summaries fail (a store fault injected below the SDK's retries). */
 let summaryWritesFail = false;
 /** While set, the next write to this day's summary fails (once). */
@@ -128,6 +130,16 @@ const engine = (settledRecheckHours = 24, tuning: Tuning = {}) =>
           (failListingsFrom !== undefined && from === failListingsFrom)
         )
           return Promise.resolve(new Response('{"apiStatus":"Failure","msg":"injected"}', { status: 500 }));
+        if (
+          noDataFrom !== undefined &&
+          from === noDataFrom &&
+          new URL(String(input)).searchParams.get('endDate') === from
+        )
+          return Promise.resolve(
+            new Response('{"apiStatus":"Failure","msg":"No data found for survey: injected"}', {
+              status: 400,
+            }),
+          );
         return fetch(input, init);
       },
     }),
@@ -2233,6 +2245,26 @@ describe('one token the marketplace lists on two days', () => {
     expect(runsAsking).toBe(1);
   });
 
+  it('the earlier day listed alone answering a passing "No data found": the copy still the earlier day\'s, not counted twice', async () => {
+    const first = nextDay(TODAY, -5);
+    await listedTwice(7916, first, TODAY, {});
+    for (let run = 0; run < 16; run++) {
+      await hourly();
+      clock += 6 * HOUR;
+    }
+    expect(await counted(7916, first)).toEqual([[first, 1, '1.50']]);
+    noDataFrom = first;
+    try {
+      for (let run = 0; run < 26; run++) {
+        await hourly();
+        expect(await counted(7916, first)).toEqual([[first, 1, '1.50']]);
+        clock += HOUR;
+      }
+    } finally {
+      noDataFrom = undefined;
+    }
+  });
+
   it("the earlier day's listing failing for a copy listed today: today is judged by every run, so no flag is left for it", async () => {
     const first = nextDay(TODAY, -8);
     await listedTwice(7256, first, TODAY, {});
@@ -2646,5 +2678,174 @@ describe('listings answered "No data found" for days that had rows', () => {
     await hourly();
     // Empty a day later too: taken at its word.
     expect(await verdictOf()).toBe('invalidated');
+  });
+});
+
+describe('an empty answer held, then confirmed', () => {
+  const postbackOf = (surveyId: number, token: string, at: number) =>
+    attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: String(surveyId),
+        outcome: 'success',
+        pid: `x-${token}`,
+        token,
+        source: 'query',
+      },
+      new Date(at),
+    );
+  for (const withLookback of [false, true])
+    it(`an open day emptied for good is confirmed at its next daily look (window look-back in that run: ${withLookback})`, async () => {
+      const id = withLookback ? 7911 : 7910;
+      await survey(id);
+      const open = WEEK[0] as string;
+      const gone = await complete(id, open, { verify: 'Pending' });
+      // A row two days before it: in the window's look-back range later, outside the open day's own listing.
+      await complete(id, nextDay(open, -2));
+      await hourly();
+      clock += 2 * 24 * HOUR;
+      await hourly();
+      expect((await results.surveyState(String(id)))?.openDays).toEqual([open]);
+      marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+      clock += 25 * HOUR;
+      await hourly();
+      expect(Object.keys((await results.surveyState(String(id)))?.emptyDays ?? {})).toEqual([open]);
+      // Three daily looks, each run with a fresh postback of a token not listed (yet): the window looks back for it.
+      for (let d = 1; d <= (withLookback ? 3 : 1); d++) {
+        clock += 24 * HOUR;
+        if (withLookback) await postbackOf(id, `unlisted-${id}-${d}`, clock - 60_000);
+        const report = await hourly();
+        if (withLookback) expect(report.outcomes[0]?.lookbacks).toBeGreaterThanOrEqual(1);
+      }
+      // A day after its first empty answer, empty again: taken at its word.
+      expect((await results.summariesOf(String(id), [open]))[0]?.marketplace.transactions).toBe(0);
+      expect((await results.surveyState(String(id)))?.emptyDays).toBeUndefined();
+    });
+});
+
+describe('an empty look-back', () => {
+  it('the first empty answer for an open day, met by the window look-back: the day is held, the window is still judged', async () => {
+    const id = 7912;
+    await survey(id);
+    const open = WEEK[0] as string;
+    const gone = await complete(id, open, { verify: 'Pending' });
+    await complete(id, TODAY);
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    expect((await results.surveyState(String(id)))?.openDays).toEqual([open]);
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += 25 * HOUR;
+    // A complete of today, its postback here: the window's figures should move.
+    const fresh = await complete(id, nextDay(TODAY, 3), { clickedAt: new Date(clock - 2 * HOUR) });
+    // And a postback of a token not listed (yet): the window looks back for it (over the open day).
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: String(id),
+        outcome: 'success',
+        pid: 'x-unlisted',
+        token: 'unlisted-7912',
+        source: 'query',
+      },
+      new Date(clock - 60_000),
+    );
+    const report = await hourly();
+    expect(report.outcomes[0]?.status).toBe('reconciled');
+    expect(
+      (await results.attemptsByKey(String(id), [{ pid: fresh.pid, token: fresh.token }]))[0]?.reconciliation
+        ?.verdict,
+    ).toBe('matched');
+  });
+});
+
+describe('days listed one at a time, emptied', () => {
+  const faulty = () =>
+    reconciler({
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        maxBodyBytes: 1_048_576,
+        fetch: async (input, init) => {
+          const url = new URL(String(input));
+          const [start, end] = [url.searchParams.get('startDate'), url.searchParams.get('endDate')];
+          if (start && end && start !== end)
+            return new Response('{}', { status: 200, headers: { 'content-length': String(2 * 1_048_576) } });
+          return fetch(input, init);
+        },
+      }),
+      attempts,
+      registry,
+      results,
+      now: () => new Date(clock),
+      settledRecheckMs: 24 * HOUR,
+    });
+  const run = async () => {
+    const report = await faulty().scheduled(7, { deadline: new Date(clock + HOUR) });
+    if (!report?.complete) throw new Error('the run did not finish');
+    return report;
+  };
+  it('two days emptied for good an hour apart: both confirmed within a few runs', async () => {
+    await seededWeek(7913);
+    expect((await run()).outcomes[0]?.status).toBe('reconciled');
+    const [x, y] = [WEEK[2] as string, WEEK[4] as string];
+    const drop = (day: string) => {
+      const { start, end } = pacificDayRange(day);
+      for (const t of marketplace.state.transactions.filter(
+        (t) => t.surveyId === 7913 && t.clickedAt >= start && t.clickedAt < end,
+      ))
+        marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(t), 1);
+    };
+    clock += HOUR;
+    drop(x);
+    await run();
+    clock += HOUR;
+    drop(y);
+    const errors: (string | undefined)[] = [];
+    for (let h = 0; h < 5; h++) {
+      const report = await run();
+      errors.push(report.outcomes[0]?.error);
+      clock += HOUR;
+    }
+    expect(errors.at(-1)).toBeUndefined();
+    expect((await results.summariesOf('7913', [x]))[0]?.marketplace.transactions).toBe(0);
+  });
+});
+
+describe('finance during a hold', () => {
+  it('an open day held for its empty answer: finance names its figures as stale', async () => {
+    const id = 7914;
+    await survey(id);
+    const open = WEEK[0] as string;
+    const gone = await complete(id, open, { verify: 'Pending' });
+    await hourly();
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += 25 * HOUR;
+    const report = await hourly();
+    expect(report.outcomes[0]?.openFailures).toBe(1);
+    expect(Object.keys((await results.surveyState(String(id)))?.emptyDays ?? {})).toEqual([open]);
+    const failing = await finance({ attempts, results, now: () => new Date(clock) }).failingReconciliations(
+      { from: open, to: open },
+      [String(id)],
+    );
+    expect(failing.map((f) => f.days)).toEqual([[open]]);
+  });
+});
+
+describe('a day past the review horizon, emptied', () => {
+  it('an operator re-checking an old day whose rows are gone for good: taken at its word (no stamp is kept past the horizon)', async () => {
+    const id = 7915;
+    await survey(id);
+    const old = nextDay(TODAY, -70);
+    const gone = await complete(id, old);
+    expect((await engine().run(old, old, [String(id)])).outcomes[0]?.status).toBe('reconciled');
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
+    clock += HOUR;
+    expect((await engine().run(old, old, [String(id)])).outcomes[0]?.status).toBe('reconciled');
+    expect((await results.summariesOf(String(id), [old]))[0]?.marketplace.transactions).toBe(0);
+    expect((await results.surveyState(String(id)))?.emptyDays).toBeUndefined();
   });
 });
