@@ -2611,6 +2611,33 @@ describe('listings answered "No data found" for days that had rows', () => {
     expect(held.outcomes[0]?.status).toBe('failed');
   });
 
+  it('two days emptied for good an hour apart: both confirmed within a few runs', async () => {
+    await seededWeek(7913);
+    wideTooLarge = true;
+    expect((await run()).outcomes[0]?.status).toBe('reconciled');
+    const [x, y] = [WEEK[2] as string, WEEK[4] as string];
+    const drop = (day: string) => {
+      const { start, end } = pacificDayRange(day);
+      for (const t of marketplace.state.transactions.filter(
+        (t) => t.surveyId === 7913 && t.clickedAt >= start && t.clickedAt < end,
+      ))
+        marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(t), 1);
+    };
+    clock += HOUR;
+    drop(x);
+    await run();
+    clock += HOUR;
+    drop(y);
+    const errors: (string | undefined)[] = [];
+    for (let h = 0; h < 5; h++) {
+      const report = await run();
+      errors.push(report.outcomes[0]?.error);
+      clock += HOUR;
+    }
+    expect(errors.at(-1)).toBeUndefined();
+    expect((await results.summariesOf('7913', [x]))[0]?.marketplace.transactions).toBe(0);
+  });
+
   it('an empty window listing one run, then the first empty listing of an open day the next run: held too (each day its own first answer)', async () => {
     await survey(7402);
     const open = WEEK[0] as string;
@@ -2756,60 +2783,6 @@ describe('an empty look-back', () => {
       (await results.attemptsByKey(String(id), [{ pid: fresh.pid, token: fresh.token }]))[0]?.reconciliation
         ?.verdict,
     ).toBe('matched');
-  });
-});
-
-describe('days listed one at a time, emptied', () => {
-  const faulty = () =>
-    reconciler({
-      marketplace: createMarketplaceClient({
-        baseUrl: marketplace.url,
-        accessToken: () => TOKEN,
-        retries: 0,
-        maxBodyBytes: 1_048_576,
-        fetch: async (input, init) => {
-          const url = new URL(String(input));
-          const [start, end] = [url.searchParams.get('startDate'), url.searchParams.get('endDate')];
-          if (start && end && start !== end)
-            return new Response('{}', { status: 200, headers: { 'content-length': String(2 * 1_048_576) } });
-          return fetch(input, init);
-        },
-      }),
-      attempts,
-      registry,
-      results,
-      now: () => new Date(clock),
-      settledRecheckMs: 24 * HOUR,
-    });
-  const run = async () => {
-    const report = await faulty().scheduled(7, { deadline: new Date(clock + HOUR) });
-    if (!report?.complete) throw new Error('the run did not finish');
-    return report;
-  };
-  it('two days emptied for good an hour apart: both confirmed within a few runs', async () => {
-    await seededWeek(7913);
-    expect((await run()).outcomes[0]?.status).toBe('reconciled');
-    const [x, y] = [WEEK[2] as string, WEEK[4] as string];
-    const drop = (day: string) => {
-      const { start, end } = pacificDayRange(day);
-      for (const t of marketplace.state.transactions.filter(
-        (t) => t.surveyId === 7913 && t.clickedAt >= start && t.clickedAt < end,
-      ))
-        marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(t), 1);
-    };
-    clock += HOUR;
-    drop(x);
-    await run();
-    clock += HOUR;
-    drop(y);
-    const errors: (string | undefined)[] = [];
-    for (let h = 0; h < 5; h++) {
-      const report = await run();
-      errors.push(report.outcomes[0]?.error);
-      clock += HOUR;
-    }
-    expect(errors.at(-1)).toBeUndefined();
-    expect((await results.summariesOf('7913', [x]))[0]?.marketplace.transactions).toBe(0);
   });
 });
 

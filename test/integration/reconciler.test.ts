@@ -1640,24 +1640,28 @@ describe('the scheduled run', () => {
     });
   };
 
+  /** An engine taking one survey at a time, its marketplace client retrying `retries` times through `fetch`. */
+  const oneAtATime = (retries: number, fetch: typeof globalThis.fetch) =>
+    engine({
+      concurrency: 1,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries,
+        minBackoffMs: 1,
+        maxBackoffMs: 2,
+        fetch,
+      }),
+    });
+
   it('a marketplace that does not answer: the run stops taking up surveys after ten in a row fail, resumed by the next invocation', async () => {
     const ids = Array.from({ length: 15 }, (_, i) => String(7321 + i));
     for (const id of ids) await survey(Number(id));
     await releasedRunOf('marketplace-down', ids);
     let calls = 0;
-    const counted = engine({
-      concurrency: 1,
-      marketplace: createMarketplaceClient({
-        baseUrl: marketplace.url,
-        accessToken: () => TOKEN,
-        retries: 1,
-        minBackoffMs: 1,
-        maxBackoffMs: 2,
-        fetch: (input, init) => {
-          calls++;
-          return fetch(input, init);
-        },
-      }),
+    const counted = oneAtATime(1, (input, init) => {
+      calls++;
+      return fetch(input, init);
     });
     marketplace.apiFaults = { ...NO_API_FAULTS, serverError: 1 };
     try {
@@ -1688,22 +1692,12 @@ describe('the scheduled run', () => {
     for (const id of ids) await survey(Number(id));
     await releasedRunOf('marketplace-quota', ids);
     let calls = 0;
-    const counted = engine({
-      concurrency: 1,
-      marketplace: createMarketplaceClient({
-        baseUrl: marketplace.url,
-        accessToken: () => TOKEN,
-        retries: 4,
-        minBackoffMs: 1,
-        maxBackoffMs: 2,
-        fetch: async () => {
-          calls++;
-          return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Rate limit exceeded' }), {
-            status: 429,
-            headers: { 'retry-after': '3600' },
-          });
-        },
-      }),
+    const counted = oneAtATime(4, async () => {
+      calls++;
+      return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Rate limit exceeded' }), {
+        status: 429,
+        headers: { 'retry-after': '3600' },
+      });
     });
     const refused = await counted.scheduled(2, { deadline: new Date(Date.now() + 60_000) });
     expect(refused).toMatchObject({ complete: false, marketplaceUnavailable: true });
