@@ -248,6 +248,27 @@ const arrive = (t: SimTransaction, at: Date) =>
     at,
   );
 
+/**
+ * From now on, the first read of the survey's attempts that finds `t`'s is followed at once by its postback (a hit
+ * between a run's read and its write); whether it landed is returned. Engines made after this call see it.
+ */
+function postbackAfterRead(t: SimTransaction): () => boolean {
+  const read = attempts.attemptsOfSurvey;
+  let landed = false;
+  attempts = {
+    ...attempts,
+    attemptsOfSurvey: async (surveyId, from, to) => {
+      const found = await read(surveyId, from, to);
+      if (!landed && found.some((a) => a.token === t.token)) {
+        landed = true;
+        await arrive(t, new Date(clock));
+      }
+      return found;
+    },
+  };
+  return () => landed;
+}
+
 /** Its postback, with the pid spelt otherwise than in the marketplace's row (the token is the same). */
 const arriveSpeltOtherwise = (t: SimTransaction, at: Date) =>
   attempts.recordHit(
@@ -1893,21 +1914,9 @@ describe('verdicts a run cannot stand behind', () => {
     );
     // 00:20: the first run after yesterday ended reads it; the postback lands right after that read.
     clock = midnight + 20 * 60_000;
-    const read = attempts.attemptsOfSurvey;
-    let landed = false;
-    attempts = {
-      ...attempts,
-      attemptsOfSurvey: async (surveyId, from, to) => {
-        const found = await read(surveyId, from, to);
-        if (!landed && found.some((a) => a.token === t.token)) {
-          landed = true;
-          await arrive(t, new Date(clock));
-        }
-        return found;
-      },
-    };
+    const landed = postbackAfterRead(t);
     const overtaken = await hourly(24, tuning);
-    expect(landed).toBe(true);
+    expect(landed()).toBe(true);
     expect(overtaken.outcomes[0]).toMatchObject({ awaiting: 1, verdicts: {} });
     // The day's figures count the overtaken attempt as arrived, as any awaiting one (a success redirect no run has
     // judged is no complete here yet), with no verdict for it, and say it awaits.
@@ -2104,21 +2113,9 @@ describe('one token the marketplace lists on two days', () => {
     await engine().run(first, first, ['7264']);
     // Another complete of today, its postback here; its postback again lands between the run's read and its write.
     const other = await complete(7264, TODAY);
-    const read = attempts.attemptsOfSurvey;
-    let landed = false;
-    attempts = {
-      ...attempts,
-      attemptsOfSurvey: async (surveyId, from, to) => {
-        const found = await read(surveyId, from, to);
-        if (!landed && found.some((a) => a.token === other.token)) {
-          landed = true;
-          await arrive(other, new Date(clock));
-        }
-        return found;
-      },
-    };
+    const landed = postbackAfterRead(other);
     const { outcomes } = await engine().run(TODAY, TODAY, ['7264']);
-    expect(landed).toBe(true);
+    expect(landed()).toBe(true);
     expect(outcomes[0]).toMatchObject({ status: 'reconciled', duplicateRows: 1, awaiting: 1 });
     expect(await counted(7264, first)).toEqual([
       [first, 1, '1.50'],
