@@ -610,16 +610,15 @@ describe('sync', () => {
     expect((await syncRegistry.get('5310'))?.verifiedAt).toBe(new Date(clock).toISOString());
 
     // A read-back the marketplace refuses is tried again the next day, not every run (the others get their turn).
-    const refusing = countingClient();
-    const refuse = {
-      ...refusing,
+    /** The marketplace as it is, but for read-backs answered `httpStatus`. */
+    const readBacksAnswer = (httpStatus: number): MarketplaceClient => ({
+      ...countingClient(),
       getSurveyRedirects: () =>
-        Promise.reject(
-          new MarketplaceError({ endpoint: 'x', kind: 'http', httpStatus: 404, detail: 'closed' }),
-        ),
-    };
+        Promise.reject(new MarketplaceError({ endpoint: 'x', kind: 'http', httpStatus, detail: 'refused' })),
+    });
+    const refuse = readBacksAnswer(404);
     clock = start + 75 * 3_600_000;
-    const refused = await configure({ ...deps, marketplace: refuse as MarketplaceClient }).sync();
+    const refused = await configure({ ...deps, marketplace: refuse }).sync();
     expect(refused.results).toContainEqual(expect.objectContaining({ surveyId: '5310', status: 'skipped' }));
     expect((await syncRegistry.get('5310'))?.readBackAt).toBe(new Date(clock).toISOString());
     clock += 3_600_000;
@@ -628,22 +627,16 @@ describe('sync', () => {
     expect(readBacks()).toBe(0);
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(1);
     // Refused again the next day, then read as applied: the count starts over.
-    const refusedRun = () => configure({ ...deps, marketplace: refuse as MarketplaceClient }).sync();
+    const refusedRun = () => configure({ ...deps, marketplace: refuse }).sync();
     clock = start + 100 * 3_600_000;
     await refusedRun();
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(2);
     // The marketplace not answering is no news of the survey: not counted.
-    const down = {
-      ...refusing,
-      getSurveyRedirects: () =>
-        Promise.reject(
-          new MarketplaceError({ endpoint: 'x', kind: 'http', httpStatus: 503, detail: 'unavailable' }),
-        ),
-    };
+    const down = readBacksAnswer(503);
     clock = start + 125 * 3_600_000;
-    expect(
-      (await configure({ ...deps, marketplace: down as MarketplaceClient }).sync()).results,
-    ).toContainEqual(expect.objectContaining({ surveyId: '5310', status: 'skipped' }));
+    expect((await configure({ ...deps, marketplace: down }).sync()).results).toContainEqual(
+      expect.objectContaining({ surveyId: '5310', status: 'skipped' }),
+    );
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(2);
     clock = start + 150 * 3_600_000;
     expect((await configure(deps).sync()).results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
