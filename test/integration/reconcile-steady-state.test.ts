@@ -2641,16 +2641,21 @@ describe('listings answered "No data found" for days that had rows', () => {
     expect((await results.summariesOf('7913', [x]))[0]?.marketplace.transactions).toBe(0);
   });
 
-  it('an empty window listing one run, then the first empty listing of an open day the next run: held too (each day its own first answer)', async () => {
-    await survey(7402);
+  /** A survey with a Pending complete on the week's first day (an open day two days on) and one of today. */
+  const withOpenDay = async (surveyId: number) => {
+    await survey(surveyId);
     const open = WEEK[0] as string;
-    await complete(7402, open, { verify: 'Pending' });
-    await complete(7402, TODAY);
+    await complete(surveyId, open, { verify: 'Pending' });
+    await complete(surveyId, TODAY);
     await hourly();
     clock += 2 * 24 * HOUR;
     await hourly();
+    return { open, before: (await results.summariesOf(String(surveyId), [open]))[0]?.verdicts };
+  };
+
+  it('an empty window listing one run, then the first empty listing of an open day the next run: held too (each day its own first answer)', async () => {
+    const { open, before } = await withOpenDay(7402);
     expect((await results.surveyState('7402'))?.openDays).toEqual([open]);
-    const before = (await results.summariesOf('7402', [open]))[0]?.verdicts;
     expect(before).toEqual({ matched: 1 });
     // A day on (the open day's daily look due): the window's listing answered "No data found" once (held).
     clock += 24 * HOUR;
@@ -2666,14 +2671,7 @@ describe('listings answered "No data found" for days that had rows', () => {
   });
 
   it('an open day whose daily look answers "No data found" for the first time is held', async () => {
-    await survey(7404);
-    const open = WEEK[0] as string;
-    await complete(7404, open, { verify: 'Pending' });
-    await complete(7404, TODAY);
-    await hourly();
-    clock += 2 * 24 * HOUR;
-    await hourly();
-    const before = (await results.summariesOf('7404', [open]))[0]?.verdicts;
+    const { open, before } = await withOpenDay(7404);
     clock += 24 * HOUR + HOUR;
     emptyRange = (start, end) => start <= open && open <= end;
     await run();

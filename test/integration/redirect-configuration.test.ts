@@ -63,6 +63,23 @@ const countingClient = (): MarketplaceClient => {
   });
 };
 
+/**
+ * The local marketplace through a client that notes each survey looked up (`getAllocatedSurveysBySurveyId`) in
+ * `lookups` and answers a lookup with `answer`'s response when it gives one.
+ */
+const lookingUp = (lookups: string[], answer: (surveyId: string) => Response | undefined) =>
+  createMarketplaceClient({
+    baseUrl: marketplace.url,
+    accessToken: () => TOKEN,
+    retries: 0,
+    fetch: async (input, init) => {
+      const id = new URL(String(input)).pathname.match(/getAllocatedSurveysBySurveyId\/(\d+)/)?.[1];
+      if (!id) return fetch(input, init);
+      lookups.push(id);
+      return answer(id) ?? fetch(input, init);
+    },
+  });
+
 /** A registry over a table of its own. */
 async function freshRegistry(): Promise<SurveyRegistry> {
   const table = await freshTable();
@@ -1023,22 +1040,12 @@ describe('sync', () => {
     });
     const gone = ['5291', '5293'];
     const lookups: string[] = [];
-    const client = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input, init) => {
-        const path = new URL(String(input)).pathname;
-        const id = path.match(/getAllocatedSurveysBySurveyId\/(\d+)/)?.[1];
-        if (!id) return fetch(input, init);
-        lookups.push(id);
-        if (!gone.includes(id)) return fetch(input, init);
-        // Its lookup alone keeps failing (a survey the marketplace cannot serve); one it does not know: below.
-        return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Service unavailable' }), {
-          status: 503,
-        });
-      },
-    });
+    // Its lookup alone keeps failing (a survey the marketplace cannot serve); one it does not know: below.
+    const client = lookingUp(lookups, (id) =>
+      gone.includes(id)
+        ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Service unavailable' }), { status: 503 })
+        : undefined,
+    );
     const run = (minutes: number) =>
       configure({
         registry: syncRegistry,
@@ -1101,21 +1108,13 @@ describe('sync', () => {
     };
     deleted(5330);
     const lookups: string[] = [];
-    const client = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input, init) => {
-        const path = new URL(String(input)).pathname;
-        const id = path.match(/getAllocatedSurveysBySurveyId\/(\d+)/)?.[1];
-        if (id) lookups.push(id);
-        if (id === '5332')
-          return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Request could not be served' }), {
+    const client = lookingUp(lookups, (id) =>
+      id === '5332'
+        ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Request could not be served' }), {
             status: 404,
-          });
-        return fetch(input, init);
-      },
-    });
+          })
+        : undefined,
+    );
     const run = (minutes: number) =>
       configure({
         registry: syncRegistry,
