@@ -2557,6 +2557,20 @@ async function expectSameAsFullRecheck(surveyId: string) {
   });
 }
 
+/**
+ * A survey with a Pending complete on the week's first day (an open day two days on) and one of today.
+ */
+const withOpenDay = async (surveyId: number) => {
+  await survey(surveyId);
+  const open = WEEK[0] as string;
+  const pending = await complete(surveyId, open, { verify: 'Pending' });
+  await complete(surveyId, TODAY);
+  await hourly();
+  clock += 2 * 24 * HOUR;
+  await hourly();
+  return { open, pending, before: (await results.summariesOf(String(surveyId), [open]))[0]?.verdicts };
+};
+
 describe('listings answered "No data found" for days that had rows', () => {
   /** While set, a listing whose range it matches is answered "No data found" (HTTP 400). */
   let emptyRange: ((start: string, end: string) => boolean) | undefined;
@@ -2641,18 +2655,6 @@ describe('listings answered "No data found" for days that had rows', () => {
     expect((await results.summariesOf('7913', [x]))[0]?.marketplace.transactions).toBe(0);
   });
 
-  /** A survey with a Pending complete on the week's first day (an open day two days on) and one of today. */
-  const withOpenDay = async (surveyId: number) => {
-    await survey(surveyId);
-    const open = WEEK[0] as string;
-    await complete(surveyId, open, { verify: 'Pending' });
-    await complete(surveyId, TODAY);
-    await hourly();
-    clock += 2 * 24 * HOUR;
-    await hourly();
-    return { open, before: (await results.summariesOf(String(surveyId), [open]))[0]?.verdicts };
-  };
-
   it('an empty window listing one run, then the first empty listing of an open day the next run: held too (each day its own first answer)', async () => {
     const { open, before } = await withOpenDay(7402);
     expect((await results.surveyState('7402'))?.openDays).toEqual([open]);
@@ -2725,13 +2727,7 @@ describe('an empty answer held, then confirmed', () => {
 describe('an empty look-back', () => {
   it('the first empty answer for an open day, met by the window look-back: the day is held, the window is still judged', async () => {
     const id = 7912;
-    await survey(id);
-    const open = WEEK[0] as string;
-    const gone = await complete(id, open, { verify: 'Pending' });
-    await complete(id, TODAY);
-    await hourly();
-    clock += 2 * 24 * HOUR;
-    await hourly();
+    const { open, pending: gone } = await withOpenDay(id);
     expect((await results.surveyState(String(id)))?.openDays).toEqual([open]);
     marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(gone), 1);
     clock += 25 * HOUR;
