@@ -93,6 +93,12 @@ export function createReconcileHandler({ engine, windowDays, resume, calls }: Re
       if (summary.failed > 0) {
         count('ReconcileFailures');
         logger.warn('reconciliation run finished with failed surveys', { ...summary });
+      } else if (summary.held > 0) {
+        // Not counted among the failed surveys (their alarm): the next run confirms the empty listing or undoes it.
+        logger.warn(
+          'reconciliation held surveys whose listing answered no rows for days that had rows; the next run confirms it',
+          { ...summary },
+        );
       } else if (summary.openFailures > 0) {
         logger.warn('reconciliation run finished; days outside its listing could not be read', {
           ...summary,

@@ -203,6 +203,11 @@ export interface SurveyOutcome {
   readonly marketplaceUnavailable?: boolean;
   /** The marketplace answered a listing of this survey's (a survey ended before the window may ask for none). */
   readonly marketplaceAnswered?: boolean;
+  /**
+   * Failed only because a listing answered no rows for days that had rows (`EMPTY_CONFIRM_MS`): held, confirmed or
+   * not within the hour, so counted apart from the failed surveys the alarm counts (`held` in the run's totals).
+   */
+  readonly held?: boolean;
   /** Settled days left alone: their transactions unchanged and checked recently (scheduled runs only). */
   readonly skippedDays: number;
   /** Day summaries written because their figures changed. */
@@ -249,6 +254,9 @@ export const LISTED_BY_DAY_MS = 7 * 86_400_000;
  * hourly run confirms a genuine emptying.
  */
 export const EMPTY_CONFIRM_MS = 45 * 60_000;
+
+/** A listing answered no rows for days that had rows, held until a later one confirms it (`confirmEmpty`). */
+class EmptyListingHeld extends Error {}
 
 /** A listing with no rows at all, readable or not: what the marketplace's "No data found" reads as. */
 const isEmpty = (listed: Rows<unknown>): boolean => listed.rows.length === 0 && listed.malformed.length === 0;
@@ -1127,7 +1135,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const from = unconfirmed
         .map((day) => Date.parse(emptyDays.get(day) as string))
         .sort((a, b) => b - a)[0];
-      throw new Error(
+      throw new EmptyListingHeld(
         `the marketplace listed no transactions for ${unconfirmed.length === 1 ? unconfirmed[0] : `${unconfirmed[0]}..${unconfirmed.at(-1)} (${unconfirmed.length} days)`}, where it listed ${before} before: taken as a passing fault until a listing from ${new Date((from as number) + confirmMs).toISOString()} on says so too`,
       );
     }
@@ -1466,6 +1474,7 @@ export function reconciler(deps: ReconcilerDeps) {
         .catch(() => false);
       return {
         ...emptyOutcome(surveyId, allDays, 'failed', message, failingSince()),
+        ...(error instanceof EmptyListingHeld ? { held: true } : {}),
         ...(error instanceof MarketplaceError && error.retriable ? { marketplaceUnavailable: true } : {}),
         // A listing it answered before the call that failed (a look-back, a day listed alone): it is up.
         ...(answered ? { marketplaceAnswered: true } : {}),
@@ -1838,6 +1847,8 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     surveys: outcomes.length,
     reconciled: 0,
     failed: 0,
+    /** Of the failed, those held for an empty listing (`held`): not counted in `failed`. */
+    held: 0,
     deferred: 0,
     transactions: 0,
     attempts: 0,
@@ -1857,7 +1868,8 @@ export function totals(outcomes: readonly SurveyOutcome[]) {
     new: 0,
   };
   for (const o of outcomes) {
-    sum[o.status]++;
+    if (o.status === 'failed' && o.held) sum.held++;
+    else sum[o.status]++;
     sum.transactions += o.transactions;
     sum.attempts += o.attempts;
     sum.malformedRows += o.malformedRows;

@@ -831,8 +831,11 @@ describe('settled days', () => {
     // run, its figures as they were; the next run's empty listing, an hour later, is taken at its word.
     clock += HOUR;
     const held = await hourly(0);
+    // Held, not counted among the failed surveys the alarm counts.
+    expect(summarizeReconcileRun(held)).toMatchObject({ failed: 0, held: 1 });
     expect(held.outcomes[0]).toMatchObject({
       status: 'failed',
+      held: true,
       error: expect.stringMatching(
         /listed no transactions for .* where it listed 30 before: taken as a passing fault/,
       ),
