@@ -67,6 +67,11 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
   );
 }
 
+/** Surveys in a row failed for the marketplace not answering before a run takes up no more. */
+export const MARKETPLACE_DOWN_SURVEYS = 10;
+/** Results that mean the marketplace answered. */
+const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'unchanged', 'removed', 'closed']);
+
 /** A lookup's 404 that says in words the survey does not exist (not that it is closed or paused). */
 const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown survey|invalid survey/i;
 /** A refusal that speaks of a survey paused or closed: one the marketplace knows. */
@@ -205,6 +210,14 @@ class VerificationFailed extends Error {
 export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   const now = deps.now ?? (() => new Date());
   const concurrency = deps.concurrency ?? 4;
+  /**
+   * Surveys in a row (of the run at hand) whose marketplace calls failed because it did not answer or refused every
+   * call (`unavailable`): at MARKETPLACE_DOWN_SURVEYS the run takes up no more, as reconciliation does.
+   */
+  let downInRow = 0;
+  const noteFailure = (error: unknown) => {
+    downInRow = unavailable(error) ? downInRow + 1 : 0;
+  };
 
   const desiredFor = (surveyId: string, ring: KeyRing) =>
     desiredRedirectSettings(
@@ -282,6 +295,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       return { surveyId, status: 'applied', kid: ring.current.kid };
     } catch (error) {
       if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
+      noteFailure(error);
       // An id an operator named that the marketplace does not know (mistyped: its 404 to the settings themselves,
       // and to reading them), never registered here: not registered now either, or it would be reconciled and
       // reported, a row of zeros, from then on. Settings it took are recorded whatever failed after.
@@ -368,6 +382,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       actual = await deps.marketplace.getSurveyRedirects(surveyId);
     } catch (error) {
       if (!(error instanceof MarketplaceError)) throw error;
+      noteFailure(error);
       // A 404 that says the survey has no redirects of its own (deleted at the marketplace: the supplier's global
       // ones apply, which need not be this receiver's): applied again, as any drift (a `redirectURL` of null or none
       // reads as no settings, the postbacks missing). Any other refusal (a paused or closed survey's 404, a page that
@@ -528,11 +543,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     options: RedirectRunOptions,
     work: (id: string) => Promise<SurveyResult>,
   ): Promise<SurveyResult[]> {
+    const down = () => downInRow >= MARKETPLACE_DOWN_SURVEYS;
     const deferred = (index: number): SurveyResult => ({
       surveyId: ids[index] as string,
       status: 'deferred',
-      reason: 'time budget used up; next run',
+      reason: down() ? 'the marketplace is not answering; next run' : 'time budget used up; next run',
     });
+    downInRow = 0;
     let done = 0;
     const report = await runBounded(
       ids.map((id) => () => work(id)),
@@ -540,7 +557,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         concurrency,
         now,
         deadline: options.deadline,
+        // A marketplace down, or refusing every call, fails every survey after its client's retries: the run stops
+        // taking them up (each would cost its calls and a registry write) and leaves them to the next.
+        stopWhen: down,
         onSettled: (result, index) => {
+          if (result.status === 'done' && ANSWERED.has(result.value.status)) downInRow = 0;
           if (result.status === 'failed') return;
           deps.onResult?.(result.status === 'done' ? result.value : deferred(index), ++done, ids.length);
         },
@@ -596,6 +617,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           return { surveyId, status: 'removed' };
         } catch (error) {
           if (!(error instanceof MarketplaceError)) throw error;
+          noteFailure(error);
           await deps.registry.put({
             ...(registration ?? { surveyId, state: 'active', verified: false }),
             lastError: `remove: ${withoutSignatures(error.message)}`,
@@ -829,6 +851,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
           } catch (error) {
             if (!(error instanceof MarketplaceError)) throw error;
+            noteFailure(error);
             // A closed survey's daily look that fails (an archived survey the marketplace no longer finds) is
             // tried again tomorrow, not every run: it is no failure of the run's.
             if (resuming.has(surveyId)) {
