@@ -153,7 +153,10 @@ export function redirectsCommand(): Command {
       );
       report(rotation.results, options);
       // Surveys left on the old keys lose their postbacks at the retirement unless re-signed before it.
-      const left = failuresOf(rotation.results).map((r) => r.surveyId);
+      // Failed, or not taken up (the marketplace not answering for ten surveys in a row stops the rotation's applies).
+      const left = rotation.results
+        .filter((r) => r.status === 'failed' || r.status === 'deferred')
+        .map((r) => r.surveyId);
       if (left.length > 0 && !options.dryRun)
         complain(
           `${left.length} surveys still carry URLs signed with the old keys at the marketplace (${left.slice(0, 20).join(', ')}${left.length > 20 ? ', ...' : ''}): their postbacks are refused from ${rotation.retireAt} unless the sync (hourly) or redirects apply --survey <id> re-signs them first; redirects show --survey <id> says what each holds`,
@@ -209,6 +212,14 @@ function report(results: readonly SurveyResult[], options: Common & { quietList?
   if (failed.length > 0) {
     complain(
       `${failed.length} of ${results.length} surveys failed: ${failed.map((f) => f.surveyId).join(', ')}`,
+    );
+    process.exitCode = 1;
+  }
+  // Not taken up (the marketplace not answering for ten surveys in a row): not done either.
+  const deferred = results.filter((r) => r.status === 'deferred');
+  if (deferred.length > 0) {
+    complain(
+      `${deferred.length} of ${results.length} surveys were not taken up (${deferred[0]?.status === 'deferred' ? deferred[0].reason : ''}): run the command again for them`,
     );
     process.exitCode = 1;
   }

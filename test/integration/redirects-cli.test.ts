@@ -15,6 +15,7 @@ import {
   createReconciliationStore,
 } from '../../functions/ledger/ledger-store';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
+import { MARKETPLACE_DOWN_SURVEYS } from '../../functions/marketplace/redirect-configuration';
 import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { runCli } from '../support/cli';
 import { freshTable } from '../support/ledger';
@@ -48,6 +49,11 @@ beforeAll(async () => {
         response.end(JSON.stringify(answer));
       };
       if (path.includes('/setRedirectionForSurvey/')) {
+        // Surveys 9201-9220: the marketplace does not answer their settings.
+        if (/^92(0[1-9]|1[0-9]|20)$/.test(id)) {
+          response.writeHead(503, { 'content-type': 'application/json' });
+          return response.end('{"apiStatus":"Failure","msg":"Service unavailable"}');
+        }
         const { tUrl: _t, pstBckSuccessMethod: _s, pstBckFailMethod: _f, ...kept } = JSON.parse(body);
         stored.set(id, { ...stored.get(id), ...kept });
         return send({ apiStatus: 'success', msg: 'ok' });
@@ -229,6 +235,21 @@ describe('output for other programs', () => {
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('the listing of surveys changed since the checkpoint failed:');
     expect(result.stdout).toContain('no result list');
+  });
+
+  it('redirects apply stops after ten surveys in a row meet the marketplace down, names those not taken up, and fails', async () => {
+    const ids = Array.from({ length: 20 }, (_, i) => String(9201 + i));
+    const result = await runCli(['redirects', 'apply', ...ids.flatMap((id) => ['--survey', id])], {
+      ...cliEnv(),
+      MARKETPLACE_RETRIES: '0',
+    });
+    expect(result.code).toBe(1);
+    // Ten failed in a row, and the few already under way (four at a time); the rest not taken up.
+    const [, notTaken] =
+      result.stdout.match(
+        /(\d+) of 20 surveys were not taken up \(the marketplace is not answering; next run\)/,
+      ) ?? [];
+    expect(Number(notTaken)).toBeGreaterThanOrEqual(20 - MARKETPLACE_DOWN_SURVEYS - 3);
   });
 
   it('redirects rotate refuses a retirement it cannot date, naming the bound', async () => {
