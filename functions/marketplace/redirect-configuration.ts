@@ -913,7 +913,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         let to = startedAt.getTime() - SYNC_OVERLAP_MS;
         if (firstDeferred >= 0) {
           const changed = discovered.get(ordered[firstDeferred] as string);
-          to = changed === undefined ? Number.NEGATIVE_INFINITY : Math.min(to, changed - 1);
+          // The same overlap before it as before the run's start: a marketplace that reads the time asked for as its
+          // own Pacific wall time lists only what changed hours after it.
+          to = changed === undefined ? Number.NEGATIVE_INFINITY : Math.min(to, changed - 1 - SYNC_OVERLAP_MS);
         }
         if (Number.isFinite(to) && to > Date.parse(since)) {
           const iso = new Date(to).toISOString();

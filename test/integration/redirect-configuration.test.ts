@@ -1363,6 +1363,22 @@ describe('sync', () => {
     );
   });
 
+  it('a run that defers keeps the overlap before the first survey it left, as a run that does not', async () => {
+    const syncRegistry = await freshRegistry();
+    const base = Date.now();
+    const changed = base - 20 * 3_600_000;
+    marketplace.state.addSurvey({ surveyId: 5505 }, new Date(changed));
+    try {
+      const deps = { registry: syncRegistry, initialSince: new Date(base - 40 * 3_600_000), concurrency: 1 };
+      const report = await configure(deps).sync({ deadline: new Date(0) });
+      expect(report.results[0]).toMatchObject({ surveyId: '5505', status: 'deferred' });
+      const checkpoint = await syncRegistry.checkpoint(SYNC_CHECKPOINT);
+      expect(Date.parse(checkpoint ?? '')).toBeLessThanOrEqual(changed - SYNC_OVERLAP_MS);
+    } finally {
+      marketplace.state.setLive(5505, false);
+    }
+  });
+
   it('a dry run lists what it would apply and moves no checkpoint', async () => {
     const syncRegistry = await freshRegistry();
     const report = await configure({ registry: syncRegistry }).sync({ dryRun: true });
