@@ -184,7 +184,7 @@ export function finance(deps: {
         // Days whose listing answered no rows where it had listed some, held until a later listing confirms it
         // (past the window, in a run that otherwise went through): their figures are as before the answer.
         const held = Object.entries(state.emptyDays ?? {});
-        const heldSince = held.map(([, at]) => at).sort()[0];
+        const heldAt = held.map(([, at]) => at).sort();
         return {
           surveyId: state.surveyId,
           days: [...new Set([...state.failedDays, ...held.map(([day]) => day)])]
@@ -195,14 +195,8 @@ export function finance(deps: {
             (held.length > 0
               ? 'the marketplace listed no transactions for days it had listed rows for: held until a later listing says so too'
               : ''),
-          failingSince: state.failingSince ?? state.lastErrorAt ?? heldSince ?? '',
-          lastFailedAt:
-            state.lastErrorAt ??
-            held
-              .map(([, at]) => at)
-              .sort()
-              .at(-1) ??
-            '',
+          failingSince: state.failingSince ?? state.lastErrorAt ?? heldAt[0] ?? '',
+          lastFailedAt: state.lastErrorAt ?? heldAt.at(-1) ?? '',
         };
       })
       .filter((failure) => failure.days.length > 0)

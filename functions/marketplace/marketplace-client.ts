@@ -262,6 +262,12 @@ function pagingSaidBy(json: Json, listed: number): string | undefined {
 /** The longest a 429's Retry-After holds the client's calls back (the retries' own backoff comes on top). */
 const MAX_RETRY_AFTER_MS = 30_000;
 /**
+ * Surveys in a row whose calls failed for the marketplace not answering (after the client's retries) before a run
+ * (reconciliation, the redirect sync) takes up no more: a marketplace down for a week would otherwise cost every
+ * survey its calls and retries every run.
+ */
+export const MARKETPLACE_DOWN_SURVEYS = 10;
+/**
  * The longest a Retry-After past that is obeyed by making no call at all: an hour, so a date misread or misstated by
  * the marketplace cannot silence a warm container's client for days.
  */
@@ -304,7 +310,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     sent.push(token);
     if (sent.length > 4) sent.shift();
   };
-  const redactSent = (message: string) => sent.reduce((text, token) => redact(text, token), message);
+  const redactSent = (message: string) =>
+    sent.length === 0 ? redact(message, '') : sent.reduce((text, token) => redact(text, token), message);
   /**
    * Until when the marketplace asked us to hold off (a 429's Retry-After): every call of this client waits, not
    * only the one refused, so a rate limit is not answered by the other calls in flight.

@@ -14,7 +14,13 @@ import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
 import { sameAmount } from '../shared/money';
 import { withoutSignatures } from '../shared/printable';
-import { type MalformedRow, type MarketplaceClient, MarketplaceError, type Rows } from './marketplace-client';
+import {
+  MARKETPLACE_DOWN_SURVEYS,
+  type MalformedRow,
+  type MarketplaceClient,
+  MarketplaceError,
+  type Rows,
+} from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
   desiredRedirectSettings,
@@ -67,8 +73,8 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
   );
 }
 
-/** Surveys in a row failed for the marketplace not answering before a run takes up no more. */
-export const MARKETPLACE_DOWN_SURVEYS = 10;
+export { MARKETPLACE_DOWN_SURVEYS };
+
 /** Results that mean the marketplace answered. */
 const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'unchanged', 'removed', 'closed']);
 

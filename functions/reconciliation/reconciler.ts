@@ -21,6 +21,7 @@ import type {
   VerdictChange,
 } from '../ledger/ledger-store';
 import {
+  MARKETPLACE_DOWN_SURVEYS,
   type MalformedRow,
   type MarketplaceClient,
   MarketplaceError,
@@ -258,13 +259,17 @@ export const EMPTY_CONFIRM_MS = 45 * 60_000;
 /** A listing answered no rows for days that had rows, held until a later one confirms it (`confirmEmpty`). */
 class EmptyListingHeld extends Error {}
 
+/** Whether two sets of pending first empty answers hold the same days and times, in whatever key order. */
+const sameStamps = (
+  a: Readonly<Record<string, string>> = {},
+  b: Readonly<Record<string, string>> = {},
+): boolean =>
+  Object.keys(a).length === Object.keys(b).length && Object.entries(a).every(([day, at]) => b[day] === at);
+
 /** A listing with no rows at all, readable or not: what the marketplace's "No data found" reads as. */
 const isEmpty = (listed: Rows<unknown>): boolean => listed.rows.length === 0 && listed.malformed.length === 0;
-/**
- * How many surveys in a row may fail because the marketplace does not answer before a run takes up no more: a
- * marketplace down for a week would otherwise cost every survey its calls and retries every hour.
- */
-export const MARKETPLACE_DOWN_SURVEYS = 10;
+
+export { MARKETPLACE_DOWN_SURVEYS };
 
 /** Since when a survey's runs have failed, as of a failure at `at`: kept from its state if its last run failed too. */
 const failingSinceOf = (state: SurveyReconciliationState | undefined, at: Date): string =>
@@ -949,7 +954,7 @@ export function reconciler(deps: ReconcilerDeps) {
           ({ rows, malformed }) => {
             // Asked only of a day said to hold a token: no rows at all there (a passing "No data found") is no
             // answer, the copy taken on trust as when the listing fails; the day's own listing settles it.
-            if (rows.length === 0 && malformed.length === 0) {
+            if (isEmpty({ rows, malformed })) {
               outcome.openFailures++;
               outcome.openError ??= `listing ${day} alone: no rows, where a verdict places a token`;
               return undefined;
@@ -1379,7 +1384,7 @@ export function reconciler(deps: ReconcilerDeps) {
         edition.rejudgeTriedAt !== state.rejudgeTriedAt ||
         edition.rejudgedFrom !== state.rejudgedFrom ||
         listedByDayAt !== state.listedByDayAt ||
-        JSON.stringify(emptyDaysKept().emptyDays ?? {}) !== JSON.stringify(state.emptyDays ?? {});
+        !sameStamps(emptyDaysKept().emptyDays, state.emptyDays);
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),

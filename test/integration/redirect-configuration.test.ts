@@ -303,7 +303,12 @@ describe('show and remove', () => {
       status: 'closed',
       reason: 'the marketplace no longer knows survey 5199',
     });
-    expect(await registry.get('5199')).toMatchObject({ state: 'active', closedAt: expect.any(String) });
+    expect(await registry.get('5199')).toMatchObject({
+      state: 'active',
+      closedAt: expect.any(String),
+      verified: false,
+      lastError: expect.stringMatching(/^lookup: /),
+    });
     expect(await configuration.remove(['5199'])).toEqual([{ surveyId: '5199', status: 'removed' }]);
     expect(await registry.get('5199')).toMatchObject({ state: 'removed' });
     // A 404 to the removal of a survey whose redirects still read back, or a 404 page (a wrong URL), is a failure:
@@ -330,8 +335,11 @@ describe('show and remove', () => {
   });
 });
 
-/** A survey the sync configured and verified, on a clock the test moves on (`at.advance`). */
-async function syncedSurvey(surveyId: number) {
+/**
+ * A survey the sync configured and verified, on a clock the test moves on (`at.advance`); created at the
+ * marketplace at `stampedAt` of the clock (default 100 s before it). The first run's report is `first`.
+ */
+async function syncedSurvey(surveyId: number, stampedAt = (now: number) => new Date(now - 100_000)) {
   const syncRegistry = await freshRegistry();
   let clock = Date.now();
   const at = {
@@ -344,9 +352,9 @@ async function syncedSurvey(surveyId: number) {
     initialSince: new Date(clock - 120_000),
     now: () => new Date(clock),
   };
-  marketplace.state.addSurvey({ surveyId }, new Date(clock - 100_000));
-  await configure(deps).sync();
-  return { syncRegistry, deps, at };
+  marketplace.state.addSurvey({ surveyId }, stampedAt(clock));
+  const first = await configure(deps).sync();
+  return { syncRegistry, deps, at, first };
 }
 
 describe('sync', () => {
@@ -482,31 +490,19 @@ describe('sync', () => {
   });
 
   it('a marketplace whose clock runs hours ahead does not make every run read a survey back: its own time of the change is kept', async () => {
-    const syncRegistry = await freshRegistry();
-    const start = Date.now();
-    let clock = start;
-    const deps = {
-      registry: syncRegistry,
-      initialSince: new Date(start - 120_000),
-      now: () => new Date(clock),
-    };
     // Created now, stamped eight hours ahead (a marketplace writing its Pacific wall time as UTC, or the reverse).
     const ahead = 8 * 3_600_000;
-    marketplace.state.addSurvey({ surveyId: 5333 }, new Date(start + ahead));
+    const { syncRegistry, deps, at, first } = await syncedSurvey(5333, (now) => new Date(now + ahead));
+    const start = deps.now().getTime();
     try {
-      clock = start + 60_000;
-      expect((await configure(deps).sync()).results).toContainEqual({
-        surveyId: '5333',
-        status: 'applied',
-        kid: 'k1',
-      });
+      expect(first.results).toContainEqual({ surveyId: '5333', status: 'applied', kid: 'k1' });
       // (The marketplace's times are to the second.)
       expect((await syncRegistry.get('5333'))?.changeLookedAt).toBe(
         new Date(Math.floor((start + ahead) / 1000) * 1000).toISOString(),
       );
       // The next runs list it again (its time is after their checkpoint) with the same time: not read back.
-      for (const minutes of [16, 31, 46]) {
-        clock = start + minutes * 60_000;
+      for (let run = 0; run < 3; run++) {
+        at.advance(15 * 60_000);
         calls = [];
         await configure(deps).sync();
         expect(calls.filter((c) => c.endsWith('/5333'))).toEqual([]);
@@ -514,7 +510,7 @@ describe('sync', () => {
       // Changed again at the marketplace (created again, its redirects gone): a later time of its own, read back.
       marketplace.state.deleteRedirects(5333);
       marketplace.state.addSurvey({ surveyId: 5333 }, new Date(start + ahead + 50 * 60_000));
-      clock = start + 61 * 60_000;
+      at.advance(15 * 60_000);
       const changed = await configure(deps).sync();
       expect(changed.results).toContainEqual({
         surveyId: '5333',
