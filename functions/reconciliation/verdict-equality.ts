@@ -51,7 +51,12 @@ function sameData(a: unknown, b: unknown): boolean {
   }
   const x = a as Record<string, unknown>;
   const y = b as Record<string, unknown>;
-  const keys = Object.keys(x).filter((k) => x[k] !== undefined);
-  if (keys.length !== Object.keys(y).filter((k) => y[k] !== undefined).length) return false;
-  return keys.every((k) => Object.hasOwn(y, k) && sameData(x[k], y[k]));
+  let defined = 0;
+  for (const k in x) {
+    if (!Object.hasOwn(x, k) || x[k] === undefined) continue;
+    if (!Object.hasOwn(y, k) || !sameData(x[k], y[k])) return false;
+    defined++;
+  }
+  for (const k in y) if (Object.hasOwn(y, k) && y[k] !== undefined) defined--;
+  return defined === 0;
 }

@@ -540,6 +540,13 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
   let undated = 0;
   let awaiting = 0;
   const awaitingByDay = new Map<string, Awaiting[]>();
+  /** A discrepancy left for a later run, counted on its day. */
+  const leaveForLater = (day: string, entry: Awaiting) => {
+    awaiting++;
+    const ofDay = awaitingByDay.get(day);
+    if (ofDay) ofDay.push(entry);
+    else awaitingByDay.set(day, [entry]);
+  };
   let earlier = 0;
   const elsewhere: { day: string; attempt: Attempt }[] = [];
   const settled = window.settledBefore?.toISOString();
@@ -620,8 +627,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     if (!transaction && attempt && arrivedHere(attempt)) {
       const candidates = listed(attempt);
       if (candidates.length === 0 && waitsForLookback(window, attempt, day)) {
-        awaiting++;
-        awaitingByDay.set(day, [...(awaitingByDay.get(day) ?? []), { attempt }]);
+        leaveForLater(day, { attempt });
         continue;
       }
       if (candidates.length > 0) {
@@ -659,8 +665,7 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         .sort()
         .pop();
       if (latest !== undefined && latest >= settled) {
-        awaiting++;
-        awaitingByDay.set(day, [...(awaitingByDay.get(day) ?? []), { ...(attempt ? { attempt } : {}) }]);
+        leaveForLater(day, attempt ? { attempt } : {});
         continue;
       }
     }
@@ -764,8 +769,11 @@ function match(
   listedElsewhere: (attempt: Attempt) => boolean,
 ): Pair[] {
   const byToken = new Map<string, Attempt[]>();
-  for (const attempt of attempts)
-    byToken.set(attempt.token, [...(byToken.get(attempt.token) ?? []), attempt]);
+  for (const attempt of attempts) {
+    const ofToken = byToken.get(attempt.token);
+    if (ofToken) ofToken.push(attempt);
+    else byToken.set(attempt.token, [attempt]);
+  }
   const used = new Set<Attempt>();
   const pairs: Pair[] = [];
   const unmatched: Transaction[] = [];
@@ -1060,13 +1068,14 @@ export function summarize(
   waiting: readonly Awaiting[],
   copies: readonly Transaction[] = [],
 ): DaySummary {
-  const judged = verdicts
-    .filter((v) => v.verdict.day === day)
-    .map((v) => ({
-      kind: v.verdict.kind as VerdictKind | undefined,
-      attempt: v.attempt,
-      corrected: v.verdict.detail.postbackCorrectedTo,
-    }));
+  const judged: { kind?: VerdictKind; attempt?: Attempt; corrected?: string | boolean }[] = [];
+  for (const v of verdicts)
+    if (v.verdict.day === day)
+      judged.push({
+        kind: v.verdict.kind,
+        attempt: v.attempt,
+        corrected: v.verdict.detail.postbackCorrectedTo,
+      });
   // Awaiting: the verdict it carries for this day from the run before, if any (none for one never judged).
   const held = waiting.map(({ attempt }) => {
     const stored = attempt?.reconciliation;
@@ -1076,17 +1085,22 @@ export function summarize(
   });
   const ofDay = [...judged, ...held];
   const { start, end } = pacificDayRange(day);
+  const [from, to] = [start.toISOString(), end.toISOString()];
   const dayTransactions = transactions.filter((t) => {
     const clicked = filedAt(t);
-    return clicked !== undefined && clicked >= start.toISOString() && clicked < end.toISOString();
+    return clicked !== undefined && clicked >= from && clicked < to;
   });
-  const completes = dayTransactions.filter((t) => t.status === 'Completed');
-  const verify = (t: Transaction) => t.verifyToken?.toLowerCase() ?? 'pending';
-  const valid = completes.filter((t) => verify(t) === 'valid');
-  const invalid = completes.filter((t) => verify(t) === 'invalid');
-  const pending = completes.filter((t) => verify(t) !== 'valid' && verify(t) !== 'invalid');
   const byStatus: Record<string, number> = {};
-  for (const t of dayTransactions) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
+  const valid: Transaction[] = [];
+  const invalid: Transaction[] = [];
+  const pending: Transaction[] = [];
+  for (const t of dayTransactions) {
+    byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
+    if (t.status !== 'Completed') continue;
+    const review = t.verifyToken?.toLowerCase();
+    (review === 'valid' ? valid : review === 'invalid' ? invalid : pending).push(t);
+  }
+  const completes = valid.length + invalid.length + pending.length;
   const counts: Partial<Record<VerdictKind, number>> = {};
   for (const { kind } of ofDay) if (kind) counts[kind] = (counts[kind] ?? 0) + 1;
   const arrived = ofDay.filter((v) => v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined);
@@ -1126,7 +1140,7 @@ export function summarize(
     marketplace: {
       transactions: dayTransactions.length,
       byStatus,
-      completes: completes.length,
+      completes,
       validCompletes: valid.length,
       pendingCompletes: pending.length,
       invalidCompletes: invalid.length,
@@ -1147,6 +1161,10 @@ export function summarize(
 
 function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
   const groups = new Map<string, T[]>();
-  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  for (const item of items) {
+    const group = groups.get(key(item));
+    if (group) group.push(item);
+    else groups.set(key(item), [item]);
+  }
   return groups;
 }

@@ -14,10 +14,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { type BuildOptions, build, type Metafile } from 'esbuild';
-import { BUNDLING } from '../../infra/constructs/receiver-function';
+import type { Metafile } from 'esbuild';
 import { ensureLedgerTable, startEngine } from '../../infra/local/engine';
 import { apiEvent, filledUrl } from '../support/api-events';
+import { houseBuild } from './house-build';
 import { BENCH_ENV, BENCH_KEY_RING, median } from './measure';
 
 const exec = promisify(execFile);
@@ -86,29 +86,6 @@ function bundlesOf(assembly: string): Bundle[] {
   }
   return bundles;
 }
-
-/** The house bundling's `--alias:` arguments as esbuild's API takes them, so these builds match `cdk synth`'s. */
-const BUNDLING_ALIAS = Object.fromEntries(
-  Object.entries(BUNDLING.esbuildArgs)
-    .filter(([flag]) => flag.startsWith('--alias:'))
-    .map(([flag, target]) => [flag.slice('--alias:'.length), String(target)]),
-);
-
-/** The house bundling options (infra/constructs/receiver-function.ts) through esbuild's API, plus `extra`. */
-const houseBuild = (entry: string, extra: BuildOptions) =>
-  build({
-    entryPoints: [entry],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: BUNDLING.target,
-    minify: BUNDLING.minify,
-    mainFields: [...BUNDLING.mainFields],
-    banner: { js: BUNDLING.banner },
-    alias: BUNDLING_ALIAS,
-    logLevel: 'silent',
-    ...extra,
-  });
 
 /** The environment Lambda gives a function besides its own variables. */
 const lambdaEnv = (bundle: Bundle) => ({

@@ -2,9 +2,15 @@
  * Reconciliation scale: reconciling n surveys of 1,000 transactions against the local marketplace and engine,
  * each measurement a fresh process, against a floor that pages both sides without comparing or writing; and a
  * simulated week of the hourly schedule (reconcile-week.ts), in capacity units per attempt, for the cost model.
+ * Both sides run from one bundle of the runner built as the functions are (house-build.ts): the code as deployed,
+ * not as tsx transforms it on the fly (tsx keeps function names through a wrapper the bundles do not have).
  */
 import { type ChildProcess, execFile, fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { houseBuild } from './house-build';
 import { BENCH_ENV as env, fmt, median, runInProcess } from './measure';
 
 const run = promisify(execFile);
@@ -37,20 +43,19 @@ export async function reconciliationScale(sizes: number[], perSurvey: number, re
   console.error(
     `fixture: ${largest} surveys x ${perSurvey} attempts seeded in ${fmt((Date.now() - seeded) / 1000, 1)} s`,
   );
+  const dir = mkdtempSync(join(tmpdir(), 'reconcile-runner-'));
+  const runner = join(dir, 'runner.mjs');
+  await houseBuild('test/bench/reconcile-runner.ts', { outfile: runner });
   const measure = async (
     mode: 'floor' | 'reconcile',
     surveys: number,
     retained = false,
   ): Promise<RunnerResult> => {
-    const flags = ['--import', 'tsx', ...(retained ? ['--expose-gc'] : [])];
-    const { stdout } = await run(
-      process.execPath,
-      [...flags, 'test/bench/reconcile-runner.ts', mode, String(surveys)],
-      {
-        env: { ...env, BENCH_FIXTURE: JSON.stringify(details) },
-        maxBuffer: 1 << 20,
-      },
-    );
+    const flags = retained ? ['--expose-gc'] : [];
+    const { stdout } = await run(process.execPath, [...flags, runner, mode, String(surveys)], {
+      env: { ...env, BENCH_FIXTURE: JSON.stringify(details) },
+      maxBuffer: 1 << 20,
+    });
     return JSON.parse(stdout.trim().split('\n').pop() as string) as RunnerResult;
   };
   try {
@@ -100,6 +105,7 @@ export async function reconciliationScale(sizes: number[], perSurvey: number, re
     };
   } finally {
     fixture.disconnect();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
