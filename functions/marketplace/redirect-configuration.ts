@@ -43,8 +43,14 @@ export const SYNC_OVERLAP_MS = 9 * 3_600_000;
  */
 export const FULL_LISTING_CHECKPOINT = 'redirect-sync-full';
 export const FULL_LISTING_EVERY_MS = 3_600_000;
-/** Registered surveys missing from the list of live surveys looked up per run at most, to record them closed. */
+/**
+ * Registered surveys missing from the list of live surveys looked up per run at most, to record them closed, when
+ * not set (`closureLookupsPerRun`): this many, or one in `CLOSURE_LOOKUP_SHARE` of the open active surveys if more
+ * (a supplier with 20,000 live surveys closes hundreds a day: 200 an hourly run, where 50 took a day to record a
+ * burst of 1,000 closures).
+ */
 export const CLOSURE_LOOKUPS_PER_RUN = 50;
+export const CLOSURE_LOOKUP_SHARE = 100;
 /** How often a survey recorded closed is looked up in case it was resumed, and for how long after its closure. */
 export const RESUME_LOOKUP_EVERY_MS = 24 * 3_600_000;
 export const RESUME_LOOKUP_FOR_MS = 30 * 24 * 3_600_000;
@@ -149,10 +155,20 @@ export const READ_BACK_TRIES = 3;
 /** How long after a counted read-back failure another counts (the daily read-back comes every 24 hours). */
 const READ_BACK_FAILURE_SPACING_MS = 20 * 3_600_000;
 /**
- * Read-backs per sync run at most, the longest unverified first: 4,800 surveys a day in the 96 runs of the
- * 15-minute schedule (REDIRECT_READBACKS_PER_RUN).
+ * Read-backs per sync run at most, the longest unverified first, when not set (REDIRECT_READBACKS_PER_RUN): this
+ * many, or enough for every verified live survey in `READ_BACK_RUNS_PER_DAY` runs if more. The 15-minute schedule
+ * runs 96 times a day, so a quarter of the runs may defer or fail and each survey is still read back daily (at a
+ * fixed 50 a run, a supplier with 20,000 live surveys had surveys unread for three days).
  */
 export const REVERIFY_PER_RUN = 50;
+export const READ_BACK_RUNS_PER_DAY = 72;
+
+/** Read-backs per run for `verified` live surveys when the setting leaves it to the sync. */
+export const readBacksPerRunFor = (verified: number) =>
+  Math.max(REVERIFY_PER_RUN, Math.ceil(verified / READ_BACK_RUNS_PER_DAY));
+/** Closure lookups per run for `open` active surveys (not recorded closed) when the setting leaves it to the sync. */
+export const closureLookupsPerRunFor = (open: number) =>
+  Math.max(CLOSURE_LOOKUPS_PER_RUN, Math.ceil(open / CLOSURE_LOOKUP_SHARE));
 
 export interface SurveyComparison {
   readonly surveyId: string;
@@ -185,9 +201,9 @@ export interface RedirectConfigurationDeps {
   readonly concurrency?: number;
   /** Where sync starts before its first checkpoint. */
   readonly initialSince?: Date;
-  /** Verified surveys read back per sync run at most (default `REVERIFY_PER_RUN`; 0: none). */
+  /** Verified surveys read back per sync run at most (default `readBacksPerRunFor` the verified live ones; 0: none). */
   readonly readBacksPerRun?: number;
-  /** Surveys the hourly list of live surveys left out, looked up per run at most (default CLOSURE_LOOKUPS_PER_RUN). */
+  /** Surveys the hourly list of live surveys left out, looked up per run at most (default `closureLookupsPerRunFor`). */
   readonly closureLookupsPerRun?: number;
   readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
 }
@@ -728,6 +744,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             );
             if (reopened) registrations.set(r.surveyId, reopened);
           }
+      const closureLookups =
+        deps.closureLookupsPerRun ??
+        closureLookupsPerRunFor(
+          [...registrations.values()].filter((r) => r.state === 'active' && r.closedAt === undefined).length,
+        );
       // Active surveys the list of every live survey leaves out: looked up, and recorded closed if the marketplace
       // says so (a list that left one out by mistake changes nothing).
       const closing = new Set(
@@ -736,7 +757,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               .filter((r) => r.state === 'active' && r.closedAt === undefined && !live.has(r.surveyId))
               // Those looked up longest ago first: a list that keeps leaving live ones out starves no one.
               .sort((a, b) => (a.liveCheckedAt ?? '').localeCompare(b.liveCheckedAt ?? ''))
-              .slice(0, deps.closureLookupsPerRun ?? CLOSURE_LOOKUPS_PER_RUN)
+              .slice(0, closureLookups)
               .map((r) => r.surveyId)
           : [],
       );
@@ -760,7 +781,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               .sort((a, b) =>
                 (a.liveCheckedAt ?? a.closedAt ?? '').localeCompare(b.liveCheckedAt ?? b.closedAt ?? ''),
               )
-              .slice(0, Math.max(0, (deps.closureLookupsPerRun ?? CLOSURE_LOOKUPS_PER_RUN) - closing.size))
+              .slice(0, Math.max(0, closureLookups - closing.size))
               .map((r) => r.surveyId),
       );
 
@@ -806,10 +827,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // Those listed as changed too: a survey the marketplace touches every run would otherwise never be read back.
       const lastLook = (r: SurveyRegistration) =>
         [r.verifiedAt ?? '', r.readBackAt ?? ''].sort().at(-1) as string;
-      const readBacks = deps.readBacksPerRun ?? REVERIFY_PER_RUN;
       const verifiedActive = [...registrations.values()]
         .filter((r) => r.state === 'active' && r.verified && r.closedAt === undefined)
         .sort((a, b) => lastLook(a).localeCompare(lastLook(b)));
+      const readBacks = deps.readBacksPerRun ?? readBacksPerRunFor(verifiedActive.length);
       // Verified, then listed as created or changed at the marketplace since (a survey deleted and created again
       // under its id, its own redirects reset to the supplier's global ones): read back now, not the next day.
       // As many again as the daily read-backs, the longest unread first, so a marketplace that touches every

@@ -8,7 +8,7 @@ import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { getParameter } from '@aws-lambda-powertools/parameters/ssm';
 import * as z from 'zod/mini';
 import { createMarketplaceClient, type MarketplaceClient } from '../marketplace/marketplace-client';
-import { describeIssues, filled, wholeNumber } from '../shared/validation';
+import { describeIssues, filled, optionalWholeNumber, wholeNumber } from '../shared/validation';
 
 export const TOKEN_CACHE_SECONDS = 300;
 
@@ -24,7 +24,7 @@ const environment = z
     MARKETPLACE_RETRIES: wholeNumber(0, 10, 4),
     MARKETPLACE_CONCURRENCY: wholeNumber(1, 64, 4),
     /** Calls started per second at most by this function's client (unset: no limit but the concurrency). */
-    MARKETPLACE_CALLS_PER_SECOND: z.optional(wholeNumber(1, 1_000, 10)),
+    MARKETPLACE_CALLS_PER_SECOND: optionalWholeNumber(1, 1_000),
     /** The largest answer read, in MB (default: an eighth of the function's memory, at least 64). */
     MARKETPLACE_MAX_ANSWER_MB: z.optional(wholeNumber(1, 4_096, 64)),
     AWS_LAMBDA_FUNCTION_MEMORY_SIZE: z.optional(wholeNumber(128, 10_240, 512)),

@@ -9,7 +9,7 @@ import type { PostbackMethods } from '../marketplace/redirect-settings';
 import { type LandingTemplates, templateProblem } from '../receiving/landing-page';
 import { OUTCOMES } from '../receiving/outcome';
 import { REDIRECTS_PER_SENDER_MINUTE } from '../receiving/sender-limit';
-import { describeIssues, filled, wholeNumber } from '../shared/validation';
+import { describeIssues, filled, optionalWholeNumber, wholeNumber } from '../shared/validation';
 import type { KeyRingLocation } from './key-ring-source';
 
 export const LANDING_VARIABLES = {
@@ -122,10 +122,16 @@ const syncEnvironment = z
     POSTBACK_METHOD_SUCCESS: method,
     POSTBACK_METHOD_FAIL: method,
     REDIRECT_SYNC_CONCURRENCY: wholeNumber(1, 32, 4),
-    /** Verified surveys read back per run at most (each once a day; redirect-configuration.ts REVERIFY_PER_RUN); 0 turns it off. */
-    REDIRECT_READBACKS_PER_RUN: wholeNumber(0, 10_000, 50),
-    /** Active surveys the hourly list of live surveys leaves out, looked up per run (closures; resumed ones after). */
-    REDIRECT_CLOSURE_LOOKUPS_PER_RUN: wholeNumber(0, 5_000, 50),
+    /**
+     * Verified surveys read back per run at most (each once a day); 0 turns it off; unset, the sync sizes it to the
+     * verified live surveys (redirect-configuration.ts `readBacksPerRunFor`).
+     */
+    REDIRECT_READBACKS_PER_RUN: optionalWholeNumber(0, 10_000),
+    /**
+     * Active surveys the hourly list of live surveys leaves out, looked up per run (closures; resumed ones after);
+     * unset, the sync sizes it to the open active surveys (redirect-configuration.ts `closureLookupsPerRunFor`).
+     */
+    REDIRECT_CLOSURE_LOOKUPS_PER_RUN: optionalWholeNumber(0, 5_000),
     /** Where the first sync starts looking (default: every live survey). */
     REDIRECT_SYNC_INITIAL_SINCE: z.optional(z.iso.datetime()),
   })
@@ -161,8 +167,10 @@ export interface RedirectSyncConfig extends StoreConfig {
   readonly postbackBaseUrl: string;
   readonly methods: PostbackMethods;
   readonly concurrency: number;
-  readonly readBacksPerRun: number;
-  readonly closureLookupsPerRun: number;
+  /** Unset: sized by the sync to the surveys it reads back. */
+  readonly readBacksPerRun: number | undefined;
+  /** Unset: sized by the sync to the open active surveys. */
+  readonly closureLookupsPerRun: number | undefined;
   readonly initialSince?: Date | undefined;
 }
 

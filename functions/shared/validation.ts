@@ -18,6 +18,13 @@ export const wholeNumber = (min: number, max: number, fallback: number) =>
     z._default(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max))), fallback),
   );
 
+/** A whole number within bounds, read from its string form; undefined when absent or empty. */
+export const optionalWholeNumber = (min: number, max: number) =>
+  z.pipe(
+    z.transform((value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value)),
+    z.optional(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max)))),
+  );
+
 /**
  * The first `limit` issues as "path message", joined: names the field and the problem, never the value. An issue
  * with the whole input is named `whole` (e.g. "(row)").

@@ -61,6 +61,35 @@ describe('marketplace access', () => {
     fetched.mockRestore();
   });
 
+  it('spaces calls by MARKETPLACE_CALLS_PER_SECOND, and not at all when it is unset or empty', async () => {
+    const starts: number[] = [];
+    const fetched = vi.spyOn(globalThis, 'fetch').mockImplementation(async () => {
+      starts.push(performance.now());
+      return new Response('{"result":{},"success":true}', { status: 200 });
+    });
+    const gaps = async (extra: Record<string, string>) => {
+      starts.length = 0;
+      const client = marketplaceFromEnvironment({
+        MARKETPLACE_BASE_URL: marketplace.url,
+        MARKETPLACE_ACCESS_TOKEN: TOKEN,
+        MARKETPLACE_RETRIES: '0',
+        ...extra,
+      });
+      await Promise.allSettled([client.getMetadata(), client.getMetadata(), client.getMetadata()]);
+      return starts.slice(1).map((at, i) => at - (starts[i] as number));
+    };
+    try {
+      for (const gap of await gaps({ MARKETPLACE_CALLS_PER_SECOND: '4' })) expect(gap).toBeGreaterThan(200);
+      for (const unset of [{}, { MARKETPLACE_CALLS_PER_SECOND: '' }] as Record<string, string>[])
+        expect(Math.max(...(await gaps(unset)))).toBeLessThan(50);
+      expect(() => marketplaceFromEnvironment({ MARKETPLACE_CALLS_PER_SECOND: '0' })).toThrow(
+        /MARKETPLACE_CALLS_PER_SECOND/,
+      );
+    } finally {
+      fetched.mockRestore();
+    }
+  });
+
   it('reads the token from an SSM SecureString, decrypted', async () => {
     ssm.reset();
     ssm.on(GetParameterCommand).resolves({ Parameter: { Value: TOKEN } });

@@ -18,9 +18,11 @@ import {
   MarketplaceError,
 } from '../../functions/marketplace/marketplace-client';
 import {
+  FULL_LISTING_CHECKPOINT,
   MARKETPLACE_DOWN_SURVEYS,
   RELOCATED_CHECKPOINT,
   type RedirectConfigurationDeps,
+  readBacksPerRunFor,
   redirectConfiguration,
   retryDelayMs,
   SYNC_CHECKPOINT,
@@ -743,6 +745,57 @@ describe('sync', () => {
     // Turned off, nothing is read back however long ago it was.
     clock = start + 300 * 3_600_000;
     expect((await configure({ ...deps, readBacksPerRun: 0 }).sync()).reverified).toBe(0);
+  });
+
+  it('reads back as many surveys a run as every verified live one once a day needs, unless the setting says how many', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    let clock = start;
+    const ids = Array.from({ length: 60 }, (_, i) => String(5601 + i));
+    for (const id of ids) marketplace.state.addSurvey({ surveyId: Number(id) }, new Date(start - 100_000));
+    try {
+      await configure({
+        registry: syncRegistry,
+        initialSince: new Date(start - 120_000),
+        now: () => new Date(clock),
+      }).sync();
+      // Every verified one: these 60 and whatever else the marketplace listed as changed lately.
+      const real = (await syncRegistry.list()).filter((r) => r.verified);
+      expect((await syncRegistry.many(ids)).filter((r) => r.verified)).toHaveLength(60);
+      // A supplier of 3,700 verified live surveys and more: the registry's listing with copies of a verified one,
+      // read back an hour before the run; the real ones a day and more before it.
+      const model = real[0] as SurveyRegistration;
+      clock = start + 25 * 3_600_000;
+      const recently = new Date(clock - 3_600_000).toISOString();
+      const others = Array.from({ length: 3_700 - 60 }, (_, i) => ({
+        ...model,
+        surveyId: String(900_000 + i),
+        readBackAt: recently,
+      }));
+      const large: SurveyRegistry = {
+        ...syncRegistry,
+        list: async (listing) => [...(await syncRegistry.list(listing)), ...others],
+      };
+      const run = async (overrides: Partial<RedirectConfigurationDeps>) => {
+        // Not the hourly run (it would look up the copies the list of live surveys leaves out, as closures).
+        await syncRegistry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, new Date(clock).toISOString());
+        return configure({ registry: large, now: () => new Date(clock), ...overrides }).sync();
+      };
+      // 3,700 and more over 72 runs: 52 a run or more, where a fixed 50 would leave some unread for over a day.
+      const perRun = readBacksPerRunFor(real.length + others.length);
+      expect(perRun).toBeGreaterThanOrEqual(52);
+      expect((await run({})).reverified).toBe(perRun);
+      clock += 60_000;
+      // Set, the setting stands.
+      expect((await run({ readBacksPerRun: 5 })).reverified).toBe(5);
+      const reread = (await syncRegistry.list()).filter(
+        (r) => r.verified && (r.readBackAt ?? '') >= recently,
+      );
+      expect(reread).toHaveLength(perRun + 5);
+    } finally {
+      // Out of the other tests' listings of live surveys.
+      for (const id of ids) marketplace.state.setLive(Number(id), false);
+    }
   });
 
   it("moves a verified survey's postbacks to their own host at its next read-back once one is configured, its redirects staying", async () => {

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
-import { REVERIFY_PER_RUN } from '../../functions/marketplace/redirect-configuration';
+import {
+  CLOSURE_LOOKUPS_PER_RUN,
+  closureLookupsPerRunFor,
+  READ_BACK_RUNS_PER_DAY,
+  REVERIFY_PER_RUN,
+  readBacksPerRunFor,
+} from '../../functions/marketplace/redirect-configuration';
 import {
   readFinanceConfig,
   readHealthConfig,
@@ -105,14 +111,32 @@ describe('configuration', () => {
   });
 });
 
+describe('the sizes the sync gives itself where the settings leave them', () => {
+  it("reads every verified live survey back within three quarters of the day's runs, at least 50 a run", () => {
+    expect(readBacksPerRunFor(0)).toBe(REVERIFY_PER_RUN);
+    expect(readBacksPerRunFor(3_600)).toBe(50);
+    expect(readBacksPerRunFor(3_601)).toBe(51);
+    expect(readBacksPerRunFor(10_000)).toBe(139);
+    expect(readBacksPerRunFor(20_000) * READ_BACK_RUNS_PER_DAY).toBeGreaterThanOrEqual(20_000);
+  });
+
+  it('looks up one in a hundred open active surveys a run, at least 50', () => {
+    expect(closureLookupsPerRunFor(0)).toBe(CLOSURE_LOOKUPS_PER_RUN);
+    expect(closureLookupsPerRunFor(5_000)).toBe(50);
+    expect(closureLookupsPerRunFor(20_000)).toBe(200);
+  });
+});
+
 describe('the redirect sync configuration', () => {
   const sync = {
     TABLE_NAME: 'ledger',
     SIGNING_KEYS: '{"current":"k1"}',
     PUBLIC_BASE_URL: 'https://hits.example',
   };
-  it('reads back the default number of verified surveys a run, any other, or none', () => {
-    expect(readRedirectSyncConfig(sync).readBacksPerRun).toBe(REVERIFY_PER_RUN);
+  it('leaves the read-backs a run to the sync unless set (unset or empty), any other number, or none', () => {
+    expect(readRedirectSyncConfig(sync).readBacksPerRun).toBeUndefined();
+    expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: ' ' }).readBacksPerRun).toBeUndefined();
+    expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '120' }).readBacksPerRun).toBe(120);
     expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '0' }).readBacksPerRun).toBe(0);
     expect(() => readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '-1' })).toThrow(
       /REDIRECT_READBACKS_PER_RUN/,
@@ -129,8 +153,8 @@ describe('the redirect sync configuration', () => {
     );
   });
 
-  it('looks up 50 surveys the live list leaves out a run, or as many as a supplier closing more sets', () => {
-    expect(readRedirectSyncConfig(sync).closureLookupsPerRun).toBe(50);
+  it('leaves the closure lookups a run to the sync unless set, or as many as a supplier closing more sets', () => {
+    expect(readRedirectSyncConfig(sync).closureLookupsPerRun).toBeUndefined();
     const many = { ...sync, REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '400' };
     expect(readRedirectSyncConfig(many).closureLookupsPerRun).toBe(400);
     expect(() => readRedirectSyncConfig({ ...sync, REDIRECT_CLOSURE_LOOKUPS_PER_RUN: '9999' })).toThrow(
