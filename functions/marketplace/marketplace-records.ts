@@ -204,6 +204,18 @@ export const filedAt = (t: Transaction): string | undefined =>
 /** When a row says its respondent came in, in UTC: its click, else its start; undefined when it says neither. */
 export const entryTime = (t: Transaction): string | undefined => t.clickedAt?.utc ?? t.startedAt?.utc;
 
+/**
+ * What the buyer's review of a complete says: the marketplace writes `Pending`, `Valid` or `Invalid` (read in any
+ * case); none yet is pending. Anything else (`Rejected`, `Approved`, a new word) is `unknown`: whether it is paid
+ * cannot be told, so it is counted in no owed or pending figure and shown (verdict-rules.ts `classify`).
+ */
+export type Review = 'pending' | 'valid' | 'invalid' | 'unknown';
+export function reviewOf(t: Pick<Transaction, 'verifyToken'>): Review {
+  const review = t.verifyToken?.trim().toLowerCase();
+  if (!review || review === 'pending') return 'pending';
+  return review === 'valid' || review === 'invalid' ? review : 'unknown';
+}
+
 /** Whether a row says when its respondent came in (a click or start time): what it is filed under. */
 export const hasEntryTime = (t: Transaction): boolean => entryTime(t) !== undefined;
 

@@ -1325,9 +1325,10 @@ export function reconciler(deps: ReconcilerDeps) {
               if (day < horizon || (oldest !== undefined && day > oldest)) return false;
               if (reread.has(day)) return true;
               const figures = latest.get(day);
-              // Not read this run (not due yet): it stays open as it was.
+              // Not read this run (not due yet): it stays open as it was. A status or review this product does not
+              // know is open too: what it turns into is money.
               return figures
-                ? figures.marketplace.pendingCompletes > 0
+                ? figures.marketplace.pendingCompletes > 0 || (figures.verdicts.unknown_status ?? 0) > 0
                 : (state?.openDays ?? []).includes(day);
             })
             .sort();

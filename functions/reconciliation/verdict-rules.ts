@@ -18,7 +18,7 @@
  */
 
 import type { Transaction } from '../marketplace/marketplace-records';
-import { entryTime, filedAt, outcomeOfStatus } from '../marketplace/marketplace-records';
+import { entryTime, filedAt, outcomeOfStatus, reviewOf } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import type { Outcome } from '../receiving/outcome';
@@ -34,7 +34,7 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
  * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
-export const VERDICT_RULES_EDITION = 3;
+export const VERDICT_RULES_EDITION = 4;
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -958,6 +958,13 @@ export function classify(
         detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed() },
       };
     }
+    // A review this product does not know (`Rejected`, `Approved`): whether the complete is paid cannot be told, so
+    // it is counted in no owed or pending figure and listed as money for finance to look at, as an unknown status.
+    if (reviewOf(transaction) === 'unknown')
+      return {
+        kind: 'unknown_status',
+        detail: { ...here, ...marketplace, cpi: transaction.cpi, ...(evidence ? { evidence } : {}) },
+      };
     if (postback !== 'success' && !postbackSaid('success')) {
       return {
         kind: 'complete_not_received',
@@ -1091,16 +1098,18 @@ export function summarize(
     return clicked !== undefined && clicked >= from && clicked < to;
   });
   const byStatus: Record<string, number> = {};
+  let completes = 0;
   const valid: Transaction[] = [];
   const invalid: Transaction[] = [];
   const pending: Transaction[] = [];
   for (const t of dayTransactions) {
     byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
     if (t.status !== 'Completed') continue;
-    const review = t.verifyToken?.toLowerCase();
-    (review === 'valid' ? valid : review === 'invalid' ? invalid : pending).push(t);
+    completes++;
+    // A review this product does not know is in none of them (its `unknown_status` verdict shows it).
+    const review = reviewOf(t);
+    if (review !== 'unknown') (review === 'valid' ? valid : review === 'invalid' ? invalid : pending).push(t);
   }
-  const completes = valid.length + invalid.length + pending.length;
   const counts: Partial<Record<VerdictKind, number>> = {};
   for (const { kind } of ofDay) if (kind) counts[kind] = (counts[kind] ?? 0) + 1;
   const arrived = ofDay.filter((v) => v.attempt?.redirect !== undefined || v.attempt?.postback !== undefined);

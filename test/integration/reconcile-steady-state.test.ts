@@ -1480,6 +1480,33 @@ describe('settled days', () => {
     expect(readDay(oldest)).toBe(false);
   });
 
+  it('a day past the window with a review it does not know is read daily, shown as money until the marketplace says', async () => {
+    await survey(7405);
+    const oldest = WEEK[0] as string;
+    // A word the local marketplace never writes, as a real one might.
+    const rejected = await complete(7405, oldest, { verify: 'Rejected' as VerifyState });
+    await hourly();
+    const [figures] = await results.summariesOf('7405', [oldest]);
+    expect(figures?.verdicts).toEqual({ unknown_status: 1 });
+    expect(figures?.marketplace).toMatchObject({
+      completes: 1,
+      pendingCompletes: 0,
+      owed: '0.00',
+      pending: '0.00',
+    });
+    expect((await results.surveyState('7405'))?.openDays).toEqual([oldest]);
+    // Out of the window, still read once a day.
+    clock += 2 * 24 * HOUR;
+    await hourly();
+    expect(readWholeDay(oldest)).toBe(true);
+    // The marketplace settles it as the buyer's Invalid: a reversal, and the day is closed.
+    rejected.verifyToken = 'Invalid';
+    clock += 24 * HOUR;
+    await hourly();
+    expect((await results.summariesOf('7405', [oldest]))[0]?.verdicts).toEqual({ invalidated: 1 });
+    expect((await results.surveyState('7405'))?.openDays).toBeUndefined();
+  });
+
   it('a day past the window whose completes were all reviewed is listed again weekly: a reversal after the fact reaches what is owed', async () => {
     await survey(7221);
     const oldest = WEEK[0] as string;

@@ -135,7 +135,9 @@ describe('the redirect sync configuration', () => {
   };
   it('leaves the read-backs a run to the sync unless set (unset or empty), any other number, or none', () => {
     expect(readRedirectSyncConfig(sync).readBacksPerRun).toBeUndefined();
-    expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: ' ' }).readBacksPerRun).toBeUndefined();
+    expect(
+      readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: ' ' }).readBacksPerRun,
+    ).toBeUndefined();
     expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '120' }).readBacksPerRun).toBe(120);
     expect(readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '0' }).readBacksPerRun).toBe(0);
     expect(() => readRedirectSyncConfig({ ...sync, REDIRECT_READBACKS_PER_RUN: '-1' })).toThrow(

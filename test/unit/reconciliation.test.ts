@@ -427,6 +427,45 @@ describe('classification', () => {
     expect(result.summaries[0]?.marketplace.byStatus).toMatchObject({ 'Adjusted Complete': 1 });
   });
 
+  it('lists a complete under a review it does not know as money, in neither owed nor pending, whatever arrived here', () => {
+    for (const review of ['Rejected', 'Approved', 'In Valid', 'Reversed']) {
+      const reviewed = transaction('a', 'Completed', noon, { cpi: '2.00', verifyToken: review });
+      for (const channels of [undefined, { postback: 'success' }, { redirect: 'success' }])
+        expect(classify(reviewed, channels && attempt('a', noon, channels)), review).toMatchObject({
+          kind: 'unknown_status',
+          detail: { marketplaceStatus: 'Completed', verifyToken: review, cpi: '2.00' },
+        });
+      const [summary] = reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: [
+          reviewed,
+          transaction('b', 'Completed', noon, { verifyToken: 'Valid' }),
+          transaction('c', 'Completed', noon, { verifyToken: ' pending ' }),
+          transaction('d', 'Completed', noon),
+        ],
+        attempts: ['a', 'b', 'c', 'd'].map((token) => attempt(token, noon, { postback: 'success' })),
+      }).summaries;
+      expect(summary?.verdicts, review).toEqual({ unknown_status: 1, matched: 3 });
+      expect(summary?.marketplace, review).toMatchObject({
+        completes: 4,
+        validCompletes: 1,
+        pendingCompletes: 2,
+        invalidCompletes: 0,
+        owed: '1.25',
+        pending: '2.50',
+      });
+    }
+    // The three the marketplace writes, in any case, and none yet, are known.
+    for (const review of ['Pending', 'valid', 'INVALID', undefined])
+      expect(
+        classify(
+          transaction('a', 'Completed', noon, { verifyToken: review }),
+          attempt('a', noon, { postback: 'success' }),
+        ).kind,
+      ).not.toBe('unknown_status');
+  });
+
   it("names in the day's summary the tokens of rows judged with an attempt under another key, the first 64, and counts them all", () => {
     const window = (n: number) =>
       reconcileSurveyWindow({
