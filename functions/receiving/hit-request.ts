@@ -319,9 +319,10 @@ function readJsonParams(body: string): Params {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw badRequest('JSON body must be an object');
   }
-  refuseRepeatedIds(body);
+  const repeated = refuseRepeatedIds(body);
   const params = new Map<string, string>();
-  for (const [rawKey, raw] of Object.entries(value)) {
+  for (const [rawKey, parsedRaw] of Object.entries(value)) {
+    const raw = repeated.has(rawKey) ? repeated.get(rawKey) : parsedRaw;
     const key = rawKey.toLowerCase();
     if (key !== 'pid' && key !== 'token') continue;
     let text: string;
@@ -353,20 +354,24 @@ function readJsonParams(body: string): Params {
  * empty, a placeholder left as it was) lets the other stand, and values are compared as read (`"12"` and `12`, an
  * escape and its character, are one value). Names in other cases are told apart by the caller (they survive the parse).
  */
-function refuseRepeatedIds(body: string): void {
+function refuseRepeatedIds(body: string): Map<string, unknown> {
+  const chosen = new Map<string, unknown>();
   // The usual body names each id once, unescaped: nothing to scan.
-  if (!body.includes('\\u') && !/"(pid|token)"[\s\S]*"\1"/i.test(body)) return;
+  if (!body.includes('\\u') && !/"(pid|token)"[\s\S]*"\1"/i.test(body)) return chosen;
   const values = new Map<string, string>();
   for (const [name, text] of topLevelMembers(body)) {
     if (!/^(pid|token)$/i.test(name)) continue;
     const parsed: unknown = JSON.parse(text);
     const value = typeof parsed === 'string' ? parsed : text;
+    if (!chosen.has(name)) chosen.set(name, parsed);
     if (parsed === null || isBlank(value)) continue;
     const seen = values.get(name);
     if (seen !== undefined && seen !== value)
       throw badRequest(`${name.toLowerCase()} is given twice with different values (body)`);
+    if (seen === undefined) chosen.set(name, parsed);
     values.set(name, value);
   }
+  return chosen;
 }
 
 /**
@@ -442,7 +447,7 @@ function readParams(
     const decoded = decode(at < 0 ? part : part.slice(0, at));
     const rawKey = decoded === undefined ? undefined : parameterName(decoded);
     const key = where === 'body' ? rawKey?.toLowerCase() : rawKey;
-    if (key === undefined || !READ.has(key)) continue;
+    if (key === undefined || !(where === 'body' ? ID_PARAMS : READ).has(key)) continue;
     const raw = at < 0 ? '' : part.slice(at + 1);
     // A pid a panel keeps in another encoding (Latin-1 `Jos%E9`) is kept, its stray bytes left escaped, so both
     // channels key its attempt alike and the postback is not refused (and lost); a token is the marketplace's own.

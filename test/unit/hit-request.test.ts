@@ -413,6 +413,18 @@ describe('reading the identity', () => {
     ).toMatchObject({ pid: 'p', token: 't' });
   });
 
+  it("reads only the ids from a body: a sender's own kid or sig there, repeated or not text, refuses nothing", () => {
+    for (const [contentType, body] of [
+      ['application/x-www-form-urlencoded', 'pid=p1&token=t1&sig=abc&sig=def'],
+      ['application/x-www-form-urlencoded', 'pid=p1&token=t1&kid=%FF'],
+      ['application/json', '{"pid":"p1","token":"t1","sig":"abc","kid":"x"}'],
+    ] as const)
+      expect(identity(request({ rawQueryString: 'kid=k1&sig=abc', contentType, body })), body).toMatchObject({
+        pid: 'p1',
+        token: 't1',
+      });
+  });
+
   it('refuses a JSON body naming an id twice with two values, as a query', () => {
     const json = (body: string) => () =>
       identity(request({ rawQueryString: '', contentType: 'application/json', body }));
@@ -434,6 +446,15 @@ describe('reading the identity', () => {
       '{"pid":"","PID":"abc","token":"t"}',
     ])
       expect(json(body)().pid, body).toMatch(/^(12|abc)$/);
+    // The one saying nothing after the value, as before it: the value stands (JSON.parse keeps the last member).
+    for (const body of [
+      '{"pid":"abc","pid":"","token":"t"}',
+      '{"pid":"abc","pid":null,"token":"t"}',
+      '{"pid":"abc","pid":"[%%pid%%]","token":"t"}',
+    ])
+      expect(json(body)(), body).toMatchObject({ pid: 'abc', token: 't' });
+    expect(json('{"pid":"abc","token":"t1","token":"[%%token%%]"}')()).toMatchObject({ token: 't1' });
+    expect(json('{"pid":"abc","token":"t1","token":null}')()).toMatchObject({ token: 't1' });
     expect(
       identity(
         request({
