@@ -40,6 +40,16 @@ export function senderNetwork(sourceIp: string): string {
     .join(':')}::/64`;
 }
 
+/**
+ * For an IPv6 sender, its /48: the most a site is usually given, so one forger holds 65,536 /64s in it (a tunnel
+ * broker hands one out free). Undefined for IPv4 (and IPv4 written as IPv6).
+ */
+export function senderSite(sourceIp: string): string | undefined {
+  const network = senderNetwork(sourceIp);
+  if (!network.endsWith('::/64')) return undefined;
+  return `${network.split(':').slice(0, 3).join(':')}::/48`;
+}
+
 /** The eight 16-bit groups of a valid IPv6 address (a trailing dotted quad is two of them). */
 function ipv6Groups(address: string): number[] {
   const parts = (part: string | undefined) =>

@@ -1,6 +1,16 @@
 /** Senders of redirects are counted by network: an IPv4 address, an IPv6 /64. */
 import { describe, expect, it } from 'vitest';
-import { senderNetwork, senderOf } from '../../functions/receiving/sender';
+import { senderNetwork, senderOf, senderSite } from '../../functions/receiving/sender';
+
+describe('senderSite', () => {
+  it("is an IPv6 sender's /48, none for IPv4 however written", () => {
+    expect(senderSite('2001:db8:77:5::1')).toBe('2001:db8:77::/48');
+    expect(senderSite('2001:DB8:0077:ffff:1:2:3:4')).toBe('2001:db8:77::/48');
+    expect(senderSite('2001:db8::1')).toBe('2001:db8:0::/48');
+    expect(senderSite('198.51.100.23')).toBeUndefined();
+    expect(senderSite('::ffff:192.0.2.1')).toBeUndefined();
+  });
+});
 
 describe('senderNetwork', () => {
   it('is an IPv4 address itself, also written as IPv6', () => {
