@@ -194,15 +194,31 @@ export interface Transaction {
 }
 
 /**
- * The instant the marketplace files a transaction under, in UTC: its click, else its start, else an instant of
- * the day it was listed under, else its completion (a row missing them all is still placed, on the day its
- * respondent was there, rather than dropped).
+ * The instant the marketplace files a transaction under, in UTC: its click, else its start where that tells the
+ * day (`entryTime`), else an instant of the day it was listed under, else its start, else its completion (a row
+ * missing them all is still placed, on the day its respondent was there, rather than dropped).
  */
 export const filedAt = (t: Transaction): string | undefined =>
-  entryTime(t) ?? t.createdWithin ?? t.completedAt?.utc;
+  entryTime(t) ?? t.createdWithin ?? t.startedAt?.utc ?? t.completedAt?.utc;
 
-/** When a row says its respondent came in, in UTC: its click, else its start; undefined when it says neither. */
-export const entryTime = (t: Transaction): string | undefined => t.clickedAt?.utc ?? t.startedAt?.utc;
+/**
+ * How long after the click a start may come: the marketplace's router (its pre-screening) sits between them. A
+ * start within this of a Pacific midnight does not tell which day the click, the time the row is filed by, was on.
+ */
+export const START_AFTER_CLICK_MS = 3_600_000;
+
+/**
+ * When a row says its respondent came in, in UTC: its click, else its start when that tells the click's Pacific
+ * day (not within `START_AFTER_CLICK_MS` after a midnight); undefined otherwise. A row without one is placed by the
+ * listing of a day alone (creation-days.ts).
+ */
+export const entryTime = (t: Transaction): string | undefined => {
+  if (t.clickedAt) return t.clickedAt.utc;
+  const started = t.startedAt?.utc;
+  if (started === undefined) return undefined;
+  const at = new Date(started);
+  return pacificDay(at) === pacificDay(new Date(at.getTime() - START_AFTER_CLICK_MS)) ? started : undefined;
+};
 
 /**
  * What the buyer's review of a complete says: the marketplace writes `Pending`, `Valid` or `Invalid` (read in any
@@ -216,7 +232,7 @@ export function reviewOf(t: Pick<Transaction, 'verifyToken'>): Review {
   return review === 'valid' || review === 'invalid' ? review : 'unknown';
 }
 
-/** Whether a row says when its respondent came in (a click or start time): what it is filed under. */
+/** Whether a row says when its respondent came in (a click, or a start that tells its day): what it is filed under. */
 export const hasEntryTime = (t: Transaction): boolean => entryTime(t) !== undefined;
 
 /**

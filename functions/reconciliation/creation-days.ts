@@ -1,5 +1,6 @@
 /**
- * Rows the marketplace lists without a click or start time. It files a transaction under the day its respondent
+ * Rows the marketplace lists without a click time, nor a start that tells the click's day (one just after a
+ * midnight may be of a click before it: `entryTime`). It files a transaction under the day its respondent
  * clicked in, and a listing of several days does not say which: filed by its completion, a respondent who finished
  * days later would land on a day past the listing's range, in no window, and a paid complete would be owed on no
  * day. The listing of each day of the range alone does say it (its filter is the creation time), so such rows are
@@ -64,14 +65,16 @@ export async function placedByCreationDay(
 }
 
 /**
- * A row without an entry time placed on the day a listing of that day alone showed it: filed at its completion
- * when that is on the day (created before it), else the day's last millisecond. Rows with an entry time stand.
+ * A row without an entry time placed on the day a listing of that day alone showed it: filed at its start or else
+ * its completion when that is on the day (created before it), else the day's last millisecond. Rows with an entry
+ * time stand.
  */
 export function onCreationDay(t: Transaction, day: string): Transaction {
   if (hasEntryTime(t)) return t;
   const { start, end } = pacificDayRange(day);
   const last = new Date(end.getTime() - 1).toISOString();
-  const completed = t.completedAt?.utc ?? last;
-  const within = completed < start.toISOString() ? start.toISOString() : completed > last ? last : completed;
+  // Its start (just after a midnight, `entryTime`) or its completion, within the day.
+  const known = t.startedAt?.utc ?? t.completedAt?.utc ?? last;
+  const within = known < start.toISOString() ? start.toISOString() : known > last ? last : known;
   return { ...t, createdWithin: within };
 }

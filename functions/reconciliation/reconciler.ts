@@ -1043,8 +1043,8 @@ export function reconciler(deps: ReconcilerDeps) {
       return setApart(copied, unsure);
     }
     /**
-     * Rows listed for `range` with those lacking a click or start time placed on their creation day, by listing
-     * its days one by one (`creation-days.ts`). One no single day lists (the marketplace not up to date with
+     * Rows listed for `range` with those lacking a click time (and a start that tells its day) placed on their
+     * creation day, by listing its days one by one (`creation-days.ts`). One no single day lists (the marketplace not up to date with
      * itself) fails the survey for this run, retried by the next: filed by its completion it could be counted on
      * another day as well as its own.
      */
@@ -1059,10 +1059,13 @@ export function reconciler(deps: ReconcilerDeps) {
         async (day) => (await listDay(day)).rows,
       );
       outcome.dayListings += placement.calls;
-      const [first] = placement.unplaced;
+      // One with a start just after a midnight stays filed by it (its day or the one before): only a row with
+      // neither time could be counted days away from its own.
+      const untold = placement.unplaced.filter((t) => t.startedAt === undefined);
+      const [first] = untold;
       if (first && required)
         throw new Error(
-          `${placement.unplaced.length} transaction rows without a click or start time that no day of ${range.startDate}..${range.endDate} lists alone (row ${first.token}): their day cannot be told`,
+          `${untold.length} transaction rows without a click or start time that no day of ${range.startDate}..${range.endDate} lists alone (row ${first.token}): their day cannot be told`,
         );
       return placement.rows;
     }

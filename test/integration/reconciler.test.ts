@@ -587,6 +587,51 @@ describe('a row listed without a click or start time', () => {
     });
   });
 
+  it('a row without a click whose start is just after a midnight is owed on the day it was created, the day before', async () => {
+    await survey(7393);
+    const created = nextDay(today, -2);
+    const midnight = pacificDayRange(nextDay(created, 1)).start.getTime();
+    // Clicked in 20 s before midnight; started 5 s after it; the marketplace left out the click time.
+    const { clkDateTime: _, ...row } = listedComplete('m1', 'm1');
+    const listed = {
+      ...row,
+      st_date_time: formatPacificTime(new Date(midnight + 5_000)),
+      completeDateTime: formatPacificTime(new Date(midnight + 15 * 60_000)),
+    };
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7393', outcome: 'success', pid: 'm1', token: 'm1', source: 'query' },
+      new Date(midnight + 15 * 60_000),
+    );
+    const calls: string[] = [];
+    const run = await engine({ marketplace: byCreation([{ created, row: listed }], calls) }).run(
+      created,
+      nextDay(created, 1),
+      ['7393'],
+    );
+    expect(run.outcomes[0]).toMatchObject({
+      status: 'reconciled',
+      transactions: 1,
+      verdicts: { matched: 1 },
+    });
+    const [clickDay, startDay] = await results.summariesOf('7393', [created, nextDay(created, 1)]);
+    expect(clickDay?.marketplace).toMatchObject({ transactions: 1, validCompletes: 1, owed: '1.50' });
+    expect(startDay?.marketplace).toMatchObject({ transactions: 0, owed: '0.00' });
+    // A start well inside its day tells the day by itself: nothing is listed a day alone for it.
+    const noon = {
+      ...listed,
+      token: 'n1',
+      PID: 'n1',
+      st_date_time: formatPacificTime(new Date(midnight + 12 * 3_600_000)),
+    };
+    const quiet: string[] = [];
+    await engine({ marketplace: byCreation([{ created: nextDay(created, 1), row: noon }], quiet) }).run(
+      nextDay(created, 1),
+      nextDay(created, 1),
+      ['7393'],
+    );
+    expect(quiet).toHaveLength(1);
+  });
+
   it('one token created on two days, neither row with a time: each copy is placed on its own day, the first counts it', async () => {
     await survey(7016);
     const [first, second] = [nextDay(today, -4), nextDay(today, -1)];

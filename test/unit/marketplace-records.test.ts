@@ -4,7 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import {
   distinctTransactions,
+  entryTime,
   filedAt,
+  hasEntryTime,
   parseRedirectSettings,
   parseSurvey,
   parseTransaction,
@@ -145,6 +147,28 @@ describe('transactions', () => {
       ok: false,
       problem: 'st_date_time is not a marketplace time: "Nov 21st"',
     });
+  });
+
+  it("take a row's start for its click only where the start tells the click's Pacific day", () => {
+    const entered = (st_date_time: string) => {
+      const parsed = parseTransaction({ ...transaction, clkDateTime: '', st_date_time });
+      return parsed.ok
+        ? [entryTime(parsed.value), hasEntryTime(parsed.value), filedAt(parsed.value)]
+        : 'malformed';
+    };
+    // An hour and more after midnight: its own day's.
+    expect(entered('11/22/2026, 1:00:00 am PST')).toEqual([
+      '2026-11-22T09:00:00.000Z',
+      true,
+      '2026-11-22T09:00:00.000Z',
+    ]);
+    // Within the hour after it: the click may be the day before's. No entry time (placed by a day's listing alone);
+    // filed by the start until placed.
+    expect(entered('11/22/2026, 12:59:59 am PST')).toEqual([undefined, false, '2026-11-22T08:59:59.000Z']);
+    expect(entered('11/22/2026, 12:00:05 am PST')).toEqual([undefined, false, '2026-11-22T08:00:05.000Z']);
+    // The autumn change's day is 25 hours long: its first hour and more are still within an hour of its midnight.
+    expect(entered('11/01/2026, 12:30:00 am PDT')?.[1]).toBe(false);
+    expect(entered('11/01/2026, 1:30:00 am PDT')?.[1]).toBe(true);
   });
 
   it('read a time given as a stand-in that names no instant as none, and file the row by its next time', () => {
