@@ -232,6 +232,15 @@ export function reviewOf(t: Pick<Transaction, 'verifyToken'>): Review {
   return review === 'valid' || review === 'invalid' ? review : 'unknown';
 }
 
+/**
+ * When its respondent came in (`entryTime`), else, for a start that does not tell the click's day, the earliest the
+ * click can have been (`START_AFTER_CLICK_MS` before it); undefined when it says neither. What pairing by pid holds
+ * an attempt against: a row placed on its day by a listing is paired as one that carries its click.
+ */
+export const earliestEntry = (t: Transaction): string | undefined =>
+  entryTime(t) ??
+  (t.startedAt ? new Date(Date.parse(t.startedAt.utc) - START_AFTER_CLICK_MS).toISOString() : undefined);
+
 /** Whether a row says when its respondent came in (a click, or a start that tells its day): what it is filed under. */
 export const hasEntryTime = (t: Transaction): boolean => entryTime(t) !== undefined;
 
@@ -304,9 +313,13 @@ function supersedes(row: Transaction, kept: Transaction): boolean {
   return copyKey(row) < copyKey(kept);
 }
 
-/** What a copy earns in millionths, undefined when nothing (not a complete, or one the buyer rejected). */
+/**
+ * What a copy earns in millionths, undefined when nothing (not a complete, one the buyer rejected, or one under a
+ * review this product does not know).
+ */
 function earning(t: Transaction): bigint | undefined {
-  if (t.status !== 'Completed' || t.verifyToken?.toLowerCase() === 'invalid') return undefined;
+  // A review this product does not know is counted in no owed figure (`reviewOf`): it earns nothing here either.
+  if (t.status !== 'Completed' || reviewOf(t) === 'invalid' || reviewOf(t) === 'unknown') return undefined;
   const [whole = '0', fraction = ''] = (parseAmount(t.cpi) ?? '0').split('.');
   return BigInt(whole + fraction.padEnd(6, '0').slice(0, 6));
 }
@@ -351,9 +364,11 @@ function placementOf(raw: unknown): Placement | undefined {
   const field = FILING_FIELDS.find((name) => !saysNoTime(row[name]));
   if (!field) return undefined;
   const filed = pacificTime.safeParse(row[field]);
-  return filed.success && filed.data
-    ? { token: ids.data.token, pid: ids.data.PID, filedAt: filed.data.utc }
-    : undefined;
+  if (!filed.success || !filed.data) return undefined;
+  // A start without a click that does not tell the click's day (`entryTime`): no day to hold it on.
+  if (field === 'st_date_time' && entryTime({ startedAt: filed.data } as Transaction) === undefined)
+    return undefined;
+  return { token: ids.data.token, pid: ids.data.PID, filedAt: filed.data.utc };
 }
 
 export function parseTransaction(raw: unknown): Parsed<Transaction> {

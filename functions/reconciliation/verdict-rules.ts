@@ -18,7 +18,7 @@
  */
 
 import type { Transaction } from '../marketplace/marketplace-records';
-import { entryTime, filedAt, outcomeOfStatus, reviewOf } from '../marketplace/marketplace-records';
+import { earliestEntry, filedAt, outcomeOfStatus, reviewOf } from '../marketplace/marketplace-records';
 import { pacificDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import type { Outcome } from '../receiving/outcome';
@@ -808,7 +808,7 @@ function match(
       pairs.push({ transaction });
       continue;
     }
-    const entered = entryTime(transaction);
+    const entered = earliestEntry(transaction);
     const attemptsOfPid = (leftByPid.get(transaction.pid) ?? []).filter((a) => clickCouldBeOf(a, entered));
     const attempt = attemptsOfPid[0];
     if (attempt && attemptsOfPid.length === 1 && unmatchedByPid.get(transaction.pid)?.length === 1) {

@@ -632,6 +632,48 @@ describe('a row listed without a click or start time', () => {
     expect(quiet).toHaveLength(1);
   });
 
+  it('such a row turning unreadable fails its survey, the figures of the day it was owed on kept', async () => {
+    await survey(7394);
+    const created = nextDay(today, -2);
+    const midnight = pacificDayRange(nextDay(created, 1)).start.getTime();
+    const { clkDateTime: _, ...complete } = listedComplete('u1', 'u1');
+    let cpi: unknown = '1.50';
+    const row = () => ({
+      ...complete,
+      CPI: cpi,
+      st_date_time: formatPacificTime(new Date(midnight + 5_000)),
+      completeDateTime: formatPacificTime(new Date(midnight + 15 * 60_000)),
+    });
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '7394', outcome: 'success', pid: 'u1', token: 'u1', source: 'query' },
+      new Date(midnight + 15 * 60_000),
+    );
+    const marketplace = createMarketplaceClient({
+      baseUrl: 'http://marketplace.invalid',
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input) => {
+        const url = new URL(String(input));
+        const from = url.searchParams.get('startDate') ?? '';
+        const listed = from <= created && created <= (url.searchParams.get('endDate') ?? '');
+        return listed
+          ? new Response(JSON.stringify({ apiStatus: 'success', result: [row()] }), { status: 200 })
+          : new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'No data found for survey: 7394' }), {
+              status: 400,
+            });
+      },
+    });
+    const run = () => engine({ marketplace }).run(created, nextDay(created, 1), ['7394']);
+    expect((await run()).outcomes[0]).toMatchObject({ status: 'reconciled' });
+    expect((await results.summariesOf('7394', [created]))[0]?.marketplace).toMatchObject({ owed: '1.50' });
+    // Its price no longer reads: which day to hold it on, its start does not tell (the day before, as placed, or
+    // its own). Not held on the start's day while the day it was owed on loses it: the survey fails, naming it.
+    cpi = 'n/a';
+    const failed = (await run()).outcomes[0];
+    expect(failed).toMatchObject({ status: 'failed', error: expect.stringMatching(/u1/) });
+    expect((await results.summariesOf('7394', [created]))[0]?.marketplace).toMatchObject({ owed: '1.50' });
+  });
+
   it('one token created on two days, neither row with a time: each copy is placed on its own day, the first counts it', async () => {
     await survey(7016);
     const [first, second] = [nextDay(today, -4), nextDay(today, -1)];

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { attemptFromItem, type StoredDaySummary } from '../../functions/ledger/ledger-store';
-import type { Transaction } from '../../functions/marketplace/marketplace-records';
+import { distinctTransactions, type Transaction } from '../../functions/marketplace/marketplace-records';
 import {
   formatPacificTime,
   pacificWallToUtc,
@@ -464,6 +464,45 @@ describe('classification', () => {
           attempt('a', noon, { postback: 'success' }),
         ).kind,
       ).not.toBe('unknown_status');
+  });
+
+  it('keeps, of two copies of a token, the one under a review it does not know, however cased: it earns nothing here', () => {
+    for (const unknown of ['Rejected', 'rejected', 'Voided']) {
+      const copy = (verifyToken: string) => transaction('t', 'Completed', noon, { cpi: '1.50', verifyToken });
+      const { rows } = distinctTransactions([copy('Valid'), copy(unknown)]);
+      expect(
+        rows.map((t) => t.verifyToken),
+        unknown,
+      ).toEqual([unknown]);
+      const [summary] = reconcileSurveyWindow({
+        surveyId: '1',
+        days: [DAY],
+        transactions: rows,
+        attempts: [],
+      }).summaries;
+      expect(summary?.marketplace.owed, unknown).toBe('0.00');
+    }
+  });
+
+  it('pairs by pid a row placed on its day by a listing (its start just after midnight) as one carrying its click', () => {
+    // An earlier attempt of the pid signed a complete at 10 am that is not listed; the pid clicks in again at
+    // 11:59:40 pm, nothing arrives for it, and the marketplace lists that one as a complete.
+    const early = attempt('t1', '2026-11-21T18:00:00.000Z', { postback: 'success' }, 'P');
+    const row = (extra: Partial<Transaction>): Transaction => ({
+      ...transaction('t2', 'Completed', noon, { verifyToken: 'Valid' }),
+      pid: 'P',
+      clickedAt: undefined,
+      startedAt: at('2026-11-22T08:00:05.000Z'),
+      completedAt: at('2026-11-22T08:20:00.000Z'),
+      ...extra,
+    });
+    const kinds = (t: Transaction) =>
+      reconcileSurveyWindow({ surveyId: '1', days: [DAY], transactions: [t], attempts: [early] })
+        .verdicts.map((v) => `${v.token}:${v.verdict.kind}`)
+        .sort();
+    const withClick = kinds(row({ clickedAt: at('2026-11-22T07:59:40.000Z') }));
+    expect(withClick).toEqual(['t1:complete_not_paid', 't2:complete_not_received']);
+    expect(kinds(row({ createdWithin: '2026-11-22T07:59:59.999Z' }))).toEqual(withClick);
   });
 
   it("names in the day's summary the tokens of rows judged with an attempt under another key, the first 64, and counts them all", () => {
