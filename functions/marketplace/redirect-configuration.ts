@@ -73,9 +73,21 @@ export function retryDelayMs(failures: number): number {
 function noSurveyRedirects(error: MarketplaceError): boolean {
   const said = error.marketplaceMessage ?? '';
   return (
-    error.httpStatus === 404 &&
+    refusedAsMissing(error) &&
     /\bno\b.*\bredirect|redirects? (?:were |was )?not found/i.test(said) &&
     !/closed|paused|not live|unknown|does not exist/i.test(said)
+  );
+}
+
+/**
+ * A refusal with the status the marketplace answers a missing thing with: 404, or 400, which it answers errors with
+ * as well (field notes: `{"apiStatus":"Failure","msg":...}` with 400 or 404), so a 400 only with words of it.
+ */
+function refusedAsMissing(error: MarketplaceError): boolean {
+  if (error.httpStatus === 404) return true;
+  return (
+    error.httpStatus === 400 &&
+    /\bno\b|not found|does not exist|doesn't exist|no such/i.test(error.marketplaceMessage ?? '')
   );
 }
 
@@ -507,7 +519,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   ): Promise<boolean> {
     const notFound = (e: unknown): e is MarketplaceError =>
       e instanceof MarketplaceError &&
-      e.httpStatus === 404 &&
+      refusedAsMissing(e) &&
       e.kind !== 'malformed' &&
       !SAYS_CLOSED.test(e.marketplaceMessage ?? '');
     if (!notFound(error)) return false;

@@ -536,6 +536,15 @@ describe('sync', () => {
       ['redirectURL'],
     ],
     [
+      'a 400 that says so: the marketplace answers its errors with 400 or 404',
+      () =>
+        new Response(
+          JSON.stringify({ apiStatus: 'Failure', msg: 'No survey specific redirects found for survey 5315' }),
+          { status: 400 },
+        ),
+      ['redirectURL'],
+    ],
+    [
       'no settings object',
       () =>
         new Response(JSON.stringify({ apiStatus: 'success', msg: 'ok', redirectURL: null }), { status: 200 }),
@@ -1180,6 +1189,37 @@ describe('sync', () => {
     marketplace.state.addSurvey({ surveyId: 5291 }, new Date(start + 205 * 60_000));
     const listedAgain = await run(210);
     expect(listedAgain.results).toContainEqual({ surveyId: '5291', status: 'applied', kid: 'k1' });
+  });
+
+  it('a lookup refused with a 400 that says the survey is not found is a survey the marketplace no longer knows; a bare 400 is not', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    for (const surveyId of ['5334', '5335'])
+      await syncRegistry.put({
+        surveyId,
+        state: 'active',
+        verified: false,
+        failures: 1,
+        lastError: 'boom',
+        lastErrorAt: new Date(start - 3_600_000).toISOString(),
+        updatedAt: new Date(start - 3_600_000).toISOString(),
+      });
+    const refused = (msg: string) =>
+      new Response(JSON.stringify({ apiStatus: 'Failure', msg }), { status: 400 });
+    const client = lookingUp([], (id) =>
+      refused(id === '5334' ? `Survey ${id} not found` : 'Request could not be served'),
+    );
+    const { results } = await configure({
+      registry: syncRegistry,
+      marketplace: client,
+      now: () => new Date(start + 70 * 60_000),
+    }).sync();
+    expect(results).toContainEqual({
+      surveyId: '5334',
+      status: 'closed',
+      reason: 'the marketplace no longer knows survey 5334',
+    });
+    expect(results).toContainEqual(expect.objectContaining({ surveyId: '5335', status: 'failed' }));
   });
 
   it('a survey the marketplace no longer knows is recorded closed, looked at once a day, and opened again when listed live', async () => {
