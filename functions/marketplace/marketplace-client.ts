@@ -34,8 +34,11 @@ export interface MarketplaceClientOptions {
   /** The supplier host, e.g. `https://supplier.example.com` (the `/api/v1` or `/api/v2` prefix is added). */
   readonly baseUrl: string;
   readonly apiVersion?: ApiVersion;
-  /** Resolves the access token; called per request so a rotated token is picked up. */
-  readonly accessToken: () => string | Promise<string>;
+  /**
+   * Resolves the access token; called per request so a rotated token is picked up. `fresh`: after a 401, read it
+   * past any cache (a token rotated at the marketplace and in its secret, while a cached copy is still served).
+   */
+  readonly accessToken: (options?: { readonly fresh?: boolean }) => string | Promise<string>;
   /** Per attempt: how long the marketplace may take to answer (its status and headers). */
   readonly timeoutMs?: number;
   /**
@@ -83,6 +86,7 @@ export interface MarketplaceErrorOptions {
   /** Whether trying the call again may succeed (default false). */
   readonly retriable?: boolean;
   readonly tooLarge?: boolean;
+  readonly tokenRefused?: boolean;
 }
 
 /** A call that did not succeed. Never carries the access token. */
@@ -96,6 +100,8 @@ export class MarketplaceError extends Error {
   readonly retriable: boolean;
   /** The answer was larger than the client reads (`maxBodyBytes`): a call for less (fewer days) may pass. */
   readonly tooLarge: boolean;
+  /** A 401 to a call's first try: tried once more with the token read afresh. */
+  readonly tokenRefused: boolean;
 
   constructor(options: MarketplaceErrorOptions) {
     super(`${options.endpoint}: ${options.detail}`);
@@ -105,6 +111,7 @@ export class MarketplaceError extends Error {
     this.marketplaceMessage = options.marketplaceMessage;
     this.retriable = options.retriable ?? false;
     this.tooLarge = options.tooLarge ?? false;
+    this.tokenRefused = options.tokenRefused ?? false;
   }
 }
 
@@ -352,6 +359,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       notTried.add(error);
       return error;
     };
+    /** Set by a 401: the next attempt reads the token past its cache, once. */
+    let tokenRefused = false;
     const attempt = async (): Promise<Json | undefined> => {
       if (refusedUntil > Date.now()) throw refused();
       const until = async (t: number) => {
@@ -370,7 +379,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       }
       if (refusedUntil > Date.now()) throw refused();
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
-      const token = await options.accessToken();
+      const token = await options.accessToken(tokenRefused ? { fresh: true } : undefined);
       noteSent(token);
       // One signal for the request and its body: aborted when the answer is late, then when its body is.
       const abort = new AbortController();
@@ -463,6 +472,19 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         }
         if (wait !== undefined) pausedUntil = Math.max(pausedUntil, Date.now() + Math.min(wait, maxPauseMs));
       }
+      // The token refused: once a call, tried again with the token read afresh (rotated meanwhile); refused again,
+      // the refusal stands (the token itself is wrong, or revoked).
+      if (status === 401 && !tokenRefused) {
+        tokenRefused = true;
+        throw new MarketplaceError({
+          endpoint,
+          kind: 'http',
+          detail: `HTTP 401${message ? `: ${message}` : ''}`,
+          httpStatus: status,
+          marketplaceMessage: message || undefined,
+          tokenRefused: true,
+        });
+      }
       if (status === 429 || status >= 500) {
         throw new MarketplaceError({
           endpoint,
@@ -518,6 +540,9 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           Date.now() < (options.stopAt?.() ?? Number.POSITIVE_INFINITY),
       });
     } catch (error) {
+      // The token refused: one more try, the token read afresh (not one of the retries: a client set to none reads
+      // it afresh too).
+      if (error instanceof MarketplaceError && error.tokenRefused) return await limit(attempt);
       // Refused 429 through every retry: the other calls stop asking for the longest pause, not each in its turn.
       // (A call not made, refused by this client itself, extends nothing.)
       if (error instanceof MarketplaceError && error.httpStatus === 429 && !notTried.has(error))

@@ -1004,11 +1004,15 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
 
-/** Whether an error was the marketplace not answering (a 5xx, a 429, a timeout, no connection), not a refusal. */
+/**
+ * Whether an error was the marketplace not answering (a 5xx, a 429, a timeout, no connection), or refusing every
+ * call (a 401: the access token, read afresh and refused again, rotated or revoked), not a refusal of the survey.
+ */
 const unavailable = (error: unknown): boolean =>
   error instanceof MarketplaceError &&
   (error.kind === 'network' ||
     error.kind === 'timeout' ||
+    error.httpStatus === 401 ||
     error.httpStatus === 429 ||
     (error.httpStatus ?? 0) >= 500);
 

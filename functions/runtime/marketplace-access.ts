@@ -83,20 +83,28 @@ export function marketplaceFromEnvironment(
   });
 }
 
-function tokenSource(config: z.infer<typeof environment>): () => Promise<string> {
+function tokenSource(
+  config: z.infer<typeof environment>,
+): (options?: { readonly fresh?: boolean }) => Promise<string> {
   if (config.MARKETPLACE_ACCESS_TOKEN) {
     const token = config.MARKETPLACE_ACCESS_TOKEN;
     return async () => token;
   }
+  // `fresh` (after a 401): past the cache, so a token rotated in its secret is used at once, not minutes later.
   const fetchToken = config.MARKETPLACE_TOKEN_SECRET_ID
-    ? () => getSecret<string>(config.MARKETPLACE_TOKEN_SECRET_ID as string, { maxAge: TOKEN_CACHE_SECONDS })
-    : () =>
+    ? (forceFetch: boolean) =>
+        getSecret<string>(config.MARKETPLACE_TOKEN_SECRET_ID as string, {
+          maxAge: TOKEN_CACHE_SECONDS,
+          forceFetch,
+        })
+    : (forceFetch: boolean) =>
         getParameter(config.MARKETPLACE_TOKEN_PARAMETER as string, {
           decrypt: true,
           maxAge: TOKEN_CACHE_SECONDS,
+          forceFetch,
         });
-  return async () => {
-    const token = await fetchToken();
+  return async (options) => {
+    const token = await fetchToken(options?.fresh === true);
     if (typeof token !== 'string' || token === '')
       throw new Error('the marketplace access token secret is empty');
     return token;

@@ -93,6 +93,24 @@ describe('marketplace access', () => {
     }
   });
 
+  it('reads the token past its cache after a 401: one rotated in its secret is used at once', async () => {
+    secrets.reset();
+    secrets
+      .on(GetSecretValueCommand, { SecretId: 'rotated-token' })
+      .resolvesOnce({ SecretString: 'the-token-before-rotation' })
+      .resolves({ SecretString: TOKEN });
+    const client = marketplaceFromEnvironment({
+      MARKETPLACE_BASE_URL: marketplace.url,
+      MARKETPLACE_TOKEN_SECRET_ID: 'rotated-token',
+      MARKETPLACE_RETRIES: '0',
+    });
+    await expect(client.getMetadata()).resolves.toBeDefined();
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+    // The fresh token is cached as usual afterwards.
+    await client.getMetadata();
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
   it('reads the token from an SSM SecureString, decrypted', async () => {
     ssm.reset();
     ssm.on(GetParameterCommand).resolves({ Parameter: { Value: TOKEN } });

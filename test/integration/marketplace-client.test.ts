@@ -655,6 +655,32 @@ describe('faults', () => {
     expect(`${cut.message} ${cut.marketplaceMessage}`).not.toMatch(/odd-secr|odd-secret%2Ftoken/);
   });
 
+  it('a 401 reads the token once more past its cache and tries again: a token rotated meanwhile passes', async () => {
+    // The marketplace took the new token; the cache still serves the old one until asked afresh.
+    const asked: (boolean | undefined)[] = [];
+    const rotated = client({
+      retries: 0,
+      accessToken: (options) => {
+        asked.push(options?.fresh);
+        return options?.fresh ? TOKEN : 'the-old-token';
+      },
+    });
+    await expect(rotated.getMetadata()).resolves.toBeDefined();
+    expect(asked).toEqual([undefined, true]);
+    // Refused again with the token read afresh: the 401 stands, once more only.
+    asked.length = 0;
+    const revoked = await failure(
+      client({
+        accessToken: (options) => {
+          asked.push(options?.fresh);
+          return 'revoked';
+        },
+      }).getMetadata(),
+    );
+    expect(revoked).toMatchObject({ httpStatus: 401, retriable: false });
+    expect(asked).toEqual([undefined, true]);
+  });
+
   /** A fetch that counts requests in flight, each held for a moment. */
   function countingFetch() {
     const counts = { inFlight: 0, peak: 0 };

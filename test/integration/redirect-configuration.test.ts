@@ -216,6 +216,21 @@ describe('apply', () => {
     expect(results.at(-1)).toMatchObject({ reason: 'the marketplace is not answering; next run' });
     // Each failed survey's call and its one retry; none for the surveys left.
     expect(puts).toBe(2 * MARKETPLACE_DOWN_SURVEYS);
+    // The access token refused for every call (rotated or revoked, read afresh and refused again): the same stop,
+    // not a failure of each survey's own.
+    const revoked = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => 'revoked-token',
+      retries: 0,
+    });
+    const stopped = await configure({ marketplace: revoked, concurrency: 1 }).apply(ids.map(String));
+    expect(stopped.map((r) => r.status)).toEqual([
+      ...Array(MARKETPLACE_DOWN_SURVEYS).fill('failed'),
+      ...Array(20 - MARKETPLACE_DOWN_SURVEYS).fill('deferred'),
+    ]);
+    expect(await registry.get(String(ids[0]))).toMatchObject({ failures: expect.any(Number) });
+    const first = await registry.get(String(ids[0]));
+    expect(first?.unavailableFailures).toBe(first?.failures);
     // A refusal of the survey itself (a 400) is an answer: the count starts over.
     let answered = 0;
     const refusing = createMarketplaceClient({
