@@ -211,7 +211,7 @@ interface CallOptions {
   readonly query?: Record<string, string | undefined>;
   readonly body?: unknown;
   /** Answers that count as an empty success instead of an error (e.g. "No data found"). */
-  readonly emptyWhen?: (status: number, message: string) => boolean;
+  readonly emptyWhen?: (status: number, message: string, json: Json | undefined) => boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -291,11 +291,13 @@ export function retryAfterMs(header: string | null, now: number): number | undef
 
 /**
  * The marketplace answers an empty survey listing with an error ("No surveys available"), not an empty list; or,
- * as it answers an empty transaction list, "No data found". (A survey the full listing then leaves out is looked
- * up by id before it is recorded closed.)
+ * as it answers an empty transaction list, "No data found"; or with a success that carries that message and no
+ * result, as it answers a lookup of a paused survey. (A survey the full listing then leaves out is looked up by id
+ * before it is recorded closed.) A success with a result is read as its result, whatever its message.
  */
-const noSurveys = (status: number, message: string) =>
-  (status === 400 || status === 404) && /no surveys? (are )?available|^no data found/i.test(message.trim());
+const noSurveys = (status: number, message: string, json: Json | undefined) =>
+  (status === 400 || status === 404 || (status >= 200 && status < 300 && json?.result == null)) &&
+  /no surveys? (are )?available|^no data found/i.test(message.trim());
 
 export function createMarketplaceClient(options: MarketplaceClientOptions): MarketplaceClient {
   const version = options.apiVersion ?? 'v1';
@@ -496,7 +498,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         });
       }
       // Told on the message as sent (a token's characters concealed inside its words would hide "No data found").
-      if (callOptions.emptyWhen?.(status, said)) return undefined;
+      if (callOptions.emptyWhen?.(status, said, json)) return undefined;
       if (!json) {
         throw new MarketplaceError({
           endpoint,

@@ -249,13 +249,22 @@ describe('answers', () => {
       [400, 'No surveys available'],
       [404, 'No surveys available'],
       [400, 'No data found'],
+      [200, 'No surveys available'],
     ] as const) {
-      const empty = failingFirst(2, () => json(status, { apiStatus: 'Failure', msg }));
+      // A success says it as the lookup of a paused survey does: that message, no result.
+      const empty = failingFirst(2, () =>
+        json(status, { apiStatus: status === 200 ? 'success' : 'Failure', msg }),
+      );
       const api = client({ fetch: empty.fetch });
       expect(await api.getAllocatedSurveysByDate(new Date())).toEqual({ rows: [], malformed: [] });
       expect(await api.getAllocatedSurveys()).toEqual({ rows: [], malformed: [] });
       expect(empty.calls()).toBe(2);
     }
+    // A success with rows is its rows, whatever its message says (here one that does not read, reported).
+    const listed = failingFirst(1, () =>
+      json(200, { apiStatus: 'success', msg: 'No surveys available', result: [{ surveyId: 'x' }] }),
+    );
+    expect((await client({ fetch: listed.fetch }).getAllocatedSurveys()).malformed).toHaveLength(1);
     // Any other refusal of the listing stays an error.
     const refused = failingFirst(1, () =>
       json(400, { apiStatus: 'Failure', msg: 'Error while getting list' }),
