@@ -88,8 +88,16 @@ function comparable(url: string): string {
 }
 
 /**
- * A URL's characters with HTML's `&amp;` and percent-escapes of ASCII undone (once; other escapes kept), its scheme
- * and host in lower case and a default port dropped (`HTTPS://Hits.Example.com:443/` is `https://hits.example.com/`).
+ * Escapes that change how a URL is read when undone: a path's `/`, the query's `?`, `=`, `&` and `+` (a space to a
+ * form decoder), a fragment's `#`. `kid%3Dk1` is no `kid` parameter, and `/postback%2F7001` no route, at the
+ * receiver: kept escaped (their hex in upper case), so a URL the marketplace holds so reads as drift.
+ */
+const DELIMITER_ESCAPES = new Set(['23', '26', '2B', '2F', '3D', '3F']);
+
+/**
+ * A URL's characters with HTML's `&amp;` and percent-escapes of ASCII undone (once; other escapes kept, and those of
+ * delimiters, `DELIMITER_ESCAPES`), its scheme and host in lower case and a default port dropped
+ * (`HTTPS://Hits.Example.com:443/` is `https://hits.example.com/`).
  */
 function unescaped(url: string): string {
   return url
@@ -99,5 +107,9 @@ function unescaped(url: string): string {
         `${scheme.toLowerCase()}://${host.toLowerCase().replace(scheme.toLowerCase() === 'https' ? /:443$/ : /:80$/, '')}`,
     )
     .replace(/&amp;/gi, '&')
-    .replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+    .replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) =>
+      DELIMITER_ESCAPES.has(hex.toUpperCase())
+        ? `%${hex.toUpperCase()}`
+        : String.fromCharCode(Number.parseInt(hex, 16)),
+    );
 }

@@ -1385,6 +1385,23 @@ describe('sync', () => {
         pstbck_fail: urls.pstbck_fail.replaceAll('&', '&#38;'),
       }).map((d) => d.field),
     ).toEqual(['pstbck', 'pstbck_fail']);
+    // An escaped `=`, `/`, `?` or `+` changes how the receiver reads the URL (`kid%3Dk1` is no kid parameter,
+    // `/p%2F1` no route): a difference, in either case of its hex; other escapes of ASCII are the same character.
+    expect(
+      settingsDifferences(urls, {
+        ...urls,
+        sUrl: urls.sUrl.replace('kid=k1', 'kid%3dk1'),
+        pstbck: urls.pstbck.replace('/p/1/', '/p%2F1/'),
+        pstbck_fail: urls.pstbck_fail.replace('?pid', '%3Fpid'),
+      }).map((d) => d.field),
+    ).toEqual(['sUrl', 'pstbck', 'pstbck_fail']);
+    expect(
+      settingsDifferences(urls, {
+        ...urls,
+        sUrl: urls.sUrl.replace('kid=k1', 'kid=%6B1'),
+        pstbck: urls.pstbck.replace('/p/1/', '/%70/1/'),
+      }),
+    ).toEqual([]);
     // Nor are the supplier's global values where it keeps none per survey (tUrl, the methods), or a host
     // spelled in another case, with its default port.
     expect(
