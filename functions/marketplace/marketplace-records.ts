@@ -304,13 +304,23 @@ export const filedDay = (t: Transaction): string | undefined => {
 /** Whether `row` is kept over `kept`, another copy of its token (`distinctTransactions`). */
 function supersedes(row: Transaction, kept: Transaction): boolean {
   const [verified, keptVerified] = [row.verifiedAt?.utc ?? '', kept.verifiedAt?.utc ?? ''];
-  if (verified !== keptVerified) return verified > keptVerified;
+  if (verified !== keptVerified && !orderUnknown(row.verifiedAt, kept.verifiedAt))
+    return verified > keptVerified;
   const [earned, keptEarned] = [earning(row), earning(kept)];
   if (earned !== keptEarned) {
     if (earned === undefined || keptEarned === undefined) return earned === undefined;
     return earned < keptEarned;
   }
   return copyKey(row) < copyKey(kept);
+}
+
+/**
+ * Whether two verification times do not tell which came first: one of them in the repeated autumn hour (it may be
+ * an hour earlier than read, `PacificTime.ambiguous`) and the two within that hour of each other.
+ */
+function orderUnknown(a: PacificTime | undefined, b: PacificTime | undefined): boolean {
+  if (!a || !b || (!a.ambiguous && !b.ambiguous)) return false;
+  return Math.abs(Date.parse(a.utc) - Date.parse(b.utc)) <= 3_600_000;
 }
 
 /**

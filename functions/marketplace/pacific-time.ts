@@ -20,6 +20,11 @@ const wallClock = new Intl.DateTimeFormat('en-US', {
 export interface PacificTime {
   readonly utc: string;
   readonly raw: string;
+  /**
+   * A wall time of the repeated autumn hour without a `PDT` label or an offset: `utc` is its later (standard)
+   * instant, and it may have been the one an hour before (the marketplace labels every time PST).
+   */
+  readonly ambiguous?: true;
 }
 
 /**
@@ -104,20 +109,18 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
   if (half) hour = (hour % 12) + (half.toLowerCase() === 'p' ? 12 : 0);
   const ms = Math.floor(Number(`0.${fraction ?? '0'}`) * 1000);
   const wall = Date.UTC(n(year), n(month) - 1, n(day), hour, n(minute), n(second), ms);
-  const utc = zone
-    ? wall - (offsetMinutes(zone) as number) * 60_000
-    : // The repeated autumn hour: the later (standard) instant unless labelled PDT. Either may be meant (the
-      // marketplace labels every time PST); the later one never makes a transaction look settled before it is.
-      pacificWallToUtc(
-        n(year),
-        n(month),
-        n(day),
-        hour,
-        n(minute),
-        n(second),
-        label?.toUpperCase() === 'PDT' ? 'first' : 'second',
-      ) + ms;
-  return { utc: new Date(utc).toISOString(), raw };
+  if (zone) return { utc: new Date(wall - (offsetMinutes(zone) as number) * 60_000).toISOString(), raw };
+  // The repeated autumn hour: the later (standard) instant unless labelled PDT. Either may be meant (the
+  // marketplace labels every time PST); the later one never makes a transaction look settled before it is.
+  const at = (occurrence: 'first' | 'second') =>
+    pacificWallToUtc(n(year), n(month), n(day), hour, n(minute), n(second), occurrence) + ms;
+  if (label?.toUpperCase() === 'PDT') return { utc: new Date(at('first')).toISOString(), raw };
+  const utc = at('second');
+  return {
+    utc: new Date(utc).toISOString(),
+    raw,
+    ...(at('first') !== utc ? { ambiguous: true as const } : {}),
+  };
 }
 
 /**

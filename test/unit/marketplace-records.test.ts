@@ -227,6 +227,26 @@ describe('transactions', () => {
     expect(review('   ')).toBeUndefined();
   });
 
+  it('keeps the copy that earns less of two verified in the repeated autumn hour, whose order the times do not tell', () => {
+    const row = (change: object) => {
+      const parsed = parseTransaction({ ...transaction, ...change });
+      if (!parsed.ok) throw new Error(parsed.problem);
+      return parsed.value;
+    };
+    // Reviewed Valid at 1:50 PDT, then Invalid at 1:10 PST (20 minutes later): both written "PST", both read as the
+    // later occurrence (Valid then looks 40 minutes later). Which came last cannot be told: the one earning less.
+    const valid = row({ verifyToken: 'Valid', verifiedTknDt: '11/01/2026, 1:50:00 am PST' });
+    const invalid = row({ verifyToken: 'Invalid', verifiedTknDt: '11/01/2026, 1:10:00 am PST' });
+    for (const order of [
+      [valid, invalid],
+      [invalid, valid],
+    ])
+      expect(distinctTransactions(order).rows.map((t) => t.verifyToken)).toEqual(['Invalid']);
+    // More than an hour apart, the order is told whatever the hour.
+    const later = row({ verifyToken: 'Valid', verifiedTknDt: '11/01/2026, 3:30:00 am PST' });
+    expect(distinctTransactions([invalid, later]).rows.map((t) => t.verifyToken)).toEqual(['Valid']);
+  });
+
   it('count a token listed twice once, keeping the copy verified last, else the one that earns less, in any order', () => {
     const row = (change: object) => {
       const parsed = parseTransaction({ ...transaction, ...change });

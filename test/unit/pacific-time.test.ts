@@ -37,6 +37,15 @@ describe('marketplace timestamps', () => {
     expect(utcOf('11/01/2026, 1:30:00 am PDT')).toBe('2026-11-01T08:30:00.000Z');
     expect(utcOf('11/01/2026, 0:59:59')).toBe('2026-11-01T07:59:59.000Z');
     expect(utcOf('11/01/2026, 2:00:00 am PST')).toBe('2026-11-01T10:00:00.000Z');
+    // Read so, a time of the repeated hour says it may have been an hour earlier; labelled or outside it, not.
+    expect(parsePacificTime('11/01/2026, 1:30:00 am PST')?.ambiguous).toBe(true);
+    for (const raw of [
+      '11/01/2026, 1:30:00 am PDT',
+      '11/01/2026, 2:00:00 am PST',
+      '11/01/2026, 0:59:59',
+      '2026-11-01T01:30:00Z',
+    ])
+      expect(parsePacificTime(raw)?.ambiguous, raw).toBeUndefined();
   });
 
   it('read the forms a marketplace may drift to: fractions of a second, a 24-hour clock, ISO 8601, a UTC label', () => {
