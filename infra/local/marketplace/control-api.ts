@@ -14,6 +14,7 @@
  *   arrived there). surveySpecificRedirects reads the tampered settings back, so the redirect sync sees the drift;
  *   the supplier's `redirects apply` (setRedirectionForSurvey) puts the survey right again.
  */
+import { parseAmount } from '../../../functions/shared/money';
 import { type Answer, failure, type Json, ok } from './answers';
 import { type ApiFaults, NO_API_FAULTS } from './api-faults';
 import type { DeliveryFaults, OutcomeMix, RespondentSimulator } from './respondents';
@@ -41,8 +42,13 @@ export async function control(
     const surveyId = Number(input.surveyId);
     if (!Number.isSafeInteger(surveyId) || surveyId <= 0)
       return failure(400, 'surveyId must be a positive integer');
+    // Money as the marketplace writes it ("2.40", or a number), kept as a decimal string.
+    const cpi = input.cpi === undefined ? undefined : parseAmount(input.cpi);
+    if (input.cpi !== undefined && cpi === undefined)
+      return failure(400, 'cpi must be an amount of money, such as "2.40"');
     const survey = state.addSurvey({
       ...(input as object),
+      ...(cpi === undefined ? {} : { cpi }),
       surveyId,
       createdAt: new Date(),
       modifiedAt: new Date(),
