@@ -566,6 +566,22 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   }
 
   /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
+  /**
+   * A named survey's price as its lookup shows it (live), dated by its last change there: a survey registered by
+   * hand would otherwise have no price until the hourly listing, and its completes' prices would go unchecked (an
+   * underpayment missed). None when the lookup fails or the survey is not live (the apply says why, as before).
+   */
+  async function livePrice(surveyId: string): Promise<ListedPrice | undefined> {
+    try {
+      const lookup = await deps.marketplace.getAllocatedSurveyById(surveyId);
+      if (!lookup.live) return undefined;
+      return { cpi: lookup.survey.cpi, changedAt: changedAt(lookup.survey) };
+    } catch (error) {
+      if (error instanceof MarketplaceError) return undefined;
+      throw error;
+    }
+  }
+
   function priceTime(price: ListedPrice | undefined): string {
     const at = now().getTime();
     return new Date(price?.changedAt !== undefined ? Math.min(at, price.changedAt) : at).toISOString();
@@ -609,9 +625,15 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     async apply(surveyIds: readonly string[], options: RedirectRunOptions = {}): Promise<SurveyResult[]> {
       const ringAt = now().toISOString();
       const ring = await deps.keyRing();
-      return each(surveyIds, options, (surveyId) =>
-        applyOne(surveyId, ring, options, undefined, ringAt, { named: true }),
-      );
+      return each(surveyIds, options, async (surveyId) => {
+        // A survey with no price here yet (registered by hand): its price looked up first.
+        const priced =
+          options.dryRun || identifierProblem('surveyId', surveyId) !== undefined
+            ? true
+            : (await deps.registry.get(surveyId))?.expectedCpi !== undefined;
+        const price = priced ? undefined : await livePrice(surveyId);
+        return applyOne(surveyId, ring, options, price, ringAt, { named: true });
+      });
     },
 
     /** Deletes the survey-level redirects (the supplier's global ones apply again) and records it. */

@@ -115,14 +115,25 @@ beforeEach(() => {
 });
 
 describe('apply', () => {
-  it('sends all nine fields, reads them back, and records a verified registration', async () => {
-    marketplace.state.addSurvey({ surveyId: 5001 });
+  it('sends all nine fields, reads them back, and records a verified registration, its price looked up first', async () => {
+    marketplace.state.addSurvey({ surveyId: 5001, cpi: '0.95' });
+    const changed = marketplace.state.surveys.get(5001)?.modifiedAt as Date;
     const [result] = await configure().apply(['5001']);
     expect(result).toEqual({ surveyId: '5001', status: 'applied', kid: 'k1' });
+    // Registered by hand, it has no price here: looked up first, dated by its last change there (no later listing
+    // need show it before its completes' prices are checked).
     expect(calls).toEqual([
+      'GET /supply/getAllocatedSurveysBySurveyId/5001',
       'PUT /supply/setRedirectionForSurvey/5001',
       'GET /supply/surveySpecificRedirects/5001',
     ]);
+    expect(await registry.get('5001')).toMatchObject({
+      expectedCpi: '0.95',
+      cpiHistory: [{ cpi: '0.95', since: expect.stringMatching(/^\d{4}-/) }],
+    });
+    expect((await registry.get('5001'))?.cpiHistory?.[0]?.since).toBe(
+      new Date(Math.floor(changed.getTime() / 1000) * 1000).toISOString(),
+    );
     const settings = marketplace.state.effectiveRedirects(5001);
     expect(settings.pstbck).toMatch(
       /^https:\/\/hits\.test\/postback\/5001\/success\?pid=\[%%pid%%\]&token=\[%%token%%\]&kid=k1&sig=/,
