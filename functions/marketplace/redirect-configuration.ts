@@ -829,7 +829,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       for (const surveyId of malformedIds) discovered.set(surveyId, undefined);
       // The hourly listing of every live survey carries prices too: a registered survey whose price moved without
       // the listing by date showing it (its modified time not touched) takes the new price now, or its completes
-      // would be judged against the old one. Since this run: when it changed is not known closer than the hour.
+      // would be judged against the old one. Since this run: when it changed is not known closer than the hour. A
+      // first price (none known here: a survey registered without one) since the survey's last change there, as
+      // a listing by date dates it.
       if (!options.dryRun)
         for (const survey of everyLive?.rows ?? []) {
           const known = registrations.get(survey.surveyId);
@@ -840,8 +842,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             (known.expectedCpi !== undefined && sameAmount(known.expectedCpi, survey.cpi))
           )
             continue;
+          const changed = changedAt(survey);
           const amended = await amendActive(survey.surveyId, (at, current) =>
-            pricedAt(current, survey.cpi, at),
+            current.expectedCpi === undefined && changed !== undefined
+              ? pricedAt(current, survey.cpi, new Date(Math.min(changed, Date.parse(at))).toISOString(), at)
+              : pricedAt(current, survey.cpi, at),
           );
           if (amended) registrations.set(survey.surveyId, amended);
         }

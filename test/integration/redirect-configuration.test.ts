@@ -885,6 +885,21 @@ describe('sync', () => {
     const updatedAt = repriced?.updatedAt;
     await configure({ registry: syncRegistry, now: at(122 * 60_000) }).sync();
     expect((await syncRegistry.get('5252'))?.updatedAt).toBe(updatedAt);
+    // A registration with no price at all (written by a release before prices were kept, or by hand): its first
+    // price from the hourly listing is dated by the survey's last change there, not the run (clicks since that
+    // change were at that price).
+    const {
+      expectedCpi: _,
+      cpiHistory: __,
+      priceSeenAt: ___,
+      ...unpriced
+    } = (await syncRegistry.get('5252')) as SurveyRegistration;
+    await syncRegistry.put(unpriced);
+    const changed = marketplace.state.surveys.get(5252)?.modifiedAt as Date;
+    await configure({ registry: syncRegistry, now: at(183 * 60_000) }).sync();
+    expect((await syncRegistry.get('5252'))?.cpiHistory).toEqual([
+      { cpi: '1.80', since: new Date(Math.floor(changed.getTime() / 1000) * 1000).toISOString() },
+    ]);
   });
 
   it('configures a live survey the listing by date never shows, found by the hourly listing of every live survey', async () => {
