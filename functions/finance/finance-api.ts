@@ -268,10 +268,13 @@ const periodOf = (query: URLSearchParams) =>
   readPeriod(query.get('from') ?? undefined, query.get('to') ?? undefined);
 
 function readSurveys(query: URLSearchParams): string[] {
-  const surveys = query
-    .getAll('survey')
-    .flatMap((value) => value.split(','))
-    .filter((v) => v !== '');
+  const surveys = query.getAll('survey').flatMap((value) => value.split(','));
+  // An empty one (`survey=`, a script's unset variable, or `1,,2`) names no survey: refused rather than read as every
+  // survey's money.
+  if (surveys.includes(''))
+    throw badRequest(
+      'survey is empty: leave it out for every survey, or name one (survey=1001 or survey=1001,1002)',
+    );
   for (const surveyId of surveys) {
     const problem = identifierProblem('surveyId', surveyId);
     if (problem) throw badRequest(`survey: ${problem}`);

@@ -65,7 +65,12 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
 }
 
 export function readKind(kind: string | undefined): string | undefined {
-  if (kind === undefined || kind === '') return undefined;
+  if (kind === undefined) return undefined;
+  // Given empty (a script's unset variable), it names no kind: refused rather than read as every kind.
+  if (kind === '')
+    throw badRequest(
+      `kind is empty: leave it out for every kind, or name one of ${DISCREPANCY_KINDS.join(', ')}`,
+    );
   if (!isVerdictKind(kind) || kind === 'matched') {
     throw badRequest(`kind must be one of ${DISCREPANCY_KINDS.join(', ')}`);
   }

@@ -704,6 +704,12 @@ describe('discrepancies', () => {
         (limit) => [`limit=${limit}`, 'limit must be an integer from 1 to 1000'] as const,
       ),
       ['kind=matched', expect.stringMatching(/^kind must be one of complete_not_received, /)],
+      // Empty (a script's unset variable): not read as every kind, or every survey's money.
+      ['kind=', expect.stringMatching(/^kind is empty: leave it out for every kind/)],
+      ...['survey=', 'survey=8001,', 'survey=8001,,8002', 'survey=8001&survey='].map(
+        (survey) =>
+          [survey, expect.stringMatching(/^survey is empty: leave it out for every survey/)] as const,
+      ),
     ]) {
       const result = await get(`/finance/discrepancies?from=${D1}&to=${D2}&${query}`);
       expect(result.statusCode).toBe(400);
