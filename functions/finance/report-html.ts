@@ -114,7 +114,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="completes-marketplace">Completes counted by the marketplace<b>${t.marketplaceCompletes}</b></div>
 <div class="card" id="invalidated">Completes reviewed Invalid (rows still Completed)<b>${t.invalidCompletes}</b></div>
 <div class="card" id="money-discrepancy-count">Money discrepancies<b>${t.moneyDiscrepancies}</b></div>
-<div class="card" id="reversed-amount">Reversed after the fact${report.amounts.unpriced > 0 ? ` (${report.amounts.unpriced} discrepancies below have no price known: not in these sums)` : ''}<b>${html(report.amounts.reversed)}</b></div>
+<div class="card" id="reversed-amount">Reversed after the fact<b>${html(report.amounts.reversed)}</b></div>
 <div class="card" id="not-paid-amount">Completes signed here, not paid<b>${html(report.amounts.notPaid)}</b></div>
 <div class="card" id="not-received-amount">Completes listed there, never received here<b>${html(report.amounts.notReceived)}</b></div>
 <div class="card" id="underpaid-amount">Completes listed below the survey's price<b>${html(report.amounts.underpaid)}</b></div>
@@ -123,6 +123,7 @@ rect.here,.key.here{fill:#2b6cb0;background:#2b6cb0}rect.marketplace,.key.market
 <div class="card" id="claim-count">Unverified success claims<b>${report.claims.length}</b></div>
 <div class="card" id="failing-count">Surveys failing in the period<b>${new Set(report.failingSurveys.map((f) => f.surveyId)).size}</b></div>
 </div>
+${report.amounts.unpriced > 0 ? `<p class="meta" id="unpriced-note">${report.amounts.unpriced} money ${report.amounts.unpriced === 1 ? 'discrepancy' : 'discrepancies'} below ${report.amounts.unpriced === 1 ? 'has' : 'have'} no price known: not in the reversed, not-paid, never-received or below-price sums above.</p>` : ''}
 <h2>Completes per day</h2>
 ${dailyChart(report)}
 <h2>Discrepancies by kind</h2>
