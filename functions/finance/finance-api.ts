@@ -114,16 +114,22 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
           throw badRequest('limit must be an integer from 1 to 1000');
         const kind = readKind(query.get('kind') ?? undefined);
-        const page = await queries.discrepancyPage(period, {
-          ...(surveys[0] ? { surveyId: surveys[0] } : {}),
-          ...(kind ? { kind } : {}),
-          limit,
-          ...(query.get('cursor') ? { cursor: query.get('cursor') as string } : {}),
-        });
+        const [page, unknown] = await Promise.all([
+          queries.discrepancyPage(period, {
+            ...(surveys[0] ? { surveyId: surveys[0] } : {}),
+            ...(kind ? { kind } : {}),
+            limit,
+            ...(query.get('cursor') ? { cursor: query.get('cursor') as string } : {}),
+          }),
+          // A survey named that has no registration here has none: said, so a mistyped id does not read as a
+          // survey without discrepancies (as the summary says it).
+          queries.unregistered(surveys),
+        ]);
         if (csv) {
           return csvResponse(discrepanciesCsv(page.items), `discrepancies-${period.from}-${period.to}.csv`, {
             'x-time-zone': timeZone,
             ...(page.nextCursor ? { 'x-next-cursor': page.nextCursor } : {}),
+            ...(unknown.length > 0 ? { 'x-unregistered-surveys': unknown.join(',') } : {}),
           });
         }
         return json(200, {
@@ -131,6 +137,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           ...period,
           items: page.items,
           ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
+          ...(unknown.length > 0 ? { unregisteredSurveys: unknown } : {}),
         });
       },
     },

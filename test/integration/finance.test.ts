@@ -779,7 +779,7 @@ describe('requests', () => {
     expect(await typeOf('', '*/*')).toBe('application/json');
   });
 
-  it('names a survey asked for that has no registration here: its zeros are a mistyped id, not nothing owed', async () => {
+  it('names a survey asked for that has no registration here: its zeros are a mistyped id, not nothing owed or disputed', async () => {
     const body = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&survey=8001,9999`)) as {
       unregisteredSurveys?: string[];
     };
@@ -788,6 +788,14 @@ describe('requests', () => {
     expect(csv.headers).toMatchObject({ 'x-unregistered-surveys': '9999' });
     const all = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}`));
     expect(all).not.toHaveProperty('unregisteredSurveys');
+    // Its discrepancies too: none, and said why.
+    const listed = jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D2}&survey=9999`));
+    expect(listed).toMatchObject({ items: [], unregisteredSurveys: ['9999'] });
+    const listedCsv = await get(`/finance/discrepancies?from=${D1}&to=${D2}&survey=9999&format=csv`);
+    expect(listedCsv.headers).toMatchObject({ 'x-unregistered-surveys': '9999' });
+    expect(jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D2}&survey=8001`))).not.toHaveProperty(
+      'unregisteredSurveys',
+    );
   });
 
   it("names surveys whose reconciliation of the period's days failed, in JSON and in the CSV's headers, with the zone", async () => {
