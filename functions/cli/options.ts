@@ -21,7 +21,8 @@ export const wholeNumberOption =
     const n = Number(value);
     if (!/^\d+$/.test(value.trim()) || n < min || n > max)
       throw new InvalidArgumentError(
-        `${typeof name === 'string' ? `${name} ` : ''}must be a whole number from ${min} to ${max}`,
+        // Commander prints it after "argument '...' is invalid.": a sentence of its own.
+        `${typeof name === 'string' ? `${name} ` : 'It '}must be a whole number from ${min} to ${max}`,
       );
     return n;
   };
@@ -40,7 +41,7 @@ export const methodOfVariable = (name: 'POSTBACK_METHOD_SUCCESS' | 'POSTBACK_MET
 
 export function dayOption(value: string): string {
   const problem = dayProblem(value);
-  if (problem) throw new InvalidArgumentError(problem);
+  if (problem) throw new InvalidArgumentError(`It ${problem}.`);
   return value;
 }
 

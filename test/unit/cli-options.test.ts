@@ -1,13 +1,20 @@
 /** The operator CLI's option parsers: a bad value is refused naming what is accepted, before anything runs. */
 import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { methodOfVariable, wholeNumberOption } from '../../functions/cli/options';
+import { dayOption, methodOfVariable, wholeNumberOption } from '../../functions/cli/options';
 import { reconcileCommand } from '../../functions/cli/reconcile-command';
 
 describe('whole number options', () => {
   it.each(['abc', '-5', '1.5', '99999999999999', ''])('refuse %j', (value) => {
     expect(() => wholeNumberOption(0, 86_400)(value)).toThrow(InvalidArgumentError);
     expect(() => wholeNumberOption(0, 86_400)(value)).toThrow('must be a whole number from 0 to 86400');
+  });
+
+  it('say what is wrong as a sentence of its own, as commander prints it after "is invalid."', () => {
+    expect(() => wholeNumberOption(0, 10)('x')).toThrow(/^It must be a whole number from 0 to 10$/);
+    expect(() => dayOption('2026-11-31')).toThrow(/^It is not a day of the calendar \(2026-11-31\)\.$/);
+    expect(() => dayOption('11/30/2026')).toThrow(/^It must be a date YYYY-MM-DD\.$/);
+    expect(dayOption('2026-11-30')).toBe('2026-11-30');
   });
 
   it('accept a value within bounds', () => {
