@@ -216,10 +216,12 @@ function report(results: readonly SurveyResult[], options: Common & { quietList?
     process.exitCode = 1;
   }
   // Not taken up (the marketplace not answering for ten surveys in a row): not done either.
-  const deferred = results.filter((r) => r.status === 'deferred');
+  const deferred = results.filter(
+    (r): r is Extract<SurveyResult, { status: 'deferred' }> => r.status === 'deferred',
+  );
   if (deferred.length > 0) {
     complain(
-      `${deferred.length} of ${results.length} surveys were not taken up (${deferred[0]?.status === 'deferred' ? deferred[0].reason : ''}): run the command again for them`,
+      `${deferred.length} of ${results.length} surveys were not taken up (${deferred[0]?.reason}): run the command again for them`,
     );
     process.exitCode = 1;
   }

@@ -215,10 +215,14 @@ export const START_AFTER_CLICK_MS = 3_600_000;
 export const entryTime = (t: Transaction): string | undefined => {
   if (t.clickedAt) return t.clickedAt.utc;
   const started = t.startedAt?.utc;
-  if (started === undefined) return undefined;
-  const at = new Date(started);
-  return pacificDay(at) === pacificDay(new Date(at.getTime() - START_AFTER_CLICK_MS)) ? started : undefined;
+  return started !== undefined && startTellsDay(started) ? started : undefined;
 };
+
+/** Whether a start (UTC) tells its click's Pacific day: not within `START_AFTER_CLICK_MS` after a midnight. */
+function startTellsDay(started: string): boolean {
+  const at = Date.parse(started);
+  return pacificDay(new Date(at)) === pacificDay(new Date(at - START_AFTER_CLICK_MS));
+}
 
 /**
  * What the buyer's review of a complete says: the marketplace writes `Pending`, `Valid` or `Invalid` (read in any
@@ -320,8 +324,9 @@ function supersedes(row: Transaction, kept: Transaction): boolean {
  */
 function orderUnknown(a: PacificTime | undefined, b: PacificTime | undefined): boolean {
   if (!a || !b || (!a.ambiguous && !b.ambiguous)) return false;
-  return Math.abs(Date.parse(a.utc) - Date.parse(b.utc)) <= 3_600_000;
+  return Math.abs(Date.parse(a.utc) - Date.parse(b.utc)) <= REPEATED_HOUR_MS;
 }
+const REPEATED_HOUR_MS = 3_600_000;
 
 /**
  * What a copy earns in millionths, undefined when nothing (not a complete, one the buyer rejected, or one under a
@@ -329,7 +334,7 @@ function orderUnknown(a: PacificTime | undefined, b: PacificTime | undefined): b
  */
 function earning(t: Transaction): bigint | undefined {
   // A review this product does not know is counted in no owed figure (`reviewOf`): it earns nothing here either.
-  if (t.status !== 'Completed' || reviewOf(t) === 'invalid' || reviewOf(t) === 'unknown') return undefined;
+  if (t.status !== 'Completed' || ['invalid', 'unknown'].includes(reviewOf(t))) return undefined;
   const [whole = '0', fraction = ''] = (parseAmount(t.cpi) ?? '0').split('.');
   return BigInt(whole + fraction.padEnd(6, '0').slice(0, 6));
 }
@@ -376,8 +381,7 @@ function placementOf(raw: unknown): Placement | undefined {
   const filed = pacificTime.safeParse(row[field]);
   if (!filed.success || !filed.data) return undefined;
   // A start without a click that does not tell the click's day (`entryTime`): no day to hold it on.
-  if (field === 'st_date_time' && entryTime({ startedAt: filed.data } as Transaction) === undefined)
-    return undefined;
+  if (field === 'st_date_time' && !startTellsDay(filed.data.utc)) return undefined;
   return { token: ids.data.token, pid: ids.data.PID, filedAt: filed.data.utc };
 }
 

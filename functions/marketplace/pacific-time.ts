@@ -116,10 +116,11 @@ export function parsePacificTime(raw: string): PacificTime | undefined {
     pacificWallToUtc(n(year), n(month), n(day), hour, n(minute), n(second), occurrence) + ms;
   if (label?.toUpperCase() === 'PDT') return { utc: new Date(at('first')).toISOString(), raw };
   const utc = at('second');
+  // Only a 1 o'clock wall time can repeat (the clocks go back from 2:00 to 1:00).
   return {
     utc: new Date(utc).toISOString(),
     raw,
-    ...(at('first') !== utc ? { ambiguous: true as const } : {}),
+    ...(hour === 1 && at('first') !== utc ? { ambiguous: true as const } : {}),
   };
 }
 

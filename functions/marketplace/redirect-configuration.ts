@@ -91,8 +91,6 @@ function refusedAsMissing(error: MarketplaceError): boolean {
   );
 }
 
-export { MARKETPLACE_DOWN_SURVEYS };
-
 /** Results that mean the marketplace answered. */
 const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'unchanged', 'removed', 'closed']);
 
@@ -264,13 +262,22 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     surveyId: string,
     ring: KeyRing,
     options: RedirectRunOptions,
-    price?: ListedPrice,
+    listedPrice?: ListedPrice,
     ringAt?: string,
     { named = false }: { readonly named?: boolean } = {},
   ): Promise<SurveyResult> {
     const desired = desiredFor(surveyId, ring);
     const fingerprint = settingsFingerprint(desired);
     const registration = await deps.registry.get(surveyId);
+    // Named by hand with no price here yet (registered by hand): its price looked up first.
+    const price =
+      listedPrice ??
+      (named &&
+      !options.dryRun &&
+      registration?.expectedCpi === undefined &&
+      identifierProblem('surveyId', surveyId) === undefined
+        ? await livePrice(surveyId)
+        : undefined);
     // Applied since this run read its ring, with a key the ring does not hold: a rotation saved meanwhile, whose
     // URLs this run's would put back on the key being retired. (The ring is read afresh at a run's start, so a key
     // it does not hold that was applied before is older: forgotten, or of a ring started over. Applied.)
@@ -565,7 +572,6 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       : { surveyId, status: 'skipped', reason: 'registration changed' };
   }
 
-  /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
   /**
    * A named survey's price as its lookup shows it (live), dated by its last change there: a survey registered by
    * hand would otherwise have no price until the hourly listing, and its completes' prices would go unchecked (an
@@ -582,6 +588,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     }
   }
 
+  /** When a listed price took effect: the survey's change time when the marketplace gives it, else now. */
   function priceTime(price: ListedPrice | undefined): string {
     const at = now().getTime();
     return new Date(price?.changedAt !== undefined ? Math.min(at, price.changedAt) : at).toISOString();
@@ -625,15 +632,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     async apply(surveyIds: readonly string[], options: RedirectRunOptions = {}): Promise<SurveyResult[]> {
       const ringAt = now().toISOString();
       const ring = await deps.keyRing();
-      return each(surveyIds, options, async (surveyId) => {
-        // A survey with no price here yet (registered by hand): its price looked up first.
-        const priced =
-          options.dryRun || identifierProblem('surveyId', surveyId) !== undefined
-            ? true
-            : (await deps.registry.get(surveyId))?.expectedCpi !== undefined;
-        const price = priced ? undefined : await livePrice(surveyId);
-        return applyOne(surveyId, ring, options, price, ringAt, { named: true });
-      });
+      return each(surveyIds, options, (surveyId) =>
+        applyOne(surveyId, ring, options, undefined, ringAt, { named: true }),
+      );
     },
 
     /** Deletes the survey-level redirects (the supplier's global ones apply again) and records it. */
@@ -842,10 +843,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             (known.expectedCpi !== undefined && sameAmount(known.expectedCpi, survey.cpi))
           )
             continue;
-          const changed = changedAt(survey);
           const amended = await amendActive(survey.surveyId, (at, current) =>
-            current.expectedCpi === undefined && changed !== undefined
-              ? pricedAt(current, survey.cpi, new Date(Math.min(changed, Date.parse(at))).toISOString(), at)
+            current.expectedCpi === undefined
+              ? pricedAt(
+                  current,
+                  survey.cpi,
+                  priceTime({ cpi: survey.cpi, changedAt: changedAt(survey) }),
+                  at,
+                )
               : pricedAt(current, survey.cpi, at),
           );
           if (amended) registrations.set(survey.surveyId, amended);

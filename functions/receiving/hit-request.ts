@@ -353,6 +353,8 @@ function readJsonParams(body: string): Params {
  * parse keeps the last, another reader of the same body may keep the first. As there, one saying nothing (null,
  * empty, a placeholder left as it was) lets the other stand, and values are compared as read (`"12"` and `12`, an
  * escape and its character, are one value). Names in other cases are told apart by the caller (they survive the parse).
+ * Returns, for each name written more than once, the value that stands (the first saying something), in place of
+ * the parse's last.
  */
 function refuseRepeatedIds(body: string): Map<string, unknown> {
   const chosen = new Map<string, unknown>();

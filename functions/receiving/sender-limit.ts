@@ -11,7 +11,7 @@
  * `SITE_SHARE` times the bound (one forger's /48 is 65,536 /64s). Postbacks (the marketplace's servers) are never
  * bounded.
  */
-import { senderNetwork, senderSite } from './sender';
+import { senderNetwork, siteOfNetwork } from './sender';
 
 /** Redirects recorded per sender, container and minute at most (REDIRECTS_PER_SENDER_MINUTE); 0: no bound. */
 export const REDIRECTS_PER_SENDER_MINUTE = 0;
@@ -43,7 +43,7 @@ export function senderLimiter(perMinute = REDIRECTS_PER_SENDER_MINUTE, now: () =
     counts.set(network, count);
     if (count > perMinute) return count === perMinute + 1 ? 'first-over' : 'over';
     // The site counts what its /64s had recorded: one of them past its own bound does not hold the others back.
-    const site = senderSite(sourceIp);
+    const site = siteOfNetwork(network);
     const siteCount = site === undefined ? 0 : (counts.get(site) ?? 0) + 1;
     if (site !== undefined) counts.set(site, siteCount);
     const siteBound = perMinute * SITE_SHARE;

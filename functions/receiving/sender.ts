@@ -45,7 +45,11 @@ export function senderNetwork(sourceIp: string): string {
  * broker hands one out free). Undefined for IPv4 (and IPv4 written as IPv6).
  */
 export function senderSite(sourceIp: string): string | undefined {
-  const network = senderNetwork(sourceIp);
+  return siteOfNetwork(senderNetwork(sourceIp));
+}
+
+/** The /48 of a sender's network as `senderNetwork` gives it (an IPv6 /64); undefined for IPv4. */
+export function siteOfNetwork(network: string): string | undefined {
   if (!network.endsWith('::/64')) return undefined;
   return `${network.split(':').slice(0, 3).join(':')}::/48`;
 }

@@ -269,8 +269,6 @@ const sameStamps = (
 /** A listing with no rows at all, readable or not: what the marketplace's "No data found" reads as. */
 const isEmpty = (listed: Rows<unknown>): boolean => listed.rows.length === 0 && listed.malformed.length === 0;
 
-export { MARKETPLACE_DOWN_SURVEYS };
-
 /** Since when a survey's runs have failed, as of a failure at `at`: kept from its state if its last run failed too. */
 const failingSinceOf = (state: SurveyReconciliationState | undefined, at: Date): string =>
   state?.lastError !== undefined
@@ -1044,9 +1042,9 @@ export function reconciler(deps: ReconcilerDeps) {
     }
     /**
      * Rows listed for `range` with those lacking a click time (and a start that tells its day) placed on their
-     * creation day, by listing its days one by one (`creation-days.ts`). One no single day lists (the marketplace not up to date with
-     * itself) fails the survey for this run, retried by the next: filed by its completion it could be counted on
-     * another day as well as its own.
+     * creation day, by listing its days one by one (`creation-days.ts`). One no single day lists (the marketplace
+     * not up to date with itself) stays filed by its start if it has one; without, it fails the survey for this
+     * run, retried by the next: filed by its completion it could be counted on another day as well as its own.
      */
     async function placed(
       rows: readonly Transaction[],

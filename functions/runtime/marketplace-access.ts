@@ -26,8 +26,8 @@ const environment = z
     /** Calls started per second at most by this function's client (unset: no limit but the concurrency). */
     MARKETPLACE_CALLS_PER_SECOND: optionalWholeNumber(1, 1_000),
     /** The largest answer read, in MB (default: an eighth of the function's memory, at least 64). */
-    MARKETPLACE_MAX_ANSWER_MB: z.optional(wholeNumber(1, 4_096, 64)),
-    AWS_LAMBDA_FUNCTION_MEMORY_SIZE: z.optional(wholeNumber(128, 10_240, 512)),
+    MARKETPLACE_MAX_ANSWER_MB: optionalWholeNumber(1, 4_096),
+    AWS_LAMBDA_FUNCTION_MEMORY_SIZE: optionalWholeNumber(128, 10_240),
     AWS_LAMBDA_FUNCTION_NAME: z.optional(z.string()),
   })
   .check(

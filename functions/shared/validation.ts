@@ -11,19 +11,20 @@ z.config(en());
 /** A non-empty string (an environment variable set to "" is as good as unset). */
 export const filled = (message?: string) => z.string().check(z.minLength(1, message));
 
+/** An environment variable set to blank is as good as unset. */
+const blankAsUnset = z.transform((value: unknown) =>
+  typeof value === 'string' && value.trim() === '' ? undefined : value,
+);
+const boundedWhole = (min: number, max: number) =>
+  z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max)));
+
 /** A whole number within bounds, read from its string form, with a default when absent or empty. */
 export const wholeNumber = (min: number, max: number, fallback: number) =>
-  z.pipe(
-    z.transform((value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value)),
-    z._default(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max))), fallback),
-  );
+  z.pipe(blankAsUnset, z._default(boundedWhole(min, max), fallback));
 
 /** A whole number within bounds, read from its string form; undefined when absent or empty. */
 export const optionalWholeNumber = (min: number, max: number) =>
-  z.pipe(
-    z.transform((value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value)),
-    z.optional(z.pipe(z.coerce.number(), z.int().check(z.minimum(min), z.maximum(max)))),
-  );
+  z.pipe(blankAsUnset, z.optional(boundedWhole(min, max)));
 
 /**
  * The first `limit` issues as "path message", joined: names the field and the problem, never the value. An issue

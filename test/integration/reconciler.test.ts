@@ -18,13 +18,16 @@ import {
   type SurveyRegistration,
   type SurveyRegistry,
 } from '../../functions/ledger/ledger-store';
-import { createMarketplaceClient, MarketplaceError } from '../../functions/marketplace/marketplace-client';
+import {
+  createMarketplaceClient,
+  MARKETPLACE_DOWN_SURVEYS,
+  MarketplaceError,
+} from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { REVIEW_HORIZON_DAYS } from '../../functions/reconciliation/recheck-policy';
 import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
 import {
   LISTED_BY_DAY_MS,
-  MARKETPLACE_DOWN_SURVEYS,
   type RunReport,
   reconciler,
   SCHEDULED_RUN,

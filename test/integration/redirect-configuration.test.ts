@@ -14,12 +14,12 @@ import {
 } from '../../functions/ledger/ledger-store';
 import {
   createMarketplaceClient,
+  MARKETPLACE_DOWN_SURVEYS,
   type MarketplaceClient,
   MarketplaceError,
 } from '../../functions/marketplace/marketplace-client';
 import {
   FULL_LISTING_CHECKPOINT,
-  MARKETPLACE_DOWN_SURVEYS,
   RELOCATED_CHECKPOINT,
   type RedirectConfigurationDeps,
   readBacksPerRunFor,
@@ -1387,9 +1387,12 @@ describe('sync', () => {
       tUrl: 'https://hits.test/r/1/term?pid=[%%pid%%]',
       pstBckSuccessMethod: 'POST',
     };
+    /** The fields read back as differing from `urls`. */
+    const drifted = (actual: Parameters<typeof settingsDifferences>[1]) =>
+      settingsDifferences(urls, actual).map((d) => d.field);
     // Escaped placeholders and HTML ampersands are the same URL; fields it does not keep per survey are no drift.
     expect(
-      settingsDifferences(urls, {
+      drifted({
         sUrl: urls.sUrl.replaceAll('[%%pid%%]', '%5B%25%25pid%25%25%5D').replaceAll('&', '&amp;'),
         pstbck: urls.pstbck.replaceAll('[', '%5b').replaceAll(']', '%5d'),
         pstbck_fail: urls.pstbck_fail,
@@ -1397,7 +1400,7 @@ describe('sync', () => {
     ).toEqual([]);
     // Nor are its parameters written back in another order.
     expect(
-      settingsDifferences(urls, {
+      drifted({
         sUrl: 'https://hits.test/r/1/success?token=[%%token%%]&pid=[%%pid%%]&sig=abc&kid=k1',
         pstbck: urls.pstbck.replaceAll('&', '&amp;'),
         pstbck_fail: urls.pstbck_fail,
@@ -1405,24 +1408,24 @@ describe('sync', () => {
     ).toEqual([]);
     // An escaped `&` is no separator, and `&` as a numeric entity starts a fragment: the signature lost, a difference.
     expect(
-      settingsDifferences(urls, {
+      drifted({
         ...urls,
         pstbck: 'https://hits.test/p/1/success?kid=k1%26sig=def&pid=[%%pid%%]&token=[%%token%%]',
         pstbck_fail: urls.pstbck_fail.replaceAll('&', '&#38;'),
-      }).map((d) => d.field),
+      }),
     ).toEqual(['pstbck', 'pstbck_fail']);
     // An escaped `=`, `/`, `?` or `+` changes how the receiver reads the URL (`kid%3Dk1` is no kid parameter,
     // `/p%2F1` no route): a difference, in either case of its hex; other escapes of ASCII are the same character.
     expect(
-      settingsDifferences(urls, {
+      drifted({
         ...urls,
         sUrl: urls.sUrl.replace('kid=k1', 'kid%3dk1'),
         pstbck: urls.pstbck.replace('/p/1/', '/p%2F1/'),
         pstbck_fail: urls.pstbck_fail.replace('?pid', '%3Fpid'),
-      }).map((d) => d.field),
+      }),
     ).toEqual(['sUrl', 'pstbck', 'pstbck_fail']);
     expect(
-      settingsDifferences(urls, {
+      drifted({
         ...urls,
         sUrl: urls.sUrl.replace('kid=k1', 'kid=%6B1'),
         pstbck: urls.pstbck.replace('/p/1/', '/%70/1/'),
@@ -1431,7 +1434,7 @@ describe('sync', () => {
     // Nor are the supplier's global values where it keeps none per survey (tUrl, the methods), or a host
     // spelled in another case, with its default port.
     expect(
-      settingsDifferences(urls, {
+      drifted({
         ...urls,
         sUrl: urls.sUrl.replace('https://hits.test/', 'HTTPS://Hits.TEST:443/'),
         pstbck: urls.pstbck.replace('https://hits.test/', 'https://hits.test:443/'),
@@ -1441,22 +1444,16 @@ describe('sync', () => {
       }),
     ).toEqual([]);
     // A postback it does not report, or a different URL (another host, another port), is one.
-    expect(settingsDifferences(urls, { ...urls, pstbck_fail: undefined }).map((d) => d.field)).toEqual([
-      'pstbck_fail',
-    ]);
+    expect(drifted({ ...urls, pstbck_fail: undefined })).toEqual(['pstbck_fail']);
     expect(
-      settingsDifferences(urls, {
+      drifted({
         ...urls,
         pstbck: urls.pstbck.replace('hits.test/', 'hits.test:8443/'),
         pstbck_fail: urls.pstbck_fail.replace('hits.test', 'panel.example'),
         sUrl: urls.sUrl.replace('/r/1/', '/R/1/'),
-      }).map((d) => d.field),
+      }),
     ).toEqual(['sUrl', 'pstbck', 'pstbck_fail']);
-    expect(
-      settingsDifferences(urls, { ...urls, sUrl: urls.sUrl.replace('sig=abc', 'sig=abd') }).map(
-        (d) => d.field,
-      ),
-    ).toEqual(['sUrl']);
+    expect(drifted({ ...urls, sUrl: urls.sUrl.replace('sig=abc', 'sig=abd') })).toEqual(['sUrl']);
     expect([1, 2, 3, 4, 9, 20].map((failures) => retryDelayMs(failures) / 60_000)).toEqual([
       0, 15, 30, 60, 1440, 1440,
     ]);

@@ -14,8 +14,8 @@ import {
   createLedgerStore,
   createReconciliationStore,
 } from '../../functions/ledger/ledger-store';
+import { MARKETPLACE_DOWN_SURVEYS } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
-import { MARKETPLACE_DOWN_SURVEYS } from '../../functions/marketplace/redirect-configuration';
 import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { runCli } from '../support/cli';
 import { freshTable } from '../support/ledger';
