@@ -84,6 +84,17 @@ const lookingUp = (lookups: string[], answer: (surveyId: string) => Response | u
   });
 
 /** A registry over a table of its own. */
+/** A registered survey whose apply failed an hour before `start`: its retry is due. */
+const failedAnHourAgo = (surveyId: string, start: number): SurveyRegistration => ({
+  surveyId,
+  state: 'active',
+  verified: false,
+  failures: 1,
+  lastError: 'boom',
+  lastErrorAt: new Date(start - 3_600_000).toISOString(),
+  updatedAt: new Date(start - 3_600_000).toISOString(),
+});
+
 async function freshRegistry(): Promise<SurveyRegistry> {
   const table = await freshTable();
   return createSurveyRegistry(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
@@ -1176,15 +1187,7 @@ describe('sync', () => {
     for (const id of [5293, 5294]) marketplace.state.addSurvey({ surveyId: id });
     await configure({ registry: syncRegistry }).apply(['5293', '5294']);
     for (const id of [5293, 5294]) marketplace.state.setLive(id, false);
-    await syncRegistry.put({
-      surveyId: '5291',
-      state: 'active',
-      verified: false,
-      failures: 1,
-      lastError: 'boom',
-      lastErrorAt: new Date(start - 3_600_000).toISOString(),
-      updatedAt: new Date(start - 3_600_000).toISOString(),
-    });
+    await syncRegistry.put(failedAnHourAgo('5291', start));
     const gone = ['5291', '5293'];
     const lookups: string[] = [];
     // Its lookup alone keeps failing (a survey the marketplace cannot serve); one it does not know: below.
@@ -1235,16 +1238,7 @@ describe('sync', () => {
   it('a lookup refused with a 400 that says the survey is not found is a survey the marketplace no longer knows; a bare 400 is not', async () => {
     const syncRegistry = await freshRegistry();
     const start = Date.now();
-    for (const surveyId of ['5334', '5335'])
-      await syncRegistry.put({
-        surveyId,
-        state: 'active',
-        verified: false,
-        failures: 1,
-        lastError: 'boom',
-        lastErrorAt: new Date(start - 3_600_000).toISOString(),
-        updatedAt: new Date(start - 3_600_000).toISOString(),
-      });
+    for (const surveyId of ['5334', '5335']) await syncRegistry.put(failedAnHourAgo(surveyId, start));
     const refused = (msg: string) =>
       new Response(JSON.stringify({ apiStatus: 'Failure', msg }), { status: 400 });
     const client = lookingUp([], (id) =>
@@ -1271,15 +1265,7 @@ describe('sync', () => {
     for (const id of [5330, 5332]) marketplace.state.addSurvey({ surveyId: id });
     await configure({ registry: syncRegistry }).apply(['5330', '5332']);
     marketplace.state.setLive(5332, false);
-    await syncRegistry.put({
-      surveyId: '5331',
-      state: 'active',
-      verified: false,
-      failures: 1,
-      lastError: 'boom',
-      lastErrorAt: new Date(start - 3_600_000).toISOString(),
-      updatedAt: new Date(start - 3_600_000).toISOString(),
-    });
+    await syncRegistry.put(failedAnHourAgo('5331', start));
     const deleted = (id: number) => {
       marketplace.state.surveys.delete(id);
       marketplace.state.surveyRedirects.delete(id);
