@@ -274,6 +274,21 @@ const MAX_RETRY_AFTER_MS = 30_000;
  * survey its calls and retries every run.
  */
 export const MARKETPLACE_DOWN_SURVEYS = 10;
+
+/**
+ * Whether a call's failure says the marketplace is down for every survey, not that it refused this one: it did not
+ * answer (no connection, a timeout, a 5xx, a 429, a body cut off, or a success that is not JSON), or it refuses every
+ * call (a 401 that stands with the token read afresh: rotated or revoked). Both scheduled runs count these towards
+ * MARKETPLACE_DOWN_SURVEYS, and neither holds them against the survey.
+ */
+export const marketplaceDown = (error: unknown): boolean =>
+  error instanceof MarketplaceError &&
+  (error.retriable ||
+    error.kind === 'network' ||
+    error.kind === 'timeout' ||
+    error.httpStatus === 401 ||
+    error.httpStatus === 429 ||
+    (error.httpStatus ?? 0) >= 500);
 /**
  * The longest a Retry-After past that is obeyed by making no call at all: an hour, so a date misread or misstated by
  * the marketplace cannot silence a warm container's client for days.

@@ -19,6 +19,7 @@ import {
   type MalformedRow,
   type MarketplaceClient,
   MarketplaceError,
+  marketplaceDown,
   type Rows,
 } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
@@ -244,11 +245,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   const concurrency = deps.concurrency ?? 4;
   /**
    * Surveys in a row (of the run at hand) whose marketplace calls failed because it did not answer or refused every
-   * call (`unavailable`): at MARKETPLACE_DOWN_SURVEYS the run takes up no more, as reconciliation does.
+   * call (`marketplaceDown`): at MARKETPLACE_DOWN_SURVEYS the run takes up no more, as reconciliation does.
    */
   let downInRow = 0;
   const noteFailure = (error: unknown) => {
-    downInRow = unavailable(error) ? downInRow + 1 : 0;
+    downInRow = marketplaceDown(error) ? downInRow + 1 : 0;
   };
 
   const desiredFor = (surveyId: string, ring: KeyRing) =>
@@ -440,7 +441,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // (The marketplace not answering, or refusing every call for a while, is no news of this survey: not counted.)
       // One a day: the read-backs a survey listed as changed brings between its daily ones do not count again.
       const countsToday =
-        !unavailable(error) &&
+        !marketplaceDown(error) &&
         !(Date.parse(registration.readBackFailedAt ?? '') > Date.parse(at) - READ_BACK_FAILURE_SPACING_MS);
       const failedReads = (registration.readBackFailures ?? 0) + (countsToday ? 1 : 0);
       if (failedReads >= READ_BACK_TRIES && countsToday) {
@@ -1036,25 +1037,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
 
-/**
- * Whether an error was the marketplace not answering (a 5xx, a 429, a timeout, no connection), or refusing every
- * call (a 401: the access token, read afresh and refused again, rotated or revoked), not a refusal of the survey.
- */
-const unavailable = (error: unknown): boolean =>
-  error instanceof MarketplaceError &&
-  (error.kind === 'network' ||
-    error.kind === 'timeout' ||
-    error.httpStatus === 401 ||
-    error.httpStatus === 429 ||
-    (error.httpStatus ?? 0) >= 500);
-
 /** A registration's failure counts after one more failure: in a row, and of them the marketplace not answering. */
 const failedOnceMore = (
   current: Pick<SurveyRegistration, 'failures' | 'unavailableFailures'> | undefined,
   error: unknown,
 ): Pick<SurveyRegistration, 'failures' | 'unavailableFailures'> => ({
   failures: (current?.failures ?? 0) + 1,
-  unavailableFailures: (current?.unavailableFailures ?? 0) + (unavailable(error) ? 1 : 0),
+  unavailableFailures: (current?.unavailableFailures ?? 0) + (marketplaceDown(error) ? 1 : 0),
 });
 
 /** The marketplace's time of the change an apply or read-back looked at, when the listing gave one. */

@@ -110,7 +110,7 @@ export function createReconcileHandler({ engine, windowDays, resume, calls }: Re
       // at once.
       if (report.marketplaceUnavailable)
         logger.warn(
-          'the marketplace did not answer for several surveys in a row: the run stopped taking them up',
+          'the marketplace did not answer, or refused the access token, for ten surveys in a row: the run stopped taking them up',
           {
             runId: report.runId,
             left: summary.deferred,

@@ -25,6 +25,7 @@ import {
   type MalformedRow,
   type MarketplaceClient,
   MarketplaceError,
+  marketplaceDown,
   type Rows,
 } from '../marketplace/marketplace-client';
 import {
@@ -1482,7 +1483,7 @@ export function reconciler(deps: ReconcilerDeps) {
       return {
         ...emptyOutcome(surveyId, allDays, 'failed', message, failingSince()),
         ...(error instanceof EmptyListingHeld ? { held: true } : {}),
-        ...(error instanceof MarketplaceError && error.retriable ? { marketplaceUnavailable: true } : {}),
+        ...(marketplaceDown(error) ? { marketplaceUnavailable: true } : {}),
         // A listing it answered before the call that failed (a look-back, a day listed alone): it is up.
         ...(answered ? { marketplaceAnswered: true } : {}),
       };
@@ -1557,7 +1558,7 @@ export function reconciler(deps: ReconcilerDeps) {
     const finished = new Set<number>();
     let settled = 0;
     let done = 0;
-    /** Surveys that failed in a row because the marketplace did not answer: at MARKETPLACE_DOWN_SURVEYS, none starts. */
+    /** Surveys that failed in a row because the marketplace was down (`marketplaceDown`): at MARKETPLACE_DOWN_SURVEYS, none starts. */
     let unavailable = 0;
     const report = await runBounded(
       surveys.map((surveyId) => async () => {

@@ -1777,6 +1777,28 @@ describe('the scheduled run', () => {
     );
   });
 
+  it('an access token the marketplace refuses (a 401 read afresh and refused again): the run stops taking up surveys after ten, as if it were down', async () => {
+    const ids = Array.from({ length: 12 }, (_, i) => String(7421 + i));
+    for (const id of ids) await survey(Number(id));
+    await releasedRunOf('token-revoked', ids);
+    let calls = 0;
+    const counted = oneAtATime(4, async () => {
+      calls++;
+      return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid access token' }), {
+        status: 401,
+      });
+    });
+    const refused = await counted.scheduled(2, { deadline: new Date(Date.now() + 60_000) });
+    expect(refused).toMatchObject({ complete: false, marketplaceUnavailable: true });
+    expect(refused?.outcomes.map((o) => o.status)).toEqual([
+      ...Array(MARKETPLACE_DOWN_SURVEYS).fill('failed'),
+      ...Array(12 - MARKETPLACE_DOWN_SURVEYS).fill('deferred'),
+    ]);
+    expect(refused?.outcomes[0]?.error).toMatch(/HTTP 401: Invalid access token/);
+    // Each failed survey's call and its one try with the token read afresh; none for the surveys left.
+    expect(calls).toBe(2 * MARKETPLACE_DOWN_SURVEYS);
+  });
+
   it('a marketplace asking for no calls for an hour (429, Retry-After): one call, the run stops taking up surveys, nothing asked again', async () => {
     const ids = Array.from({ length: 12 }, (_, i) => String(7381 + i));
     for (const id of ids) await survey(Number(id));
