@@ -73,6 +73,7 @@ export const FEED_ATTRIBUTES: readonly string[] = [
   'redirectFrom',
   'postbackSource',
   'arrivedAs',
+  'arrivedAt',
   'drainedAt',
   'verdict',
   'verdictDay',
@@ -143,9 +144,11 @@ const hitsOf = (attributes: Item): number =>
  * Whether record `a` holds a later image of its attempt than `b`. Every hit adds to a counter, and the updates a
  * drained hit makes without one move `lastSeenAt` past the image they read (attempt-store.ts); every verdict
  * written, retired or cleared adds to its history (`verdictChanges`), and a verdict refreshed with newer facts
- * moves `verdictAt`: none of them ever goes back, so the image ahead on the first that differs is the later,
- * whatever shard of the stream either came from. Only a change that moves none of them (an `arrivedAs` set by
- * reconciliation) falls back to the stream's order of one item's changes, its sequence number.
+ * moves `verdictAt`, and reconciliation's pointer to where a transaction's attempt arrived (`arrivedAs`) moves
+ * `arrivedAt`: none of them ever goes back, so the image ahead on the first that differs is the later, whatever
+ * shard of the stream either came from, and an image `ledger rebuild-feed` read from the item (sequence 0)
+ * outranks a stream image from before it. Only a change that moves none of them falls back to the stream's order
+ * of one item's changes, its sequence number.
  */
 export function isLaterRecord(a: FeedRecord, b: FeedRecord): boolean {
   const hits = hitsOf(a.attributes) - hitsOf(b.attributes);
@@ -158,6 +161,9 @@ export function isLaterRecord(a: FeedRecord, b: FeedRecord): boolean {
   const judgedA = String(a.attributes.verdictAt ?? '');
   const judgedB = String(b.attributes.verdictAt ?? '');
   if (judgedA !== judgedB) return judgedA > judgedB;
+  const pointedA = String(a.attributes.arrivedAt ?? '');
+  const pointedB = String(b.attributes.arrivedAt ?? '');
+  if (pointedA !== pointedB) return pointedA > pointedB;
   return isLaterSequence(a.sequence, b.sequence);
 }
 

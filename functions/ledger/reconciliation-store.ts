@@ -189,9 +189,9 @@ export interface ReconciliationStore {
   clearVerdict(attempt: Attempt, at: Date): Promise<boolean>;
   /**
    * Leaves on the item of a transaction the pid its attempt arrived under (`pointers` of verdict-rules.ts). False
-   * when it already said so, or there is no such item yet.
+   * when it already said so, or there is no such item yet. Its time (`at`) is kept beside it (`arrivedAt`).
    */
-  pointToArrival(surveyId: string, pid: string, token: string, arrivedAs: string): Promise<boolean>;
+  pointToArrival(surveyId: string, pid: string, token: string, arrivedAs: string, at: Date): Promise<boolean>;
   /**
    * The attempts judged on these days of a survey from outside each day's own reading (ledger-schema.ts
    * `outsidersKey`): day to keys, for the days that have any (a batch of point reads).
@@ -484,14 +484,16 @@ export function createReconciliationStore(
       );
     },
 
-    pointToArrival(surveyId, pid, token, arrivedAs) {
+    pointToArrival(surveyId, pid, token, arrivedAs, at) {
       return updated({
         Key: attemptKey(surveyId, pid, token),
-        UpdateExpression: 'SET arrivedAs = :arrivedAs',
+        // With its time: the attempt feed orders an item's images by it (attempt-feed.ts `isLaterRecord`), so a
+        // rebuilt image that has the pointer outranks a stream image from before it.
+        UpdateExpression: 'SET arrivedAs = :arrivedAs, arrivedAt = :at',
         // On the item a run made for the transaction: none yet, and that run will make it and look again.
         ConditionExpression:
           'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
-        ExpressionAttributeValues: { ':arrivedAs': arrivedAs },
+        ExpressionAttributeValues: { ':arrivedAs': arrivedAs, ':at': at.toISOString() },
       });
     },
 

@@ -816,7 +816,7 @@ export function reconciler(deps: ReconcilerDeps) {
       for (const attempt of result.collapsed)
         if (await deps.results.clearVerdict(attempt, at)) outcome.collapsed++;
       for (const { pid, token, arrivedAs, day } of result.pointers) {
-        if (!(await deps.results.pointToArrival(surveyId, pid, token, arrivedAs))) continue;
+        if (!(await deps.results.pointToArrival(surveyId, pid, token, arrivedAs, at))) continue;
         await deps.results.flagDay(surveyId, day, flagTime);
         // A click day already past the window is read by the next daily read of the days past it.
         if (!days.includes(day) && day >= horizon) reread.add(day);

@@ -135,9 +135,22 @@ describe('records', () => {
     ];
     expect(latestOfEach(records)).toEqual([records[2]]);
     expect(latestOfEach([...records].reverse())).toEqual([records[2]]);
-    // Alike in hits and sightings (a pid pairing set by reconciliation): the stream's order.
-    const paired = { sequence: '901', attributes: { ...item, arrivedAs: 'p-other' } };
+    // Alike in hits and sightings (a pid pairing set by reconciliation): by when it was set.
+    const paired = {
+      sequence: '901',
+      attributes: { ...item, arrivedAs: 'p-other', arrivedAt: '2026-11-21T09:00:00.000Z' },
+    };
     expect(latestOfEach([records[0] as (typeof records)[0], paired])).toEqual([paired]);
+    // The image `ledger rebuild-feed` reads from the item (sequence 0) after a batch holding the pairing was set
+    // aside outranks the stream's image from before it; a pairing set again since outranks the rebuilt image.
+    const rebuilt = { sequence: '0', attributes: paired.attributes };
+    expect(latestOfEach([records[0] as (typeof records)[0], rebuilt])).toEqual([rebuilt]);
+    const repaired = {
+      sequence: '950',
+      attributes: { ...item, arrivedAs: 'P-OTHER', arrivedAt: '2026-11-21T10:00:00.000Z' },
+    };
+    expect(latestOfEach([repaired, rebuilt])).toEqual([repaired]);
+    expect(latestOfEach([rebuilt, repaired])).toEqual([repaired]);
   });
 });
 
