@@ -149,6 +149,15 @@ export const MAX_BUFFERED_IDS = 16;
  */
 const STAND_EARLIER_TRIES = 5;
 
+/**
+ * A drained hit whose settling lost STAND_EARLIER_TRIES races in a row (many hits of one attempt drained at once):
+ * thrown after its write, so its delivery fails and its repeat settles it on the attempt as it then is.
+ */
+const unsettled = (what: string) =>
+  Object.assign(new Error(`a drained hit's ${what} not settled: the attempt kept changing under it`), {
+    name: 'DrainedHitUnsettled',
+  });
+
 /** A 48-bit digest of a hit or buffer id: what an attempt remembers of it. */
 const hitDigest = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 8);
 
@@ -340,8 +349,8 @@ export function createLedgerStore(
    * The first outcome a channel reported stands, by when the hit was made, not when it reached the ledger: a
    * buffered hit made before the one standing (written live while this one waited out an outage) takes its
    * place, and one of the outcome standing takes its sighting back to when it was made. Conditional on the standing
-   * outcome and its first sighting as read; lost to a race (another drained hit of the attempt taking the place
-   * first: the drainer works a batch at once), decided again on the attempt as it now is, a few times at most.
+   * outcome and its first sighting as read; lost to a race (another hit of the attempt written meanwhile), decided
+   * again on the attempt as it now is, a few times at most, then thrown (`unsettled`) for the delivery to come back.
    */
   const standEarlier = async (attempt: Attempt, drained: Hit, made: Date) => {
     let current: Attempt | undefined = attempt;
@@ -357,6 +366,8 @@ export function createLedgerStore(
       const item = await currentItem(attempt);
       current = item ? attemptFromItem(item) : undefined;
     }
+    // Still changing under it: the hit's delivery fails and comes back, and its repeat decides again.
+    if (current && standEarlierUpdate(current, drained, made)) throw unsettled('its outcome');
   };
 
   /**
@@ -416,7 +427,7 @@ export function createLedgerStore(
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
       }
     }
-    return undefined;
+    throw unsettled('its first sighting');
   };
 
   /**

@@ -87,6 +87,26 @@ describe('createDrainHandler', () => {
     expect(writes).toBe(4);
   });
 
+  it('a ledger that refuses the first writes of a batch is not asked for the rest of it', async () => {
+    let writes = 0;
+    const drain = createDrainHandler({
+      store: {
+        recordBufferedHit: async () => {
+          writes++;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          throw new StoreUnavailable('the ledger store is unavailable');
+        },
+      },
+      redelivery: undefined,
+      backoff: AWS,
+      circuitSeconds: 30,
+    });
+    expect((await drain(event(0, 10))).batchItemFailures).toHaveLength(10);
+    // The first attempts tried side by side (a few at once); none after the first refusal.
+    expect(writes).toBeGreaterThan(0);
+    expect(writes).toBeLessThanOrEqual(3);
+  });
+
   it('a malformed message fails alone and does not open the circuit', async () => {
     let writes = 0;
     const drain = createDrainHandler({
