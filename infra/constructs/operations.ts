@@ -304,11 +304,30 @@ export class Operations extends Construct {
         1,
       );
     }
+    // Not the age of the oldest message: SQS leaves a message received three times or more out of it, and a hit the
+    // drainer keeps failing is received again within minutes (its backoff), so the age stays low through an outage
+    // of hours. Hits held at all (waiting, or in flight: a drainer backing off holds them invisible), on average
+    // over each of three five-minute periods: a healthy drainer takes a hit out within seconds.
     alarm(
       'buffer-age',
-      'A hit has waited in the buffer for over 15 minutes: the drainer cannot write to the ledger.',
-      props.buffer.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(5), statistic: 'Maximum' }),
-      900,
+      'Hits have been held in the buffer for 15 minutes: the drainer cannot write them to the ledger (ledger throttling or down, or the drainer failing). They are safe in the queue for 14 days.',
+      new MathExpression({
+        expression: 'FILL(waiting, 0) + FILL(inFlight, 0)',
+        usingMetrics: {
+          waiting: props.buffer.metricApproximateNumberOfMessagesVisible({
+            period: Duration.minutes(5),
+            statistic: 'Average',
+          }),
+          inFlight: props.buffer.metricApproximateNumberOfMessagesNotVisible({
+            period: Duration.minutes(5),
+            statistic: 'Average',
+          }),
+        },
+        label: 'hits held in the buffer',
+        period: Duration.minutes(5),
+      }),
+      0.5,
+      { periods: 3, datapoints: 3 },
     );
     alarm(
       'dead-letters',

@@ -705,6 +705,28 @@ describe('operations', () => {
     expect(JSON.stringify(dashboard?.Properties.DashboardName)).toContain('AWS::Region');
   });
 
+  it("alarms on hits held in the buffer for 15 minutes, in flight too: not on the oldest message's age, which SQS stops counting for a hit received three times", () => {
+    const [held] = Object.values(template.findResources('AWS::CloudWatch::Alarm'))
+      .map((a) => (a as { Properties: Record<string, unknown> }).Properties)
+      .filter((p) => p.AlarmName === 'Test-buffer-age');
+    type Query = {
+      Id: string;
+      Expression?: string;
+      MetricStat?: { Metric: { MetricName: string }; Stat: string };
+    };
+    const metrics = (held?.Metrics ?? []) as Query[];
+    expect(
+      metrics
+        .flatMap((m) => (m.MetricStat ? [[m.MetricStat.Metric.MetricName, m.MetricStat.Stat]] : []))
+        .sort(),
+    ).toEqual([
+      ['ApproximateNumberOfMessagesNotVisible', 'Average'],
+      ['ApproximateNumberOfMessagesVisible', 'Average'],
+    ]);
+    expect(held).toMatchObject({ EvaluationPeriods: 3, Threshold: 0.5 });
+    expect(held).not.toHaveProperty('DatapointsToAlarm');
+  });
+
   it('alarms a second time when a dead letter is ten days old, four before the queue drops it', () => {
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       AlarmName: 'Test-dead-letters-expiring',
