@@ -4,7 +4,7 @@
  * handler checks the URL's signature), the finance routes behind IAM (SigV4). Access logs never record the query
  * string (it carries the URL's signature).
  */
-import { RemovalPolicy } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import {
   ApiMapping,
@@ -90,6 +90,11 @@ export class HitApi extends Construct {
       description: props.description ?? 'Survey redirect and postback receiver',
     });
     this.accessLogs = new LogGroup(this, 'access-logs', {
+      // Under /aws/vendedlogs/: an HTTP API stage's access logging adds any other log group to the region's one
+      // CloudWatch Logs resource policy, 5,120 characters that deleted stacks never give back, and a deploy fails
+      // once it is full ("Cannot enable logging. Policy document length ..."); this prefix is covered by one entry.
+      // Named by the stack and the API: a second stack, or this one deployed again after a destroy, takes its own.
+      logGroupName: `/aws/vendedlogs/apigateway/${Stack.of(this).stackName}/${id}`,
       retention: RetentionDays.THREE_MONTHS,
       removalPolicy: RemovalPolicy.DESTROY,
     });

@@ -1056,6 +1056,16 @@ describe('HTTP API', () => {
       expect(format).not.toMatch(/querystring|\$context\.path.*\?|\$request/i);
     }
   });
+
+  it("keeps both APIs' access logs under /aws/vendedlogs/, named by the stack (the region's logs resource policy stays within its size)", () => {
+    const groups = Object.values(template.findResources('AWS::Logs::LogGroup'))
+      .map((g) => (g as { Properties: { LogGroupName?: unknown } }).Properties.LogGroupName)
+      .filter((name): name is string => typeof name === 'string' && name.includes('apigateway'));
+    expect(groups.sort()).toEqual([
+      '/aws/vendedlogs/apigateway/Test/hit-api',
+      '/aws/vendedlogs/apigateway/Test/postback-api',
+    ]);
+  });
 });
 
 describe('cdk-nag AwsSolutions', () => {
