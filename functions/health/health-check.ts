@@ -107,7 +107,10 @@ export function healthCheck(deps: HealthCheckDependencies) {
       };
     // Judged at the same lagged time either way: runs that switch between the items and the feed do not move the
     // evaluation back and forth (a survey would turn failing, recover and fail again on the same traffic).
-    if (started === undefined) return { at };
+    // Not read until its consumer has noted a touch of the probe once, as reconciliation reads it: a consumer that
+    // marked the start on its first batch and has been stuck since would show every survey quiet. Until then the
+    // receivers index every attempt (feed-coverage.ts), so the items hold them all.
+    if (started === undefined || seenAt === undefined) return { at };
     if (Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS) {
       // The items hold every attempt first seen before the hour after the feed's start; one after it may be in
       // the feed alone (the receivers leave it out of the day index: feed-coverage.ts), read from there too.

@@ -3,7 +3,7 @@
  * hit and a second hit really write, in the typed JSON a Lambda event carries.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue, DynamoDBRecord } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -25,7 +25,7 @@ import {
   latestOfEach,
   MAX_RECORDS_BYTES,
 } from '../../functions/ledger/attempt-feed';
-import { FEED_PROBE_KEY, FEED_START_KEY } from '../../functions/ledger/feed-keys';
+import { FEED_PROBE_KEY, FEED_PROBE_SEEN_KEY, FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
   attemptFromItem,
@@ -402,6 +402,10 @@ describe("the health check's window from the feed", () => {
     await client.send(
       new PutCommand({ TableName: tableName, Item: { ...FEED_START_KEY, at: '2026-11-01T00:00:00.000Z' } }),
     );
+    // Its consumer marked the start and has not noted a touch of the probe yet (stuck since its first batch): the
+    // items are read, which hold every attempt until the feed is proven (the receivers index them all till then).
+    await client.send(new DeleteCommand({ TableName: tableName, Key: FEED_PROBE_SEEN_KEY }));
+    await feed.touchProbe(iso(T - 2 * 3_600_000));
     const check = (feedLagMs?: number) =>
       healthCheck({
         attempts: store,
@@ -418,6 +422,8 @@ describe("the health check's window from the feed", () => {
     const surveys = { surveys: [surveyId] };
     const fromTable = await judged(check().evaluate(new Date(T), surveys));
     expect(fromTable.evaluation?.state).toBe('ok');
+    expect(await judged(check(0).evaluate(new Date(T), surveys))).toEqual(fromTable);
+    await feed.probeSeen(iso(T - 2 * 3_600_000));
     // Seven minutes back, the feed says what the attempt items said then.
     const fromFeed = await judged(check(7 * 60_000).evaluate(new Date(T), surveys));
     expect(fromFeed).toEqual(await judged(check().evaluate(new Date(T - 7 * 60_000), surveys)));
