@@ -4,7 +4,9 @@
  * deployed stack. The hit buffer's dead-letter queue has a context of its own, as it needs none of the rest.
  */
 
-import { type AttemptFeed, createAttemptFeed } from '../ledger/attempt-feed';
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { type AttemptFeed, createAttemptFeed, NO_STREAM } from '../ledger/attempt-feed';
 import { feedAwareLookups } from '../ledger/attempt-lookup';
 import { type AttemptReindex, createAttemptReindex } from '../ledger/attempt-reindex';
 import { createFeedRebuild, type FeedRebuild } from '../ledger/feed-rebuild';
@@ -34,6 +36,11 @@ export interface CliContext {
   readonly store: LedgerStore;
   /** The attempt feed, if the table keeps one (its state says). */
   readonly feed: AttemptFeed;
+  /**
+   * The attempt feed as the deployed functions read it, for the commands that read as they do (`reconcile`,
+   * `health`): none on a table that no longer keeps a stream (the feed turned off leaves its start mark behind).
+   */
+  readonly feedAsDeployed: AttemptFeed;
   readonly registry: SurveyRegistry;
   readonly results: ReconciliationStore;
   readonly dayIndex: DayIndexBackfill;
@@ -75,6 +82,8 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
     {
       store: createLedgerStore,
       feed: createAttemptFeed,
+      feedAsDeployed: (client: DynamoDBDocumentClient, tableName: string) =>
+        createAttemptFeed(client, tableName, { stream: deployedStream(env, target, client, tableName) }),
       registry: createSurveyRegistry,
       results: createReconciliationStore,
       dayIndex: createDayIndexBackfill,
@@ -100,6 +109,35 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
       marketplace ??= marketplaceFromEnvironment(env);
       return marketplace;
     },
+  };
+}
+
+/**
+ * The table's stream as the deployed functions know it (their ATTEMPT_FEED_STREAM): ATTEMPT_FEED=off, none;
+ * ATTEMPT_FEED_STREAM, that one; in AWS otherwise the table's own, asked once (DescribeTable), none when it keeps no
+ * stream; locally (a fresh engine each start) whichever marked the start.
+ */
+function deployedStream(
+  env: NodeJS.ProcessEnv,
+  target: 'local' | 'aws',
+  client: DynamoDBDocumentClient,
+  tableName: string,
+): string | (() => Promise<string | undefined>) | undefined {
+  if (env.ATTEMPT_FEED === 'off') return NO_STREAM;
+  if (env.ATTEMPT_FEED_STREAM) return env.ATTEMPT_FEED_STREAM;
+  if (target !== 'aws') return undefined;
+  return async () => {
+    try {
+      const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+      return Table?.StreamSpecification?.StreamEnabled && Table.LatestStreamArn
+        ? Table.LatestStreamArn
+        : NO_STREAM;
+    } catch (error) {
+      complain(
+        `warning: the table's stream could not be read (${error instanceof Error ? error.name : 'error'}): the attempt feed is taken to be on while its start mark says so; set ATTEMPT_FEED=off if it is turned off`,
+      );
+      return undefined;
+    }
   };
 }
 

@@ -53,7 +53,7 @@ export function healthCommand(): Command {
       const context = cliContext();
       // With the attempt feed, read as the scheduled check reads it (each bucket of surveys once, as of its lag ago):
       // the receivers leave the attempts it covers out of the day index.
-      const keepsFeed = (await context.feed.state()).startedAt !== undefined;
+      const keepsFeed = (await context.feedAsDeployed.state()).startedAt !== undefined;
       const check = healthCheck({
         attempts: context.store,
         registry: context.registry,
@@ -62,7 +62,7 @@ export function healthCommand(): Command {
         concurrency: 4,
         ...(keepsFeed
           ? {
-              feed: context.feed,
+              feed: context.feedAsDeployed,
               feedLagMs: feedLagMsOf(),
             }
           : {}),

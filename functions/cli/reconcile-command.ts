@@ -66,10 +66,10 @@ export function reconcileCommand(): Command {
         // With the attempt feed, surveys read their attempts from it as the scheduled runs do (the receivers leave
         // those it covers out of the day index), each bucket-day once for the bucket's surveys.
         const fromFeed =
-          (await context.feed.state()).startedAt === undefined
+          (await context.feedAsDeployed.state()).startedAt === undefined
             ? undefined
             : feedAttempts({
-                feed: context.feed,
+                feed: context.feedAsDeployed,
                 items: context.store,
                 feedLagMs: feedLagMsOf(),
               });

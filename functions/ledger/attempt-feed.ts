@@ -272,20 +272,27 @@ function encodedParts(records: readonly FeedRecord[]): Uint8Array[] {
   return [...encodedParts(records.slice(0, half)), ...encodedParts(records.slice(half))];
 }
 
+/** The `stream` of a table that keeps none (the attempt feed turned off): no start mark is its feed's. */
+export const NO_STREAM = '';
+
 /**
- * @param options.stream the table's stream ARN, where the deployment knows it (ATTEMPT_FEED_STREAM): a start mark of
- *   another stream (the feed turned off and on again, the new stream's consumer yet to mark its own) is no start.
+ * @param options.stream the table's stream ARN, where the deployment knows it (ATTEMPT_FEED_STREAM), or how to find
+ *   it (the CLI asks the table), read once: a start mark of another stream (the feed turned off and on again, the
+ *   new stream's consumer yet to mark its own) is no start; `NO_STREAM` (the table keeps none: the feed turned off)
+ *   takes no mark for a start.
  */
 export function createAttemptFeed(
   client: DynamoDBDocumentClient,
   tableName: string,
-  options: { stream?: string | undefined } = {},
+  options: { stream?: string | (() => Promise<string | undefined>) | undefined } = {},
 ): AttemptFeed {
+  let stream: Promise<string | undefined> | undefined;
   /** The start mark if it is this feed's. */
-  const ours = (start: Item | undefined) =>
-    start !== undefined && (options.stream === undefined || start.stream === options.stream)
-      ? start
-      : undefined;
+  const ours = async (start: Item | undefined) => {
+    stream ??= typeof options.stream === 'function' ? options.stream() : Promise.resolve(options.stream);
+    const of = await stream;
+    return start !== undefined && (of === undefined || start.stream === of) ? start : undefined;
+  };
   const put = async (pk: string, sk: string, records: Uint8Array, count: number) => {
     const digest = digestOf(records);
     const item = { pk, kind: 'attempt-feed', records, count, digest };
@@ -332,7 +339,7 @@ export function createAttemptFeed(
         return typeof value === 'string' ? value : undefined;
       };
       const item = (key: { pk: string; sk: string }) => items.find((i) => i.pk === key.pk && i.sk === key.sk);
-      const start = ours(item(FEED_START_KEY));
+      const start = await ours(item(FEED_START_KEY));
       const startedAt = start && typeof start.at === 'string' ? start.at : undefined;
       const touchedAt = of(FEED_PROBE_KEY, 'touchedAt');
       const seenAt =
@@ -381,7 +388,7 @@ export function createAttemptFeed(
 
     async startedAt() {
       const [item] = await batchGet(client, tableName, [FEED_START_KEY]);
-      const start = ours(item);
+      const start = await ours(item);
       return typeof start?.at === 'string' ? start.at : undefined;
     },
 

@@ -169,4 +169,41 @@ describe('the CLI on a table whose feed covers its attempts', () => {
         .sort(),
     ).toEqual(['paid', 'unpaid']);
   });
+
+  it('turned off (the table keeps no stream; its start mark stays): reconcile reads the attempt items, which the receivers index again', {
+    timeout: 120_000,
+  }, async () => {
+    // A postback since the feed was turned off: indexed, in no feed. The marketplace does not list it.
+    const late: Hit = {
+      channel: 'postback',
+      surveyId: SURVEY,
+      outcome: 'success',
+      pid: 'p-late',
+      token: 'late',
+      source: 'query',
+    };
+    await indexing.recordHit(late, new Date(seenAt.getTime() + 60_000));
+    expect((await feed.state()).startedAt).toBeDefined();
+    // Against AWS the CLI asks the table for its stream (the engine's table keeps none, as a table whose feed was
+    // turned off): the start mark is then no feed's.
+    const reconciled = await runCli(
+      ['reconcile', '--survey', SURVEY, '--from', pacificDay(seenAt), '--settle-seconds', '0', '--json'],
+      {
+        ...process.env,
+        RECEIVER_TARGET: 'aws',
+        AWS_REGION: 'us-east-1',
+        DYNAMODB_ENDPOINT: table.endpoint,
+        TABLE_NAME: table.tableName,
+        MARKETPLACE_BASE_URL: url,
+        MARKETPLACE_ACCESS_TOKEN: 'feed-cli-token',
+        SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
+        PUBLIC_BASE_URL: 'https://hits.test',
+        POWERTOOLS_LOG_LEVEL: 'ERROR',
+      },
+    );
+    expect(reconciled.code).toBe(0);
+    expect((await indexing.attemptsOf(SURVEY, 'p-late'))[0]?.reconciliation?.verdict).toBe(
+      'complete_not_paid',
+    );
+  });
 });

@@ -194,6 +194,10 @@ describe('the attempt feed on the local stack', () => {
         Item: { ...FEED_START_KEY, kind: 'attempt-feed-start', at: '2026-01-01T00:00:00.000Z' },
       }),
     );
+    // And proven: its consumer has noted a touch of the probe (until then the items are read).
+    await createAttemptFeed(stackClient, tableName).touchProbe(new Date().toISOString());
+    await stack.drainFeed?.();
+    expect((await createAttemptFeed(stackClient, tableName).state()).seenAt).toBeDefined();
     before = batchReads();
     const fromFeed = await check(true).evaluate(at, { surveys });
     const feedBatchReads = batchReads() - before;
