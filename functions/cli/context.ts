@@ -51,7 +51,10 @@ export interface CliContext {
   /** Where the key ring is kept, for rotation. */
   readonly keyRingStore: KeyRingStore;
   readonly publicBaseUrl: string;
-  /** The postbacks' own host (POSTBACK_BASE_URL, the stack output PostbackApiUrl); PUBLIC_BASE_URL when unset. */
+  /**
+   * The postbacks' own host (POSTBACK_BASE_URL, the stack output PostbackApiUrl); locally PUBLIC_BASE_URL when unset,
+   * against AWS required (read only by the commands that build URLs).
+   */
   readonly postbackBaseUrl: string;
   readonly target: 'local' | 'aws';
   /** The marketplace client, built on first use (only some commands need it). */
@@ -103,7 +106,15 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
     keyRing: () => keys.load({ fresh: true }),
     keyRingStore: keys,
     publicBaseUrl: env.PUBLIC_BASE_URL as string,
-    postbackBaseUrl: env.POSTBACK_BASE_URL || (env.PUBLIC_BASE_URL as string),
+    // Against AWS the postbacks have an API of their own: built on the public host by default, an apply would point
+    // every survey's postbacks back at it (asked for only by the commands that build URLs).
+    get postbackBaseUrl() {
+      if (!env.POSTBACK_BASE_URL && target === 'aws')
+        throw new Error(
+          "set POSTBACK_BASE_URL (the stack's PostbackApiUrl output): the surveys' postbacks go to the postback API, and built on PUBLIC_BASE_URL they would be pointed back at the public host",
+        );
+      return env.POSTBACK_BASE_URL || (env.PUBLIC_BASE_URL as string);
+    },
     target,
     marketplace: () => {
       marketplace ??= marketplaceFromEnvironment(env);

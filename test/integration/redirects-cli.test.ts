@@ -13,6 +13,7 @@ import {
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
+  createSurveyRegistry,
 } from '../../functions/ledger/ledger-store';
 import { MARKETPLACE_DOWN_SURVEYS } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
@@ -252,6 +253,29 @@ describe('output for other programs', () => {
     expect(Number(notTaken)).toBeGreaterThanOrEqual(20 - MARKETPLACE_DOWN_SURVEYS - 3);
   });
 
+  it('against AWS, applying or printing URLs without POSTBACK_BASE_URL is refused (postbacks would go to the public host), and nothing is sent', async () => {
+    const aws = { ...cliEnv(), RECEIVER_TARGET: 'aws', AWS_REGION: 'us-east-1' };
+    for (const args of [
+      ['redirects', 'apply', '--survey', '9997'],
+      ['urls', '--survey', '9997'],
+    ]) {
+      const refused = await runCli(args, aws);
+      expect(refused.code).toBe(1);
+      expect(refused.stdout).toMatch(/set POSTBACK_BASE_URL \(the stack's PostbackApiUrl output\)/);
+    }
+    const registry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    expect(await registry.get('9997')).toBeUndefined();
+    const given = await runCli(['urls', '--survey', '9997', '--json'], {
+      ...aws,
+      POSTBACK_BASE_URL: 'https://postbacks.test',
+    });
+    expect(given.code).toBe(0);
+    expect(given.stdout).toContain('https://postbacks.test/postback/9997/');
+  });
+
   it('redirects rotate refuses a retirement it cannot date, naming the bound', async () => {
     const result = await cli('redirects', 'rotate', '--retire-in-hours', '1e10');
     expect(result.code).toBe(1);
@@ -296,16 +320,16 @@ describe('output for other programs', () => {
   });
 
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
-    const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
+    const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9997'], {
       env: cliEnv(),
     }).catch((error: { stdout: string; stderr: string }) => error);
     expect(result.stdout).toContain('9998         not watched: no redirects registered here');
     expect(result.stdout).not.toMatch(/9998\s+ok/);
     expect(result.stdout).toContain('0 ok, 0 warning, 0 failing');
-    const json = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998', '--json'], {
+    const json = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9997', '--json'], {
       env: cliEnv(),
     });
-    expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9998'] });
+    expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9997'] });
   });
 
   it('reconcile refuses a survey it is asked for that has no registration here, unless forced (a mistyped id would show in finance)', async () => {
