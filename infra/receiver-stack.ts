@@ -457,7 +457,13 @@ export class ReceiverStack extends Stack {
       });
     new CfnOutput(this, 'TableName', { value: this.ledger.table.tableName });
     new CfnOutput(this, 'SigningKeysSecretArn', { value: this.signingKeys.secretArn });
-    new CfnOutput(this, 'MarketplaceTokenSecretArn', { value: this.marketplaceToken.secretArn });
+    // A secret given by name (`marketplace.tokenSecretName`) has only a partial ARN here, which Secrets Manager reads
+    // as a complete one when the name ends in a hyphen and six characters: its name is what finds it.
+    new CfnOutput(this, 'MarketplaceTokenSecretArn', {
+      value: marketplace.tokenSecretName ?? this.marketplaceToken.secretArn,
+      description:
+        'MARKETPLACE_TOKEN_SECRET_ID for the CLI: the secret ARN, or the name of a secret given by name',
+    });
 
     this.suppressAcceptedFindings();
   }

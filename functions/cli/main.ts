@@ -41,10 +41,14 @@ try {
 } catch (error) {
   // Against the local stack's engine, nothing answering almost always means the stack is not running.
   const local = process.env.LOCAL_ENGINE === 'embedded' ? process.env.DYNAMODB_ENDPOINT : undefined;
+  // Elsewhere (AWS) what the ledger answered, or why nothing did: a region mistyped, no credentials, no table.
+  const cause = error instanceof StoreUnavailable && error.cause instanceof Error ? error.cause : undefined;
   const hint =
     error instanceof StoreUnavailable && local
       ? ` (nothing answers at ${local}: is the local stack running? npm start)`
-      : '';
+      : cause
+        ? ` (${cause.name}: ${cause.message})`
+        : '';
   complain(`error: ${error instanceof Error ? error.message : String(error)}${hint}`);
   process.exitCode = 1;
 }

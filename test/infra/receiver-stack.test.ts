@@ -269,6 +269,11 @@ describe('a marketplace token secret named in the settings', () => {
     const policies = JSON.stringify(Template.fromStack(named).findResources('AWS::IAM::Policy'));
     expect(policies).toContain(':secret:survey/marketplace-token-??????');
     expect(policies).not.toMatch(/:secret:survey\/marketplace-token"/);
+    // The output the CLI takes its MARKETPLACE_TOKEN_SECRET_ID from: the name (a partial ARN is read as complete
+    // when the name ends in a hyphen and six characters).
+    expect(
+      Template.fromStack(named).findOutputs('MarketplaceTokenSecretArn').MarketplaceTokenSecretArn?.Value,
+    ).toBe('survey/marketplace-token');
   });
 });
 

@@ -169,6 +169,21 @@ describe('output for other programs', () => {
     expect((failed as { stderr: string }).stderr).toContain('is the local stack running? npm start');
   });
 
+  it('against AWS when the ledger cannot be reached, says why (the cause), not only that it is unavailable', async () => {
+    const failed = await run(TSX, ['functions/cli/main.ts', 'attempts', '--survey', '9104'], {
+      env: {
+        ...cliEnv(),
+        RECEIVER_TARGET: 'aws',
+        AWS_REGION: 'us-east-1',
+        DYNAMODB_ENDPOINT: 'http://127.0.0.1:1',
+      },
+    }).catch((error: { stderr: string; code: number }) => error);
+    expect(failed).toMatchObject({ code: 1 });
+    expect((failed as { stderr: string }).stderr).toMatch(
+      /error: the ledger store is unavailable \(\w+: .*(ECONNREFUSED|127\.0\.0\.1:1)/,
+    );
+  });
+
   it('attempt and attempts show an item kept for a transaction never seen here, and its verdict, in words', async () => {
     const client = createDocumentClient({ endpoint: table.endpoint });
     const clickedAt = new Date().toISOString();
