@@ -179,6 +179,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
             refused,
             registration: registrations.get(surveyId),
             lastPostbackAt: previous?.lastPostbackAt,
+            postbacksStopped: previous?.reasons.some((r) => r.code === 'postbacks_stopped'),
             cache: deps.cache,
             feed,
             feedAfter,

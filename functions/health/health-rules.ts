@@ -10,7 +10,8 @@
  * |----------------------------|-----------------------|--------------------------------------------------------------------------|
  * | `postbacks_stopped`        | failing               | at least `stoppedMinRedirects` (5) redirects first seen in the last      |
  * |                            |                       | `stoppedMinutes` (30) but not in the last `graceMinutes` (10), and no    |
- * |                            |                       | postback at all in the last `stoppedMinutes`                             |
+ * |                            |                       | postback at all in the last `stoppedMinutes`; once fired, it holds while |
+ * |                            |                       | any such redirect arrives, until a postback does                         |
  * | `success_without_postback` | warning               | success redirects first seen in [now - window - grace, now - grace):     |
  * |                            |                       | at least `uncoveredMin` (3) of them have no success postback and the     |
  * |                            |                       | coverage is below `coverageWarnPercent` (90)                             |
@@ -134,6 +135,12 @@ export interface SurveyWindow {
   readonly registration?: RegistrationFacts | undefined;
   /** The latest postback known from before (the stored health state), as evidence only. */
   readonly lastPostbackAt?: string | undefined;
+  /**
+   * Whether `postbacks_stopped` fired at the survey's last stored evaluation: it then holds while any redirect keeps
+   * arriving without a postback, not only while `stoppedMinRedirects` do (a quiet half hour of a survey whose
+   * postbacks stopped is no recovery).
+   */
+  readonly postbacksStopped?: boolean | undefined;
 }
 
 const MINUTE = 60_000;
@@ -203,7 +210,8 @@ export function postbacksStopped(
       .filter((a) => within(a.redirectAt, from, until))
       .sort((a, b) => String(a.redirectAt).localeCompare(String(b.redirectAt))),
   );
-  if (redirects.length < settings.stoppedMinRedirects) return undefined;
+  // Once fired, a postback clears it (or no traffic at all: silence is ok), not a lull below the threshold.
+  if (redirects.length < (window.postbacksStopped ? 1 : settings.stoppedMinRedirects)) return undefined;
   if (window.attempts.some((a) => within(a.postbackAt, from, now))) return undefined;
   const last = latest([...window.attempts.map((a) => a.postbackAt), window.lastPostbackAt]);
   const id = window.surveyId;

@@ -147,6 +147,8 @@ export async function readSurveyWindow(
     readonly refused: ReadonlyMap<string, readonly RefusedPostbacks[]>;
     readonly registration?: SurveyRegistration | undefined;
     readonly lastPostbackAt?: string | undefined;
+    /** Whether `postbacks_stopped` fired at the last stored evaluation (SurveyWindow.postbacksStopped). */
+    readonly postbacksStopped?: boolean | undefined;
     /** Settled attempts already read by an earlier run of this container: not read again. */
     readonly cache?: SightingsCache | undefined;
     /** The run's read of the attempt feed, when the deployment keeps one: the table's items are not read. */
@@ -171,6 +173,7 @@ export async function readSurveyWindow(
     refused: context.refused.get(surveyId) ?? [],
     registration: context.registration ? registrationFacts(context.registration) : undefined,
     lastPostbackAt: context.lastPostbackAt,
+    ...(context.postbacksStopped ? { postbacksStopped: true } : {}),
   };
 }
 

@@ -327,3 +327,49 @@ describe('the survey health check on real ledger items', () => {
     expect(notices).toHaveLength(before + 1);
   });
 });
+
+describe('a survey whose postbacks stopped, in a lull', () => {
+  it('stays failing while redirects keep coming without postbacks, though fewer than five in the half hour', async () => {
+    const registry = createSurveyRegistry(
+      createDocumentClient({ endpoint: proxy.endpoint }),
+      table.tableName,
+    );
+    const [held, fresh] = ['3011', '3012'];
+    for (const surveyId of [held, fresh] as string[]) {
+      await registry.put({
+        surveyId,
+        state: 'active',
+        verified: true,
+        failures: 0,
+        updatedAt: at(-60).toISOString(),
+      });
+      await hitsAt(-20, async () => {
+        for (const who of ids(surveyId, 2)) await hit(redirect, 'redirect', surveyId, 'fail', who);
+      });
+    }
+    // The last run found its postbacks stopped.
+    await health.put({
+      surveyId: held as string,
+      state: 'failing',
+      since: at(-40).toISOString(),
+      reasons: [{ code: 'postbacks_stopped', severity: 'failing', detail: '6 redirects ...' }],
+      history: [{ at: at(-40).toISOString(), from: 'ok', to: 'failing', reasons: ['postbacks_stopped'] }],
+      updatedAt: at(-40).toISOString(),
+      revision: 1,
+    });
+    const report = await healthCheck({
+      attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
+      registry,
+      health,
+      settings: DEFAULT_HEALTH_SETTINGS,
+      concurrency: 2,
+    }).evaluate(at(0), { surveys: [held as string, fresh as string] });
+    const state = (surveyId: string) => report.surveys.find((s) => s.surveyId === surveyId)?.evaluation;
+    expect(state(held as string)).toMatchObject({
+      state: 'failing',
+      reasons: [{ code: 'postbacks_stopped' }],
+    });
+    // Two redirects alone start nothing.
+    expect(state(fresh as string)?.state).toBe('ok');
+  });
+});

@@ -101,6 +101,25 @@ describe('postbacks_stopped', () => {
     expect(postbacksStopped(window({ attempts: redirects(4) }), settings, now)).toBeUndefined();
   });
 
+  it('once fired, holds through a lull below 5 redirects until a postback arrives, and ends on silence', () => {
+    // A survey of ten respondents an hour whose postbacks stopped: some half hours bring fewer than five.
+    const held = window({ attempts: redirects(2), postbacksStopped: true });
+    expect(postbacksStopped(held, settings, now)).toMatchObject({ severity: 'failing' });
+    expect(postbacksStopped(window({ attempts: redirects(2) }), settings, now)).toBeUndefined();
+    // A postback: recovered.
+    const answered = [...redirects(2), { pid: 'x', postbackAt: ago(1) }];
+    expect(
+      postbacksStopped(window({ attempts: answered, postbacksStopped: true }), settings, now),
+    ).toBeUndefined();
+    // No traffic at all: nothing says postbacks are missing.
+    expect(postbacksStopped(window({ postbacksStopped: true }), settings, now)).toBeUndefined();
+    // One sender's claims do not hold it more than they start it: three count, from one address.
+    const claims = redirects(1).map((a) => ({ ...a, redirectFrom: 'forger' }));
+    expect(
+      postbacksStopped(window({ attempts: claims, postbacksStopped: true }), settings, now),
+    ).toBeDefined();
+  });
+
   it('counts a redirect exactly 30 minutes old, not one older', () => {
     expect(
       postbacksStopped(window({ attempts: [...redirects(4), redirect(30)] }), settings, now),
