@@ -30,6 +30,13 @@ export interface HealthHandlerDependencies {
  */
 export const HEALTH_DEADLINE_MARGIN_MS = 20_000;
 
+/**
+ * The time kept back from the Lambda's limit for the run's figures and log once notices are being sent: no notice is
+ * sent after it, and the changes not notified are not stored, so the next run finds them again and sends them (a
+ * supplier-wide event turning every survey failing at once would otherwise time the run out, figures unpublished).
+ */
+export const HEALTH_NOTICE_MARGIN_MS = 5_000;
+
 export interface HealthTransitionSummary {
   readonly surveyId: string;
   readonly from: HealthState;
@@ -46,6 +53,8 @@ export interface HealthRunSummary {
   readonly turnedFailing: number;
   readonly recovered: number;
   readonly transitions: readonly HealthTransitionSummary[];
+  /** Changes neither notified nor stored for lack of time (HEALTH_NOTICE_MARGIN_MS): the next run finds them. */
+  readonly deferred?: number;
 }
 
 /** The survey health function's handler, from its dependencies. */
@@ -56,6 +65,10 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
     .handler(async (_event: unknown, context: Context) => {
       const at = now();
       const remaining = context?.getRemainingTimeInMillis?.();
+      const noticesUntil =
+        remaining === undefined ? Number.POSITIVE_INFINITY : Date.now() + remaining - HEALTH_NOTICE_MARGIN_MS;
+      /** Changes left for the next run: no time to notify them. */
+      let deferred = 0;
       const report = await deps.check.evaluate(
         at,
         remaining === undefined
@@ -94,6 +107,10 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
           result.lastPostbackAt,
         );
         if (!change) continue;
+        if (Date.now() >= noticesUntil) {
+          deferred++;
+          continue;
+        }
         try {
           if (change.notice) {
             await deps.notifier.notify({
@@ -128,6 +145,7 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
         turnedFailing: transitions.filter((t) => t.to === 'failing' && t.from !== 'failing').length,
         recovered: transitions.filter((t) => t.from === 'failing' && t.to !== 'failing').length,
         transitions,
+        ...(deferred > 0 ? { deferred } : {}),
       };
       publish('SurveysOk', summary.ok, {});
       publish('SurveysWarning', summary.warning, {});
@@ -135,6 +153,11 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
       publish('SurveysTurnedFailing', summary.turnedFailing, {});
       publish('SurveysRecovered', summary.recovered, {});
       publish('SurveysLeft', report.left.length, {});
+      if (deferred > 0)
+        logger.warn('survey health check ran out of time for notices: the next run sends them', {
+          deferred,
+          sent: transitions.length,
+        });
       if (failed.length > 0) {
         logger.error('survey health check incomplete: retried next run', { ...summary, failed });
         throw new Error(

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { healthCheck } from '../../functions/health/health-check';
-import { createHealthHandler } from '../../functions/health/health-handler';
+import { createHealthHandler, HEALTH_NOTICE_MARGIN_MS } from '../../functions/health/health-handler';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import {
   createDocumentClient,
@@ -73,5 +73,56 @@ describe('the health check against its deadline', () => {
     const resumed = await coldStart.evaluate(new Date(), soon());
     expect(resumed.resumedFrom).toBe('3202');
     expect(resumed.surveys.map((s) => s.surveyId)).toEqual(['3202']);
+  }, 30_000);
+
+  it('sends the notices it has time for, stores only those, and leaves the rest for the next run, which sends each once', async () => {
+    const { endpoint, tableName } = await freshTable();
+    const store = createHealthStore(createDocumentClient({ endpoint }), tableName);
+    // Twenty surveys turning failing at once (a supplier-wide outage), each notice taking 100 ms to publish.
+    const surveys = Array.from({ length: 20 }, (_, i) => String(3301 + i));
+    const evaluatedAt = new Date().toISOString();
+    const check = {
+      evaluate: async () => {
+        const stored = await store.getMany(surveys);
+        return {
+          evaluatedAt,
+          surveys: surveys.map((surveyId) => ({
+            surveyId,
+            evaluation: {
+              state: 'failing' as const,
+              reasons: [
+                { code: 'postbacks_stopped' as const, severity: 'failing' as const, detail: 'stopped' },
+              ],
+            },
+            ...(stored.has(surveyId) ? { stored: stored.get(surveyId) } : {}),
+          })),
+          failed: [],
+          left: [],
+        };
+      },
+    };
+    const sent: string[] = [];
+    const handler = createHealthHandler({
+      check: check as unknown as Parameters<typeof createHealthHandler>[0]['check'],
+      store,
+      notifier: {
+        notify: async (notice) => {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          sent.push(notice.surveyId);
+        },
+      },
+    });
+    // A second and a half for notices before the margin: some of them, and the run does not fail.
+    const first = await handler({}, lambdaContext('health', 'notices', HEALTH_NOTICE_MARGIN_MS + 1_500));
+    expect(first.transitions.length).toBe(sent.length);
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.length).toBeLessThan(surveys.length);
+    expect(first.deferred).toBe(surveys.length - sent.length);
+    expect((await store.getMany(surveys)).size).toBe(sent.length);
+    // The next run, with time enough: the rest, each once.
+    const second = await handler({}, lambdaContext('health', 'notices', 60_000));
+    expect(second.deferred).toBeUndefined();
+    expect([...sent].sort()).toEqual(surveys);
+    expect((await store.getMany(surveys)).size).toBe(surveys.length);
   }, 30_000);
 });
