@@ -199,7 +199,7 @@ export class ReceiverStack extends Stack {
     this.drainer = new ReceiverFunction(this, 'drain-buffer', {
       ...QUEUE_FUNCTIONS['drain-buffer'],
       timeout: Duration.seconds(30),
-    }).bindHitPath(this.ledger.table);
+    }).bindHitPath(this.ledger.table, { refusals: false });
     this.buffer.bindDrainer(this.drainer, { maxConcurrency: scale.drainConcurrency });
     this.attemptFeed = props.attemptFeed
       ? new AttemptFeed(this, 'attempt-feed', { table: this.ledger.table })

@@ -182,13 +182,18 @@ export class ReceiverFunction extends Construct {
   }
 
   /**
-   * The hit path's ledger access (receivers and drainer): the table's name; UpdateItem on attempts and counts of
-   * refused hits, and on a survey's summaries for a late hit's flag alone (`HIT_PATH_SUMMARY_ATTRIBUTES`); GetItem on
+   * The hit path's ledger access (receivers and drainer): the table's name; UpdateItem on attempts and (unless
+   * `refusals` is false: the drainer) counts of refused hits, and on a survey's summaries for a late hit's flag alone (`HIT_PATH_SUMMARY_ATTRIBUTES`); GetItem on
    * attempts, to read back a retried write.
    */
-  bindHitPath(table: ITableV2): this {
+  bindHitPath(table: ITableV2, options: { refusals?: boolean } = {}): this {
     return this.bindLedger(table, [])
-      .allowLedgerItems(table, ['dynamodb:UpdateItem'], HIT_PATH_PARTITION_PREFIXES)
+      .allowLedgerItems(
+        table,
+        ['dynamodb:UpdateItem'],
+        // The counts of refused hits are the receivers' to write; the drainer writes buffered hits only.
+        options.refusals === false ? ATTEMPT_PARTITION_PREFIX : HIT_PATH_PARTITION_PREFIXES,
+      )
       .allowLedgerItems(table, ['dynamodb:UpdateItem'], SUMMARY_PARTITION_PREFIX, {
         attributes: HIT_PATH_SUMMARY_ATTRIBUTES,
       })
