@@ -444,22 +444,40 @@ export function createLedgerStore(
     if (moved) await flagStaleDays({ ...moved, reconciliation: undefined }, 'recorded');
   };
 
-  /** The update that makes a drained hit's outcome stand on the attempt as read, or none if it need not. */
+  /**
+   * The update that settles a drained hit on the attempt as read, or none if nothing needs it: its outcome stands if
+   * made before the standing one; its outcome's first sighting goes back to when it was made if a later hit of that
+   * outcome came first; and made before every other sighting of its channel, its sender (a redirect's `redirectFrom`)
+   * or source (a postback's `postbackSource`) is the channel's first.
+   */
   const standEarlierUpdate = (attempt: Attempt, drained: Hit, made: Date) => {
     const record = attempt[drained.channel];
     if (!record) return undefined;
     const standingAt = record.sightings.find((s) => s.outcome === record.outcome)?.firstAt;
+    if (!standingAt) return undefined;
     const madeAt = made.toISOString();
-    if (!standingAt || madeAt >= standingAt) return undefined;
-    // Its outcome stands, and its sighting goes back to when it was made if a later hit of the same outcome came
-    // first: then a drained hit of another outcome made in between does not take its place either.
     const same = record.outcome === drained.outcome;
+    const takesPlace = !same && madeAt < standingAt;
     const drainedAt = record.sightings.find((s) => s.outcome === drained.outcome)?.firstAt;
     const movesBack = drainedAt !== undefined && madeAt < drainedAt;
-    if (same && !movesBack) return undefined;
+    // The channel's first hit: made before every other outcome's first sighting, and its own outcome's (which its
+    // own write set to when it was made, if it was the first of it).
+    const first =
+      record.sightings.every((s) => s.outcome === drained.outcome || madeAt < s.firstAt) &&
+      (drainedAt === undefined || madeAt <= drainedAt);
+    const sender =
+      drained.channel === 'redirect'
+        ? drained.from !== undefined && first && attempt.redirect?.from !== drained.from
+          ? { name: 'redirectFrom', value: drained.from }
+          : undefined
+        : first && attempt.postback?.source !== drained.source
+          ? { name: 'postbackSource', value: drained.source }
+          : undefined;
+    if (!takesPlace && !movesBack && !sender) return undefined;
     const set = [
-      ...(same ? [] : ['#standing = :outcome']),
+      ...(takesPlace ? ['#standing = :outcome'] : []),
       ...(movesBack ? [`${same ? '#standingAt' : '#drainedAt'} = :made`] : []),
+      ...(sender ? [`${sender.name} = :sender`] : []),
       'lastSeenAt = :seen',
     ];
     return {
@@ -477,8 +495,9 @@ export function createLedgerStore(
         ...(movesBack && !same ? { '#drainedAt': sightingAt(drained.channel, drained.outcome) } : {}),
       },
       ExpressionAttributeValues: {
-        ...(same ? {} : { ':outcome': drained.outcome }),
+        ...(takesPlace ? { ':outcome': drained.outcome } : {}),
         ...(movesBack ? { ':made': madeAt } : {}),
+        ...(sender ? { ':sender': sender.value } : {}),
         ':standing': record.outcome,
         ':standingAt': standingAt,
         ...(attempt.lastSeenAt === undefined ? {} : { ':lastRead': attempt.lastSeenAt }),

@@ -116,3 +116,50 @@ it('a drained hit that cannot take its place for other writes racing it fails it
   expect(attempt?.postback?.outcome).toBe('fail');
   expect(attempt?.complete).toBe('none');
 });
+
+it("a drained hit made before a later one of its outcome written live takes back that outcome's first sighting, and the channel's first sender", async () => {
+  const at = (minute: number) => made(minute);
+  const postback = (pid: string, outcome: string, source: Hit['source']): Hit =>
+    ({ channel: 'postback', surveyId: '8802', outcome, pid, token: `${pid}-t`, source }) as Hit;
+  const redirect = (pid: string, from: string): Hit =>
+    ({
+      channel: 'redirect',
+      surveyId: '8802',
+      outcome: 'success',
+      pid,
+      token: `${pid}-t`,
+      source: 'query',
+      from,
+    }) as Hit;
+  const seen = async (pid: string) => {
+    const [a] = await store.attemptsOf('8802', pid);
+    return {
+      postback: a?.postback && {
+        outcome: a.postback.outcome,
+        sightings: a.postback.sightings,
+        source: a.postback.source,
+      },
+      redirect: a?.redirect && {
+        outcome: a.redirect.outcome,
+        sightings: a.redirect.sightings,
+        from: a.redirect.from,
+      },
+      firstSeenAt: a?.firstSeenAt,
+    };
+  };
+  // The marketplace's fail postback, its success postback (buffered, as a form), the success sent again (JSON).
+  await store.recordHit(postback('up', 'fail', 'query'), at(0), 'a');
+  await store.recordHit(postback('up', 'success', 'form'), at(10), 'b');
+  await store.recordHit(postback('up', 'success', 'json'), at(30), 'c');
+  await store.recordHit(postback('drained', 'fail', 'query'), at(0), 'a');
+  await store.recordHit(postback('drained', 'success', 'json'), at(30), 'c');
+  await store.recordBufferedHit(postback('drained', 'success', 'form'), at(10), 'b');
+  expect(await seen('drained')).toEqual(await seen('up'));
+  // A respondent's first redirect (buffered) and a reload from another address written live before it drained.
+  await store.recordHit(redirect('r-up', 'sender-a'), at(0), 'x');
+  await store.recordHit(redirect('r-up', 'sender-b'), at(20), 'y');
+  await store.recordHit(redirect('r-drained', 'sender-b'), at(20), 'y');
+  await store.recordBufferedHit(redirect('r-drained', 'sender-a'), at(0), 'x');
+  expect(await seen('r-drained')).toEqual(await seen('r-up'));
+  expect((await seen('r-drained')).redirect?.from).toBe('sender-a');
+});
