@@ -18,7 +18,12 @@ import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { HealthSettings } from '../functions/health/health-rules';
 import { FEED_PARTITION_PREFIX, FEED_PROBE_SEEN_KEY, FEED_START_KEY } from '../functions/ledger/feed-keys';
-import { CHECKPOINT_PARTITION_PREFIX } from '../functions/ledger/ledger-schema';
+import {
+  ATTEMPT_PARTITION_PREFIX,
+  CHECKPOINT_PARTITION_PREFIX,
+  LEDGER,
+  SURVEY_PARTITION_PREFIX,
+} from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { AttemptFeed, FEED_BATCHING_WINDOW, FEED_LAG_MARGIN } from './constructs/attempt-feed';
@@ -290,11 +295,19 @@ export class ReceiverStack extends Stack {
         }),
       },
     })
-      .bindLedger(
+      // The registrations and checkpoints it keeps, and of an attempt only the day-index keys its backfill moves: the
+      // function that holds the marketplace token and parses the marketplace's answers cannot write an attempt's
+      // outcomes, a day's summary or any other item.
+      .bindLedger(this.ledger.table, [], { indexQuery: true })
+      .allowLedgerItems(
         this.ledger.table,
-        ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
-        { indexQuery: true },
+        ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:PutItem'],
+        [SURVEY_PARTITION_PREFIX, CHECKPOINT_PARTITION_PREFIX],
       )
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], CHECKPOINT_PARTITION_PREFIX)
+      .allowLedgerItems(this.ledger.table, ['dynamodb:UpdateItem'], ATTEMPT_PARTITION_PREFIX, {
+        attributes: ['pk', 'sk', LEDGER.index.partitionKey, LEDGER.index.sortKey],
+      })
       .bindSigningKeys(this.signingKeys)
       .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken);
     this.redirectSyncSchedule = new Schedule(this, 'redirect-sync-schedule', {

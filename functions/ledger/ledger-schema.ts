@@ -177,7 +177,12 @@ export const rejectedPostbackKey = (at: string, code: string, surveyId: string, 
   sk: `${at.slice(0, 16)}#postback#${keyPart(code)}#${keyPart(surveyId)}#${keyPart(source)}`,
 });
 
-export const registrationKey = (surveyId: string) => ({ pk: `SURVEY#${surveyId}`, sk: 'REDIRECTS' });
+/** What a survey's own items' partition key starts with (its registration, its reconciliation state). */
+export const SURVEY_PARTITION_PREFIX = 'SURVEY#';
+export const registrationKey = (surveyId: string) => ({
+  pk: `${SURVEY_PARTITION_PREFIX}${surveyId}`,
+  sk: 'REDIRECTS',
+});
 /**
  * A registration's place in the index: a live survey's under `SURVEYS` by id; one closed or removed under
  * `SURVEYS#ENDED` by the time it ended, so that each job reads only the ended surveys it still needs (the last

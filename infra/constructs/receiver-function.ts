@@ -151,7 +151,13 @@ export class ReceiverFunction extends Construct {
    */
   allowLedgerItems(
     table: ITableV2,
-    actions: readonly ('dynamodb:PutItem' | 'dynamodb:UpdateItem' | 'dynamodb:GetItem' | 'dynamodb:Query')[],
+    actions: readonly (
+      | 'dynamodb:PutItem'
+      | 'dynamodb:UpdateItem'
+      | 'dynamodb:GetItem'
+      | 'dynamodb:BatchGetItem'
+      | 'dynamodb:Query'
+    )[],
     partitionPrefix: string | readonly string[],
     options: {
       /**

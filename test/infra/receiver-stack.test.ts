@@ -406,7 +406,7 @@ describe('redirect sync', () => {
     expect(variables).not.toHaveProperty('MARKETPLACE_ACCESS_TOKEN');
   });
 
-  it('may read and write registry items, query only the day index, and read its two secrets', () => {
+  it("may read and write registry items and checkpoints, move an attempt's day-index keys, query only the day index, and read its two secrets", () => {
     const statements = statementsOf(stack.redirectSync);
     expect(actionsOf(statements)).toEqual([
       'dynamodb:BatchGetItem',
@@ -414,11 +414,17 @@ describe('redirect sync', () => {
       'dynamodb:PutItem',
       'dynamodb:Query',
       'dynamodb:UpdateItem',
+      'dynamodb:UpdateItem',
       'logs:CreateLogStream',
       'logs:PutLogEvents',
       'secretsmanager:GetSecretValue',
       'secretsmanager:GetSecretValue',
     ]);
+    // Every item action is held to its partitions (role-permissions.test.ts runs a sync within them).
+    for (const statement of statements.filter((s) =>
+      actionsOf([s]).some((a) => ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:GetItem'].includes(a)),
+    ))
+      expect(JSON.stringify(statement)).toContain('dynamodb:LeadingKeys');
     const query = statements.find((s) => actionsOf([s]).includes('dynamodb:Query'));
     expect(JSON.stringify(query?.Resource)).toContain('/index/gsi1');
     expect(JSON.stringify(query?.Resource)).not.toContain('/index/gsi2');

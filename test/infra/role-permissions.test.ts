@@ -5,18 +5,25 @@
  * function's role does not allow. A role narrower than its code fails here, not in the supplier's account.
  */
 
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createAttemptFeed } from '../../functions/ledger/attempt-feed';
 import { feedCoverage } from '../../functions/ledger/feed-coverage';
 import {
+  createDayIndexBackfill,
   createDocumentClient,
   createLedgerStore,
   createReconciliationStore,
+  createSurveyRegistry,
+  firstHitItem,
 } from '../../functions/ledger/ledger-store';
+import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { redirectConfiguration } from '../../functions/marketplace/redirect-configuration';
+import { parseKeyRing } from '../../functions/receiving/signing';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
+import { startLocalMarketplace } from '../../infra/local/marketplace/server';
 import { ReceiverStack } from '../../infra/receiver-stack';
 import { freshTable } from '../support/ledger';
 
@@ -115,25 +122,47 @@ function namedAttributes(input: RequestInput): string[] {
 const attributeAllowed = (allowed: readonly string[], name: string) =>
   allowed.some((a) => (a.endsWith('*') ? name.startsWith(a.slice(0, -1)) : name === a));
 
-/** A document client whose every request must be allowed by `grants`, as IAM would check it. */
-async function guardedClient(grants: Grant[], denied: string[]) {
+/** The ledger's indexes a function's role may Query. */
+function indexGrants(fn: ReceiverFunction): string[] {
+  const roleId = stack.getLogicalId(fn.role.node.defaultChild as import('aws-cdk-lib').CfnElement);
+  const policies = template.findResources('AWS::IAM::Policy', { Properties: { Roles: [{ Ref: roleId }] } });
+  return [...JSON.stringify(policies).matchAll(/\/index\/([\w-]+)"/g)].map((m) => m[1] as string);
+}
+
+/**
+ * A document client whose every request must be allowed by `grants`, as IAM would check it; a Query of an index,
+ * by `indexes` (the index names the role may Query).
+ */
+async function guardedClient(grants: Grant[], denied: string[], indexes: readonly string[] = []) {
   const { endpoint, tableName } = await freshTable();
   const client = createDocumentClient({ endpoint });
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const action = `dynamodb:${String(context.commandName).replace(/Command$/, '')}`;
       const input = args.input as RequestInput;
-      const key = String(input.Key?.pk ?? input.Item?.pk ?? '');
-      const allowed = grants.some(
-        (g) =>
-          g.actions.includes(action) &&
-          (!g.prefixes || g.prefixes.some((p) => key.startsWith(p))) &&
-          (!g.attributes ||
-            namedAttributes(input).every((name) => attributeAllowed(g.attributes ?? [], name))) &&
-          (!g.returnValues ||
-            input.ReturnValues === undefined ||
-            g.returnValues.includes(input.ReturnValues)),
-      );
+      // A batch read's every key is checked (IAM's LeadingKeys holds for all of them).
+      const batch = Object.values(
+        (args.input as { RequestItems?: Record<string, { Keys?: { pk?: unknown }[] }> }).RequestItems ?? {},
+      ).flatMap((r) => r.Keys ?? []);
+      const keys =
+        batch.length > 0
+          ? batch.map((k) => String(k.pk ?? ''))
+          : [String(input.Key?.pk ?? input.Item?.pk ?? '')];
+      const key = keys.join(',');
+      const index = (args.input as { IndexName?: string }).IndexName;
+      const allowed =
+        index !== undefined
+          ? action === 'dynamodb:Query' && indexes.includes(index)
+          : grants.some(
+              (g) =>
+                g.actions.includes(action) &&
+                (!g.prefixes || keys.every((k) => g.prefixes?.some((p) => k.startsWith(p)))) &&
+                (!g.attributes ||
+                  namedAttributes(input).every((name) => attributeAllowed(g.attributes ?? [], name))) &&
+                (!g.returnValues ||
+                  input.ReturnValues === undefined ||
+                  g.returnValues.includes(input.ReturnValues)),
+            );
       if (!allowed) {
         denied.push(`${action} ${key}`);
         throw Object.assign(new Error(`not authorized to perform ${action}`), {
@@ -321,4 +350,76 @@ describe('the hit path within its roles', () => {
       expect(denied).toEqual([]);
     },
   );
+});
+
+describe('the redirect sync within its role', () => {
+  it('configures, reads back and closes surveys, and moves the day index, with no other item in reach', async () => {
+    const denied: string[] = [];
+    const { client, tableName, open } = await guardedClient(
+      tableGrants(stack.redirectSync),
+      denied,
+      indexGrants(stack.redirectSync),
+    );
+    const marketplace = await startLocalMarketplace({ accessToken: 'sync-role', seedSurveys: false });
+    try {
+      let clock = Date.now();
+      const registry = createSurveyRegistry(client, tableName);
+      const configure = () =>
+        redirectConfiguration({
+          marketplace: createMarketplaceClient({ baseUrl: marketplace.url, accessToken: () => 'sync-role' }),
+          registry,
+          keyRing: async () =>
+            parseKeyRing(JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-role-tests-0000' })),
+          publicBaseUrl: 'https://hits.test',
+          methods: { success: 'GET', fail: 'GET' },
+          initialSince: new Date(clock - 120_000),
+          now: () => new Date(clock),
+        });
+      for (const surveyId of [4501, 4502]) marketplace.state.addSurvey({ surveyId, cpi: '1.50' });
+      const applied = await configure().sync();
+      expect(
+        applied.results
+          .filter((r) => r.status === 'applied')
+          .map((r) => r.surveyId)
+          .sort(),
+      ).toEqual(['4501', '4502']);
+      // A day later: read back; one survey closed at the marketplace, found by its lookup an hour on.
+      clock += 25 * 3_600_000;
+      marketplace.state.setLive(4502, false);
+      await configure().sync();
+      clock += 3_600_000;
+      await configure().sync();
+      // An attempt the earlier release indexed by day alone, moved by the backfill the sync runs after it.
+      const seen = new Date(clock - 3_600_000).toISOString();
+      await open.send(
+        new PutCommand({
+          TableName: tableName,
+          Item: {
+            ...firstHitItem(hit('postback', 'legacy'), new Date(seen)),
+            gsi1pk: `ATTEMPTS#${seen.slice(0, 10)}`,
+            gsi1sk: `4401#${seen}`,
+          },
+        }),
+      );
+      expect(
+        await createDayIndexBackfill(client, tableName).settle({ now: () => new Date(clock) }),
+      ).toMatchObject({
+        moved: 1,
+      });
+      expect((await createSurveyRegistry(open, tableName).get('4502'))?.closedAt).toBeDefined();
+      expect(denied).toEqual([]);
+    } finally {
+      await marketplace.stop();
+    }
+    // And nothing else: an attempt's outcome, a day's summary, a health record.
+    for (const write of [
+      () => createLedgerStore(client, tableName).recordHit(hit('postback', 'forged'), new Date(), 'r'),
+      () =>
+        client.send(
+          new PutCommand({ TableName: tableName, Item: { pk: 'SUMMARY#4401', sk: 'DAY#2026-11-20' } }),
+        ),
+      () => client.send(new PutCommand({ TableName: tableName, Item: { pk: 'HEALTH#4401', sk: 'HEALTH' } })),
+    ])
+      await expect(write()).rejects.toMatchObject({ name: 'AccessDeniedException' });
+  }, 60_000);
 });
