@@ -178,7 +178,10 @@ function configure(options: {
     keyRing: context.keyRing,
     saveKeyRing: (ring) => context.keyRingStore.save(ring),
     publicBaseUrl: context.publicBaseUrl,
-    postbackBaseUrl: context.postbackBaseUrl,
+    // Read when a URL is built (against AWS it must be set): `redirects remove` builds none.
+    get postbackBaseUrl() {
+      return context.postbackBaseUrl;
+    },
     methods: {
       success: options.successMethod ?? methodOfVariable('POSTBACK_METHOD_SUCCESS'),
       fail: options.failMethod ?? methodOfVariable('POSTBACK_METHOD_FAIL'),

@@ -289,6 +289,10 @@ describe('output for other programs', () => {
     });
     expect(given.code).toBe(0);
     expect(given.stdout).toContain('https://postbacks.test/postback/9997/');
+    // Removing builds no URL: it needs none (a migration removes surveys from the syncing stack).
+    const removed = await runCli(['redirects', 'remove', '--survey', '9997', '--dry-run'], aws);
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toContain('DELETE /supply/surveySpecificRedirects/9997');
   });
 
   it('redirects rotate refuses a retirement it cannot date, naming the bound', async () => {
@@ -335,16 +339,16 @@ describe('output for other programs', () => {
   });
 
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
-    const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9997'], {
+    const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
       env: cliEnv(),
     }).catch((error: { stdout: string; stderr: string }) => error);
     expect(result.stdout).toContain('9998         not watched: no redirects registered here');
     expect(result.stdout).not.toMatch(/9998\s+ok/);
     expect(result.stdout).toContain('0 ok, 0 warning, 0 failing');
-    const json = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9997', '--json'], {
+    const json = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998', '--json'], {
       env: cliEnv(),
     });
-    expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9997'] });
+    expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9998'] });
   });
 
   it('reconcile refuses a survey it is asked for that has no registration here, unless forced (a mistyped id would show in finance)', async () => {
