@@ -3,9 +3,14 @@
  * does not hold those the feed covers), for the days before the feed began. Against the engine: what the feed gives
  * afterwards equals the items, and the feed's start moves back only once every survey's days up to it are in.
  */
-import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { describe, expect, it } from 'vitest';
-import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
+import {
+  type AttemptFeed,
+  createAttemptFeed,
+  feedBucket,
+  feedRecordOf,
+} from '../../functions/ledger/attempt-feed';
 import { FEED_PARTITION_PREFIX } from '../../functions/ledger/feed-keys';
 import { createFeedRebuild, type FeedRebuild } from '../../functions/ledger/feed-rebuild';
 import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
@@ -148,6 +153,37 @@ describe('rebuilding the attempt feed from the items', () => {
       await rebuild.run({ from: DAYS[1] as string, to: DAYS[1] as string, surveys: ['8302'] }),
     ).toMatchObject({ attempts: 4, surveys: 1 });
     expect((await feed.attemptsOfSurvey('8302', from, to)).map((a) => a.token)).toContain('t-free');
+  });
+
+  it("rebuilds a pid pointer set before pointers kept their time so that it outranks the stream's image from before it", async () => {
+    await seeded();
+    await feedStartedOn(DAYS[0] as string);
+    const [from, to] = span(DAYS[1] as string, DAYS[1] as string);
+    const [before] = (await ledger.attemptsOfSurvey('8301', from, to)).filter(
+      (a) => a.token === 't-8301-1-0',
+    );
+    const key = attemptKey('8301', 'p10', 't-8301-1-0');
+    // The stream's image without the pointer, then the pointer set by an earlier release (no arrivedAt), its batch
+    // set aside.
+    const { Item } = await client.send(new GetCommand({ TableName: tableName, Key: key }));
+    await feed.append({
+      day: DAYS[1] as string,
+      bucket: feedBucket('8301'),
+      newestAt: `${DAYS[1]}T12:00:00.000Z`,
+      records: [{ sequence: '900', attributes: feedRecordOf(Item ?? {}, 0) }],
+    });
+    await client.send(
+      new UpdateCommand({
+        TableName: tableName,
+        Key: key,
+        UpdateExpression: 'SET arrivedAs = :as',
+        ExpressionAttributeValues: { ':as': 'P10' },
+      }),
+    );
+    expect(before?.arrivedAs).toBeUndefined();
+    await rebuild.run({ from: DAYS[1] as string, to: DAYS[1] as string, surveys: ['8301'] });
+    const [rebuilt] = (await feed.attemptsOfSurvey('8301', from, to)).filter((a) => a.token === 't-8301-1-0');
+    expect(rebuilt?.arrivedAs).toBe('P10');
   });
 
   it('puts an attempt the index lists by another day than its first sighting (placed by its click) where the index has it', async () => {
