@@ -82,7 +82,9 @@ export function createFeedRebuild(client: DynamoDBDocumentClient, tableName: str
           // A pid pointer set before pointers kept their time: dated by this read, so that the image read from the
           // item outranks a stream image from before it (attempt-feed.ts `isLaterRecord`).
           const attributes =
-            typeof read.arrivedAs === 'string' && read.arrivedAt === undefined ? { ...read, arrivedAt: now } : read;
+            typeof read.arrivedAs === 'string' && read.arrivedAt === undefined
+              ? { ...read, arrivedAt: now }
+              : read;
           const at = feedTime(attributes);
           if (at === undefined) continue;
           const day = utcDay(at);

@@ -4,7 +4,7 @@
  * handler checks the URL's signature), the finance routes behind IAM (SigV4). Access logs never record the query
  * string (it carries the URL's signature).
  */
-import { RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { CfnDeletionPolicy, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import {
   ApiMapping,
@@ -19,7 +19,7 @@ import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { Certificate } from 'aws-cdk-lib/aws-certificatemanager';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
-import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { type CfnLogGroup, LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
 import { type FunctionName, ROUTES, type Route, routeKey } from '../routes';
 
@@ -98,6 +98,10 @@ export class HitApi extends Construct {
       retention: RetentionDays.THREE_MONTHS,
       removalPolicy: RemovalPolicy.DESTROY,
     });
+    // A stack deployed before the name was set replaces its group on the update: the old one stays, its lines
+    // (the request ids an answer and a stored hit carry) ageing out under their retention, not deleted with it.
+    (this.accessLogs.node.defaultChild as CfnLogGroup).cfnOptions.updateReplacePolicy =
+      CfnDeletionPolicy.RETAIN;
     const routeThrottle = (route: Route): Throttle =>
       (route.function === 'finance' ? props.throttles?.finance : props.throttles?.hits) ?? route.throttle;
     // The stage's default applies to each route without settings of its own (none: every route has them below),

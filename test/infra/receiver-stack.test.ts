@@ -1076,6 +1076,17 @@ describe('HTTP API', () => {
       '/aws/vendedlogs/apigateway/Test/hit-api',
       '/aws/vendedlogs/apigateway/Test/postback-api',
     ]);
+    // Replaced on a stack deployed before (its group unnamed): the old group kept, not deleted with its lines.
+    const policies = Object.values(template.findResources('AWS::Logs::LogGroup'))
+      .filter((g) => JSON.stringify(g).includes('vendedlogs'))
+      .map((g) => [
+        (g as { DeletionPolicy?: string }).DeletionPolicy,
+        (g as { UpdateReplacePolicy?: string }).UpdateReplacePolicy,
+      ]);
+    expect(policies).toEqual([
+      ['Delete', 'Retain'],
+      ['Delete', 'Retain'],
+    ]);
   });
 });
 
