@@ -69,6 +69,8 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
         remaining === undefined ? Number.POSITIVE_INFINITY : Date.now() + remaining - HEALTH_NOTICE_MARGIN_MS;
       /** Changes left for the next run: no time to notify them. */
       let deferred = 0;
+      /** The first survey of them: the next run starts there, so it finds them before any other. */
+      let firstDeferred: string | undefined;
       const report = await deps.check.evaluate(
         at,
         remaining === undefined
@@ -86,13 +88,6 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
             firstLeft: report.left[0],
           },
         );
-      // Stored only when it moves, so a new container starts where the last run stopped too.
-      if (report.left[0] !== report.resumedFrom && deps.store.putResumePoint)
-        await deps.store.putResumePoint(report.left[0]).catch((error) =>
-          logger.warn('survey health check could not store where the next run starts', {
-            error: describe(error),
-          }),
-        );
       const failed = report.failed.map((f) => ({ surveyId: f.surveyId, error: describe(f.error) }));
       const counts: Record<HealthState, number> = { ok: 0, warning: 0, failing: 0 };
       const transitions: HealthTransitionSummary[] = [];
@@ -109,6 +104,7 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
         if (!change) continue;
         if (Date.now() >= noticesUntil) {
           deferred++;
+          firstDeferred ??= result.surveyId;
           continue;
         }
         try {
@@ -139,6 +135,15 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
           failed.push({ surveyId: result.surveyId, error: describe(error) });
         }
       }
+      // Stored only when it moves, so a new container starts where the last run stopped too: at the first change
+      // not notified, else the first survey not judged.
+      const resumeAt = firstDeferred ?? report.left[0];
+      if (resumeAt !== report.resumedFrom && deps.store.putResumePoint)
+        await deps.store.putResumePoint(resumeAt).catch((error) =>
+          logger.warn('survey health check could not store where the next run starts', {
+            error: describe(error),
+          }),
+        );
       const summary: HealthRunSummary = {
         evaluatedAt: report.evaluatedAt,
         ...counts,

@@ -119,6 +119,8 @@ describe('the health check against its deadline', () => {
     expect(sent.length).toBeLessThan(surveys.length);
     expect(first.deferred).toBe(surveys.length - sent.length);
     expect((await store.getMany(surveys)).size).toBe(sent.length);
+    // The next run starts at the first change not notified (before the surveys this run had no time to judge).
+    expect(await store.resumePoint()).toBe(surveys[sent.length]);
     // The next run, with time enough: the rest, each once.
     const second = await handler({}, lambdaContext('health', 'notices', 60_000));
     expect(second.deferred).toBeUndefined();
