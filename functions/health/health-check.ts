@@ -9,10 +9,17 @@ import type { AttemptFeed } from '../ledger/attempt-feed';
 import { FEED_CLOCK_MARGIN_MS, FEED_PROBE_UNSEEN_MS, feedOnlyFrom } from '../ledger/feed-keys';
 import type { HealthStore, LedgerStore, SurveyHealthRecord, SurveyRegistry } from '../ledger/ledger-store';
 import { runBounded } from '../shared/bounded-work';
-import { evaluateHealth, type HealthEvaluation, type HealthSettings, readFrom } from './health-rules';
+import {
+  evaluateHealth,
+  type HealthEvaluation,
+  type HealthSettings,
+  HOLD_LOOKBACK_MINUTES,
+  readFrom,
+} from './health-rules';
 import {
   type FeedWindow,
   feedWindow,
+  readEarlier,
   readRefused,
   readSurveyWindow,
   type SightingsCache,
@@ -188,9 +195,26 @@ export function healthCheck(deps: HealthCheckDependencies) {
             .filter((t): t is string => t !== undefined)
             .sort()
             .at(-1);
+          let evaluation = evaluateHealth(window, deps.settings, at);
+          // Failing for postbacks that stopped, and no redirect to hold it in the window: the hours before say
+          // whether it is a lull or silence (a read only for such a survey).
+          if (
+            window.postbacksStopped &&
+            !evaluation.reasons.some((r) => r.code === 'postbacks_stopped') &&
+            !window.attempts.some((a) => a.postbackAt !== undefined)
+          ) {
+            const earlier = await readEarlier(
+              deps.attempts,
+              feed ? deps.feed : undefined,
+              surveyId,
+              new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000),
+              readFrom(deps.settings, at),
+            );
+            evaluation = evaluateHealth({ ...window, earlier }, deps.settings, at);
+          }
           return {
             surveyId,
-            evaluation: evaluateHealth(window, deps.settings, at),
+            evaluation,
             ...(previous ? { stored: previous } : {}),
             ...(seen ? { lastPostbackAt: seen } : {}),
           };

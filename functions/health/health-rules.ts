@@ -11,7 +11,8 @@
  * | `postbacks_stopped`        | failing               | at least `stoppedMinRedirects` (5) redirects first seen in the last      |
  * |                            |                       | `stoppedMinutes` (30) but not in the last `graceMinutes` (10), and no    |
  * |                            |                       | postback at all in the last `stoppedMinutes`; once fired, it holds while |
- * |                            |                       | any such redirect arrives, until a postback does                         |
+ * |                            |                       | any redirect arrives (in a lull, in the two hours before), until a       |
+ * |                            |                       | postback does                                                            |
  * | `success_without_postback` | warning               | success redirects first seen in [now - window - grace, now - grace):     |
  * |                            |                       | at least `uncoveredMin` (3) of them have no success postback and the     |
  * |                            |                       | coverage is below `coverageWarnPercent` (90)                             |
@@ -141,7 +142,15 @@ export interface SurveyWindow {
    * postbacks stopped is no recovery).
    */
   readonly postbacksStopped?: boolean | undefined;
+  /**
+   * For such a survey in a lull (no redirect in the span the rule counts), its attempts first seen in the
+   * HOLD_LOOKBACK_MINUTES before the window: redirects there, and no postback since, hold it failing.
+   */
+  readonly earlier?: readonly AttemptSightings[] | undefined;
 }
+
+/** How far back a survey failing for `postbacks_stopped` is looked at in a lull before it counts as quiet. */
+export const HOLD_LOOKBACK_MINUTES = 120;
 
 const MINUTE = 60_000;
 
@@ -205,14 +214,23 @@ export function postbacksStopped(
 ): HealthReason | undefined {
   const from = ago(now, settings.stoppedMinutes);
   const until = ago(now, settings.graceMinutes);
-  const { kept: redirects, left } = perSender(
-    window.attempts
-      .filter((a) => within(a.redirectAt, from, until))
-      .sort((a, b) => String(a.redirectAt).localeCompare(String(b.redirectAt))),
+  const inOrder = (attempts: readonly AttemptSightings[]) =>
+    [...attempts].sort((a, b) => String(a.redirectAt).localeCompare(String(b.redirectAt)));
+  let { kept: redirects, left } = perSender(
+    inOrder(window.attempts.filter((a) => within(a.redirectAt, from, until))),
   );
-  // Once fired, a postback clears it (or no traffic at all: silence is ok), not a lull below the threshold.
-  if (redirects.length < (window.postbacksStopped ? 1 : settings.stoppedMinRedirects)) return undefined;
   if (window.attempts.some((a) => within(a.postbackAt, from, now))) return undefined;
+  // Once fired, a postback clears it, or silence (no redirect for the lookback and the window), not a lull below
+  // the threshold: a survey of a few respondents an hour has half hours of none.
+  if (redirects.length < (window.postbacksStopped ? 1 : settings.stoppedMinRedirects)) {
+    if (!window.postbacksStopped || !window.earlier) return undefined;
+    const lookback = ago(now, HOLD_LOOKBACK_MINUTES);
+    if (window.earlier.some((a) => within(a.postbackAt, lookback, now))) return undefined;
+    ({ kept: redirects, left } = perSender(
+      inOrder(window.earlier.filter((a) => within(a.redirectAt, lookback, from))),
+    ));
+    if (redirects.length === 0) return undefined;
+  }
   const last = latest([...window.attempts.map((a) => a.postbackAt), window.lastPostbackAt]);
   const id = window.surveyId;
   return {

@@ -178,6 +178,21 @@ export async function readSurveyWindow(
 }
 
 /**
+ * A survey's sightings of the attempts first seen in [from, to), for the look back at a survey failing for
+ * `postbacks_stopped` in a lull (SurveyWindow.earlier): from the attempt feed when the run reads it, else the items.
+ */
+export async function readEarlier(
+  store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt'>,
+  feed: Pick<AttemptFeed, 'recordsOfBucketDay'> | undefined,
+  surveyId: string,
+  from: Date,
+  to: Date,
+): Promise<AttemptSightings[]> {
+  if (feed) return (await feedWindow(feed, from, to).attemptsOf(surveyId)).map(sightingsOf);
+  return (await store.attemptsAt(await store.attemptKeysOfSurvey(surveyId, from, to))).map(sightingsOf);
+}
+
+/**
  * A survey's sightings of [from, to) from its attempt items: the day index's keys, then the items not cached; and
  * `fed`, the attempts the feed lists past the hour after its start, those the index does not hold.
  */

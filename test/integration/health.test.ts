@@ -371,5 +371,20 @@ describe('a survey whose postbacks stopped, in a lull', () => {
     });
     // Two redirects alone start nothing.
     expect(state(fresh as string)?.state).toBe('ok');
+    const judgedAt = (minutes: number) =>
+      healthCheck({
+        attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
+        registry,
+        health,
+        settings: DEFAULT_HEALTH_SETTINGS,
+        concurrency: 2,
+      }).evaluate(at(minutes), { surveys: [held as string] });
+    // Forty minutes on, no redirect in the half hour: those of the hours before hold it (a lull, not silence).
+    expect((await judgedAt(40)).surveys[0]?.evaluation).toMatchObject({
+      state: 'failing',
+      reasons: [{ code: 'postbacks_stopped' }],
+    });
+    // Two and a half hours on, nothing since: silence, no longer failing.
+    expect((await judgedAt(150)).surveys[0]?.evaluation.state).toBe('ok');
   });
 });

@@ -111,8 +111,24 @@ describe('postbacks_stopped', () => {
     expect(
       postbacksStopped(window({ attempts: answered, postbacksStopped: true }), settings, now),
     ).toBeUndefined();
+    // No redirect in the half hour: the two hours before tell a lull from silence.
+    const lull = window({ postbacksStopped: true, earlier: [redirect(70), redirect(95)] });
+    expect(postbacksStopped(lull, settings, now)).toMatchObject({ severity: 'failing' });
+    expect(postbacksStopped(lull, settings, now)?.detail).toContain(`2 redirects first seen from ${ago(95)}`);
+    const answeredBefore = [redirect(70), { pid: 'y', redirectAt: ago(80), postbackAt: ago(25) }];
+    expect(
+      postbacksStopped(window({ postbacksStopped: true, earlier: answeredBefore }), settings, now),
+    ).toBeUndefined();
+    expect(
+      postbacksStopped(window({ postbacksStopped: true, earlier: [redirect(125)] }), settings, now),
+    ).toBeUndefined();
     // No traffic at all: nothing says postbacks are missing.
     expect(postbacksStopped(window({ postbacksStopped: true }), settings, now)).toBeUndefined();
+    expect(postbacksStopped(window({ postbacksStopped: true, earlier: [] }), settings, now)).toBeUndefined();
+    // Not failing before: the hours before start nothing.
+    expect(
+      postbacksStopped(window({ earlier: [redirect(70), redirect(95)] }), settings, now),
+    ).toBeUndefined();
     // One sender's claims do not hold it more than they start it: three count, from one address.
     const claims = redirects(1).map((a) => ({ ...a, redirectFrom: 'forger' }));
     expect(
