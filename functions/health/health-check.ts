@@ -196,12 +196,13 @@ export function healthCheck(deps: HealthCheckDependencies) {
             .sort()
             .at(-1);
           let evaluation = evaluateHealth(window, deps.settings, at);
-          // Failing for postbacks that stopped, and no redirect to hold it in the window: the hours before say
-          // whether it is a lull or silence (a read only for such a survey).
+          // Postbacks stopped by the window, or failing for it and no redirect to hold it there: the hours before
+          // say whether postbacks of earlier redirects still arrive, or it is a lull rather than silence (a read
+          // only for such a survey).
+          const stopped = evaluation.reasons.some((r) => r.code === 'postbacks_stopped');
           if (
-            window.postbacksStopped &&
-            !evaluation.reasons.some((r) => r.code === 'postbacks_stopped') &&
-            !window.attempts.some((a) => a.postbackAt !== undefined)
+            stopped ||
+            (window.postbacksStopped && !window.attempts.some((a) => a.postbackAt !== undefined))
           ) {
             const earlier = await readEarlier(
               deps.attempts,

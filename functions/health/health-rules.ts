@@ -143,8 +143,10 @@ export interface SurveyWindow {
    */
   readonly postbacksStopped?: boolean | undefined;
   /**
-   * For such a survey in a lull (no redirect in the span the rule counts), its attempts first seen in the
-   * HOLD_LOOKBACK_MINUTES before the window: redirects there, and no postback since, hold it failing.
+   * For a survey `postbacks_stopped` would fire for, or one failing for it in a lull (no redirect in the span the
+   * rule counts), its attempts first seen in the HOLD_LOOKBACK_MINUTES before the window: a postback of the last
+   * half hour there clears it (late postbacks of earlier redirects); in a lull, redirects there and no postback
+   * since hold it failing.
    */
   readonly earlier?: readonly AttemptSightings[] | undefined;
 }
@@ -219,7 +221,10 @@ export function postbacksStopped(
   let { kept: redirects, left } = perSender(
     inOrder(window.attempts.filter((a) => within(a.redirectAt, from, until))),
   );
-  if (window.attempts.some((a) => within(a.postbackAt, from, now))) return undefined;
+  // A postback in the half hour on any attempt, one first seen before the window too (the marketplace working off
+  // a queue sends them long after their redirects).
+  if ([...window.attempts, ...(window.earlier ?? [])].some((a) => within(a.postbackAt, from, now)))
+    return undefined;
   // Once fired, a postback clears it, or silence (no redirect for the lookback and the window), not a lull below
   // the threshold: a survey of a few respondents an hour has half hours of none.
   if (redirects.length < (window.postbacksStopped ? 1 : settings.stoppedMinRedirects)) {
@@ -231,7 +236,10 @@ export function postbacksStopped(
     ));
     if (redirects.length === 0) return undefined;
   }
-  const last = latest([...window.attempts.map((a) => a.postbackAt), window.lastPostbackAt]);
+  const last = latest([
+    ...[...window.attempts, ...(window.earlier ?? [])].map((a) => a.postbackAt),
+    window.lastPostbackAt,
+  ]);
   const id = window.surveyId;
   return {
     code: 'postbacks_stopped',

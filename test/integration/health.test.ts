@@ -387,4 +387,38 @@ describe('a survey whose postbacks stopped, in a lull', () => {
     // Two and a half hours on, nothing since: silence, no longer failing.
     expect((await judgedAt(150)).surveys[0]?.evaluation.state).toBe('ok');
   });
+
+  it('is not failing when postbacks still arrive, late, for redirects first seen before the half hour', async () => {
+    const registry = createSurveyRegistry(
+      createDocumentClient({ endpoint: proxy.endpoint }),
+      table.tableName,
+    );
+    const surveyId = '3013';
+    await registry.put({
+      surveyId,
+      state: 'active',
+      verified: true,
+      failures: 0,
+      updatedAt: at(-60).toISOString(),
+    });
+    const [early, recent] = [ids(surveyId, 3), ids(`${surveyId}0`, 6)];
+    await hitsAt(-50, async () => {
+      for (const who of early ?? []) await hit(redirect, 'redirect', surveyId, 'fail', who);
+    });
+    await hitsAt(-20, async () => {
+      for (const who of recent ?? []) await hit(redirect, 'redirect', surveyId, 'fail', who);
+    });
+    // The marketplace works off a queue: the postbacks of the early ones come 45 minutes after their redirects.
+    await hitsAt(-5, async () => {
+      for (const who of early ?? []) await hit(postback, 'postback', surveyId, 'fail', who);
+    });
+    const report = await healthCheck({
+      attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
+      registry,
+      health,
+      settings: DEFAULT_HEALTH_SETTINGS,
+      concurrency: 2,
+    }).evaluate(at(0), { surveys: [surveyId] });
+    expect(report.surveys[0]?.evaluation.reasons.map((r) => r.code)).not.toContain('postbacks_stopped');
+  });
 });

@@ -155,6 +155,16 @@ describe('postbacks_stopped', () => {
     expect(postbacksStopped(window({ attempts: redirects(50, 5) }), settings, now)).toBeUndefined();
   });
 
+  it('does not fire for postbacks arriving late on attempts first seen before the window (a marketplace queue)', () => {
+    const earlier = [{ pid: 'q', redirectAt: ago(45), postbackAt: ago(8) }];
+    expect(postbacksStopped(window({ attempts: redirects(8), earlier }), settings, now)).toBeUndefined();
+    // One older than the half hour is evidence of when the last one came, not of postbacks now.
+    const older = [{ pid: 'q', redirectAt: ago(90), postbackAt: ago(40) }];
+    expect(
+      postbacksStopped(window({ attempts: redirects(8), earlier: older }), settings, now)?.detail,
+    ).toContain(`the last postback seen was at ${ago(40)}`);
+  });
+
   it('does not fire when one postback arrived in the 30 minutes, of any outcome and on any attempt', () => {
     const attempts = [...redirects(8), { pid: 'x', postbackAt: ago(29.9) }];
     expect(postbacksStopped(window({ attempts }), settings, now)).toBeUndefined();
