@@ -9,7 +9,7 @@
 
 import { pricedAt, type SurveyRegistration, type SurveyRegistry } from '../ledger/ledger-store';
 import { identifierProblem } from '../receiving/identifiers';
-import { type KeyRing, rotateKeyRing } from '../receiving/signing';
+import { type KeyRing, parseKeyRing, rotateKeyRing, serializeKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
 import { runBounded, valuesOrThrow } from '../shared/bounded-work';
 import { sameAmount } from '../shared/money';
@@ -885,8 +885,19 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const changedSinceLook = verifiedActive
         .filter((r) => (discovered.get(r.surveyId) ?? 0) > Date.parse(r.changeLookedAt ?? lastLook(r)))
         .slice(0, readBacks);
+      // Signed with another key than the current one (a rotation stopped before it, or that deferred it; the ring
+      // rolled back to an earlier version): re-signed by this run, whatever the read-back share, the key that stops
+      // working first taken first (one the ring does not hold at all is refused already).
+      const stopsAt = (r: SurveyRegistration) =>
+        r.kid === undefined || !ring.keys.has(r.kid)
+          ? 0
+          : (ring.keys.get(r.kid)?.retireAt?.getTime() ?? Number.MAX_SAFE_INTEGER);
+      const onOtherKey = verifiedActive
+        .filter((r) => r.kid !== ring.current.kid)
+        .sort((a, b) => stopsAt(a) - stopsAt(b));
       const reverify = new Map(
         [
+          ...onOtherKey,
           ...verifiedActive.filter((r) => lastLook(r) < trustedSince).slice(0, readBacks),
           ...changedSinceLook,
         ].map((r) => [r.surveyId, r]),
@@ -1023,8 +1034,17 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // re-signed it. One the marketplace will not change while closed is recorded failed, and re-signed by the
       // first sync that finds it live again (or its daily look at closed surveys).
       const active = (await deps.registry.list()).filter((r) => r.state === 'active').map((r) => r.surveyId);
+      // What the receivers will read back holds the new key as current, with its secret: nothing is applied with a
+      // key the ring would not keep.
+      const stored = parseKeyRing(serializeKeyRing(next));
+      if (stored.current.kid !== next.current.kid || stored.current.secret !== next.current.secret)
+        throw new Error(`the rotated key ring would not keep key ${next.current.kid} as its current key`);
+      // Surveys another rotation applied since this one saved its ring are left on that one's newer key.
+      const ringAt = now().toISOString();
       if (!options.dryRun) await deps.saveKeyRing(next);
-      const results = await each(active, options, (surveyId) => applyOne(surveyId, next, options));
+      const results = await each(active, options, (surveyId) =>
+        applyOne(surveyId, next, options, undefined, ringAt),
+      );
       return {
         kid: next.current.kid,
         previousKid: ring.current.kid,

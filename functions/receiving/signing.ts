@@ -25,6 +25,16 @@ export const loggableKeyId = (kid: string | undefined): string | undefined =>
 const SIGNATURE_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 const MIN_SECRET_LENGTH = 32;
 const RESERVED = new Set(['current', 'retire']);
+/**
+ * Names a key id may not take: the ring's own fields, and those every object has (the stored ring is a plain JSON
+ * object: `__proto__` as a property name is lost on the way, `constructor` found where no key was written).
+ */
+const forbiddenKeyId = (kid: string) => RESERVED.has(kid) || kid in Object.prototype;
+/**
+ * A key id as an error may show it: a short one itself, a long one only by its length (a ring edited by hand with a
+ * key's name and secret swapped has a secret where a name belongs, and errors reach logs and terminals).
+ */
+const shownKeyId = (kid: string) => (kid.length <= 16 ? kid : `(a name of ${kid.length} characters)`);
 
 export interface SigningKey {
   readonly kid: string;
@@ -74,6 +84,11 @@ export function parseKeyRing(json: string): KeyRing {
   } catch {
     throw new KeyRingError('signing key ring is not valid JSON');
   }
+  // Read off the document as parsed, before anything copies it (a copy would drop `__proto__` without a word).
+  if (raw !== null && typeof raw === 'object')
+    for (const name of Object.keys(raw))
+      if (!RESERVED.has(name) && forbiddenKeyId(name))
+        throw new KeyRingError(`signing key id ${name} is a name every object has: not a valid key id`);
   const parsed = keyRingDocument.safeParse(raw);
   if (!parsed.success)
     throw new KeyRingError(`signing key ring is invalid: ${describeIssues(parsed.error, { limit: 1 })}`);
@@ -82,21 +97,24 @@ export function parseKeyRing(json: string): KeyRing {
   for (const [kid, secret] of Object.entries(rest)) {
     if (RESERVED.has(kid)) continue;
     if (!KEY_ID_PATTERN.test(kid))
-      throw new KeyRingError(`signing key id "${kid.slice(0, 40)}" is not a valid key id`);
+      throw new KeyRingError(`a property of ${kid.length} characters is not a valid key id`);
     if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH) {
       throw new KeyRingError(
-        `signing key ${kid} must be a string of at least ${MIN_SECRET_LENGTH} characters`,
+        `signing key ${shownKeyId(kid)} must be a string of at least ${MIN_SECRET_LENGTH} characters`,
       );
     }
-    const retireAt = retire[kid];
+    const retireAt = Object.hasOwn(retire, kid) ? retire[kid] : undefined;
     keys.set(kid, { kid, secret, ...(retireAt ? { retireAt: new Date(retireAt) } : {}) });
   }
   for (const kid of Object.keys(retire)) {
-    if (!keys.has(kid)) throw new KeyRingError(`retire names key ${kid}, which the ring does not hold`);
+    if (!keys.has(kid))
+      throw new KeyRingError(`retire names key ${shownKeyId(kid)}, which the ring does not hold`);
   }
   const currentKey = keys.get(current);
-  if (!currentKey) throw new KeyRingError(`current names key ${current}, which the ring does not hold`);
-  if (currentKey.retireAt) throw new KeyRingError(`current key ${current} must not have a retirement time`);
+  if (!currentKey)
+    throw new KeyRingError(`current names key ${shownKeyId(current)}, which the ring does not hold`);
+  if (currentKey.retireAt)
+    throw new KeyRingError(`current key ${shownKeyId(current)} must not have a retirement time`);
   return { current: currentKey, keys };
 }
 
@@ -163,7 +181,12 @@ export interface Rotation {
  */
 export function rotateKeyRing(ring: KeyRing, rotation: Rotation): KeyRing {
   const kid = rotation.kid ?? nextKeyId(ring);
-  if (!KEY_ID_PATTERN.test(kid)) throw new KeyRingError(`key id "${kid.slice(0, 40)}" is not a valid key id`);
+  if (!KEY_ID_PATTERN.test(kid))
+    throw new KeyRingError(`a key id of ${kid.length} characters is not a valid key id`);
+  if (forbiddenKeyId(kid))
+    throw new KeyRingError(
+      `key id ${kid} is a name the ring itself uses, or every object has: choose another`,
+    );
   if (ring.keys.has(kid)) throw new KeyRingError(`key id ${kid} is already in the ring`);
   if (rotation.secret.length < MIN_SECRET_LENGTH)
     throw new KeyRingError(`a signing key must be at least ${MIN_SECRET_LENGTH} characters`);

@@ -30,7 +30,13 @@ import {
 } from '../../functions/marketplace/redirect-configuration';
 import { settingsDifferences } from '../../functions/marketplace/redirect-settings';
 import { summarizeSyncRun } from '../../functions/marketplace/redirect-sync-handler';
-import { type KeyRing, parseKeyRing, serializeKeyRing, verify } from '../../functions/receiving/signing';
+import {
+  type KeyRing,
+  parseKeyRing,
+  rotateKeyRing,
+  serializeKeyRing,
+  verify,
+} from '../../functions/receiving/signing';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
@@ -1765,6 +1771,129 @@ describe('rotation', () => {
     expect(report.results).toEqual([expect.objectContaining({ surveyId: '5701', status: 'would-apply' })]);
     expect(serializeKeyRing(ring)).toBe(before);
     expect(calls).toEqual([]);
+  });
+});
+
+describe('surveys left on another key than the current one', () => {
+  /** A registry whose one survey the first sync applied with k1, and a clock to run later syncs by. */
+  async function appliedWithK1(surveyId: number) {
+    const syncRegistry = await freshRegistry();
+    let clock = Date.now();
+    const deps = {
+      registry: syncRegistry,
+      initialSince: new Date(clock - 3 * 86_400_000),
+      now: () => new Date(clock),
+    };
+    marketplace.state.addSurvey({ surveyId }, new Date(clock - 2 * 86_400_000));
+    expect((await configure(deps).sync()).results).toContainEqual({
+      surveyId: String(surveyId),
+      status: 'applied',
+      kid: 'k1',
+    });
+    return { syncRegistry, deps, later: (ms: number) => (clock += ms) };
+  }
+  const heldKid = (surveyId: number) =>
+    new URL(
+      (marketplace.state.effectiveRedirects(surveyId).pstbck as string).replace(/\[%%\w+%%\]/g, 'x'),
+    ).searchParams.get('kid');
+
+  it('a rotation stopped after saving its ring: the next sync re-signs the survey, not its read-back a day later', async () => {
+    const { deps, later } = await appliedWithK1(5711);
+    ring = rotateKeyRing(ring, {
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 6 * 3_600_000),
+      now: new Date(),
+    });
+    later(15 * 60_000);
+    expect((await configure(deps).sync()).results).toContainEqual({
+      surveyId: '5711',
+      status: 'applied',
+      kid: 'k2',
+    });
+    expect(heldKid(5711)).toBe('k2');
+  });
+
+  it('the ring rolled back to a version without the current key: the next sync signs the survey with the current one', async () => {
+    const { deps, later } = await appliedWithK1(5712);
+    const before = ring;
+    await configure(deps).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 6 * 3_600_000),
+    });
+    expect(heldKid(5712)).toBe('k2');
+    ring = before;
+    later(15 * 60_000);
+    expect((await configure(deps).sync()).results).toContainEqual({
+      surveyId: '5712',
+      status: 'applied',
+      kid: 'k1',
+    });
+    expect(heldKid(5712)).toBe('k1');
+  });
+
+  it('two rotations overlapping: the later key stands, on the surveys the first had not reached and, after the next sync, on the one it had', async () => {
+    const syncRegistry = await freshRegistry();
+    let clock = Date.now();
+    const deps = { registry: syncRegistry, initialSince: new Date(clock), now: () => new Date(clock) };
+    const later = (ms: number) => (clock += ms);
+    for (const surveyId of [5713, 5714]) marketplace.state.addSurvey({ surveyId });
+    await configure(deps).apply(['5713', '5714']);
+    let releaseFirst: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      releaseFirst = resolve;
+    });
+    let firstStarted: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => {
+      firstStarted = resolve;
+    });
+    // The first rotation's first marketplace call waits until the second rotation has finished.
+    const slow: MarketplaceClient = {
+      ...countingClient(),
+      setRedirectionForSurvey: async (id, settings) => {
+        firstStarted();
+        await held;
+        return countingClient().setRedirectionForSurvey(id, settings);
+      },
+    };
+    const first = configure({ ...deps, marketplace: slow, concurrency: 1 }).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 24 * 3_600_000),
+    });
+    await started;
+    const second = await configure(deps).rotate({
+      secret: randomBytes(48).toString('base64url'),
+      retireAt: new Date(Date.now() + 2 * 3_600_000),
+    });
+    expect(second.kid).toBe('k3');
+    releaseFirst();
+    // The survey it had not reached is left on the newer key; the one under way when the second saved is not.
+    expect((await first).results).toEqual([
+      expect.objectContaining({ surveyId: '5713', status: 'applied', kid: 'k2' }),
+      expect.objectContaining({ surveyId: '5714', status: 'skipped' }),
+    ]);
+    expect([heldKid(5713), heldKid(5714)]).toEqual(['k2', 'k3']);
+    // The next sync signs it with the current key (k2 retires with k1, in two hours).
+    later(15 * 60_000);
+    expect((await configure(deps).sync()).results).toContainEqual({
+      surveyId: '5713',
+      status: 'applied',
+      kid: 'k3',
+    });
+    expect([heldKid(5713), heldKid(5714)]).toEqual(['k3', 'k3']);
+    expect((await syncRegistry.get('5713'))?.kid).toBe('k3');
+  });
+
+  it("refuses a new key named as one of the ring's own fields, and saves nothing", async () => {
+    const before = serializeKeyRing(ring);
+    for (const kid of ['retire', 'current', 'constructor', '__proto__'])
+      await expect(
+        configure({ registry: await freshRegistry() }).rotate({
+          kid,
+          secret: randomBytes(48).toString('base64url'),
+          retireAt: new Date(Date.now() + 3_600_000),
+        }),
+      ).rejects.toThrow(/a name the ring itself uses, or every object has/);
+    expect(serializeKeyRing(ring)).toBe(before);
   });
 });
 

@@ -56,6 +56,59 @@ describe('key ring', () => {
   });
 });
 
+describe('key ring mistakes made by hand', () => {
+  const secret = '3f9a1c27b8e04d5f9a6b2c1d0e7f8a9b';
+  it.each([
+    // A key's name and secret swapped: the secret sits where a name belongs.
+    ['a secret as a key name', { current: 'k1', k1: 'a'.repeat(32), [secret]: 'k2' }],
+    [
+      'a long secret as a key name',
+      { current: 'k1', k1: 'a'.repeat(32), [`${secret}${secret}`]: 'b'.repeat(32) },
+    ],
+    ['a secret named as current', { current: secret, k1: 'a'.repeat(32) }],
+    [
+      'a secret named to retire',
+      { current: 'k1', k1: 'a'.repeat(32), retire: { [secret]: '2026-01-01T00:00:00Z' } },
+    ],
+  ])('never quotes a name that may be a secret (%s)', (_, document) => {
+    expect(() => parseKeyRing(JSON.stringify(document))).toThrow();
+    try {
+      parseKeyRing(JSON.stringify(document));
+    } catch (error) {
+      expect(String(error)).not.toContain(secret);
+      expect(String(error)).not.toContain(secret.slice(0, 16));
+    }
+  });
+
+  it.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty'])(
+    'refuses a key named %s (a name every object has), in a ring and in a rotation',
+    (kid) => {
+      const json = `{"current":"k1","k1":"${'a'.repeat(32)}","${kid}":"${'b'.repeat(32)}"}`;
+      expect(() => parseKeyRing(json)).toThrow(/a name every object has/);
+      expect(() =>
+        rotateKeyRing(ring, {
+          kid,
+          secret: 'c'.repeat(32),
+          retireAt: new Date(now.getTime() + 3_600_000),
+          now,
+        }),
+      ).toThrow(/a name the ring itself uses, or every object has/);
+    },
+  );
+
+  it("refuses a new key named as the ring's own fields", () => {
+    for (const kid of ['current', 'retire'])
+      expect(() =>
+        rotateKeyRing(ring, {
+          kid,
+          secret: 'c'.repeat(32),
+          retireAt: new Date(now.getTime() + 3_600_000),
+          now,
+        }),
+      ).toThrow(/a name the ring itself uses/);
+  });
+});
+
 describe('signatures', () => {
   const key = ring.current;
 
