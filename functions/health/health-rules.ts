@@ -164,6 +164,16 @@ const MINUTE = 60_000;
  */
 export const CLAIMS_PER_SENDER = 3;
 
+/**
+ * Senders `postbacks_stopped` needs among its redirects to start: one person's home answers from an IPv4 address and
+ * an IPv6 /64 (two senders, six claims), while a real outage shows in more respondents' redirects than that.
+ */
+export const STOPPED_MIN_SENDERS = 3;
+
+/** How many senders the attempts came from (one whose sender is not known counts as one of its own). */
+const sendersOf = (attempts: readonly AttemptSightings[]) =>
+  new Set(attempts.map((a, i) => a.redirectFrom ?? `unknown#${i}`)).size;
+
 /** The attempts, at most `CLAIMS_PER_SENDER` of them per sender (one with no sender known is its own). */
 function perSender<T extends AttemptSightings>(attempts: readonly T[]): { kept: T[]; left: number } {
   const bySender = new Map<string, number>();
@@ -225,6 +235,8 @@ export function postbacksStopped(
   // a queue sends them long after their redirects).
   if ([...window.attempts, ...(window.earlier ?? [])].some((a) => within(a.postbackAt, from, now)))
     return undefined;
+  // To start, redirects from a few senders (see STOPPED_MIN_SENDERS).
+  if (!window.postbacksStopped && sendersOf(redirects) < STOPPED_MIN_SENDERS) return undefined;
   // Once fired, a postback clears it, or silence (no redirect for the lookback and the window), not a lull below
   // the threshold: a survey of a few respondents an hour has half hours of none.
   if (redirects.length < (window.postbacksStopped ? 1 : settings.stoppedMinRedirects)) {

@@ -65,11 +65,18 @@ describe('claims counted per sender', () => {
   it('the same claims from many senders are what a real outage looks like: failing', () => {
     const claims = successes(30, 0).map((a, i) => ({ ...a, redirectFrom: `sender${i}` }));
     expect(evaluateHealth(window({ attempts: claims }), settings, now).state).toBe('failing');
-    const behindTwo = redirects(10).map((a, i) => ({ ...a, redirectFrom: `carrier${i % 2}` }));
-    // Respondents behind two shared addresses count three each: six, enough for the rule.
-    expect(postbacksStopped(window({ attempts: behindTwo }), settings, now)).toMatchObject({
+    const behindThree = redirects(10).map((a, i) => ({ ...a, redirectFrom: `carrier${i % 3}` }));
+    // Respondents behind three shared addresses count three each: nine, enough for the rule.
+    expect(postbacksStopped(window({ attempts: behindThree }), settings, now)).toMatchObject({
       severity: 'failing',
     });
+    // Two senders are not: one person's home answers from an IPv4 address and an IPv6 /64 (six claims).
+    const dualStack = redirects(30).map((a, i) => ({ ...a, redirectFrom: i % 2 ? 'home-v4' : 'home-v6' }));
+    expect(postbacksStopped(window({ attempts: dualStack }), settings, now)).toBeUndefined();
+    // Once failing, the senders no longer matter (a lull of one respondent is no recovery).
+    expect(
+      postbacksStopped(window({ attempts: dualStack, postbacksStopped: true }), settings, now),
+    ).toBeDefined();
   });
 
   it('success redirects their postback backs count whoever sent them', () => {
