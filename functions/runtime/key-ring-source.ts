@@ -44,10 +44,16 @@ export type KeyRingLocation =
 
 /**
  * The ring as of now (cached). With `unknownKid`, a ring missing that key is fetched afresh (rate-limited); with
- * `fresh`, it is fetched afresh whatever the cache holds (what a job that signs URLs starts from: a ring cached
- * from before a rotation would sign with the key being retired).
+ * `retiredKid`, a ring in which that key has retired, likewise (an operator who put a retirement back to rescue
+ * surveys left on that key is heeded at once, not after the cache's five minutes); with `fresh`, it is fetched
+ * afresh whatever the cache holds (what a job that signs URLs starts from: a ring cached from before a rotation
+ * would sign with the key being retired).
  */
-export type KeyRingSource = (options?: { unknownKid?: string; fresh?: boolean }) => Promise<KeyRing>;
+export type KeyRingSource = (options?: {
+  unknownKid?: string;
+  retiredKid?: string;
+  fresh?: boolean;
+}) => Promise<KeyRing>;
 
 export interface KeyRingStore {
   readonly load: KeyRingSource;
@@ -140,9 +146,13 @@ function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): K
   return {
     load: async (options = {}) => {
       const ring = await current(options.fresh === true);
-      if (!options.unknownKid || ring.keys.has(options.unknownKid)) return ring;
-      // A key id the ring does not know: a rotation this container has not seen, or a forgery. A ring read afresh
-      // tells them apart: one read moments ago that answered is taken as fresh (the key id is refused, so forged
+      const retiredAt = options.retiredKid ? ring.keys.get(options.retiredKid)?.retireAt : undefined;
+      const stale =
+        (options.unknownKid !== undefined && !ring.keys.has(options.unknownKid)) ||
+        (retiredAt !== undefined && retiredAt.getTime() <= Date.now());
+      if (!stale) return ring;
+      // A key id the ring does not know (or holds as retired): a rotation this container has not seen (or a
+      // retirement put back), or a forgery (a replay). A ring read afresh tells them apart: one read moments ago that answered is taken as fresh (the key id is refused, so forged
       // ids cannot turn refusals into outages); without an answer (the read failed), the hit is not refused.
       if (!refreshing) {
         if (Date.now() - forced.at < UNKNOWN_KEY_REFRESH_MS) {
@@ -182,7 +192,8 @@ function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): K
 
 /**
  * Checks a hit's signature against the ring; a key id the cached ring does not know yet (a rotation in the last
- * few minutes) gets one fresh look at the ring before the hit is refused.
+ * few minutes), or holds as retired (a retirement put back since), gets one fresh look at the ring before the hit
+ * is refused.
  */
 export async function checkSignature(
   source: KeyRingSource,
@@ -197,8 +208,11 @@ export async function checkSignature(
     const again = verify(ring, claim.target, other.kid, other.signature, now);
     if (again.valid) return again;
   }
-  if (check.reason !== 'unknown-key') return check;
-  return verify(await source({ unknownKid: claim.kid }), claim.target, claim.kid, claim.signature, now);
+  if (check.reason === 'unknown-key')
+    return verify(await source({ unknownKid: claim.kid }), claim.target, claim.kid, claim.signature, now);
+  if (check.reason === 'retired-key')
+    return verify(await source({ retiredKid: claim.kid }), claim.target, claim.kid, claim.signature, now);
+  return check;
 }
 
 /** An error's name and message only: a key ring error never carries secret material, nor does this. */

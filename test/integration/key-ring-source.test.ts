@@ -44,6 +44,49 @@ describe('Secrets Manager key ring', () => {
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
 
+  it('takes one fresh look when a hit presents a key the cached ring holds as retired: a retirement put back is heeded at once', async () => {
+    const retired = JSON.stringify({
+      current: 'k2',
+      k1: 'a'.repeat(40),
+      k2: 'b'.repeat(40),
+      retire: { k1: '2026-01-01T00:00:00Z' },
+    });
+    const putBack = JSON.stringify({
+      current: 'k2',
+      k1: 'a'.repeat(40),
+      k2: 'b'.repeat(40),
+      retire: { k1: '2099-01-01T00:00:00Z' },
+    });
+    secrets
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: retired })
+      .resolves({ SecretString: putBack });
+    const source = keyRingStore({ secretId: 'ring-r' }).load;
+    expect((await checkSignature(source, claimWith('k2', retired), new Date())).valid).toBe(true);
+    expect(await checkSignature(source, claimWith('k1', retired), new Date())).toEqual({
+      valid: true,
+      kid: 'k1',
+    });
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
+  it('replays of a retired key cannot make it fetch more than once per interval, and are refused', async () => {
+    const retired = JSON.stringify({
+      current: 'k2',
+      k1: 'a'.repeat(40),
+      k2: 'b'.repeat(40),
+      retire: { k1: '2026-01-01T00:00:00Z' },
+    });
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: retired });
+    const source = keyRingStore({ secretId: 'ring-s' }).load;
+    for (let i = 0; i < 5; i++)
+      expect(await checkSignature(source, claimWith('k1', retired), new Date())).toEqual({
+        valid: false,
+        reason: 'retired-key',
+      });
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
   it('forged unknown key ids cannot make it fetch more than once per interval, and are refused, not taken for an outage', async () => {
     secrets.on(GetSecretValueCommand).resolves({ SecretString: OLD });
     const source = keyRingStore({ secretId: 'ring-b' }).load;
