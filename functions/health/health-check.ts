@@ -17,6 +17,7 @@ import {
   readFrom,
 } from './health-rules';
 import {
+  type EarlierSource,
   type FeedWindow,
   feedWindow,
   readEarlier,
@@ -92,11 +93,51 @@ export function healthCheck(deps: HealthCheckDependencies) {
    */
   const attemptSource = async (
     now: Date,
-  ): Promise<{ feed?: FeedWindow; feedAfter?: FeedWindow; behind?: Error; at: Date }> => {
-    if (!deps.feed) return { at: now };
+  ): Promise<{
+    feed?: FeedWindow;
+    feedAfter?: FeedWindow;
+    behind?: Error;
+    at: Date;
+    /** Where the look back before the window reads (SurveyWindow.earlier), built on first need, once a run. */
+    earlier: () => EarlierSource;
+  }> => {
+    const earlierOf = (
+      at: Date,
+      feed: Pick<AttemptFeed, 'recordsOfBucketDay'> | undefined,
+      itemsToo: boolean,
+    ) => {
+      let source: EarlierSource | undefined;
+      return () => {
+        source ??= {
+          from: new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000),
+          to: readFrom(deps.settings, at),
+          items: itemsToo,
+          ...(feed
+            ? {
+                feed: feedWindow(
+                  feed,
+                  new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000),
+                  readFrom(deps.settings, at),
+                ),
+              }
+            : {}),
+        };
+        return source;
+      };
+    };
+    if (!deps.feed) return { at: now, earlier: earlierOf(now, undefined, true) };
     const at = new Date(now.getTime() - (deps.feedLagMs ?? 0));
     const from = readFrom(deps.settings, at);
     const { startedAt: started, touchedAt, seenAt } = await deps.feed.state();
+    // The look back reads the feed once it is read at all; the items too while the feed began within its span.
+    const earlier =
+      started === undefined || seenAt === undefined
+        ? earlierOf(at, undefined, true)
+        : earlierOf(
+            at,
+            deps.feed,
+            Date.parse(started) > at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000 - FEED_CLOCK_MARGIN_MS,
+          );
     // Its consumer behind or stopped (reconciliation's probe touched and not noted for half an hour): a window read
     // from it would lack the traffic since, and every survey would look as if its postbacks stopped. No survey is
     // judged (each fails, retried by the next run) until it catches up.
@@ -108,6 +149,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
     )
       return {
         at,
+        earlier,
         behind: new Error(
           `the attempt feed is behind (its probe, touched at ${touchedAt}, is not yet noted by its consumer): not judged until it catches up`,
         ),
@@ -117,14 +159,16 @@ export function healthCheck(deps: HealthCheckDependencies) {
     // Not read until its consumer has noted a touch of the probe once, as reconciliation reads it: a consumer that
     // marked the start on its first batch and has been stuck since would show every survey quiet. Until then the
     // receivers index every attempt (feed-coverage.ts), so the items hold them all.
-    if (started === undefined || seenAt === undefined) return { at };
+    if (started === undefined || seenAt === undefined) return { at, earlier };
     if (Date.parse(started) > from.getTime() - FEED_CLOCK_MARGIN_MS) {
       // The items hold every attempt first seen before the hour after the feed's start; one after it may be in
       // the feed alone (the receivers leave it out of the day index: feed-coverage.ts), read from there too.
       const cut = feedOnlyFrom(started);
-      return at.getTime() > cut ? { feedAfter: feedWindow(deps.feed, new Date(cut), at), at } : { at };
+      return at.getTime() > cut
+        ? { feedAfter: feedWindow(deps.feed, new Date(cut), at), at, earlier }
+        : { at, earlier };
     }
-    return { feed: feedWindow(deps.feed, from, at), at };
+    return { feed: feedWindow(deps.feed, from, at), at, earlier };
   };
   return {
     /**
@@ -161,7 +205,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
         const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
         if (at > 0) surveyIds.push(...surveyIds.splice(0, at));
       }
-      const { feed, feedAfter, behind, at } = await attemptSource(now);
+      const { feed, feedAfter, behind, at, earlier: earlierSource } = await attemptSource(now);
       const [stored, refused] = await Promise.all([
         deps.health.getMany(surveyIds),
         readRefused(deps.attempts, deps.settings, at),
@@ -204,13 +248,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
             stopped ||
             (window.postbacksStopped && !window.attempts.some((a) => a.postbackAt !== undefined))
           ) {
-            const earlier = await readEarlier(
-              deps.attempts,
-              feed ? deps.feed : undefined,
-              surveyId,
-              new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000),
-              readFrom(deps.settings, at),
-            );
+            const earlier = await readEarlier(deps.attempts, earlierSource(), surveyId);
             evaluation = evaluateHealth({ ...window, earlier }, deps.settings, at);
           }
           return {

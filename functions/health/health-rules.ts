@@ -242,9 +242,16 @@ export function postbacksStopped(
   if (redirects.length < (window.postbacksStopped ? 1 : settings.stoppedMinRedirects)) {
     if (!window.postbacksStopped || !window.earlier) return undefined;
     const lookback = ago(now, HOLD_LOOKBACK_MINUTES);
-    if (window.earlier.some((a) => within(a.postbackAt, lookback, now))) return undefined;
+    // The redirects no postback came after (one from before the postbacks stopped is no recovery).
+    const lastPostback = latest(window.earlier.map((a) => a.postbackAt));
     ({ kept: redirects, left } = perSender(
-      inOrder(window.earlier.filter((a) => within(a.redirectAt, lookback, from))),
+      inOrder(
+        window.earlier.filter(
+          (a) =>
+            within(a.redirectAt, lookback, from) &&
+            (lastPostback === undefined || String(a.redirectAt) > lastPostback),
+        ),
+      ),
     ));
     if (redirects.length === 0) return undefined;
   }

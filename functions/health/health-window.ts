@@ -178,18 +178,33 @@ export async function readSurveyWindow(
 }
 
 /**
- * A survey's sightings of the attempts first seen in [from, to), for the look back at a survey failing for
- * `postbacks_stopped` in a lull (SurveyWindow.earlier): from the attempt feed when the run reads it, else the items.
+ * Where the look back at a survey failing for `postbacks_stopped` reads (SurveyWindow.earlier): the attempts first
+ * seen in [from, to), from the attempt items, the feed (one window a run: each bucket read once for all its
+ * surveys), or both while the feed began within the span.
  */
+export interface EarlierSource {
+  readonly from: Date;
+  readonly to: Date;
+  readonly items: boolean;
+  readonly feed?: FeedWindow;
+}
+
+/** A survey's sightings of the look back's span (SurveyWindow.earlier), each attempt once. */
 export async function readEarlier(
   store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt'>,
-  feed: Pick<AttemptFeed, 'recordsOfBucketDay'> | undefined,
+  source: EarlierSource,
   surveyId: string,
-  from: Date,
-  to: Date,
 ): Promise<AttemptSightings[]> {
-  if (feed) return (await feedWindow(feed, from, to).attemptsOf(surveyId)).map(sightingsOf);
-  return (await store.attemptsAt(await store.attemptKeysOfSurvey(surveyId, from, to))).map(sightingsOf);
+  const [items, fed] = await Promise.all([
+    source.items
+      ? store.attemptKeysOfSurvey(surveyId, source.from, source.to).then((keys) => store.attemptsAt(keys))
+      : Promise.resolve([]),
+    source.feed ? source.feed.attemptsOf(surveyId) : Promise.resolve([]),
+  ]);
+  const held = new Set(items.map((a) => keyOf(attemptKey(surveyId, a.pid, a.token))));
+  return [...items, ...fed.filter((a) => !held.has(keyOf(attemptKey(surveyId, a.pid, a.token))))].map(
+    sightingsOf,
+  );
 }
 
 /**

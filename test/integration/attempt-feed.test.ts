@@ -450,6 +450,83 @@ describe("the health check's window from the feed", () => {
     expect(await judged(check(7 * 60_000).evaluate(new Date(T), surveys))).toEqual(fromFeed);
   });
 
+  it('looks back at surveys failing for stopped postbacks in a lull from one read of each bucket a run, not one per survey', async () => {
+    const other = await freshTable();
+    const otherClient = createDocumentClient({ endpoint: other.endpoint });
+    const otherFeed = createAttemptFeed(otherClient, other.tableName);
+    const health = createHealthStore(otherClient, other.tableName);
+    const registry = createSurveyRegistry(otherClient, other.tableName);
+    const T = Date.parse('2026-11-25T15:00:00.000Z');
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const candidates = Array.from({ length: 80 }, (_, n) => String(8_300 + n));
+    const surveys = candidates
+      .filter((s) => feedBucket(s) === feedBucket(candidates[0] as string))
+      .slice(0, 4);
+    expect(surveys.length).toBe(4);
+    // Their postbacks stopped: failing, and in a half hour without redirects, those of an hour before unanswered.
+    const records: FeedRecord[] = [];
+    for (const surveyId of surveys) {
+      await registry.put({
+        surveyId,
+        state: 'active',
+        verified: true,
+        failures: 0,
+        updatedAt: iso(T - 86_400_000),
+      });
+      await health.put({
+        surveyId,
+        state: 'failing',
+        since: iso(T - 2 * 3_600_000),
+        reasons: [{ code: 'postbacks_stopped', severity: 'failing', detail: 'stopped' }],
+        history: [],
+        updatedAt: iso(T - 2 * 3_600_000),
+        revision: 1,
+      });
+      for (let n = 0; n < 3; n++)
+        records.push({
+          sequence: String(30_000 + records.length),
+          attributes: {
+            ...firstHitItem(hitOf(surveyId), new Date(T - 60 * 60_000 + n * 60_000)),
+            redirectFrom: `sender-${n}`,
+          },
+        });
+    }
+    await otherFeed.append({
+      day: '2026-11-25',
+      bucket: feedBucket(surveys[0] as string),
+      newestAt: iso(T - 57 * 60_000),
+      records,
+    });
+    await otherFeed.markStart(
+      '2026-11-01T00:00:00.000Z',
+      'arn:aws:dynamodb:us-east-1:123456789012:table/l/stream/9',
+    );
+    await otherFeed.touchProbe(iso(T - 60_000));
+    await otherFeed.probeSeen(iso(T - 60_000));
+    let reads = 0;
+    const counted = {
+      ...otherFeed,
+      recordsOfBucketDay: (...args: Parameters<typeof otherFeed.recordsOfBucketDay>) => {
+        reads += 1;
+        return otherFeed.recordsOfBucketDay(...args);
+      },
+    };
+    const report = await healthCheck({
+      attempts: createLedgerStore(otherClient, other.tableName),
+      registry,
+      health,
+      settings: DEFAULT_HEALTH_SETTINGS,
+      concurrency: 2,
+      feed: counted,
+      feedLagMs: 0,
+    }).evaluate(new Date(T), { surveys });
+    expect(report.surveys.map((r) => r.evaluation.reasons.map((x) => x.code))).toEqual(
+      surveys.map(() => ['postbacks_stopped']),
+    );
+    // The window's read and the look back's: one of the bucket's day each, whatever the number of its surveys.
+    expect(reads).toBe(2);
+  });
+
   it("marks it on a batch that holds only the probe's touch: a feed turned on again, read before any attempt changes", async () => {
     const other = await freshTable();
     const otherFeed = createAttemptFeed(createDocumentClient({ endpoint: other.endpoint }), other.tableName);

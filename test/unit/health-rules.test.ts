@@ -126,6 +126,21 @@ describe('postbacks_stopped', () => {
     expect(
       postbacksStopped(window({ postbacksStopped: true, earlier: answeredBefore }), settings, now),
     ).toBeUndefined();
+    // A postback from before they stopped, and redirects unanswered since: still failing.
+    const stoppedSince = [
+      { pid: 'z', redirectAt: ago(75), postbackAt: ago(70) },
+      redirect(60),
+      redirect(50),
+      redirect(40),
+    ];
+    expect(
+      postbacksStopped(window({ postbacksStopped: true, earlier: stoppedSince }), settings, now),
+    ).toMatchObject({ severity: 'failing' });
+    // Redirects only before the last postback: recovered.
+    const answeredLast = [redirect(90), { pid: 'w', redirectAt: ago(85), postbackAt: ago(45) }];
+    expect(
+      postbacksStopped(window({ postbacksStopped: true, earlier: answeredLast }), settings, now),
+    ).toBeUndefined();
     expect(
       postbacksStopped(window({ postbacksStopped: true, earlier: [redirect(125)] }), settings, now),
     ).toBeUndefined();
