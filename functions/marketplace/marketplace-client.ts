@@ -269,6 +269,11 @@ function pagingSaidBy(json: Json, listed: number): string | undefined {
 /** The longest a 429's Retry-After holds the client's calls back (the retries' own backoff comes on top). */
 const MAX_RETRY_AFTER_MS = 30_000;
 /**
+ * The longest a scheduled run's client waits out a Retry-After (`maxRetryAfterMs` of a run with a deadline): a
+ * pause of a minute or two is waited for within the invocation, not turned into a run stopped until the next hour.
+ */
+export const RUN_MAX_RETRY_AFTER_MS = 120_000;
+/**
  * Surveys in a row whose calls failed for the marketplace not answering (after the client's retries) before a run
  * (reconciliation, the redirect sync) takes up no more: a marketplace down for a week would otherwise cost every
  * survey its calls and retries every run.
@@ -563,7 +568,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       // Refused 429 through every retry: the other calls stop asking for the longest pause, not each in its turn.
       // (A call not made, refused by this client itself, extends nothing.)
       if (error instanceof MarketplaceError && error.httpStatus === 429 && !notTried.has(error))
-        refusedUntil = Math.max(refusedUntil, Date.now() + maxPauseMs);
+        refusedUntil = Math.max(refusedUntil, Date.now() + Math.min(maxPauseMs, MAX_RETRY_AFTER_MS));
       throw error;
     }
   }

@@ -7,7 +7,11 @@
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { getParameter } from '@aws-lambda-powertools/parameters/ssm';
 import * as z from 'zod/mini';
-import { createMarketplaceClient, type MarketplaceClient } from '../marketplace/marketplace-client';
+import {
+  createMarketplaceClient,
+  type MarketplaceClient,
+  RUN_MAX_RETRY_AFTER_MS,
+} from '../marketplace/marketplace-client';
 import { describeIssues, filled, optionalWholeNumber, wholeNumber } from '../shared/validation';
 
 export const TOKEN_CACHE_SECONDS = 300;
@@ -79,7 +83,8 @@ export function marketplaceFromEnvironment(
       (config.MARKETPLACE_MAX_ANSWER_MB ?? Math.max(64, (config.AWS_LAMBDA_FUNCTION_MEMORY_SIZE ?? 0) / 8)) *
       1_048_576,
     accessToken: tokenSource(config),
-    ...(run.stopAt ? { stopAt: run.stopAt } : {}),
+    // A scheduled run waits out a Retry-After of a minute or two (never past its deadline) rather than stop.
+    ...(run.stopAt ? { stopAt: run.stopAt, maxRetryAfterMs: RUN_MAX_RETRY_AFTER_MS } : {}),
   });
 }
 

@@ -9,6 +9,7 @@ import {
   type MarketplaceClientOptions,
   MarketplaceError,
   marketplaceLimit,
+  RUN_MAX_RETRY_AFTER_MS,
   retryAfterMs,
 } from '../../functions/marketplace/marketplace-client';
 import { pacificDay } from '../../functions/marketplace/pacific-time';
@@ -397,6 +398,20 @@ describe('faults', () => {
     expect(Math.min(...started.slice(1)) - t0).toBeGreaterThanOrEqual(850);
     expect(retryAfterMs('Wed, 21 Oct 2015 07:28:00 GMT', Date.parse('2015-10-21T07:27:00Z'))).toBe(60_000);
     expect(retryAfterMs('soon', 0)).toBeUndefined();
+  });
+
+  it("a scheduled run's client waits longer Retry-Afters, but a call refused through every retry still holds the others back 30 s at most", async () => {
+    const refusing = failingFirst(
+      10,
+      () => new Response('{}', { status: 429, headers: { 'retry-after': '0' } }),
+    );
+    const api = client({ fetch: refusing.fetch, retries: 1, maxRetryAfterMs: RUN_MAX_RETRY_AFTER_MS });
+    const at = Date.now();
+    expect(await failure(api.getMetadata())).toMatchObject({ httpStatus: 429 });
+    const held = await failure(api.getAllocatedSurveys());
+    const until = Date.parse(/until (\S+)/.exec(held.message)?.[1] ?? '');
+    expect(until - at).toBeLessThanOrEqual(31_000);
+    expect(until - at).toBeGreaterThan(25_000);
   });
 
   it('a Retry-After longer than the client waits fails the call at once, and no call goes out before it has passed', async () => {
