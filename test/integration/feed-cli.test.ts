@@ -108,19 +108,19 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-const cli = (...args: string[]) =>
-  runCli(args, {
-    ...process.env,
-    DYNAMODB_ENDPOINT: table.endpoint,
-    TABLE_NAME: table.tableName,
-    MARKETPLACE_BASE_URL: url,
-    MARKETPLACE_ACCESS_TOKEN: 'feed-cli-token',
-    SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
-    PUBLIC_BASE_URL: 'https://hits.test',
-    POWERTOOLS_LOG_LEVEL: 'ERROR',
-    // As a deployed stack's readers are given it (the local stack's default is 5 s: its stream delivers every second).
-    ATTEMPT_FEED_LAG_SECONDS: String(DEFAULT_FEED_LAG_SECONDS),
-  });
+const cliEnv = () => ({
+  ...process.env,
+  DYNAMODB_ENDPOINT: table.endpoint,
+  TABLE_NAME: table.tableName,
+  MARKETPLACE_BASE_URL: url,
+  MARKETPLACE_ACCESS_TOKEN: 'feed-cli-token',
+  SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
+  PUBLIC_BASE_URL: 'https://hits.test',
+  POWERTOOLS_LOG_LEVEL: 'ERROR',
+  // As a deployed stack's readers are given it (the local stack's default is 5 s: its stream delivers every second).
+  ATTEMPT_FEED_LAG_SECONDS: String(DEFAULT_FEED_LAG_SECONDS),
+});
+const cli = (...args: string[]) => runCli(args, cliEnv());
 
 describe('the CLI on a table whose feed covers its attempts', () => {
   // Four CLI processes, each starting through tsx: seconds each on a loaded two-core machine.
@@ -188,18 +188,7 @@ describe('the CLI on a table whose feed covers its attempts', () => {
     // turned off): the start mark is then no feed's.
     const reconciled = await runCli(
       ['reconcile', '--survey', SURVEY, '--from', pacificDay(seenAt), '--settle-seconds', '0', '--json'],
-      {
-        ...process.env,
-        RECEIVER_TARGET: 'aws',
-        AWS_REGION: 'us-east-1',
-        DYNAMODB_ENDPOINT: table.endpoint,
-        TABLE_NAME: table.tableName,
-        MARKETPLACE_BASE_URL: url,
-        MARKETPLACE_ACCESS_TOKEN: 'feed-cli-token',
-        SIGNING_KEYS: JSON.stringify({ current: 'k1', k1: 'first-signing-key-for-feed-cli-00000' }),
-        PUBLIC_BASE_URL: 'https://hits.test',
-        POWERTOOLS_LOG_LEVEL: 'ERROR',
-      },
+      { ...cliEnv(), RECEIVER_TARGET: 'aws', AWS_REGION: 'us-east-1' },
     );
     expect(reconciled.code).toBe(0);
     expect((await indexing.attemptsOf(SURVEY, 'p-late'))[0]?.reconciliation?.verdict).toBe(

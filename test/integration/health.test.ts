@@ -328,6 +328,16 @@ describe('the survey health check on real ledger items', () => {
   });
 });
 
+/** The health check over the engine, as the scheduled one reads it. */
+const checkOf = (registry: ReturnType<typeof createSurveyRegistry>) =>
+  healthCheck({
+    attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
+    registry,
+    health,
+    settings: DEFAULT_HEALTH_SETTINGS,
+    concurrency: 2,
+  });
+
 describe('a survey whose postbacks stopped, in a lull', () => {
   it('stays failing while redirects keep coming without postbacks, though fewer than five in the half hour', async () => {
     const registry = createSurveyRegistry(
@@ -357,13 +367,7 @@ describe('a survey whose postbacks stopped, in a lull', () => {
       updatedAt: at(-40).toISOString(),
       revision: 1,
     });
-    const report = await healthCheck({
-      attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
-      registry,
-      health,
-      settings: DEFAULT_HEALTH_SETTINGS,
-      concurrency: 2,
-    }).evaluate(at(0), { surveys: [held as string, fresh as string] });
+    const report = await checkOf(registry).evaluate(at(0), { surveys: [held as string, fresh as string] });
     const state = (surveyId: string) => report.surveys.find((s) => s.surveyId === surveyId)?.evaluation;
     expect(state(held as string)).toMatchObject({
       state: 'failing',
@@ -372,13 +376,7 @@ describe('a survey whose postbacks stopped, in a lull', () => {
     // Two redirects alone start nothing.
     expect(state(fresh as string)?.state).toBe('ok');
     const judgedAt = (minutes: number) =>
-      healthCheck({
-        attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
-        registry,
-        health,
-        settings: DEFAULT_HEALTH_SETTINGS,
-        concurrency: 2,
-      }).evaluate(at(minutes), { surveys: [held as string] });
+      checkOf(registry).evaluate(at(minutes), { surveys: [held as string] });
     // Forty minutes on, no redirect in the half hour: those of the hours before hold it (a lull, not silence).
     expect((await judgedAt(40)).surveys[0]?.evaluation).toMatchObject({
       state: 'failing',
@@ -412,13 +410,7 @@ describe('a survey whose postbacks stopped, in a lull', () => {
     await hitsAt(-5, async () => {
       for (const who of early ?? []) await hit(postback, 'postback', surveyId, 'fail', who);
     });
-    const report = await healthCheck({
-      attempts: createLedgerStore(createDocumentClient({ endpoint: proxy.endpoint }), table.tableName),
-      registry,
-      health,
-      settings: DEFAULT_HEALTH_SETTINGS,
-      concurrency: 2,
-    }).evaluate(at(0), { surveys: [surveyId] });
+    const report = await checkOf(registry).evaluate(at(0), { surveys: [surveyId] });
     expect(report.surveys[0]?.evaluation.reasons.map((r) => r.code)).not.toContain('postbacks_stopped');
   });
 });
