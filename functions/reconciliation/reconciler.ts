@@ -1790,10 +1790,14 @@ export function reconciler(deps: ReconcilerDeps) {
       const reconciled: SurveyOutcome[] = [];
       try {
         // After a death, the survey at the cursor runs alone and its end is saved at once: should the invocation
-        // die again, that survey is the one it died on, not one that merely ran beside it.
+        // die again, that survey is the one it died on, not one that merely ran beside it. The rest then save the
+        // cursor as each settles, not every few seconds: a death among them (the survey it died on before was not
+        // the one at a cursor saved seconds earlier) leaves the cursor at the survey that died, so the next
+        // invocation passes over that one, not one survey a death.
         if (stall && from < run.surveys.length) {
           reconciled.push(...(await reconcileFrom(from, from + 1, 0)));
-          if (cursor > from && !marketplaceUnavailable) reconciled.push(...(await reconcileFrom(from + 1)));
+          if (cursor > from && !marketplaceUnavailable)
+            reconciled.push(...(await reconcileFrom(from + 1, run.surveys.length, 0)));
           else
             reconciled.push(...run.surveys.slice(from + 1).map((s) => emptyOutcome(s, run.days, 'deferred')));
         } else reconciled.push(...(await reconcileFrom(from)));

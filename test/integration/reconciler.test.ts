@@ -1911,8 +1911,9 @@ describe('the scheduled run', () => {
       deadline: new Date(Date.now() + 60_000),
     });
     expect(finished?.complete).toBe(true);
-    // The death counted (cursor 0), 7311 alone and saved (1), the rest together, the end (3).
-    expect(cursors).toEqual([0, 1, 3]);
+    // The death counted (cursor 0), 7311 alone and saved (1), the rest each saved as it settles (2, 3: had the
+    // invocation died on the last, the cursor would say so, not a survey settled seconds before), the end (3).
+    expect(cursors).toEqual([0, 1, 2, 3, 3]);
 
     // A survey's records that cannot be read (not the store down): that survey fails, the run goes on to its end.
     await results.putRunState(SCHEDULED_RUN, { ...died, runId: 'unreadable', leaseUntil: undefined });
