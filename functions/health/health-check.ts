@@ -108,20 +108,11 @@ export function healthCheck(deps: HealthCheckDependencies) {
     ) => {
       let source: EarlierSource | undefined;
       return () => {
-        source ??= {
-          from: new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000),
-          to: readFrom(deps.settings, at),
-          items: itemsToo,
-          ...(feed
-            ? {
-                feed: feedWindow(
-                  feed,
-                  new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000),
-                  readFrom(deps.settings, at),
-                ),
-              }
-            : {}),
-        };
+        if (!source) {
+          const from = new Date(at.getTime() - HOLD_LOOKBACK_MINUTES * 60_000);
+          const to = readFrom(deps.settings, at);
+          source = { from, to, items: itemsToo, ...(feed ? { feed: feedWindow(feed, from, to) } : {}) };
+        }
         return source;
       };
     };

@@ -80,32 +80,21 @@ describe('key ring mistakes made by hand', () => {
     }
   });
 
+  /** A rotation of the ring to a new key named `kid`. */
+  const rotatedAs = (kid: string) => () =>
+    rotateKeyRing(ring, { kid, secret: 'c'.repeat(32), retireAt: new Date(now.getTime() + 3_600_000), now });
+
   it.each(['__proto__', 'constructor', 'toString', 'hasOwnProperty'])(
     'refuses a key named %s (a name every object has), in a ring and in a rotation',
     (kid) => {
       const json = `{"current":"k1","k1":"${'a'.repeat(32)}","${kid}":"${'b'.repeat(32)}"}`;
       expect(() => parseKeyRing(json)).toThrow(/a name every object has/);
-      expect(() =>
-        rotateKeyRing(ring, {
-          kid,
-          secret: 'c'.repeat(32),
-          retireAt: new Date(now.getTime() + 3_600_000),
-          now,
-        }),
-      ).toThrow(/a name the ring itself uses, or every object has/);
+      expect(rotatedAs(kid)).toThrow(/a name the ring itself uses, or every object has/);
     },
   );
 
   it("refuses a new key named as the ring's own fields", () => {
-    for (const kid of ['current', 'retire'])
-      expect(() =>
-        rotateKeyRing(ring, {
-          kid,
-          secret: 'c'.repeat(32),
-          retireAt: new Date(now.getTime() + 3_600_000),
-          now,
-        }),
-      ).toThrow(/a name the ring itself uses/);
+    for (const kid of ['current', 'retire']) expect(rotatedAs(kid)).toThrow(/a name the ring itself uses/);
   });
 });
 
