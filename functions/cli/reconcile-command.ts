@@ -173,6 +173,17 @@ export function reconcileCommand(): Command {
           );
           process.exitCode = 1;
         }
+        // Not taken up: the marketplace asked for no calls for a while, or stopped answering.
+        const left = report.outcomes.filter((o) => o.status === 'deferred');
+        if (left.length > 0) {
+          complain(
+            `${left.length} of ${report.outcomes.length} surveys were not taken up (${report.marketplaceRefusedUntil ? `the marketplace asked for no calls until ${report.marketplaceRefusedUntil}` : 'the marketplace is not answering'}): run the command again for them${report.marketplaceRefusedUntil ? ' after then' : ''} (${left
+              .slice(0, 20)
+              .map((o) => o.surveyId)
+              .join(', ')}${left.length > 20 ? ', ...' : ''})`,
+          );
+          process.exitCode = 1;
+        }
       },
     );
 }

@@ -87,6 +87,7 @@ export interface MarketplaceErrorOptions {
   readonly retriable?: boolean;
   readonly tooLarge?: boolean;
   readonly tokenRefused?: boolean;
+  readonly heldOffUntil?: number;
 }
 
 /** A call that did not succeed. Never carries the access token. */
@@ -102,6 +103,12 @@ export class MarketplaceError extends Error {
   readonly tooLarge: boolean;
   /** A 401 to a call's first try: tried once more with the token read afresh. */
   readonly tokenRefused: boolean;
+  /**
+   * Epoch ms until which the marketplace asked for no calls (a 429's Retry-After longer than this client waits):
+   * this call was refused so, or not made at all. Nothing to hold against the survey it was for: asked again
+   * after then, it may pass.
+   */
+  readonly heldOffUntil?: number;
 
   constructor(options: MarketplaceErrorOptions) {
     super(`${options.endpoint}: ${options.detail}`);
@@ -112,6 +119,7 @@ export class MarketplaceError extends Error {
     this.retriable = options.retriable ?? false;
     this.tooLarge = options.tooLarge ?? false;
     this.tokenRefused = options.tokenRefused ?? false;
+    if (options.heldOffUntil !== undefined) this.heldOffUntil = options.heldOffUntil;
   }
 }
 
@@ -377,6 +385,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         httpStatus: 429,
         detail: `HTTP 429: not tried, the marketplace asked for no calls until ${new Date(refusedUntil).toISOString()}`,
         retriable: true,
+        heldOffUntil: refusedUntil,
       });
       notTried.add(error);
       return error;
@@ -490,6 +499,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
             httpStatus: status,
             marketplaceMessage: message || undefined,
             retriable: true,
+            heldOffUntil: refusedUntil,
           });
         }
         if (wait !== undefined) pausedUntil = Math.max(pausedUntil, Date.now() + Math.min(wait, maxPauseMs));

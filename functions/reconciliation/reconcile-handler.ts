@@ -15,6 +15,15 @@ import { VERDICT_KINDS } from './verdict-kinds';
 const DEADLINE_MARGIN_MS = 60_000;
 
 /**
+ * A run stopped by the marketplace asking for no calls for a while (a Retry-After longer than the client waits) is
+ * resumed by the same invocation once the pause is over, if that leaves this long before the deadline; otherwise
+ * by the next scheduled one.
+ */
+export const RESUME_AFTER_REFUSAL_MIN_MS = 60_000;
+/** How many times one invocation waits out such a pause. */
+const REFUSALS_WAITED = 3;
+
+/**
  * A survey whose runs have failed this long is counted apart (`SurveysFailingLong`, alarmed): a survey that fails
  * every run (too big for the marketplace's answer or the function's memory, a row that never reads) is not one
  * of the few that a marketplace error fails now and then, whatever share of the surveys it is.
@@ -31,6 +40,8 @@ export interface ReconcileHandlerDependencies {
   readonly resume?: ((functionArn: string, runId: string) => Promise<void>) | undefined;
   /** When the run's marketplace calls must stop (set here, read by the engine's client). */
   readonly calls?: RunDeadline | undefined;
+  /** Waits out a pause the marketplace asked for (tests pass their own). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 export type ReconcileRunSummary = ReturnType<typeof summarizeReconcileRun> | { busy: true };
@@ -47,6 +58,7 @@ export function summarizeReconcileRun(report: RunReport, now = new Date()) {
     days: report.days,
     complete: report.complete,
     ...(report.marketplaceUnavailable ? { marketplaceUnavailable: true } : {}),
+    ...(report.marketplaceRefusedUntil ? { marketplaceRefusedUntil: report.marketplaceRefusedUntil } : {}),
     ...sum,
     failingLong: failingLong.length,
     // The longest failing first: they are what `SurveysFailingLong` alarms on, and must be among those named.
@@ -68,7 +80,13 @@ export function summarizeReconcileRun(report: RunReport, now = new Date()) {
 }
 
 /** The reconcile function's handler, from its dependencies. */
-export function createReconcileHandler({ engine, windowDays, resume, calls }: ReconcileHandlerDependencies) {
+export function createReconcileHandler({
+  engine,
+  windowDays,
+  resume,
+  calls,
+  sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+}: ReconcileHandlerDependencies) {
   return middy<unknown, ReconcileRunSummary>()
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .handler(async (_event: unknown, context: Context) => {
@@ -78,45 +96,67 @@ export function createReconcileHandler({ engine, windowDays, resume, calls }: Re
       calls?.set(callsStopAt(remaining));
       // Held to the Lambda's own limit: until then this invocation may still be finishing its last surveys.
       const leaseUntil = new Date(Date.now() + remaining + 5_000);
-      const report = await engine.scheduled(windowDays, { deadline, leaseUntil });
-      if (!report) {
-        logger.info('another invocation is working on the reconciliation run');
-        return { busy: true };
-      }
-      const summary = summarizeReconcileRun(report);
-      publish('ReconciledSurveys', summary.reconciled, {});
-      publish('ReconcileFailedSurveys', summary.failed, {});
-      publish('SurveysFailingLong', summary.failingLong, {});
-      publish('ReconciledTransactions', summary.transactions, {});
-      publish('VerdictChanges', summary.changed + summary.new, {});
-      for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });
-      if (summary.failed > 0) {
-        count('ReconcileFailures');
-        logger.warn('reconciliation run finished with failed surveys', { ...summary });
-      } else if (summary.held > 0) {
-        // Not counted among the failed surveys (their alarm): the next run confirms the empty listing or undoes it.
+      let summary: ReconcileRunSummary | undefined;
+      for (let waited = 0; ; waited++) {
+        const report = await engine.scheduled(windowDays, { deadline, leaseUntil });
+        if (!report) {
+          logger.info('another invocation is working on the reconciliation run');
+          return summary ?? { busy: true };
+        }
+        summary = reportRun(report);
+        const refusedUntil = report.marketplaceRefusedUntil ? Date.parse(report.marketplaceRefusedUntil) : 0;
+        if (refusedUntil === 0) {
+          if (!report.complete && !report.marketplaceUnavailable && resume)
+            await resume(context.invokedFunctionArn, report.runId);
+          return summary;
+        }
+        const resumable = refusedUntil + RESUME_AFTER_REFUSAL_MIN_MS <= deadline.getTime();
         logger.warn(
-          'reconciliation held surveys whose listing answered no rows for days that had rows; the next run confirms it',
-          { ...summary },
+          resumable && waited < REFUSALS_WAITED
+            ? 'the marketplace asked for no calls for a while: the run resumes when the pause is over'
+            : 'the marketplace asked for no calls past what this invocation can wait: the next scheduled invocation resumes the run',
+          { runId: report.runId, refusedUntil: report.marketplaceRefusedUntil, left: summary.deferred },
         );
-      } else if (summary.openFailures > 0) {
-        logger.warn('reconciliation run finished; days outside its listing could not be read', {
-          ...summary,
-        });
-      } else {
-        logger.info('reconciliation run finished', { ...summary });
+        if (!resumable || waited >= REFUSALS_WAITED) return summary;
+        await sleep(Math.max(0, refusedUntil - Date.now()));
       }
-      // Stopped because the marketplace does not answer: the next scheduled invocation tries again, not this one
-      // at once.
-      if (report.marketplaceUnavailable)
-        logger.warn(
-          'the marketplace did not answer, or refused the access token, for ten surveys in a row: the run stopped taking them up',
-          {
-            runId: report.runId,
-            left: summary.deferred,
-          },
-        );
-      else if (!report.complete && resume) await resume(context.invokedFunctionArn, report.runId);
-      return summary;
     });
+
+  /** Publishes a run's figures and logs how it went. */
+  function reportRun(report: RunReport) {
+    const summary = summarizeReconcileRun(report);
+    publish('ReconciledSurveys', summary.reconciled, {});
+    publish('ReconcileFailedSurveys', summary.failed, {});
+    publish('SurveysFailingLong', summary.failingLong, {});
+    publish('ReconciledTransactions', summary.transactions, {});
+    publish('VerdictChanges', summary.changed + summary.new, {});
+    for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });
+    if (summary.failed > 0) {
+      count('ReconcileFailures');
+      logger.warn('reconciliation run finished with failed surveys', { ...summary });
+    } else if (summary.held > 0) {
+      // Not counted among the failed surveys (their alarm): the next run confirms the empty listing or undoes it.
+      logger.warn(
+        'reconciliation held surveys whose listing answered no rows for days that had rows; the next run confirms it',
+        { ...summary },
+      );
+    } else if (summary.openFailures > 0) {
+      logger.warn('reconciliation run finished; days outside its listing could not be read', {
+        ...summary,
+      });
+    } else {
+      logger.info('reconciliation run finished', { ...summary });
+    }
+    // Stopped because the marketplace does not answer: the next scheduled invocation tries again, not this one
+    // at once.
+    if (report.marketplaceUnavailable)
+      logger.warn(
+        'the marketplace did not answer, or refused the access token, for ten surveys in a row: the run stopped taking them up',
+        {
+          runId: report.runId,
+          left: summary.deferred,
+        },
+      );
+    return summary;
+  }
 }

@@ -206,6 +206,11 @@ export interface SurveyOutcome {
   /** The marketplace answered a listing of this survey's (a survey ended before the window may ask for none). */
   readonly marketplaceAnswered?: boolean;
   /**
+   * Left (`deferred`) because the marketplace asked for no calls until then (epoch ms): a Retry-After longer than
+   * the run's client waits. The run takes up no more surveys; its invocation may wait it out and resume.
+   */
+  readonly heldOffUntil?: number;
+  /**
    * Failed only because a listing answered no rows for days that had rows (`EMPTY_CONFIRM_MS`): held, confirmed or
    * not within the hour, so counted apart from the failed surveys the alarm counts (`held` in the run's totals).
    */
@@ -232,6 +237,11 @@ export interface RunReport {
    * surveys after them are left for the next scheduled invocation (not resumed at once), which tries again.
    */
   readonly marketplaceUnavailable?: boolean;
+  /**
+   * Stopped early because the marketplace asked for no calls until then (a Retry-After longer than the run's client
+   * waits): the surveys from the first it refused are left, none of them recorded failed.
+   */
+  readonly marketplaceRefusedUntil?: string;
 }
 
 export interface ReconcileRunOptions {
@@ -302,6 +312,10 @@ const failedSurveyState = (
   lastErrorAt: at.toISOString(),
   failingSince: failingSinceOf(state, at),
 });
+
+/** A run's report of a Retry-After that stopped it, as an ISO time. */
+const refusedUntil = (heldOffUntil: number | undefined) =>
+  heldOffUntil !== undefined ? { marketplaceRefusedUntil: new Date(heldOffUntil).toISOString() } : {};
 
 const emptyOutcome = (
   surveyId: string,
@@ -1457,6 +1471,10 @@ export function reconciler(deps: ReconcilerDeps) {
         };
       return { ...outcome, changes, changed, ...(answered ? { marketplaceAnswered: true } : {}) };
     } catch (error) {
+      // The marketplace asked for no calls for longer than the client waits: nothing is held against the survey (not
+      // recorded failed); it is left, as one not taken up is, for the run to resume after the pause.
+      if (error instanceof MarketplaceError && error.heldOffUntil !== undefined)
+        return { ...emptyOutcome(surveyId, allDays, 'deferred'), heldOffUntil: error.heldOffUntil };
       const message = error instanceof Error ? error.message : String(error);
       // The window is not "zero transactions": it is unknown, and retried with the next run whatever its days.
       await deps.results
@@ -1553,8 +1571,10 @@ export function reconciler(deps: ReconcilerDeps) {
       onProgress?: (cursor: number) => Promise<void>;
       onFailed?: (surveyId: string) => void;
     } = {},
-  ): Promise<{ outcomes: SurveyOutcome[]; marketplaceUnavailable: boolean }> {
+  ): Promise<{ outcomes: SurveyOutcome[]; marketplaceUnavailable: boolean; heldOffUntil?: number }> {
     const deferred = (index: number) => emptyOutcome(surveys[index] as string, days, 'deferred');
+    /** Until when the marketplace asked for no calls, once a survey was refused so: none starts after it. */
+    let heldOffUntil: number | undefined;
     const finished = new Set<number>();
     let settled = 0;
     let done = 0;
@@ -1582,6 +1602,8 @@ export function reconciler(deps: ReconcilerDeps) {
         // Only an answer says the marketplace is back: a survey ended before the window may ask it nothing.
         if (outcome.marketplaceAnswered) unavailable = 0;
         else if (outcome.marketplaceUnavailable) unavailable++;
+        if (outcome.heldOffUntil !== undefined)
+          heldOffUntil = Math.max(heldOffUntil ?? 0, outcome.heldOffUntil);
         return outcome;
       }),
       {
@@ -1589,11 +1611,13 @@ export function reconciler(deps: ReconcilerDeps) {
         now,
         // A marketplace down (or refusing with 429s) fails every survey after its client's retries: the run stops
         // taking them up instead of spending every survey's calls, and time, on it.
-        stopWhen: () => unavailable >= MARKETPLACE_DOWN_SURVEYS,
+        // Asked for no calls for longer than the client waits: every survey would be refused at its first call.
+        stopWhen: () => unavailable >= MARKETPLACE_DOWN_SURVEYS || heldOffUntil !== undefined,
         deadline: options.deadline,
         onSettled: async (result, index) => {
           if (result.status === 'failed') return;
-          if (result.status === 'done') {
+          // A survey refused so is left as one not taken up: the cursor stays at it.
+          if (result.status === 'done' && result.value.heldOffUntil === undefined) {
             if (result.value.status === 'failed') options.onFailed?.(result.value.surveyId);
             finished.add(index);
             while (finished.has(settled)) settled++;
@@ -1606,6 +1630,7 @@ export function reconciler(deps: ReconcilerDeps) {
     return {
       outcomes: valuesOrThrow(report, deferred),
       marketplaceUnavailable: unavailable >= MARKETPLACE_DOWN_SURVEYS,
+      ...(heldOffUntil !== undefined ? { heldOffUntil } : {}),
     };
   }
 
@@ -1632,7 +1657,7 @@ export function reconciler(deps: ReconcilerDeps) {
       const named = surveyIds ?? (await registeredSurveys(registry, days));
       const surveys = deps.readOrder ? deps.readOrder(named) : named;
       const runId = options.runId ?? `manual-${now().toISOString()}`;
-      const { outcomes, marketplaceUnavailable } = await reconcileSurveys(
+      const { outcomes, marketplaceUnavailable, heldOffUntil } = await reconcileSurveys(
         surveys,
         days,
         runId,
@@ -1645,6 +1670,7 @@ export function reconciler(deps: ReconcilerDeps) {
         outcomes,
         complete: outcomes.every((o) => o.status !== 'deferred'),
         ...(marketplaceUnavailable ? { marketplaceUnavailable } : {}),
+        ...refusedUntil(heldOffUntil),
       };
     },
 
@@ -1770,6 +1796,8 @@ export function reconciler(deps: ReconcilerDeps) {
       if (previousDied) await save({ leaseUntil });
       /** Whether the marketplace's silence stopped the run early (the next scheduled invocation tries again). */
       let marketplaceUnavailable = false;
+      /** Until when the marketplace asked for no calls, if that stopped the run early. */
+      let heldOffUntil: number | undefined;
       /** Reconciles the run's surveys from `start` (up to `end`), moving the cursor as they settle. */
       const reconcileFrom = async (start: number, end = run.surveys.length, saveEvery = progressEveryMs) => {
         const done = await reconcileSurveys(run.surveys.slice(start, end), run.days, run.runId, registry, {
@@ -1785,6 +1813,7 @@ export function reconciler(deps: ReconcilerDeps) {
           },
         });
         if (done.marketplaceUnavailable) marketplaceUnavailable = true;
+        if (done.heldOffUntil !== undefined) heldOffUntil = Math.max(heldOffUntil ?? 0, done.heldOffUntil);
         return done.outcomes;
       };
       const reconciled: SurveyOutcome[] = [];
@@ -1796,7 +1825,7 @@ export function reconciler(deps: ReconcilerDeps) {
         // invocation passes over that one, not one survey a death.
         if (stall && from < run.surveys.length) {
           reconciled.push(...(await reconcileFrom(from, from + 1, 0)));
-          if (cursor > from && !marketplaceUnavailable)
+          if (cursor > from && !marketplaceUnavailable && heldOffUntil === undefined)
             reconciled.push(...(await reconcileFrom(from + 1, run.surveys.length, 0)));
           else
             reconciled.push(...run.surveys.slice(from + 1).map((s) => emptyOutcome(s, run.days, 'deferred')));
@@ -1830,6 +1859,7 @@ export function reconciler(deps: ReconcilerDeps) {
         outcomes,
         complete,
         ...(marketplaceUnavailable ? { marketplaceUnavailable } : {}),
+        ...refusedUntil(heldOffUntil),
       };
     },
   };

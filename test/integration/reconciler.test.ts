@@ -2,6 +2,7 @@
  * The reconciler against the local marketplace and the embedded engine: verdicts and summaries written,
  * idempotent re-runs, statuses that change after the fact, failures isolated and retried, and runs that resume.
  */
+import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { finance } from '../../functions/finance/finance-queries';
 import { discrepanciesCsv, summaryCsv } from '../../functions/finance/report-csv';
@@ -25,7 +26,10 @@ import {
 } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { REVIEW_HORIZON_DAYS } from '../../functions/reconciliation/recheck-policy';
-import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
+import {
+  createReconcileHandler,
+  summarizeReconcileRun,
+} from '../../functions/reconciliation/reconcile-handler';
 import {
   LISTED_BY_DAY_MS,
   type RunReport,
@@ -1730,6 +1734,17 @@ describe('the scheduled run', () => {
     });
   };
 
+  /** A Lambda context with `remainingMs` left, for the scheduled handler. */
+  const lambdaContext = (remainingMs: number) => {
+    const until = Date.now() + remainingMs;
+    return {
+      functionName: 'reconcile',
+      invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:reconcile',
+      awsRequestId: 'request-1',
+      getRemainingTimeInMillis: () => until - Date.now(),
+    } as unknown as Context;
+  };
+
   /** An engine taking one survey at a time, its marketplace client retrying `retries` times through `fetch`. */
   const oneAtATime = (retries: number, fetch: typeof globalThis.fetch) =>
     engine({
@@ -1799,7 +1814,7 @@ describe('the scheduled run', () => {
     expect(calls).toBe(2 * MARKETPLACE_DOWN_SURVEYS);
   });
 
-  it('a marketplace asking for no calls for an hour (429, Retry-After): one call, the run stops taking up surveys, nothing asked again', async () => {
+  it('a marketplace asking for no calls for an hour (429, Retry-After): one call, the run stops taking up surveys, none recorded failed', async () => {
     const ids = Array.from({ length: 12 }, (_, i) => String(7381 + i));
     for (const id of ids) await survey(Number(id));
     await releasedRunOf('marketplace-quota', ids);
@@ -1811,14 +1826,105 @@ describe('the scheduled run', () => {
         headers: { 'retry-after': '3600' },
       });
     });
+    const before = Date.now();
     const refused = await counted.scheduled(2, { deadline: new Date(Date.now() + 60_000) });
-    expect(refused).toMatchObject({ complete: false, marketplaceUnavailable: true });
-    expect(refused?.outcomes.map((o) => o.status)).toEqual([
-      ...Array(MARKETPLACE_DOWN_SURVEYS).fill('failed'),
-      ...Array(12 - MARKETPLACE_DOWN_SURVEYS).fill('deferred'),
-    ]);
-    expect(refused?.outcomes[1]?.error).toMatch(/not tried, the marketplace asked for no calls until/);
+    expect(refused).toMatchObject({ complete: false });
+    expect(refused?.marketplaceUnavailable).toBeUndefined();
+    // The rate limit is the marketplace's, not the surveys': each is left as one not taken up, none failed.
+    expect(refused?.outcomes.map((o) => o.status)).toEqual(Array(12).fill('deferred'));
+    const until = Date.parse(refused?.marketplaceRefusedUntil ?? '');
+    expect(until).toBeGreaterThanOrEqual(before + 3_600_000);
+    expect(until).toBeLessThanOrEqual(Date.now() + 3_600_000);
     expect(calls).toBe(1);
+    expect(await results.surveyState('7381')).toBeUndefined();
+    expect(await results.runState(SCHEDULED_RUN)).toMatchObject({ runId: 'marketplace-quota', cursor: 0 });
+    expect(summarizeReconcileRun(refused as RunReport)).toMatchObject({
+      failed: 0,
+      deferred: 12,
+      marketplaceRefusedUntil: refused?.marketplaceRefusedUntil,
+    });
+  });
+
+  it('a Retry-After longer than the run waits but within the invocation: the handler waits it out and resumes the run', async () => {
+    const ids = Array.from({ length: 6 }, (_, i) => String(7441 + i));
+    for (const id of ids) await survey(Number(id));
+    await releasedRunOf('marketplace-pause', ids);
+    let calls = 0;
+    let refusedOnce = false;
+    const reconciler = engine({
+      concurrency: 2,
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 2,
+        minBackoffMs: 1,
+        maxBackoffMs: 2,
+        // As a scheduled run's client does, with a shorter wait: a pause past it stops the run.
+        maxRetryAfterMs: 200,
+        fetch: (input, init) => {
+          calls++;
+          // The third survey's listing is refused for two seconds; asked sooner, refused again.
+          if (!refusedOnce && String(input).includes('7443')) {
+            refusedOnce = true;
+            return Promise.resolve(
+              new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Too many requests' }), {
+                status: 429,
+                headers: { 'retry-after': '2' },
+              }),
+            );
+          }
+          return fetch(input, init);
+        },
+      }),
+    });
+    const slept: number[] = [];
+    const handler = createReconcileHandler({
+      engine: reconciler,
+      windowDays: 2,
+      sleep: async (ms) => {
+        slept.push(ms);
+        await new Promise((resolve) => setTimeout(resolve, ms));
+      },
+    });
+    const summary = await handler({}, lambdaContext(300_000));
+    expect(slept).toHaveLength(1);
+    expect(slept[0]).toBeGreaterThan(1_000);
+    expect(slept[0]).toBeLessThanOrEqual(2_000);
+    // Resumed at the survey refused: every survey reconciled, none failed, the run finished.
+    expect(summary).toMatchObject({ runId: 'marketplace-pause', complete: true, failed: 0 });
+    const run = await results.runState(SCHEDULED_RUN);
+    expect(run).toMatchObject({ runId: 'marketplace-pause', finishedAt: expect.any(String) });
+    for (const id of ids) expect((await results.surveyState(id))?.lastError).toBeUndefined();
+    expect(calls).toBeGreaterThan(6);
+  });
+
+  it('a pause the invocation cannot wait out: the handler leaves the run to the next scheduled invocation', async () => {
+    const ids = Array.from({ length: 3 }, (_, i) => String(7451 + i));
+    for (const id of ids) await survey(Number(id));
+    await releasedRunOf('marketplace-long-pause', ids);
+    const reconciler = oneAtATime(0, async () => {
+      return new Response('{}', { status: 429, headers: { 'retry-after': '600' } });
+    });
+    const resumed: string[] = [];
+    const slept: number[] = [];
+    const summary = await createReconcileHandler({
+      engine: reconciler,
+      windowDays: 2,
+      resume: async (_arn, runId) => {
+        resumed.push(runId);
+      },
+      sleep: async (ms) => {
+        slept.push(ms);
+      },
+    })({}, lambdaContext(300_000));
+    // Ten minutes and a minute of work do not fit the five minutes left: not waited, not resumed at once.
+    expect(slept).toEqual([]);
+    expect(resumed).toEqual([]);
+    expect(summary).toMatchObject({ complete: false, failed: 0, deferred: 3 });
+    expect(await results.runState(SCHEDULED_RUN)).toMatchObject({
+      cursor: 0,
+      leaseUntil: new Date(0).toISOString(),
+    });
   });
 
   it('surveys whose listing the marketplace answered and whose look-back it did not: the marketplace is up, the run goes on', async () => {

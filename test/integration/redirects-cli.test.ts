@@ -34,6 +34,8 @@ const stored = new Map<string, Record<string, string>>();
 const listedRows: { created: string; row: Record<string, unknown> }[] = [];
 /** While set, a listing of this day alone fails. */
 let failingDay: string | undefined;
+/** While set, every listing is refused with this Retry-After (seconds). */
+let refusingFor: number | undefined;
 
 beforeAll(async () => {
   table = await freshTable();
@@ -70,6 +72,10 @@ beforeAll(async () => {
       if (path.includes('/getSurveyTransactions/')) {
         const query = new URL(request.url ?? '/', 'http://marketplace').searchParams;
         const [from, to] = [query.get('startDate') ?? '', query.get('endDate') ?? ''];
+        if (refusingFor !== undefined) {
+          response.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(refusingFor) });
+          return response.end('{"apiStatus":"Failure","msg":"Too many requests"}');
+        }
         if (from === to && from === failingDay) {
           response.writeHead(500, { 'content-type': 'application/json' });
           return response.end('{"apiStatus":"Failure","msg":"injected"}');
@@ -420,6 +426,23 @@ describe('reconcile', () => {
       );
     } finally {
       failingDay = undefined;
+    }
+  });
+
+  it('says which surveys it did not take up when the marketplace asks for no calls for a while, and fails', {
+    timeout: 90_000,
+  }, async () => {
+    expect((await cli('redirects', 'apply', '--survey', '9106', '--survey', '9107')).code).toBe(0);
+    refusingFor = 600;
+    try {
+      const refused = await cli('reconcile', '--survey', '9106', '--survey', '9107');
+      expect(refused.code).toBe(1);
+      expect(refused.stdout).toMatch(
+        /2 of 2 surveys were not taken up \(the marketplace asked for no calls until \d{4}-\d\d-\d\dT[\d:.]+Z\): run the command again for them after then \(9106, 9107\)/,
+      );
+      expect(refused.stdout).not.toContain('could not be reconciled');
+    } finally {
+      refusingFor = undefined;
     }
   });
 });
