@@ -903,7 +903,20 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         ].map((r) => [r.surveyId, r]),
       );
 
-      const worklist = [...new Set([...ordered, ...retrying, ...reverify.keys(), ...closing, ...resuming])];
+      // The closure lookups (a few a run) before the daily read-backs: they hang on the hourly listing, so one
+      // deferred waits for the next; a read-back deferred is the next run's, the longest unread first. Surveys on
+      // another key and those listed as changed are read back first all the same.
+      const worklist = [
+        ...new Set([
+          ...ordered,
+          ...retrying,
+          ...onOtherKey.map((r) => r.surveyId),
+          ...changedSinceLook.map((r) => r.surveyId),
+          ...closing,
+          ...resuming,
+          ...reverify.keys(),
+        ]),
+      ];
       const results = await each(worklist, options, async (surveyId) => {
         // An id the receivers' URLs cannot carry (0, negative, 13 digits): that survey fails, not the run.
         const unusable = identifierProblem('surveyId', surveyId);
@@ -990,7 +1003,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       });
 
       let checkpoint: string | undefined;
-      if (fullDue) await deps.registry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, startedAt.toISOString());
+      // The hourly listing counts as done once its closure lookups were all taken up: one deferred (the run's time
+      // used up) lists every live survey again with the next run, 15 minutes on, not an hour.
+      const lookupsLeft = worklist.some(
+        (surveyId, i) => closing.has(surveyId) && results[i]?.status === 'deferred',
+      );
+      if (fullDue && !lookupsLeft)
+        await deps.registry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, startedAt.toISOString());
       if (!options.dryRun && byDate) {
         const firstDeferred = ordered.findIndex((_, i) => results[i]?.status === 'deferred');
         let to = startedAt.getTime() - SYNC_OVERLAP_MS;

@@ -1185,6 +1185,65 @@ describe('sync', () => {
     for (const id of ids) expect((await syncRegistry.get(id))?.closedAt).toBeUndefined();
   });
 
+  it('closure lookups go before the daily read-backs, and a run that could not take them up lists every live survey again with the next run', async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    const verified = ['5721', '5722', '5723', '5724', '5725', '5726'];
+    const closed = ['5727', '5728'];
+    for (const id of [...verified, ...closed]) marketplace.state.addSurvey({ surveyId: Number(id) });
+    await configure({ registry: syncRegistry }).apply([...verified, ...closed]);
+    for (const id of closed) marketplace.state.setLive(Number(id), false);
+    const lookups: string[] = [];
+    const readBacks: string[] = [];
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) => {
+        const path = new URL(String(input)).pathname;
+        const lookedUp = path.match(/getAllocatedSurveysBySurveyId\/(\d+)/)?.[1];
+        if (lookedUp) lookups.push(lookedUp);
+        const readBack = path.match(/surveySpecificRedirects\/(\d+)/)?.[1];
+        if (readBack) {
+          readBacks.push(readBack);
+          // A slow marketplace: each read-back takes a while, so the run's time goes before its work list ends.
+          await new Promise((resolve) => setTimeout(resolve, 150));
+        }
+        const answer = await fetch(input, init);
+        if (!path.endsWith('/getAllocatedSurveys')) return answer;
+        // The marketplace's other surveys (of the other tests) are none of this supplier's.
+        const body = (await answer.json()) as { result: { surveyId?: number; SurveyId?: number }[] };
+        const result = body.result.filter((row) => verified.includes(String(row.surveyId ?? row.SurveyId)));
+        return new Response(JSON.stringify({ ...body, result }), { status: 200 });
+      },
+    });
+    // Two days on: every verified survey is due its daily read-back, and the hourly listing leaves the closed out;
+    // none listed as changed since.
+    const at = start + 2 * 86_400_000;
+    await syncRegistry.advanceCheckpoint(SYNC_CHECKPOINT, new Date(at).toISOString());
+    const run = (minutes: number, budgetMs: number) => {
+      const began = Date.now();
+      return configure({
+        registry: syncRegistry,
+        marketplace: client,
+        concurrency: 1,
+        readBacksPerRun: 6,
+        closureLookupsPerRun: 2,
+        now: () => new Date(at + minutes * 60_000 + Date.now() - began),
+      }).sync({ deadline: new Date(at + minutes * 60_000 + budgetMs) });
+    };
+    // A run with no time for any survey: the listing of every live survey is taken again by the next.
+    const none = await run(0, -1);
+    expect(none.results.every((r) => r.status === 'deferred')).toBe(true);
+    expect(lookups).toEqual([]);
+    // Fifteen minutes on, time for a few surveys: the closure lookups before the read-backs.
+    const some = await run(15, 250);
+    expect(lookups.slice(0, 2).sort()).toEqual(closed);
+    for (const id of closed) expect((await syncRegistry.get(id))?.closedAt).toBeDefined();
+    expect(some.results.filter((r) => r.status === 'deferred').length).toBeGreaterThan(0);
+    expect(readBacks.length).toBeLessThan(verified.length);
+  });
+
   it('a survey whose lookup keeps failing: retried on the backoff if unverified, and behind the others in the closure lookups', async () => {
     const syncRegistry = await freshRegistry();
     const start = Date.now();
