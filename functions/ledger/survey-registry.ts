@@ -87,6 +87,11 @@ export interface SurveyRegistry {
   /** The registrations of these surveys that exist, live or ended (point reads in batches). */
   many(surveyIds: readonly string[]): Promise<SurveyRegistration[]>;
   put(registration: SurveyRegistration): Promise<void>;
+  /**
+   * Writes it only if the survey's registration is still the one read (`readUpdatedAt`, its `updatedAt`; undefined:
+   * none was read, and none must exist). False when another writer got there first (theirs stands).
+   */
+  replace(registration: SurveyRegistration, readUpdatedAt: string | undefined): Promise<boolean>;
   /** The registered surveys, by id, through the index: the live ones and those ended since `endedSince`. */
   list(listing?: RegistryListing): Promise<SurveyRegistration[]>;
   /** The ids `list` would give, from the keys-only index alone (no item read). */
@@ -194,7 +199,8 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       ])
     ).map(fromItem);
   const byId = (a: SurveyRegistration, b: SurveyRegistration) => Number(a.surveyId) - Number(b.surveyId);
-  const put = async (registration: SurveyRegistration, options: { unchangedSince?: string } = {}) => {
+  /** `unchangedSince`: only over the registration of that `updatedAt`; null: only where there is none. */
+  const put = async (registration: SurveyRegistration, options: { unchangedSince?: string | null } = {}) => {
     try {
       await send(() =>
         client.send(
@@ -208,17 +214,21 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
             },
             ...(options.unchangedSince === undefined
               ? {}
-              : {
-                  ConditionExpression: 'updatedAt = :read',
-                  ExpressionAttributeValues: { ':read': options.unchangedSince },
-                }),
+              : options.unchangedSince === null
+                ? { ConditionExpression: 'attribute_not_exists(pk)' }
+                : {
+                    ConditionExpression: 'updatedAt = :read',
+                    ExpressionAttributeValues: { ':read': options.unchangedSince },
+                  }),
           }),
         ),
       );
+      return true;
     } catch (error) {
       // Written by someone else since it was read: theirs stands (and is in the right place).
       if (!(options.unchangedSince !== undefined && error instanceof ConditionalCheckFailedException))
         throw error;
+      return false;
     }
   };
   return {
@@ -234,7 +244,10 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       const keys = [...new Set(surveyIds)].map((surveyId) => registrationKey(surveyId));
       return (await batchGet(client, tableName, keys, { consistent: true })).map(fromItem);
     },
-    put: (registration) => put(registration),
+    put: async (registration) => {
+      await put(registration);
+    },
+    replace: (registration, readUpdatedAt) => put(registration, { unchangedSince: readUpdatedAt ?? null }),
     async list(listing) {
       return (await read(await registrationKeys(listing))).sort(byId);
     },

@@ -59,6 +59,9 @@ export const RESUME_LOOKUP_FOR_MS = 30 * 24 * 3_600_000;
 export const RELOCATIONS_PER_RUN = 500;
 /** Set once a run finds no ended registration left in the live part: later runs do not look again. */
 export const RELOCATED_CHECKPOINT = 'registry-ended-relocated';
+/** Why an apply that set and read back its settings is not recorded verified: another writer set them meanwhile. */
+const APPLIED_TWICE =
+  'applied at the same time by another run (a rotation, the sync, an operator): which settings the marketplace kept is not known; the next sync run applies them again';
 /** What a failure to look a survey up is recorded as (`lastError`), apart from a failure to apply it. */
 const LOOKUP_FAILED = 'lookup: ';
 
@@ -300,8 +303,12 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       registration.verified &&
       registration.fingerprint === fingerprint
     ) {
+      // Not over a registration written since it was read (a rotation's): the price is taken again within the hour.
       if (!options.dryRun && cpi !== undefined && cpi !== registration.expectedCpi) {
-        await deps.registry.put({ ...registration, ...prices, updatedAt: now().toISOString() });
+        await deps.registry.replace(
+          { ...registration, ...prices, updatedAt: now().toISOString() },
+          registration.updatedAt,
+        );
       }
       return { surveyId, status: 'unchanged' };
     }
@@ -320,20 +327,35 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       taken = true;
       const differences = settingsDifferences(desired, await deps.marketplace.getSurveyRedirects(surveyId));
       if (differences.length > 0) throw new VerificationFailed(differences);
-      await deps.registry.put({
-        surveyId,
-        state: 'active',
-        fingerprint,
-        kid: ring.current.kid,
-        appliedAt: at,
-        verified: true,
-        verifiedAt: at,
-        failures: 0,
-        ...prices,
-        ...changeLooked(price),
-        ...stillClosed(registration),
-        updatedAt: at,
-      });
+      // Only over the registration this apply read: another writer that recorded the survey meanwhile (a rotation
+      // beside the scheduled sync, an operator's apply) set it too, and which settings the marketplace kept, its or
+      // these, is not known. Verified either way, the last write would claim a key the marketplace may not hold.
+      const written = await deps.registry.replace(
+        {
+          surveyId,
+          state: 'active',
+          fingerprint,
+          kid: ring.current.kid,
+          appliedAt: at,
+          verified: true,
+          verifiedAt: at,
+          failures: 0,
+          ...prices,
+          ...changeLooked(price),
+          ...stillClosed(registration),
+          updatedAt: at,
+        },
+        registration?.updatedAt,
+      );
+      if (!written) {
+        // Left unverified, the next sync run applies the current key's settings and reads them back.
+        await amendActive(surveyId, (when) => ({
+          verified: false,
+          lastError: APPLIED_TWICE,
+          lastErrorAt: when,
+        }));
+        return { surveyId, status: 'failed', error: APPLIED_TWICE };
+      }
       return { surveyId, status: 'applied', kid: ring.current.kid };
     } catch (error) {
       if (!(error instanceof MarketplaceError || error instanceof VerificationFailed)) throw error;
@@ -657,8 +679,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             // The marketplace does not know the survey (an id mistyped in `apply`, a survey deleted there): none of
             // its redirects point here any more, so it is removed here too instead of failing for good. Only when
             // it says so itself (a JSON answer, not a 404 page of a wrong URL) and reading its redirects says the
-            // same: a 404 for a survey whose redirects still read back fails as before.
-            if (!(await unknownAtMarketplace(surveyId, error))) throw error;
+            // same: a 404 for a survey whose redirects still read back fails as before. Nor does one that has no
+            // redirects of its own to delete (`No survey specific redirects found`): what removing asks is so.
+            if (
+              !(error instanceof MarketplaceError && noSurveyRedirects(error)) &&
+              !(await unknownAtMarketplace(surveyId, error))
+            )
+              throw error;
           }
           // What it was configured with goes; its prices stay (reconciliation still checks its recent completes).
           await deps.registry.put({

@@ -306,6 +306,56 @@ describe('show and remove', () => {
     expect(after.live).toBe(true);
   });
 
+  it('remove of a survey that has no redirects of its own at the marketplace (deleted in its console) is recorded removed, and the sync leaves it alone', async () => {
+    const syncRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5732 });
+    await configure({ registry: syncRegistry }).apply(['5732']);
+    // As the marketplace answers a survey with none of its own: to the delete as to a read.
+    const none = () =>
+      new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'No survey specific redirects found' }), {
+        status: 404,
+      });
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) =>
+        init?.method === 'DELETE' && String(input).includes('/surveySpecificRedirects/5732')
+          ? none()
+          : fetch(input, init),
+    });
+    expect(await configure({ registry: syncRegistry, marketplace: client }).remove(['5732'])).toEqual([
+      { surveyId: '5732', status: 'removed' },
+    ]);
+    expect(await syncRegistry.get('5732')).toMatchObject({ state: 'removed' });
+    // A day on, nothing of the sync's touches it (another stack may now configure it).
+    calls = [];
+    const later = await configure({
+      registry: syncRegistry,
+      now: () => new Date(Date.now() + 26 * 3_600_000),
+    }).sync();
+    expect(later.results.filter((r) => r.surveyId === '5732' && r.status !== 'skipped')).toEqual([]);
+    expect(calls.filter((c) => c.includes('setRedirectionForSurvey/5732'))).toEqual([]);
+    // A failure of another kind still fails, and keeps the survey as it was.
+    const refusing = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) =>
+        init?.method === 'DELETE'
+          ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Not authorised for this survey' }), {
+              status: 403,
+            })
+          : fetch(input, init),
+    });
+    marketplace.state.addSurvey({ surveyId: 5733 });
+    await configure({ registry: syncRegistry }).apply(['5733']);
+    const [failed] = await configure({ registry: syncRegistry, marketplace: refusing }).remove(['5733']);
+    expect(failed).toMatchObject({ surveyId: '5733', status: 'failed' });
+    expect(await syncRegistry.get('5733')).toMatchObject({ state: 'active' });
+    for (const id of [5732, 5733]) marketplace.state.setLive(id, false);
+  });
+
   it('an id the marketplace does not know (mistyped in apply) fails to apply, is not registered, and one registered can be removed', async () => {
     const configuration = configure();
     const [applied] = await configuration.apply(['5199']);
@@ -1242,6 +1292,7 @@ describe('sync', () => {
     for (const id of closed) expect((await syncRegistry.get(id))?.closedAt).toBeDefined();
     expect(some.results.filter((r) => r.status === 'deferred').length).toBeGreaterThan(0);
     expect(readBacks.length).toBeLessThan(verified.length);
+    for (const id of verified) marketplace.state.setLive(Number(id), false);
   });
 
   it('a survey whose lookup keeps failing: retried on the backoff if unverified, and behind the others in the closure lookups', async () => {
@@ -1391,6 +1442,64 @@ describe('sync', () => {
     expect(rotation.results.filter((r) => r.status === 'failed').map((r) => r.surveyId)).not.toContain(
       '5331',
     );
+  });
+
+  it('a rotation and the scheduled sync applying one survey at once: the write that lands second leaves it unverified, and the next sync puts it on the current key', async () => {
+    const syncRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5731 }, new Date(Date.now() - 3 * 86_400_000));
+    // Its last apply failed an hour ago: its retry is due in the next sync run.
+    const start = Date.now();
+    await syncRegistry.put({ ...failedAnHourAgo('5731', start), kid: 'k1' });
+    await syncRegistry.advanceCheckpoint(SYNC_CHECKPOINT, new Date(start).toISOString());
+    await syncRegistry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, new Date(start).toISOString());
+    const oldRing = ring;
+    // The rotation has set the new key's settings and read them back; its registry write is slow.
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reached = () => {};
+    const atWrite = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    const slow: SurveyRegistry = {
+      ...syncRegistry,
+      replace: async (registration, read) => {
+        if (registration.surveyId === '5731') {
+          reached();
+          await gate;
+        }
+        return syncRegistry.replace(registration, read);
+      },
+    };
+    const rotating = configure({ registry: slow }).rotate({
+      kid: 'k2',
+      secret: 'second-signing-key-for-the-race-test-0000',
+      retireAt: new Date(start + 3_600_000),
+    });
+    await atWrite;
+    // Meanwhile the scheduled sync, which read the ring before the rotation saved it, retries the survey on k1.
+    const sync = await configure({ registry: syncRegistry, keyRing: async () => oldRing }).sync();
+    expect(sync.results).toContainEqual({ surveyId: '5731', status: 'applied', kid: 'k1' });
+    expect(marketplace.state.effectiveRedirects(5731).pstbck).toContain('kid=k1');
+    release();
+    const rotation = await rotating;
+    // The rotation's write lands second: not recorded verified on k2, which the marketplace does not hold.
+    expect(rotation.results).toContainEqual(
+      expect.objectContaining({
+        surveyId: '5731',
+        status: 'failed',
+        error: expect.stringMatching(/at the same time/),
+      }),
+    );
+    expect(await syncRegistry.get('5731')).toMatchObject({ verified: false });
+    // The next sync run (the new ring) applies it again, on k2.
+    const next = await configure({ registry: syncRegistry }).sync();
+    expect(next.results).toContainEqual({ surveyId: '5731', status: 'applied', kid: 'k2' });
+    expect(marketplace.state.effectiveRedirects(5731).pstbck).toContain('kid=k2');
+    expect(await syncRegistry.get('5731')).toMatchObject({ kid: 'k2', verified: true });
+    // Off the marketplace's listings again: the tests after it list every live survey.
+    marketplace.state.setLive(5731, false);
   });
 
   it('a rotation re-signs closed surveys too, which stay closed; a refused list of every live survey is reported, not counted', async () => {
