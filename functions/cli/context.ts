@@ -30,6 +30,7 @@ import { type KeyRingStore, keyRingStore } from '../runtime/key-ring-source';
 import { applyLocalDefaults, localQueueUrls } from '../runtime/local-stack-defaults';
 import { marketplaceFromEnvironment } from '../runtime/marketplace-access';
 import { keyRingLocation } from '../runtime/runtime-config';
+import { keyRingWarnings, storedKeyRing } from './key-ring-check';
 import { complain } from './terminal';
 
 export interface CliContext {
@@ -95,7 +96,19 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
       health: createHealthStore,
     },
   );
-  const keys = keyRingStore(keyRingLocation(env));
+  const ringAt = keyRingLocation(env);
+  const keys = keyRingStore(ringAt);
+  /** The ring's hand-edit warnings, said once a process (a ring that does not parse fails on its own). */
+  let ringChecked = false;
+  const checkedRing = async () => {
+    const ring = await keys.load({ fresh: true });
+    if (!ringChecked) {
+      ringChecked = true;
+      const raw = await storedKeyRing(ringAt).catch(() => undefined);
+      for (const warning of raw === undefined ? [] : keyRingWarnings(raw)) complain(`warning: ${warning}`);
+    }
+    return ring;
+  };
   let marketplace: MarketplaceClient | undefined;
   const { feed, ...stores } = ledger;
   return {
@@ -103,7 +116,7 @@ export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
     feed,
     // A table whose receivers leave attempts the attempt feed covers out of the day index is looked up in both.
     store: { ...stores.store, ...feedAwareLookups(stores.store, feed) },
-    keyRing: () => keys.load({ fresh: true }),
+    keyRing: checkedRing,
     keyRingStore: keys,
     publicBaseUrl: env.PUBLIC_BASE_URL as string,
     // Against AWS the postbacks have an API of their own: built on the public host by default, an apply would point

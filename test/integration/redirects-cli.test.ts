@@ -274,6 +274,19 @@ describe('output for other programs', () => {
     expect(Number(notTaken)).toBeGreaterThanOrEqual(20 - MARKETPLACE_DOWN_SURVEYS - 3);
   });
 
+  it('warns of a key ring edited by hand that the receivers accept all the same (a note kept in it), and goes on', async () => {
+    const ring = JSON.parse(RING) as Record<string, unknown>;
+    const noted = JSON.stringify({ ...ring, note: 'rotated after the laptop was lost, ask Alice' });
+    const printed = await run(TSX, ['functions/cli/main.ts', 'urls', '--survey', '9998'], {
+      env: { ...cliEnv(), SIGNING_KEYS: noted },
+    });
+    expect(printed.stdout).toContain('https://hits.test/redirect/9998/success');
+    expect(printed.stderr).toContain("signing key ring's member note holds words, not key material");
+    expect(printed.stderr).not.toContain('ask Alice');
+    const quiet = await run(TSX, ['functions/cli/main.ts', 'urls', '--survey', '9998'], { env: cliEnv() });
+    expect(quiet.stderr).not.toContain('warning:');
+  });
+
   it('against AWS, applying or printing URLs without POSTBACK_BASE_URL is refused (postbacks would go to the public host), and nothing is sent', async () => {
     const aws = { ...cliEnv(), RECEIVER_TARGET: 'aws', AWS_REGION: 'us-east-1' };
     for (const args of [
