@@ -119,7 +119,8 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             ...(surveys[0] ? { surveyId: surveys[0] } : {}),
             ...(kind ? { kind } : {}),
             limit,
-            ...(query.get('cursor') ? { cursor: query.get('cursor') as string } : {}),
+            // Given empty (a script's cursor variable that came back empty) is refused, not read as the first page.
+            ...(query.get('cursor') !== null ? { cursor: query.get('cursor') as string } : {}),
           }),
           // A survey named that has no registration here has none: said, so a mistyped id does not read as a
           // survey without discrepancies (as the summary says it).

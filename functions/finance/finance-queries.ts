@@ -277,9 +277,10 @@ export function finance(deps: {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
       const filter = filterOf(period, options.surveyId, options.kind);
       const tagged = { f: filter };
-      let cursor: Cursor | undefined = options.cursor
-        ? decodeCursor(options.cursor, period, options.surveyId, filter)
-        : { d: period.from, ...tagged };
+      let cursor: Cursor | undefined =
+        options.cursor !== undefined
+          ? decodeCursor(options.cursor, period, options.surveyId, filter)
+          : { d: period.from, ...tagged };
       const items: Discrepancy[] = [];
       while (cursor && items.length < limit) {
         const page = await deps.results.discrepancyPage(cursor.d, {
@@ -327,15 +328,15 @@ export type Finance = ReturnType<typeof finance>;
 
 /**
  * Whether an attempt belongs to a period of Pacific days: first seen in it, or, an item made for a transaction
- * never seen here, clicked in it (else judged on one of its days).
+ * never seen here, clicked in it; or judged on one of its days (its click's day: a postback after midnight, or days
+ * late, is listed among that day's discrepancies, and found by the same period).
  */
 function seenIn(attempt: Attempt, period: Period): boolean {
+  const day = attempt.reconciliation?.day;
+  if (day !== undefined && day >= period.from && day <= period.to) return true;
   const at = attempt.firstSeenAt ?? attempt.reconciliation?.marketplace?.clickedAt;
-  if (at === undefined) {
-    const day = attempt.reconciliation?.day;
-    return day !== undefined && day >= period.from && day <= period.to;
-  }
   return (
+    at !== undefined &&
     at >= pacificDayRange(period.from).start.toISOString() &&
     at < pacificDayRange(period.to).end.toISOString()
   );

@@ -82,6 +82,8 @@ export interface SurveyReconciliationState {
    */
   readonly reviewedDays?: readonly string[] | undefined;
   readonly reviewedCheckedAt?: string | undefined;
+  /** The Pacific day a run last listed the reviewed day then at the review horizon: its last look before it leaves. */
+  readonly reviewedFinalDay?: string | undefined;
   /**
    * The edition of the verdict rules (verdict-rules.ts `VERDICT_RULES_EDITION`) the survey's days past the window
    * were last judged by; absent before editions were kept. Another one has them judged again once.
@@ -888,6 +890,7 @@ function stateFromItem(surveyId: string, item: Item): SurveyReconciliationState 
     ...(typeof item.openCheckedAt === 'string' ? { openCheckedAt: item.openCheckedAt } : {}),
     ...(Array.isArray(item.reviewedDays) ? { reviewedDays: item.reviewedDays as string[] } : {}),
     ...(typeof item.reviewedCheckedAt === 'string' ? { reviewedCheckedAt: item.reviewedCheckedAt } : {}),
+    ...(typeof item.reviewedFinalDay === 'string' ? { reviewedFinalDay: item.reviewedFinalDay } : {}),
     ...(typeof item.rulesEdition === 'number' ? { rulesEdition: item.rulesEdition } : {}),
     ...(typeof item.rejudgeTriedAt === 'string' ? { rejudgeTriedAt: item.rejudgeTriedAt } : {}),
     ...(typeof item.rejudgedFrom === 'string' ? { rejudgedFrom: item.rejudgedFrom } : {}),

@@ -302,7 +302,11 @@ const failedSurveyState = (
   // Kept: the days past the window waiting for review are retried with the rest.
   ...(state?.openDays ? { openDays: state.openDays, openCheckedAt: state.openCheckedAt } : {}),
   ...(state?.reviewedDays
-    ? { reviewedDays: state.reviewedDays, reviewedCheckedAt: state.reviewedCheckedAt }
+    ? {
+        reviewedDays: state.reviewedDays,
+        reviewedCheckedAt: state.reviewedCheckedAt,
+        ...(state.reviewedFinalDay ? { reviewedFinalDay: state.reviewedFinalDay } : {}),
+      }
     : {}),
   // Kept: the edition of the rules its days stand judged by, and a listing too large to read.
   ...editionOf(state),
@@ -464,14 +468,20 @@ export function reconciler(deps: ReconcilerDeps) {
       (state?.openCheckedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString()
         ? past
         : [];
-    // Days past the window with nothing awaiting review (`reviewedDays`): their rows listed again once a week.
-    const reviewed =
+    // Days past the window with nothing awaiting review (`reviewedDays`): their rows listed again once a week, and
+    // each once more on the day it reaches the review horizon (`reviewedFinalDay`): a weekly look falls up to a week
+    // before that, and a reversal after it would never be read.
+    const weeklyLookDue =
       plan !== undefined &&
-      (state?.reviewedCheckedAt ?? '') <= new Date(at.getTime() - REVIEWED_RECHECK_MS).toISOString()
-        ? (state?.reviewedDays ?? []).filter(
-            (day) => !days.includes(day) && day >= horizon && !open.includes(day),
-          )
-        : [];
+      (state?.reviewedCheckedAt ?? '') <= new Date(at.getTime() - REVIEWED_RECHECK_MS).toISOString();
+    const finalLookDue = plan !== undefined && state?.reviewedFinalDay !== pacificDay(at);
+    const reviewed = (state?.reviewedDays ?? []).filter(
+      (day) =>
+        !days.includes(day) &&
+        day >= horizon &&
+        !open.includes(day) &&
+        (weeklyLookDue || (finalLookDue && day === horizon)),
+    );
     // Days that left the window since the last finished run without a run seeing them as its oldest (no run for a
     // day or more): listed now, so one holding completes still to review or to watch is not dropped.
     const lastRun = plan?.lastRun;
@@ -1424,11 +1434,17 @@ export function reconciler(deps: ReconcilerDeps) {
               reviewedDays,
               // Listed now: the next look in a week; if that failed, tomorrow.
               reviewedCheckedAt:
-                reviewed.length === 0
+                !weeklyLookDue || reviewed.length === 0
                   ? state?.reviewedCheckedAt
                   : new Date(
                       at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
                     ).toISOString(),
+              // The day at the horizon listed today (by the weekly look or its own); failed, the next run tries.
+              ...(reviewed.includes(horizon) && !reviewedFailed
+                ? { reviewedFinalDay: pacificDay(at) }
+                : state?.reviewedFinalDay
+                  ? { reviewedFinalDay: state.reviewedFinalDay }
+                  : {}),
             }
           : {}),
         ...edition,

@@ -670,6 +670,8 @@ describe('discrepancies', () => {
   it('refuses a forged cursor, a bad limit and an unknown kind', async () => {
     for (const [query, message] of [
       ['cursor=bm9wZQ', 'cursor is not one this API returned for this period, survey and kind'],
+      // Empty (a script's cursor variable that came back empty): refused, not read as the first page again.
+      ['cursor=', 'cursor is not one this API returned for this period, survey and kind'],
       // Well-formed JSON with a day in the period but a key DynamoDB would refuse (a 500 before).
       ...[
         { d: D1, k: { pk: 1 } },
@@ -895,6 +897,44 @@ describe('one attempt', () => {
     expect((await get('/finance/attempts/8003?pid=Jos%E9&from=2020-01-01&to=2020-01-31')).statusCode).toBe(
       404,
     );
+    // A complete clicked before Pacific midnight whose postback came after it (or days late): judged, and listed
+    // among the discrepancies, on its click's day; found by pid for that day as by token.
+    const late = { surveyId: '8004', pid: 'pid-late', token: 'late' };
+    await attempts.recordHit(
+      { channel: 'postback', ...late, outcome: 'success', source: 'query' },
+      // 00:20 Pacific on the day after D1.
+      new Date(`${D2}T08:20:00Z`),
+    );
+    const [lateAttempt] = await attempts.attemptsOf(late.surveyId, late.pid);
+    await results.recordVerdict(
+      {
+        ...late,
+        verdict: {
+          kind: 'invalidated',
+          day: D1,
+          detail: {},
+          marketplace: {
+            status: 'Completed',
+            verifyToken: 'Invalid',
+            cpi: '1.10',
+            clickedAt: `${D2}T07:50:00.000Z`,
+          },
+        },
+        ...(lateAttempt ? { attempt: lateAttempt } : {}),
+      },
+      new Date(`${D2}T23:00:00Z`),
+    );
+    const listed = jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D1}&survey=8004`)) as {
+      items: { pid: string }[];
+    };
+    expect(listed.items.map((d) => d.pid)).toEqual(['pid-late']);
+    for (const query of ['pid=pid-late', 'token=late']) {
+      const found = await get(`/finance/attempts/8004?${query}&from=${D1}&to=${D1}`);
+      expect(found.statusCode, query).toBe(200);
+      expect((jsonBody(found) as { attempts: { token: string }[] }).attempts.map((a) => a.token)).toEqual([
+        'late',
+      ]);
+    }
     // Asked for as CSV: said to be JSON only, not answered as JSON as if CSV were given.
     const csv = await get('/finance/attempts/8001?pid=pid-a1&format=csv');
     expect(csv.statusCode).toBe(400);

@@ -20,7 +20,7 @@ import { createMarketplaceClient } from '../../functions/marketplace/marketplace
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
 import type { Attempt } from '../../functions/receiving/attempt';
 import { summarizeReconcileRun } from '../../functions/reconciliation/reconcile-handler';
-import { reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
+import { REVIEW_HORIZON_DAYS, reconciler, SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import { nextDay, VERDICT_RULES_EDITION } from '../../functions/reconciliation/verdict-rules';
 import {
   type LocalMarketplace,
@@ -1538,6 +1538,44 @@ describe('settled days', () => {
     clock += HOUR;
     await hourly();
     expect(readDay(oldest)).toBe(false);
+  });
+
+  it('a reviewed day is listed once more on the day it reaches the review horizon: a reversal after its last weekly look still counts', async () => {
+    await survey(7406);
+    const oldest = WEEK[0] as string;
+    const paid = await complete(7406, oldest, { verify: 'Valid' });
+    await hourly();
+    expect(await results.surveyState('7406')).toMatchObject({ reviewedDays: [oldest] });
+    const noonOf = (day: string) => pacificDayRange(day).start.getTime() + 12 * HOUR;
+    // Its weekly look falls five days before it reaches the horizon.
+    clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS - 5));
+    await hourly();
+    expect((await results.surveyState('7406'))?.reviewedCheckedAt).toBe(new Date(clock).toISOString());
+    // The buyer reverses the complete after that look.
+    paid.verifyToken = 'Invalid';
+    clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS - 1));
+    await hourly();
+    expect((await results.summariesOf('7406', [oldest]))[0]?.marketplace.owed).toBe('1.50');
+    // Its last day within the horizon: listed once more, the reversal counted (and not listed again that day).
+    clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS));
+    await hourly();
+    const [summary] = await results.summariesOf('7406', [oldest]);
+    expect(summary?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
+    expect(summary?.verdicts).toEqual({ invalidated: 1 });
+    expect((await results.surveyState('7406'))?.reviewedFinalDay).toBe(nextDay(oldest, REVIEW_HORIZON_DAYS));
+    const listings = () =>
+      listed.filter((url) => {
+        const { pathname, searchParams } = new URL(url);
+        return (
+          pathname.endsWith('/getSurveyTransactions/7406') &&
+          (searchParams.get('startDate') ?? '~') <= oldest &&
+          oldest <= (searchParams.get('endDate') ?? '')
+        );
+      }).length;
+    const before = listings();
+    clock += HOUR;
+    await hourly();
+    expect(listings()).toBe(before);
   });
 
   it('a complete re-filed as a termination at a price of 0 is a reversal of the price it was paid at', async () => {
