@@ -104,9 +104,17 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
     {
       method: 'GET',
       path: '/finance/discrepancies',
-      parameters: ['from', 'to', 'survey', 'kind', 'limit', 'cursor', 'format'],
+      parameters: ['from', 'to', 'survey', 'kind', 'limit', 'cursor', 'format', 'foundFrom', 'foundTo'],
       handler: async ({ query, csv, surveys }) => {
         const period = periodOf(query);
+        // What was found in these days (a reversal of a month already reported): both, or neither.
+        const found =
+          query.has('foundFrom') || query.has('foundTo')
+            ? readPeriod(query.get('foundFrom') ?? undefined, query.get('foundTo') ?? undefined, [
+                'foundFrom',
+                'foundTo',
+              ])
+            : undefined;
         if (surveys.length > 1) throw badRequest('discrepancies take at most one survey');
         // Digits only: Number() would also read `0x10`, `1e2` and ` 1`.
         const written = query.get('limit') ?? '100';
@@ -119,6 +127,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             ...(surveys[0] ? { surveyId: surveys[0] } : {}),
             ...(kind ? { kind } : {}),
             limit,
+            ...(found ? { found } : {}),
             // Given empty (a script's cursor variable that came back empty) is refused, not read as the first page.
             ...(query.get('cursor') !== null ? { cursor: query.get('cursor') as string } : {}),
           }),
@@ -136,6 +145,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
         return json(200, {
           timeZone,
           ...period,
+          ...(found ? { foundFrom: found.from, foundTo: found.to } : {}),
           items: page.items,
           ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
           ...(unknown.length > 0 ? { unregisteredSurveys: unknown } : {}),

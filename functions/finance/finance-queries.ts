@@ -48,10 +48,14 @@ export interface Period {
 }
 
 /** Checks a period from user input: two dates, in order, not too long. Throws a 400 naming the problem. */
-export function readPeriod(from: string | undefined, to: string | undefined): Period {
+export function readPeriod(
+  from: string | undefined,
+  to: string | undefined,
+  [fromName, toName]: readonly [string, string] = ['from', 'to'],
+): Period {
   for (const [name, value] of [
-    ['from', from],
-    ['to', to],
+    [fromName, from],
+    [toName, to],
   ] as const) {
     if (!value) throw badRequest(`${name} is missing (a Pacific day, YYYY-MM-DD)`);
     const problem = dayProblem(value);
@@ -59,7 +63,7 @@ export function readPeriod(from: string | undefined, to: string | undefined): Pe
   }
   // Counted before any list of days is made: a period of thousands of years is refused, not enumerated.
   const span = periodDays(from as string, to as string);
-  if (span < 1) throw badRequest('from must not be after to');
+  if (span < 1) throw badRequest(`${fromName} must not be after ${toName}`);
   if (span > MAX_PERIOD_DAYS) throw badRequest(`a period may cover at most ${MAX_PERIOD_DAYS} days`);
   return { from: from as string, to: to as string };
 }
@@ -92,8 +96,16 @@ interface Cursor {
  * What a page was asked for, as its cursor carries it: a cursor continues only the list it came from (one of a
  * kind sent with another would start that list where the first had got to, leaving out what comes before).
  */
-const filterOf = (period: Period, surveyId: string | undefined, kind: string | undefined): string =>
-  `${period.from}/${period.to}|${surveyId ?? ''}|${kind ?? ''}`;
+const filterOf = (
+  period: Period,
+  surveyId: string | undefined,
+  kind: string | undefined,
+  found: Period | undefined,
+): string =>
+  `${period.from}/${period.to}|${surveyId ?? ''}|${kind ?? ''}${found ? `|${found.from}/${found.to}` : ''}`;
+
+/** The store pages one request reads at most while a `found` filter leaves rows out: the cursor goes on from there. */
+const FILTERED_PAGES_PER_REQUEST = 40;
 
 /** DynamoDB's bounds on a key's value, in bytes of UTF-8: a sort key's 1,024, a partition key's 2,048. */
 const within = (value: unknown, bytes: number): value is string =>
@@ -272,17 +284,31 @@ export function finance(deps: {
      */
     async discrepancyPage(
       period: Period,
-      options: { surveyId?: string; kind?: string; limit: number; cursor?: string },
+      options: {
+        surveyId?: string;
+        kind?: string;
+        limit: number;
+        cursor?: string;
+        /** Only those whose verdict took its kind within these Pacific days (`since`): what was found then. */
+        found?: Period;
+      },
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
-      const filter = filterOf(period, options.surveyId, options.kind);
+      const filter = filterOf(period, options.surveyId, options.kind, options.found);
+      const foundIn = options.found
+        ? {
+            from: pacificDayRange(options.found.from).start.toISOString(),
+            to: pacificDayRange(options.found.to).end.toISOString(),
+          }
+        : undefined;
+      let pagesRead = 0;
       const tagged = { f: filter };
       let cursor: Cursor | undefined =
         options.cursor !== undefined
           ? decodeCursor(options.cursor, period, options.surveyId, filter)
           : { d: period.from, ...tagged };
       const items: Discrepancy[] = [];
-      while (cursor && items.length < limit) {
+      while (cursor && items.length < limit && (!foundIn || pagesRead++ < FILTERED_PAGES_PER_REQUEST)) {
         const page = await deps.results.discrepancyPage(cursor.d, {
           ...(options.surveyId ? { surveyId: options.surveyId } : {}),
           ...(options.kind ? { kind: options.kind } : { excludeKinds: [...CLAIM_KINDS] }),
@@ -291,7 +317,14 @@ export function finance(deps: {
             ? { after: { surveyId: cursor.s, token: cursor.t, pk: cursor.p } }
             : {}),
         });
-        items.push(...page.attempts.map(discrepancyOf).filter((d): d is Discrepancy => d !== undefined));
+        items.push(
+          ...page.attempts
+            .map(discrepancyOf)
+            .filter(
+              (d): d is Discrepancy =>
+                d !== undefined && (!foundIn || (d.since >= foundIn.from && d.since < foundIn.to)),
+            ),
+        );
         if (page.next)
           cursor = { d: cursor.d, s: page.next.surveyId, t: page.next.token, p: page.next.pk, ...tagged };
         else cursor = cursor.d < period.to ? { d: nextDay(cursor.d), ...tagged } : undefined;

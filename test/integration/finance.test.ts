@@ -540,6 +540,79 @@ describe('discrepancies', () => {
     expect(await tokens('kind=status_mismatch')).toEqual([]);
   });
 
+  it('lists what was found in a period for earlier days (a reversal of a month already reported), and pages it', async () => {
+    // A day of its own (the other tests list D1 and D2): one reversal judged at once, two recorded weeks later,
+    // after the day's month was reported.
+    const day = '2026-11-19';
+    for (const [token, recordedAt] of [
+      ['r0', `${day}T23:00:00Z`],
+      ['r1', '2026-12-10T20:00:00Z'],
+      ['r2', '2026-12-10T21:00:00Z'],
+    ] as const) {
+      const pid = `pid-${token}`;
+      await attempts.recordHit(
+        { channel: 'postback', surveyId: '8005', outcome: 'success', pid, token, source: 'query' },
+        new Date(`${day}T20:00:00Z`),
+      );
+      const [attempt] = await attempts.attemptsOf('8005', pid);
+      await results.recordVerdict(
+        {
+          surveyId: '8005',
+          pid,
+          token,
+          verdict: {
+            kind: 'invalidated',
+            day,
+            detail: {},
+            marketplace: {
+              status: 'Completed',
+              verifyToken: 'Invalid',
+              cpi: '1.10',
+              clickedAt: `${day}T19:00:00.000Z`,
+            },
+          },
+          ...(attempt ? { attempt } : {}),
+        },
+        new Date(recordedAt),
+      );
+    }
+    const found = (extra = '') =>
+      get(`/finance/discrepancies?from=${day}&to=${day}&foundFrom=2026-12-01&foundTo=2026-12-31${extra}`);
+    const all = jsonBody(await found()) as { items: { token: string; since: string }[]; foundFrom: string };
+    expect(all.items.map((d) => d.token)).toEqual(['r1', 'r2']);
+    expect(all).toMatchObject({ foundFrom: '2026-12-01', foundTo: '2026-12-31' });
+    // Found on the day itself: the one judged at once.
+    const before = jsonBody(
+      await get(`/finance/discrepancies?from=${day}&to=${day}&foundFrom=${day}&foundTo=${D2}`),
+    ) as { items: { token: string }[] };
+    expect(before.items.map((d) => d.token)).toEqual(['r0']);
+    // Paged with its cursor; the cursor continues this list only.
+    const first = jsonBody(await found('&limit=1')) as { items: { token: string }[]; nextCursor: string };
+    expect(first.items.map((d) => d.token)).toEqual(['r1']);
+    const second = jsonBody(await found(`&limit=1&cursor=${first.nextCursor}`)) as {
+      items: { token: string }[];
+    };
+    expect(second.items.map((d) => d.token)).toEqual(['r2']);
+    expect(
+      (await get(`/finance/discrepancies?from=${day}&to=${day}&limit=1&cursor=${first.nextCursor}`))
+        .statusCode,
+    ).toBe(400);
+    // As CSV, the same rows.
+    const csv = await found('&format=csv');
+    expect(String(csv.body).trim().split('\n').length).toBe(3);
+    // Both days or neither, each a Pacific day.
+    for (const [query, message] of [
+      ['&foundFrom=2026-12-01', 'foundTo is missing'],
+      ['&foundTo=2026-12-01', 'foundFrom is missing'],
+      ['&foundFrom=2026-12-31&foundTo=2026-12-01', 'foundFrom must not be after foundTo'],
+      ['&foundFrom=2026-13-01&foundTo=2026-12-31', 'foundFrom'],
+    ]) {
+      const refused = await get(`/finance/discrepancies?from=${day}&to=${day}${query}`);
+      expect(refused.statusCode, query).toBe(400);
+      expect(String(refused.body), query).toContain(message);
+    }
+  });
+
   it('pages with a cursor: every item once, in order', async () => {
     const seen: string[] = [];
     let cursor: string | undefined;
