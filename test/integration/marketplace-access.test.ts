@@ -36,6 +36,45 @@ describe('marketplace access', () => {
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(1);
   });
 
+  it('a scheduled run built from the environment waits out a Retry-After of a minute; any other client refuses at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'Date'] });
+    const fetched = vi.spyOn(globalThis, 'fetch');
+    try {
+      const env = {
+        MARKETPLACE_BASE_URL: marketplace.url,
+        MARKETPLACE_ACCESS_TOKEN: TOKEN,
+        MARKETPLACE_RETRIES: '2',
+      };
+      const refusedOnce = () => {
+        let refused = false;
+        fetched.mockImplementation(async () => {
+          if (refused)
+            return new Response(JSON.stringify({ apiStatus: 'success', result: [] }), { status: 200 });
+          refused = true;
+          return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Too many requests' }), {
+            status: 429,
+            headers: { 'retry-after': '60' },
+          });
+        });
+      };
+      refusedOnce();
+      const run = marketplaceFromEnvironment(env, { stopAt: () => Date.now() + 600_000 });
+      const waited = run.getAllocatedSurveys();
+      await vi.advanceTimersByTimeAsync(61_000);
+      await expect(waited).resolves.toMatchObject({ rows: [] });
+      expect(fetched).toHaveBeenCalledTimes(2);
+      fetched.mockClear();
+      refusedOnce();
+      await expect(marketplaceFromEnvironment(env).getAllocatedSurveys()).rejects.toThrow(
+        /asked for no calls for 60 s/,
+      );
+      expect(fetched).toHaveBeenCalledTimes(1);
+    } finally {
+      fetched.mockRestore();
+      vi.useRealTimers();
+    }
+  });
+
   it("reads no answer larger than MARKETPLACE_MAX_ANSWER_MB, else an eighth of the function's memory (64 MB at least)", async () => {
     const answer = (megabytes: number) =>
       new Response('{}', { status: 200, headers: { 'content-length': String(megabytes * 1_048_576) } });
