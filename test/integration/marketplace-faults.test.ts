@@ -111,11 +111,18 @@ describe('with a third of the marketplace calls failing', () => {
       today,
       SURVEYS.map(String),
     );
+    // A call refused 429 through every retry holds the client's calls for 30 s: the surveys from the first it
+    // refused without a call are left (deferred, nothing recorded), and the run says until when.
     expect(
       faulty.outcomes.every(
-        (o) => o.status === 'reconciled' || (o.status === 'failed' && (o.error ?? '').length > 0),
+        (o) =>
+          o.status === 'reconciled' ||
+          (o.status === 'failed' && (o.error ?? '').length > 0) ||
+          (o.status === 'deferred' && faulty.marketplaceRefusedUntil !== undefined),
       ),
     ).toBe(true);
+    for (const o of faulty.outcomes.filter((x) => x.status === 'deferred'))
+      expect(await results.surveyState(o.surveyId), o.surveyId).toBeUndefined();
     const failed = faulty.outcomes.filter((o) => o.status === 'failed').map((o) => o.surveyId);
     for (const surveyId of failed) expect((await results.surveyState(surveyId))?.failedDays).toEqual([today]);
     const verdictsAfterFaults = new Map<string, string | undefined>();
