@@ -216,6 +216,24 @@ const moneyCount = (byKind: Readonly<Partial<Record<VerdictKind, number>>>): num
 const firstText = (...values: unknown[]): string =>
   (values.find((v) => typeof v === 'string' && v !== '') as string | undefined) ?? '';
 
+/**
+ * When a verdict took the kind it has now: the first of the entries that end its history with that kind (a reversal
+ * undone and made again dates from the second time, not the first).
+ */
+function currentSince(verdict: {
+  verdict: string;
+  at: string;
+  history: readonly { verdict: string; at: string }[];
+}) {
+  let since: string | undefined;
+  for (let i = verdict.history.length - 1; i >= 0; i--) {
+    const entry = verdict.history[i];
+    if (entry?.verdict !== verdict.verdict) break;
+    since = entry.at;
+  }
+  return since ?? verdict.at;
+}
+
 /** A discrepancy as finance lists it, from the attempt carrying the verdict. */
 export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
   const verdict = attempt.reconciliation;
@@ -236,7 +254,7 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
     expectedCpi: firstText(verdict.detail.expectedCpi, verdict.detail.claimedCpi, verdict.detail.reversedCpi),
     postback: attempt.postback?.outcome ?? 'none',
     redirect: attempt.redirect?.outcome ?? 'none',
-    since: verdict.history.find((h) => h.verdict === verdict.verdict)?.at ?? verdict.at,
+    since: currentSince(verdict),
     searchedFrom: typeof verdict.detail.searchedFrom === 'string' ? verdict.detail.searchedFrom : '',
   };
 }

@@ -469,18 +469,22 @@ export function reconciler(deps: ReconcilerDeps) {
         ? past
         : [];
     // Days past the window with nothing awaiting review (`reviewedDays`): their rows listed again once a week, and
-    // each once more on the day it reaches the review horizon (`reviewedFinalDay`): a weekly look falls up to a week
-    // before that, and a reversal after it would never be read.
+    // each once more on the day it reaches the review horizon: a weekly look falls up to a week before that, and a
+    // reversal after it would never be read. `reviewedFinalDay` is the last day so listed: one whose last look did
+    // not happen (its listing failed, no run that day) is listed by the next run, a day past the horizon.
     const weeklyLookDue =
       plan !== undefined &&
       (state?.reviewedCheckedAt ?? '') <= new Date(at.getTime() - REVIEWED_RECHECK_MS).toISOString();
-    const finalLookDue = plan !== undefined && state?.reviewedFinalDay !== pacificDay(at);
+    const finalLookDue = (day: string) =>
+      plan !== undefined &&
+      day > (state?.reviewedFinalDay ?? '') &&
+      day <= horizon &&
+      day >= nextDay(horizon, -1);
     const reviewed = (state?.reviewedDays ?? []).filter(
       (day) =>
         !days.includes(day) &&
-        day >= horizon &&
         !open.includes(day) &&
-        (weeklyLookDue || (finalLookDue && day === horizon)),
+        ((weeklyLookDue && day >= horizon) || finalLookDue(day)),
     );
     // Days that left the window since the last finished run without a run seeing them as its oldest (no run for a
     // day or more): listed now, so one holding completes still to review or to watch is not dropped.
@@ -1412,6 +1416,8 @@ export function reconciler(deps: ReconcilerDeps) {
         edition.rejudgedFrom !== state.rejudgedFrom ||
         listedByDayAt !== state.listedByDayAt ||
         !sameStamps(emptyDaysKept().emptyDays, state.emptyDays);
+      /** The reviewed days at (or a day past) the horizon this run listed: their last look. */
+      const finalDaysRead = reviewed.filter((day) => day <= horizon).sort();
       const next: SurveyReconciliationState = {
         surveyId,
         lastReconciledAt: at.toISOString(),
@@ -1439,9 +1445,9 @@ export function reconciler(deps: ReconcilerDeps) {
                   : new Date(
                       at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
                     ).toISOString(),
-              // The day at the horizon listed today (by the weekly look or its own); failed, the next run tries.
-              ...(reviewed.includes(horizon) && !reviewedFailed
-                ? { reviewedFinalDay: pacificDay(at) }
+              // The day at the horizon (or the one a day past it) listed by this run; failed, the next run tries.
+              ...(finalDaysRead.length > 0 && !reviewedFailed
+                ? { reviewedFinalDay: finalDaysRead.at(-1) }
                 : state?.reviewedFinalDay
                   ? { reviewedFinalDay: state.reviewedFinalDay }
                   : {}),

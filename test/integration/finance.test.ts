@@ -576,10 +576,46 @@ describe('discrepancies', () => {
         new Date(recordedAt),
       );
     }
+    // r3: reversed on the day, restored (the buyer's review undone) in November, reversed again in December: found
+    // in December, when the reversal that stands was made.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '8005',
+        outcome: 'success',
+        pid: 'pid-r3',
+        token: 'r3',
+        source: 'query',
+      },
+      new Date(`${day}T20:00:00Z`),
+    );
+    for (const [kind, verifyToken, recordedAt] of [
+      ['invalidated', 'Invalid', `${day}T23:00:00Z`],
+      ['matched', 'Valid', '2026-11-25T20:00:00Z'],
+      ['invalidated', 'Invalid', '2026-12-12T20:00:00Z'],
+    ] as const) {
+      const [attempt] = await attempts.attemptsOf('8005', 'pid-r3');
+      await results.recordVerdict(
+        {
+          surveyId: '8005',
+          pid: 'pid-r3',
+          token: 'r3',
+          verdict: {
+            kind,
+            day,
+            detail: {},
+            marketplace: { status: 'Completed', verifyToken, cpi: '1.10', clickedAt: `${day}T19:00:00.000Z` },
+          },
+          ...(attempt ? { attempt } : {}),
+        },
+        new Date(recordedAt),
+      );
+    }
     const found = (extra = '') =>
       get(`/finance/discrepancies?from=${day}&to=${day}&foundFrom=2026-12-01&foundTo=2026-12-31${extra}`);
     const all = jsonBody(await found()) as { items: { token: string; since: string }[]; foundFrom: string };
-    expect(all.items.map((d) => d.token)).toEqual(['r1', 'r2']);
+    expect(all.items.map((d) => d.token)).toEqual(['r1', 'r2', 'r3']);
+    expect(all.items.find((d) => d.token === 'r3')?.since).toBe('2026-12-12T20:00:00.000Z');
     expect(all).toMatchObject({ foundFrom: '2026-12-01', foundTo: '2026-12-31' });
     // Found on the day itself: the one judged at once.
     const before = jsonBody(
@@ -599,7 +635,7 @@ describe('discrepancies', () => {
     ).toBe(400);
     // As CSV, the same rows.
     const csv = await found('&format=csv');
-    expect(String(csv.body).trim().split('\n').length).toBe(3);
+    expect(String(csv.body).trim().split('\n').length).toBe(4);
     // Both days or neither, each a Pacific day.
     for (const [query, message] of [
       ['&foundFrom=2026-12-01', 'foundTo is missing'],

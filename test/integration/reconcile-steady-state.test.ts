@@ -1562,7 +1562,7 @@ describe('settled days', () => {
     const [summary] = await results.summariesOf('7406', [oldest]);
     expect(summary?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
     expect(summary?.verdicts).toEqual({ invalidated: 1 });
-    expect((await results.surveyState('7406'))?.reviewedFinalDay).toBe(nextDay(oldest, REVIEW_HORIZON_DAYS));
+    expect((await results.surveyState('7406'))?.reviewedFinalDay).toBe(oldest);
     const listings = () =>
       listed.filter((url) => {
         const { pathname, searchParams } = new URL(url);
@@ -1576,6 +1576,36 @@ describe('settled days', () => {
     clock += HOUR;
     await hourly();
     expect(listings()).toBe(before);
+  });
+
+  it("a reviewed day whose last look at the horizon failed is listed by the next day's run, a day past it", async () => {
+    await survey(7407);
+    const oldest = WEEK[0] as string;
+    const paid = await complete(7407, oldest, { verify: 'Valid' });
+    await hourly();
+    const noonOf = (day: string) => pacificDayRange(day).start.getTime() + 12 * HOUR;
+    clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS - 5));
+    await hourly();
+    paid.verifyToken = 'Invalid';
+    // Every listing of it (and of the days beside it) fails on its last day within the horizon.
+    failListingsBefore = nextDay(oldest, 2);
+    try {
+      clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS));
+      await hourly();
+      clock += HOUR;
+      await hourly();
+    } finally {
+      failListingsBefore = undefined;
+    }
+    expect((await results.summariesOf('7407', [oldest]))[0]?.marketplace.owed).toBe('1.50');
+    expect((await results.surveyState('7407'))?.reviewedFinalDay).toBeUndefined();
+    // The next day: listed once more, the reversal counted.
+    clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS + 1));
+    await hourly();
+    const [summary] = await results.summariesOf('7407', [oldest]);
+    expect(summary?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
+    // Past the horizon now: no longer watched.
+    expect((await results.surveyState('7407'))?.reviewedDays ?? []).not.toContain(oldest);
   });
 
   it('a complete re-filed as a termination at a price of 0 is a reversal of the price it was paid at', async () => {
