@@ -486,7 +486,9 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           error: `its redirects could not be read back on ${failedReads} daily tries in a row (applied again next): ${error.message}`,
         };
       }
-      if (!options.dryRun)
+      // Not answered at all (down, a pause it asked for): nothing is recorded, so the next run reads it back, not
+      // the next day (a day's drift would go unseen for each run the marketplace did not answer).
+      if (!options.dryRun && !marketplaceDown(error))
         await deps.registry.put({
           ...registration,
           readBackAt: at,

@@ -803,6 +803,15 @@ describe('sync', () => {
       expect.objectContaining({ surveyId: '5310', status: expect.stringMatching(/^(skipped|deferred)$/) }),
     );
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBe(2);
+    // Nor moved to the next day: the next run reads it back.
+    expect((await syncRegistry.get('5310'))?.readBackAt).toBe(
+      new Date(start + 100 * 3_600_000).toISOString(),
+    );
+    clock += 15 * 60_000;
+    calls = [];
+    expect((await configure(deps).sync()).results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
+    expect(readBacks()).toBe(1);
+    expect((await syncRegistry.get('5310'))?.readBackFailures).toBeUndefined();
     clock = start + 150 * 3_600_000;
     expect((await configure(deps).sync()).results).toContainEqual({ surveyId: '5310', status: 'unchanged' });
     expect((await syncRegistry.get('5310'))?.readBackFailures).toBeUndefined();
