@@ -88,10 +88,10 @@ export interface SurveyRegistry {
   many(surveyIds: readonly string[]): Promise<SurveyRegistration[]>;
   put(registration: SurveyRegistration): Promise<void>;
   /**
-   * Writes it only if the survey's registration is still the one read (`readUpdatedAt`, its `updatedAt`; undefined:
-   * none was read, and none must exist). False when another writer got there first (theirs stands).
+   * Writes it only if the survey's registration is still the one read (`read`, by its `updatedAt`; undefined: none
+   * was read, and none must exist). False when another writer got there first (theirs stands).
    */
-  replace(registration: SurveyRegistration, readUpdatedAt: string | undefined): Promise<boolean>;
+  replace(registration: SurveyRegistration, read: SurveyRegistration | undefined): Promise<boolean>;
   /** The registered surveys, by id, through the index: the live ones and those ended since `endedSince`. */
   list(listing?: RegistryListing): Promise<SurveyRegistration[]>;
   /** The ids `list` would give, from the keys-only index alone (no item read). */
@@ -199,7 +199,10 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
       ])
     ).map(fromItem);
   const byId = (a: SurveyRegistration, b: SurveyRegistration) => Number(a.surveyId) - Number(b.surveyId);
-  /** `unchangedSince`: only over the registration of that `updatedAt`; null: only where there is none. */
+  /**
+   * `unchangedSince`: only over the registration of that `updatedAt` (`''`: one without any, written by hand); null:
+   * only where there is none.
+   */
   const put = async (registration: SurveyRegistration, options: { unchangedSince?: string | null } = {}) => {
     try {
       await send(() =>
@@ -216,10 +219,12 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
               ? {}
               : options.unchangedSince === null
                 ? { ConditionExpression: 'attribute_not_exists(pk)' }
-                : {
-                    ConditionExpression: 'updatedAt = :read',
-                    ExpressionAttributeValues: { ':read': options.unchangedSince },
-                  }),
+                : options.unchangedSince === ''
+                  ? { ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(updatedAt)' }
+                  : {
+                      ConditionExpression: 'updatedAt = :read',
+                      ExpressionAttributeValues: { ':read': options.unchangedSince },
+                    }),
           }),
         ),
       );
@@ -247,7 +252,8 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
     put: async (registration) => {
       await put(registration);
     },
-    replace: (registration, readUpdatedAt) => put(registration, { unchangedSince: readUpdatedAt ?? null }),
+    replace: (registration, read) =>
+      put(registration, { unchangedSince: read === undefined ? null : (read.updatedAt ?? '') }),
     async list(listing) {
       return (await read(await registrationKeys(listing))).sort(byId);
     },

@@ -307,7 +307,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!options.dryRun && cpi !== undefined && cpi !== registration.expectedCpi) {
         await deps.registry.replace(
           { ...registration, ...prices, updatedAt: now().toISOString() },
-          registration.updatedAt,
+          registration,
         );
       }
       return { surveyId, status: 'unchanged' };
@@ -345,7 +345,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           ...stillClosed(registration),
           updatedAt: at,
         },
-        registration?.updatedAt,
+        registration,
       );
       if (!written) {
         // Left unverified, the next sync run applies the current key's settings and reads them back.
@@ -501,17 +501,22 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
     }
     const differences = settingsDifferences(desired, actual);
     if (differences.length === 0) {
+      // Only over the registration read: a rotation that re-signed the survey meanwhile stands (renewed over it, the
+      // registration would say the old key, verified, while the marketplace holds the new one).
       if (!options.dryRun)
-        await deps.registry.put({
-          ...registration,
-          ...pricedAt(registration, price?.cpi, priceTime(price), now().toISOString()),
-          verifiedAt: at,
-          readBackAt: at,
-          readBackFailures: undefined,
-          readBackFailedAt: undefined,
-          ...changeLooked(price),
-          updatedAt: at,
-        });
+        await deps.registry.replace(
+          {
+            ...registration,
+            ...pricedAt(registration, price?.cpi, priceTime(price), now().toISOString()),
+            verifiedAt: at,
+            readBackAt: at,
+            readBackFailures: undefined,
+            readBackFailedAt: undefined,
+            ...changeLooked(price),
+            updatedAt: at,
+          },
+          registration,
+        );
       return { surveyId, status: 'unchanged' };
     }
     return withDrift(

@@ -1453,6 +1453,65 @@ describe('sync', () => {
     );
   });
 
+  it("the registry's replace writes only over the registration read: none, one by its updatedAt, one written by hand without any", async () => {
+    const syncRegistry = await freshRegistry();
+    const at = new Date().toISOString();
+    const first = { surveyId: '5734', state: 'active' as const, verified: true, failures: 0, updatedAt: at };
+    expect(await syncRegistry.replace(first, undefined)).toBe(true);
+    // Another writer read nothing too: theirs loses.
+    expect(await syncRegistry.replace({ ...first, kid: 'other' }, undefined)).toBe(false);
+    const later = { ...first, kid: 'k2', updatedAt: new Date(Date.now() + 1_000).toISOString() };
+    expect(await syncRegistry.replace(later, first)).toBe(true);
+    expect(await syncRegistry.replace({ ...first, kid: 'k1' }, first)).toBe(false);
+    expect((await syncRegistry.get('5734'))?.kid).toBe('k2');
+    // An item without updatedAt (written by hand): replaced when read so, not when it has gained one since.
+    await createDocumentClient({ endpoint }).send(
+      new PutCommand({
+        TableName: tableName,
+        Item: {
+          pk: 'SURVEY#5735',
+          sk: 'REDIRECTS',
+          kind: 'survey',
+          surveyId: '5735',
+          state: 'active',
+          verified: true,
+          failures: 0,
+        },
+      }),
+    );
+    const handMade = await registry.get('5735');
+    expect(handMade?.surveyId).toBe('5735');
+    expect(await registry.replace({ ...first, surveyId: '5735' }, handMade)).toBe(true);
+    expect(await registry.replace({ ...first, surveyId: '5735', kid: 'x' }, handMade)).toBe(false);
+  });
+
+  it('a daily read-back whose registration a rotation re-signed meanwhile does not renew it over the rotation', async () => {
+    const syncRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5736 }, new Date(Date.now() - 3 * 86_400_000));
+    await configure({ registry: syncRegistry }).apply(['5736']);
+    const read = await syncRegistry.get('5736');
+    // The rotation lands while the read-back is on its way: its write stands.
+    const rotated = {
+      ...(read as NonNullable<typeof read>),
+      kid: 'k9',
+      updatedAt: new Date(Date.now() + 5).toISOString(),
+    };
+    const racing: SurveyRegistry = {
+      ...syncRegistry,
+      get: async (surveyId) => {
+        const found = await syncRegistry.get(surveyId);
+        if (surveyId === '5736') await syncRegistry.put(rotated);
+        return found;
+      },
+    };
+    await configure({
+      registry: racing,
+      now: () => new Date(Date.now() + 2 * 86_400_000),
+    }).sync();
+    expect(await syncRegistry.get('5736')).toMatchObject({ kid: 'k9', updatedAt: rotated.updatedAt });
+    marketplace.state.setLive(5736, false);
+  });
+
   it('a rotation and the scheduled sync applying one survey at once: the write that lands second leaves it unverified, and the next sync puts it on the current key', async () => {
     const syncRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5731 }, new Date(Date.now() - 3 * 86_400_000));
