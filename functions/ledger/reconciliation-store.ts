@@ -82,7 +82,7 @@ export interface SurveyReconciliationState {
    */
   readonly reviewedDays?: readonly string[] | undefined;
   readonly reviewedCheckedAt?: string | undefined;
-  /** The Pacific day a run last listed the reviewed day then at the review horizon: its last look before it leaves. */
+  /** The last reviewed day given its last look, at the review horizon (or a day past it, when that look failed). */
   readonly reviewedFinalDay?: string | undefined;
   /**
    * The edition of the verdict rules (verdict-rules.ts `VERDICT_RULES_EDITION`) the survey's days past the window

@@ -164,6 +164,8 @@ export interface SyncReport {
  * the marketplace (its console, another integration), and then postbacks no longer come here.
  */
 export const REVERIFY_AFTER_MS = 24 * 3_600_000;
+/** A read-back the marketplace did not answer is due again this much later, not a day later. */
+export const UNANSWERED_READ_BACK_RETRY_MS = 3_600_000;
 /** Daily read-backs of a verified survey that fail in a row before it is taken as unverified and applied again. */
 export const READ_BACK_TRIES = 3;
 /** How long after a counted read-back failure another counts (the daily read-back comes every 24 hours). */
@@ -468,35 +470,45 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       const failedReads = (registration.readBackFailures ?? 0) + (countsToday ? 1 : 0);
       if (failedReads >= READ_BACK_TRIES && countsToday) {
         if (!options.dryRun)
-          await deps.registry.put({
-            ...registration,
-            verified: false,
-            readBackAt: at,
-            readBackFailures: undefined,
-            readBackFailedAt: undefined,
-            lastError: `read-back: ${withoutSignatures(error.message)}`,
-            lastErrorAt: at,
-            ...failedOnceMore(registration, error),
-            ...changeLooked(price),
-            updatedAt: at,
-          });
+          await deps.registry.replace(
+            {
+              ...registration,
+              verified: false,
+              readBackAt: at,
+              readBackFailures: undefined,
+              readBackFailedAt: undefined,
+              lastError: `read-back: ${withoutSignatures(error.message)}`,
+              lastErrorAt: at,
+              ...failedOnceMore(registration, error),
+              ...changeLooked(price),
+              updatedAt: at,
+            },
+            registration,
+          );
         return {
           surveyId,
           status: 'failed',
           error: `its redirects could not be read back on ${failedReads} daily tries in a row (applied again next): ${error.message}`,
         };
       }
-      // Not answered at all (down, a pause it asked for): nothing is recorded, so the next run reads it back, not
-      // the next day (a day's drift would go unseen for each run the marketplace did not answer).
-      if (!options.dryRun && !marketplaceDown(error))
-        await deps.registry.put({
-          ...registration,
-          readBackAt: at,
-          readBackFailures: failedReads || undefined,
-          ...(countsToday ? { readBackFailedAt: at } : {}),
-          ...changeLooked(price),
-          updatedAt: at,
-        });
+      // Not answered (down, a pause it asked for, a 5xx): looked at again in an hour, not the next day (a day's drift
+      // would go unseen for each run the marketplace did not answer), behind the surveys unread longer (one whose
+      // read-back never answers takes no run's share from the others). Over the registration read only, as the
+      // renewal below.
+      if (!options.dryRun)
+        await deps.registry.replace(
+          {
+            ...registration,
+            readBackAt: marketplaceDown(error)
+              ? new Date(Date.parse(at) - REVERIFY_AFTER_MS + UNANSWERED_READ_BACK_RETRY_MS).toISOString()
+              : at,
+            readBackFailures: failedReads || undefined,
+            ...(countsToday ? { readBackFailedAt: at } : {}),
+            ...changeLooked(price),
+            updatedAt: at,
+          },
+          registration,
+        );
       return { surveyId, status: 'skipped', reason: `read-back failed: ${error.message}` };
     }
     const differences = settingsDifferences(desired, actual);

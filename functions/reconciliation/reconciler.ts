@@ -475,11 +475,10 @@ export function reconciler(deps: ReconcilerDeps) {
     const weeklyLookDue =
       plan !== undefined &&
       (state?.reviewedCheckedAt ?? '') <= new Date(at.getTime() - REVIEWED_RECHECK_MS).toISOString();
+    // (One later than the horizon is no reviewed day: a run's own day, as a release before this one kept it.)
+    const lastFinal = (state?.reviewedFinalDay ?? '') <= horizon ? (state?.reviewedFinalDay ?? '') : '';
     const finalLookDue = (day: string) =>
-      plan !== undefined &&
-      day > (state?.reviewedFinalDay ?? '') &&
-      day <= horizon &&
-      day >= nextDay(horizon, -1);
+      plan !== undefined && day > lastFinal && day <= horizon && day >= nextDay(horizon, -1);
     const reviewed = (state?.reviewedDays ?? []).filter(
       (day) =>
         !days.includes(day) &&

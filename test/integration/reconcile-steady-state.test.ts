@@ -1556,6 +1556,12 @@ describe('settled days', () => {
     clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS - 1));
     await hourly();
     expect((await results.summariesOf('7406', [oldest]))[0]?.marketplace.owed).toBe('1.50');
+    // A run's own day kept as the last final look (as a release before kept it) does not stand in the way.
+    const kept = await results.surveyState('7406');
+    await results.putSurveyState({
+      ...(kept as NonNullable<typeof kept>),
+      reviewedFinalDay: nextDay(oldest, REVIEW_HORIZON_DAYS - 1),
+    });
     // Its last day within the horizon: listed once more, the reversal counted (and not listed again that day).
     clock = noonOf(nextDay(oldest, REVIEW_HORIZON_DAYS));
     await hourly();
