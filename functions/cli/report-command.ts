@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { finance, readPeriod } from '../finance/finance-queries';
 import { discrepanciesCsv, failingSurveysCsv, type SummaryDetail, summaryCsv } from '../finance/report-csv';
 import { reportHtml } from '../finance/report-html';
+import { pacificDayRange } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
 import { cliContext, noteUnregistered } from './context';
 import { collectSurveyIds, dayOption, daysOption } from './options';
@@ -33,6 +34,16 @@ export function reportCommand(): Command {
       choice(['days', 'surveys', 'totals']),
       'days',
     )
+    .option(
+      '--found-from <YYYY-MM-DD>',
+      'for the csv discrepancies: only those found from this Pacific day (with --found-to)',
+      dayOption,
+    )
+    .option(
+      '--found-to <YYYY-MM-DD>',
+      'for the csv discrepancies: only those found up to this Pacific day',
+      dayOption,
+    )
     .option('--json', 'the same as --format json (as every other command spells it)')
     .option('--out <file>', 'write to this file instead of standard output')
     .action(
@@ -46,6 +57,8 @@ export function reportCommand(): Command {
           detail: SummaryDetail;
           json?: boolean;
           out?: string;
+          foundFrom?: string;
+          foundTo?: string;
         },
         command: Command,
       ) => {
@@ -59,6 +72,21 @@ export function reportCommand(): Command {
           );
         if (given('detail') && options.table !== 'summary')
           throw new Error(`--detail is for the summary table, not --table ${options.table}`);
+        // What was found in these days, whatever day it is filed under (a reversal of a month already reported).
+        let found: { from: string; to: string } | undefined;
+        if (options.foundFrom !== undefined || options.foundTo !== undefined) {
+          if (options.format !== 'csv' || options.table !== 'discrepancies')
+            throw new Error('--found-from and --found-to go with --format csv --table discrepancies');
+          try {
+            const days = readPeriod(options.foundFrom, options.foundTo, ['--found-from', '--found-to']);
+            found = {
+              from: pacificDayRange(days.from).start.toISOString(),
+              to: pacificDayRange(days.to).end.toISOString(),
+            };
+          } catch (error) {
+            throw new Error(error instanceof Rejection ? error.message : String(error));
+          }
+        }
         const context = cliContext();
         await noteUnregistered(context.registry, options.survey ?? [], 'its figures are zero (check the id)');
         const queries = finance({
@@ -85,7 +113,11 @@ export function reportCommand(): Command {
             ? reportHtml(report)
             : options.format === 'csv'
               ? options.table === 'discrepancies'
-                ? discrepanciesCsv(report.discrepancies)
+                ? discrepanciesCsv(
+                    found
+                      ? report.discrepancies.filter((d) => d.since >= found.from && d.since < found.to)
+                      : report.discrepancies,
+                  )
                 : options.table === 'claims'
                   ? discrepanciesCsv(report.claims)
                   : options.table === 'failing'

@@ -357,6 +357,106 @@ describe('output for other programs', () => {
     }
   });
 
+  it('report lists the discrepancies found in other days than those filed (--found-from/--found-to), in CSV only', {
+    timeout: 60_000,
+  }, async () => {
+    const documents = createDocumentClient({ endpoint: table.endpoint });
+    const ledger = createLedgerStore(documents, table.tableName);
+    const results = createReconciliationStore(documents, table.tableName);
+    const day = '2026-10-20';
+    for (const [token, recordedAt] of [
+      ['f1', `${day}T23:00:00Z`],
+      ['f2', '2026-11-10T20:00:00Z'],
+    ] as const) {
+      const pid = `p-${token}`;
+      await ledger.recordHit(
+        { channel: 'postback', surveyId: '9108', outcome: 'success', pid, token, source: 'query' },
+        new Date(`${day}T20:00:00Z`),
+      );
+      const [attempt] = await ledger.attemptsOf('9108', pid);
+      await results.recordVerdict(
+        {
+          surveyId: '9108',
+          pid,
+          token,
+          verdict: {
+            kind: 'invalidated',
+            day,
+            detail: {},
+            marketplace: {
+              status: 'Completed',
+              verifyToken: 'Invalid',
+              cpi: '1.10',
+              clickedAt: `${day}T19:00:00.000Z`,
+            },
+          },
+          ...(attempt ? { attempt } : {}),
+        },
+        new Date(recordedAt),
+      );
+    }
+    const csv = (...extra: string[]) =>
+      run(
+        TSX,
+        [
+          'functions/cli/main.ts',
+          'report',
+          '--from',
+          day,
+          '--to',
+          day,
+          '--survey',
+          '9108',
+          '--format',
+          'csv',
+          '--table',
+          'discrepancies',
+          ...extra,
+        ],
+        { env: cliEnv() },
+      );
+    const all = await csv();
+    expect(all.stdout).toContain(',f1,');
+    expect(all.stdout).toContain(',f2,');
+    const november = await csv('--found-from', '2026-11-01', '--found-to', '2026-11-30');
+    expect(november.stdout).not.toContain(',f1,');
+    expect(november.stdout).toContain(',f2,');
+    for (const [args, message] of [
+      [['--found-from', '2026-11-01'], '--found-to is missing'],
+      [
+        ['--found-from', '2026-11-30', '--found-to', '2026-11-01'],
+        '--found-from must not be after --found-to',
+      ],
+    ] as const) {
+      const failed = await csv(...args).then(
+        () => undefined,
+        (error: { stderr: string; code: number }) => error,
+      );
+      expect(failed?.code, args.join(' ')).toBe(1);
+      expect(failed?.stderr).toContain(message);
+    }
+    const json = await run(
+      TSX,
+      [
+        'functions/cli/main.ts',
+        'report',
+        '--from',
+        day,
+        '--to',
+        day,
+        '--found-from',
+        '2026-11-01',
+        '--found-to',
+        '2026-11-30',
+      ],
+      { env: cliEnv() },
+    ).then(
+      () => undefined,
+      (error: { stderr: string; code: number }) => error,
+    );
+    expect(json?.stderr).toContain('--found-from and --found-to go with --format csv --table discrepancies');
+  });
+
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9998'], {
       env: cliEnv(),
