@@ -1,9 +1,8 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError } from 'commander';
-import { finance, readPeriod } from '../finance/finance-queries';
+import { finance, foundWithin, readPeriod } from '../finance/finance-queries';
 import { discrepanciesCsv, failingSurveysCsv, type SummaryDetail, summaryCsv } from '../finance/report-csv';
 import { reportHtml } from '../finance/report-html';
-import { pacificDayRange } from '../marketplace/pacific-time';
 import { Rejection } from '../shared/rejection';
 import { cliContext, noteUnregistered } from './context';
 import { collectSurveyIds, dayOption, daysOption } from './options';
@@ -73,16 +72,14 @@ export function reportCommand(): Command {
         if (given('detail') && options.table !== 'summary')
           throw new Error(`--detail is for the summary table, not --table ${options.table}`);
         // What was found in these days, whatever day it is filed under (a reversal of a month already reported).
-        let found: { from: string; to: string } | undefined;
+        let found: ReturnType<typeof foundWithin> | undefined;
         if (options.foundFrom !== undefined || options.foundTo !== undefined) {
           if (options.format !== 'csv' || options.table !== 'discrepancies')
             throw new Error('--found-from and --found-to go with --format csv --table discrepancies');
           try {
-            const days = readPeriod(options.foundFrom, options.foundTo, ['--found-from', '--found-to']);
-            found = {
-              from: pacificDayRange(days.from).start.toISOString(),
-              to: pacificDayRange(days.to).end.toISOString(),
-            };
+            found = foundWithin(
+              readPeriod(options.foundFrom, options.foundTo, ['--found-from', '--found-to']),
+            );
           } catch (error) {
             throw new Error(error instanceof Rejection ? error.message : String(error));
           }
@@ -113,11 +110,7 @@ export function reportCommand(): Command {
             ? reportHtml(report)
             : options.format === 'csv'
               ? options.table === 'discrepancies'
-                ? discrepanciesCsv(
-                    found
-                      ? report.discrepancies.filter((d) => d.since >= found.from && d.since < found.to)
-                      : report.discrepancies,
-                  )
+                ? discrepanciesCsv(found ? report.discrepancies.filter(found) : report.discrepancies)
                 : options.table === 'claims'
                   ? discrepanciesCsv(report.claims)
                   : options.table === 'failing'

@@ -104,6 +104,15 @@ const filterOf = (
 ): string =>
   `${period.from}/${period.to}|${surveyId ?? ''}|${kind ?? ''}${found ? `|${found.from}/${found.to}` : ''}`;
 
+/** Whether a discrepancy was found (`since`: its verdict took the kind it has now) within these Pacific days. */
+export function foundWithin(found: Period): (discrepancy: Discrepancy) => boolean {
+  const [from, to] = [
+    pacificDayRange(found.from).start.toISOString(),
+    pacificDayRange(found.to).end.toISOString(),
+  ];
+  return (discrepancy) => discrepancy.since >= from && discrepancy.since < to;
+}
+
 /** The store pages one request reads at most while a `found` filter leaves rows out: the cursor goes on from there. */
 const FILTERED_PAGES_PER_REQUEST = 40;
 
@@ -295,12 +304,7 @@ export function finance(deps: {
     ): Promise<{ items: Discrepancy[]; nextCursor?: string }> {
       const limit = Math.min(Math.max(1, options.limit), MAX_PAGE);
       const filter = filterOf(period, options.surveyId, options.kind, options.found);
-      const foundIn = options.found
-        ? {
-            from: pacificDayRange(options.found.from).start.toISOString(),
-            to: pacificDayRange(options.found.to).end.toISOString(),
-          }
-        : undefined;
+      const foundIn = options.found ? foundWithin(options.found) : undefined;
       let pagesRead = 0;
       const tagged = { f: filter };
       let cursor: Cursor | undefined =
@@ -320,10 +324,7 @@ export function finance(deps: {
         items.push(
           ...page.attempts
             .map(discrepancyOf)
-            .filter(
-              (d): d is Discrepancy =>
-                d !== undefined && (!foundIn || (d.since >= foundIn.from && d.since < foundIn.to)),
-            ),
+            .filter((d): d is Discrepancy => d !== undefined && (!foundIn || foundIn(d))),
         );
         if (page.next)
           cursor = { d: cursor.d, s: page.next.surveyId, t: page.next.token, p: page.next.pk, ...tagged };

@@ -18,11 +18,11 @@ import {
   type ReconciliationStore,
 } from '../../functions/ledger/ledger-store';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
-import type { AttemptVerdict, DaySummary } from '../../functions/reconciliation/verdict-rules';
+import type { DaySummary } from '../../functions/reconciliation/verdict-rules';
 import { sumAmounts } from '../../functions/shared/money';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
-import { freshTable } from '../support/ledger';
+import { freshTable, judgedPostback } from '../support/ledger';
 
 const TOKEN = 'finance-test-token-0123456789';
 const D1 = '2026-11-20';
@@ -71,25 +71,18 @@ async function discrepancy(
   kind: VerdictKind,
   status = 'Completed',
 ) {
-  const pid = `pid-${token}`;
-  await attempts.recordHit(
-    { channel: 'postback', surveyId, outcome: 'success', pid, token, source: 'query' },
-    new Date(`${day}T20:00:00Z`),
-  );
-  const [attempt] = await attempts.attemptsOf(surveyId, pid);
-  const entry: AttemptVerdict = {
-    surveyId,
-    pid,
-    token,
-    verdict: {
-      kind,
+  await judgedPostback(
+    { attempts, results },
+    {
+      surveyId,
+      token,
       day,
-      detail: {},
-      marketplace: { status, verifyToken: 'Invalid', cpi: '1.10', clickedAt: `${day}T19:00:00.000Z` },
+      kind,
+      status,
+      seenAt: new Date(`${day}T20:00:00Z`),
+      recordedAt: new Date(`${day}T23:00:00Z`),
     },
-    ...(attempt ? { attempt } : {}),
-  };
-  await results.recordVerdict(entry, new Date(`${day}T23:00:00Z`));
+  );
 }
 
 beforeAll(async () => {
@@ -548,69 +541,37 @@ describe('discrepancies', () => {
       ['r0', `${day}T23:00:00Z`],
       ['r1', '2026-12-10T20:00:00Z'],
       ['r2', '2026-12-10T21:00:00Z'],
-    ] as const) {
-      const pid = `pid-${token}`;
-      await attempts.recordHit(
-        { channel: 'postback', surveyId: '8005', outcome: 'success', pid, token, source: 'query' },
-        new Date(`${day}T20:00:00Z`),
-      );
-      const [attempt] = await attempts.attemptsOf('8005', pid);
-      await results.recordVerdict(
+    ] as const)
+      await judgedPostback(
+        { attempts, results },
         {
           surveyId: '8005',
-          pid,
           token,
-          verdict: {
-            kind: 'invalidated',
-            day,
-            detail: {},
-            marketplace: {
-              status: 'Completed',
-              verifyToken: 'Invalid',
-              cpi: '1.10',
-              clickedAt: `${day}T19:00:00.000Z`,
-            },
-          },
-          ...(attempt ? { attempt } : {}),
+          day,
+          kind: 'invalidated',
+          seenAt: new Date(`${day}T20:00:00Z`),
+          recordedAt: new Date(recordedAt),
         },
-        new Date(recordedAt),
       );
-    }
     // r3: reversed on the day, restored (the buyer's review undone) in November, reversed again in December: found
     // in December, when the reversal that stands was made.
-    await attempts.recordHit(
-      {
-        channel: 'postback',
-        surveyId: '8005',
-        outcome: 'success',
-        pid: 'pid-r3',
-        token: 'r3',
-        source: 'query',
-      },
-      new Date(`${day}T20:00:00Z`),
-    );
     for (const [kind, verifyToken, recordedAt] of [
       ['invalidated', 'Invalid', `${day}T23:00:00Z`],
       ['matched', 'Valid', '2026-11-25T20:00:00Z'],
       ['invalidated', 'Invalid', '2026-12-12T20:00:00Z'],
-    ] as const) {
-      const [attempt] = await attempts.attemptsOf('8005', 'pid-r3');
-      await results.recordVerdict(
+    ] as const)
+      await judgedPostback(
+        { attempts, results },
         {
           surveyId: '8005',
-          pid: 'pid-r3',
           token: 'r3',
-          verdict: {
-            kind,
-            day,
-            detail: {},
-            marketplace: { status: 'Completed', verifyToken, cpi: '1.10', clickedAt: `${day}T19:00:00.000Z` },
-          },
-          ...(attempt ? { attempt } : {}),
+          day,
+          kind,
+          verifyToken,
+          seenAt: new Date(`${day}T20:00:00Z`),
+          recordedAt: new Date(recordedAt),
         },
-        new Date(recordedAt),
       );
-    }
     const found = (extra = '') =>
       get(`/finance/discrepancies?from=${day}&to=${day}&foundFrom=2026-12-01&foundTo=2026-12-31${extra}`);
     const all = jsonBody(await found()) as { items: { token: string; since: string }[]; foundFrom: string };
@@ -1008,30 +969,18 @@ describe('one attempt', () => {
     );
     // A complete clicked before Pacific midnight whose postback came after it (or days late): judged, and listed
     // among the discrepancies, on its click's day; found by pid for that day as by token.
-    const late = { surveyId: '8004', pid: 'pid-late', token: 'late' };
-    await attempts.recordHit(
-      { channel: 'postback', ...late, outcome: 'success', source: 'query' },
-      // 00:20 Pacific on the day after D1.
-      new Date(`${D2}T08:20:00Z`),
-    );
-    const [lateAttempt] = await attempts.attemptsOf(late.surveyId, late.pid);
-    await results.recordVerdict(
+    await judgedPostback(
+      { attempts, results },
       {
-        ...late,
-        verdict: {
-          kind: 'invalidated',
-          day: D1,
-          detail: {},
-          marketplace: {
-            status: 'Completed',
-            verifyToken: 'Invalid',
-            cpi: '1.10',
-            clickedAt: `${D2}T07:50:00.000Z`,
-          },
-        },
-        ...(lateAttempt ? { attempt: lateAttempt } : {}),
+        surveyId: '8004',
+        token: 'late',
+        day: D1,
+        kind: 'invalidated',
+        // 00:20 Pacific on the day after D1, the click ten minutes before midnight.
+        seenAt: new Date(`${D2}T08:20:00Z`),
+        clickedAt: `${D2}T07:50:00.000Z`,
+        recordedAt: new Date(`${D2}T23:00:00Z`),
       },
-      new Date(`${D2}T23:00:00Z`),
     );
     const listed = jsonBody(await get(`/finance/discrepancies?from=${D1}&to=${D1}&survey=8004`)) as {
       items: { pid: string }[];

@@ -19,6 +19,7 @@ import {
   createLedgerStore,
   createSurveyRegistry,
   type HealthStore,
+  type SurveyRegistration,
 } from '../../functions/ledger/ledger-store';
 import type { Outcome } from '../../functions/receiving/outcome';
 import { lambdaContext } from '../../infra/local/api-gateway';
@@ -50,6 +51,15 @@ const notifier: Notifier = {
 
 const SURVEYS = { stopped: '3001', healthy: '3002', quiet: '3003', staleKey: '3004', fewStale: '3005' };
 
+/** A survey registered here an hour ago, verified: the health check watches it. */
+const watched = (surveyId: string): SurveyRegistration => ({
+  surveyId,
+  state: 'active',
+  verified: true,
+  failures: 0,
+  updatedAt: at(-60).toISOString(),
+});
+
 beforeAll(async () => {
   table = await freshTable();
   proxy = await startEngineProxy(table.endpoint);
@@ -62,14 +72,7 @@ beforeAll(async () => {
   const client = createDocumentClient({ endpoint: proxy.endpoint });
   health = createHealthStore(client, table.tableName);
   const registry = createSurveyRegistry(client, table.tableName);
-  for (const surveyId of Object.values(SURVEYS))
-    await registry.put({
-      surveyId,
-      state: 'active',
-      verified: true,
-      failures: 0,
-      updatedAt: at(-60).toISOString(),
-    });
+  for (const surveyId of Object.values(SURVEYS)) await registry.put(watched(surveyId));
 });
 afterAll(() => proxy.stop());
 afterEach(() => {
@@ -346,13 +349,7 @@ describe('a survey whose postbacks stopped, in a lull', () => {
     );
     const [held, fresh] = ['3011', '3012'];
     for (const surveyId of [held, fresh] as string[]) {
-      await registry.put({
-        surveyId,
-        state: 'active',
-        verified: true,
-        failures: 0,
-        updatedAt: at(-60).toISOString(),
-      });
+      await registry.put(watched(surveyId));
       await hitsAt(-20, async () => {
         for (const who of ids(surveyId, 2)) await hit(redirect, 'redirect', surveyId, 'fail', who);
       });
@@ -392,13 +389,7 @@ describe('a survey whose postbacks stopped, in a lull', () => {
       table.tableName,
     );
     const surveyId = '3013';
-    await registry.put({
-      surveyId,
-      state: 'active',
-      verified: true,
-      failures: 0,
-      updatedAt: at(-60).toISOString(),
-    });
+    await registry.put(watched(surveyId));
     const [early, recent] = [ids(surveyId, 3), ids(`${surveyId}0`, 6)];
     await hitsAt(-50, async () => {
       for (const who of early ?? []) await hit(redirect, 'redirect', surveyId, 'fail', who);

@@ -19,7 +19,7 @@ import { MARKETPLACE_DOWN_SURVEYS } from '../../functions/marketplace/marketplac
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { runCli } from '../support/cli';
-import { freshTable } from '../support/ledger';
+import { freshTable, judgedPostback } from '../support/ledger';
 
 const run = promisify(execFile);
 const TSX = join(process.cwd(), 'node_modules', '.bin', 'tsx');
@@ -367,54 +367,22 @@ describe('output for other programs', () => {
     for (const [token, recordedAt] of [
       ['f1', `${day}T23:00:00Z`],
       ['f2', '2026-11-10T20:00:00Z'],
-    ] as const) {
-      const pid = `p-${token}`;
-      await ledger.recordHit(
-        { channel: 'postback', surveyId: '9108', outcome: 'success', pid, token, source: 'query' },
-        new Date(`${day}T20:00:00Z`),
-      );
-      const [attempt] = await ledger.attemptsOf('9108', pid);
-      await results.recordVerdict(
+    ] as const)
+      await judgedPostback(
+        { attempts: ledger, results },
         {
           surveyId: '9108',
-          pid,
           token,
-          verdict: {
-            kind: 'invalidated',
-            day,
-            detail: {},
-            marketplace: {
-              status: 'Completed',
-              verifyToken: 'Invalid',
-              cpi: '1.10',
-              clickedAt: `${day}T19:00:00.000Z`,
-            },
-          },
-          ...(attempt ? { attempt } : {}),
+          day,
+          kind: 'invalidated',
+          seenAt: new Date(`${day}T20:00:00Z`),
+          recordedAt: new Date(recordedAt),
         },
-        new Date(recordedAt),
       );
-    }
+    const report = (...args: string[]) =>
+      run(TSX, ['functions/cli/main.ts', 'report', '--from', day, '--to', day, ...args], { env: cliEnv() });
     const csv = (...extra: string[]) =>
-      run(
-        TSX,
-        [
-          'functions/cli/main.ts',
-          'report',
-          '--from',
-          day,
-          '--to',
-          day,
-          '--survey',
-          '9108',
-          '--format',
-          'csv',
-          '--table',
-          'discrepancies',
-          ...extra,
-        ],
-        { env: cliEnv() },
-      );
+      report('--survey', '9108', '--format', 'csv', '--table', 'discrepancies', ...extra);
     const all = await csv();
     expect(all.stdout).toContain(',f1,');
     expect(all.stdout).toContain(',f2,');
@@ -435,22 +403,7 @@ describe('output for other programs', () => {
       expect(failed?.code, args.join(' ')).toBe(1);
       expect(failed?.stderr).toContain(message);
     }
-    const json = await run(
-      TSX,
-      [
-        'functions/cli/main.ts',
-        'report',
-        '--from',
-        day,
-        '--to',
-        day,
-        '--found-from',
-        '2026-11-01',
-        '--found-to',
-        '2026-11-30',
-      ],
-      { env: cliEnv() },
-    ).then(
+    const json = await report('--found-from', '2026-11-01', '--found-to', '2026-11-30').then(
       () => undefined,
       (error: { stderr: string; code: number }) => error,
     );

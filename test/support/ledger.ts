@@ -4,7 +4,9 @@ import { inject } from 'vitest';
 import { type AttemptFeed, feedAttributesOf, feedBucket } from '../../functions/ledger/attempt-feed';
 import type { Item } from '../../functions/ledger/document-client';
 import { utcDay } from '../../functions/ledger/ledger-schema';
+import type { LedgerStore, ReconciliationStore } from '../../functions/ledger/ledger-store';
 import type { Attempt } from '../../functions/receiving/attempt';
+import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import { ensureLedgerTable } from '../../infra/local/engine';
 
 export async function freshTable(): Promise<{ endpoint: string; tableName: string }> {
@@ -39,4 +41,53 @@ export async function appendAsItStands(feed: Pick<AttemptFeed, 'append'>, item: 
     newestAt: filed,
     records: [{ sequence: sequence ?? String(Date.parse(filed)), attributes }],
   });
+}
+
+/**
+ * A postback that arrived (`seenAt`) and the verdict reconciliation recorded on it (`recordedAt`), judged on the
+ * Pacific `day` from a transaction filed as `status`/`verifyToken` at 1.10, clicked `clickedAt` (default 19:00 UTC
+ * that day). Recorded again with another kind, the attempt's verdict history grows as a run's change would.
+ */
+export async function judgedPostback(
+  stores: { attempts: LedgerStore; results: ReconciliationStore },
+  judged: {
+    surveyId: string;
+    token: string;
+    pid?: string;
+    day: string;
+    kind: VerdictKind;
+    seenAt: Date;
+    recordedAt: Date;
+    status?: string;
+    verifyToken?: string;
+    clickedAt?: string;
+  },
+): Promise<void> {
+  const { surveyId, token, day } = judged;
+  const pid = judged.pid ?? `pid-${token}`;
+  await stores.attempts.recordHit(
+    { channel: 'postback', surveyId, outcome: 'success', pid, token, source: 'query' },
+    judged.seenAt,
+  );
+  const attempt = (await stores.attempts.attemptsOf(surveyId, pid)).find((a) => a.token === token);
+  await stores.results.recordVerdict(
+    {
+      surveyId,
+      pid,
+      token,
+      verdict: {
+        kind: judged.kind,
+        day,
+        detail: {},
+        marketplace: {
+          status: judged.status ?? 'Completed',
+          verifyToken: judged.verifyToken ?? 'Invalid',
+          cpi: '1.10',
+          clickedAt: judged.clickedAt ?? `${day}T19:00:00.000Z`,
+        },
+      },
+      ...(attempt ? { attempt } : {}),
+    },
+    judged.recordedAt,
+  );
 }
