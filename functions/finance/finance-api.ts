@@ -10,14 +10,15 @@ import { identifierProblem } from '../receiving/identifiers';
 import { type ApiEvent, type ApiResult, json, jsonRoute } from '../runtime/http-route';
 import type { FinanceConfig } from '../runtime/runtime-config';
 import { badRequest, Rejection } from '../shared/rejection';
-import { type Finance, readKind, readPeriod } from './finance-queries';
-import { periodSummary } from './finance-report';
+import { DAY_ROWS_AT_MOST, type Finance, MAX_ANSWER_BYTES, readKind, readPeriod } from './finance-queries';
+import { type PeriodSummary, type PeriodTotals, periodSummary } from './finance-report';
 import { discrepanciesCsv, type SummaryDetail, summaryCsv } from './report-csv';
 
 export interface FinanceApiDependencies {
   readonly queries: Pick<
     Finance,
     | 'summaryRows'
+    | 'periodTotals'
     | 'discrepancyPage'
     | 'attempts'
     | 'failingSurveys'
@@ -59,8 +60,12 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           throw badRequest(`detail must be one of ${SUMMARY_DETAILS.join(', ')}`);
         // Surveys whose last reconciliation of days in the period failed: their figures are stale or missing, which
         // whoever reads the figures must be told (as the CLI's report tells it).
-        const [rows, unreconciled, unknown, failingSurveys] = await Promise.all([
-          queries.summaryRows(period, surveys),
+        const [figures, unreconciled, unknown, failingSurveys] = await Promise.all([
+          // By day, the rows themselves (refused once more of them are read than an answer can carry); by survey or
+          // in all, added up as they are read, never held: a month of ten thousand surveys is 300,000 rows.
+          (detail === 'days'
+            ? queries.summaryRows(period, surveys, { atMost: DAY_ROWS_AT_MOST }).then(periodSummary)
+            : queries.periodTotals(period, surveys)) as Promise<PeriodTotals & Partial<PeriodSummary>>,
           queries.failingReconciliations(period, surveys),
           // A survey named that has no registration here answers zeros: said, as the CLI's report says it.
           queries.unregistered(surveys),
@@ -69,7 +74,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
         ]);
         if (csv) {
           return csvResponse(
-            summaryCsv(rows, { level: detail as SummaryDetail, ...period }),
+            summaryCsv(figures.days ?? figures, { level: detail as SummaryDetail, ...period }),
             `summary-${period.from}-${period.to}${detail === 'days' ? '' : `-${detail}`}.csv`,
             {
               'x-time-zone': timeZone,
@@ -88,13 +93,12 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             },
           );
         }
-        const summary = periodSummary(rows);
         return json(200, {
           timeZone,
           ...period,
-          totals: summary.totals,
-          ...(detail !== 'totals' ? { surveys: summary.surveys } : {}),
-          ...(detail === 'days' ? { days: summary.days } : {}),
+          totals: figures.totals,
+          ...(detail !== 'totals' ? { surveys: figures.surveys } : {}),
+          ...(figures.days ? { days: figures.days } : {}),
           failingSurveys,
           reconciliationFailing: unreconciled,
           ...(unknown.length > 0 ? { unregisteredSurveys: unknown } : {}),
@@ -221,8 +225,6 @@ const FAILING_IN_HEADER = 50;
 
 /** How much of the summary to answer: per survey and day (all), per survey and totals, or the totals alone. */
 const SUMMARY_DETAILS: readonly string[] = ['days', 'surveys', 'totals'] satisfies readonly SummaryDetail[];
-/** Lambda's answer limit (6 MB) less room for API Gateway's envelope. */
-export const MAX_ANSWER_BYTES = 5_800_000;
 
 /** IAM: API Gateway verified the SigV4 signature and says whose it was; bearer: the local token, compared in constant time. */
 function authorize(auth: FinanceConfig['auth'], event: ApiEvent): void {

@@ -4,7 +4,13 @@
  */
 
 import { type FailingSpell, failingSpells } from '../health/health-transition';
-import type { HealthStore, LedgerStore, ReconciliationStore, SurveyRegistry } from '../ledger/ledger-store';
+import type {
+  HealthStore,
+  LedgerStore,
+  ReconciliationStore,
+  StoredDaySummary,
+  SurveyRegistry,
+} from '../ledger/ledger-store';
 import { dayProblem, isCalendarDay, pacificDayRange } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
 import { identifierProblem } from '../receiving/identifiers';
@@ -18,6 +24,8 @@ import {
   discrepancyOf,
   type FinanceReport,
   financeReport,
+  type PeriodTotals,
+  periodFold,
   type ReconciliationFailure,
   type SurveyDayRow,
 } from './finance-report';
@@ -40,7 +48,21 @@ const HEALTH_CLOSED_WITHIN_DAYS = 8;
 const RECONCILED_WITHIN_DAYS = REVIEW_HORIZON_DAYS + 33;
 /** Up to this many surveys named, a period's summaries are read by key rather than picked out of every survey's. */
 export const SURVEYS_READ_BY_KEY = 50;
+/**
+ * How many days' (or named surveys') summaries are read at once for a period: each day's batch reads go four at a
+ * time (document-client.ts), so 32 requests in flight, and at ten thousand surveys eight days' items held at once.
+ */
+const READS_AT_ONCE = 8;
 export const MAX_PAGE = 1000;
+/** Lambda's answer limit (6 MB) less room for API Gateway's envelope. */
+export const MAX_ANSWER_BYTES = 5_800_000;
+/**
+ * The fewest bytes a survey-day row takes in an answer (a CSV line of a one-digit survey with every figure 0 and no
+ * reconciliation time; a JSON row is larger): a period of more rows than the answer's bytes over this cannot be
+ * answered by day in either format, and is refused before the rest of its days are read and held.
+ */
+export const SMALLEST_DAY_ROW_BYTES = 55;
+export const DAY_ROWS_AT_MOST = Math.floor(MAX_ANSWER_BYTES / SMALLEST_DAY_ROW_BYTES);
 
 export interface Period {
   readonly from: string;
@@ -229,24 +251,69 @@ export function finance(deps: {
       .sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
   }
 
-  async function summaryRows(period: Period, surveyIds?: readonly string[]): Promise<SurveyDayRow[]> {
+  /**
+   * Hands the period's survey-day rows to `take`, a day (or a named survey) at a time, a few at once: what is held
+   * at any moment is the days being read, not the period. A few surveys named are read by key (their days'
+   * summaries), not picked out of every survey's: a supplier of thousands of surveys would read them all to show one.
+   */
+  async function eachSummaryRow(
+    period: Period,
+    surveyIds: readonly string[] | undefined,
+    take: (row: SurveyDayRow) => void,
+  ): Promise<void> {
     const wanted = surveyIds && surveyIds.length > 0 ? new Set(surveyIds) : undefined;
     const days = pacificDays(period.from, period.to);
-    // A few surveys named are read by key (their days' summaries), not picked out of every survey's: a supplier of
-    // thousands of surveys would read them all to show one.
-    const byKey = wanted !== undefined && wanted.size <= SURVEYS_READ_BY_KEY;
-    const [summaries, lastRun] = await Promise.all([
-      byKey
-        ? Promise.all([...wanted].map((surveyId) => deps.results.summariesOf(surveyId, days)))
-        : Promise.all(days.map((day) => deps.results.daySummaries(day))),
-      deps.results.finishedRun(SCHEDULED_RUN),
-    ]);
-    const checkedAt = checkedAtReader(lastRun);
-    return summaries
-      .flat()
-      .filter((s) => !wanted || wanted.has(s.surveyId))
-      .sort((a, b) => a.day.localeCompare(b.day) || Number(a.surveyId) - Number(b.surveyId))
-      .map((s) => dayRow(s, checkedAt(s)));
+    const reads: (() => Promise<StoredDaySummary[]>)[] =
+      wanted !== undefined && wanted.size <= SURVEYS_READ_BY_KEY
+        ? [...wanted].map((surveyId) => () => deps.results.summariesOf(surveyId, days))
+        : days.map((day) => () => deps.results.daySummaries(day));
+    const checkedAt = checkedAtReader(await deps.results.finishedRun(SCHEDULED_RUN));
+    let next = 0;
+    let stopped = false;
+    const reader = async () => {
+      try {
+        while (!stopped && next < reads.length) {
+          const summaries = await (reads[next++] as () => Promise<StoredDaySummary[]>)();
+          for (const summary of summaries)
+            if (!wanted || wanted.has(summary.surveyId)) take(dayRow(summary, checkedAt(summary)));
+        }
+      } catch (error) {
+        // The others read nothing more: the answer is an error whatever they find.
+        stopped = true;
+        throw error;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(READS_AT_ONCE, reads.length) }, reader));
+  }
+
+  /**
+   * The period's survey-day rows, by day and survey. With `atMost`, a period of more rows than that is refused
+   * (a 400 naming what to ask for instead) as soon as the days read show it, before the rest are read.
+   */
+  async function summaryRows(
+    period: Period,
+    surveyIds?: readonly string[],
+    options: { atMost?: number } = {},
+  ): Promise<SurveyDayRow[]> {
+    const rows: SurveyDayRow[] = [];
+    await eachSummaryRow(period, surveyIds, (row) => {
+      rows.push(row);
+      if (options.atMost !== undefined && rows.length > options.atMost)
+        throw badRequest(
+          `the summary by day of this period has more than ${options.atMost} survey-day rows, more than an answer can carry: ask for fewer days or surveys, or for detail=surveys or detail=totals`,
+        );
+    });
+    return rows.sort((a, b) => a.day.localeCompare(b.day) || Number(a.surveyId) - Number(b.surveyId));
+  }
+
+  /**
+   * The period's figures per survey and in all, added up as the days are read (`periodFold`): at ten thousand
+   * surveys a month is 300,000 rows, about 400 MB held at once against the finance function's 512.
+   */
+  async function periodTotals(period: Period, surveyIds?: readonly string[]): Promise<PeriodTotals> {
+    const fold = periodFold();
+    await eachSummaryRow(period, surveyIds, (row) => fold.add(row));
+    return fold.totals();
   }
 
   async function allDiscrepancies(period: Period, surveyIds?: readonly string[]): Promise<Attempt[]> {
@@ -270,6 +337,7 @@ export function finance(deps: {
 
   return {
     summaryRows,
+    periodTotals,
     failingSurveys,
     failingReconciliations,
     unregistered,

@@ -259,6 +259,40 @@ export function discrepancyOf(attempt: Attempt): Discrepancy | undefined {
   };
 }
 
+/** A period's figures per survey and in all, without its survey-day rows. */
+export type PeriodTotals = Omit<PeriodSummary, 'days'>;
+
+/**
+ * Adds survey-day rows up per survey as they are read, in any order, into a period's figures without the rows:
+ * what `periodSummary` answers but `days`, so a month of thousands of surveys is never held row by row (counts add
+ * as integers and amounts as exact decimals, so the order they come in changes nothing).
+ */
+export function periodFold() {
+  const bySurvey = new Map<string, SurveyTotals>();
+  return {
+    add(row: SurveyDayRow): void {
+      const { surveyId, day: _day, lastReconciledAt, ...figures } = row;
+      const before = bySurvey.get(surveyId);
+      bySurvey.set(
+        surveyId,
+        before
+          ? {
+              surveyId,
+              days: before.days + 1,
+              ...addUp([before, figures]),
+              lastReconciledAt:
+                lastReconciledAt > before.lastReconciledAt ? lastReconciledAt : before.lastReconciledAt,
+            }
+          : { surveyId, days: 1, ...addUp([figures]), lastReconciledAt },
+      );
+    },
+    totals(): PeriodTotals {
+      const surveys = [...bySurvey.values()].sort((a, b) => Number(a.surveyId) - Number(b.surveyId));
+      return { totals: { surveys: surveys.length, ...addUp(surveys) }, surveys };
+    },
+  };
+}
+
 /**
  * A period's summary from its survey-day rows: the rows by day and survey, each survey's totals (its days
  * counted, its last reconciliation) by survey, and the period's totals.
@@ -267,21 +301,9 @@ export function periodSummary(rows: readonly SurveyDayRow[]): PeriodSummary {
   const days = [...rows].sort(
     (a, b) => a.day.localeCompare(b.day) || Number(a.surveyId) - Number(b.surveyId),
   );
-  const bySurvey = new Map<string, SurveyDayRow[]>();
-  for (const row of days) bySurvey.set(row.surveyId, [...(bySurvey.get(row.surveyId) ?? []), row]);
-  const surveys = [...bySurvey.entries()]
-    .sort(([a], [b]) => Number(a) - Number(b))
-    .map(([surveyId, rows]) => ({
-      surveyId,
-      days: rows.length,
-      ...addUp(rows),
-      lastReconciledAt:
-        rows
-          .map((r) => r.lastReconciledAt)
-          .sort()
-          .pop() ?? '',
-    }));
-  return { totals: { surveys: surveys.length, ...addUp(days) }, surveys, days };
+  const fold = periodFold();
+  for (const row of days) fold.add(row);
+  return { ...fold.totals(), days };
 }
 
 /** The whole report for a period, from its survey-day rows and its discrepant attempts. */

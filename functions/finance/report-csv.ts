@@ -6,7 +6,7 @@ import { stringify } from 'csv-stringify/sync';
 import type { FailingSpell } from '../health/health-transition';
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, type VerdictKind } from '../reconciliation/verdict-kinds';
 import { withBidiEscaped } from '../shared/printable';
-import { type Discrepancy, periodSummary, type SurveyDayRow } from './finance-report';
+import { type Discrepancy, type PeriodTotals, periodSummary, type SurveyDayRow } from './finance-report';
 
 /**
  * A cell a spreadsheet would run as a formula gets a leading `'`: one starting with = + - @, a tab or a carriage
@@ -67,7 +67,8 @@ export const SUMMARY_COLUMNS = [
 export type SummaryDetail = 'days' | 'surveys' | 'totals';
 
 export function summaryCsv(
-  rows: readonly SurveyDayRow[],
+  /** The survey-day rows, or (for `surveys` and `totals`) the period's figures added up as they were read. */
+  figures: readonly SurveyDayRow[] | PeriodTotals,
   detail: { readonly level: SummaryDetail; readonly from: string; readonly to: string } = {
     level: 'days',
     from: '',
@@ -75,14 +76,16 @@ export function summaryCsv(
   },
 ): string {
   const period = `${detail.from}/${detail.to}`;
-  const { surveys, totals } = periodSummary(rows);
+  const rows = Array.isArray(figures) ? (figures as readonly SurveyDayRow[]) : undefined;
+  if (detail.level === 'days' && !rows) throw new Error('a summary by day needs its rows');
+  const { surveys, totals } = rows ? periodSummary(rows) : (figures as PeriodTotals);
   const lastOf = (list: readonly { lastReconciledAt: string }[]) =>
     list
       .map((r) => r.lastReconciledAt)
       .sort()
       .pop() ?? '';
   const shown: readonly (SurveyDayRow & { readonly surveyDays: number })[] =
-    detail.level === 'days'
+    rows && detail.level === 'days'
       ? rows.map((row) => ({ ...row, surveyDays: 1 }))
       : detail.level === 'surveys'
         ? surveys.map(({ days, ...survey }) => ({ ...survey, day: period, surveyDays: days }))
@@ -92,7 +95,7 @@ export function summaryCsv(
               surveyId: 'all',
               day: period,
               lastReconciledAt: lastOf(surveys),
-              surveyDays: rows.length,
+              surveyDays: surveys.reduce((sum, survey) => sum + survey.days, 0),
             },
           ];
   return table(

@@ -2,8 +2,11 @@
  * Finance queries over a month of 1,000 surveys: the period summary and a page of discrepancies, against a floor
  * that reads the same index keys and items with bare document-client calls and does nothing with them.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { BatchWriteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { finance } from '../../functions/finance/finance-queries';
+import { DAY_ROWS_AT_MOST, finance } from '../../functions/finance/finance-queries';
+import { periodSummary } from '../../functions/finance/finance-report';
 import { discrepancyIndexKey, summaryIndexKey, summaryKey } from '../../functions/ledger/ledger-schema';
 import {
   batchGet,
@@ -23,6 +26,11 @@ export interface FinanceBenchOptions {
   readonly discrepanciesPerSurveyDay: number;
   readonly repeat: number;
 }
+
+/** The garbage collector, exposed: the benchmark weighs what a query holds, not what it has let go of. */
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+const held: unknown[] = [];
 
 export async function financeQueries(options: FinanceBenchOptions) {
   const { process: engineProcess, endpoint } = await startEngineProcess();
@@ -112,9 +120,17 @@ export async function financeQueries(options: FinanceBenchOptions) {
     });
     const time = async (work: () => Promise<unknown>) => {
       const before = requests;
+      collectGarbage();
+      const heapBefore = process.memoryUsage().heapUsed;
       const started = performance.now();
-      await work();
-      return { ms: performance.now() - started, requests: requests - before };
+      const result = await work();
+      const ms = performance.now() - started;
+      // What the query holds when it is done, its answer alive and the garbage collected: the rows, or their sums.
+      collectGarbage();
+      const heapMb = (process.memoryUsage().heapUsed - heapBefore) / 1e6;
+      held.push(result);
+      held.length = 0;
+      return { ms, requests: requests - before, heapMb };
     };
     const floorSummary = async () => {
       // The same day-by-day reads, all days at once, as the finance queries make them.
@@ -153,6 +169,9 @@ export async function financeQueries(options: FinanceBenchOptions) {
     };
     const runs = {
       summary: [] as number[],
+      summaryHeap: [] as number[],
+      totals: [] as number[],
+      totalsHeap: [] as number[],
       summaryFloor: [] as number[],
       page: [] as number[],
       pageFloor: [] as number[],
@@ -160,12 +179,24 @@ export async function financeQueries(options: FinanceBenchOptions) {
     let summaryRequests = 0;
     let pageRequests = 0;
     let rows = 0;
+    let totalsRequests = 0;
     const summaryOnce = async () => {
+      // By day, as the API's detail=days answers it: the rows, then the summary of them.
       const summary = await time(async () => {
-        rows = (await queries.summaryRows({ from, to })).length;
+        const all = await queries.summaryRows({ from, to });
+        rows = all.length;
+        return periodSummary(all);
       });
       runs.summary.push(summary.ms);
+      runs.summaryHeap.push(summary.heapMb);
       summaryRequests = summary.requests;
+    };
+    const totalsOnce = async () => {
+      // By survey or in all (detail=surveys, detail=totals): added up as the days are read.
+      const totals = await time(() => queries.periodTotals({ from, to }));
+      runs.totals.push(totals.ms);
+      runs.totalsHeap.push(totals.heapMb);
+      totalsRequests = totals.requests;
     };
     const pageOnce = async () => {
       const page = await time(() => queries.discrepancyPage({ from, to }, { limit: 100 }));
@@ -176,39 +207,97 @@ export async function financeQueries(options: FinanceBenchOptions) {
     // rounds, the product first in odd ones, so neither always runs on the other's warm-up.
     await floorSummary();
     await queries.summaryRows({ from, to });
+    await queries.periodTotals({ from, to });
     await floorPage();
     await queries.discrepancyPage({ from, to }, { limit: 100 });
     for (let i = 0; i < options.repeat; i++) {
       const floorFirst = i % 2 === 0;
       if (floorFirst) runs.summaryFloor.push((await time(floorSummary)).ms);
       await summaryOnce();
+      await totalsOnce();
       if (!floorFirst) runs.summaryFloor.push((await time(floorSummary)).ms);
       if (floorFirst) runs.pageFloor.push((await time(floorPage)).ms);
       await pageOnce();
       if (!floorFirst) runs.pageFloor.push((await time(floorPage)).ms);
     }
+    // Ten times the surveys, the store's answers served from memory (the embedded engine cannot hold a month of them):
+    // the finance function's own work and what it holds, on the days the engine answered above.
+    const [sample] = await createReconciliationStore(client, tableName).daySummaries(from);
+    if (!sample) throw new Error('no summary seeded');
+    const tenTimes = options.surveys * 10;
+    let daysServed = 0;
+    const inMemory = finance({
+      attempts: createLedgerStore(client, tableName),
+      results: {
+        ...createReconciliationStore(client, tableName),
+        daySummaries: async (day: string) => {
+          daysServed++;
+          return Array.from({ length: tenTimes }, (_, i) => ({
+            ...sample,
+            surveyId: String(50_000 + i),
+            day,
+          }));
+        },
+      },
+    });
+    const atTenTimes = { totals: [] as number[], totalsHeap: [] as number[], refused: [] as number[] };
+    for (let i = 0; i < options.repeat; i++) {
+      const totals = await time(() => inMemory.periodTotals({ from, to }));
+      atTenTimes.totals.push(totals.ms);
+      atTenTimes.totalsHeap.push(totals.heapMb);
+      daysServed = 0;
+      const refused = await time(() =>
+        inMemory.summaryRows({ from, to }, undefined, { atMost: DAY_ROWS_AT_MOST }).catch(() => undefined),
+      );
+      atTenTimes.refused.push(refused.ms);
+    }
     return {
       seedSeconds,
+      tenTimes: {
+        surveys: tenTimes,
+        rows: tenTimes * options.days,
+        totalsMs: median(atTenTimes.totals),
+        totalsHeapMb: median(atTenTimes.totalsHeap),
+        byDayRefusedMs: median(atTenTimes.refused),
+        byDayDaysRead: daysServed,
+      },
       rows: [
-        {
-          query: `summary, ${options.days} days x ${options.surveys} surveys`,
-          itemsRead: rows,
-          floorMs: median(runs.summaryFloor).toFixed(0),
-          ms: median(runs.summary).toFixed(0),
-          ratio: (median(runs.summary) / median(runs.summaryFloor)).toFixed(2),
-          storeRequests: summaryRequests,
-        },
-        {
-          query: 'discrepancies, first page of 100',
-          itemsRead: 100,
-          floorMs: median(runs.pageFloor).toFixed(0),
-          ms: median(runs.page).toFixed(0),
-          ratio: (median(runs.page) / median(runs.pageFloor)).toFixed(2),
-          storeRequests: pageRequests,
-        },
+        tableRow(`summary, ${options.days} days x ${options.surveys} surveys`, rows, runs.summaryFloor, {
+          runs: runs.summary,
+          heap: runs.summaryHeap,
+          requests: summaryRequests,
+        }),
+        tableRow(
+          `summary by survey or in all (added up as read), ${options.days} days x ${options.surveys} surveys`,
+          rows,
+          runs.summaryFloor,
+          { runs: runs.totals, heap: runs.totalsHeap, requests: totalsRequests },
+        ),
+        tableRow('discrepancies, first page of 100', 100, runs.pageFloor, {
+          runs: runs.page,
+          requests: pageRequests,
+        }),
       ],
     };
   } finally {
     engineProcess.disconnect();
   }
+}
+
+/** A row of the benchmark's table: the query's medians against its floor's. */
+function tableRow(
+  query: string,
+  itemsRead: number,
+  floor: number[],
+  measured: { runs: number[]; heap?: number[]; requests: number },
+) {
+  return {
+    query,
+    itemsRead,
+    floorMs: median(floor).toFixed(0),
+    ms: median(measured.runs).toFixed(0),
+    ratio: (median(measured.runs) / median(floor)).toFixed(2),
+    storeRequests: measured.requests,
+    ...(measured.heap ? { heapMb: median(measured.heap).toFixed(1) } : {}),
+  };
 }

@@ -181,6 +181,10 @@ if (
   results.finance = finance;
   console.error(`finance fixture seeded in ${fmt(finance.seedSeconds, 1)} s`);
   console.table(finance.rows);
+  const ten = finance.tenTimes;
+  console.log(
+    `at ten times (${ten.surveys} surveys, ${ten.rows} survey-days, the store's answers from memory): added up in ${fmt(ten.totalsMs, 0)} ms, holding ${fmt(ten.totalsHeapMb, 1)} MB; by day refused after ${ten.byDayDaysRead} of ${settings.financeDays} days read, in ${fmt(ten.byDayRefusedMs, 0)} ms`,
+  );
 }
 
 const cold = results.coldStart as Awaited<ReturnType<typeof coldStart>> | undefined;

@@ -16,9 +16,10 @@ import {
   type HealthStore,
   type LedgerStore,
   type ReconciliationStore,
+  type StoredDaySummary,
 } from '../../functions/ledger/ledger-store';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
-import type { DaySummary } from '../../functions/reconciliation/verdict-rules';
+import { type DaySummary, nextDay } from '../../functions/reconciliation/verdict-rules';
 import { sumAmounts } from '../../functions/shared/money';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
@@ -61,6 +62,32 @@ function summary(
       pending,
     },
     verdicts,
+  };
+}
+
+/**
+ * A finance API over a store that answers every day's summaries as ten thousand surveys', each a copy of `stored`
+ * (the survey and day set), counting the days read: a supplier ten times the model's size.
+ */
+function tenThousandSurveys(stored: StoredDaySummary) {
+  let daysRead = 0;
+  const queries = finance({
+    attempts,
+    results: {
+      ...results,
+      daySummaries: async (day: string) => {
+        daysRead++;
+        return Array.from({ length: 10_000 }, (_, i) => ({ ...stored, surveyId: String(10_000 + i), day }));
+      },
+    },
+  });
+  return {
+    handler: createFinanceHandler({
+      queries: { ...queries, failingSurveys: async () => [] },
+      auth: { mode: 'bearer', token: TOKEN },
+      timeZone: 'America/Los_Angeles',
+    }),
+    daysRead: () => daysRead,
   };
 }
 
@@ -345,37 +372,34 @@ describe('summary', () => {
     expect(jsonBody(bad).message).toBe('detail must be one of days, surveys, totals');
 
     // A supplier of 10,000 surveys asking for a week: 70,000 survey-days, over what Lambda can answer (a 502).
+    const [stored] = await results.summariesOf('8002', [D2]);
+    if (!stored) throw new Error('no summary of 8002');
     const row = (await queries.summaryRows({ from: D2, to: D2 }, ['8002']))[0] as Awaited<
       ReturnType<typeof queries.summaryRows>
     >[number];
-    const many = Array.from({ length: 70_000 }, (_, i) => ({
-      ...row,
-      surveyId: String(10_000 + (i % 10_000)),
-    }));
-    const large = createFinanceHandler({
-      queries: { ...queries, summaryRows: async () => many, failingSurveys: async () => [] },
-      auth: { mode: 'bearer', token: TOKEN },
-      timeZone: 'America/Los_Angeles',
-    });
+    const week = { from: D1, to: nextDay(D1, 6) };
+    const large = tenThousandSurveys(stored);
     const tooLarge = await invoke(
-      large,
-      apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}`, { headers: auth }),
+      large.handler,
+      apiEvent('GET', `/finance/summary?from=${week.from}&to=${week.to}`, { headers: auth }),
     );
     expect(tooLarge.statusCode).toBe(400);
     expect(jsonBody(tooLarge).message).toMatch(
       /^the answer would be \d+\.\d MB, more than the 5\.8 MB an answer can carry: .*detail=surveys/,
     );
     const bySurvey = await invoke(
-      large,
-      apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}&detail=surveys`, { headers: auth }),
+      large.handler,
+      apiEvent('GET', `/finance/summary?from=${week.from}&to=${week.to}&detail=surveys`, { headers: auth }),
     );
     expect(bySurvey.statusCode).toBe(200);
     expect((jsonBody(bySurvey) as { totals: { surveys: number } }).totals.surveys).toBe(10_000);
     // The CSV too: by day it is as large, and it says so; by survey, one row each; the totals, one row.
     const csvOf = (detail: string) =>
       invoke(
-        large,
-        apiEvent('GET', `/finance/summary?from=${D1}&to=${D2}&format=csv${detail}`, { headers: auth }),
+        large.handler,
+        apiEvent('GET', `/finance/summary?from=${week.from}&to=${week.to}&format=csv${detail}`, {
+          headers: auth,
+        }),
       );
     const csvTooLarge = await csvOf('');
     expect(csvTooLarge.statusCode).toBe(400);
@@ -387,9 +411,40 @@ describe('summary', () => {
     expect(csvSurveys).toHaveLength(10_000);
     expect(csvSurveys[0]).toMatchObject({
       survey_id: '10000',
-      day: `${D1}/${D2}`,
+      day: `${week.from}/${week.to}`,
       owed: sumAmounts(Array(7).fill(row.owed)),
     });
+  });
+
+  it("adds a month of ten thousand surveys' figures up as it reads them, and refuses one by day before reading it all", async () => {
+    const [stored] = await results.summariesOf('8002', [D2]);
+    if (!stored) throw new Error('no summary of 8002');
+    const month = { from: '2026-10-01', to: '2026-10-31' };
+    const large = tenThousandSurveys(stored);
+    const totals = await invoke(
+      large.handler,
+      apiEvent('GET', `/finance/summary?from=${month.from}&to=${month.to}&detail=totals`, { headers: auth }),
+    );
+    expect(totals.statusCode).toBe(200);
+    expect(large.daysRead()).toBe(31);
+    // 310,000 survey-days, to the cent: every one owes what the stored day does.
+    expect((jsonBody(totals) as { totals: { surveys: number; owed: string } }).totals).toMatchObject({
+      surveys: 10_000,
+      owed: sumAmounts(Array(310_000).fill(stored.marketplace.owed)),
+      validCompletes: 310_000 * stored.marketplace.validCompletes,
+    });
+
+    // By day, it could never be answered (310,000 rows): refused once the days read say so, the rest left unread.
+    const byDay = tenThousandSurveys(stored);
+    const refused = await invoke(
+      byDay.handler,
+      apiEvent('GET', `/finance/summary?from=${month.from}&to=${month.to}&format=csv`, { headers: auth }),
+    );
+    expect(refused.statusCode).toBe(400);
+    expect(jsonBody(refused).message).toMatch(
+      /^the summary by day of this period has more than \d+ survey-day rows, .*detail=surveys or detail=totals$/,
+    );
+    expect(byDay.daysRead()).toBeLessThan(31);
   });
 
   it('answers the CSV summary per survey or as totals, adding up what the days say', async () => {

@@ -1,10 +1,12 @@
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { readPeriod } from '../../functions/finance/finance-queries';
+import { readPeriod, SMALLEST_DAY_ROW_BYTES } from '../../functions/finance/finance-queries';
 import {
   addUp,
   discrepancyOf,
   financeReport,
+  periodFold,
+  periodSummary,
   type SurveyDayRow,
 } from '../../functions/finance/finance-report';
 import {
@@ -50,6 +52,53 @@ describe('totals', () => {
       completesPostback: 30,
       discrepancies: { invalidated: 10 },
     });
+  });
+});
+
+describe('a period added up as it is read', () => {
+  it('gives what the summary of its rows gives, whatever order the rows come in', () => {
+    const rows = [
+      row('7', '2026-11-10', '0.10'),
+      row('12', '2026-11-10', '1.005', { discrepancies: { complete_not_paid: 2 }, moneyDiscrepancies: 2 }),
+      row('7', '2026-11-11', '3', {
+        lastReconciledAt: '2026-11-12T01:00:00.000Z',
+        claims: { unverified_claim: 1 },
+      }),
+      row('12', '2026-11-12', '-0.05', { awaiting: 4 }),
+      row('7', '2026-11-12', '0.20', { lastReconciledAt: '2026-11-11T01:00:00.000Z' }),
+    ];
+    const { days: _, ...expected } = periodSummary(rows);
+    for (const order of [rows, [...rows].reverse(), [rows[3], rows[0], rows[4], rows[1], rows[2]]]) {
+      const fold = periodFold();
+      for (const r of order) fold.add(r as SurveyDayRow);
+      expect(fold.totals()).toEqual(expected);
+    }
+    expect(expected.surveys.map((s) => [s.surveyId, s.days, s.owed, s.lastReconciledAt])).toEqual([
+      ['7', 3, '3.30', '2026-11-12T01:00:00.000Z'],
+      ['12', 2, '0.955', '2026-11-12T23:00:00.000Z'],
+    ]);
+    expect(expected.totals).toMatchObject({ surveys: 2, owed: '4.255', awaiting: 4, moneyDiscrepancies: 6 });
+  });
+});
+
+describe('the smallest survey-day row', () => {
+  it('takes at least the bytes a summary by day is bounded with, in CSV and in JSON', () => {
+    const least = row('1', '2026-11-10', '0', {
+      completesPostback: 0,
+      completesRedirectOnly: 0,
+      marketplaceCompletes: 0,
+      validCompletes: 0,
+      pendingCompletes: 0,
+      invalidCompletes: 0,
+      pending: '0',
+      discrepancies: {},
+      moneyDiscrepancies: 0,
+      matched: 0,
+      lastReconciledAt: '',
+    });
+    const [, line] = summaryCsv([least]).split('\n');
+    expect(Buffer.byteLength(`${line}\n`)).toBeGreaterThanOrEqual(SMALLEST_DAY_ROW_BYTES);
+    expect(Buffer.byteLength(JSON.stringify(least))).toBeGreaterThan(SMALLEST_DAY_ROW_BYTES);
   });
 });
 
