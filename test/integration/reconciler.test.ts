@@ -1927,6 +1927,37 @@ describe('the scheduled run', () => {
     });
   });
 
+  it('a pause asked for again after every wait: the handler waits three at most, then leaves the run to the next invocation', async () => {
+    const ids = Array.from({ length: 3 }, (_, i) => String(7454 + i));
+    for (const id of ids) await survey(Number(id));
+    await releasedRunOf('marketplace-pauses-again', ids);
+    let calls = 0;
+    const reconciler = oneAtATime(0, async () => {
+      calls++;
+      return new Response('{}', { status: 429, headers: { 'retry-after': '120' } });
+    });
+    const slept: number[] = [];
+    const resumed: string[] = [];
+    const summary = await createReconcileHandler({
+      engine: reconciler,
+      windowDays: 2,
+      resume: async (_arn, runId) => {
+        resumed.push(runId);
+      },
+      // Back at once: the client still holds its calls off, so each resumed run is refused again.
+      sleep: async (ms) => {
+        slept.push(ms);
+      },
+    })({}, lambdaContext(900_000));
+    expect(slept).toHaveLength(3);
+    for (const ms of slept) expect(ms).toBeGreaterThan(100_000);
+    expect(resumed).toEqual([]);
+    // One call asked the pause; the resumed runs never called the marketplace while it lasted.
+    expect(calls).toBe(1);
+    expect(summary).toMatchObject({ complete: false, failed: 0, deferred: 3 });
+    expect(await results.runState(SCHEDULED_RUN)).toMatchObject({ cursor: 0 });
+  });
+
   it('surveys whose listing the marketplace answered and whose look-back it did not: the marketplace is up, the run goes on', async () => {
     const ids = Array.from({ length: 12 }, (_, i) => String(7361 + i));
     for (const id of ids) {
