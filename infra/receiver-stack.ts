@@ -22,6 +22,7 @@ import {
   ATTEMPT_PARTITION_PREFIX,
   CHECKPOINT_PARTITION_PREFIX,
   LEDGER,
+  SUMMARY_PARTITION_PREFIX,
   SURVEY_PARTITION_PREFIX,
 } from '../functions/ledger/ledger-schema';
 import { templateProblem } from '../functions/receiving/landing-page';
@@ -357,10 +358,15 @@ export class ReceiverStack extends Stack {
         // The discrepancy index: a complete reversed and its late postback, judged on days apart, find each other.
         { indexQuery: true, discrepancyIndexQuery: true },
       )
+      // A day's outsiders, one item each beside its summary, read by their sort keys' prefix (ledger-schema.ts);
+      // with the attempt feed, a survey's attempts from its bucket's days (feed-attempts.ts).
+      .allowLedgerItems(
+        this.ledger.table,
+        ['dynamodb:Query'],
+        props.attemptFeed ? [SUMMARY_PARTITION_PREFIX, FEED_PARTITION_PREFIX] : SUMMARY_PARTITION_PREFIX,
+      )
       .bindSecret('MARKETPLACE_TOKEN_SECRET_ID', this.marketplaceToken)
       .allowSelfInvoke();
-    if (props.attemptFeed)
-      this.reconcile.allowLedgerItems(this.ledger.table, ['dynamodb:Query'], FEED_PARTITION_PREFIX);
     this.reconcileSchedule = new Schedule(this, 'reconcile-schedule', {
       description: 'Runs reconciliation over the trailing window',
       schedule: ScheduleExpression.rate(props.reconcileRate ?? Duration.hours(1)),

@@ -225,14 +225,25 @@ export const DAY_FLAG_PREFIX = 'flag#';
 /**
  * The attempts judged on a survey's day that a reading of that day alone does not reach through the day index
  * (first seen after the day after it, or indexed on another day: a postback days late, an item whose row moved
- * there), one item beside its summaries: a string set `keys` of `[pid, token]` in JSON. While the day's row of
+ * there), one item each beside the day's summary (`outsiderKey`), its `pid` and `token`. While the day's row of
  * such an attempt is listed, the run finds the attempt by its key (or the item's `arrivedAs`); once the row goes,
  * this is how the day's run still reads it and judges it anew, instead of leaving a stale verdict on the day. Only
- * ever added to; the day's summary counts its keys (`outsiders`), so a day without any reads nothing more.
+ * ever added to; the day's summary counts them (`outsiders`), so a day without any reads nothing more. Read by the
+ * sort key's prefix (`outsidersPrefix`), which takes in an earlier release's one item of the day (`outsidersKey`: a
+ * string set `keys` of `[pid, token]` in JSON, which a day of about 5,000 such attempts, postbacks re-sent after a
+ * day-long outage, took past DynamoDB's 400 KB an item, failing the survey's every run).
  */
 export const outsidersKey = (surveyId: string, day: string) => ({
   pk: `${SUMMARY_PARTITION_PREFIX}${surveyId}`,
-  sk: `OUTSIDERS#${day}`,
+  sk: outsidersPrefix(day),
+});
+export const outsidersPrefix = (day: string) => `OUTSIDERS#${day}`;
+/** One outsider of a day (`outsidersKey`): its ids digested, since a pid alone may take a sort key's 1,024 bytes. */
+export const outsiderKey = (surveyId: string, day: string, pid: string, token: string) => ({
+  pk: `${SUMMARY_PARTITION_PREFIX}${surveyId}`,
+  sk: `${outsidersPrefix(day)}#${createHash('sha256')
+    .update(JSON.stringify([pid, token]))
+    .digest('base64url')}`,
 });
 
 /**

@@ -17,7 +17,7 @@ import type { Attempt } from '../receiving/attempt';
 import { verdictUnchanged } from '../reconciliation/verdict-equality';
 import type { VerdictKind } from '../reconciliation/verdict-kinds';
 import type { AttemptVerdict, DaySummary } from '../reconciliation/verdict-rules';
-import { runBounded, valuesOrThrow } from '../shared/bounded-work';
+import { runBounded, throwIfFailed, valuesOrThrow } from '../shared/bounded-work';
 import { attemptFromItem } from './attempt-store';
 import { batchGet, conditionally, type Item, queryAll, send } from './document-client';
 import { advanceSummaryTime, flagJudgedDay } from './judged-day-flag';
@@ -29,7 +29,9 @@ import {
   discrepancyIndexKey,
   finishedRunKey,
   LEDGER,
+  outsiderKey,
   outsidersKey,
+  outsidersPrefix,
   reconciliationStateKey,
   runStateKey,
   summaryIndexKey,
@@ -501,41 +503,61 @@ export function createReconciliationStore(
 
     async outsidersOf(surveyId, days) {
       const found = new Map<string, OutsiderKey[]>();
-      if (days.length === 0) return found;
       // Consistent: the summary's count written after is what this read finds (rare: only days that have any).
-      const items = await batchGet(
-        client,
-        tableName,
-        days.map((day) => outsidersKey(surveyId, day)),
-        { consistent: true },
+      const lists = await Promise.all(
+        days.map((day) =>
+          queryAll(client, {
+            TableName: tableName,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :day)',
+            ExpressionAttributeValues: {
+              ':pk': outsidersKey(surveyId, day).pk,
+              ':day': outsidersPrefix(day),
+            },
+            ConsistentRead: true,
+          }),
+        ),
       );
-      for (const item of items) {
-        const keys: OutsiderKey[] = [];
-        for (const key of item.keys instanceof Set ? item.keys : []) {
-          const [pid, token] = JSON.parse(String(key)) as unknown[];
-          if (typeof pid === 'string' && typeof token === 'string') keys.push({ pid, token });
+      days.forEach((day, i) => {
+        const keys = new Map<string, OutsiderKey>();
+        for (const item of lists[i] ?? []) {
+          // An earlier release's one item of the day, its keys in a set; or one outsider, as written now.
+          const listed =
+            item.keys instanceof Set
+              ? [...item.keys].map((key) => JSON.parse(String(key)))
+              : [[item.pid, item.token]];
+          for (const [pid, token] of listed as unknown[][])
+            if (typeof pid === 'string' && typeof token === 'string')
+              keys.set(JSON.stringify([pid, token]), { pid, token });
         }
-        found.set(String(item.day), keys);
-      }
+        if (keys.size > 0) found.set(day, [...keys.values()]);
+      });
       return found;
     },
 
     async addOutsiders(surveyId, day, keys) {
-      if (keys.length === 0) return;
-      await send(() =>
-        client.send(
-          new UpdateCommand({
-            TableName: tableName,
-            Key: outsidersKey(surveyId, day),
-            UpdateExpression: 'SET kind = :kind, surveyId = :surveyId, #day = :day ADD #keys :keys',
-            ExpressionAttributeNames: { '#day': 'day', '#keys': 'keys' },
-            ExpressionAttributeValues: {
-              ':kind': 'outsiders',
-              ':surveyId': surveyId,
-              ':day': day,
-              ':keys': new Set(keys.map(({ pid, token }) => JSON.stringify([pid, token]))),
-            },
-          }),
+      // One item each, a few written at once: a day's outsiders have no bound (one written again is the same item).
+      throwIfFailed(
+        await runBounded(
+          keys.map(
+            ({ pid, token }) =>
+              () =>
+                send(() =>
+                  client.send(
+                    new PutCommand({
+                      TableName: tableName,
+                      Item: {
+                        ...outsiderKey(surveyId, day, pid, token),
+                        kind: 'outsider',
+                        surveyId,
+                        day,
+                        pid,
+                        token,
+                      },
+                    }),
+                  ),
+                ),
+          ),
+          { concurrency: 8 },
         ),
       );
     },

@@ -105,12 +105,13 @@ describe('the attempt feed', () => {
             .Statement,
       )
       .filter((s) => [s.Action].flat().includes('dynamodb:Query'));
-    // The day index (its own resource) and the feed's items on the table, by their key's prefix.
+    // The day index (its own resource), and on the table the feed's items and the summaries' partitions (a day's
+    // outsiders), by their key's prefix.
     const onTable = queries.filter((s) => JSON.stringify(s.Resource).endsWith('"Arn"]}'));
     expect(onTable).toEqual([
       expect.objectContaining({
         Action: 'dynamodb:Query',
-        Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['FEED#*'] } },
+        Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SUMMARY#*', 'FEED#*'] } },
       }),
     ]);
   });

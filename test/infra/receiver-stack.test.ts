@@ -456,12 +456,13 @@ describe('reconciliation', () => {
     expect(fn.Environment.Variables).not.toHaveProperty('SIGNING_KEYS_SECRET_ID');
   });
 
-  it('may read and write ledger items, query the day index, read the token, and invoke only itself', () => {
+  it("may read and write ledger items, query the day index and a summary's partition, read the token, and invoke only itself", () => {
     const statements = statementsOf(stack.reconcile);
     expect(actionsOf(statements)).toEqual([
       'dynamodb:BatchGetItem',
       'dynamodb:GetItem',
       'dynamodb:PutItem',
+      'dynamodb:Query',
       'dynamodb:Query',
       'dynamodb:UpdateItem',
       'lambda:InvokeFunction',
@@ -471,6 +472,13 @@ describe('reconciliation', () => {
     ]);
     const invoke = statements.find((s) => actionsOf([s]).includes('lambda:InvokeFunction'));
     expect(JSON.stringify(invoke?.Resource)).toContain(':function:Test-reconcile');
+    // On the table, a Query of the summaries' partitions alone (a day's outsiders, one item each).
+    const onTable = statements.filter(
+      (s) => actionsOf([s]).includes('dynamodb:Query') && JSON.stringify(s.Resource).endsWith('"Arn"]}'),
+    );
+    expect(onTable.map((s) => s.Condition)).toEqual([
+      { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['SUMMARY#*'] } },
+    ]);
   });
 });
 

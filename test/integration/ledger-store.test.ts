@@ -17,6 +17,7 @@ import {
   DAY_FLAG_PREFIX,
   DAY_INDEX_SHARDS,
   dayFlagsKey,
+  outsidersKey,
 } from '../../functions/ledger/ledger-schema';
 import {
   createDocumentClient,
@@ -458,5 +459,51 @@ describe('redirect request ids', () => {
     await store.recordHit(hit, at, b);
     await store.recordHit(hit, at, a);
     expect((await read('same-slot')).redirect_success_hits).toBe(3);
+  });
+});
+
+describe("a day's outsiders", () => {
+  it('thousands of them (postbacks re-sent after a day-long outage) are each kept, beside those an earlier release kept in one item', async () => {
+    const results = createReconciliationStore(documents, table);
+    const day = '2026-10-05';
+    // UUID-like pids and hex tokens: 6,000 of them took the one item an earlier release kept past 400 KB.
+    const keys = Array.from({ length: 6_000 }, (_, i) => {
+      const digest = createHash('sha256').update(String(i)).digest('hex');
+      return {
+        pid: `${digest.slice(0, 8)}-${digest.slice(8, 12)}-${digest.slice(12, 16)}-${digest.slice(16, 20)}-${digest.slice(20, 32)}`,
+        token: digest.slice(32, 64),
+      };
+    });
+    await results.addOutsiders('7101', day, keys.slice(0, 3_500));
+    await results.addOutsiders('7101', day, keys.slice(3_000));
+    // As an earlier release wrote them: one item of the day, a set of [pid, token].
+    await documents.send(
+      new UpdateCommand({
+        TableName: table,
+        Key: outsidersKey('7101', day),
+        UpdateExpression: 'SET kind = :kind, surveyId = :surveyId, #day = :day ADD #keys :keys',
+        ExpressionAttributeNames: { '#day': 'day', '#keys': 'keys' },
+        ExpressionAttributeValues: {
+          ':kind': 'outsiders',
+          ':surveyId': '7101',
+          ':day': day,
+          ':keys': new Set([
+            JSON.stringify(['before-1', 'tok-1']),
+            JSON.stringify([keys[0]?.pid, keys[0]?.token]),
+          ]),
+        },
+      }),
+    );
+    // Another day's and another survey's are not this day's.
+    await results.addOutsiders('7101', '2026-10-06', [{ pid: 'next-day', token: 't' }]);
+    await results.addOutsiders('71011', day, [{ pid: 'other-survey', token: 't' }]);
+    const found = await results.outsidersOf('7101', [day, '2026-10-06', '2026-10-07']);
+    const ofDay = found.get(day) ?? [];
+    expect(ofDay).toHaveLength(6_001);
+    expect(new Set(ofDay.map(({ pid, token }) => `${pid} ${token}`))).toEqual(
+      new Set([...keys, { pid: 'before-1', token: 'tok-1' }].map(({ pid, token }) => `${pid} ${token}`)),
+    );
+    expect(found.get('2026-10-06')).toEqual([{ pid: 'next-day', token: 't' }]);
+    expect(found.has('2026-10-07')).toBe(false);
   });
 });
