@@ -49,10 +49,10 @@ const RECONCILED_WITHIN_DAYS = REVIEW_HORIZON_DAYS + 33;
 /** Up to this many surveys named, a period's summaries are read by key rather than picked out of every survey's. */
 export const SURVEYS_READ_BY_KEY = 50;
 /**
- * How many days' (or named surveys') summaries are read at once for a period: each day's batch reads go four at a
- * time (document-client.ts), so 32 requests in flight, and at ten thousand surveys eight days' items held at once.
+ * How many days' summaries of every survey are read at once for a period: each day's batch reads go four at a time
+ * (document-client.ts), so 32 requests in flight, and at ten thousand surveys eight days' items held at once.
  */
-const READS_AT_ONCE = 8;
+const DAYS_READ_AT_ONCE = 8;
 export const MAX_PAGE = 1000;
 /** Lambda's answer limit (6 MB) less room for API Gateway's envelope. */
 export const MAX_ANSWER_BYTES = 5_800_000;
@@ -263,17 +263,20 @@ export function finance(deps: {
   ): Promise<void> {
     const wanted = surveyIds && surveyIds.length > 0 ? new Set(surveyIds) : undefined;
     const days = pacificDays(period.from, period.to);
-    const reads: (() => Promise<StoredDaySummary[]>)[] =
-      wanted !== undefined && wanted.size <= SURVEYS_READ_BY_KEY
-        ? [...wanted].map((surveyId) => () => deps.results.summariesOf(surveyId, days))
-        : days.map((day) => () => deps.results.daySummaries(day));
-    const checkedAt = checkedAtReader(await deps.results.finishedRun(SCHEDULED_RUN));
+    const byKey = wanted !== undefined && wanted.size <= SURVEYS_READ_BY_KEY;
+    const reads: (() => Promise<StoredDaySummary[]>)[] = byKey
+      ? [...wanted].map((surveyId) => () => deps.results.summariesOf(surveyId, days))
+      : days.map((day) => () => deps.results.daySummaries(day));
+    // Read beside the summaries, not before them; each reader waits for it only to shape its rows.
+    const lastRun = deps.results.finishedRun(SCHEDULED_RUN).then(checkedAtReader);
+    lastRun.catch(() => undefined);
     let next = 0;
     let stopped = false;
     const reader = async () => {
       try {
         while (!stopped && next < reads.length) {
           const summaries = await (reads[next++] as () => Promise<StoredDaySummary[]>)();
+          const checkedAt = await lastRun;
           for (const summary of summaries)
             if (!wanted || wanted.has(summary.surveyId)) take(dayRow(summary, checkedAt(summary)));
         }
@@ -283,7 +286,9 @@ export function finance(deps: {
         throw error;
       }
     };
-    await Promise.all(Array.from({ length: Math.min(READS_AT_ONCE, reads.length) }, reader));
+    // A few surveys named are read all at once (a few thousand summaries at most); every survey's, a few days at once.
+    const atOnce = byKey ? reads.length : Math.min(DAYS_READ_AT_ONCE, reads.length);
+    await Promise.all([...Array.from({ length: atOnce }, reader), lastRun]);
   }
 
   /**

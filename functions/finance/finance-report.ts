@@ -12,6 +12,7 @@ import {
   CLAIM_KINDS,
   DISCREPANCY_KINDS,
   MONEY_KINDS,
+  VERDICT_KINDS,
   type VerdictKind,
 } from '../reconciliation/verdict-kinds';
 import { parseAmount, sumAmounts } from '../shared/money';
@@ -204,8 +205,17 @@ function sumCounts(
   for (const byKind of counts)
     for (const [kind, n] of Object.entries(byKind))
       sum[kind as VerdictKind] = (sum[kind as VerdictKind] ?? 0) + (n ?? 0);
-  return sum;
+  // In the kinds' own order, whatever order the rows were added up in: the same figures, the same answer.
+  return Object.fromEntries(Object.entries(sum).sort(([a], [b]) => kindOrder(a) - kindOrder(b))) as Partial<
+    Record<VerdictKind, number>
+  >;
 }
+
+/** A kind's place in `VERDICT_KINDS` (one unknown to this release after them all). */
+const kindOrder = (kind: string): number => {
+  const at = VERDICT_KINDS.indexOf(kind as VerdictKind);
+  return at < 0 ? VERDICT_KINDS.length : at;
+};
 
 const moneyCount = (byKind: Readonly<Partial<Record<VerdictKind, number>>>): number =>
   Object.entries(byKind).reduce(

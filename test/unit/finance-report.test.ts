@@ -16,6 +16,7 @@ import {
   summaryCsv,
 } from '../../functions/finance/report-csv';
 import { reportHtml } from '../../functions/finance/report-html';
+import { VERDICT_KINDS } from '../../functions/reconciliation/verdict-kinds';
 import { Rejection } from '../../functions/shared/rejection';
 
 const row = (
@@ -72,6 +73,11 @@ describe('a period added up as it is read', () => {
       const fold = periodFold();
       for (const r of order) fold.add(r as SurveyDayRow);
       expect(fold.totals()).toEqual(expected);
+      // Byte for byte: the kinds in their own order, not in the order the rows came.
+      expect(JSON.stringify(fold.totals())).toBe(JSON.stringify(expected));
+      expect(Object.keys(fold.totals().totals.discrepancies)).toEqual(
+        VERDICT_KINDS.filter((kind) => kind === 'invalidated' || kind === 'complete_not_paid'),
+      );
     }
     expect(expected.surveys.map((s) => [s.surveyId, s.days, s.owed, s.lastReconciledAt])).toEqual([
       ['7', 3, '3.30', '2026-11-12T01:00:00.000Z'],
