@@ -222,7 +222,18 @@ export interface RedirectConfigurationDeps {
   /** Surveys the hourly list of live surveys left out, looked up per run at most (default `closureLookupsPerRunFor`). */
   readonly closureLookupsPerRun?: number;
   readonly onResult?: (result: SurveyResult, done: number, total: number) => void;
+  /** Waits (a rotation lets its new ring settle before it hands out a URL signed with the new key). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
+
+/**
+ * How long a rotation waits between saving the new ring and applying the first survey with the new key: a receiver
+ * looks a key id it does not know up afresh at most once in `UNKNOWN_KEY_REFRESH_MS` (key-ring-source.ts), so one
+ * that looked up an unknown id (a forgery, a postback re-sent with a key long dropped) just before the save would
+ * refuse the new key's first postbacks until that pause ended; and a secret's new value may take seconds to be read
+ * everywhere. Three of those pauses, and no URL with the new key exists before every receiver can learn it.
+ */
+export const ROTATION_SETTLE_MS = 15_000;
 
 /** A survey's price as the marketplace listed it, and when the survey last changed there (epoch ms). */
 interface ListedPrice {
@@ -247,6 +258,7 @@ class VerificationFailed extends Error {
 
 export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   const now = deps.now ?? (() => new Date());
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const concurrency = deps.concurrency ?? 4;
   /**
    * Surveys in a row (of the run at hand) whose marketplace calls failed because it did not answer or refused every
@@ -1106,7 +1118,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         throw new Error(`the rotated key ring would not keep key ${next.current.kid} as its current key`);
       // Surveys another rotation applied since this one saved its ring are left on that one's newer key.
       const ringAt = now().toISOString();
-      if (!options.dryRun) await deps.saveKeyRing(next);
+      if (!options.dryRun) {
+        await deps.saveKeyRing(next);
+        await sleep(ROTATION_SETTLE_MS);
+      }
       const results = await each(active, options, (surveyId) =>
         applyOne(surveyId, next, options, undefined, ringAt),
       );

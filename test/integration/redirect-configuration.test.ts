@@ -22,6 +22,7 @@ import {
   FULL_LISTING_CHECKPOINT,
   RELOCATED_CHECKPOINT,
   type RedirectConfigurationDeps,
+  ROTATION_SETTLE_MS,
   readBacksPerRunFor,
   redirectConfiguration,
   retryDelayMs,
@@ -38,6 +39,7 @@ import {
   serializeKeyRing,
   verify,
 } from '../../functions/receiving/signing';
+import { KEY_RING_FETCH_TIMEOUT_MS, UNKNOWN_KEY_REFRESH_MS } from '../../functions/runtime/key-ring-source';
 import {
   type LocalMarketplace,
   NO_API_FAULTS,
@@ -117,6 +119,8 @@ const configure = (overrides: Partial<RedirectConfigurationDeps> = {}) =>
     },
     publicBaseUrl: BASE,
     methods: { success: 'GET', fail: 'POST' },
+    // A rotation's wait for its ring to settle, not waited here (its own test counts it).
+    sleep: async () => undefined,
     ...overrides,
   });
 
@@ -1820,7 +1824,19 @@ describe('rotation', () => {
     const oldUrl = marketplace.state.effectiveRedirects(5601).pstbck as string;
 
     const retireAt = new Date(Date.now() + 60 * 60_000);
-    const rotation = await configure(deps).rotate({
+    // The new ring saved, then a wait for every receiver to be able to learn it, and only then the first apply.
+    const steps: string[] = [];
+    calls = [];
+    const rotation = await configure({
+      ...deps,
+      saveKeyRing: async (next) => {
+        steps.push(`save after ${calls.length} calls`);
+        ring = next;
+      },
+      sleep: async (ms) => {
+        steps.push(`sleep ${ms} after ${calls.length} calls`);
+      },
+    }).rotate({
       secret: randomBytes(48).toString('base64url'),
       retireAt,
     });
@@ -1829,6 +1845,9 @@ describe('rotation', () => {
       previousKid: 'k1',
       results: [{ surveyId: '5601', status: 'applied', kid: 'k2' }],
     });
+    expect(steps).toEqual(['save after 0 calls', `sleep ${ROTATION_SETTLE_MS} after 0 calls`]);
+    expect(calls.some((call) => call.includes('setRedirectionForSurvey'))).toBe(true);
+    expect(ROTATION_SETTLE_MS).toBeGreaterThanOrEqual(2 * UNKNOWN_KEY_REFRESH_MS + KEY_RING_FETCH_TIMEOUT_MS);
     const newUrl = marketplace.state.effectiveRedirects(5601).pstbck as string;
     expect(newUrl).toContain('kid=k2');
     expect(ring.keys.get('k1')?.retireAt?.toISOString()).toBe(retireAt.toISOString());
