@@ -376,6 +376,27 @@ describe('a refused postback stores no attempt, only its refusal count', () => {
     expect(await only()).toMatchObject({ pid: 'José', complete: 'postback-confirmed' });
   });
 
+  it('with a Windows-1252 form body its content type declares, ids only in the body: recorded with its letters, not refused as controls', async () => {
+    const bare = new URL(successUrl());
+    bare.searchParams.delete('pid');
+    bare.searchParams.delete('token');
+    ids = { pid: 'Du\u0161an \u20ac\u0152', token: randomUUID() };
+    // `Dušan €Œ`: 0x9A, 0x80 and 0x8C are letters in Windows-1252, controls in ISO-8859-1.
+    const event = apiEvent('POST', bare.toString(), {
+      body: Buffer.concat([
+        Buffer.from('pid=Du'),
+        Buffer.from([0x9a]),
+        Buffer.from('an '),
+        Buffer.from([0x80, 0x8c]),
+        Buffer.from(`&token=${ids.token}`),
+      ]),
+      headers: { 'content-type': 'application/x-www-form-urlencoded; charset=windows-1252' },
+    });
+    const result = await invoke(handler, event);
+    expect(result.statusCode).toBe(200);
+    expect(await only()).toMatchObject({ pid: 'Dušan €Œ', complete: 'postback-confirmed' });
+  });
+
   it('with a Latin-1 JSON body, ids only in the body: 400, nothing stored (its bytes arrive replaced, two pids one)', async () => {
     const bare = new URL(successUrl());
     bare.searchParams.delete('pid');
