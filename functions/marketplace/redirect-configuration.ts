@@ -227,11 +227,12 @@ export interface RedirectConfigurationDeps {
 }
 
 /**
- * How long a rotation waits between saving the new ring and applying the first survey with the new key: a receiver
- * looks a key id it does not know up afresh at most once in `UNKNOWN_KEY_REFRESH_MS` (key-ring-source.ts), so one
- * that looked up an unknown id (a forgery, a postback re-sent with a key long dropped) just before the save would
- * refuse the new key's first postbacks until that pause ended; and a secret's new value may take seconds to be read
- * everywhere. Three of those pauses, and no URL with the new key exists before every receiver can learn it.
+ * How long a rotation keeps its new key accepted but not current before making it current and applying the first
+ * survey with it: a receiver looks a key id it does not know up afresh at most once in `UNKNOWN_KEY_REFRESH_MS`
+ * (key-ring-source.ts), so one that looked up an unknown id (a forgery, a postback re-sent with a key long dropped)
+ * just before the save would refuse the new key's first postbacks until that pause ended; and a secret's new value
+ * may take seconds to be read everywhere. Three of those pauses, and no URL with the new key exists (none signed by
+ * the rotation, none by a sync running meanwhile) before every receiver can learn it.
  */
 export const ROTATION_SETTLE_MS = 15_000;
 
@@ -1119,8 +1120,12 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // Surveys another rotation applied since this one saved its ring are left on that one's newer key.
       const ringAt = now().toISOString();
       if (!options.dryRun) {
-        await deps.saveKeyRing(next);
+        // First the new key accepted, the old one still current (what a sync running meanwhile signs with); then,
+        // once every receiver can have learnt it, the new key current.
+        const previous = next.keys.get(ring.current.kid);
+        if (previous) await deps.saveKeyRing({ current: previous, keys: next.keys });
         await sleep(ROTATION_SETTLE_MS);
+        await deps.saveKeyRing(next);
       }
       const results = await each(active, options, (surveyId) =>
         applyOne(surveyId, next, options, undefined, ringAt),

@@ -1830,7 +1830,9 @@ describe('rotation', () => {
     const rotation = await configure({
       ...deps,
       saveKeyRing: async (next) => {
-        steps.push(`save after ${calls.length} calls`);
+        steps.push(
+          `save ${[...next.keys.keys()].join(',')}, ${next.current.kid} current, after ${calls.length} calls`,
+        );
         ring = next;
       },
       sleep: async (ms) => {
@@ -1845,7 +1847,12 @@ describe('rotation', () => {
       previousKid: 'k1',
       results: [{ surveyId: '5601', status: 'applied', kid: 'k2' }],
     });
-    expect(steps).toEqual(['save after 0 calls', `sleep ${ROTATION_SETTLE_MS} after 0 calls`]);
+    // The new key accepted first, the old one still current (what a sync meanwhile signs with); then current.
+    expect(steps).toEqual([
+      'save k1,k2, k1 current, after 0 calls',
+      `sleep ${ROTATION_SETTLE_MS} after 0 calls`,
+      'save k1,k2, k2 current, after 0 calls',
+    ]);
     expect(calls.some((call) => call.includes('setRedirectionForSurvey'))).toBe(true);
     expect(ROTATION_SETTLE_MS).toBeGreaterThanOrEqual(2 * UNKNOWN_KEY_REFRESH_MS + KEY_RING_FETCH_TIMEOUT_MS);
     const newUrl = marketplace.state.effectiveRedirects(5601).pstbck as string;
