@@ -7,6 +7,7 @@ import {
   type SurveyResult,
 } from '../marketplace/redirect-configuration';
 import { NOT_KEPT_PER_SURVEY, type PostbackMethod } from '../marketplace/redirect-settings';
+import { signaturesMarked } from '../shared/printable';
 import { cliContext } from './context';
 import { collectSurveyIds, methodOfVariable, methodOption, surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
@@ -81,7 +82,9 @@ export function redirectsCommand(): Command {
     .addOption(new Option('--success-method <method>', 'success postback method').argParser(methodOption))
     .addOption(new Option('--fail-method <method>', 'fail postback method').argParser(methodOption))
     .action(async (options: { survey: string; json?: boolean } & Common) => {
-      const comparison = await configure(options).show(options.survey);
+      const read = await configure(options).show(options.survey);
+      // The postback URLs' signatures behind a mark of each: a postback URL is a credential, and this compares them.
+      const comparison = JSON.parse(signaturesMarked(JSON.stringify(read))) as typeof read;
       if (options.json) sayJson(comparison);
       else {
         const r = comparison.registration;

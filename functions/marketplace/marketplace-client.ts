@@ -426,6 +426,9 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           },
           body: callOptions.body === undefined ? undefined : JSON.stringify(callOptions.body),
           signal: abort.signal,
+          // Not followed: the token goes to the marketplace's own address alone (a redirect elsewhere would carry
+          // it there, fetch drops only `Authorization`). A redirect is answered as the HTTP error it is here.
+          redirect: 'manual',
         });
       } catch (error) {
         clearTimeout(timer);
@@ -485,7 +488,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const json =
         body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Json) : undefined;
       const said = typeof json?.msg === 'string' ? json.msg : '';
-      const message = redact(said, token);
+      // Never a token this client sent: the one just sent, nor one before it (a 401's retry sends a fresh one).
+      const message = redactSent(said);
       const status = response.status;
       if (status === 429) {
         const wait = retryAfterMs(response.headers.get('retry-after'), Date.now());
@@ -527,6 +531,21 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           retriable: true,
         });
       }
+      if (status >= 300 && status < 400) {
+        const location = response.headers.get('location');
+        let elsewhere = '';
+        try {
+          elsewhere = location ? ` to ${new URL(location, url).origin}` : '';
+        } catch {
+          // a location that is no URL: named by nothing
+        }
+        throw new MarketplaceError({
+          endpoint,
+          kind: 'http',
+          detail: `HTTP ${status}: the marketplace answered with a redirect${elsewhere}, not followed (the access token goes to ${origin} alone): check the marketplace's base URL`,
+          httpStatus: status,
+        });
+      }
       // Told on the message as sent (a token's characters concealed inside its words would hide "No data found").
       if (callOptions.emptyWhen?.(status, said, json)) return undefined;
       if (!json) {
@@ -551,7 +570,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         throw new MarketplaceError({
           endpoint,
           kind: 'failure',
-          detail: `apiStatus ${JSON.stringify(json.apiStatus)}${message ? `: ${message}` : ''}`,
+          // Redacted as a message is: an `apiStatus` that is not `success` is the marketplace's words too.
+          detail: `apiStatus ${redactSent(JSON.stringify(json.apiStatus) ?? 'missing')}${message ? `: ${message}` : ''}`,
           httpStatus: status,
           marketplaceMessage: message || undefined,
         });

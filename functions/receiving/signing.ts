@@ -91,7 +91,10 @@ export function parseKeyRing(json: string): KeyRing {
         throw new KeyRingError(`signing key id ${name} is a name every object has: not a valid key id`);
   const parsed = keyRingDocument.safeParse(raw);
   if (!parsed.success)
-    throw new KeyRingError(`signing key ring is invalid: ${describeIssues(parsed.error, { limit: 1 })}`);
+    throw new KeyRingError(
+      // A name in the path is shown as a key id is: a ring edited by hand may hold a secret where a key id goes.
+      `signing key ring is invalid: ${describeIssues(parsed.error, { limit: 1, shownPart: (part) => shownKeyId(String(part)) })}`,
+    );
   const { current, retire = {}, ...rest } = parsed.data;
   const keys = new Map<string, SigningKey>();
   for (const [kid, secret] of Object.entries(rest)) {

@@ -4,6 +4,8 @@
  * clear a screen. The CLI prints through it and the functions' logger writes every string field through it.
  */
 
+import { createHash } from 'node:crypto';
+
 // C0 controls (the line feed is let through below), DEL, and the C1 controls (U+009B is a complete escape sequence
 // introducer); and the bidirectional controls, which make text read in another order than it is written (a pid
 // `abc\u202Efed` shows as `abcdef`): an id shown so could pass for another.
@@ -27,6 +29,20 @@ const SIGNATURE = /(sig(?:=|%3D|%253D)|"sig"\s*:\s*")[^&\s"'<>]+/gi;
 export function withoutSignatures(text: string): string {
   return /sig/i.test(text) ? text.replace(SIGNATURE, '$1[concealed]') : text;
 }
+
+/**
+ * The text with each signature concealed behind a short mark of it (`sig=[concealed:3fa1c2]`, the start of its
+ * SHA-256): where URLs are compared on screen, two signatures the same show the same mark, and none can be used.
+ */
+export function signaturesMarked(text: string): string {
+  return /sig/i.test(text)
+    ? text.replace(
+        SIGNATURE,
+        (match, name: string) => `${name}[concealed:${markOf(match.slice(name.length))}]`,
+      )
+    : text;
+}
+const markOf = (signature: string) => createHash('sha256').update(signature).digest('hex').slice(0, 6);
 
 /**
  * The text with every control character but the line feed, and every bidirectional control, written as a `\uXXXX`

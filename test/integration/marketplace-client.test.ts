@@ -2,6 +2,8 @@
  * Contract tests: every client call against the local marketplace (v1 and v2), then faults: retries stop,
  * errors are typed, 4xx is not retried, the concurrency limit holds, and the token never leaks.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createMarketplaceClient,
@@ -677,6 +679,79 @@ describe('faults', () => {
     );
     const cut = await failure(client({ fetch: across.fetch, accessToken: () => odd }).getMetadata());
     expect(`${cut.message} ${cut.marketplaceMessage}`).not.toMatch(/odd-secr|odd-secret%2Ftoken/);
+  });
+
+  it("no error carries a token in the answer's apiStatus, nor the token a 401's retry replaced", async () => {
+    const { fetch } = failingFirst(5, () => json(200, { apiStatus: `Invalid access token ${TOKEN}` }));
+    const inStatus = await failure(client({ fetch }).getMetadata());
+    const echoingHeaders = failingFirst(5, () =>
+      json(200, { apiStatus: { headers: { 'x-access-token': TOKEN } } }),
+    );
+    const inObject = await failure(client({ fetch: echoingHeaders.fetch }).getMetadata());
+    for (const error of [inStatus, inObject])
+      expect(`${error.message} ${error.marketplaceMessage} ${JSON.stringify(error)}`).not.toContain(TOKEN);
+    expect(inStatus.message).toContain('Invalid access token [redacted]');
+    // Refused once, asked again with the token read afresh, then told of the first: neither is shown.
+    let calls = 0;
+    const replaced = await failure(
+      client({
+        retries: 0,
+        accessToken: (options) =>
+          options?.fresh ? 'the-fresh-token-0123456789' : 'the-first-token-0123456789',
+        fetch: async () =>
+          ++calls === 1
+            ? json(401, { apiStatus: 'Failure', msg: 'unauthorized' })
+            : json(403, { apiStatus: 'Failure', msg: 'token the-first-token-0123456789 was revoked' }),
+      }).getMetadata(),
+    );
+    expect(replaced.message).toContain('token [redacted] was revoked');
+    expect(JSON.stringify(replaced)).not.toContain('the-first-token');
+  });
+
+  it('a redirect is not followed: the token goes to the marketplace alone, and the answer says where it pointed', async () => {
+    const asked: { url: string; redirect?: RequestInit['redirect'] }[] = [];
+    const error = await failure(
+      client({
+        fetch: async (input, init) => {
+          asked.push({ url: String(input), redirect: init?.redirect });
+          // As fetch answers a redirect it was told not to follow.
+          return new Response('', {
+            status: 307,
+            headers: { location: 'https://elsewhere.example/api?x=1' },
+          });
+        },
+      }).getMetadata(),
+    );
+    expect(asked).toEqual([expect.objectContaining({ redirect: 'manual' })]);
+    expect(error).toMatchObject({ httpStatus: 307, retriable: false });
+    expect(error.message).toContain('a redirect to https://elsewhere.example, not followed');
+    // And with fetch itself: the other host is never asked.
+    const other = createServer((_request, response) => {
+      other.emit('asked');
+      response.end('{}');
+    });
+    let otherAsked = false;
+    other.on('asked', () => {
+      otherAsked = true;
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const redirecting = createServer((_request, response) => {
+      response.writeHead(302, { location: `http://127.0.0.1:${(other.address() as AddressInfo).port}/` });
+      response.end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    try {
+      const followed = await failure(
+        client({ baseUrl: `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}` }).getMetadata(),
+      );
+      expect(followed.httpStatus).toBe(302);
+      expect(otherAsked).toBe(false);
+    } finally {
+      await Promise.all([
+        new Promise((resolve) => other.close(resolve)),
+        new Promise((resolve) => redirecting.close(resolve)),
+      ]);
+    }
   });
 
   it('a 401 reads the token once more past its cache and tries again: a token rotated meanwhile passes', async () => {

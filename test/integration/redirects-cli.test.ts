@@ -120,6 +120,9 @@ describe('redirects show', () => {
     );
     expect(unreported.stdout).toMatch(/^ {2}pstBckFailMethod +POST {2}\(not reported by the marketplace\)$/m);
     expect(unreported.stdout).toMatch(/^ {2}pstbck +https:\/\/hits\.test\/\S+$/m);
+    // A postback URL is a credential: its signature shown as a mark of it, never itself.
+    expect(unreported.stdout).toMatch(/&sig=\[concealed:[0-9a-f]{6}\]/);
+    expect(unreported.stdout).not.toMatch(/sig=[\w-]{43}/);
     expect(unreported.stdout).toContain('the marketplace agrees');
     const globals = await cli('redirects', 'show', '--survey', '9102', '--fail-method', 'POST');
     expect(globals.code).toBe(0);
