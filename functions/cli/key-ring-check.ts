@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import { isKeyMember, retirementOf } from '../receiving/signing';
 import type { KeyRingLocation } from '../runtime/key-ring-source';
 
 const RING_FIELDS = new Set(['current', 'retire']);
@@ -57,12 +58,25 @@ export function keyRingWarnings(json: string): string[] {
   }
   if (document === null || typeof document !== 'object') return warnings;
   for (const [name, value] of Object.entries(document)) {
-    if (RING_FIELDS.has(name) || typeof value !== 'string') continue;
-    if (/\s/.test(value))
+    if (RING_FIELDS.has(name)) continue;
+    if (!isKeyMember(name, value))
+      warnings.push(
+        `the signing key ring's member ${shown(name)} is not a key (a key id of letters, digits, _ and - holding a secret of at least 32 characters): the receivers ignore it`,
+      );
+    else if (/\s/.test(value))
       warnings.push(
         `the signing key ring's member ${shown(name)} holds words, not key material: every member but current and retire is a key the receivers accept signatures of (keep notes out of the ring; a key's secret is random, as redirects rotate makes it)`,
       );
   }
+  const retire = (document as { retire?: unknown }).retire;
+  if (retire !== null && typeof retire === 'object')
+    for (const name of Object.keys(retire)) {
+      const named = (document as Record<string, unknown>)[name];
+      if (!isKeyMember(name, named) || !retirementOf(retire as Record<string, unknown>, name))
+        warnings.push(
+          `the signing key ring's retire entry for ${shown(name)} ${isKeyMember(name, named) ? 'gives no time (an ISO 8601 time with its offset)' : 'names no key of the ring'}: it retires nothing`,
+        );
+    }
   return warnings;
 }
 

@@ -66,16 +66,37 @@ const keyId = (message?: string) => z.string().check(z.regex(KEY_ID_PATTERN, mes
 const keyRingDocument = z.catchall(
   z.object({
     current: keyId('must name a key id'),
-    retire: z.optional(z.record(keyId(), z.iso.datetime({ offset: true }))),
+    // Read entry by entry below: one that names no key, or no time, is not the ring's undoing.
+    retire: z.optional(z.record(z.string(), z.unknown())),
   }),
   z.unknown(),
 );
+const retirementTime = z.iso.datetime({ offset: true });
+
+/**
+ * Whether a member of the ring is a key: a key id's name holding a secret of at least `MIN_SECRET_LENGTH` characters.
+ * Any other (a note, a key cut short, a name no key id may have) is never accepted, and is no reason to refuse the
+ * ring's keys: refusing the ring would refuse every hit (the CLI warns of it, key-ring-check.ts).
+ */
+export const isKeyMember = (name: string, value: unknown): value is string =>
+  !RESERVED.has(name) &&
+  KEY_ID_PATTERN.test(name) &&
+  typeof value === 'string' &&
+  value.length >= MIN_SECRET_LENGTH;
+
+/** When `retire` retires a key, if its entry gives a time (one that does not is ignored, and warned of). */
+export function retirementOf(retire: Readonly<Record<string, unknown>>, kid: string): Date | undefined {
+  if (!Object.hasOwn(retire, kid)) return undefined;
+  const at = retirementTime.safeParse(retire[kid]);
+  return at.success ? new Date(at.data) : undefined;
+}
 
 /**
  * Parses a key ring from its stored JSON form:
  * `{"current":"k2","k1":"<secret>","k2":"<secret>","retire":{"k1":"2026-12-01T00:00:00Z"}}`.
- * Every property other than `current` and `retire` is a key id holding a secret of at least 32 characters.
- * Errors never include secret material.
+ * Every property other than `current` and `retire` is a key id holding a secret of at least 32 characters; one
+ * that is not is no key (`isKeyMember`), and a `retire` entry naming no key or no time retires nothing. Refused: a
+ * ring whose current key is not one. Errors never include secret material.
  */
 export function parseKeyRing(json: string): KeyRing {
   let raw: unknown;
@@ -98,24 +119,17 @@ export function parseKeyRing(json: string): KeyRing {
   const { current, retire = {}, ...rest } = parsed.data;
   const keys = new Map<string, SigningKey>();
   for (const [kid, secret] of Object.entries(rest)) {
-    if (RESERVED.has(kid)) continue;
-    if (!KEY_ID_PATTERN.test(kid))
-      throw new KeyRingError(`a property of ${kid.length} characters is not a valid key id`);
-    if (typeof secret !== 'string' || secret.length < MIN_SECRET_LENGTH) {
-      throw new KeyRingError(
-        `signing key ${shownKeyId(kid)} must be a string of at least ${MIN_SECRET_LENGTH} characters`,
-      );
-    }
-    const retireAt = Object.hasOwn(retire, kid) ? retire[kid] : undefined;
-    keys.set(kid, { kid, secret, ...(retireAt ? { retireAt: new Date(retireAt) } : {}) });
-  }
-  for (const kid of Object.keys(retire)) {
-    if (!keys.has(kid))
-      throw new KeyRingError(`retire names key ${shownKeyId(kid)}, which the ring does not hold`);
+    if (!isKeyMember(kid, secret)) continue;
+    const retireAt = retirementOf(retire, kid);
+    keys.set(kid, { kid, secret, ...(retireAt ? { retireAt } : {}) });
   }
   const currentKey = keys.get(current);
   if (!currentKey)
-    throw new KeyRingError(`current names key ${shownKeyId(current)}, which the ring does not hold`);
+    throw new KeyRingError(
+      Object.hasOwn(rest, current)
+        ? `signing key ${shownKeyId(current)} (current) must be a string of at least ${MIN_SECRET_LENGTH} characters`
+        : `current names key ${shownKeyId(current)}, which the ring does not hold`,
+    );
   if (currentKey.retireAt)
     throw new KeyRingError(`current key ${shownKeyId(current)} must not have a retirement time`);
   return { current: currentKey, keys };

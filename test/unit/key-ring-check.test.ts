@@ -43,6 +43,33 @@ describe('key ring warnings', () => {
     expect(warnings.join('\n')).not.toContain(SECRET_1);
   });
 
+  it('a short note, a number, a name no key id may have, a retirement of no key or at no time: ignored by the receivers, named here', () => {
+    const ring = JSON.stringify({
+      current: 'k1',
+      k1: SECRET_1,
+      note: 'by bob',
+      version: 3,
+      'old key': SECRET_2,
+      retire: { k9: '2026-12-01T00:00:00Z', k1x: 'soon', note: '2026-12-01T00:00:00Z' },
+      k1x: SECRET_2,
+    });
+    // The receivers read it: its one key, and nothing else accepted.
+    const parsed = parseKeyRing(ring);
+    expect([...parsed.keys.keys()].sort()).toEqual(['k1', 'k1x']);
+    expect(parsed.keys.get('k1x')?.retireAt).toBeUndefined();
+    const warnings = keyRingWarnings(ring);
+    expect(warnings).toEqual([
+      expect.stringMatching(/member note is not a key .*the receivers ignore it/),
+      expect.stringMatching(/member version is not a key/),
+      expect.stringMatching(/member old key is not a key/),
+      expect.stringMatching(/retire entry for k9 names no key of the ring: it retires nothing/),
+      expect.stringMatching(/retire entry for k1x gives no time .*: it retires nothing/),
+      expect.stringMatching(/retire entry for note names no key of the ring/),
+    ]);
+    expect(warnings.join('\n')).not.toContain(SECRET_2);
+    expect(warnings.join('\n')).not.toContain('by bob');
+  });
+
   it('shows a long member name by its length only (a secret put where a name belongs)', () => {
     const ring = `{"current":"k1","k1":"${SECRET_1}","${SECRET_2}":"x y","${SECRET_2}":"x y"}`;
     const text = keyRingWarnings(ring).join('\n');
