@@ -48,8 +48,10 @@ export function urlsCommand(): Command {
           options.baseUrl ?? context.publicBaseUrl,
           options.survey,
           await context.keyRing(),
+          // Locally the postbacks go where the redirects do; against AWS they have a host of their own, and one
+          // built on --base-url would point the survey's postbacks at the public host (refused as without it).
           options.postbackBaseUrl ??
-            (options.baseUrl !== undefined && !process.env.POSTBACK_BASE_URL
+            (options.baseUrl !== undefined && !process.env.POSTBACK_BASE_URL && context.target === 'local'
               ? options.baseUrl
               : context.postbackBaseUrl),
         );

@@ -295,6 +295,8 @@ describe('output for other programs', () => {
     for (const args of [
       ['redirects', 'apply', '--survey', '9997'],
       ['urls', '--survey', '9997'],
+      // A base URL given for the redirects is not one for the postbacks against AWS.
+      ['urls', '--survey', '9997', '--json', '--base-url', 'https://public.test'],
     ]) {
       const refused = await runCli(args, aws);
       expect(refused.code).toBe(1);
