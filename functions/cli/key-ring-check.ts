@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
-import { isKeyMember, retirementOf } from '../receiving/signing';
+import { isKeyMember, isRetirementTime, retirementOf } from '../receiving/signing';
 import type { KeyRingLocation } from '../runtime/key-ring-source';
 
 const RING_FIELDS = new Set(['current', 'retire']);
@@ -72,10 +72,17 @@ export function keyRingWarnings(json: string): string[] {
   if (retire !== null && typeof retire === 'object')
     for (const name of Object.keys(retire)) {
       const named = (document as Record<string, unknown>)[name];
-      if (!isKeyMember(name, named) || !retirementOf(retire as Record<string, unknown>, name))
+      const time = (retire as Record<string, unknown>)[name];
+      if (!isKeyMember(name, named))
         warnings.push(
-          `the signing key ring's retire entry for ${shown(name)} ${isKeyMember(name, named) ? 'gives no time (an ISO 8601 time with its offset)' : 'names no key of the ring'}: it retires nothing`,
+          `the signing key ring's retire entry for ${shown(name)} names no key of the ring: it retires nothing`,
         );
+      else if (!isRetirementTime(time)) {
+        const at = retirementOf(retire as Record<string, unknown>, name) as Date;
+        warnings.push(
+          `the signing key ring's retire entry for ${shown(name)} is not an ISO 8601 time with its offset: ${at.getTime() === 0 ? 'it cannot be read as a time, and the key is refused now' : `read as ${at.toISOString()}`}`,
+        );
+      }
     }
   return warnings;
 }

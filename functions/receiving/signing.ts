@@ -84,19 +84,29 @@ export const isKeyMember = (name: string, value: unknown): value is string =>
   typeof value === 'string' &&
   value.length >= MIN_SECRET_LENGTH;
 
-/** When `retire` retires a key, if its entry gives a time (one that does not is ignored, and warned of). */
+/**
+ * When `retire` retires a key: the time its entry gives (ISO 8601 with its offset; another form a date reads, as it
+ * reads); an entry whose time cannot be read at all retires the key now, as written by hand to retire a key that
+ * leaked, rather than leave it accepted (the CLI warns of both).
+ */
 export function retirementOf(retire: Readonly<Record<string, unknown>>, kid: string): Date | undefined {
   if (!Object.hasOwn(retire, kid)) return undefined;
-  const at = retirementTime.safeParse(retire[kid]);
-  return at.success ? new Date(at.data) : undefined;
+  const value = retire[kid];
+  const at = retirementTime.safeParse(value);
+  if (at.success) return new Date(at.data);
+  const read = typeof value === 'string' ? Date.parse(value) : Number.NaN;
+  return new Date(Number.isFinite(read) ? read : 0);
 }
+
+/** Whether a `retire` entry's time is written as a ring's times are (ISO 8601 with its offset). */
+export const isRetirementTime = (value: unknown): boolean => retirementTime.safeParse(value).success;
 
 /**
  * Parses a key ring from its stored JSON form:
  * `{"current":"k2","k1":"<secret>","k2":"<secret>","retire":{"k1":"2026-12-01T00:00:00Z"}}`.
  * Every property other than `current` and `retire` is a key id holding a secret of at least 32 characters; one
- * that is not is no key (`isKeyMember`), and a `retire` entry naming no key or no time retires nothing. Refused: a
- * ring whose current key is not one. Errors never include secret material.
+ * that is not is no key (`isKeyMember`), a `retire` entry naming no key retires nothing, and one whose time cannot
+ * be read retires its key now (`retirementOf`). Refused: a ring whose current key is not one, or is retired. Errors never include secret material.
  */
 export function parseKeyRing(json: string): KeyRing {
   let raw: unknown;

@@ -50,20 +50,23 @@ describe('key ring warnings', () => {
       note: 'by bob',
       version: 3,
       'old key': SECRET_2,
-      retire: { k9: '2026-12-01T00:00:00Z', k1x: 'soon', note: '2026-12-01T00:00:00Z' },
+      retire: { k9: '2026-12-01T00:00:00Z', k1x: 'soon', k1y: '2027-01-01', note: '2026-12-01T00:00:00Z' },
       k1x: SECRET_2,
+      k1y: SECRET_2,
     });
-    // The receivers read it: its one key, and nothing else accepted.
+    // The receivers read it: its keys, nothing else accepted; a retirement they cannot read retires its key now.
     const parsed = parseKeyRing(ring);
-    expect([...parsed.keys.keys()].sort()).toEqual(['k1', 'k1x']);
-    expect(parsed.keys.get('k1x')?.retireAt).toBeUndefined();
+    expect([...parsed.keys.keys()].sort()).toEqual(['k1', 'k1x', 'k1y']);
+    expect(parsed.keys.get('k1x')?.retireAt?.getTime()).toBe(0);
+    expect(parsed.keys.get('k1y')?.retireAt?.toISOString()).toBe('2027-01-01T00:00:00.000Z');
     const warnings = keyRingWarnings(ring);
     expect(warnings).toEqual([
       expect.stringMatching(/member note is not a key .*the receivers ignore it/),
       expect.stringMatching(/member version is not a key/),
       expect.stringMatching(/member old key is not a key/),
       expect.stringMatching(/retire entry for k9 names no key of the ring: it retires nothing/),
-      expect.stringMatching(/retire entry for k1x gives no time .*: it retires nothing/),
+      expect.stringMatching(/retire entry for k1x .*cannot be read as a time, and the key is refused now/),
+      expect.stringMatching(/retire entry for k1y .*read as 2027-01-01T00:00:00.000Z/),
       expect.stringMatching(/retire entry for note names no key of the ring/),
     ]);
     expect(warnings.join('\n')).not.toContain(SECRET_2);
