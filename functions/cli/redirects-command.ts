@@ -84,7 +84,9 @@ export function redirectsCommand(): Command {
     .action(async (options: { survey: string; json?: boolean } & Common) => {
       const read = await configure(options).show(options.survey);
       // The postback URLs' signatures behind a mark of each: a postback URL is a credential, and this compares them.
-      const comparison = JSON.parse(signaturesMarked(JSON.stringify(read))) as typeof read;
+      const comparison = JSON.parse(JSON.stringify(read), (_, value) =>
+        typeof value === 'string' ? signaturesMarked(value) : value,
+      ) as typeof read;
       if (options.json) sayJson(comparison);
       else {
         const r = comparison.registration;

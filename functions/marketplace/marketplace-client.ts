@@ -347,8 +347,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     sent.push(token);
     if (sent.length > 4) sent.shift();
   };
-  const redactSent = (message: string) =>
-    sent.length === 0 ? redact(message, '') : sent.reduce((text, token) => redact(text, token), message);
+  const redactSent = (message: string) => redact(message, sent);
   /**
    * Until when the marketplace asked us to hold off (a 429's Retry-After): every call of this client waits, not
    * only the one refused, so a rate limit is not answered by the other calls in flight.
@@ -797,10 +796,13 @@ function causeOf(error: unknown): string {
  * The marketplace's messages are shown to operators, stored (a survey's last error) and sent in health notices:
  * never the token, nor a postback URL's signature a message quotes back (`Invalid pstbck URL: ...&sig=...`).
  */
-function redact(message: string, token: string): string {
-  // The token out first (as sent and as a URL carries it), then cut: cut first, a token across the cut kept its start.
+function redact(message: string, tokens: readonly string[]): string {
+  // Every token out first (as sent and as a URL carries it), then cut once: cut first, a token across the cut kept
+  // its start.
   let text = withoutSignatures(message);
-  for (const form of token ? new Set([token, encodeURIComponent(token)]) : [])
+  for (const form of new Set(
+    tokens.filter((token) => token !== '').flatMap((t) => [t, encodeURIComponent(t)]),
+  ))
     text = text.split(form).join('[redacted]');
   return text.slice(0, 300);
 }

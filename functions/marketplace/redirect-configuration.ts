@@ -1122,8 +1122,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       if (!options.dryRun) {
         // First the new key accepted, the old one still current (what a sync running meanwhile signs with); then,
         // once every receiver can have learnt it, the new key current.
-        const previous = next.keys.get(ring.current.kid);
-        if (previous) await deps.saveKeyRing({ current: previous, keys: next.keys });
+        await deps.saveKeyRing(stagedRing(ring, next));
         await sleep(ROTATION_SETTLE_MS);
         await deps.saveKeyRing(next);
       }
@@ -1141,6 +1140,22 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
 }
 
 export type RedirectConfiguration = ReturnType<typeof redirectConfiguration>;
+
+/**
+ * A rotation's ring before its new key is current: the keys of the rotated ring (the new one accepted, the older ones
+ * retiring), with the current key as it was, unretired (a current key may not retire), and as the receivers read it
+ * back (checked, as the rotated ring is: a ring they would refuse would refuse every hit).
+ */
+export function stagedRing(before: KeyRing, rotated: KeyRing): KeyRing {
+  const keys = new Map(rotated.keys);
+  keys.set(before.current.kid, before.current);
+  const staged = parseKeyRing(serializeKeyRing({ current: before.current, keys }));
+  if (staged.current.kid !== before.current.kid || !staged.keys.has(rotated.current.kid))
+    throw new Error(
+      `the staged key ring would not keep key ${rotated.current.kid} beside ${before.current.kid}`,
+    );
+  return staged;
+}
 
 /** A registration's failure counts after one more failure: in a row, and of them the marketplace not answering. */
 const failedOnceMore = (

@@ -85,16 +85,17 @@ export const isKeyMember = (name: string, value: unknown): value is string =>
   value.length >= MIN_SECRET_LENGTH;
 
 /**
- * When `retire` retires a key: the time its entry gives (ISO 8601 with its offset; another form a date reads, as it
- * reads); an entry whose time cannot be read at all retires the key now, as written by hand to retire a key that
- * leaked, rather than leave it accepted (the CLI warns of both).
+ * When `retire` retires a key: the time its entry gives (ISO 8601 with its offset; a date written year first
+ * otherwise, as it reads); an entry whose time cannot be read so retires the key now, as written by hand to retire a
+ * key that leaked, rather than leave it accepted (the CLI warns of both).
  */
 export function retirementOf(retire: Readonly<Record<string, unknown>>, kid: string): Date | undefined {
   if (!Object.hasOwn(retire, kid)) return undefined;
   const value = retire[kid];
   const at = retirementTime.safeParse(value);
   if (at.success) return new Date(at.data);
-  const read = typeof value === 'string' ? Date.parse(value) : Number.NaN;
+  // Year first only (`2027-01-01`, `2027-01-01 12:00`): `12/01/2026` reads as December here and January elsewhere.
+  const read = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : Number.NaN;
   return new Date(Number.isFinite(read) ? read : 0);
 }
 

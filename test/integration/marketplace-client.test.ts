@@ -706,6 +706,23 @@ describe('faults', () => {
     );
     expect(replaced.message).toContain('token [redacted] was revoked');
     expect(JSON.stringify(replaced)).not.toContain('the-first-token');
+    // The second token echoed where the message is cut, after the first: not even its start is kept.
+    calls = 0;
+    const cut = await failure(
+      client({
+        retries: 0,
+        accessToken: (options) =>
+          options?.fresh ? 'the-fresh-token-0123456789' : 'the-first-token-0123456789',
+        fetch: async () =>
+          ++calls === 1
+            ? json(401, { apiStatus: 'Failure', msg: 'the-first-token-0123456789 unauthorized' })
+            : json(400, {
+                apiStatus: 'Failure',
+                msg: `${'x'.repeat(290)} the-fresh-token-0123456789`,
+              }),
+      }).getMetadata(),
+    );
+    expect(`${cut.message} ${cut.marketplaceMessage}`).not.toMatch(/the-fresh|the-first/);
   });
 
   it('a redirect is not followed: the token goes to the marketplace alone, and the answer says where it pointed', async () => {

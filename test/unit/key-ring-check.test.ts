@@ -50,7 +50,12 @@ describe('key ring warnings', () => {
       note: 'by bob',
       version: 3,
       'old key': SECRET_2,
-      retire: { k9: '2026-12-01T00:00:00Z', k1x: 'soon', k1y: '2027-01-01', note: '2026-12-01T00:00:00Z' },
+      retire: {
+        k9: '2026-12-01T00:00:00Z',
+        k1x: '12/01/2026',
+        k1y: '2027-01-01',
+        note: '2026-12-01T00:00:00Z',
+      },
       k1x: SECRET_2,
       k1y: SECRET_2,
     });

@@ -1,7 +1,7 @@
 /** What the CLI prints is safe for a terminal: control characters from outside show as text. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { oneLine, printable, say, sayJson } from '../../functions/cli/terminal';
-import { withoutSignatures } from '../../functions/shared/printable';
+import { signaturesMarked, withoutSignatures } from '../../functions/shared/printable';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -50,6 +50,20 @@ describe('withoutSignatures', () => {
     expect(withoutSignatures(`{"kid":"k1","sig": "${sig}"}`)).toBe('{"kid":"k1","sig": "[concealed]"}');
     // Text that merely holds the letters is left as it is.
     expect(withoutSignatures('design=5; signal strength')).toBe('design=5; signal strength');
+  });
+});
+
+describe('signaturesMarked', () => {
+  it('shows each signature as a mark of it, the same for the same, and leaves the text around it as it is', () => {
+    const sig = 'Ab3_dE-9xYz0AbCdEfGhIjKlMnOpQrStUvWxYz012345';
+    const marked = signaturesMarked(`a?kid=k1&sig=${sig} and b?sig=${sig}&pid=x`);
+    expect(marked).toMatch(/^a\?kid=k1&sig=\[concealed:([0-9a-f]{6})\] and b\?sig=\[concealed:\1\]&pid=x$/);
+    expect(marked).not.toContain(sig);
+    expect(signaturesMarked(`sig=${sig.slice(1)}`)).not.toBe(signaturesMarked(`sig=${sig}`));
+    // One concealed already, in quotes (a stored error): the quote stays, and so does what follows.
+    expect(signaturesMarked('invalid url "https://h/p?kid=k1&sig=[concealed]" rejected')).toMatch(
+      /^invalid url "https:\/\/h\/p\?kid=k1&sig=\[concealed:[0-9a-f]{6}\]" rejected$/,
+    );
   });
 });
 
