@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createDocumentClient,
@@ -413,6 +414,81 @@ describe('output for other programs', () => {
       (error: { stderr: string; code: number }) => error,
     );
     expect(json?.stderr).toContain('--found-from and --found-to go with --format csv --table discrepancies');
+  });
+
+  it('report adds the CSV summary up by survey or in all as the days add up, each survey named once', {
+    timeout: 60_000,
+  }, async () => {
+    const results = createReconciliationStore(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const figures = (surveyId: string, day: string, owed: string) => ({
+      surveyId,
+      day,
+      here: { attempts: 3, postbackCompletes: 2, redirectOnlyCompletes: 0, nonCompletes: 1 },
+      marketplace: {
+        transactions: 3,
+        byStatus: { Completed: 2, Failed: 1 },
+        completes: 2,
+        validCompletes: 2,
+        pendingCompletes: 0,
+        invalidCompletes: 0,
+        owed,
+        pending: '0.00',
+      },
+      verdicts: { matched: 2, invalidated: 1 },
+    });
+    for (const [surveyId, day, owed] of [
+      ['9111', '2026-10-21', '1.25'],
+      ['9111', '2026-10-22', '0.005'],
+      ['9112', '2026-10-22', '7.50'],
+    ] as const)
+      await results.putDaySummary(figures(surveyId, day, owed), new Date(`${day}T23:00:00Z`), 'run-cli');
+    const csv = async (...detail: string[]) =>
+      parse(
+        (
+          await run(
+            TSX,
+            [
+              'functions/cli/main.ts',
+              'report',
+              '--from',
+              '2026-10-21',
+              '--to',
+              '2026-10-22',
+              '--survey',
+              '9111',
+              '--survey',
+              '9112',
+              '--survey',
+              '9111',
+              '--format',
+              'csv',
+              ...detail,
+            ],
+            { env: cliEnv() },
+          )
+        ).stdout,
+        { columns: true },
+      ) as Record<string, string>[];
+    const days = await csv();
+    expect(days.map((r) => [r.survey_id, r.day, r.owed])).toEqual([
+      ['9111', '2026-10-21', '1.25'],
+      ['9111', '2026-10-22', '0.005'],
+      ['9112', '2026-10-22', '7.50'],
+    ]);
+    const surveys = await csv('--detail', 'surveys');
+    expect(
+      surveys.map((r) => [r.survey_id, r.day, r.owed, r.survey_days, r.discrepancies_invalidated]),
+    ).toEqual([
+      ['9111', '2026-10-21/2026-10-22', '1.255', '2', '2'],
+      ['9112', '2026-10-21/2026-10-22', '7.50', '1', '1'],
+    ]);
+    const totals = await csv('--detail', 'totals');
+    expect(totals.map((r) => [r.survey_id, r.owed, r.survey_days, r.valid_completes])).toEqual([
+      ['all', '8.755', '3', '6'],
+    ]);
   });
 
   it('health names a survey it is asked for that has no registration here, rather than calling it ok', async () => {
