@@ -4,7 +4,7 @@
  * not know yet), a JSON file for the local stack (re-read when it changes), or inline in the environment for
  * tests. The CLI saves rotated rings through the same sources.
  */
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -88,12 +88,24 @@ function fileStore(file: string): KeyRingStore {
   return {
     load: async () => {
       const { mtimeMs } = await stat(file);
-      if (cached?.mtimeMs !== mtimeMs) cached = { mtimeMs, ring: parseKeyRing(await readFile(file, 'utf8')) };
+      if (cached?.mtimeMs !== mtimeMs) {
+        try {
+          cached = { mtimeMs, ring: parseKeyRing(await readFile(file, 'utf8')) };
+        } catch (error) {
+          // Read while another program wrote it (an editor saving in place): the ring read before stands, and
+          // the file is read again on the next hit.
+          if (!cached) throw error;
+          logger.warn('signing key file unreadable; using the ring read before', { error: describe(error) });
+        }
+      }
       return cached.ring;
     },
     save: async (ring) => {
       await mkdir(dirname(file), { recursive: true });
-      await writeFile(file, `${serializeKeyRing(ring)}\n`, { mode: 0o600 });
+      // Written beside it, then renamed over it: a hit reading it meanwhile reads the old ring or the new, whole.
+      const written = `${file}.${process.pid}.${Date.now()}.tmp`;
+      await writeFile(written, `${serializeKeyRing(ring)}\n`, { mode: 0o600 });
+      await rename(written, file);
     },
     location: file,
   };

@@ -3,7 +3,7 @@
  * unavailable rather than refused when no fresh look can be had), a time limit on every fetch,
  * a file the local stack re-reads when it changes, and saving a rotated ring.
  */
-import { utimesSync } from 'node:fs';
+import { utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   GetSecretValueCommand,
@@ -161,5 +161,44 @@ describe('file key ring', () => {
     await store.save(parseKeyRing(NEW));
     utimesSync(file, new Date(), new Date(Date.now() + 5_000));
     expect((await store.load()).current.kid).toBe('k2');
+  });
+});
+
+describe('file key ring, written while read', () => {
+  it('is replaced whole by a save: hits reading it meanwhile read the old ring or the new, never half of one', async () => {
+    const file = join(scratchDirectory('ring-atomic-'), 'ring.json');
+    const writer = keyRingStore({ file });
+    await writer.save(parseKeyRing(OLD));
+    const readers = Array.from({ length: 4 }, () => keyRingStore({ file }));
+    let saving = true;
+    const saves = (async () => {
+      for (let i = 0; i < 150; i++) await writer.save(parseKeyRing(i % 2 ? OLD : NEW));
+      saving = false;
+    })();
+    const kids = new Set<string>();
+    await Promise.all(
+      readers.map(async (reader) => {
+        while (saving) kids.add((await reader.load()).current.kid);
+      }),
+    );
+    await saves;
+    expect([...kids].sort()).toEqual(['k1', 'k2']);
+  });
+
+  it('read while an editor writes it in place (empty, or cut short): the ring read before stands until it reads whole', async () => {
+    const file = join(scratchDirectory('ring-edited-'), 'ring.json');
+    const store = keyRingStore({ file });
+    await store.save(parseKeyRing(OLD));
+    expect((await store.load()).current.kid).toBe('k1');
+    writeFileSync(file, NEW.slice(0, 20));
+    utimesSync(file, new Date(), new Date(Date.now() + 5_000));
+    expect((await store.load()).current.kid).toBe('k1');
+    writeFileSync(file, NEW);
+    utimesSync(file, new Date(), new Date(Date.now() + 10_000));
+    expect((await store.load()).current.kid).toBe('k2');
+    // Never read whole: nothing to stand in, so refused as before.
+    const fresh = join(scratchDirectory('ring-cut-'), 'ring.json');
+    writeFileSync(fresh, NEW.slice(0, 20));
+    await expect(keyRingStore({ file: fresh }).load()).rejects.toThrow(/not valid JSON/);
   });
 });
