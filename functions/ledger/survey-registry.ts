@@ -105,6 +105,18 @@ export interface SurveyRegistry {
   checkpoint(name: string): Promise<string | undefined>;
   /** Moves a checkpoint forward; never backwards, even when two runs race. Returns false if it did not move. */
   advanceCheckpoint(name: string, to: string): Promise<boolean>;
+  /**
+   * Takes a named lease for `holder` until `until`, unless another holds it past `now`: then says until when (a
+   * conditional write, so two takers at once cannot both have it).
+   */
+  takeLease(
+    name: string,
+    holder: string,
+    until: Date,
+    now: Date,
+  ): Promise<{ taken: boolean; heldUntil?: string }>;
+  /** Gives a lease back, if `holder` still holds it. */
+  releaseLease(name: string, holder: string, now: Date): Promise<void>;
 }
 
 const REGISTRATION_FIELDS = [
@@ -280,6 +292,44 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
         client.send(new GetCommand({ TableName: tableName, Key: checkpointKey(name), ConsistentRead: true })),
       );
       return typeof Item?.at === 'string' ? Item.at : undefined;
+    },
+    async takeLease(name, holder, until, at) {
+      const taken = await conditionally(() =>
+        client.send(
+          new UpdateCommand({
+            TableName: tableName,
+            Key: checkpointKey(`lease#${name}`),
+            UpdateExpression: 'SET leaseUntil = :until, holder = :holder, kind = :kind, updatedAt = :now',
+            ConditionExpression: 'attribute_not_exists(leaseUntil) OR leaseUntil <= :now OR holder = :holder',
+            ExpressionAttributeValues: {
+              ':until': until.toISOString(),
+              ':holder': holder,
+              ':kind': 'lease',
+              ':now': at.toISOString(),
+            },
+          }),
+        ),
+      );
+      if (taken) return { taken };
+      const { Item } = await send(() =>
+        client.send(
+          new GetCommand({ TableName: tableName, Key: checkpointKey(`lease#${name}`), ConsistentRead: true }),
+        ),
+      );
+      return { taken, ...(typeof Item?.leaseUntil === 'string' ? { heldUntil: Item.leaseUntil } : {}) };
+    },
+    async releaseLease(name, holder, at) {
+      await conditionally(() =>
+        client.send(
+          new UpdateCommand({
+            TableName: tableName,
+            Key: checkpointKey(`lease#${name}`),
+            UpdateExpression: 'SET leaseUntil = :now, updatedAt = :now',
+            ConditionExpression: 'holder = :holder',
+            ExpressionAttributeValues: { ':holder': holder, ':now': at.toISOString() },
+          }),
+        ),
+      );
     },
     async advanceCheckpoint(name, to) {
       return conditionally(() =>

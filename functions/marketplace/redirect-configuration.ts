@@ -7,6 +7,7 @@
  * and settings comparison; the CLI and the scheduled sync each use most of it.
  */
 
+import { randomUUID } from 'node:crypto';
 import { pricedAt, type SurveyRegistration, type SurveyRegistry } from '../ledger/ledger-store';
 import { identifierProblem } from '../receiving/identifiers';
 import { type KeyRing, parseKeyRing, rotateKeyRing, serializeKeyRing } from '../receiving/signing';
@@ -235,6 +236,10 @@ export interface RedirectConfigurationDeps {
  * the rotation, none by a sync running meanwhile) before every receiver can learn it.
  */
 export const ROTATION_SETTLE_MS = 15_000;
+/** How long after the wait the old keys stay accepted at the least: the applies that move the surveys off them. */
+export const RETIREMENT_AFTER_SETTLE_MS = 60_000;
+/** How long a rotation holds the ring at most (its reading, two saves and the wait between): one killed frees it then. */
+const ROTATION_LEASE_MS = 2 * 60_000;
 
 /** A survey's price as the marketplace listed it, and when the survey last changed there (epoch ms). */
 interface ListedPrice {
@@ -260,6 +265,30 @@ class VerificationFailed extends Error {
 export function redirectConfiguration(deps: RedirectConfigurationDeps) {
   const now = deps.now ?? (() => new Date());
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  /**
+   * Runs a rotation's reading and saving of the ring under a lease in the registry: two rotations reading the same
+   * ring would both make the next key id, with two secrets, and the receivers that cached the first would refuse the
+   * second's signatures until their cache expired. A dry run saves nothing and takes none.
+   */
+  const oneRotationAtATime = async <T>(options: RedirectRunOptions, work: () => Promise<T>): Promise<T> => {
+    if (options.dryRun) return work();
+    const holder = randomUUID();
+    const lease = await deps.registry.takeLease(
+      'rotation',
+      holder,
+      new Date(now().getTime() + ROTATION_LEASE_MS),
+      now(),
+    );
+    if (!lease.taken)
+      throw new Error(
+        `another rotation is saving the key ring (until ${lease.heldUntil ?? 'a moment from now'} at most): run this one after it`,
+      );
+    try {
+      return await work();
+    } finally {
+      await deps.registry.releaseLease('rotation', holder, now()).catch(() => undefined);
+    }
+  };
   const concurrency = deps.concurrency ?? 4;
   /**
    * Surveys in a row (of the run at hand) whose marketplace calls failed because it did not answer or refused every
@@ -1106,26 +1135,38 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       options: RedirectRunOptions = {},
     ): Promise<RotationReport> {
       if (!deps.saveKeyRing) throw new Error('this key ring cannot be saved from here');
-      const ring = await deps.keyRing();
-      const next = rotateKeyRing(ring, { ...rotation, now: now() });
-      // Closed (paused) surveys too: one resumed after the old key retires would refuse its postbacks until a sync
-      // re-signed it. One the marketplace will not change while closed is recorded failed, and re-signed by the
-      // first sync that finds it live again (or its daily look at closed surveys).
-      const active = (await deps.registry.list()).filter((r) => r.state === 'active').map((r) => r.surveyId);
-      // What the receivers will read back holds the new key as current, with its secret: nothing is applied with a
-      // key the ring would not keep.
-      const stored = parseKeyRing(serializeKeyRing(next));
-      if (stored.current.kid !== next.current.kid || stored.current.secret !== next.current.secret)
-        throw new Error(`the rotated key ring would not keep key ${next.current.kid} as its current key`);
-      // Surveys another rotation applied since this one saved its ring are left on that one's newer key.
-      const ringAt = now().toISOString();
-      if (!options.dryRun) {
-        // First the new key accepted, the old one still current (what a sync running meanwhile signs with); then,
-        // once every receiver can have learnt it, the new key current.
-        await deps.saveKeyRing(stagedRing(ring, next));
-        await sleep(ROTATION_SETTLE_MS);
-        await deps.saveKeyRing(next);
-      }
+      const saveKeyRing = deps.saveKeyRing;
+      // The old keys must still be accepted when the surveys move off them, after the wait below.
+      const soonest = now().getTime() + ROTATION_SETTLE_MS + RETIREMENT_AFTER_SETTLE_MS;
+      if (rotation.retireAt.getTime() < soonest)
+        throw new Error(
+          `a retirement at ${rotation.retireAt.toISOString()} would refuse the old keys before the surveys move off them (the new key is applied ${ROTATION_SETTLE_MS / 1000} s after it is saved): give one ${(ROTATION_SETTLE_MS + RETIREMENT_AFTER_SETTLE_MS) / 1000} s from now or later`,
+        );
+      const { ring, next, active, ringAt } = await oneRotationAtATime(options, async () => {
+        const ring = await deps.keyRing();
+        const next = rotateKeyRing(ring, { ...rotation, now: now() });
+        // Closed (paused) surveys too: one resumed after the old key retires would refuse its postbacks until a sync
+        // re-signed it. One the marketplace will not change while closed is recorded failed, and re-signed by the
+        // first sync that finds it live again (or its daily look at closed surveys).
+        const active = (await deps.registry.list())
+          .filter((r) => r.state === 'active')
+          .map((r) => r.surveyId);
+        // What the receivers will read back holds the new key as current, with its secret: nothing is applied with a
+        // key the ring would not keep.
+        const stored = parseKeyRing(serializeKeyRing(next));
+        if (stored.current.kid !== next.current.kid || stored.current.secret !== next.current.secret)
+          throw new Error(`the rotated key ring would not keep key ${next.current.kid} as its current key`);
+        // Surveys another rotation applied since this one saved its ring are left on that one's newer key.
+        const ringAt = now().toISOString();
+        if (!options.dryRun) {
+          // First the new key accepted, the old one still current (what a sync running meanwhile signs with); then,
+          // once every receiver can have learnt it, the new key current.
+          await saveKeyRing(stagedRing(ring, next));
+          await sleep(ROTATION_SETTLE_MS);
+          await saveKeyRing(next);
+        }
+        return { ring, next, active, ringAt };
+      });
       const results = await each(active, options, (surveyId) =>
         applyOne(surveyId, next, options, undefined, ringAt),
       );

@@ -1892,6 +1892,53 @@ describe('rotation', () => {
     expect((await store.attemptsOf('5601', 'old-key'))[0]?.postback?.outcome).toBe('success');
   });
 
+  it('two rotations at once: one saves the ring, the other is refused before it reads it; a retirement before the surveys can move is refused', async () => {
+    const rotationRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5603 });
+    await configure({ registry: rotationRegistry }).apply(['5603']);
+    const saved: string[] = [];
+    let release: () => void = () => undefined;
+    const waiting = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const rotating = (sleep: (ms: number) => Promise<void>) =>
+      configure({
+        registry: rotationRegistry,
+        saveKeyRing: async (next) => {
+          saved.push(`${next.current.kid}:${next.current.secret.slice(0, 6)}`);
+          ring = next;
+        },
+        sleep,
+      }).rotate({
+        secret: randomBytes(48).toString('base64url'),
+        retireAt: new Date(Date.now() + 3_600_000),
+      });
+    // The first holds the ring through its wait; the second starts meanwhile.
+    const first = rotating(() => waiting);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await expect(rotating(async () => undefined)).rejects.toThrow(
+      /another rotation is saving the key ring \(until \d{4}-.*Z at most\): run this one after it/,
+    );
+    release();
+    expect((await first).kid).toBe('k2');
+    // One new key, one secret, saved twice (accepted, then current).
+    expect(new Set(saved.map((s) => s.split(':')[1])).size).toBe(2);
+    expect(saved.filter((s) => s.startsWith('k2:'))).toHaveLength(1);
+    // Once it is done, the next rotation may run: it makes k3.
+    expect((await rotating(async () => undefined)).kid).toBe('k3');
+    // The old keys retired sooner than the surveys can move off them: refused, nothing saved.
+    saved.length = 0;
+    await expect(
+      configure({ registry: rotationRegistry, sleep: async () => undefined }).rotate({
+        secret: randomBytes(48).toString('base64url'),
+        retireAt: new Date(Date.now() + 10_000),
+      }),
+    ).rejects.toThrow(
+      /would refuse the old keys before the surveys move off them .*give one 75 s from now or later/,
+    );
+    expect(saved).toEqual([]);
+  });
+
   it('a survey a rotation could not re-sign while the marketplace was down is recorded so, and still holds the old key', async () => {
     const rotationRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5602 });
