@@ -19,11 +19,11 @@ import {
   type StoredDaySummary,
 } from '../../functions/ledger/ledger-store';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
-import { type DaySummary, nextDay } from '../../functions/reconciliation/verdict-rules';
+import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { sumAmounts } from '../../functions/shared/money';
 import { apiEvent, type Handler, invoke, jsonBody } from '../support/api-events';
 import { type EngineProxy, startEngineProxy } from '../support/engine-proxy';
-import { freshTable, judgedPostback } from '../support/ledger';
+import { daySummary, freshTable, judgedPostback } from '../support/ledger';
 
 const TOKEN = 'finance-test-token-0123456789';
 const D1 = '2026-11-20';
@@ -39,31 +39,6 @@ afterAll(() => proxy?.stop());
 const auth = { authorization: `Bearer ${TOKEN}` };
 const get = (url: string, headers: Record<string, string> = auth) =>
   invoke(handler, apiEvent('GET', url, { headers }));
-
-function summary(
-  surveyId: string,
-  day: string,
-  owed: string,
-  pending: string,
-  verdicts: Partial<Record<VerdictKind, number>>,
-): DaySummary {
-  return {
-    surveyId,
-    day,
-    here: { attempts: 10, postbackCompletes: 6, redirectOnlyCompletes: 1, nonCompletes: 3 },
-    marketplace: {
-      transactions: 10,
-      byStatus: { Completed: 7, Failed: 3 },
-      completes: 7,
-      validCompletes: 4,
-      pendingCompletes: 2,
-      invalidCompletes: 1,
-      owed,
-      pending,
-    },
-    verdicts,
-  };
-}
 
 /**
  * A finance API over a store that answers every day's summaries as ten thousand surveys', each a copy of `stored`
@@ -118,17 +93,17 @@ beforeAll(async () => {
   attempts = createLedgerStore(client, tableName);
   results = createReconciliationStore(client, tableName);
   await results.putDaySummary(
-    summary('8001', D1, '0.10', '1.20', { matched: 8, invalidated: 1, complete_not_paid: 1 }),
+    daySummary('8001', D1, '0.10', '1.20', { matched: 8, invalidated: 1, complete_not_paid: 1 }),
     new Date(`${D1}T23:00:00Z`),
     'run-1',
   );
   await results.putDaySummary(
-    summary('8001', D2, '0.20', '0.05', { matched: 9, invalidated: 1 }),
+    daySummary('8001', D2, '0.20', '0.05', { matched: 9, invalidated: 1 }),
     new Date(`${D2}T23:00:00Z`),
     'run-2',
   );
   await results.putDaySummary(
-    summary('8002', D2, '1234.567', '0.00', { matched: 10 }),
+    daySummary('8002', D2, '1234.567', '0.00', { matched: 10 }),
     new Date(`${D2}T22:00:00Z`),
     'run-2',
   );

@@ -692,35 +692,28 @@ describe('faults', () => {
       expect(`${error.message} ${error.marketplaceMessage} ${JSON.stringify(error)}`).not.toContain(TOKEN);
     expect(inStatus.message).toContain('Invalid access token [redacted]');
     // Refused once, asked again with the token read afresh, then told of the first: neither is shown.
-    let calls = 0;
-    const replaced = await failure(
-      client({
-        retries: 0,
-        accessToken: (options) =>
-          options?.fresh ? 'the-fresh-token-0123456789' : 'the-first-token-0123456789',
-        fetch: async () =>
-          ++calls === 1
-            ? json(401, { apiStatus: 'Failure', msg: 'unauthorized' })
-            : json(403, { apiStatus: 'Failure', msg: 'token the-first-token-0123456789 was revoked' }),
-      }).getMetadata(),
+    const afterRefusal = (second: Response) => {
+      let calls = 0;
+      return failure(
+        client({
+          retries: 0,
+          accessToken: (options) =>
+            options?.fresh ? 'the-fresh-token-0123456789' : 'the-first-token-0123456789',
+          fetch: async () =>
+            ++calls === 1
+              ? json(401, { apiStatus: 'Failure', msg: 'the-first-token-0123456789 unauthorized' })
+              : second,
+        }).getMetadata(),
+      );
+    };
+    const replaced = await afterRefusal(
+      json(403, { apiStatus: 'Failure', msg: 'token the-first-token-0123456789 was revoked' }),
     );
     expect(replaced.message).toContain('token [redacted] was revoked');
     expect(JSON.stringify(replaced)).not.toContain('the-first-token');
     // The second token echoed where the message is cut, after the first: not even its start is kept.
-    calls = 0;
-    const cut = await failure(
-      client({
-        retries: 0,
-        accessToken: (options) =>
-          options?.fresh ? 'the-fresh-token-0123456789' : 'the-first-token-0123456789',
-        fetch: async () =>
-          ++calls === 1
-            ? json(401, { apiStatus: 'Failure', msg: 'the-first-token-0123456789 unauthorized' })
-            : json(400, {
-                apiStatus: 'Failure',
-                msg: `${'x'.repeat(290)} the-fresh-token-0123456789`,
-              }),
-      }).getMetadata(),
+    const cut = await afterRefusal(
+      json(400, { apiStatus: 'Failure', msg: `${'x'.repeat(290)} the-fresh-token-0123456789` }),
     );
     expect(`${cut.message} ${cut.marketplaceMessage}`).not.toMatch(/the-fresh|the-first/);
   });

@@ -1898,25 +1898,37 @@ describe('the scheduled run', () => {
     expect(calls).toBeGreaterThan(6);
   });
 
-  it('a pause the invocation cannot wait out: the handler leaves the run to the next scheduled invocation', async () => {
-    const ids = Array.from({ length: 3 }, (_, i) => String(7451 + i));
+  /**
+   * The reconcile handler over three surveys released as run `runId`, each listing refused with this Retry-After
+   * (seconds), its waits recorded and not waited: what it slept, resumed and answered, and the calls made.
+   */
+  const refusedRun = async (runId: string, firstId: number, retryAfter: string, remainingMs: number) => {
+    const ids = Array.from({ length: 3 }, (_, i) => String(firstId + i));
     for (const id of ids) await survey(Number(id));
-    await releasedRunOf('marketplace-long-pause', ids);
+    await releasedRunOf(runId, ids);
+    let calls = 0;
     const reconciler = oneAtATime(0, async () => {
-      return new Response('{}', { status: 429, headers: { 'retry-after': '600' } });
+      calls++;
+      return new Response('{}', { status: 429, headers: { 'retry-after': retryAfter } });
     });
     const resumed: string[] = [];
     const slept: number[] = [];
     const summary = await createReconcileHandler({
       engine: reconciler,
       windowDays: 2,
-      resume: async (_arn, runId) => {
-        resumed.push(runId);
+      resume: async (_arn, resumedRun) => {
+        resumed.push(resumedRun);
       },
+      // Back at once: a client still holding its calls off refuses a resumed run again.
       sleep: async (ms) => {
         slept.push(ms);
       },
-    })({}, lambdaContext(300_000));
+    })({}, lambdaContext(remainingMs));
+    return { summary, slept, resumed, calls };
+  };
+
+  it('a pause the invocation cannot wait out: the handler leaves the run to the next scheduled invocation', async () => {
+    const { summary, slept, resumed } = await refusedRun('marketplace-long-pause', 7451, '600', 300_000);
     // Ten minutes and a minute of work do not fit the five minutes left: not waited, not resumed at once.
     expect(slept).toEqual([]);
     expect(resumed).toEqual([]);
@@ -1928,27 +1940,12 @@ describe('the scheduled run', () => {
   });
 
   it('a pause asked for again after every wait: the handler waits three at most, then leaves the run to the next invocation', async () => {
-    const ids = Array.from({ length: 3 }, (_, i) => String(7454 + i));
-    for (const id of ids) await survey(Number(id));
-    await releasedRunOf('marketplace-pauses-again', ids);
-    let calls = 0;
-    const reconciler = oneAtATime(0, async () => {
-      calls++;
-      return new Response('{}', { status: 429, headers: { 'retry-after': '120' } });
-    });
-    const slept: number[] = [];
-    const resumed: string[] = [];
-    const summary = await createReconcileHandler({
-      engine: reconciler,
-      windowDays: 2,
-      resume: async (_arn, runId) => {
-        resumed.push(runId);
-      },
-      // Back at once: the client still holds its calls off, so each resumed run is refused again.
-      sleep: async (ms) => {
-        slept.push(ms);
-      },
-    })({}, lambdaContext(900_000));
+    const { summary, slept, resumed, calls } = await refusedRun(
+      'marketplace-pauses-again',
+      7454,
+      '120',
+      900_000,
+    );
     expect(slept).toHaveLength(3);
     for (const ms of slept) expect(ms).toBeGreaterThan(100_000);
     expect(resumed).toEqual([]);

@@ -20,7 +20,7 @@ import { MARKETPLACE_DOWN_SURVEYS } from '../../functions/marketplace/marketplac
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import { runCli } from '../support/cli';
-import { freshTable, judgedPostback } from '../support/ledger';
+import { daySummary, freshTable, judgedPostback } from '../support/ledger';
 
 const run = promisify(execFile);
 const TSX = join(process.cwd(), 'node_modules', '.bin', 'tsx');
@@ -423,28 +423,16 @@ describe('output for other programs', () => {
       createDocumentClient({ endpoint: table.endpoint }),
       table.tableName,
     );
-    const figures = (surveyId: string, day: string, owed: string) => ({
-      surveyId,
-      day,
-      here: { attempts: 3, postbackCompletes: 2, redirectOnlyCompletes: 0, nonCompletes: 1 },
-      marketplace: {
-        transactions: 3,
-        byStatus: { Completed: 2, Failed: 1 },
-        completes: 2,
-        validCompletes: 2,
-        pendingCompletes: 0,
-        invalidCompletes: 0,
-        owed,
-        pending: '0.00',
-      },
-      verdicts: { matched: 2, invalidated: 1 },
-    });
     for (const [surveyId, day, owed] of [
       ['9111', '2026-10-21', '1.25'],
       ['9111', '2026-10-22', '0.005'],
       ['9112', '2026-10-22', '7.50'],
     ] as const)
-      await results.putDaySummary(figures(surveyId, day, owed), new Date(`${day}T23:00:00Z`), 'run-cli');
+      await results.putDaySummary(
+        daySummary(surveyId, day, owed, '0.00', { matched: 2, invalidated: 1 }),
+        new Date(`${day}T23:00:00Z`),
+        'run-cli',
+      );
     const csv = async (...detail: string[]) =>
       parse(
         (
@@ -487,7 +475,7 @@ describe('output for other programs', () => {
     ]);
     const totals = await csv('--detail', 'totals');
     expect(totals.map((r) => [r.survey_id, r.owed, r.survey_days, r.valid_completes])).toEqual([
-      ['all', '8.755', '3', '6'],
+      ['all', '8.755', '3', '12'],
     ]);
   });
 

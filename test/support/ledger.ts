@@ -7,6 +7,7 @@ import { utcDay } from '../../functions/ledger/ledger-schema';
 import type { LedgerStore, ReconciliationStore } from '../../functions/ledger/ledger-store';
 import type { Attempt } from '../../functions/receiving/attempt';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
+import type { DaySummary } from '../../functions/reconciliation/verdict-rules';
 import { ensureLedgerTable } from '../../infra/local/engine';
 
 export async function freshTable(): Promise<{ endpoint: string; tableName: string }> {
@@ -90,4 +91,30 @@ export async function judgedPostback(
     },
     judged.recordedAt,
   );
+}
+
+/** A day's figures as reconciliation stores them: ten attempts, seven completes of which four valid; owed and pending as given. */
+export function daySummary(
+  surveyId: string,
+  day: string,
+  owed: string,
+  pending: string,
+  verdicts: Partial<Record<VerdictKind, number>>,
+): DaySummary {
+  return {
+    surveyId,
+    day,
+    here: { attempts: 10, postbackCompletes: 6, redirectOnlyCompletes: 1, nonCompletes: 3 },
+    marketplace: {
+      transactions: 10,
+      byStatus: { Completed: 7, Failed: 3 },
+      completes: 7,
+      validCompletes: 4,
+      pendingCompletes: 2,
+      invalidCompletes: 1,
+      owed,
+      pending,
+    },
+    verdicts,
+  };
 }
