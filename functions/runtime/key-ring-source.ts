@@ -85,6 +85,8 @@ export function keyRingStore(
 
 function fileStore(file: string): KeyRingStore {
   let cached: { mtimeMs: number; ring: KeyRing } | undefined;
+  /** The file's time when it was last found unreadable: said once, not on every hit until it is mended. */
+  let unreadableAt: number | undefined;
   return {
     load: async () => {
       const { mtimeMs } = await stat(file);
@@ -95,7 +97,11 @@ function fileStore(file: string): KeyRingStore {
           // Read while another program wrote it (an editor saving in place): the ring read before stands, and
           // the file is read again on the next hit.
           if (!cached) throw error;
-          logger.warn('signing key file unreadable; using the ring read before', { error: describe(error) });
+          if (unreadableAt !== mtimeMs)
+            logger.warn('signing key file unreadable; using the ring read before', {
+              error: describe(error),
+            });
+          unreadableAt = mtimeMs;
         }
       }
       return cached.ring;
