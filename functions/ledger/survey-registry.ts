@@ -324,7 +324,8 @@ export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: 
           new UpdateCommand({
             TableName: tableName,
             Key: checkpointKey(`lease#${name}`),
-            UpdateExpression: 'SET leaseUntil = :now, updatedAt = :now',
+            // Removed, not set to this machine's now: another's clock behind it would read it as still held.
+            UpdateExpression: 'REMOVE leaseUntil SET updatedAt = :now',
             ConditionExpression: 'holder = :holder',
             ExpressionAttributeValues: { ':holder': holder, ':now': at.toISOString() },
           }),

@@ -270,21 +270,28 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
    * ring would both make the next key id, with two secrets, and the receivers that cached the first would refuse the
    * second's signatures until their cache expired. A dry run saves nothing and takes none.
    */
-  const oneRotationAtATime = async <T>(options: RedirectRunOptions, work: () => Promise<T>): Promise<T> => {
-    if (options.dryRun) return work();
+  const oneRotationAtATime = async <T>(
+    options: RedirectRunOptions,
+    work: (stillHeld: () => Promise<void>) => Promise<T>,
+  ): Promise<T> => {
     const holder = randomUUID();
-    const lease = await deps.registry.takeLease(
-      'rotation',
-      holder,
-      new Date(now().getTime() + ROTATION_LEASE_MS),
-      now(),
-    );
+    const take = () =>
+      deps.registry.takeLease('rotation', holder, new Date(now().getTime() + ROTATION_LEASE_MS), now());
+    if (options.dryRun) return work(async () => undefined);
+    const lease = await take();
     if (!lease.taken)
       throw new Error(
         `another rotation is saving the key ring (until ${lease.heldUntil ?? 'a moment from now'} at most): run this one after it`,
       );
     try {
-      return await work();
+      // Before each save: held still (and for as long again), or nothing more is saved. One stalled past its lease
+      // (a laptop asleep in the wait) must not save over a rotation that took the ring meanwhile.
+      return await work(async () => {
+        if (!(await take()).taken)
+          throw new Error(
+            'this rotation lost its hold on the key ring (it stalled, and another rotation took it): nothing more saved; run redirects rotate again',
+          );
+      });
     } finally {
       await deps.registry.releaseLease('rotation', holder, now()).catch(() => undefined);
     }
@@ -1142,7 +1149,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         throw new Error(
           `a retirement at ${rotation.retireAt.toISOString()} would refuse the old keys before the surveys move off them (the new key is applied ${ROTATION_SETTLE_MS / 1000} s after it is saved): give one ${(ROTATION_SETTLE_MS + RETIREMENT_AFTER_SETTLE_MS) / 1000} s from now or later`,
         );
-      const { ring, next, active, ringAt } = await oneRotationAtATime(options, async () => {
+      const { ring, next, active, ringAt } = await oneRotationAtATime(options, async (stillHeld) => {
         const ring = await deps.keyRing();
         const next = rotateKeyRing(ring, { ...rotation, now: now() });
         // Closed (paused) surveys too: one resumed after the old key retires would refuse its postbacks until a sync
@@ -1161,8 +1168,10 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         if (!options.dryRun) {
           // First the new key accepted, the old one still current (what a sync running meanwhile signs with); then,
           // once every receiver can have learnt it, the new key current.
+          await stillHeld();
           await saveKeyRing(stagedRing(ring, next));
           await sleep(ROTATION_SETTLE_MS);
+          await stillHeld();
           await saveKeyRing(next);
         }
         return { ring, next, active, ringAt };

@@ -4,7 +4,7 @@
  * not know yet), a JSON file for the local stack (re-read when it changes), or inline in the environment for
  * tests. The CLI saves rotated rings through the same sources.
  */
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -83,6 +83,9 @@ export function keyRingStore(
   return secretStore(location.secretId, options.fetchTimeoutMs);
 }
 
+/** How long after a key file was written an unreadable read of it is taken for one made mid-write. */
+const MID_WRITE_MS = 2_000;
+
 function fileStore(file: string): KeyRingStore {
   let cached: { mtimeMs: number; ring: KeyRing } | undefined;
   /** The file's time when it was last found unreadable: said once, not on every hit until it is mended. */
@@ -94,9 +97,9 @@ function fileStore(file: string): KeyRingStore {
         try {
           cached = { mtimeMs, ring: parseKeyRing(await readFile(file, 'utf8')) };
         } catch (error) {
-          // Read while another program wrote it (an editor saving in place): the ring read before stands, and
-          // the file is read again on the next hit.
-          if (!cached) throw error;
+          // Read while another program wrote it (an editor saving in place, moments ago): the ring read before
+          // stands, and the file is read again on the next hit. One left broken is refused, as at a cold start.
+          if (!cached || Date.now() - mtimeMs > MID_WRITE_MS) throw error;
           if (unreadableAt !== mtimeMs)
             logger.warn('signing key file unreadable; using the ring read before', {
               error: describe(error),
@@ -109,9 +112,21 @@ function fileStore(file: string): KeyRingStore {
     save: async (ring) => {
       await mkdir(dirname(file), { recursive: true });
       // Written beside it, then renamed over it: a hit reading it meanwhile reads the old ring or the new, whole.
-      const written = `${file}.${process.pid}.${Date.now()}.tmp`;
-      await writeFile(written, `${serializeKeyRing(ring)}\n`, { mode: 0o600 });
-      await rename(written, file);
+      // The file a link points at is the one replaced, with its mode (and, saved as root, its owner) kept.
+      const target = await realpath(file).catch(() => file);
+      const before = await stat(target).catch(() => undefined);
+      const written = `${target}.${process.pid}.${Date.now()}.tmp`;
+      try {
+        await writeFile(written, `${serializeKeyRing(ring)}\n`, { mode: 0o600 });
+        if (before) {
+          await chmod(written, before.mode & 0o777);
+          if (process.getuid?.() === 0) await chown(written, before.uid, before.gid);
+        }
+        await rename(written, target);
+      } catch (error) {
+        await rm(written, { force: true });
+        throw error;
+      }
     },
     location: file,
   };

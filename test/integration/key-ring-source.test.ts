@@ -3,7 +3,17 @@
  * unavailable rather than refused when no fresh look can be had), a time limit on every fetch,
  * a file the local stack re-reads when it changes, and saving a rotated ring.
  */
-import { utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import {
   GetSecretValueCommand,
@@ -196,9 +206,32 @@ describe('file key ring, written while read', () => {
     writeFileSync(file, NEW);
     utimesSync(file, new Date(), new Date(Date.now() + 10_000));
     expect((await store.load()).current.kid).toBe('k2');
+    // Left broken (written more than moments ago): refused, as a process starting now would refuse it.
+    writeFileSync(file, NEW.slice(0, 20));
+    utimesSync(file, new Date(), new Date(Date.now() - 10_000));
+    await expect(store.load()).rejects.toThrow(/not valid JSON/);
     // Never read whole: nothing to stand in, so refused as before.
     const fresh = join(scratchDirectory('ring-cut-'), 'ring.json');
     writeFileSync(fresh, NEW.slice(0, 20));
     await expect(keyRingStore({ file: fresh }).load()).rejects.toThrow(/not valid JSON/);
+  });
+
+  it('a save keeps the file its mode, and replaces what a link points at, not the link; nothing is left beside it', async () => {
+    const directory = scratchDirectory('ring-link-');
+    const target = join(directory, 'ring.json');
+    const link = join(directory, 'keys.json');
+    writeFileSync(target, OLD, { mode: 0o640 });
+    chmodSync(target, 0o640);
+    symlinkSync(target, link);
+    await keyRingStore({ file: link }).save(parseKeyRing(NEW));
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(statSync(target).mode & 0o777).toBe(0o640);
+    expect(parseKeyRing(readFileSync(target, 'utf8')).current.kid).toBe('k2');
+    expect(readdirSync(directory).sort()).toEqual(['keys.json', 'ring.json']);
+    // A save that cannot be made (a directory where the file goes) leaves no copy of the secrets behind.
+    const blocked = join(directory, 'blocked.json');
+    mkdirSync(blocked);
+    await expect(keyRingStore({ file: blocked }).save(parseKeyRing(NEW))).rejects.toThrow();
+    expect(readdirSync(directory).sort()).toEqual(['blocked.json', 'keys.json', 'ring.json']);
   });
 });

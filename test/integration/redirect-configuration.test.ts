@@ -1924,8 +1924,26 @@ describe('rotation', () => {
     // One new key, one secret, saved twice (accepted, then current).
     expect(new Set(saved.map((s) => s.split(':')[1])).size).toBe(2);
     expect(saved.filter((s) => s.startsWith('k2:'))).toHaveLength(1);
-    // Once it is done, the next rotation may run: it makes k3.
+    // Once it is done, the next rotation may run, even from a machine whose clock is behind: it makes k3.
+    const behind = await rotationRegistry.takeLease(
+      'rotation',
+      'clock-behind',
+      new Date(),
+      new Date(Date.now() - 60_000),
+    );
+    expect(behind.taken).toBe(true);
+    await rotationRegistry.releaseLease('rotation', 'clock-behind', new Date());
     expect((await rotating(async () => undefined)).kid).toBe('k3');
+    // One that stalls in its wait past its lease, while another takes the ring: saves nothing more, and says so.
+    saved.length = 0;
+    await expect(
+      rotating(async () => {
+        const later = new Date(Date.now() + 10 * 60_000);
+        expect((await rotationRegistry.takeLease('rotation', 'another', later, later)).taken).toBe(true);
+      }),
+    ).rejects.toThrow(/this rotation lost its hold on the key ring .*nothing more saved/);
+    expect(saved).toEqual([expect.stringMatching(/^k3:/)]);
+    await rotationRegistry.releaseLease('rotation', 'another', new Date());
     // The old keys retired sooner than the surveys can move off them: refused, nothing saved.
     saved.length = 0;
     await expect(
