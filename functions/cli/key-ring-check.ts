@@ -6,12 +6,10 @@
  */
 import { readFile } from 'node:fs/promises';
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
-import { isKeyMember, isRetirementTime, retirementOf } from '../receiving/signing';
+import { isKeyMember, isRetirementTime, retirementOf, shownKeyId } from '../receiving/signing';
 import type { KeyRingLocation } from '../runtime/key-ring-source';
 
 const RING_FIELDS = new Set(['current', 'retire']);
-
-const shown = (name: string) => (name.length <= 16 ? name : `(a name of ${name.length} characters)`);
 
 /** The members given more than once in an object of the document, as `path.name`. */
 function repeatedMembers(json: string): string[] {
@@ -30,14 +28,14 @@ function repeatedMembers(json: string): string[] {
       const inObject = open.at(-1);
       if (inObject && json[next] === ':') {
         const name = JSON.parse(json.slice(i, end + 1)) as string;
-        if (inObject.names.has(name)) repeated.push(`${inObject.path}${shown(name)}`);
+        if (inObject.names.has(name)) repeated.push(`${inObject.path}${shownKeyId(name)}`);
         inObject.names.add(name);
         lastName = name;
       }
       i = end;
     } else if (c === '{') {
       const parent = open.at(-1);
-      open.push({ path: parent ? `${parent.path}${shown(lastName)}.` : '', names: new Set() });
+      open.push({ path: parent ? `${parent.path}${shownKeyId(lastName)}.` : '', names: new Set() });
     } else if (c === '[') open.push(undefined);
     else if (c === '}' || c === ']') open.pop();
   }
@@ -61,11 +59,11 @@ export function keyRingWarnings(json: string): string[] {
     if (RING_FIELDS.has(name)) continue;
     if (!isKeyMember(name, value))
       warnings.push(
-        `the signing key ring's member ${shown(name)} is not a key (a key id of letters, digits, _ and - holding a secret of at least 32 characters): the receivers ignore it`,
+        `the signing key ring's member ${shownKeyId(name)} is not a key (a key id of letters, digits, _ and - holding a secret of at least 32 characters): the receivers ignore it`,
       );
     else if (/\s/.test(value))
       warnings.push(
-        `the signing key ring's member ${shown(name)} holds words, not key material: every member but current and retire is a key the receivers accept signatures of (keep notes out of the ring; a key's secret is random, as redirects rotate makes it)`,
+        `the signing key ring's member ${shownKeyId(name)} holds words, not key material: every member but current and retire is a key the receivers accept signatures of (keep notes out of the ring; a key's secret is random, as redirects rotate makes it)`,
       );
   }
   const retire = (document as { retire?: unknown }).retire;
@@ -75,12 +73,12 @@ export function keyRingWarnings(json: string): string[] {
       const time = (retire as Record<string, unknown>)[name];
       if (!isKeyMember(name, named))
         warnings.push(
-          `the signing key ring's retire entry for ${shown(name)} names no key of the ring: it retires nothing`,
+          `the signing key ring's retire entry for ${shownKeyId(name)} names no key of the ring: it retires nothing`,
         );
       else if (!isRetirementTime(time)) {
         const at = retirementOf(retire as Record<string, unknown>, name) as Date;
         warnings.push(
-          `the signing key ring's retire entry for ${shown(name)} is not an ISO 8601 time with its offset: ${at.getTime() === 0 ? 'it cannot be read as a time, and the key is refused now' : `read as ${at.toISOString()}`}`,
+          `the signing key ring's retire entry for ${shownKeyId(name)} is not an ISO 8601 time with its offset: ${at.getTime() === 0 ? 'it cannot be read as a time, and the key is refused now' : `read as ${at.toISOString()}`}`,
         );
       }
     }

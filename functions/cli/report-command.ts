@@ -109,10 +109,9 @@ export function reportCommand(): Command {
         // The summary by survey or in all, added up as it is read (as the finance API's): a month of ten thousand
         // surveys is not held row by row, nor its discrepancies read at all.
         if (options.format === 'csv' && options.table === 'summary' && options.detail !== 'days') {
-          const surveys = options.survey && [...new Set(options.survey)];
           const [totals, failing] = await Promise.all([
-            queries.periodTotals(period, surveys),
-            queries.failingReconciliations(period, surveys),
+            queries.periodTotals(period, options.survey),
+            queries.failingReconciliations(period, options.survey),
           ]);
           sayFailing(failing);
           await emit(summaryCsv(totals, { level: options.detail, ...period }));

@@ -17,6 +17,7 @@ import { identifierProblem } from '../receiving/identifiers';
 import { checkedAtReader, REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from '../reconciliation/recheck-policy';
 import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../reconciliation/verdict-rules';
+import { runBounded, throwIfFailed } from '../shared/bounded-work';
 import { badRequest } from '../shared/rejection';
 import {
   type Discrepancy,
@@ -267,28 +268,28 @@ export function finance(deps: {
     const reads: (() => Promise<StoredDaySummary[]>)[] = byKey
       ? [...wanted].map((surveyId) => () => deps.results.summariesOf(surveyId, days))
       : days.map((day) => () => deps.results.daySummaries(day));
-    // Read beside the summaries, not before them; each reader waits for it only to shape its rows.
+    // Read beside the summaries, not before them; each read waits for it only to shape its rows.
     const lastRun = deps.results.finishedRun(SCHEDULED_RUN).then(checkedAtReader);
     lastRun.catch(() => undefined);
-    let next = 0;
-    let stopped = false;
-    const reader = async () => {
-      try {
-        while (!stopped && next < reads.length) {
-          const summaries = await (reads[next++] as () => Promise<StoredDaySummary[]>)();
-          const checkedAt = await lastRun;
-          for (const summary of summaries)
-            if (!wanted || wanted.has(summary.surveyId)) take(dayRow(summary, checkedAt(summary)));
-        }
-      } catch (error) {
-        // The others read nothing more: the answer is an error whatever they find.
-        stopped = true;
-        throw error;
-      }
-    };
-    // A few surveys named are read all at once (a few thousand summaries at most); every survey's, a few days at once.
-    const atOnce = byKey ? reads.length : Math.min(DAYS_READ_AT_ONCE, reads.length);
-    await Promise.all([...Array.from({ length: atOnce }, reader), lastRun]);
+    // Once one read fails (or `take` refuses), none more starts: the answer is an error whatever they find.
+    let failed = false;
+    const report = await runBounded(
+      reads.map((read) => async () => {
+        const [summaries, checkedAt] = await Promise.all([read(), lastRun]);
+        for (const summary of summaries)
+          if (!wanted || wanted.has(summary.surveyId)) take(dayRow(summary, checkedAt(summary)));
+      }),
+      {
+        // A few surveys named are read all at once (a few thousand summaries at most); every survey's, a few days at once.
+        concurrency: byKey ? reads.length : DAYS_READ_AT_ONCE,
+        stopWhen: () => failed,
+        onSettled: (result) => {
+          if (result.status === 'failed') failed = true;
+        },
+      },
+    );
+    throwIfFailed(report);
+    await lastRun;
   }
 
   /**

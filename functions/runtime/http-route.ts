@@ -69,11 +69,9 @@ export function hitRequestFrom(event: ApiEvent): HitRequest {
 /** A Windows-1252 body's text (what an ISO-8859-1 one is read as too: `declaresLatin1`). */
 function windows1252(bytes: Buffer): string {
   // Node's own decoder for the label reads it as ISO-8859-1 (Node 20 and 22): the 32 bytes that differ, by hand.
-  let text = '';
-  for (const byte of bytes)
-    text +=
-      byte >= 0x80 && byte <= 0x9f ? (WINDOWS_1252_HIGH[byte - 0x80] as string) : String.fromCharCode(byte);
-  return text;
+  return bytes
+    .toString('latin1')
+    .replace(/[\u0080-\u009f]/g, (c) => WINDOWS_1252_HIGH[c.charCodeAt(0) - 0x80] as string);
 }
 /** Windows-1252's 0x80-0x9F; its five undefined bytes as the controls of the same code. */
 const WINDOWS_1252_HIGH = [

@@ -32,19 +32,10 @@ export const optionalWholeNumber = (min: number, max: number) =>
  */
 export function describeIssues(
   error: z.core.$ZodError,
-  {
-    limit = Number.POSITIVE_INFINITY,
-    whole = '(root)',
-    shownPart = String,
-  }: {
-    limit?: number;
-    whole?: string;
-    /** How a part of an issue's path is shown (a record's key may be what must not be: a secret put there by hand). */
-    shownPart?: (part: PropertyKey) => string;
-  } = {},
+  { limit = Number.POSITIVE_INFINITY, whole = '(root)' }: { limit?: number; whole?: string } = {},
 ): string {
   return error.issues
     .slice(0, limit)
-    .map((issue) => `${issue.path.map(shownPart).join('.') || whole} ${issue.message}`)
+    .map((issue) => `${issue.path.join('.') || whole} ${issue.message}`)
     .join('; ');
 }
