@@ -45,13 +45,16 @@ export type KeyRingLocation =
 /**
  * The ring as of now (cached). With `unknownKid`, a ring missing that key is fetched afresh (rate-limited); with
  * `retiredKid`, a ring in which that key has retired, likewise (an operator who put a retirement back to rescue
- * surveys left on that key is heeded at once, not after the cache's five minutes); with `fresh`, it is fetched
+ * surveys left on that key is heeded at once, not after the cache's five minutes); with `mismatchedKid`, likewise
+ * whatever the ring holds (a secret replaced under the same key id, by hand or by restoring the secret, is heeded at
+ * once rather than every postback signed with it refused for the cache's five minutes); with `fresh`, it is fetched
  * afresh whatever the cache holds (what a job that signs URLs starts from: a ring cached from before a rotation
  * would sign with the key being retired).
  */
 export type KeyRingSource = (options?: {
   unknownKid?: string;
   retiredKid?: string;
+  mismatchedKid?: string;
   fresh?: boolean;
 }) => Promise<KeyRing>;
 
@@ -181,6 +184,7 @@ function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): K
       const ring = await current(options.fresh === true);
       const retiredAt = options.retiredKid ? ring.keys.get(options.retiredKid)?.retireAt : undefined;
       const stale =
+        options.mismatchedKid !== undefined ||
         (options.unknownKid !== undefined && !ring.keys.has(options.unknownKid)) ||
         (retiredAt !== undefined && retiredAt.getTime() <= Date.now());
       if (!stale) return ring;
@@ -226,7 +230,8 @@ function secretStore(secretId: string, timeoutMs = KEY_RING_FETCH_TIMEOUT_MS): K
 /**
  * Checks a hit's signature against the ring; a key id the cached ring does not know yet (a rotation in the last
  * few minutes), or holds as retired (a retirement put back since), gets one fresh look at the ring before the hit
- * is refused.
+ * is refused, and so does a signature that does not check out under its key (the key's secret replaced since), but
+ * only where a fresh ring can be had: a forgery is refused, never taken for an outage.
  */
 export async function checkSignature(
   source: KeyRingSource,
@@ -245,7 +250,9 @@ export async function checkSignature(
     return verify(await source({ unknownKid: claim.kid }), claim.target, claim.kid, claim.signature, now);
   if (check.reason === 'retired-key')
     return verify(await source({ retiredKid: claim.kid }), claim.target, claim.kid, claim.signature, now);
-  return check;
+  if (check.reason !== 'mismatch') return check;
+  const fresh = await source({ mismatchedKid: claim.kid }).catch(() => ring);
+  return fresh === ring ? check : verify(fresh, claim.target, claim.kid, claim.signature, now);
 }
 
 /** An error's name and message only: a key ring error never carries secret material, nor does this. */

@@ -108,6 +108,34 @@ describe('Secrets Manager key ring', () => {
     expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
   });
 
+  it('takes one fresh look when a signature does not check out under its key: a secret replaced under the same key id is heeded at once', async () => {
+    const replaced = JSON.stringify({ current: 'k1', k1: 'c'.repeat(40) });
+    secrets
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: OLD })
+      .resolves({ SecretString: replaced });
+    const source = keyRingStore({ secretId: 'ring-m' }).load;
+    expect((await checkSignature(source, claimWith('k1', OLD), new Date())).valid).toBe(true);
+    expect(await checkSignature(source, claimWith('k1', replaced), new Date())).toEqual({
+      valid: true,
+      kid: 'k1',
+    });
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+  });
+
+  it('forged signatures under a known key cannot make it fetch more than once per interval, and are refused, even while the ring cannot be read afresh', async () => {
+    secrets
+      .on(GetSecretValueCommand)
+      .resolvesOnce({ SecretString: OLD })
+      .rejects(Object.assign(new Error('throttled'), { name: 'ThrottlingException' }));
+    const source = keyRingStore({ secretId: 'ring-n' }).load;
+    const forged = () => checkSignature(source, { target, kid: 'k1', signature: 'A'.repeat(43) }, new Date());
+    for (let i = 0; i < 5; i++) expect(await forged()).toEqual({ valid: false, reason: 'mismatch' });
+    expect(secrets.commandCalls(GetSecretValueCommand)).toHaveLength(2);
+    // The genuine key still serves from the ring read before.
+    expect((await checkSignature(source, claimWith('k1', OLD), new Date())).valid).toBe(true);
+  });
+
   it('a job that signs URLs reads the ring afresh or not at all: no stand-in for a ring that cannot be read', async () => {
     secrets
       .on(GetSecretValueCommand)
