@@ -5,6 +5,7 @@
  * Over 300 lines on purpose: the four item kinds reconciliation owns share their keys' conventions and the item
  * mapping in both directions; splitting them would put one schema in four files.
  */
+import { randomUUID } from 'node:crypto';
 import {
   type DynamoDBDocumentClient,
   GetCommand,
@@ -290,6 +291,19 @@ export function createReconciliationStore(
   /** An update, if its condition holds: false, and nothing written, when it does not. */
   const updated = (input: Omit<UpdateCommandInput, 'TableName'>) =>
     written(() => client.send(new UpdateCommand({ TableName: tableName, ...input })));
+  /**
+   * An update, true when it is written, also when its condition failed on this very write: applied, its answer
+   * lost, and the SDK's retry refused by what the write itself changed (`own` tells it from the item read after).
+   * What follows a write (a day flagged) must not be skipped for a write that was made.
+   */
+  const updatedOnce = async (
+    input: Omit<UpdateCommandInput, 'TableName'> & { Key: Record<string, string> },
+    own: (item: Record<string, unknown>) => boolean,
+  ) => {
+    if (await updated(input)) return true;
+    const item = await getItem(input.Key);
+    return item !== undefined && own(item);
+  };
 
   const surveyRecords = async (surveyId: string, days: readonly string[], withState = true) => {
     // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
@@ -357,8 +371,7 @@ export function createReconciliationStore(
        * the day is flagged; or not (another run wrote the same; an older hit, which flags its day itself) and nothing
        * is done.
        */
-      const overtaken = async () => {
-        const current = await getItem(key);
+      const overtaken = async (current: Record<string, unknown> | undefined) => {
         const last = typeof current?.lastSeenAt === 'string' ? current.lastSeenAt : undefined;
         // An item this run would make is an attempt that arrived, whenever: one this run's reading did not hold
         // (a reader behind the table), judged as if nothing had arrived. Not counted; its day judged again.
@@ -370,6 +383,19 @@ export function createReconciliationStore(
           return false;
         await flagAgain(verdict.day);
         return true;
+      };
+      /**
+       * The item after a failed condition, and whether it holds this run's own write: applied, its answer lost and
+       * the SDK's retry refused by the condition the write itself made false. Taken as written, so the day a
+       * verdict left is flagged as after any write.
+       */
+      const afterRefusal = async () => {
+        const current = await getItem(key);
+        const own =
+          current?.verdict === verdict.kind &&
+          current.verdictDay === verdict.day &&
+          current.verdictAt === now;
+        return { current, own };
       };
       if (sameVerdict) {
         // Onto the verdict as read: one another run wrote since (an operator's beside the hourly one) is not given
@@ -386,7 +412,9 @@ export function createReconciliationStore(
           },
         });
         if (refreshed) return 'refreshed';
-        return (await overtaken()) ? 'stale' : 'unchanged';
+        const { current, own } = await afterRefusal();
+        if (own) return 'refreshed';
+        return (await overtaken(current)) ? 'stale' : 'unchanged';
       }
       // Items for transactions this receiver never saw are placed in the day index by their click time.
       const placedAt = entry.attempt?.firstSeenAt ?? marketplace?.clickedAt ?? now;
@@ -430,30 +458,37 @@ export function createReconciliationStore(
         },
       });
       // Either another run wrote the same verdict first (nothing to add) or a hit came after the read.
-      if (!written) return (await overtaken()) ? 'stale' : 'unchanged';
+      if (!written) {
+        const { current, own } = await afterRefusal();
+        if (!own) return (await overtaken(current)) ? 'stale' : 'unchanged';
+      }
       // The attempt moved to another day (its transaction found there): the day it left counted it.
       if (existing?.day && existing.day !== verdict.day) await flagAgain(existing.day);
       return existing ? 'changed' : 'new';
     },
 
     retireItem(item, at, reason) {
-      return updated({
-        Key: attemptKey(item.surveyId, item.pid, item.token),
-        UpdateExpression:
-          'SET retiredAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
-          'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
-        // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one. And its
-        // verdict as read: another run that judged it since, from a newer listing, is not undone.
-        ConditionExpression: `attribute_exists(pk) AND attribute_not_exists(lastSeenAt) AND ${
-          item.reconciliation ? 'verdictAt = :verdictAt' : 'attribute_not_exists(verdict)'
-        }`,
-        ExpressionAttributeValues: {
-          ...(item.reconciliation ? { ':verdictAt': item.reconciliation.at } : {}),
-          ':now': at.toISOString(),
-          ':empty': [],
-          ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
+      const now = at.toISOString();
+      return updatedOnce(
+        {
+          Key: attemptKey(item.surveyId, item.pid, item.token),
+          UpdateExpression:
+            'SET retiredAt = :now, verdictHistory = list_append(if_not_exists(verdictHistory, :empty), :entry) ' +
+            'REMOVE verdict, verdictDay, verdictDetail, verdictAt, gsi1pk, gsi1sk, gsi2pk, gsi2sk',
+          // Still nothing arrived for it (a hit sets lastSeenAt): otherwise it is an attempt, judged as one. And its
+          // verdict as read: another run that judged it since, from a newer listing, is not undone.
+          ConditionExpression: `attribute_exists(pk) AND attribute_not_exists(lastSeenAt) AND ${
+            item.reconciliation ? 'verdictAt = :verdictAt' : 'attribute_not_exists(verdict)'
+          }`,
+          ExpressionAttributeValues: {
+            ...(item.reconciliation ? { ':verdictAt': item.reconciliation.at } : {}),
+            ':now': at.toISOString(),
+            ':empty': [],
+            ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
+          },
         },
-      });
+        (after) => after.retiredAt === now && after.verdict === undefined,
+      );
     },
 
     clearVerdict(attempt, at) {
@@ -489,16 +524,19 @@ export function createReconciliationStore(
     },
 
     pointToArrival(surveyId, pid, token, arrivedAs, at) {
-      return updated({
-        Key: attemptKey(surveyId, pid, token),
-        // With its time: the attempt feed orders an item's images by it (attempt-feed.ts `isLaterRecord`), so a
-        // rebuilt image that has the pointer outranks a stream image from before it.
-        UpdateExpression: 'SET arrivedAs = :arrivedAs, arrivedAt = :at',
-        // On the item a run made for the transaction: none yet, and that run will make it and look again.
-        ConditionExpression:
-          'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
-        ExpressionAttributeValues: { ':arrivedAs': arrivedAs, ':at': at.toISOString() },
-      });
+      return updatedOnce(
+        {
+          Key: attemptKey(surveyId, pid, token),
+          // With its time: the attempt feed orders an item's images by it (attempt-feed.ts `isLaterRecord`), so a
+          // rebuilt image that has the pointer outranks a stream image from before it.
+          UpdateExpression: 'SET arrivedAs = :arrivedAs, arrivedAt = :at',
+          // On the item a run made for the transaction: none yet, and that run will make it and look again.
+          ConditionExpression:
+            'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
+          ExpressionAttributeValues: { ':arrivedAs': arrivedAs, ':at': at.toISOString() },
+        },
+        (after) => after.arrivedAs === arrivedAs && after.arrivedAt === at.toISOString(),
+      );
     },
 
     async outsidersOf(surveyId, days) {
@@ -771,7 +809,10 @@ export function createReconciliationStore(
       const { revision, ...fields } = state;
       const read = options?.asRead;
       const condition = options ? unchangedSinceRead('revision', read !== undefined, read?.revision) : {};
-      return written(() =>
+      const next = ((options ? read?.revision : revision) ?? 0) + 1;
+      // Marked as this write's: two runs may write the same revision at the same time.
+      const writer = randomUUID();
+      const put = await written(() =>
         client.send(
           new PutCommand({
             TableName: tableName,
@@ -780,13 +821,18 @@ export function createReconciliationStore(
               kind: 'reconciliation',
               ...fields,
               failedDays: [...state.failedDays],
-              revision: ((options ? read?.revision : revision) ?? 0) + 1,
+              revision: next,
+              writtenBy: writer,
             },
             // Undefined optional fields are dropped by the client's marshalling.
             ...condition,
           }),
         ),
       );
+      if (put || !options) return put;
+      // Refused by the revision this very write made (applied, its answer lost): written, not another run's.
+      const after = await getItem(reconciliationStateKey(state.surveyId));
+      return after?.writtenBy === writer;
     },
 
     async runState(name) {
@@ -858,16 +904,24 @@ export function createReconciliationStore(
     },
 
     acquireRun(name, runId, now, until) {
-      return updated({
-        Key: runStateKey(name),
-        UpdateExpression: 'SET leaseUntil = :until',
-        ConditionExpression: 'runId = :runId AND (attribute_not_exists(leaseUntil) OR leaseUntil < :now)',
-        ExpressionAttributeValues: {
-          ':until': until.toISOString(),
-          ':runId': runId,
-          ':now': now.toISOString(),
+      // A lease written whose answer was lost is this invocation's: otherwise it would find its own lease held and
+      // stand aside, and the next invocation take it for a death.
+      // Marked as this call's: two invocations resuming the same run may ask for the same lease time.
+      const holder = randomUUID();
+      return updatedOnce(
+        {
+          Key: runStateKey(name),
+          UpdateExpression: 'SET leaseUntil = :until, leaseHolder = :holder',
+          ConditionExpression: 'runId = :runId AND (attribute_not_exists(leaseUntil) OR leaseUntil < :now)',
+          ExpressionAttributeValues: {
+            ':until': until.toISOString(),
+            ':holder': holder,
+            ':runId': runId,
+            ':now': now.toISOString(),
+          },
         },
-      });
+        (after) => after.leaseHolder === holder,
+      );
     },
   };
 }

@@ -3,10 +3,11 @@
  * at once, an operator's run beside the hourly one. Each test pauses one actor between its read and its write.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, UpdateCommand, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_BUFFERED_IDS } from '../../functions/ledger/attempt-store';
 import { pacificDayRange } from '../../functions/marketplace/pacific-time';
+import type { Attempt } from '../../functions/receiving/attempt';
 import { SCHEDULED_RUN } from '../../functions/reconciliation/reconciler';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import { type AttemptVerdict, nextDay, type Verdict } from '../../functions/reconciliation/verdict-rules';
@@ -23,6 +24,7 @@ import {
   transaction,
   world,
 } from '../support/concurrent-writers';
+import { daySummary } from '../support/ledger';
 
 let marketplace: LocalMarketplace;
 beforeAll(async () => {
@@ -228,6 +230,172 @@ describe('two runs judging an item made for a transaction', () => {
     const [retired] = await results.attemptsByKey('7320', [{ pid: 'p-made', token: 'tx-made' }]);
     expect(retired?.reconciliation).toBeUndefined();
   });
+});
+
+describe('a verdict write whose answer was lost', () => {
+  it("is taken as this run's own: a verdict moved to another day still flags the day it left", async () => {
+    const w = await world();
+    const plain = w.actor();
+    const seenDay = nextDay(TODAY, -1);
+    const clickDay = nextDay(TODAY, -2);
+    let lose = false;
+    const run = w.actor(async (command, input) => {
+      if (
+        !lose ||
+        command !== 'UpdateItemCommand' ||
+        !String(input.UpdateExpression).includes('verdictHistory')
+      )
+        return;
+      lose = false;
+      // Applied, and its answer lost: the SDK's retry meets the condition its own write made false.
+      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
+      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    });
+    const at = pacificDayRange(seenDay).start.getTime() + 12 * HOUR;
+    await run.attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7331',
+        outcome: 'success',
+        pid: 'p-moved',
+        token: 'tx-moved',
+        source: 'query',
+      },
+      new Date(at),
+    );
+    await run.results.putDaySummary(
+      daySummary('7331', seenDay, '0.00', '0.00', { complete_not_paid: 1 }),
+      new Date(at + HOUR),
+      'r1',
+    );
+    const [seen] = await run.results.attemptsByKey('7331', [{ pid: 'p-moved', token: 'tx-moved' }]);
+    const entry = (kind: VerdictKind, day: string, attempt: Attempt): AttemptVerdict => ({
+      surveyId: '7331',
+      pid: 'p-moved',
+      token: 'tx-moved',
+      attempt,
+      verdict: { kind, day, detail: { postback: 'success', redirect: 'none' } },
+    });
+    expect(
+      await run.results.recordVerdict(
+        entry('complete_not_paid', seenDay, seen as Attempt),
+        new Date(at + HOUR),
+      ),
+    ).toBe('new');
+    // The marketplace lists it on its click's day a day later: the verdict moves there.
+    const [judged] = await run.results.attemptsByKey('7331', [{ pid: 'p-moved', token: 'tx-moved' }]);
+    lose = true;
+    const movedAt = new Date(at + 25 * HOUR);
+    expect(await run.results.recordVerdict(entry('matched', clickDay, judged as Attempt), movedAt)).toBe(
+      'changed',
+    );
+    expect(lose).toBe(false);
+    const [after] = await run.results.attemptsByKey('7331', [{ pid: 'p-moved', token: 'tx-moved' }]);
+    expect(after?.reconciliation).toMatchObject({ verdict: 'matched', day: clickDay });
+    const { flags } = await run.results.surveyRecords('7331', [seenDay]);
+    expect(flags?.has(seenDay)).toBe(true);
+  });
+});
+
+describe('writes after which a day is flagged, their answers lost', () => {
+  it("are taken as made: a pointer to the attempt's arrival and a retired item each say they were written", async () => {
+    const w = await world();
+    const plain = w.actor();
+    let lose: string | undefined;
+    const run = w.actor(async (command, input) => {
+      if (
+        lose === undefined ||
+        command !== 'UpdateItemCommand' ||
+        !String(input.UpdateExpression).includes(lose)
+      )
+        return;
+      lose = undefined;
+      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
+      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    });
+    const day = nextDay(TODAY, -2);
+    const at = new Date(pacificDayRange(TODAY).start.getTime() + HOUR);
+    const made = (pid: string): AttemptVerdict => ({
+      surveyId: '7332',
+      pid,
+      token: `tx-${pid}`,
+      verdict: { kind: 'complete_not_received', day, detail: { postback: 'none', redirect: 'none' } },
+    });
+    await run.results.recordVerdict(made('p-pointed'), at);
+    lose = 'arrivedAs';
+    expect(await run.results.pointToArrival('7332', 'p-pointed', 'tx-p-pointed', 'p-other', at)).toBe(true);
+    expect(lose).toBeUndefined();
+    await run.results.recordVerdict(made('p-retired'), at);
+    const [item] = await run.results.attemptsByKey('7332', [{ pid: 'p-retired', token: 'tx-p-retired' }]);
+    lose = 'retiredAt';
+    expect(await run.results.retireItem(item as Attempt, new Date(at.getTime() + HOUR), 'withdrawn')).toBe(
+      true,
+    );
+    expect(lose).toBeUndefined();
+    // A survey's state: written, not another run's.
+    const state = { surveyId: '7332', lastReconciledAt: at.toISOString(), failedDays: [] };
+    lose = 'unused';
+    const lostPut = w.actor(async (command, input) => {
+      if (command !== 'PutItemCommand' || (input.Item as { kind?: string }).kind !== 'reconciliation') return;
+      if (lose === undefined) return;
+      lose = undefined;
+      await plain.client.send(
+        new PutCommand({ TableName: w.tableName, Item: input.Item as Record<string, unknown> }),
+      );
+      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    });
+    expect(await lostPut.results.putSurveyState(state, { asRead: undefined })).toBe(true);
+    expect(lose).toBeUndefined();
+    // Another run's write of the same revision is not taken for this one's.
+    expect(
+      await run.results.putSurveyState(
+        { ...state, lastReconciledAt: new Date(at.getTime() + 1).toISOString() },
+        { asRead: undefined },
+      ),
+    ).toBe(false);
+    // Written by another run before (not this one's own write): still false.
+    expect(
+      await run.results.pointToArrival(
+        '7332',
+        'p-pointed',
+        'tx-p-pointed',
+        'p-other',
+        new Date(at.getTime() + 2 * HOUR),
+      ),
+    ).toBe(false);
+  });
+});
+
+describe('a resumed run whose lease was written and its answer lost', () => {
+  it('is run by the invocation that wrote it, not left standing aside nor taken for a death by the next', async () => {
+    const w = await world();
+    const plain = w.actor();
+    let lose = false;
+    const a = w.actor(async (command, input) => {
+      if (
+        !lose ||
+        command !== 'UpdateItemCommand' ||
+        !String(input.UpdateExpression).startsWith('SET leaseUntil')
+      )
+        return;
+      lose = false;
+      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
+      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    });
+    for (const id of [7414, 7415]) await survey(marketplace, a.registry, id, w.clock.now - HOUR);
+    // A run started and left unfinished (its deadline already past), its lease given back.
+    await engineOf(marketplace, w, a, tuning).scheduled(7, { deadline: new Date(w.clock.now - 1) });
+    w.clock.now += 60_000;
+    lose = true;
+    const report = await engineOf(marketplace, w, a, tuning).scheduled(7, {
+      deadline: new Date(w.clock.now + HOUR),
+      leaseUntil: new Date(w.clock.now + 2 * HOUR),
+    });
+    expect(lose).toBe(false);
+    expect(report?.complete).toBe(true);
+    expect(await a.results.runState(SCHEDULED_RUN)).toMatchObject({ finishedAt: expect.any(String) });
+    expect((await a.results.runState(SCHEDULED_RUN))?.stall).toBeUndefined();
+  }, 60_000);
 });
 
 describe('runs beside each other', () => {
