@@ -744,6 +744,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           try {
             await deps.marketplace.deleteSurveyRedirects(surveyId);
           } catch (error) {
+            // An id never registered here that the marketplace does not know either: mistyped. Said, and nothing
+            // recorded (registered, it would be reconciled and reported as a row of zeros from then on).
+            if (!registration && (await unknownAtMarketplace(surveyId, error)))
+              return {
+                surveyId,
+                status: 'failed',
+                error: `${error instanceof Error ? error.message : String(error)}: the marketplace does not know survey ${surveyId} (check the id); not registered`,
+              };
             // The marketplace does not know the survey (an id mistyped in `apply`, a survey deleted there): none of
             // its redirects point here any more, so it is removed here too instead of failing for good. Only when
             // it says so itself (a JSON answer, not a 404 page of a wrong URL) and reading its redirects says the
@@ -755,6 +763,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             )
               throw error;
           }
+          // A survey never registered here has nothing here to mark: its own redirects at the marketplace are gone.
+          if (!registration) return { surveyId, status: 'removed' };
           // What it was configured with goes; its prices stay (reconciliation still checks its recent completes).
           await deps.registry.put({
             surveyId,
@@ -771,8 +781,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         } catch (error) {
           if (!(error instanceof MarketplaceError)) throw error;
           noteFailure(error);
+          // Never registered here: a removal that failed must not register it (as active, the sync and a rotation
+          // would apply this stack's URLs to a survey another stack, or no one, has).
+          if (!registration) return { surveyId, status: 'failed', error: error.message };
           await deps.registry.put({
-            ...(registration ?? { surveyId, state: 'active', verified: false }),
+            ...registration,
             lastError: `remove: ${withoutSignatures(error.message)}`,
             lastErrorAt: at,
             ...failedOnceMore(registration, error),

@@ -435,6 +435,36 @@ describe('show and remove', () => {
   });
 });
 
+describe('remove of an id never registered here', () => {
+  it('mistyped (the marketplace does not know it) fails and registers nothing; a removal that fails registers nothing either', async () => {
+    const configuration = configure();
+    const [mistyped] = await configuration.remove(['5739']);
+    expect(mistyped).toMatchObject({ surveyId: '5739', status: 'failed' });
+    expect((mistyped as { error: string }).error).toMatch(
+      /the marketplace does not know survey 5739 .*not registered/,
+    );
+    expect(await registry.get('5739')).toBeUndefined();
+    // The marketplace down: failed, and not registered as an active survey (the sync and a rotation would apply
+    // this stack's URLs to it).
+    marketplace.state.addSurvey({ surveyId: 5740 });
+    const down = configure({
+      marketplace: createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async () => new Response('unavailable', { status: 503 }),
+      }),
+    });
+    const [failed] = await down.remove(['5740']);
+    expect(failed).toMatchObject({ surveyId: '5740', status: 'failed' });
+    expect(await registry.get('5740')).toBeUndefined();
+    // One the marketplace knows (another stack's, moved here by hand): its own redirects go, nothing registered.
+    expect(await configuration.remove(['5740'])).toEqual([{ surveyId: '5740', status: 'removed' }]);
+    expect(await registry.get('5740')).toBeUndefined();
+    marketplace.state.setLive(5740, false);
+  });
+});
+
 /**
  * A survey the sync configured and verified, on a clock the test moves on (`at.advance`); created at the
  * marketplace at `stampedAt` of the clock (default 100 s before it). The first run's report is `first`.
