@@ -243,34 +243,65 @@ export function morePages(json: Json | undefined, listed: number): string | unde
   return undefined;
 }
 
+/** A field's name as the paging names below spell it: `total_pages`, `TotalPages` and `totalPages` are one. */
+const fieldName = (key: string) => key.toLowerCase().replace(/[_-]/g, '');
+const words = (text: string) => new Set(text.trim().split(/\s+/));
+/** Fields that count pages: above one, the list is a page of several. */
+const PAGE_COUNTS = words('totalpages pagecount lastpage numberofpages numpages pages');
+/** Fields that point at what follows: set (a link, a cursor, true, a page number), the list goes on. */
+const NEXT = words(`nextpage next nextcursor hasmore hasnext hasnextpage nextpageurl nexturl nextlink
+  nextpagetoken nexttoken morepages moreresults continuation continuationtoken`);
+/** Fields that say whether this is the last page: false, the list goes on. */
+const LAST = words('islastpage islast lastpage last');
+/** Fields that say the list is a page (a page's number, size or offset)... */
+const PAGE_MARKS = words(
+  `page pagenumber pageno pageindex currentpage pagesize perpage limit offset skip start`,
+);
+/** ...beside which a total above the rows listed says it is cut short. */
+const TOTALS = words(`total totalcount totalrecords totalrows totalresults totalitems totalelements count
+  recordstotal recordcount`);
+const saysNone = (value: unknown) =>
+  value === undefined ||
+  value === null ||
+  value === false ||
+  value === '' ||
+  value === 0 ||
+  (typeof value === 'string' && /^(false|0|null)$/i.test(value.trim()));
+
 function pagingSaidBy(json: Json, listed: number): string | undefined {
-  const number = (key: string) => {
-    const value = json[key];
-    return typeof value === 'number'
+  const number = (value: unknown) =>
+    typeof value === 'number'
       ? value
       : typeof value === 'string' && /^\d+$/.test(value)
         ? Number(value)
         : undefined;
-  };
-  for (const key of ['totalPages', 'total_pages', 'pageCount', 'lastPage', 'last_page']) {
-    const pages = number(key);
+  const fields = Object.entries(json).map(([key, value]) => ({ key, name: fieldName(key), value }));
+  for (const { key, name, value } of fields) {
+    const pages = PAGE_COUNTS.has(name) ? number(value) : undefined;
     if (pages !== undefined && pages > 1)
       return `the list is one page of ${pages} (${key}); paging is not supported`;
   }
-  for (const key of ['nextPage', 'next_page', 'next', 'nextCursor', 'hasMore', 'has_more']) {
-    const value = json[key];
-    const none = value === undefined || value === null || value === false || value === '' || value === 0;
-    if (!none && !(typeof value === 'string' && /^(false|0|null)$/i.test(value.trim())))
+  for (const { key, name, value } of fields) {
+    if (NEXT.has(name) && !saysNone(value))
       return `the list has more pages (${key}); paging is not supported`;
+    if (
+      LAST.has(name) &&
+      (value === false || (typeof value === 'string' && value.trim().toLowerCase() === 'false'))
+    )
+      return `the list has more pages (${key} is false); paging is not supported`;
   }
   // A total says the list is cut short only beside a page: alone it may count something else (the survey's
   // transactions of every day, say).
-  if (['page', 'pageNumber', 'pageSize', 'perPage', 'limit', 'offset'].some((key) => json[key] !== undefined))
-    for (const key of ['total', 'totalCount', 'total_count', 'totalRecords', 'totalRows', 'count']) {
-      const total = number(key);
+  if (fields.some(({ name, value }) => PAGE_MARKS.has(name) && value !== undefined && value !== null))
+    for (const { key, name, value } of fields) {
+      const total = TOTALS.has(name) ? number(value) : undefined;
       if (total !== undefined && total > listed)
         return `the list holds ${listed} of ${total} rows (${key}); paging is not supported`;
     }
+  // Or in words: "3 of 5 transactions", the first the rows listed.
+  const said = typeof json.msg === 'string' ? /\b(\d+) of (\d+)\b/.exec(json.msg) : null;
+  if (said && Number(said[1]) === listed && Number(said[2]) > listed)
+    return `the list holds ${listed} of ${said[2]} rows (msg); paging is not supported`;
   return undefined;
 }
 

@@ -314,6 +314,18 @@ describe('answers', () => {
       // In a paging object beside the list.
       [{ pagination: { totalPages: 3, page: 1 } }, /one page of 3 \(pagination\.totalPages\)/],
       [{ meta: { next_page: 2 } }, /more pages \(meta\.next_page\)/],
+      // Other spellings of the same (any case, with or without underscores), a last page said false, a count in words.
+      [{ currentPage: 1, totalCount: 5 }, /holds 2 of 5 rows \(totalCount\)/],
+      [{ current_page: 1, per_page: 2, total: 5 }, /holds 2 of 5 rows \(total\)/],
+      [{ pageNo: 1, totalRecords: '5' }, /holds 2 of 5 rows \(totalRecords\)/],
+      [{ page_size: 2, total_records: 5 }, /holds 2 of 5 rows \(total_records\)/],
+      [{ start: 0, recordsTotal: 5 }, /holds 2 of 5 rows \(recordsTotal\)/],
+      [{ hasNextPage: true }, /more pages \(hasNextPage\)/],
+      [{ next_page_url: 'https://x/2' }, /more pages \(next_page_url\)/],
+      [{ paging: { next_url: 'https://x/2' } }, /more pages \(paging\.next_url\)/],
+      [{ NextPageToken: 'abc' }, /more pages \(NextPageToken\)/],
+      [{ isLastPage: false }, /more pages \(isLastPage is false\)/],
+      [{ msg: '2 of 5 transactions' }, /holds 2 of 5 rows \(msg\)/],
     ] as const) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
@@ -331,6 +343,11 @@ describe('answers', () => {
       { total: 1000 },
       { pagination: { totalPages: 1, page: 1 } },
       { links: { next: null } },
+      { isLastPage: true, hasNextPage: false, next_page_url: null },
+      { currentPage: 1, totalCount: 2 },
+      { totalCount: 5 },
+      { msg: '2 of 2 transactions' },
+      { msg: 'found 1 of 5 kinds' },
     ]) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
