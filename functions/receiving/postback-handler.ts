@@ -13,6 +13,7 @@ import { checkSignature, type KeyRingSource } from '../runtime/key-ring-source';
 import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
 import { missingSignatureMessage, readClaim, readIdentity, refusedHit } from './hit-request';
+import { type LedgerCircuit, ledgerCircuit } from './ledger-circuit';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
 import { loggableKeyId } from './signing';
 
@@ -27,6 +28,8 @@ export interface PostbackDependencies {
   readonly refusals?: RefusalRecorderOptions | undefined;
   /** How long the sender waits for the ledger before the hit goes to the buffer (default POSTBACK_STORE_BUDGET_MS). */
   readonly storeBudgetMs?: number | undefined;
+  /** The container's memory that the ledger just failed (default: a LEDGER_PAUSE_MS pause; ledger-circuit.ts). */
+  readonly circuit?: LedgerCircuit | undefined;
 }
 
 /**
@@ -61,6 +64,7 @@ export function createPostbackHandler({
   postbackSources,
   refusals,
   storeBudgetMs = POSTBACK_STORE_BUDGET_MS,
+  circuit = ledgerCircuit(),
 }: PostbackDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   return jsonRoute(async (event, context) => {
@@ -101,27 +105,38 @@ export function createPostbackHandler({
       const identity = readIdentity(request, query);
       const hit = { ...claim.target, ...identity };
       const at = new Date();
+      // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
+      const buffered = async (cause: Record<string, string>) => {
+        if (!buffer) return undefined;
+        try {
+          const { id } = await buffer.put(hit, at, requestId);
+          logger.warn('postback buffered: the ledger is unavailable', { id, error: cause });
+          count('BufferedHits', { channel: 'postback' });
+          return json(200, { ok: true, effect: 'buffered' });
+        } catch (bufferError) {
+          logger.error('postback not buffered', { error: describe(bufferError) });
+          return undefined;
+        }
+      };
+      // The ledger failed moments ago in this container: straight to the buffer, the ledger only if that fails.
+      if (buffer && circuit.paused()) {
+        const answer = await buffered({ name: 'LedgerPaused', message: 'the ledger failed moments ago' });
+        if (answer) return answer;
+      }
       let recorded: Awaited<ReturnType<typeof store.recordHit>>;
       try {
         recorded = await storeAnswerWithin(
           (signal) => store.recordHit(hit, at, requestId, signal),
           storeBudgetAfter(Date.now() - started, storeBudgetMs),
         );
+        circuit.succeeded();
       } catch (error) {
-        if (!(error instanceof StoreUnavailable) || !buffer) throw error;
-        // The ledger is down: the hit is acknowledged once it is in the buffer, and only then.
-        try {
-          const buffered = await buffer.put(hit, at, requestId);
-          logger.warn('postback buffered: the ledger is unavailable', {
-            id: buffered.id,
-            error: describe(error),
-          });
-          count('BufferedHits', { channel: 'postback' });
-          return json(200, { ok: true, effect: 'buffered' });
-        } catch (bufferError) {
-          logger.error('postback neither recorded nor buffered', { error: describe(bufferError) });
-          throw error;
-        }
+        if (!(error instanceof StoreUnavailable)) throw error;
+        circuit.failed();
+        const answer = await buffered(describe(error));
+        if (answer) return answer;
+        logger.error('postback neither recorded nor buffered', { error: describe(error) });
+        throw error;
       }
       const { attempt, effect } = recorded;
       if (recorded.unflaggedDays) {

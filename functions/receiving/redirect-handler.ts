@@ -4,7 +4,7 @@
  * out is kept apart as rejected: a browser's word is a claim, and a forged one is never an outcome.
  */
 
-import { type LedgerStore, storeAnswerWithin } from '../ledger/ledger-store';
+import { type LedgerStore, StoreUnavailable, storeAnswerWithin } from '../ledger/ledger-store';
 import type { HitBuffer } from '../runtime/hit-buffer';
 import {
   describe,
@@ -18,6 +18,7 @@ import { count, logger } from '../runtime/observability';
 import { type RefusalCode, Rejection, signatureRefusal } from '../shared/rejection';
 import { pidAsSent, readClaim, readIdentity, refusedHit } from './hit-request';
 import { type LandingTemplates, landingFor } from './landing-page';
+import { type LedgerCircuit, ledgerCircuit } from './ledger-circuit';
 import type { Outcome } from './outcome';
 import { previewRequest } from './preview-requests';
 import { type RefusalRecorderOptions, refusalRecorder } from './refusal-recorder';
@@ -38,6 +39,8 @@ export interface RedirectDependencies {
   readonly storeBudgetMs?: number | undefined;
   /** Redirects recorded per sender and minute in a container (default REDIRECTS_PER_SENDER_MINUTE; sender-limit.ts). */
   readonly perSenderMinute?: number | undefined;
+  /** The container's memory that the ledger just failed (default: a LEDGER_PAUSE_MS pause; ledger-circuit.ts). */
+  readonly circuit?: LedgerCircuit | undefined;
 }
 
 /**
@@ -59,6 +62,7 @@ export function createRedirectHandler({
   refusals,
   storeBudgetMs = REDIRECT_STORE_BUDGET_MS,
   perSenderMinute,
+  circuit = ledgerCircuit(),
 }: RedirectDependencies) {
   const recordRefusal = refusalRecorder(store, refusals);
   const bySender = senderLimiter(perSenderMinute);
@@ -131,12 +135,28 @@ export function createRedirectHandler({
     if (refusal) await reject(refusal);
     return respondentAnswer(landingFor(landing, claimed));
 
+    /** Whether the hit is in the buffer now. */
+    async function intoBuffer(hit: Parameters<typeof store.recordHit>[0], cause: Record<string, string>) {
+      if (!buffer) return false;
+      try {
+        const buffered = await buffer.put(hit, at, requestId);
+        logger.warn('redirect hit buffered: the ledger is unavailable', { id: buffered.id, error: cause });
+        count('BufferedHits', { channel: 'redirect' });
+        return true;
+      } catch {
+        return false;
+      }
+    }
+
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
+      // The ledger failed moments ago in this container: straight to the buffer, the ledger only if that fails.
+      if (buffer && circuit.paused() && (await intoBuffer(hit, { name: 'LedgerPaused' }))) return;
       try {
         const { attempt, effect, unflaggedDays } = await storeAnswerWithin(
           (signal) => store.recordHit(hit, at, requestId, signal),
           storeBudgetMs,
         );
+        circuit.succeeded();
         // The hit stands; the days it changed wait for their daily re-check instead of the next run.
         if (unflaggedDays)
           logger.warn('late redirect: its earlier day not flagged', {
@@ -151,20 +171,9 @@ export function createRedirectHandler({
           count('ConflictingHit', { channel: 'redirect' });
         }
       } catch (error) {
+        if (error instanceof StoreUnavailable) circuit.failed();
         // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
-        if (buffer) {
-          try {
-            const buffered = await buffer.put(hit, at, requestId);
-            logger.warn('redirect hit buffered: the ledger is unavailable', {
-              id: buffered.id,
-              error: describe(error),
-            });
-            count('BufferedHits', { channel: 'redirect' });
-            return;
-          } catch {
-            // fall through to the log line
-          }
-        }
+        if (await intoBuffer(hit, describe(error))) return;
         logger.error('redirect hit not recorded', {
           ...hitFields(hit),
           at: at.toISOString(),

@@ -13,6 +13,7 @@ import {
   createLedgerStore,
   type LedgerStore,
 } from '../../functions/ledger/ledger-store';
+import { type LedgerCircuit, ledgerCircuit } from '../../functions/receiving/ledger-circuit';
 import type { BufferedHit } from '../../functions/runtime/hit-buffer';
 import { KeyRingUnavailable, keyRingSource } from '../../functions/runtime/key-ring-source';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
@@ -118,7 +119,7 @@ describe('the signing key ring unavailable', () => {
 });
 
 /** Receivers through the proxy whose store client waits 2 s a try, that give up on it after `budgetMs`. */
-async function withBudget(budgetMs: number, keyRingDelayMs = 0) {
+async function withBudget(budgetMs: number, keyRingDelayMs = 0, circuit?: LedgerCircuit) {
   const buffered: BufferedHit[] = [];
   const ring = keyRingSource({ inline: TEST_KEY_RING });
   const slow = await receivers({
@@ -139,6 +140,7 @@ async function withBudget(budgetMs: number, keyRingDelayMs = 0) {
       },
     },
     landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
+    ...(circuit ? { circuit } : {}),
   });
   return { slow, buffered };
 }
@@ -211,6 +213,45 @@ describe('wire-level faults (proxy in front of the engine)', () => {
       ['redirect', 'success', ids.pid],
       ['postback', 'success', ids.pid],
     ]);
+  });
+
+  it('once the ledger failed a hit, the next ones go straight to the buffer for a while; then one tries it again', async () => {
+    let clock = 0;
+    const { slow, buffered } = await withBudget(
+      300,
+      0,
+      ledgerCircuit(5_000, () => clock),
+    );
+    proxy.faults(() => 'hang');
+    const timed = async (handler: Handler, url: string) => {
+      const sent = Date.now();
+      const result = await invoke(handler, apiEvent('GET', url));
+      return { result, took: Date.now() - sent };
+    };
+    // The first waits out its budget; the next, of either channel, are buffered without a try of the ledger (the
+    // proxy sees no request).
+    expect((await timed(slow.postback, postbackUrl())).took).toBeGreaterThanOrEqual(300);
+    const tries = proxy.operations.length;
+    for (let i = 0; i < 5; i++) {
+      ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+      const postbackHit = await timed(slow.postback, postbackUrl());
+      expect(jsonBody(postbackHit.result)).toMatchObject({ effect: 'buffered' });
+      const redirectHit = await timed(slow.redirect, redirectUrl());
+      expect(redirectHit.result.statusCode).toBe(302);
+    }
+    expect(proxy.operations.length).toBe(tries);
+    expect(buffered).toHaveLength(11);
+    // The pause over, one hit tries the ledger: back, it is recorded, and so are the hits after it.
+    clock += 5_000;
+    proxy.faults(undefined);
+    ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    expect(jsonBody((await timed(slow.postback, postbackUrl())).result)).toMatchObject({
+      effect: 'recorded',
+    });
+    ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    await invoke(slow.redirect, apiEvent('GET', redirectUrl()));
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.redirect?.hits).toBe(1);
+    expect(buffered).toHaveLength(11);
   });
 
   it('a slow key ring fetch comes off the ledger budget: a postback is answered inside 5 s with both slow', async () => {

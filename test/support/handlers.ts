@@ -3,6 +3,7 @@
  * endpoint, such as a fault-injecting proxy in front of it), a key ring and whatever else a test needs, without
  * touching process.env or re-importing a module.
  */
+
 import {
   createDocumentClient,
   createLedgerStore,
@@ -10,6 +11,7 @@ import {
   type LedgerStoreOptions,
 } from '../../functions/ledger/ledger-store';
 import type { LandingTemplates } from '../../functions/receiving/landing-page';
+import type { LedgerCircuit } from '../../functions/receiving/ledger-circuit';
 import { createPostbackHandler } from '../../functions/receiving/postback-handler';
 import { createRedirectHandler } from '../../functions/receiving/redirect-handler';
 import type { RefusalRecorderOptions } from '../../functions/receiving/refusal-recorder';
@@ -44,6 +46,8 @@ export interface ReceiverOptions {
    * every respondent (the deployed handlers keep to REDIRECTS_PER_SENDER_MINUTE; redirect.test.ts).
    */
   readonly perSenderMinute?: number;
+  /** The receivers' shared memory that the ledger just failed (ledger-circuit.ts); default, one each. */
+  readonly circuit?: LedgerCircuit;
   /** The store's options (with the attempt feed: which attempts stay out of the day index). */
   readonly storeOptions?: LedgerStoreOptions;
 }
@@ -82,6 +86,7 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       refusals: options.refusals ?? EVERY_REFUSAL,
       storeBudgetMs: options.storeBudgetMs,
       perSenderMinute: options.perSenderMinute ?? 0,
+      circuit: options.circuit,
     }) as unknown as Handler,
     postback: createPostbackHandler({
       store,
@@ -90,6 +95,7 @@ export async function receivers(options: ReceiverOptions = {}): Promise<Receiver
       postbackSources: parseAllowList(options.postbackSources),
       refusals: options.refusals ?? EVERY_REFUSAL,
       storeBudgetMs: options.storeBudgetMs,
+      circuit: options.circuit,
     }) as unknown as Handler,
     store,
     table,
