@@ -19,7 +19,7 @@ import {
   feedTime,
   isLaterSequence,
 } from '../ledger/attempt-feed';
-import type { Item } from '../ledger/document-client';
+import { type Item, StoreUnavailable } from '../ledger/document-client';
 import { FEED_PROBE_KEY } from '../ledger/feed-keys';
 import { ATTEMPT_PARTITION_PREFIX, utcDay } from '../ledger/ledger-schema';
 import { runBounded } from '../shared/bounded-work';
@@ -34,7 +34,18 @@ export interface StreamConsumerDependencies {
   readonly onFailedProbe?: (error: unknown) => void;
   /** Told of each group whose write failed (the batch is sent again from its earliest change). */
   readonly onFailedGroup?: (group: { day: string; bucket: number; records: number }, error: unknown) => void;
+  /** How the consumer waits out a ledger that is down before the batch is sent again (default: a timer). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
+
+/**
+ * How long a batch whose writes all failed for the ledger being unavailable waits before it is handed back: Lambda
+ * sends a failed batch again at once, so without a wait its retries (FEED_RETRY_ATTEMPTS) would be spent in minutes
+ * of an outage and the batch set aside, its attempts then in no reader's view until `ledger rebuild-feed`. Within
+ * the function's 60 s.
+ */
+export const LEDGER_DOWN_WAIT_MS = 30_000;
+const wait = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** What a batch did: for the function's log and metrics. */
 export interface ConsumedBatch {
@@ -133,15 +144,18 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
     const groups = groupChanges(event.Records);
     // Any batch marks it, one that holds only the probe's touch too: a feed turned on again has readers touching the
     // probe before the first attempt changes.
+    const sleep = deps.sleep ?? wait;
     if (!startMarked && (groups.length > 0 || latestProbeTouch(event.Records) !== undefined)) {
       // Before any of the batch is written: a reader trusts the feed only from the mark on. Marked at this
       // invocation's time, not its first change's: a change of another shard that an earlier release's consumer
       // took (into its own format's keys) was made before it, whatever this batch holds. A failure fails the batch,
       // which Lambda sends again.
-      await deps.feed.markStart(
-        (deps.now?.() ?? new Date()).toISOString(),
-        event.Records[0]?.eventSourceARN ?? '',
-      );
+      await deps.feed
+        .markStart((deps.now?.() ?? new Date()).toISOString(), event.Records[0]?.eventSourceARN ?? '')
+        .catch(async (error: unknown) => {
+          if (error instanceof StoreUnavailable) await sleep(LEDGER_DOWN_WAIT_MS);
+          throw error;
+        });
       startMarked = true;
     }
     const report = await runBounded(
@@ -169,6 +183,14 @@ export function createStreamConsumer(deps: StreamConsumerDependencies) {
     // The probe's latest touch before where the batch is sent again (Lambda keeps everything before the earliest
     // failure as done, so a touch there is never sent again): the changes before it on its shard are in the feed.
     // A note that fails sends the batch again from the touch.
+    // Every write refused for the ledger being down: waited out a while, not handed straight back.
+    const failed = report.results.flatMap((result) => (result.status === 'failed' ? [result.error] : []));
+    if (
+      failed.length > 0 &&
+      report.results.every((result) => result.status !== 'done') &&
+      failed.every((error) => error instanceof StoreUnavailable)
+    )
+      await sleep(LEDGER_DOWN_WAIT_MS);
     const probe = latestProbeTouch(event.Records, retryFrom);
     if (probe)
       await deps.feed.probeSeen(probe.touchedAt, event.Records[0]?.eventSourceARN).catch((error: unknown) => {

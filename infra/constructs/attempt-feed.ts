@@ -26,8 +26,12 @@ export const FEED_BATCHING_WINDOW = Duration.minutes(5);
  * a retried group): the health check judges as of the window and this margin ago.
  */
 export const FEED_LAG_MARGIN = Duration.minutes(2);
-/** Retries of a failing batch (each split in two) before it is set aside; the table's stream keeps a day. */
-export const FEED_RETRY_ATTEMPTS = 100;
+/**
+ * Retries of a failing batch (each split in two) before it is set aside; the table's stream keeps a day. A batch the
+ * ledger refused for being down waits 30 s before it is handed back (stream-consumer.ts `LEDGER_DOWN_WAIT_MS`), so
+ * these ride out about nine hours of a ledger outage; a batch failing for another reason is set aside in minutes.
+ */
+export const FEED_RETRY_ATTEMPTS = 1_000;
 
 export class AttemptFeed extends Construct {
   readonly consumer: ReceiverFunction;

@@ -7,7 +7,11 @@ import { DeleteCommand, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue, DynamoDBRecord } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createStreamConsumer, groupChanges } from '../../functions/feed/stream-consumer';
+import {
+  createStreamConsumer,
+  groupChanges,
+  LEDGER_DOWN_WAIT_MS,
+} from '../../functions/feed/stream-consumer';
 import { type HealthCheckReport, healthCheck } from '../../functions/health/health-check';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import { feedWindow } from '../../functions/health/health-window';
@@ -25,6 +29,7 @@ import {
   latestOfEach,
   MAX_RECORDS_BYTES,
 } from '../../functions/ledger/attempt-feed';
+import { StoreUnavailable } from '../../functions/ledger/document-client';
 import { FEED_PROBE_KEY, FEED_PROBE_SEEN_KEY, FEED_START_KEY } from '../../functions/ledger/feed-keys';
 import { attemptDayKey, attemptKey } from '../../functions/ledger/ledger-schema';
 import {
@@ -326,6 +331,62 @@ describe('the stream consumer', () => {
     expect(result.batchItemFailures).toEqual([{ itemIdentifier: records[0]?.dynamodb?.SequenceNumber }]);
     expect(appended).toEqual([records[1]?.dynamodb?.SequenceNumber]);
     expect(result.consumed).toMatchObject({ changes: 3, groups: 2, failedGroups: 1 });
+  });
+});
+
+describe('the consumer while the ledger is down', () => {
+  it('waits a while before handing back a batch none of whose writes the ledger took, so an outage does not spend its retries in minutes', async () => {
+    const inA = '8112';
+    const inB = ['8113', '8114', '8115', '8116'].find((s) => feedBucket(s) !== feedBucket(inA)) as string;
+    const records = [
+      change(firstHitItem(hitOf(inA), new Date('2026-11-23T10:00:00.000Z'))),
+      change(firstHitItem(hitOf(inB), new Date('2026-11-23T10:00:00.000Z'))),
+    ];
+    const consumerFailing = (fails: (bucket: number) => Error | undefined) => {
+      const waits: number[] = [];
+      const consume = createStreamConsumer({
+        feed: {
+          markStart: async () => {},
+          probeSeen: async () => {},
+          append: async (group) => {
+            const error = fails(group.bucket);
+            if (error) throw error;
+          },
+        },
+        sleep: async (ms) => {
+          waits.push(ms);
+        },
+      });
+      return { consume, waits };
+    };
+    const down = consumerFailing(() => new StoreUnavailable('the ledger did not answer within 2000 ms'));
+    expect((await down.consume({ Records: records })).batchItemFailures).toHaveLength(1);
+    expect(down.waits).toEqual([LEDGER_DOWN_WAIT_MS]);
+    // A write refused for another reason, or the ledger taking some of the batch: handed back at once.
+    for (const fails of [
+      () => new Error('ValidationException'),
+      (bucket: number) => (bucket === feedBucket(inA) ? new StoreUnavailable('throttled') : undefined),
+    ]) {
+      const other = consumerFailing(fails);
+      expect((await other.consume({ Records: records })).batchItemFailures).toHaveLength(1);
+      expect(other.waits).toEqual([]);
+    }
+    // The feed's start mark refused the same way: waited out, then the batch fails as before.
+    const waits: number[] = [];
+    const unmarked = createStreamConsumer({
+      feed: {
+        markStart: async () => {
+          throw new StoreUnavailable('the ledger is unavailable');
+        },
+        probeSeen: async () => {},
+        append: async () => {},
+      },
+      sleep: async (ms) => {
+        waits.push(ms);
+      },
+    });
+    await expect(unmarked({ Records: records })).rejects.toBeInstanceOf(StoreUnavailable);
+    expect(waits).toEqual([LEDGER_DOWN_WAIT_MS]);
   });
 });
 
