@@ -69,11 +69,20 @@ export const DEV_KEY_RING_FILE = '.local/signing-keys.json';
  */
 export function applyLocalDefaults(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   for (const [name, value] of Object.entries(LOCAL_DEFAULTS)) env[name] ??= value;
-  if (!env.SIGNING_KEYS && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS_SECRET_ID)
-    env.SIGNING_KEYS_FILE = DEV_KEY_RING_FILE;
-  if (env.SIGNING_KEYS_FILE && !existsSync(env.SIGNING_KEYS_FILE)) {
-    mkdirSync(dirname(env.SIGNING_KEYS_FILE), { recursive: true });
-    writeFileSync(env.SIGNING_KEYS_FILE, `${DEV_KEY_RING}\n`, { mode: 0o600 });
+  const defaultRing = !env.SIGNING_KEYS && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS_SECRET_ID;
+  if (defaultRing) env.SIGNING_KEYS_FILE = DEV_KEY_RING_FILE;
+  const file = env.SIGNING_KEYS_FILE;
+  if (file && !existsSync(file)) {
+    // A file named by hand is made only in a directory that exists, and said: a path mistyped would otherwise sign
+    // with the development key without a word.
+    if (!defaultRing && !existsSync(dirname(file)))
+      throw new Error(`SIGNING_KEYS_FILE ${file}: its directory does not exist`);
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, `${DEV_KEY_RING}\n`, { mode: 0o600 });
+    if (!defaultRing)
+      process.stderr.write(
+        `SIGNING_KEYS_FILE ${file} did not exist: created with the development key ring\n`,
+      );
   }
   // Without an endpoint of their own, the local stack runs the engine and the marketplace itself; the markers
   // remember that choice once the URLs below are filled in.
