@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { MAX_PERIOD_DAYS, periodDays } from '../finance/finance-queries';
 import { feedAttempts } from '../reconciliation/feed-attempts';
 import { reconciler, totals } from '../reconciliation/reconciler';
@@ -15,12 +15,7 @@ import {
 import { complain, oneLine, say, sayJson } from './terminal';
 
 /** Days of look-back: a whole number from 0 to 62, as the reconcile function accepts. */
-function lookbackDaysOption(value: string): number {
-  const days = Number(value);
-  if (!/^\d+$/.test(value) || days > 62)
-    throw new InvalidArgumentError('must be a whole number from 0 to 62');
-  return days;
-}
+const lookbackDaysOption = wholeNumberOption(0, 62);
 
 /** `reconcile --from <day> --to <day> [--survey <id> ...]`: reconcile Pacific days against the marketplace. */
 export function reconcileCommand(): Command {
@@ -93,7 +88,9 @@ export function reconcileCommand(): Command {
                 env.RECONCILE_SETTLE_SECONDS ?? '600',
                 'RECONCILE_SETTLE_SECONDS',
               )) * 1000,
-          lookbackDays: options.lookbackDays ?? lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7'),
+          lookbackDays:
+            options.lookbackDays ??
+            lookbackDaysOption(env.RECONCILE_LOOKBACK_DAYS || '7', 'RECONCILE_LOOKBACK_DAYS'),
           // As the deployed function judges (the stack's `matchedVerdicts`): either way the verdicts are the same.
           impliedMatches: matchedVerdictsOption(env.RECONCILE_MATCHED_VERDICTS) === 'implied',
           onSurvey: (outcome, done, total) => {

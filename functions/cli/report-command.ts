@@ -44,7 +44,11 @@ export function reportCommand(): Command {
       dayOption,
     )
     .option('--json', 'the same as --format json (as every other command spells it)')
-    .option('--out <file>', 'write to this file instead of standard output')
+    .option('--out <file>', 'write to this file instead of standard output', (value: string) => {
+      // An empty name (a script's unset variable) would otherwise send the report to standard output.
+      if (value.trim() === '') throw new InvalidArgumentError('names no file');
+      return value;
+    })
     .action(
       async (
         options: {

@@ -3,6 +3,7 @@ import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { dayOption, methodOfVariable, wholeNumberOption } from '../../functions/cli/options';
 import { reconcileCommand } from '../../functions/cli/reconcile-command';
+import { reportCommand } from '../../functions/cli/report-command';
 
 describe('whole number options', () => {
   it.each(['abc', '-5', '1.5', '99999999999999', ''])('refuse %j', (value) => {
@@ -50,5 +51,16 @@ describe('postback methods from the environment', () => {
       if (saved === undefined) delete process.env.POSTBACK_METHOD_FAIL;
       else process.env.POSTBACK_METHOD_FAIL = saved;
     }
+  });
+});
+
+describe('values that name nothing', () => {
+  it('report refuses an empty --out (an unset variable in a script) instead of writing to standard output', async () => {
+    const command = reportCommand()
+      .exitOverride()
+      .configureOutput({ writeErr: () => undefined });
+    await expect(command.parseAsync(['--format', 'csv', '--out', ''], { from: 'user' })).rejects.toThrow(
+      /--out.*names no file/,
+    );
   });
 });
