@@ -204,8 +204,18 @@ export interface ReconciliationStore {
   outsidersOf(surveyId: string, days: readonly string[]): Promise<Map<string, OutsiderKey[]>>;
   /** Adds keys to a day's outsiders (idempotent: a set). */
   addOutsiders(surveyId: string, day: string, keys: readonly OutsiderKey[]): Promise<void>;
-  /** Writes a day summary's figures, reconciled and checked at `at`. */
-  putDaySummary(summary: DaySummary, at: Date, runId: string): Promise<void>;
+  /**
+   * Writes a day summary's figures, reconciled and checked at `at`. With `asRead` (the figures the run read, undefined
+   * when there were none), only over those or this run's own: false, and nothing written, when another run wrote the
+   * day's figures in between (an operator's run beside the hourly one; whichever listing is older, the day is left to
+   * be judged again rather than take the last writer's).
+   */
+  putDaySummary(
+    summary: DaySummary,
+    at: Date,
+    runId: string,
+    options?: { readonly asRead: StoredDaySummary | undefined },
+  ): Promise<boolean>;
   /** Tells the next scheduled run to reconcile a day again (judged-day-flag.ts), as of `at`; no summary, no-op. */
   flagDay(surveyId: string, day: string, at: Date): Promise<void>;
   /** Records that a day whose figures did not change was checked at `at` (never moves back; no summary, no-op). */
@@ -600,7 +610,7 @@ export function createReconciliationStore(
       );
     },
 
-    async putDaySummary(summary, at, runId) {
+    async putDaySummary(summary, at, runId, options) {
       // An update rather than a put: a late hit's flag (ledgerChangedAt) set while the run read the day must
       // survive the figures it may not include.
       const fields: Record<string, unknown> = {
@@ -613,7 +623,15 @@ export function createReconciliationStore(
       };
       const present = Object.entries(fields).filter(([, value]) => value !== undefined);
       const absent = OPTIONAL_SUMMARY_FIGURES.filter((name) => fields[name] === undefined);
-      await send(() =>
+      const read = options?.asRead;
+      const condition = options
+        ? {
+            ConditionExpression: `${read ? '#was = :was' : 'attribute_not_exists(#here)'} OR #runId = :runId`,
+            names: { ...(read ? { '#was': 'reconciledAt' } : { '#here': 'here' }), '#runId': 'runId' },
+            values: { ...(read ? { ':was': read.reconciledAt } : {}), ':runId': runId },
+          }
+        : undefined;
+      return written(() =>
         client.send(
           new UpdateCommand({
             TableName: tableName,
@@ -621,11 +639,18 @@ export function createReconciliationStore(
             UpdateExpression:
               `SET ${present.map((_, i) => `#f${i} = :f${i}`).join(', ')}` +
               (absent.length > 0 ? ` REMOVE ${absent.map((_, i) => `#r${i}`).join(', ')}` : ''),
-            ExpressionAttributeNames: Object.fromEntries([
-              ...present.map(([name], i) => [`#f${i}`, name]),
-              ...absent.map((name, i) => [`#r${i}`, name]),
-            ]),
-            ExpressionAttributeValues: Object.fromEntries(present.map(([, value], i) => [`:f${i}`, value])),
+            ...(condition ? { ConditionExpression: condition.ConditionExpression } : {}),
+            ExpressionAttributeNames: {
+              ...Object.fromEntries([
+                ...present.map(([name], i) => [`#f${i}`, name]),
+                ...absent.map((name, i) => [`#r${i}`, name]),
+              ]),
+              ...condition?.names,
+            },
+            ExpressionAttributeValues: {
+              ...Object.fromEntries(present.map(([, value], i) => [`:f${i}`, value])),
+              ...condition?.values,
+            },
           }),
         ),
       );

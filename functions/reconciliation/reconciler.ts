@@ -913,8 +913,12 @@ export function reconciler(deps: ReconcilerDeps) {
             latest.set(summary.day, summary);
             const previous = stored.get(summary.day);
             if (!sameFigures(summary, previous)) {
-              outcome.summariesWritten++;
-              return deps.results.putDaySummary(summary, asOf, runId);
+              // Over the figures read only: another run's written since (from a listing newer or older than this
+              // run's) leaves the day to the next run, flagged, rather than to whichever run wrote last.
+              if (await deps.results.putDaySummary(summary, asOf, runId, { asRead: previous }))
+                outcome.summariesWritten++;
+              else await deps.results.flagDay(surveyId, summary.day, flagTime);
+              return;
             }
             // Unchanged: a fresh day's check is recorded once for the whole run (its finished-run record).
             if (plan?.freshDays.has(summary.day)) return;

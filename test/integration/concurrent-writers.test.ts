@@ -532,6 +532,47 @@ describe('runs beside each other', () => {
     expect((await results.surveyState('7701'))?.revision).toBe(2);
   }, 60_000);
 
+  it("an operator's run finishing after the hourly one does not put back a day's figures from its older listing", async () => {
+    const w = await world();
+    const atSummary = gate();
+    const release = gate();
+    const manual = w.actor(async (command, input) => {
+      const key = input.Key as { pk?: string; sk?: string } | undefined;
+      if (
+        command === 'UpdateItemCommand' &&
+        key?.pk === 'SUMMARY#7602' &&
+        key.sk?.startsWith('DAY#') &&
+        String(input.UpdateExpression).startsWith('SET #f0')
+      ) {
+        atSummary.open();
+        await release.wait();
+      }
+    });
+    const hourly = w.actor();
+    await survey(marketplace, hourly.registry, 7602, w.clock.now - 10 * 24 * HOUR);
+    const t = transaction(marketplace, 7602, new Date(w.clock.now - 3 * HOUR), { verifyToken: 'Valid' });
+    await hourly.attempts.recordHit(
+      hitOf(t, 'postback', 'success'),
+      new Date(t.clickedAt.getTime() + 6 * 60_000),
+      'p',
+    );
+    // The operator's run lists the complete as paid, and stops at the day's figures.
+    const manualRun = engineOf(marketplace, w, manual, { settleMs: 0 }).run(TODAY, TODAY, ['7602']);
+    await atSummary.wait();
+    // The buyer reverses it; the hourly run sees that and writes the day's figures.
+    t.verifyToken = 'Invalid';
+    t.cpi = '0';
+    await engineOf(marketplace, w, hourly, tuning).scheduled(7, { deadline: new Date(w.clock.now + HOUR) });
+    const figures = async () => (await hourly.results.summariesOf('7602', [TODAY]))[0];
+    expect((await figures())?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
+    release.open();
+    await manualRun;
+    // The newer figures stand, and the day is flagged for the next run.
+    expect((await figures())?.marketplace).toMatchObject({ owed: '0.00', invalidCompletes: 1 });
+    expect((await hourly.results.surveyRecords('7602', [TODAY])).flags?.has(TODAY)).toBe(true);
+    expect((await hourly.attempts.attemptsOf('7602', t.pid))[0]?.reconciliation?.verdict).toBe('invalidated');
+  }, 60_000);
+
   it("an operator's run finishing after the hourly one does not put back the state it read", async () => {
     const w = await world();
     const oldest = nextDay(TODAY, -6);
