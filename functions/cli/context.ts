@@ -63,7 +63,11 @@ export interface CliContext {
 }
 
 export function cliContext(env: NodeJS.ProcessEnv = process.env): CliContext {
-  const target = env.RECEIVER_TARGET === 'aws' ? 'aws' : 'local';
+  // Spelled otherwise (`AWS`, `prod`), it would run against the local stack and say only that it is not running.
+  const asked = env.RECEIVER_TARGET?.trim() || 'local';
+  if (asked !== 'aws' && asked !== 'local')
+    throw new Error(`RECEIVER_TARGET must be aws or local, not ${JSON.stringify(env.RECEIVER_TARGET)}`);
+  const target = asked;
   if (target === 'local') applyLocalDefaults(env);
   const missing = ['TABLE_NAME', 'PUBLIC_BASE_URL'].filter((name) => !env[name]);
   if (!env.SIGNING_KEYS_SECRET_ID && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS)

@@ -224,6 +224,14 @@ describe('the CLI in AWS', () => {
     expect(env.AWS_REGION).toBe('eu-west-1');
   });
 
+  it('is asked for as aws or local, nothing else: a target spelled otherwise is refused, not taken for the local stack', () => {
+    for (const spelled of ['AWS', 'prod', 'aws ']) {
+      const asked = spelled.trim() === 'aws' ? undefined : /RECEIVER_TARGET must be aws or local/;
+      if (asked) expect(() => cliContext({ RECEIVER_TARGET: spelled })).toThrow(asked);
+      else expect(() => cliContext({ RECEIVER_TARGET: spelled })).toThrow(/RECEIVER_TARGET=aws/);
+    }
+  });
+
   it('needs only DEAD_LETTER_QUEUE_URL, and takes the region from it', async () => {
     expect(() => cliDeadLetters({ RECEIVER_TARGET: 'aws' })).toThrow(/DEAD_LETTER_QUEUE_URL/);
     sqs.on(GetQueueAttributesCommand).resolves({ Attributes: {} });
