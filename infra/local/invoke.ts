@@ -42,9 +42,15 @@ if (throwaway || (env.LOCAL_ENGINE === 'embedded' && !(await reachable(env.DYNAM
 }
 await ensureLedgerTable(env.DYNAMODB_ENDPOINT as string, env.TABLE_NAME as string, env.AWS_REGION);
 
-const { handler } = (await import(/* @vite-ignore */ `../../${invoked.entry}`)) as {
-  handler: LambdaHandler;
-};
+// A function's configuration is read as it is imported, as at a Lambda cold start: a bad setting is said by its
+// message (naming the variable), as the CLI says it, not as a stack trace.
+const { handler } = (await import(/* @vite-ignore */ `../../${invoked.entry}`).catch(
+  async (error: unknown) => {
+    console.error(`${name}: ${error instanceof Error ? error.message : String(error)}`);
+    await engine?.stop();
+    process.exit(1);
+  },
+)) as { handler: LambdaHandler };
 const result = await invokeHandler(handler, event as Parameters<LambdaHandler>[0], lambdaContext(name));
 console.log(JSON.stringify(result, null, 2));
 await engine?.stop();
