@@ -105,7 +105,7 @@ export interface LedgerStore {
    * Keeps a refused hit apart from the attempts; it is never an outcome. One write, no read: the first hit of a
    * source, code and minute makes the record, the rest only count on it.
    */
-  recordRejectedHit(rejected: RejectedHit): Promise<void>;
+  recordRejectedHit(rejected: RejectedHit, signal?: AbortSignal): Promise<void>;
   /** The attempts of one respondent in one survey (one, unless the respondent entered more than once). */
   attemptsOf(surveyId: string, pid: string): Promise<Attempt[]>;
   /** Attempts of a survey first seen in [from, to), oldest first, through the day index (no scan). */
@@ -600,7 +600,7 @@ export function createLedgerStore(
       return false;
     },
 
-    async recordRejectedHit(rejected) {
+    async recordRejectedHit(rejected, signal) {
       const sourceIp = clip(rejected.sourceIp);
       const surveyId = clip(rejected.surveyId);
       // Every field is bounded (the reason can quote the input it refused), and none shows a signature it quotes.
@@ -653,6 +653,7 @@ export function createLedgerStore(
               ...Object.fromEntries(fields.map(([name, value]) => [`:${name}`, value])),
             },
           }),
+          signal ? { abortSignal: signal } : {},
         ),
       );
     },

@@ -2,8 +2,9 @@
  * How the receivers count a refused hit in the ledger: for investigation (`rejected`) and the survey health check,
  * never at the price of a genuine hit. A flood of forged hits must not hold the receivers' executions or the
  * ledger: each container records at most `perSecond` refusals a second (the rest are counted in a metric only),
- * and a refusal is answered after `waitMs` at most, whether or not its write has finished by then (the write goes
- * on in the background; a refusal that could not be counted still stands).
+ * and a refusal is answered after `waitMs` at most: a write not done by then is given up (aborted with its retries,
+ * for Lambda freezes a container once it has answered, and a write left running would go on, or retry, whenever
+ * the container next ran). A refusal that could not be counted still stands.
  */
 import type { LedgerStore, RejectedHit } from '../ledger/ledger-store';
 import { describe } from '../runtime/http-route';
@@ -56,9 +57,12 @@ export function refusalRecorder(
       if (surveys.size < REFUSED_SURVEYS_PER_MINUTE) surveys.add(refused.surveyId);
       else rejected = { ...refused, surveyId: undefined };
     }
-    const write = store.recordRejectedHit(rejected).then(
+    const giveUp = new AbortController();
+    const write = store.recordRejectedHit(rejected, giveUp.signal).then(
       (): RefusalRecording => 'recorded',
       (error: unknown): RefusalRecording => {
+        // Given up below, and counted there.
+        if (giveUp.signal.aborted) return 'pending';
         logger.error('refused hit not recorded', {
           channel: rejected.channel,
           code: rejected.code,
@@ -67,6 +71,10 @@ export function refusalRecorder(
         return 'failed';
       },
     );
-    return settleWithin(write, waitMs, (): RefusalRecording => 'pending');
+    return settleWithin(write, waitMs, (): RefusalRecording => {
+      giveUp.abort();
+      count('RefusalsNotRecorded', { channel: rejected.channel });
+      return 'pending';
+    });
   };
 }

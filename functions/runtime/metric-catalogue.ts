@@ -35,7 +35,7 @@ export const METRIC_CATALOGUE = {
     unit: 'Count',
     dimensions: { channel: CHANNELS },
     about:
-      'refused hits past the per-container rate of refusals counted in the ledger (a flood): metric only',
+      'refused hits past the per-container rate of refusals counted in the ledger (a flood), or whose count the ledger did not take within the wait: metric only',
   },
   RejectedSource: {
     unit: 'Count',

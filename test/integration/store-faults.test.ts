@@ -300,6 +300,22 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     expect((await store.attemptsOf('3003', ids.pid))[0]?.postback?.hits).toBe(1);
   }, 10_000);
 
+  it("a refusal's count given up on at its wait is aborted with its retries: nothing left to run when the container thaws", async () => {
+    const { postback: refusing } = await receivers({
+      endpoint: proxy.endpoint,
+      tableName: table,
+      storeTimeoutMs: 2_000,
+      refusals: { perSecond: 100, waitMs: 200 },
+    });
+    const start = proxy.operations.length;
+    proxy.faults((_, index) => (index === start ? 'hang' : undefined));
+    const forged = postbackUrl().replace(/sig=[^&]+/, `sig=${'A'.repeat(43)}`);
+    expect((await invoke(refusing, apiEvent('GET', forged))).statusCode).toBe(403);
+    // Without the abort the client would try again after its 2 s timeout, and that try would count it.
+    await new Promise((resolve) => setTimeout(resolve, 2_600));
+    expect(proxy.operations.slice(start)).toEqual(['UpdateItem']);
+  }, 10_000);
+
   it('the respondent is redirected promptly while the store hangs', async () => {
     proxy.faults(() => 'hang');
     const started = Date.now();
