@@ -9,6 +9,7 @@ import { attemptsCommand } from './attempts-command';
 import { bufferCommand } from './buffer-command';
 import { healthCommand } from './health-command';
 import { ledgerCommand } from './ledger-command';
+import { refuseRepeatedOptions } from './options';
 import { reconcileCommand } from './reconcile-command';
 import { redirectsCommand } from './redirects-command';
 import { rejectedCommand } from './rejected-command';
@@ -28,7 +29,8 @@ const program = new Command('cli')
   .addCommand(reportCommand())
   .addCommand(healthCommand())
   .addCommand(bufferCommand())
-  .addCommand(ledgerCommand());
+  .addCommand(ledgerCommand())
+  .hook('preAction', (_program, command) => refuseRepeatedOptions(command, process.argv.slice(2)));
 
 // Output cut short by its reader (`| head`): nothing more to say, and no stack trace for it.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import { DEFAULT_FEED_LAG_SECONDS } from '../ledger/feed-keys';
 import { dayProblem, pacificDay } from '../marketplace/pacific-time';
 import type { PostbackMethod } from '../marketplace/redirect-settings';
@@ -72,4 +72,20 @@ export function matchedVerdictsOption(value: string | undefined): 'kept' | 'impl
 export function daysOption(options: { from?: string; to?: string }): { from: string; to: string } {
   const from = options.from ?? options.to ?? pacificDay(new Date());
   return { from, to: options.to ?? from };
+}
+
+/** Options that may be given more than once (each adds a value). */
+const REPEATABLE = new Set(['--survey']);
+
+/**
+ * Refuses an option given twice that takes one value (`--from 2026-11-27 --from 2026-11-20`): commander keeps the
+ * last without a word, where the finance API refuses a repeated parameter.
+ */
+export function refuseRepeatedOptions(command: Command, argv: readonly string[]): void {
+  for (const option of command.options) {
+    const flag = option.long;
+    if (!flag || REPEATABLE.has(flag)) continue;
+    const given = argv.filter((arg) => arg === flag || arg.startsWith(`${flag}=`)).length;
+    if (given > 1) throw new Error(`${flag} is given ${given} times: give it once`);
+  }
 }

@@ -1,7 +1,12 @@
 /** The operator CLI's option parsers: a bad value is refused naming what is accepted, before anything runs. */
 import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { dayOption, methodOfVariable, wholeNumberOption } from '../../functions/cli/options';
+import {
+  dayOption,
+  methodOfVariable,
+  refuseRepeatedOptions,
+  wholeNumberOption,
+} from '../../functions/cli/options';
 import { reconcileCommand } from '../../functions/cli/reconcile-command';
 import { reportCommand } from '../../functions/cli/report-command';
 
@@ -62,5 +67,17 @@ describe('values that name nothing', () => {
     await expect(command.parseAsync(['--format', 'csv', '--out', ''], { from: 'user' })).rejects.toThrow(
       /--out.*names no file/,
     );
+  });
+});
+
+describe('options given twice', () => {
+  it('are refused when they take one value (the last would win in silence); --survey adds one each time', () => {
+    const report = reportCommand();
+    expect(() =>
+      refuseRepeatedOptions(report, ['report', '--from', '2026-11-27', '--from=2026-11-20']),
+    ).toThrow('--from is given 2 times: give it once');
+    expect(() =>
+      refuseRepeatedOptions(report, ['report', '--from', '2026-11-27', '--survey', '1', '--survey', '2']),
+    ).not.toThrow();
   });
 });
