@@ -253,10 +253,8 @@ const NEXT = words(`nextpage next nextcursor hasmore hasnext hasnextpage nextpag
   nextpagetoken nexttoken morepages moreresults continuation continuationtoken`);
 /** Fields that say whether this is the last page: false, the list goes on. */
 const LAST = words('islastpage islast lastpage last');
-/** Fields that say the list is a page (a page's number, size or offset)... */
-const PAGE_MARKS = words(
-  `page pagenumber pageno pageindex currentpage pagesize perpage limit offset skip start`,
-);
+/** Fields that say the list is a page (a page's number, size or offset, as a number)... */
+const PAGE_MARKS = words('page pagenumber pageno pageindex currentpage pagesize perpage limit offset skip');
 /** ...beside which a total above the rows listed says it is cut short. */
 const TOTALS = words(`total totalcount totalrecords totalrows totalresults totalitems totalelements count
   recordstotal recordcount`);
@@ -292,7 +290,8 @@ function pagingSaidBy(json: Json, listed: number): string | undefined {
   }
   // A total says the list is cut short only beside a page: alone it may count something else (the survey's
   // transactions of every day, say).
-  if (fields.some(({ name, value }) => PAGE_MARKS.has(name) && value !== undefined && value !== null))
+  // A number, not an echo of what was asked (a `start` date, say).
+  if (fields.some(({ name, value }) => PAGE_MARKS.has(name) && number(value) !== undefined))
     for (const { key, name, value } of fields) {
       const total = TOTALS.has(name) ? number(value) : undefined;
       if (total !== undefined && total > listed)

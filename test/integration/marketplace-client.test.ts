@@ -319,7 +319,7 @@ describe('answers', () => {
       [{ current_page: 1, per_page: 2, total: 5 }, /holds 2 of 5 rows \(total\)/],
       [{ pageNo: 1, totalRecords: '5' }, /holds 2 of 5 rows \(totalRecords\)/],
       [{ page_size: 2, total_records: 5 }, /holds 2 of 5 rows \(total_records\)/],
-      [{ start: 0, recordsTotal: 5 }, /holds 2 of 5 rows \(recordsTotal\)/],
+      [{ offset: 0, recordsTotal: 5 }, /holds 2 of 5 rows \(recordsTotal\)/],
       [{ hasNextPage: true }, /more pages \(hasNextPage\)/],
       [{ next_page_url: 'https://x/2' }, /more pages \(next_page_url\)/],
       [{ paging: { next_url: 'https://x/2' } }, /more pages \(paging\.next_url\)/],
@@ -348,6 +348,9 @@ describe('answers', () => {
       { totalCount: 5 },
       { msg: '2 of 2 transactions' },
       { msg: 'found 1 of 5 kinds' },
+      // The range asked for, echoed, beside a count of something else.
+      { start: '2026-11-20', end: '2026-11-20', count: 57 },
+      { page: 'transactions', total: 57 },
     ]) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
