@@ -308,12 +308,40 @@ export function createReconciliationStore(
    */
   const updatedOnce = async (
     input: Omit<UpdateCommandInput, 'TableName'> & { Key: Record<string, string> },
+    write: { at: string; what: string },
     own: (item: Record<string, unknown>) => boolean,
   ) => {
-    if (await updated(input)) return true;
+    const id = `${input.Key.pk}|${input.Key.sk}|${write.what}`;
+    if (await updated(input)) {
+      made.note(write.at, id);
+      return true;
+    }
+    // A call repeating a write this store made at the same time finds its own write: that one, not this, wrote.
+    if (made.has(write.at, id)) return false;
     const item = await getItem(input.Key);
-    return item !== undefined && own(item);
+    if (item === undefined || !own(item)) return false;
+    made.note(write.at, id);
+    return true;
   };
+  /**
+   * The writes this store answered as made at one run time (the reconciler's `at`): the item's own stamp (that
+   * time) tells a write whose answer was lost from one made by another run, but not from this run's earlier call
+   * of the same write; this does. Only the current time's are kept (a run's writes share one).
+   */
+  const made = (() => {
+    let at = '';
+    const ids = new Set<string>();
+    return {
+      note(time: string, id: string) {
+        if (time !== at) {
+          at = time;
+          ids.clear();
+        }
+        ids.add(id);
+      },
+      has: (time: string, id: string) => time === at && ids.has(id),
+    };
+  })();
 
   const surveyRecords = async (surveyId: string, days: readonly string[], withState = true) => {
     // Point reads (the functions that reconcile may batch-read the table, not query it), consistent: the
@@ -399,12 +427,15 @@ export function createReconciliationStore(
        * the SDK's retry refused by the condition the write itself made false. Taken as written, so the day a
        * verdict left is flagged as after any write.
        */
+      const writeId = `${key.pk}|${key.sk}|verdict|${verdict.kind}|${verdict.day}`;
       const afterRefusal = async () => {
         const current = await getItem(key);
         const own =
+          !made.has(now, writeId) &&
           current?.verdict === verdict.kind &&
           current.verdictDay === verdict.day &&
           current.verdictAt === now;
+        if (own) made.note(now, writeId);
         return { current, own };
       };
       if (sameVerdict) {
@@ -421,7 +452,10 @@ export function createReconciliationStore(
             ':judgedAt': existing.at,
           },
         });
-        if (refreshed) return 'refreshed';
+        if (refreshed) {
+          made.note(now, writeId);
+          return 'refreshed';
+        }
         const { current, own } = await afterRefusal();
         if (own) return 'refreshed';
         return (await overtaken(current)) ? 'stale' : 'unchanged';
@@ -468,7 +502,8 @@ export function createReconciliationStore(
         },
       });
       // Either another run wrote the same verdict first (nothing to add) or a hit came after the read.
-      if (!written) {
+      if (written) made.note(now, writeId);
+      else {
         const { current, own } = await afterRefusal();
         if (!own) return (await overtaken(current)) ? 'stale' : 'unchanged';
       }
@@ -497,6 +532,7 @@ export function createReconciliationStore(
             ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
           },
         },
+        { at: now, what: 'retired' },
         (after) => after.retiredAt === now && after.verdict === undefined,
       );
     },
@@ -545,6 +581,7 @@ export function createReconciliationStore(
             'attribute_exists(pk) AND (attribute_not_exists(arrivedAs) OR arrivedAs <> :arrivedAs)',
           ExpressionAttributeValues: { ':arrivedAs': arrivedAs, ':at': at.toISOString() },
         },
+        { at: at.toISOString(), what: `arrived|${arrivedAs}` },
         (after) => after.arrivedAs === arrivedAs && after.arrivedAt === at.toISOString(),
       );
     },
@@ -945,6 +982,7 @@ export function createReconciliationStore(
             ':now': now.toISOString(),
           },
         },
+        { at: until.toISOString(), what: `lease|${holder}` },
         (after) => after.leaseHolder === holder,
       );
     },

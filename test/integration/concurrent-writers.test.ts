@@ -292,6 +292,10 @@ describe('a verdict write whose answer was lost', () => {
     expect(lose).toBe(false);
     const [after] = await run.results.attemptsByKey('7331', [{ pid: 'p-moved', token: 'tx-moved' }]);
     expect(after?.reconciliation).toMatchObject({ verdict: 'matched', day: clickDay });
+    // The same write again, from the attempt as read before it: nothing written, and said so.
+    expect(await run.results.recordVerdict(entry('matched', clickDay, judged as Attempt), movedAt)).toBe(
+      'unchanged',
+    );
     const { flags } = await run.results.surveyRecords('7331', [seenDay]);
     expect(flags?.has(seenDay)).toBe(true);
   });
@@ -325,6 +329,8 @@ describe('writes after which a day is flagged, their answers lost', () => {
     lose = 'arrivedAs';
     expect(await run.results.pointToArrival('7332', 'p-pointed', 'tx-p-pointed', 'p-other', at)).toBe(true);
     expect(lose).toBeUndefined();
+    // The same call again at the same time writes nothing, and says so.
+    expect(await run.results.pointToArrival('7332', 'p-pointed', 'tx-p-pointed', 'p-other', at)).toBe(false);
     await run.results.recordVerdict(made('p-retired'), at);
     const [item] = await run.results.attemptsByKey('7332', [{ pid: 'p-retired', token: 'tx-p-retired' }]);
     lose = 'retiredAt';
@@ -332,6 +338,9 @@ describe('writes after which a day is flagged, their answers lost', () => {
       true,
     );
     expect(lose).toBeUndefined();
+    expect(await run.results.retireItem(item as Attempt, new Date(at.getTime() + HOUR), 'withdrawn')).toBe(
+      false,
+    );
     // A survey's state: written, not another run's.
     const state = { surveyId: '7332', lastReconciledAt: at.toISOString(), failedDays: [] };
     lose = 'unused';
