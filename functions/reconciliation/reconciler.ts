@@ -1193,8 +1193,29 @@ export function reconciler(deps: ReconcilerDeps) {
       await deps.results.flagDay(surveyId, day, flagTime);
     }
 
+    /** Whether a listing holds some rows, but fewer, for one of `window`'s days than its stored figures counted. */
+    function fewerRowsThanCounted(
+      window: readonly string[],
+      listed: { rows: readonly Transaction[]; held: readonly { placed: { filedAt: string } }[] },
+    ): boolean {
+      const heldDays = new Set(listed.held.map(({ placed }) => pacificDay(new Date(placed.filedAt))));
+      return window.some((day) => {
+        const counted = stored.get(day)?.marketplace.transactions;
+        if (counted === undefined || counted === 0 || heldDays.has(day)) return false;
+        const { start, end } = pacificDayRange(day);
+        const [from, to] = [start.toISOString(), end.toISOString()];
+        let rows = 0;
+        for (const t of listed.rows) {
+          const filed = filedAt(t);
+          if (filed !== undefined && filed >= from && filed < to) rows++;
+        }
+        // None at all is an empty answer's, held and confirmed as such (`confirmEmpty`).
+        return rows > 0 && rows < counted;
+      });
+    }
+
     /** Reconciles one contiguous window of the survey's days. */
-    async function reconcileWindow(window: readonly string[], holdDays = true) {
+    async function reconcileWindow(window: readonly string[], holdDays = true, listedAgain = false) {
       const range = fetchRange(window);
       const context = { surveyId, failedDays, now: at };
       // Days checked whatever the marketplace lists: their attempts are read while it answers.
@@ -1224,6 +1245,12 @@ export function reconciler(deps: ReconcilerDeps) {
           }),
         ),
       ]);
+      // A day listed with fewer rows than its figures counted (a row re-filed elsewhere or withdrawn, or an answer
+      // cut short without saying so: a replica behind, a page the marketplace did not mention): listed once more,
+      // and judged from that second answer, before anything is judged. Its paid completes are not turned into
+      // unpaid ones, nor its owed figure cut, by one short answer.
+      if (!listedAgain && fewerRowsThanCounted(window, listed))
+        return reconcileWindow(window, holdDays, true);
       outcome.transactions += listed.rows.length;
       outcome.duplicateRows += listed.duplicates + listed.copies.length;
       outcome.malformedRows += listed.held.length;

@@ -534,6 +534,63 @@ describe('a reconciliation run', () => {
   });
 });
 
+describe('a listing cut short without saying so', () => {
+  it('is listed once more before anything is judged: paid completes are not made unpaid, nor owed cut, by one short answer', async () => {
+    await survey(7457);
+    const rows = [1, 2, 3].map((n) => listedComplete(`tok-7457-${n}`, `pid-7457-${n}`));
+    for (const n of [1, 2, 3])
+      await attempts.recordHit(
+        {
+          channel: 'postback',
+          surveyId: '7457',
+          outcome: 'success',
+          pid: `pid-7457-${n}`,
+          token: `tok-7457-${n}`,
+          source: 'query',
+        },
+        new Date(REFERENCE_MS - 50 * 60_000),
+      );
+    /** Listings of the day's window (a look-back lists the days before it, where none of these rows is). */
+    let answers = 0;
+    let short = false;
+    const cutOnce = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input) => {
+        const asked = new URL(String(input)).searchParams;
+        const ofDay = (asked.get('endDate') ?? '') >= today;
+        if (ofDay) answers++;
+        const listed = !ofDay ? [] : short ? rows.slice(0, 2) : rows;
+        if (ofDay) short = false;
+        return new Response(JSON.stringify({ apiStatus: 'success', result: listed }), { status: 200 });
+      },
+    });
+    await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
+    const figures = async () => (await results.summariesOf('7457', [today]))[0];
+    const full = await figures();
+    expect(full?.marketplace).toMatchObject({ transactions: 3, owed: '4.50' });
+    // One answer a row short (no paging field, no word of it): listed again, judged from the whole answer.
+    short = true;
+    answers = 0;
+    const again = await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
+    expect(answers).toBe(2);
+    expect(again.outcomes[0]).toMatchObject({ status: 'reconciled', verdicts: { matched: 3 } });
+    expect((await figures())?.marketplace).toMatchObject({ transactions: 3, owed: '4.50' });
+    // Short twice in a row: taken as it is (a row withdrawn), its complete chased as unpaid.
+    rows.pop();
+    answers = 0;
+    const withdrawn = await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
+    expect(answers).toBe(2);
+    expect(withdrawn.outcomes[0]).toMatchObject({ verdicts: { matched: 2, complete_not_paid: 1 } });
+    expect((await figures())?.marketplace).toMatchObject({ transactions: 2, owed: '3.00' });
+    // The day's figures now count two: the next answer of two is read once.
+    answers = 0;
+    await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
+    expect(answers).toBe(1);
+  });
+});
+
 describe('a row listed without a click or start time', () => {
   /** A valid complete listed without a click or start time, finished at the reference time. */
   const undatedComplete = (token: string) => {
