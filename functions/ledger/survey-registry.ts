@@ -39,6 +39,11 @@ export interface SurveyRegistration {
   readonly failures: number;
   readonly removedAt?: string | undefined;
   /**
+   * Removed without ever having been registered here (another stack's survey, its redirects deleted by `remove`):
+   * kept so the sync leaves it alone, never reconciled (its transactions are another stack's).
+   */
+  readonly neverApplied?: boolean | undefined;
+  /**
    * When the marketplace said the survey is not live (Paused/Closed), after it dropped out of the list of live
    * surveys; cleared once it is listed live again. A survey closed before the reconciliation window is read only
    * for its days past the window (reviews), and it is neither read back nor retried meanwhile.
@@ -132,6 +137,7 @@ const REGISTRATION_FIELDS = [
   'unavailableFailures',
   'failures',
   'removedAt',
+  'neverApplied',
   'closedAt',
   'liveCheckedAt',
   'readBackAt',

@@ -763,13 +763,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             )
               throw error;
           }
-          // A survey never registered here has nothing here to mark: its own redirects at the marketplace are gone.
-          if (!registration) return { surveyId, status: 'removed' };
           // What it was configured with goes; its prices stay (reconciliation still checks its recent completes).
+          // One never registered here is recorded too, or the sync would apply this stack's URLs to it again at
+          // its next change; as never applied here, so that no run reconciles another stack's transactions.
           await deps.registry.put({
             surveyId,
             state: 'removed',
             removedAt: at,
+            ...(registration ? {} : { neverApplied: true }),
             verified: false,
             failures: 0,
             ...(registration?.expectedCpi ? { expectedCpi: registration.expectedCpi } : {}),

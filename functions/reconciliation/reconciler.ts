@@ -1926,7 +1926,9 @@ export function reconciler(deps: ReconcilerDeps) {
       at !== undefined && pacificDay(new Date(at)) >= nextDay(last, -REVIEW_HORIZON_DAYS);
     return [...(await registry.all()).values()]
       .filter((r) =>
-        r.state === 'active' ? r.closedAt === undefined || recent(r.closedAt) : recent(r.removedAt),
+        r.state === 'active'
+          ? r.closedAt === undefined || recent(r.closedAt)
+          : recent(r.removedAt) && r.neverApplied !== true,
       )
       .map((r) => r.surveyId);
   }

@@ -1689,6 +1689,14 @@ describe('the scheduled run', () => {
     const base = { verified: true, failures: 0, updatedAt: daysAgo(120) };
     await ownRegistry.put({ ...base, surveyId: '7207', state: 'active', closedAt: daysAgo(120) });
     await ownRegistry.put({ ...base, surveyId: '7208', state: 'active', closedAt: daysAgo(300) });
+    // Another stack's survey whose redirects `remove` deleted here: kept from the sync, never reconciled here.
+    await ownRegistry.put({
+      ...base,
+      surveyId: '7209',
+      state: 'removed',
+      removedAt: daysAgo(126),
+      neverApplied: true,
+    });
     marketplace.state.addSurvey({ surveyId: 7207 });
     const realToday = pacificDay(new Date());
     const report = await engine({ registry: ownRegistry }).run(

@@ -436,7 +436,7 @@ describe('show and remove', () => {
 });
 
 describe('remove of an id never registered here', () => {
-  it('mistyped (the marketplace does not know it) fails and registers nothing; a removal that fails registers nothing either', async () => {
+  it('mistyped (the marketplace does not know it) fails and registers nothing, nor does a removal that fails; a known one is recorded as never applied here', async () => {
     const configuration = configure();
     const [mistyped] = await configuration.remove(['5739']);
     expect(mistyped).toMatchObject({ surveyId: '5739', status: 'failed' });
@@ -458,9 +458,15 @@ describe('remove of an id never registered here', () => {
     const [failed] = await down.remove(['5740']);
     expect(failed).toMatchObject({ surveyId: '5740', status: 'failed' });
     expect(await registry.get('5740')).toBeUndefined();
-    // One the marketplace knows (another stack's, moved here by hand): its own redirects go, nothing registered.
+    // One the marketplace knows (another stack's): its own redirects go, and it is recorded removed, never applied
+    // here, so that the sync leaves it alone when it changes and no run reconciles another stack's transactions.
     expect(await configuration.remove(['5740'])).toEqual([{ surveyId: '5740', status: 'removed' }]);
-    expect(await registry.get('5740')).toBeUndefined();
+    expect(await registry.get('5740')).toMatchObject({ state: 'removed', neverApplied: true });
+    marketplace.state.setLive(5740, true);
+    calls = [];
+    await configure({ now: () => new Date(Date.now() + 60_000) }).sync();
+    expect(calls.filter((c) => c.includes('setRedirectionForSurvey/5740'))).toEqual([]);
+    expect(await registry.get('5740')).toMatchObject({ state: 'removed' });
     marketplace.state.setLive(5740, false);
   });
 });
