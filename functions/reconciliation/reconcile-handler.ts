@@ -128,6 +128,9 @@ export function createReconcileHandler({
     publish('ReconciledSurveys', summary.reconciled, {});
     publish('ReconcileFailedSurveys', summary.failed, {});
     publish('SurveysFailingLong', summary.failingLong, {});
+    // Surveys left for a pause the marketplace asked for are neither reconciled nor failed: said apart, so that a
+    // marketplace that keeps refusing alarms (reconciliation-held-off) rather than hold every check off unseen.
+    publish('ReconcileHeldOff', report.marketplaceRefusedUntil ? 1 : 0, {});
     publish('ReconciledTransactions', summary.transactions, {});
     publish('VerdictChanges', summary.changed + summary.new, {});
     for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });

@@ -99,6 +99,12 @@ export const METRIC_CATALOGUE = {
       'surveys whose redirects the daily read-back found changed at the marketplace, applied again (or tried to)',
   },
   ReconciledSurveys: { unit: 'Count', dimensions: {}, about: 'surveys a reconciliation run reconciled' },
+  ReconcileHeldOff: {
+    unit: 'Count',
+    dimensions: {},
+    about:
+      'reconciliation runs that stopped because the marketplace asked for no calls (429 Retry-After) past what the invocation can wait: 1 each such run',
+  },
   ReconcileFailedSurveys: {
     unit: 'Count',
     dimensions: {},

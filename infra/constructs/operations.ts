@@ -366,6 +366,18 @@ export class Operations extends Construct {
       }),
       1,
     );
+    if (props.schedules?.reconcileEvery) {
+      // A run stopped by the marketplace's Retry-After defers its surveys, fails none: in three runs in a row (three
+      // hours by default), nothing the marketplace owes is being checked.
+      const every = Duration.minutes(Math.max(60, props.schedules.reconcileEvery.toMinutes()));
+      alarm(
+        'reconciliation-held-off',
+        "Reconciliation was held off by the marketplace (429 with a Retry-After longer than a run can wait) in three runs in a row: no survey is being reconciled, none counted failed. The reconcile log says until when (refusedUntil); ask the marketplace about the account's rate limit; scale.marketplaceCallsPerSecond paces the calls.",
+        cataloguedTotal(service, 'ReconcileHeldOff', every),
+        1,
+        { periods: 3, datapoints: 3 },
+      );
+    }
     // Whatever share of the surveys it is: the surveys that fail every run are often the biggest (the most money).
     alarm(
       'reconciliation-failing-long',
@@ -414,9 +426,11 @@ export class Operations extends Construct {
       alarm(
         'attempt-feed-failed-batches',
         "A batch of the table's stream kept failing in the attempt feed's consumer and was set aside: the feed lacks those changes (the table has them), so reconciliation and the health check may miss those attempts until `npm run cli -- ledger rebuild-feed` writes their days. The queue's message names the shard and sequence range.",
-        props.attemptFeed.failedBatches.metricApproximateNumberOfMessagesVisible({
+        // Each batch set aside, not the queue's depth: its messages stay 14 days (nothing takes them), and an alarm
+        // left in ALARM that long would not notify of the next one.
+        props.attemptFeed.failedBatches.metricNumberOfMessagesSent({
           period: Duration.minutes(5),
-          statistic: 'Maximum',
+          statistic: 'Sum',
         }),
         1,
       );

@@ -229,6 +229,14 @@ describe('the attempt feed', () => {
       Namespace: 'AWS/Lambda',
       Threshold: 15 * 60_000,
     });
+    // Each batch set aside notifies: not the queue's depth, whose messages stay 14 days and would hold it in ALARM.
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'Test-attempt-feed-failed-batches',
+      MetricName: 'NumberOfMessagesSent',
+      Namespace: 'AWS/SQS',
+      Statistic: 'Sum',
+      Threshold: 1,
+    });
   });
 
   it('reports no unacknowledged cdk-nag finding', () => {

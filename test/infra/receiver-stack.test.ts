@@ -655,7 +655,7 @@ describe('operations', () => {
     ]) {
       expect(described).toContain(topic);
     }
-    expect(alarms).toHaveLength(11 + 3 + 7);
+    expect(alarms).toHaveLength(11 + 3 + 8);
     // A survey failing every run alarms whatever share of the surveys it is; a refused listing, twice within about two hours.
     const byDescription = (text: string) =>
       Object.values(template.findResources('AWS::CloudWatch::Alarm')).find((a) =>
@@ -722,6 +722,20 @@ describe('operations', () => {
       Properties: { DashboardName: unknown };
     }[];
     expect(JSON.stringify(dashboard?.Properties.DashboardName)).toContain('AWS::Region');
+  });
+
+  it('alarms when the marketplace holds reconciliation off three runs in a row, which fails no survey and publishes no failure', () => {
+    const [heldOff] = Object.values(template.findResources('AWS::CloudWatch::Alarm'))
+      .map((a) => (a as { Properties: Record<string, unknown> }).Properties)
+      .filter((p) => p.AlarmName === 'Test-reconciliation-held-off');
+    expect(JSON.stringify(heldOff)).toContain('"MetricName":"ReconcileHeldOff"');
+    expect(JSON.stringify(heldOff)).toContain('"Period":3600');
+    expect(heldOff).toMatchObject({
+      EvaluationPeriods: 3,
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      TreatMissingData: 'notBreaching',
+    });
   });
 
   it("alarms on hits held in the buffer for 15 minutes, in flight too: not on the oldest message's age, which SQS stops counting for a hit received three times", () => {

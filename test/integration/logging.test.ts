@@ -340,6 +340,42 @@ describe('published metrics of the scheduled runs', () => {
       '1',
     ]);
     expect(summary.failuresNotListed).toBe(11);
+    expect(metricValues(written.join(''), 'ReconcileHeldOff')).toEqual([0]);
+  });
+
+  it('a reconciliation run the marketplace held off says so in a metric of its own: it fails no survey', async () => {
+    const { createReconcileHandler } = await import('../../functions/reconciliation/reconcile-handler');
+    const deferred = ['1', '2'].map((surveyId) => ({
+      surveyId,
+      status: 'deferred',
+      days: [],
+      transactions: 0,
+      attempts: 0,
+      verdicts: {},
+      changes: {},
+      changed: [],
+    }));
+    capture();
+    await createReconcileHandler({
+      windowDays: 7,
+      engine: {
+        scheduled: async () =>
+          ({
+            runId: 'r',
+            days: [],
+            outcomes: deferred,
+            complete: false,
+            // Past what the invocation can wait: it returns at once.
+            marketplaceRefusedUntil: new Date(Date.now() + 3 * 3_600_000).toISOString(),
+          }) as unknown as Awaited<
+            ReturnType<Parameters<typeof createReconcileHandler>[0]['engine']['scheduled']>
+          >,
+      },
+    })({}, context);
+    vi.restoreAllMocks();
+    const output = written.join('');
+    expect(metricValues(output, 'ReconcileHeldOff')).toEqual([1]);
+    expect(metricValues(output, 'ReconcileFailedSurveys')).toEqual([0]);
   });
 });
 
