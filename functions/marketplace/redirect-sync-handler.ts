@@ -95,12 +95,13 @@ export function createRedirectSyncHandler({
         logger.warn('redirect sync finished with failures', { ...summary });
       } else if (summary.fullListingError) {
         logger.warn('the list of every live survey was refused; tried again in an hour', { ...summary });
-      } else if (summary.drifted.length > 0) {
-        // Field names only (the values are signed URLs): someone changed them at the marketplace.
-        logger.warn('redirects changed at the marketplace were applied again', { ...summary });
-      } else {
+      } else if (summary.drifted.length === 0) {
         logger.info('redirect sync finished', { ...summary });
       }
+      // Its own line whatever else the run met (the runbook searches for it; a large supplier always has a survey
+      // failing). Field names only (the values are signed URLs): someone changed them at the marketplace.
+      if (summary.drifted.length > 0)
+        logger.warn('redirects changed at the marketplace were applied again', { drifted: summary.drifted });
       // Surveys listed live whose rows name no survey that reads are configured by no run until they do: said, not
       // only counted (a row whose id reads is configured all the same).
       if (summary.unnamedRows > 0)

@@ -268,6 +268,31 @@ describe('published metrics of the scheduled runs', () => {
     expect(unread).toMatchObject({ level: 'WARN', unnamedRows: 1 });
   });
 
+  it('a redirect sync that re-applied drifted surveys says so in the line the runbook searches for, whatever else failed', async () => {
+    const { createRedirectSyncHandler } = await import('../../functions/marketplace/redirect-sync-handler');
+    capture();
+    await createRedirectSyncHandler({
+      configuration: {
+        sync: async () =>
+          ({
+            malformed: [],
+            results: [
+              { surveyId: '11', status: 'applied', kid: 'k1', drifted: ['pstbck'] },
+              { surveyId: '12', status: 'failed', error: 'HTTP 500' },
+            ],
+          }) as unknown as Awaited<
+            ReturnType<Parameters<typeof createRedirectSyncHandler>[0]['configuration']['sync']>
+          >,
+      },
+    })({}, context);
+    vi.restoreAllMocks();
+    expect(written.join('')).toContain('redirect sync finished with failures');
+    const drifted = JSON.parse(
+      loggedLine('redirects changed at the marketplace were applied again'),
+    ) as Record<string, unknown>;
+    expect(drifted).toMatchObject({ level: 'WARN', drifted: [{ surveyId: '11', fields: ['pstbck'] }] });
+  });
+
   it('a redirect sync whose public host does not resolve touches no survey and fails, naming the host', async () => {
     const { createRedirectSyncHandler } = await import('../../functions/marketplace/redirect-sync-handler');
     const { publicHostCheck, PublicHostUnresolved } = await import('../../functions/marketplace/public-host');
