@@ -30,6 +30,7 @@ import {
   METRIC_NAMESPACE,
   type MetricName,
 } from '../../functions/runtime/metric-catalogue';
+import { ROUTES, routeKey } from '../routes';
 
 /** The time the oldest dead letter has spent there that alarms a second time: about 3.5 days before SQS drops it. */
 export const DEAD_LETTER_WARNING_AGE = Duration.days(10);
@@ -283,7 +284,14 @@ export class Operations extends Construct {
       (logGroup, i) =>
         new MetricFilter(this, i === 0 ? 'throttled-requests' : `throttled-requests-${i}`, {
           logGroup,
-          filterPattern: FilterPattern.stringValue('$.status', '=', '429'),
+          // The hit routes' only: finance's own throttle (10 a second) refuses a client paging fast, which loses no
+          // hit and would hold this alarm, whose runbook is the receivers', in ALARM.
+          filterPattern: FilterPattern.all(
+            FilterPattern.stringValue('$.status', '=', '429'),
+            ...ROUTES.filter((route) => route.function === 'finance').map((route) =>
+              FilterPattern.stringValue('$.route', '!=', routeKey(route)),
+            ),
+          ),
           // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it. A metric
           // filter cannot add a fixed dimension, so the stack's name is in the namespace.
           metricNamespace: `${METRIC_NAMESPACE}/Api/${service}`,
