@@ -180,15 +180,19 @@ export class Operations extends Construct {
      * start): a run publishes its figures every time, so none for three of its intervals (an hour at least) alarms.
      */
     const stopped = (name: string, description: string, metric: MetricName, every: Duration) => {
-      const period = Duration.minutes(Math.min(24 * 60, Math.max(60, 3 * every.toMinutes())));
+      // An interval of an hour or more: three periods of one interval each, every one without a run (one period of
+      // three intervals alarmed whenever a run finished later than the one before it and left the period empty).
+      const minutes = every.toMinutes();
+      const [period, periods] =
+        minutes >= 60 ? [Duration.minutes(minutes), 3] : [Duration.minutes(Math.max(60, 3 * minutes)), 1];
       const [runs] = catalogued(service, metric, period);
       if (!runs) throw new Error(`${metric} has no dimension set`);
       const created = new Alarm(this, name, {
         alarmName: `${service}-${name}`,
-        alarmDescription: `${description} (no run finished in ${period.toHumanString()}).`,
+        alarmDescription: `${description} (no run finished in ${Duration.minutes(period.toMinutes() * periods).toHumanString()}).`,
         metric: runs.with({ statistic: 'SampleCount' }),
         threshold: 1,
-        evaluationPeriods: 1,
+        evaluationPeriods: periods,
         comparisonOperator: ComparisonOperator.LESS_THAN_THRESHOLD,
         treatMissingData: TreatMissingData.BREACHING,
       });

@@ -783,14 +783,21 @@ describe('operations', () => {
     const stat = (p: Record<string, unknown>) => (p.Metrics as Stat[])[0]?.MetricStat;
     expect(
       found
-        .map((p) => [stat(p)?.Metric.MetricName, stat(p)?.Stat, stat(p)?.Period, p.ComparisonOperator])
+        .map((p) => [
+          stat(p)?.Metric.MetricName,
+          stat(p)?.Stat,
+          stat(p)?.Period,
+          p.EvaluationPeriods,
+          p.ComparisonOperator,
+        ])
         .sort(),
     ).toEqual([
-      ['ReconciledSurveys', 'SampleCount', 3 * 3600, 'LessThanThreshold'],
-      // The sync runs every 30 minutes in this stack: three of its intervals.
-      ['RedirectsApplied', 'SampleCount', 90 * 60, 'LessThanThreshold'],
+      // Hourly: three hours, each without a run (a run finishing late leaves one empty, which does not alarm).
+      ['ReconciledSurveys', 'SampleCount', 3600, 3, 'LessThanThreshold'],
+      // The sync runs every 30 minutes in this stack: one period of three of its intervals.
+      ['RedirectsApplied', 'SampleCount', 90 * 60, 1, 'LessThanThreshold'],
       // The health check, every 5 minutes: an hour at least.
-      ['SurveysOk', 'SampleCount', 3600, 'LessThanThreshold'],
+      ['SurveysOk', 'SampleCount', 3600, 1, 'LessThanThreshold'],
     ]);
     // Without the marketplace its two schedules are off, and so are their alarms; the health check's runs.
     expect(
