@@ -521,7 +521,13 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       const message = redactSent(said);
       const status = response.status;
       if (status === 429) {
-        const wait = retryAfterMs(response.headers.get('retry-after'), Date.now());
+        // A date is on the marketplace's clock: read against its own `Date` header where it sends one, so that a
+        // clock minutes apart from ours does not stretch a pause of seconds into a refusal (RFC 9110).
+        const theirNow = Date.parse(response.headers.get('date') ?? '');
+        const wait = retryAfterMs(
+          response.headers.get('retry-after'),
+          Number.isNaN(theirNow) ? Date.now() : theirNow,
+        );
         if (wait !== undefined && wait > maxPauseMs) {
           // Longer than this client waits: nothing is asked again before it (asking sooner is refused again).
           refusedUntil = Math.max(refusedUntil, Date.now() + Math.min(wait, MAX_REFUSAL_MS));

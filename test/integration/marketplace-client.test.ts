@@ -436,6 +436,23 @@ describe('faults', () => {
     expect(until - at).toBeGreaterThan(25_000);
   });
 
+  it("a Retry-After date is read against the answer's own Date: a marketplace clock minutes ahead does not turn a pause of seconds into a refusal", async () => {
+    const skewMs = 3 * 60_000;
+    const ahead = failingFirst(1, () => {
+      const theirNow = Date.now() + skewMs;
+      return new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Too many requests' }), {
+        status: 429,
+        headers: {
+          date: new Date(theirNow).toUTCString(),
+          'retry-after': new Date(Math.ceil((theirNow + 1_000) / 1000) * 1000).toUTCString(),
+        },
+      });
+    });
+    const api = client({ fetch: ahead.fetch, maxRetryAfterMs: 5_000 });
+    await api.getMetadata();
+    expect(ahead.calls()).toBe(2);
+  }, 15_000);
+
   it('a Retry-After longer than the client waits fails the call at once, and no call goes out before it has passed', async () => {
     const hour = failingFirst(
       1,
