@@ -165,15 +165,21 @@ export function pacificDayRange(day: string): { start: Date; end: Date } {
 /** Why a value is not a day `YYYY-MM-DD`, or undefined when it is one: its form, or a day no calendar has. */
 export function dayProblem(value: string): string | undefined {
   if (isCalendarDay(value)) return undefined;
-  return /^\d{4}-\d{2}-\d{2}$/.test(value)
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(value)) return 'must be a date YYYY-MM-DD';
+  return withinYears(value)
     ? `is not a day of the calendar (${value})`
-    : 'must be a date YYYY-MM-DD';
+    : `is outside the years ${MIN_YEAR}-${MAX_YEAR} (${value})`;
 }
+
+/** A year this product reads times of: `0026-03-08`, a year mistyped, would be read as 1926 by `Date.UTC`. */
+const withinYears = (day: string) =>
+  Number(day.slice(0, 4)) >= MIN_YEAR && Number(day.slice(0, 4)) <= MAX_YEAR;
 
 export function isCalendarDay(value: string): boolean {
   const date = new Date(`${value}T12:00:00Z`);
   return (
     /^\d{4}-\d{2}-\d{2}$/.test(value) &&
+    withinYears(value) &&
     !Number.isNaN(date.getTime()) &&
     date.toISOString().slice(0, 10) === value
   );

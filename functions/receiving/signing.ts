@@ -95,7 +95,14 @@ export function retirementOf(retire: Readonly<Record<string, unknown>>, kid: str
   const at = retirementTime.safeParse(value);
   if (at.success) return new Date(at.data);
   // Year first only (`2027-01-01`, `2027-01-01 12:00`): `12/01/2026` reads as December here and January elsewhere.
-  const read = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : Number.NaN;
+  // Without an offset, in UTC, as the receivers read it: JavaScript reads a time without one in the machine's zone,
+  // so a laptop in Pacific time (the CLI, the local stack) would retire the key eight hours after production.
+  const read =
+    typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}/.test(value)
+      ? Number.NaN
+      : /^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(value.trim())
+        ? Date.parse(`${value.trim().replace(' ', 'T')}Z`)
+        : Date.parse(value);
   return new Date(Number.isFinite(read) ? read : 0);
 }
 

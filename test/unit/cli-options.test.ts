@@ -21,6 +21,8 @@ describe('whole number options', () => {
     expect(() => dayOption('2026-11-31')).toThrow(/^It is not a day of the calendar \(2026-11-31\)\.$/);
     expect(() => dayOption('11/30/2026')).toThrow(/^It must be a date YYYY-MM-DD\.$/);
     expect(dayOption('2026-11-30')).toBe('2026-11-30');
+    // A year mistyped (0026) would be read as 1926: refused, not a day of nothing reconciled or reported.
+    expect(() => dayOption('0026-03-08')).toThrow(/^It is outside the years 2000-2199 \(0026-03-08\)\.$/);
   });
 
   it('accept a value within bounds', () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { keyRingWarnings } from '../../functions/cli/key-ring-check';
 import {
   parseKeyRing,
+  retirementOf,
   rotateKeyRing,
   serializeKeyRing,
   sign,
@@ -114,6 +115,17 @@ describe('key ring mistakes made by hand', () => {
 
   it("refuses a new key named as the ring's own fields", () => {
     for (const kid of ['current', 'retire']) expect(rotatedAs(kid)).toThrow(/a name the ring itself uses/);
+  });
+});
+
+describe('a retirement written without an offset', () => {
+  it("is read in UTC, as the receivers read it, whatever the machine's zone; one with an offset or a zone name as it says", () => {
+    expect(retirementOf({ k1: '2027-01-01 12:00' }, 'k1')?.toISOString()).toBe('2027-01-01T12:00:00.000Z');
+    expect(retirementOf({ k1: '2027-01-01T12:00:30' }, 'k1')?.toISOString()).toBe('2027-01-01T12:00:30.000Z');
+    expect(retirementOf({ k1: '2027-01-01' }, 'k1')?.toISOString()).toBe('2027-01-01T00:00:00.000Z');
+    expect(retirementOf({ k1: '2027-01-01T12:00:00+02:00' }, 'k1')?.toISOString()).toBe(
+      '2027-01-01T10:00:00.000Z',
+    );
   });
 });
 
