@@ -505,7 +505,7 @@ describe('summary', () => {
     [
       'a period of millennia',
       '/finance/discrepancies?from=0001-01-01&to=9999-12-31',
-      'a period may cover at most 92 days',
+      'from is outside the years 2000-2199 (0001-01-01)',
     ],
     [
       'a malformed survey',
@@ -519,18 +519,21 @@ describe('summary', () => {
     expect(jsonBody(result)).toEqual({ error: 'bad_request', message });
   });
 
-  it('answers the last day a date can name, on every route that reads a period (the day after it is no day)', async () => {
+  it('answers the last day of the years it reads, on every route that reads a period; a year past them is refused', async () => {
     for (const url of [
-      '/finance/summary?from=9999-12-30&to=9999-12-31',
-      '/finance/discrepancies?from=9999-12-31&to=9999-12-31',
-      '/finance/attempts/8001?token=a1&from=9999-12-31&to=9999-12-31',
+      '/finance/summary?from=2199-12-30&to=2199-12-31',
+      '/finance/discrepancies?from=2199-12-31&to=2199-12-31',
+      '/finance/attempts/8001?token=a1&from=2199-12-31&to=2199-12-31',
     ]) {
       const result = await get(url);
       expect(result.statusCode, url).toBeLessThan(500);
     }
-    expect(jsonBody(await get('/finance/summary?from=9999-12-31&to=9999-12-31'))).toMatchObject({
+    expect(jsonBody(await get('/finance/summary?from=2199-12-31&to=2199-12-31'))).toMatchObject({
       surveys: [],
     });
+    const past = await get('/finance/summary?from=9999-12-31&to=9999-12-31');
+    expect(past.statusCode).toBe(400);
+    expect(jsonBody(past)).toMatchObject({ message: 'from is outside the years 2000-2199 (9999-12-31)' });
   });
 });
 
