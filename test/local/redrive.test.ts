@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerStore } from '../../functions/ledger/ledger-store';
+import { LEDGER_PAUSE_MS } from '../../functions/receiving/ledger-circuit';
 import type { LocalStack } from '../../infra/local/stack';
 import { filledUrl } from '../support/api-events';
 import type { EngineProxy, Fault } from '../support/engine-proxy';
@@ -136,6 +137,8 @@ describe('buffer redrive', () => {
   it('moves every parked hit back, twice run is once moved, and the ledger counts each hit once', async () => {
     // Never written (the store answered 5xx), and written by the receiver but its answer lost (timed out).
     const neverWritten = await parkedHits(4, 'server-error');
+    // The receivers send hits straight to the buffer for a while after the ledger failed one: these must try it.
+    await new Promise((resolve) => setTimeout(resolve, LEDGER_PAUSE_MS + 100));
     const written = await parkedHits(3, 'lost-answer');
     const sent = [...neverWritten, ...written];
     await drainUntilParked(14);
