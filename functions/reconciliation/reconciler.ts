@@ -1210,13 +1210,14 @@ export function reconciler(deps: ReconcilerDeps) {
           if (filed !== undefined && filed >= from && filed < to) rows++;
         }
         // None at all is an empty answer's, held and confirmed as such (`confirmEmpty`).
-        return rows > 0 && rows < counted;
+        return rows < counted && listed.rows.length > 0;
       });
     }
 
     /** Reconciles one contiguous window of the survey's days. */
     async function reconcileWindow(window: readonly string[], holdDays = true, listedAgain = false) {
       const range = fetchRange(window);
+      const stampsBefore = new Map(emptyDays);
       const context = { surveyId, failedDays, now: at };
       // Days checked whatever the marketplace lists: their attempts are read while it answers.
       const regardless = plan
@@ -1249,8 +1250,12 @@ export function reconciler(deps: ReconcilerDeps) {
       // cut short without saying so: a replica behind, a page the marketplace did not mention): listed once more,
       // and judged from that second answer, before anything is judged. Its paid completes are not turned into
       // unpaid ones, nor its owed figure cut, by one short answer.
-      if (!listedAgain && fewerRowsThanCounted(window, listed))
+      if (!listedAgain && fewerRowsThanCounted(window, listed)) {
+        // The second answer is confirmed against the stamps as they were before the first.
+        emptyDays.clear();
+        for (const [day, since] of stampsBefore) emptyDays.set(day, since);
         return reconcileWindow(window, holdDays, true);
+      }
       outcome.transactions += listed.rows.length;
       outcome.duplicateRows += listed.duplicates + listed.copies.length;
       outcome.malformedRows += listed.held.length;

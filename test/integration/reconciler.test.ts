@@ -591,6 +591,106 @@ describe('a listing cut short without saying so', () => {
   });
 });
 
+describe('a listing cut short: whole days, and a day emptied for good beside one listed short', () => {
+  const dayBefore = nextDay(today, -1);
+  const complete = (token: string, pid: string, daysBack: number) => ({
+    ...listedComplete(token, pid),
+    clkDateTime: formatPacificTime(new Date(REFERENCE_MS - daysBack * 86_400_000 - 3_600_000)),
+  });
+  async function paidCompletes(
+    surveyId: string,
+    rows: ReturnType<typeof complete>[],
+    daysBack: (n: number) => number,
+  ) {
+    for (const [i, r] of rows.entries())
+      await attempts.recordHit(
+        { channel: 'postback', surveyId, outcome: 'success', pid: r.PID, token: r.token, source: 'query' },
+        new Date(REFERENCE_MS - daysBack(i) * 86_400_000 - 50 * 60_000),
+      );
+  }
+
+  it('a multi-day answer that leaves a whole day out is listed once more, not judged as it is', async () => {
+    await survey(7458);
+    const early = [1, 2].map((n) => complete(`tok-7458-e${n}`, `pid-7458-e${n}`, 1));
+    const late = [1, 2].map((n) => complete(`tok-7458-l${n}`, `pid-7458-l${n}`, 0));
+    await paidCompletes('7458', [...early, ...late], (i) => (i < 2 ? 1 : 0));
+    let answers = 0;
+    let short = false;
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input) => {
+        const asked = new URL(String(input)).searchParams;
+        const ofWindow = (asked.get('endDate') ?? '') >= today;
+        if (ofWindow) answers++;
+        // A page the answer did not mention: the later day's rows left out.
+        const listed = !ofWindow ? [] : short ? early : [...early, ...late];
+        if (ofWindow) short = false;
+        return new Response(JSON.stringify({ apiStatus: 'success', result: listed }), { status: 200 });
+      },
+    });
+    await engine({ marketplace: client }).run(dayBefore, today, ['7458']);
+    short = true;
+    answers = 0;
+    await engine({ marketplace: client }).run(dayBefore, today, ['7458']);
+    expect(answers).toBe(2);
+    const [summary] = await results.summariesOf('7458', [today]);
+    expect(summary?.marketplace).toMatchObject({ transactions: 2, owed: '3.00' });
+  });
+
+  it('a day emptied for good is confirmed an hour later even when another day of its window is listed short', async () => {
+    await survey(7459);
+    let early = [1, 2].map((n) => complete(`tok-7459-e${n}`, `pid-7459-e${n}`, 1));
+    let late = [1, 2].map((n) => complete(`tok-7459-l${n}`, `pid-7459-l${n}`, 0));
+    const client = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input) => {
+        const asked = new URL(String(input)).searchParams;
+        const [from, to] = [asked.get('startDate') ?? '', asked.get('endDate') ?? ''];
+        const listed =
+          from !== to ? [...early, ...late] : from === dayBefore ? early : from === today ? late : [];
+        return new Response(JSON.stringify({ apiStatus: 'success', result: listed }), { status: 200 });
+      },
+    });
+    // A survey too large to list several days at once: a day at a time.
+    const perDay = {
+      ...client,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) =>
+        range && range.startDate !== range.endDate
+          ? Promise.reject(
+              new MarketplaceError({
+                endpoint: `/getSurveyTransactions/${id}`,
+                kind: 'malformed',
+                detail: 'over 64 MB',
+                tooLarge: true,
+              }),
+            )
+          : client.getSurveyTransactions(id, range),
+    } as typeof client;
+    let clock = Date.now();
+    const run = () =>
+      engine({ marketplace: perDay, emptyConfirmMs: 45 * 60_000, now: () => new Date(clock) }).run(
+        dayBefore,
+        today,
+        ['7459'],
+      );
+    expect((await run()).outcomes[0]?.status).toBe('reconciled');
+    // The marketplace withdraws every row of the day before and one of the day.
+    early = [];
+    late = late.slice(0, 1);
+    const statuses: (string | undefined)[] = [];
+    for (let i = 0; i < 3; i++) {
+      clock += 60 * 60_000;
+      statuses.push((await run()).outcomes[0]?.status);
+    }
+    // Held once (the empty day's first answer), then confirmed: not held again and again by the re-listing.
+    expect(statuses).toEqual(['failed', 'reconciled', 'reconciled']);
+  });
+});
+
 describe('a row listed without a click or start time', () => {
   /** A valid complete listed without a click or start time, finished at the reference time. */
   const undatedComplete = (token: string) => {
