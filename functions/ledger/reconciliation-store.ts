@@ -324,22 +324,19 @@ export function createReconciliationStore(
     return true;
   };
   /**
-   * The writes this store answered as made at one run time (the reconciler's `at`): the item's own stamp (that
-   * time) tells a write whose answer was lost from one made by another run, but not from this run's earlier call
-   * of the same write; this does. Only the current time's are kept (a run's writes share one).
+   * The writes this store answered as made, by their time (the reconciler's `at`, one per survey) and item: the
+   * item's own stamp (that time) tells a write whose answer was lost from one made by another run, but not from
+   * this run's earlier call of the same write; this does. Surveys of a run are judged side by side, each at its own
+   * time, so every time's are kept (forgotten all at once past 100,000: a container runs for hours).
    */
   const made = (() => {
-    let at = '';
     const ids = new Set<string>();
     return {
       note(time: string, id: string) {
-        if (time !== at) {
-          at = time;
-          ids.clear();
-        }
-        ids.add(id);
+        if (ids.size >= 100_000) ids.clear();
+        ids.add(`${time}|${id}`);
       },
-      has: (time: string, id: string) => time === at && ids.has(id),
+      has: (time: string, id: string) => ids.has(`${time}|${id}`),
     };
   })();
 

@@ -375,6 +375,44 @@ describe('writes after which a day is flagged, their answers lost', () => {
   });
 });
 
+describe("a run's surveys side by side, each with its own time", () => {
+  it("a repeated retire says it wrote nothing even when another survey's write came between", async () => {
+    const w = await world();
+    const plain = w.actor();
+    let lose: string | undefined;
+    const run = w.actor(async (command, input) => {
+      if (
+        lose === undefined ||
+        command !== 'UpdateItemCommand' ||
+        !String(input.UpdateExpression).includes(lose)
+      )
+        return;
+      lose = undefined;
+      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
+      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    });
+    const day = nextDay(TODAY, -2);
+    const at = new Date(pacificDayRange(TODAY).start.getTime() + HOUR);
+    const made = (surveyId: string, pid: string): AttemptVerdict => ({
+      surveyId,
+      pid,
+      token: `tx-${pid}`,
+      verdict: { kind: 'complete_not_received', day, detail: { postback: 'none', redirect: 'none' } },
+    });
+    await run.results.recordVerdict(made('7333', 'p-a'), at);
+    await run.results.recordVerdict(made('7334', 'p-b'), at);
+    const [itemA] = await run.results.attemptsByKey('7333', [{ pid: 'p-a', token: 'tx-p-a' }]);
+    const atA = new Date(at.getTime() + HOUR);
+    lose = 'retiredAt';
+    expect(await run.results.retireItem(itemA as Attempt, atA, 'withdrawn')).toBe(true);
+    // Another survey of the run, its time a few milliseconds later, writes between.
+    expect(
+      await run.results.pointToArrival('7334', 'p-b', 'tx-p-b', 'p-other', new Date(atA.getTime() + 7)),
+    ).toBe(true);
+    expect(await run.results.retireItem(itemA as Attempt, atA, 'withdrawn')).toBe(false);
+  });
+});
+
 describe('a resumed run whose lease was written and its answer lost', () => {
   it('is run by the invocation that wrote it, not left standing aside nor taken for a death by the next', async () => {
     const w = await world();
