@@ -220,6 +220,10 @@ export async function unregistered(
   surveyIds: readonly string[],
 ): Promise<string[]> {
   const missing: string[] = [];
-  for (const surveyId of surveyIds) if (!(await registry.get(surveyId))) missing.push(surveyId);
+  // One recorded only as removed by `redirects remove` (another stack's, `neverApplied`) is not registered here.
+  for (const surveyId of surveyIds) {
+    const registration = await registry.get(surveyId);
+    if (!registration || registration.neverApplied) missing.push(surveyId);
+  }
   return missing;
 }

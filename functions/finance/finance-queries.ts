@@ -337,7 +337,9 @@ export function finance(deps: {
   /** Which of the surveys named have no registration here (a mistyped id answers zeros, not an error). */
   async function unregistered(surveyIds: readonly string[]): Promise<string[]> {
     if (!deps.health || surveyIds.length === 0) return [];
-    const known = new Set((await deps.health.registry.many(surveyIds)).map((r) => r.surveyId));
+    const known = new Set(
+      (await deps.health.registry.many(surveyIds)).filter((r) => !r.neverApplied).map((r) => r.surveyId),
+    );
     return [...new Set(surveyIds)].filter((surveyId) => !known.has(surveyId));
   }
 

@@ -2,9 +2,11 @@
  * Redirect configuration against the local marketplace and the embedded engine: apply and verify, merge
  * semantics, idempotence, remove, sync checkpoints and failures, dry runs, and key rotation end to end.
  */
+
 import { randomBytes } from 'node:crypto';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { unregistered } from '../../functions/cli/context';
 import {
   createDocumentClient,
   createLedgerStore,
@@ -462,6 +464,8 @@ describe('remove of an id never registered here', () => {
     // here, so that the sync leaves it alone when it changes and no run reconciles another stack's transactions.
     expect(await configuration.remove(['5740'])).toEqual([{ surveyId: '5740', status: 'removed' }]);
     expect(await registry.get('5740')).toMatchObject({ state: 'removed', neverApplied: true });
+    // Not registered as far as the CLI's commands are concerned (reconcile --survey refuses it without --force).
+    expect(await unregistered(registry, ['5740'])).toEqual(['5740']);
     marketplace.state.setLive(5740, true);
     calls = [];
     await configure({ now: () => new Date(Date.now() + 60_000) }).sync();
