@@ -106,6 +106,7 @@ export function createReconcileHandler({
         summary = reportRun(report);
         const refusedUntil = report.marketplaceRefusedUntil ? Date.parse(report.marketplaceRefusedUntil) : 0;
         if (refusedUntil === 0) {
+          publish('ReconcileHeldOff', 0, {});
           if (!report.complete && !report.marketplaceUnavailable && resume)
             await resume(context.invokedFunctionArn, report.runId);
           return summary;
@@ -117,7 +118,10 @@ export function createReconcileHandler({
             : 'the marketplace asked for no calls past what this invocation can wait: the next scheduled invocation resumes the run',
           { runId: report.runId, refusedUntil: report.marketplaceRefusedUntil, left: summary.deferred },
         );
-        if (!resumable || waited >= REFUSALS_WAITED) return summary;
+        if (!resumable || waited >= REFUSALS_WAITED) {
+          publish('ReconcileHeldOff', 1, {});
+          return summary;
+        }
         await sleep(Math.max(0, refusedUntil - Date.now()));
       }
     });
@@ -130,7 +134,6 @@ export function createReconcileHandler({
     publish('SurveysFailingLong', summary.failingLong, {});
     // Surveys left for a pause the marketplace asked for are neither reconciled nor failed: said apart, so that a
     // marketplace that keeps refusing alarms (reconciliation-held-off) rather than hold every check off unseen.
-    publish('ReconcileHeldOff', report.marketplaceRefusedUntil ? 1 : 0, {});
     publish('ReconciledTransactions', summary.transactions, {});
     publish('VerdictChanges', summary.changed + summary.new, {});
     for (const kind of VERDICT_KINDS) publish('Verdicts', summary.verdicts[kind] ?? 0, { verdict: kind });

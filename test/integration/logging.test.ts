@@ -401,6 +401,29 @@ describe('published metrics of the scheduled runs', () => {
     const output = written.join('');
     expect(metricValues(output, 'ReconcileHeldOff')).toEqual([1]);
     expect(metricValues(output, 'ReconcileFailedSurveys')).toEqual([0]);
+    // A pause the invocation waits out, its run then finished: not held off.
+    let call = 0;
+    capture();
+    await createReconcileHandler({
+      windowDays: 7,
+      sleep: async () => undefined,
+      engine: {
+        scheduled: async () =>
+          (++call === 1
+            ? {
+                runId: 'r',
+                days: [],
+                outcomes: deferred,
+                complete: false,
+                marketplaceRefusedUntil: new Date(Date.now() + 2_000).toISOString(),
+              }
+            : { runId: 'r', days: [], outcomes: [], complete: true }) as unknown as Awaited<
+            ReturnType<Parameters<typeof createReconcileHandler>[0]['engine']['scheduled']>
+          >,
+      },
+    })({}, context);
+    vi.restoreAllMocks();
+    expect(metricValues(written.join(''), 'ReconcileHeldOff')).toEqual([0]);
   });
 });
 
