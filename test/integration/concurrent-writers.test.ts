@@ -22,9 +22,34 @@ import {
   TODAY,
   TOKEN,
   transaction,
+  type World,
   world,
 } from '../support/concurrent-writers';
 import { daySummary } from '../support/ledger';
+
+/**
+ * An actor whose next update naming `part` in its expression (armed by `lose(part)`) is applied and its answer lost:
+ * the SDK's retry then meets the condition its own write made false. `lost()`: it has happened since.
+ */
+function losingAnswers(w: World) {
+  const plain = w.actor();
+  let armed: string | undefined;
+  const actor = w.actor(async (command, input) => {
+    if (
+      armed === undefined ||
+      command !== 'UpdateItemCommand' ||
+      !String(input.UpdateExpression).includes(armed)
+    )
+      return;
+    armed = undefined;
+    await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
+    throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+  });
+  const lose = (part: string) => {
+    armed = part;
+  };
+  return { actor, plain, lose, lost: () => armed === undefined };
+}
 
 let marketplace: LocalMarketplace;
 beforeAll(async () => {
@@ -235,22 +260,9 @@ describe('two runs judging an item made for a transaction', () => {
 describe('a verdict write whose answer was lost', () => {
   it("is taken as this run's own: a verdict moved to another day still flags the day it left", async () => {
     const w = await world();
-    const plain = w.actor();
     const seenDay = nextDay(TODAY, -1);
     const clickDay = nextDay(TODAY, -2);
-    let lose = false;
-    const run = w.actor(async (command, input) => {
-      if (
-        !lose ||
-        command !== 'UpdateItemCommand' ||
-        !String(input.UpdateExpression).includes('verdictHistory')
-      )
-        return;
-      lose = false;
-      // Applied, and its answer lost: the SDK's retry meets the condition its own write made false.
-      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
-      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
-    });
+    const { actor: run, lose, lost } = losingAnswers(w);
     const at = pacificDayRange(seenDay).start.getTime() + 12 * HOUR;
     await run.attempts.recordHit(
       {
@@ -284,12 +296,12 @@ describe('a verdict write whose answer was lost', () => {
     ).toBe('new');
     // The marketplace lists it on its click's day a day later: the verdict moves there.
     const [judged] = await run.results.attemptsByKey('7331', [{ pid: 'p-moved', token: 'tx-moved' }]);
-    lose = true;
+    lose('verdictHistory');
     const movedAt = new Date(at + 25 * HOUR);
     expect(await run.results.recordVerdict(entry('matched', clickDay, judged as Attempt), movedAt)).toBe(
       'changed',
     );
-    expect(lose).toBe(false);
+    expect(lost()).toBe(true);
     const [after] = await run.results.attemptsByKey('7331', [{ pid: 'p-moved', token: 'tx-moved' }]);
     expect(after?.reconciliation).toMatchObject({ verdict: 'matched', day: clickDay });
     // The same write again, from the attempt as read before it: nothing written, and said so.
@@ -304,19 +316,7 @@ describe('a verdict write whose answer was lost', () => {
 describe('writes after which a day is flagged, their answers lost', () => {
   it("are taken as made: a pointer to the attempt's arrival and a retired item each say they were written", async () => {
     const w = await world();
-    const plain = w.actor();
-    let lose: string | undefined;
-    const run = w.actor(async (command, input) => {
-      if (
-        lose === undefined ||
-        command !== 'UpdateItemCommand' ||
-        !String(input.UpdateExpression).includes(lose)
-      )
-        return;
-      lose = undefined;
-      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
-      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
-    });
+    const { actor: run, lose, lost, plain } = losingAnswers(w);
     const day = nextDay(TODAY, -2);
     const at = new Date(pacificDayRange(TODAY).start.getTime() + HOUR);
     const made = (pid: string): AttemptVerdict => ({
@@ -326,35 +326,35 @@ describe('writes after which a day is flagged, their answers lost', () => {
       verdict: { kind: 'complete_not_received', day, detail: { postback: 'none', redirect: 'none' } },
     });
     await run.results.recordVerdict(made('p-pointed'), at);
-    lose = 'arrivedAs';
+    lose('arrivedAs');
     expect(await run.results.pointToArrival('7332', 'p-pointed', 'tx-p-pointed', 'p-other', at)).toBe(true);
-    expect(lose).toBeUndefined();
+    expect(lost()).toBe(true);
     // The same call again at the same time writes nothing, and says so.
     expect(await run.results.pointToArrival('7332', 'p-pointed', 'tx-p-pointed', 'p-other', at)).toBe(false);
     await run.results.recordVerdict(made('p-retired'), at);
     const [item] = await run.results.attemptsByKey('7332', [{ pid: 'p-retired', token: 'tx-p-retired' }]);
-    lose = 'retiredAt';
+    lose('retiredAt');
     expect(await run.results.retireItem(item as Attempt, new Date(at.getTime() + HOUR), 'withdrawn')).toBe(
       true,
     );
-    expect(lose).toBeUndefined();
+    expect(lost()).toBe(true);
     expect(await run.results.retireItem(item as Attempt, new Date(at.getTime() + HOUR), 'withdrawn')).toBe(
       false,
     );
     // A survey's state: written, not another run's.
     const state = { surveyId: '7332', lastReconciledAt: at.toISOString(), failedDays: [] };
-    lose = 'unused';
+    let losePut = true;
     const lostPut = w.actor(async (command, input) => {
       if (command !== 'PutItemCommand' || (input.Item as { kind?: string }).kind !== 'reconciliation') return;
-      if (lose === undefined) return;
-      lose = undefined;
+      if (!losePut) return;
+      losePut = false;
       await plain.client.send(
         new PutCommand({ TableName: w.tableName, Item: input.Item as Record<string, unknown> }),
       );
       throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
     });
     expect(await lostPut.results.putSurveyState(state, { asRead: undefined })).toBe(true);
-    expect(lose).toBeUndefined();
+    expect(losePut).toBe(false);
     // Another run's write of the same revision is not taken for this one's.
     expect(
       await run.results.putSurveyState(
@@ -378,19 +378,7 @@ describe('writes after which a day is flagged, their answers lost', () => {
 describe("a run's surveys side by side, each with its own time", () => {
   it("a repeated retire says it wrote nothing even when another survey's write came between", async () => {
     const w = await world();
-    const plain = w.actor();
-    let lose: string | undefined;
-    const run = w.actor(async (command, input) => {
-      if (
-        lose === undefined ||
-        command !== 'UpdateItemCommand' ||
-        !String(input.UpdateExpression).includes(lose)
-      )
-        return;
-      lose = undefined;
-      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
-      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
-    });
+    const { actor: run, lose } = losingAnswers(w);
     const day = nextDay(TODAY, -2);
     const at = new Date(pacificDayRange(TODAY).start.getTime() + HOUR);
     const made = (surveyId: string, pid: string): AttemptVerdict => ({
@@ -403,7 +391,7 @@ describe("a run's surveys side by side, each with its own time", () => {
     await run.results.recordVerdict(made('7334', 'p-b'), at);
     const [itemA] = await run.results.attemptsByKey('7333', [{ pid: 'p-a', token: 'tx-p-a' }]);
     const atA = new Date(at.getTime() + HOUR);
-    lose = 'retiredAt';
+    lose('retiredAt');
     expect(await run.results.retireItem(itemA as Attempt, atA, 'withdrawn')).toBe(true);
     // Another survey of the run, its time a few milliseconds later, writes between.
     expect(
@@ -416,29 +404,17 @@ describe("a run's surveys side by side, each with its own time", () => {
 describe('a resumed run whose lease was written and its answer lost', () => {
   it('is run by the invocation that wrote it, not left standing aside nor taken for a death by the next', async () => {
     const w = await world();
-    const plain = w.actor();
-    let lose = false;
-    const a = w.actor(async (command, input) => {
-      if (
-        !lose ||
-        command !== 'UpdateItemCommand' ||
-        !String(input.UpdateExpression).startsWith('SET leaseUntil')
-      )
-        return;
-      lose = false;
-      await plain.client.send(new UpdateCommand(input as unknown as UpdateCommandInput));
-      throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
-    });
+    const { actor: a, lose, lost } = losingAnswers(w);
     for (const id of [7414, 7415]) await survey(marketplace, a.registry, id, w.clock.now - HOUR);
     // A run started and left unfinished (its deadline already past), its lease given back.
     await engineOf(marketplace, w, a, tuning).scheduled(7, { deadline: new Date(w.clock.now - 1) });
     w.clock.now += 60_000;
-    lose = true;
+    lose('SET leaseUntil');
     const report = await engineOf(marketplace, w, a, tuning).scheduled(7, {
       deadline: new Date(w.clock.now + HOUR),
       leaseUntil: new Date(w.clock.now + 2 * HOUR),
     });
-    expect(lose).toBe(false);
+    expect(lost()).toBe(true);
     expect(report?.complete).toBe(true);
     expect(await a.results.runState(SCHEDULED_RUN)).toMatchObject({ finishedAt: expect.any(String) });
     expect((await a.results.runState(SCHEDULED_RUN))?.stall).toBeUndefined();
