@@ -22,6 +22,7 @@ import {
 import {
   createMarketplaceClient,
   MARKETPLACE_DOWN_SURVEYS,
+  type MarketplaceClient,
   MarketplaceError,
 } from '../../functions/marketplace/marketplace-client';
 import { formatPacificTime, pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
@@ -152,6 +153,24 @@ const listedComplete = (token: string, pid: string) => ({
   CPI: '1.50',
   verifyToken: 'Valid',
   clkDateTime: formatPacificTime(new Date(REFERENCE_MS - 3_600_000)),
+});
+
+/** A listing of more than one day refused as too large for the client to read, as a large survey's week is. */
+const tooLarge = (id: string) =>
+  new MarketplaceError({
+    endpoint: `/getSurveyTransactions/${id}`,
+    kind: 'malformed',
+    detail: 'the answer is over 64 MB, not read',
+    tooLarge: true,
+  });
+
+/** `client`, answering only listings of one day: any longer one is too large (`tooLarge`). */
+const dayAtATime = (client: MarketplaceClient): MarketplaceClient => ({
+  ...client,
+  getSurveyTransactions: (id, range) =>
+    range && range.startDate !== range.endDate
+      ? Promise.reject(tooLarge(id))
+      : client.getSurveyTransactions(id, range),
 });
 
 /** A marketplace client whose every list is `rows()` as they stand when it is called. */
@@ -656,20 +675,7 @@ describe('a listing cut short: whole days, and a day emptied for good beside one
       },
     });
     // A survey too large to list several days at once: a day at a time.
-    const perDay = {
-      ...client,
-      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) =>
-        range && range.startDate !== range.endDate
-          ? Promise.reject(
-              new MarketplaceError({
-                endpoint: `/getSurveyTransactions/${id}`,
-                kind: 'malformed',
-                detail: 'over 64 MB',
-                tooLarge: true,
-              }),
-            )
-          : client.getSurveyTransactions(id, range),
-    } as typeof client;
+    const perDay = dayAtATime(client);
     let clock = Date.now();
     const run = () =>
       engine({ marketplace: perDay, emptyConfirmMs: 45 * 60_000, now: () => new Date(clock) }).run(
@@ -925,20 +931,7 @@ describe('a row listed without a click or start time', () => {
     );
     const calls: string[] = [];
     const marketplace = byCreation([{ created: day, row }], calls);
-    const tooLargeForMoreThanADay = {
-      ...marketplace,
-      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) =>
-        range && range.startDate !== range.endDate
-          ? Promise.reject(
-              new MarketplaceError({
-                endpoint: `/getSurveyTransactions/${id}`,
-                kind: 'malformed',
-                detail: 'the answer is over 64 MB, not read',
-                tooLarge: true,
-              }),
-            )
-          : marketplace.getSurveyTransactions(id, range),
-    } as typeof marketplace;
+    const tooLargeForMoreThanADay = dayAtATime(marketplace);
     let wide = 0;
     const counted = {
       ...tooLargeForMoreThanADay,
@@ -982,14 +975,7 @@ describe('a row listed without a click or start time', () => {
       getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) => {
         if (range && range.startDate !== range.endDate) {
           wide++;
-          return Promise.reject(
-            new MarketplaceError({
-              endpoint: `/getSurveyTransactions/${id}`,
-              kind: 'malformed',
-              detail: 'the answer is over 64 MB, not read',
-              tooLarge: true,
-            }),
-          );
+          return Promise.reject(tooLarge(id));
         }
         if (failTomorrow && range?.startDate === nextDay(day, 1)) {
           failTomorrow = false;
