@@ -18,7 +18,8 @@ import type { Notifier } from './notifier';
 
 export interface HealthHandlerDependencies {
   readonly check: Pick<HealthCheck, 'evaluate'>;
-  readonly store: Pick<HealthStore, 'put'> & Partial<Pick<HealthStore, 'putResumePoint'>>;
+  readonly store: Pick<HealthStore, 'put'> &
+    Partial<Pick<HealthStore, 'putResumePoint' | 'claimNotice' | 'releaseNotice'>>;
   readonly notifier: Notifier;
   readonly now?: () => Date;
 }
@@ -108,17 +109,32 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
           continue;
         }
         try {
-          if (change.notice) {
-            await deps.notifier.notify({
-              surveyId: result.surveyId,
-              kind: change.notice,
-              ...(change.added ? { added: change.added } : {}),
-              from: change.from,
-              to: change.to,
-              at: at.toISOString(),
-              reasons: result.evaluation.reasons,
-              previousSince: result.stored?.since,
-            });
+          // Once per change: a schedule's tick delivered twice runs twice side by side, and both would notify. A
+          // claim already taken (that run's, or one whose notice went out before its store failed) sends nothing;
+          // the change is stored all the same.
+          const revision = change.record.revision;
+          const send =
+            change.notice !== undefined &&
+            (!deps.store.claimNotice || (await deps.store.claimNotice(result.surveyId, revision, at)));
+          if (change.notice && !send)
+            logger.info('this survey health notice is sent by another run', { surveyId: result.surveyId });
+          if (change.notice && send) {
+            await deps.notifier
+              .notify({
+                surveyId: result.surveyId,
+                kind: change.notice,
+                ...(change.added ? { added: change.added } : {}),
+                from: change.from,
+                to: change.to,
+                at: at.toISOString(),
+                reasons: result.evaluation.reasons,
+                previousSince: result.stored?.since,
+              })
+              // Not sent: given back, so the next run, finding the change unstored, claims and sends it.
+              .catch(async (error: unknown) => {
+                await deps.store.releaseNotice?.(result.surveyId, revision).catch(() => undefined);
+                throw error;
+              });
           }
           if (!(await deps.store.put(change.record))) {
             logger.info('another run stored this survey health first', { surveyId: result.surveyId });
@@ -129,7 +145,7 @@ export function createHealthHandler(deps: HealthHandlerDependencies) {
             from: change.from,
             to: change.to,
             reasons: result.evaluation.reasons.map((r) => r.code),
-            notified: change.notice !== undefined,
+            notified: send,
           });
         } catch (error) {
           failed.push({ surveyId: result.surveyId, error: describe(error) });

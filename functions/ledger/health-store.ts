@@ -6,7 +6,7 @@
 import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { HealthReason, HealthState } from '../health/health-rules';
 import { batchGet, conditionally, type Item, send } from './document-client';
-import { healthKey } from './ledger-schema';
+import { healthKey, LEDGER } from './ledger-schema';
 
 /** Transitions kept per survey: enough for a month of a flapping survey's story, small enough for one item. */
 export const HEALTH_HISTORY_LIMIT = 20;
@@ -44,10 +44,24 @@ export interface HealthStore {
    * Returns false when another run wrote first.
    */
   put(record: SurveyHealthRecord): Promise<boolean>;
+  /**
+   * Takes the sending of the notice of a survey's change to `revision`: false when another run (a schedule's tick
+   * delivered twice) has it. A claim given back (`releaseNotice`, the notice not sent) can be taken again.
+   */
+  claimNotice?(surveyId: string, revision: number, at: Date): Promise<boolean>;
+  releaseNotice?(surveyId: string, revision: number): Promise<void>;
   /** Where the next scheduled check starts: the first survey the last one had no time for (none: the first). */
   resumePoint(): Promise<string | undefined>;
   putResumePoint(surveyId: string | undefined): Promise<void>;
 }
+
+/** How long a notice's claim is kept. */
+const NOTICE_CLAIM_DAYS = 7;
+/** The claim on sending the notice of a survey's health change to a revision (beside its health item). */
+const noticeKey = (surveyId: string, revision: number) => ({
+  pk: healthKey(surveyId).pk,
+  sk: `NOTICE#${revision}`,
+});
 
 /** The health item that holds the check's resume point (survey ids are numeric, so it is no survey's). */
 const RESUME_POINT = healthKey('resume-point');
@@ -83,6 +97,34 @@ export function createHealthStore(client: DynamoDBDocumentClient, tableName: str
           new PutCommand({
             TableName: tableName,
             Item: { ...RESUME_POINT, kind: 'health-resume-point', ...(surveyId ? { surveyId } : {}) },
+          }),
+        ),
+      );
+    },
+    claimNotice(surveyId, revision, at) {
+      return conditionally(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: {
+              ...noticeKey(surveyId, revision),
+              kind: 'health-notice',
+              claimedAt: at.toISOString(),
+              // Gone with the table's TTL: a claim matters only while two deliveries of one tick may overlap.
+              [LEDGER.timeToLive]: Math.floor(at.getTime() / 1000) + NOTICE_CLAIM_DAYS * 86_400,
+            },
+            ConditionExpression: 'attribute_not_exists(pk) OR released = :yes',
+            ExpressionAttributeValues: { ':yes': true },
+          }),
+        ),
+      );
+    },
+    async releaseNotice(surveyId, revision) {
+      await send(() =>
+        client.send(
+          new PutCommand({
+            TableName: tableName,
+            Item: { ...noticeKey(surveyId, revision), kind: 'health-notice', released: true },
           }),
         ),
       );

@@ -17,6 +17,7 @@
  * | finished run    | RUN#<name>               | FINISHED                     | -                       | -                        |
  * | run's surveys   | RUN#<name>               | SURVEYS#<runId>#<n>          | -                       | -                        |
  * | survey health   | HEALTH#<surveyId>        | STATE                        | -                       | -                        |
+ * | notice claim    | HEALTH#<surveyId>        | NOTICE#<revision>            | -                       | -                        |
  * | attempt feed    | FEED#v2#<utc day>#<bucket> | <newest change>#<first seq>#<last seq> | -           | -                        |
  *
  * `<pid>` and `<token>` in keys are `keyPart`-escaped (`%` and `#` percent-escaped; nothing else changes); one too long
