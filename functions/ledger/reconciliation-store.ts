@@ -302,27 +302,40 @@ export function createReconciliationStore(
   const updated = (input: Omit<UpdateCommandInput, 'TableName'>) =>
     written(() => client.send(new UpdateCommand({ TableName: tableName, ...input })));
   /**
-   * An update, true when it is written, also when its condition failed on this very write: applied, its answer
-   * lost, and the SDK's retry refused by what the write itself changed (`own` tells it from the item read after).
-   * What follows a write (a day flagged) must not be skipped for a write that was made.
+   * A conditional write of the item at `key`, true when it is written, also when its condition failed on this very
+   * write: applied, its answer lost, and the SDK's retry refused by what the write itself changed (`own` tells it
+   * from the item read after). What follows a write (a day flagged) must not be skipped for a write that was made.
    */
-  const updatedOnce = async (
-    input: Omit<UpdateCommandInput, 'TableName'> & { Key: Record<string, string> },
-    write: { at: string; what: string },
+  const writtenOnce = async (
+    write: () => Promise<unknown>,
+    key: Record<string, string>,
+    call: { at: string; what: string },
     own: (item: Record<string, unknown>) => boolean,
   ) => {
-    const id = `${input.Key.pk}|${input.Key.sk}|${write.what}`;
-    if (await updated(input)) {
-      made.note(write.at, id);
+    const id = `${key.pk}|${key.sk}|${call.what}`;
+    if (await written(write)) {
+      made.note(call.at, id);
       return true;
     }
     // A call repeating a write this store made at the same time finds its own write: that one, not this, wrote.
-    if (made.has(write.at, id)) return false;
-    const item = await getItem(input.Key);
+    if (made.has(call.at, id)) return false;
+    const item = await getItem(key);
     if (item === undefined || !own(item)) return false;
-    made.note(write.at, id);
+    made.note(call.at, id);
     return true;
   };
+  /** An update written once (`writtenOnce`). */
+  const updatedOnce = (
+    input: Omit<UpdateCommandInput, 'TableName'> & { Key: Record<string, string> },
+    call: { at: string; what: string },
+    own: (item: Record<string, unknown>) => boolean,
+  ) =>
+    writtenOnce(
+      () => client.send(new UpdateCommand({ TableName: tableName, ...input })),
+      input.Key,
+      call,
+      own,
+    );
   /**
    * The writes this store answered as made, by their time (the reconciler's `at`, one per survey) and item: the
    * item's own stamp (that time) tells a write whose answer was lost from one made by another run, but not from
@@ -524,9 +537,9 @@ export function createReconciliationStore(
           }`,
           ExpressionAttributeValues: {
             ...(item.reconciliation ? { ':verdictAt': item.reconciliation.at } : {}),
-            ':now': at.toISOString(),
+            ':now': now,
             ':empty': [],
-            ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: at.toISOString() }],
+            ':entry': [{ verdict: reason, day: item.reconciliation?.day ?? '', at: now }],
           },
         },
         { at: now, what: 'retired' },
@@ -871,27 +884,29 @@ export function createReconciliationStore(
       const next = ((options ? read?.revision : revision) ?? 0) + 1;
       // Marked as this write's: two runs may write the same revision at the same time.
       const writer = randomUUID();
-      const put = await written(() =>
-        client.send(
-          new PutCommand({
-            TableName: tableName,
-            Item: {
-              ...reconciliationStateKey(state.surveyId),
-              kind: 'reconciliation',
-              ...fields,
-              failedDays: [...state.failedDays],
-              revision: next,
-              writtenBy: writer,
-            },
-            // Undefined optional fields are dropped by the client's marshalling.
-            ...condition,
-          }),
-        ),
+      const key = reconciliationStateKey(state.surveyId);
+      return writtenOnce(
+        () =>
+          client.send(
+            new PutCommand({
+              TableName: tableName,
+              Item: {
+                ...key,
+                kind: 'reconciliation',
+                ...fields,
+                failedDays: [...state.failedDays],
+                revision: next,
+                writtenBy: writer,
+              },
+              // Undefined optional fields are dropped by the client's marshalling.
+              ...condition,
+            }),
+          ),
+        key,
+        { at: writer, what: 'state' },
+        // Refused by the revision this very write made (applied, its answer lost): written, not another run's.
+        (after) => after.writtenBy === writer,
       );
-      if (put || !options) return put;
-      // Refused by the revision this very write made (applied, its answer lost): written, not another run's.
-      const after = await getItem(reconciliationStateKey(state.surveyId));
-      return after?.writtenBy === writer;
     },
 
     async runState(name) {

@@ -65,6 +65,7 @@ import {
   type DaySummary,
   DEFAULT_LOOKBACK_DAYS,
   fetchRange,
+  filedOn,
   impliedDay,
   lookbackRange,
   needsLookback,
@@ -1193,24 +1194,18 @@ export function reconciler(deps: ReconcilerDeps) {
       await deps.results.flagDay(surveyId, day, flagTime);
     }
 
-    /** Whether a listing holds some rows, but fewer, for one of `window`'s days than its stored figures counted. */
+    /** Whether a listing with rows holds fewer for one of `window`'s days than its stored figures counted. */
     function fewerRowsThanCounted(
       window: readonly string[],
       listed: { rows: readonly Transaction[]; held: readonly { placed: { filedAt: string } }[] },
     ): boolean {
+      // No row at all is an empty answer's, held and confirmed as such (`confirmEmpty`).
+      if (listed.rows.length === 0) return false;
       const heldDays = new Set(listed.held.map(({ placed }) => pacificDay(new Date(placed.filedAt))));
       return window.some((day) => {
         const counted = stored.get(day)?.marketplace.transactions;
         if (counted === undefined || counted === 0 || heldDays.has(day)) return false;
-        const { start, end } = pacificDayRange(day);
-        const [from, to] = [start.toISOString(), end.toISOString()];
-        let rows = 0;
-        for (const t of listed.rows) {
-          const filed = filedAt(t);
-          if (filed !== undefined && filed >= from && filed < to) rows++;
-        }
-        // None at all is an empty answer's, held and confirmed as such (`confirmEmpty`).
-        return rows < counted && listed.rows.length > 0;
+        return listed.rows.filter(filedOn(day)).length < counted;
       });
     }
 

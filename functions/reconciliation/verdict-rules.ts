@@ -1091,12 +1091,7 @@ export function summarize(
     return { kind, attempt, corrected: ofThisDay ? stored.detail.postbackCorrectedTo : undefined };
   });
   const ofDay = [...judged, ...held];
-  const { start, end } = pacificDayRange(day);
-  const [from, to] = [start.toISOString(), end.toISOString()];
-  const dayTransactions = transactions.filter((t) => {
-    const clicked = filedAt(t);
-    return clicked !== undefined && clicked >= from && clicked < to;
-  });
+  const dayTransactions = transactions.filter(filedOn(day));
   const byStatus: Record<string, number> = {};
   let completes = 0;
   const valid: Transaction[] = [];
@@ -1176,4 +1171,14 @@ function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, 
     else groups.set(key(item), [item]);
   }
   return groups;
+}
+
+/** Whether a row is filed under a Pacific day (its click, else its start or creation: `filedAt`); undated rows are not. */
+export function filedOn(day: string): (t: Transaction) => boolean {
+  const { start, end } = pacificDayRange(day);
+  const [from, to] = [start.toISOString(), end.toISOString()];
+  return (t) => {
+    const filed = filedAt(t);
+    return filed !== undefined && filed >= from && filed < to;
+  };
 }

@@ -173,15 +173,42 @@ const dayAtATime = (client: MarketplaceClient): MarketplaceClient => ({
       : client.getSurveyTransactions(id, range),
 });
 
-/** A marketplace client whose every list is `rows()` as they stand when it is called. */
-const listing = (rows: () => unknown[]) =>
+/** A marketplace client whose every list is `rows(asked)` as they stand when it is called. */
+const listing = (rows: (asked: URLSearchParams) => unknown[]) =>
   createMarketplaceClient({
     baseUrl: marketplace.url,
     accessToken: () => TOKEN,
     retries: 0,
-    fetch: async () =>
-      new Response(JSON.stringify({ apiStatus: 'success', result: rows() }), { status: 200 }),
+    fetch: async (input) =>
+      new Response(
+        JSON.stringify({ apiStatus: 'success', result: rows(new URL(String(input)).searchParams) }),
+        { status: 200 },
+      ),
   });
+
+/**
+ * A marketplace whose listings of the window (ending today or later: a look-back's ends before, and lists nothing)
+ * answer `whole()`, or `cut()` once after `cutNext()`; `answers` counts them.
+ */
+function cutOnce(whole: () => unknown[], cut: () => unknown[]) {
+  let short = false;
+  const counted = { answers: 0 };
+  const client = listing((asked) => {
+    if ((asked.get('endDate') ?? '') < today) return [];
+    counted.answers++;
+    const listed = short ? cut() : whole();
+    short = false;
+    return listed;
+  });
+  return {
+    client,
+    counted,
+    cutNext: () => {
+      short = true;
+      counted.answers = 0;
+    },
+  };
+}
 
 describe('a reconciliation run', () => {
   it('writes a verdict on every attempt and a summary per day, and a re-run changes nothing', async () => {
@@ -569,44 +596,31 @@ describe('a listing cut short without saying so', () => {
         },
         new Date(REFERENCE_MS - 50 * 60_000),
       );
-    /** Listings of the day's window (a look-back lists the days before it, where none of these rows is). */
-    let answers = 0;
-    let short = false;
-    const cutOnce = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input) => {
-        const asked = new URL(String(input)).searchParams;
-        const ofDay = (asked.get('endDate') ?? '') >= today;
-        if (ofDay) answers++;
-        const listed = !ofDay ? [] : short ? rows.slice(0, 2) : rows;
-        if (ofDay) short = false;
-        return new Response(JSON.stringify({ apiStatus: 'success', result: listed }), { status: 200 });
-      },
-    });
-    await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
+    const listed = cutOnce(
+      () => rows,
+      () => rows.slice(0, 2),
+    );
+    await engine({ marketplace: listed.client }).run(today, today, ['7457']);
     const figures = async () => (await results.summariesOf('7457', [today]))[0];
     const full = await figures();
     expect(full?.marketplace).toMatchObject({ transactions: 3, owed: '4.50' });
     // One answer a row short (no paging field, no word of it): listed again, judged from the whole answer.
-    short = true;
-    answers = 0;
-    const again = await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
-    expect(answers).toBe(2);
+    listed.cutNext();
+    const again = await engine({ marketplace: listed.client }).run(today, today, ['7457']);
+    expect(listed.counted.answers).toBe(2);
     expect(again.outcomes[0]).toMatchObject({ status: 'reconciled', verdicts: { matched: 3 } });
     expect((await figures())?.marketplace).toMatchObject({ transactions: 3, owed: '4.50' });
     // Short twice in a row: taken as it is (a row withdrawn), its complete chased as unpaid.
     rows.pop();
-    answers = 0;
-    const withdrawn = await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
-    expect(answers).toBe(2);
+    listed.counted.answers = 0;
+    const withdrawn = await engine({ marketplace: listed.client }).run(today, today, ['7457']);
+    expect(listed.counted.answers).toBe(2);
     expect(withdrawn.outcomes[0]).toMatchObject({ verdicts: { matched: 2, complete_not_paid: 1 } });
     expect((await figures())?.marketplace).toMatchObject({ transactions: 2, owed: '3.00' });
     // The day's figures now count two: the next answer of two is read once.
-    answers = 0;
-    await engine({ marketplace: cutOnce }).run(today, today, ['7457']);
-    expect(answers).toBe(1);
+    listed.counted.answers = 0;
+    await engine({ marketplace: listed.client }).run(today, today, ['7457']);
+    expect(listed.counted.answers).toBe(1);
   });
 });
 
@@ -633,27 +647,15 @@ describe('a listing cut short: whole days, and a day emptied for good beside one
     const early = [1, 2].map((n) => complete(`tok-7458-e${n}`, `pid-7458-e${n}`, 1));
     const late = [1, 2].map((n) => complete(`tok-7458-l${n}`, `pid-7458-l${n}`, 0));
     await paidCompletes('7458', [...early, ...late], (i) => (i < 2 ? 1 : 0));
-    let answers = 0;
-    let short = false;
-    const client = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input) => {
-        const asked = new URL(String(input)).searchParams;
-        const ofWindow = (asked.get('endDate') ?? '') >= today;
-        if (ofWindow) answers++;
-        // A page the answer did not mention: the later day's rows left out.
-        const listed = !ofWindow ? [] : short ? early : [...early, ...late];
-        if (ofWindow) short = false;
-        return new Response(JSON.stringify({ apiStatus: 'success', result: listed }), { status: 200 });
-      },
-    });
-    await engine({ marketplace: client }).run(dayBefore, today, ['7458']);
-    short = true;
-    answers = 0;
-    await engine({ marketplace: client }).run(dayBefore, today, ['7458']);
-    expect(answers).toBe(2);
+    // A page the answer did not mention: the later day's rows left out.
+    const listed = cutOnce(
+      () => [...early, ...late],
+      () => early,
+    );
+    await engine({ marketplace: listed.client }).run(dayBefore, today, ['7458']);
+    listed.cutNext();
+    await engine({ marketplace: listed.client }).run(dayBefore, today, ['7458']);
+    expect(listed.counted.answers).toBe(2);
     const [summary] = await results.summariesOf('7458', [today]);
     expect(summary?.marketplace).toMatchObject({ transactions: 2, owed: '3.00' });
   });
@@ -662,17 +664,9 @@ describe('a listing cut short: whole days, and a day emptied for good beside one
     await survey(7459);
     let early = [1, 2].map((n) => complete(`tok-7459-e${n}`, `pid-7459-e${n}`, 1));
     let late = [1, 2].map((n) => complete(`tok-7459-l${n}`, `pid-7459-l${n}`, 0));
-    const client = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input) => {
-        const asked = new URL(String(input)).searchParams;
-        const [from, to] = [asked.get('startDate') ?? '', asked.get('endDate') ?? ''];
-        const listed =
-          from !== to ? [...early, ...late] : from === dayBefore ? early : from === today ? late : [];
-        return new Response(JSON.stringify({ apiStatus: 'success', result: listed }), { status: 200 });
-      },
+    const client = listing((asked) => {
+      const [from, to] = [asked.get('startDate') ?? '', asked.get('endDate') ?? ''];
+      return from !== to ? [...early, ...late] : from === dayBefore ? early : from === today ? late : [];
     });
     // A survey too large to list several days at once: a day at a time.
     const perDay = dayAtATime(client);
