@@ -19,7 +19,7 @@ import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Effect, PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
-import { FilterPattern, type ILogGroup, MetricFilter } from 'aws-cdk-lib/aws-logs';
+import { FilterPattern, type ILogGroup, type JsonPattern, MetricFilter } from 'aws-cdk-lib/aws-logs';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Queue } from 'aws-cdk-lib/aws-sqs';
@@ -245,16 +245,64 @@ export class Operations extends Construct {
     const serverErrors = overApis('server errors', (api) =>
       api.metricServerError({ period: Duration.minutes(5), statistic: 'Sum' }),
     );
-    // Below 20 requests in five minutes every 5xx counts as 5% (one alarms): a small supplier is watched too.
+    const accessLogs = apis.flatMap(({ accessLogs }) => (accessLogs ? [accessLogs] : []));
+    // The hit routes' lines only: finance's own routes fail and throttle for reasons that lose no hit (a slow month's
+    // report, a client paging fast), and would hold the receivers' alarms, whose runbook is the receivers', in ALARM.
+    const hitRoutes = ROUTES.filter((route) => route.function === 'finance').map((route) =>
+      FilterPattern.stringValue('$.route', '!=', routeKey(route)),
+    );
+    /**
+     * A count of the access log lines (one a request, every API's log into one metric) that match: HTTP APIs publish
+     * no metric per route, nor any of the requests their throttles refuse.
+     */
+    const countedInAccessLogs = (id: string, metricName: string, ...match: JsonPattern[]) => {
+      const [first] = accessLogs.map(
+        (logGroup, i) =>
+          new MetricFilter(this, i === 0 ? id : `${id}-${i}`, {
+            logGroup,
+            filterPattern: FilterPattern.all(...match, ...hitRoutes),
+            // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it. A metric
+            // filter cannot add a fixed dimension, so the stack's name is in the namespace.
+            metricNamespace: `${METRIC_NAMESPACE}/Api/${service}`,
+            metricName,
+            metricValue: '1',
+          }),
+      );
+      return first;
+    };
+    // Every access log line has a status: the hit routes' requests, and of them those answered 5xx (a regular
+    // expression: CloudWatch takes up to five in a log group's filters, and this is the only one).
+    const hitRequestLines = countedInAccessLogs(
+      'hit-requests',
+      'HitRequests',
+      FilterPattern.exists('$.status'),
+    );
+    const hitServerErrorLines = countedInAccessLogs(
+      'hit-server-errors',
+      'HitServerErrors',
+      FilterPattern.regexValue('$.status', '=', '^5[0-9][0-9]$'),
+    );
+    // Where an API keeps no access log the APIs' own figures stand in, finance's requests among them.
+    const everyApiLogged = accessLogs.length === apis.length;
+    const hitRequests =
+      everyApiLogged && hitRequestLines
+        ? hitRequestLines.metric({ period: Duration.minutes(5), statistic: 'Sum', label: 'hit requests' })
+        : requests;
+    const hitServerErrors =
+      everyApiLogged && hitServerErrorLines
+        ? hitServerErrorLines.metric({ period: Duration.minutes(5), statistic: 'Sum', label: 'hit 5xx' })
+        : serverErrors;
+    // Below 20 requests in five minutes every 5xx counts as 5% (one alarms): a small supplier is watched too. A
+    // period without a line of either publishes nothing: counted as none.
     const errorRate = new MathExpression({
-      expression: 'IF(requests >= 20, 100 * errors / requests, 5 * errors)',
-      usingMetrics: { requests, errors: serverErrors },
+      expression: 'IF(FILL(requests, 0) >= 20, 100 * FILL(errors, 0) / requests, 5 * FILL(errors, 0))',
+      usingMetrics: { requests: hitRequests, errors: hitServerErrors },
       label: '5xx %',
       period: Duration.minutes(5),
     });
     alarm(
       'server-error-rate',
-      'More than 1% of requests answered 5xx over 5 minutes (any 5xx under 20 requests): the ledger and the buffer may both be failing.',
+      "More than 1% of the redirect and postback routes' requests answered 5xx over 5 minutes (any 5xx under 20 requests): the ledger and the buffer may both be failing.",
       errorRate,
       1,
     );
@@ -281,27 +329,10 @@ export class Operations extends Construct {
         1,
       );
     let throttledRequests: IMetric | undefined;
-    const accessLogs = apis.flatMap(({ accessLogs }) => (accessLogs ? [accessLogs] : []));
-    // HTTP APIs publish no metric of their own for the requests their throttles refuse: the access log says. One
-    // filter per API's log, into one metric.
-    const [throttled] = accessLogs.map(
-      (logGroup, i) =>
-        new MetricFilter(this, i === 0 ? 'throttled-requests' : `throttled-requests-${i}`, {
-          logGroup,
-          // The hit routes' only: finance's own throttle (10 a second) refuses a client paging fast, which loses no
-          // hit and would hold this alarm, whose runbook is the receivers', in ALARM.
-          filterPattern: FilterPattern.all(
-            FilterPattern.stringValue('$.status', '=', '429'),
-            ...ROUTES.filter((route) => route.function === 'finance').map((route) =>
-              FilterPattern.stringValue('$.route', '!=', routeKey(route)),
-            ),
-          ),
-          // Apart from the functions' own namespace (metric-catalogue.ts): a function never publishes it. A metric
-          // filter cannot add a fixed dimension, so the stack's name is in the namespace.
-          metricNamespace: `${METRIC_NAMESPACE}/Api/${service}`,
-          metricName: 'ThrottledRequests',
-          metricValue: '1',
-        }),
+    const throttled = countedInAccessLogs(
+      'throttled-requests',
+      'ThrottledRequests',
+      FilterPattern.stringValue('$.status', '=', '429'),
     );
     if (throttled) {
       throttledRequests = throttled.metric({

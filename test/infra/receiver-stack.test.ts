@@ -671,8 +671,9 @@ describe('operations', () => {
     expect(listing).toMatchObject({ Threshold: 1, EvaluationPeriods: 5, DatapointsToAlarm: 2 });
     // One period per sync interval (30 minutes in this stack).
     expect(JSON.stringify(listing)).toMatch(/"MetricName":"RedirectListingRefused".*"Period":1800/);
-    // The 429s API Gateway's throttles answer are counted from the access log (HTTP APIs publish no metric of them).
-    // One filter per API's access log (the public one and the postbacks' own), into one metric.
+    // The hit routes' requests, their 5xx and the 429s API Gateway's throttles answer are counted from the access
+    // log (HTTP APIs publish no metric per route, nor of throttled requests). One filter per API's access log (the
+    // public one and the postbacks' own) and figure, into one metric each.
     const filters = Object.values(template.findResources('AWS::Logs::MetricFilter')) as {
       Properties: {
         FilterPattern: string;
@@ -680,25 +681,50 @@ describe('operations', () => {
         MetricTransformations: { MetricName: string; MetricValue: string }[];
       };
     }[];
-    expect(filters.map((f) => f.Properties.LogGroupName)).toEqual([
-      { Ref: logicalId(stack.api.accessLogs) },
-      { Ref: logicalId(stack.postbackApi.accessLogs) },
-    ]);
-    for (const filter of filters) {
-      // Finance's routes have a throttle of their own: a client paging fast is refused there, no hit lost.
-      expect(filter.Properties.FilterPattern).toBe(
-        '{ ($.status = "429") && ($.route != "GET /finance/summary") && ($.route != "GET /finance/discrepancies") && ($.route != "GET /finance/attempts/{surveyId}") }',
-      );
-      expect(filter.Properties.MetricTransformations).toEqual([
-        expect.objectContaining({ MetricName: 'ThrottledRequests', MetricValue: '1' }),
+    const byMetric = (name: string) =>
+      filters.filter((f) => f.Properties.MetricTransformations[0]?.MetricName === name);
+    // Finance's routes fail and throttle for reasons of their own (a client paging fast), no hit lost.
+    const notFinance =
+      '($.route != "GET /finance/summary") && ($.route != "GET /finance/discrepancies") && ($.route != "GET /finance/attempts/{surveyId}")';
+    for (const [metric, match] of [
+      ['ThrottledRequests', '($.status = "429")'],
+      ['HitRequests', '($.status = "*")'],
+      ['HitServerErrors', '($.status = %^5[0-9][0-9]$%)'],
+    ] as const) {
+      const made = byMetric(metric);
+      expect(made.map((f) => f.Properties.LogGroupName)).toEqual([
+        { Ref: logicalId(stack.api.accessLogs) },
+        { Ref: logicalId(stack.postbackApi.accessLogs) },
       ]);
+      for (const filter of made) {
+        expect(filter.Properties.FilterPattern).toBe(`{ ${match} && ${notFinance} }`);
+        expect(filter.Properties.MetricTransformations).toEqual([
+          expect.objectContaining({ MetricName: metric, MetricValue: '1' }),
+        ]);
+      }
     }
-    // A small supplier's every 5xx alarms (5% each under 20 requests), both APIs' requests and 5xx added up; the
-    // throttles of both receivers are summed, each filled with 0 (one receiver idle leaves no sum otherwise).
+    // A small supplier's every 5xx alarms (5% each under 20 requests): the hit routes' 5xx over their requests, so
+    // that a finance client paging fast neither alarms nor dilutes the receivers' failures.
+    const rate = (
+      alarms as unknown as {
+        AlarmName: string;
+        Metrics: { Id: string; Expression?: string; MetricStat?: { Metric: { MetricName: string } } }[];
+      }[]
+    ).find((a) => a.AlarmName === 'Test-server-error-rate');
+    expect(rate?.Metrics.find((m) => m.Expression)?.Expression).toBe(
+      'IF(FILL(requests, 0) >= 20, 100 * FILL(errors, 0) / requests, 5 * FILL(errors, 0))',
+    );
+    expect(
+      Object.fromEntries(
+        (rate?.Metrics ?? []).flatMap((m) => (m.MetricStat ? [[m.Id, m.MetricStat.Metric.MetricName]] : [])),
+      ),
+    ).toEqual({ requests: 'HitRequests', errors: 'HitServerErrors' });
+    // The dashboard's request graph adds up both APIs' own figures; the throttles of both receivers are summed,
+    // each filled with 0 (one receiver idle leaves no sum otherwise).
     const expressions = JSON.stringify(template.findResources('AWS::CloudWatch::Alarm'));
-    expect(expressions).toContain('IF(requests >= 20, 100 * errors / requests, 5 * errors)');
-    expect(expressions).toContain('FILL(requests0, 0) + FILL(requests1, 0)');
-    expect(expressions).toContain('FILL(servererrors0, 0) + FILL(servererrors1, 0)');
+    const dashboardBody = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard'));
+    expect(dashboardBody).toContain('FILL(requests0, 0) + FILL(requests1, 0)');
+    expect(dashboardBody).toContain('FILL(servererrors0, 0) + FILL(servererrors1, 0)');
     expect(expressions).toContain('FILL(t0, 0) + FILL(t1, 0)');
     // Reconciliation failures: each one for a small supplier, one in a hundred surveys for a large one.
     expect(expressions).toContain(
@@ -874,14 +900,9 @@ describe('operations', () => {
           (f as { Properties: { MetricTransformations: { MetricNamespace: string }[] } }).Properties
             .MetricTransformations[0]?.MetricNamespace,
       );
-    expect(throttledNamespaces(template)).toEqual([
-      `${METRIC_NAMESPACE}/Api/Test`,
-      `${METRIC_NAMESPACE}/Api/Test`,
-    ]);
-    expect(throttledNamespaces(staging)).toEqual([
-      `${METRIC_NAMESPACE}/Api/Staging`,
-      `${METRIC_NAMESPACE}/Api/Staging`,
-    ]);
+    // Three filters (hit requests, their 5xx, 429s) on each of the two APIs' access logs.
+    expect(throttledNamespaces(template)).toEqual(Array(6).fill(`${METRIC_NAMESPACE}/Api/Test`));
+    expect(throttledNamespaces(staging)).toEqual(Array(6).fill(`${METRIC_NAMESPACE}/Api/Staging`));
   });
 
   it('every custom metric the dashboard and alarms read is one the functions publish, dimensions and all', () => {

@@ -314,7 +314,7 @@ describe('scale settings', () => {
     expect(() =>
       readEnvironmentSettings({ prod: { ...production, scale: { reconcileConcurrency: 0 } } }, 'prod'),
     ).toThrow(/scale\.reconcileConcurrency/);
-  });
+  }, 60_000); // Three stacks synthesized with their bundles: about 16 s alone, more beside other suites.
 });
 
 describe('health settings', () => {
