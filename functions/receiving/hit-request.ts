@@ -184,15 +184,11 @@ export function readIdentity(
     const fromBody = body?.params.get(field);
     if (!isBlank(fromQuery) && !isBlank(fromBody) && fromQuery !== fromBody) {
       // A `+` its sender did not percent-encode reads as a space (in a query, or a form body): values that differ
-      // only so are one value, and a `+` that survived decoding is the one its sender wrote.
+      // only so are one value, and the query's reading stands, whichever side kept the `+`: it is what a redirect
+      // of the same attempt, which has only its query, keyed (the body's `+` over a raw one in the query split one
+      // respondent into two attempts, a redirect without a postback and a postback without a redirect).
       const loose = (value: string) => value.replaceAll('+', ' ');
-      if (loose(fromQuery as string) === loose(fromBody as string)) {
-        // Only where the query wrote `+` itself: a space it escaped (`%20`) is a space, and the body's `+` there
-        // is not the pid a redirect of the same attempt keyed.
-        const written = queryAsWritten(request.rawQueryString)?.get(field);
-        const bodyStands = written === undefined ? (fromBody as string).includes('+') : written === fromBody;
-        return bodyStands ? checked(field, fromBody, true) : checked(field, fromQuery, false);
-      }
+      if (loose(fromQuery as string) === loose(fromBody as string)) return checked(field, fromQuery, false);
       // The signed query carrying both ids is enough, and the body only another spelling of them (a number for
       // `00123`, another encoding): the query's stand, as they would for a redirect of the same attempt.
       if (querySuffices) return checked(field, fromQuery, false);
@@ -218,16 +214,6 @@ export function readIdentity(
   const token = pick('token');
   const source: HitSource = body && (pid.fromBody || token.fromBody) ? body.kind : 'query';
   return { pid: pid.value, token: token.value, source };
-}
-
-/** The query's parameters with each `+` it carried kept as a `+`; undefined when they do not read so. */
-function queryAsWritten(rawQueryString: string | undefined): Params | undefined {
-  try {
-    // A sender's own `kid` or `sig` beside the URL's is no reason not to read the ids as written.
-    return readParams((rawQueryString ?? '').replaceAll('+', '%2B'), 'query', new Map());
-  } catch {
-    return undefined;
-  }
 }
 
 function checked(field: Exclude<IdentifierField, 'surveyId'>, value: string | undefined, fromBody: boolean) {

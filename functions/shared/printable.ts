@@ -7,15 +7,21 @@
 import { createHash } from 'node:crypto';
 
 // C0 controls (the line feed is let through below), DEL, and the C1 controls (U+009B is a complete escape sequence
-// introducer); and the bidirectional controls, which make text read in another order than it is written (a pid
-// `abc\u202Efed` shows as `abcdef`): an id shown so could pass for another.
-const BIDI = '\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069';
-const CONTROLS = new RegExp(`[\\p{Cc}${BIDI}]`, 'gu');
+// introducer); the bidirectional controls, which make text read in another order than it is written (a pid
+// `abc\u202Efed` shows as `abcdef`); and every other character written to be invisible (format characters and the
+// default-ignorable ones: a zero-width space, a soft hyphen, a word joiner, a filler; `victim-42\u200B` shows as
+// `victim-42`): an id shown so could pass for another.
+const INVISIBLE = '\\p{Cf}\\p{Default_Ignorable_Code_Point}';
+const CONTROLS = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'gu');
 /** Whether a text holds any of them (no `g`: a test keeps no position between calls). */
-const HAS_CONTROL = new RegExp(`[\\p{Cc}${BIDI}]`, 'u');
-const BIDI_ONLY = new RegExp(`[${BIDI}]`, 'gu');
+const HAS_CONTROL = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'u');
+const INVISIBLE_ONLY = new RegExp(`[${INVISIBLE}]`, 'gu');
 
-const escaped = (c: string) => `\\u${(c.codePointAt(0) as number).toString(16).padStart(4, '0')}`;
+/** `\uXXXX`, or `\u{XXXXX}` past the 16-bit plane (a tag character), as JavaScript writes them. */
+const escaped = (c: string) => {
+  const code = c.codePointAt(0) as number;
+  return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
+};
 
 // A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, `sig%253D`, encoded once or twice
 // more) and what follows up to the next separator. A sender that percent-encodes its separators sends the whole
@@ -45,16 +51,16 @@ export function signaturesMarked(text: string): string {
 const markOf = (signature: string) => createHash('sha256').update(signature).digest('hex').slice(0, 6);
 
 /**
- * The text with every control character but the line feed, and every bidirectional control, written as a `\uXXXX`
- * escape.
+ * The text with every control character but the line feed, and every bidirectional control or invisible character,
+ * written as a `\uXXXX` escape.
  */
 export function printable(text: string): string {
   return text.replace(CONTROLS, (c) => (c === '\n' ? c : escaped(c)));
 }
 
 /**
- * The text with every control character, the line feed too, and every bidirectional control written as a `\uXXXX`
- * escape: for a value shown inside one line (an id in the CLI's listing, a cell of the HTML report), where a line
+ * The text with every control character, the line feed too, and every bidirectional control or invisible character
+ * written as a `\uXXXX` escape: for a value shown inside one line (an id in the CLI's listing, a cell of the HTML report), where a line
  * feed in a pid would start what reads as another row (a forged redirect chooses its pid).
  */
 export function oneLine(text: string): string {
@@ -62,11 +68,12 @@ export function oneLine(text: string): string {
 }
 
 /**
- * The text with only its bidirectional controls written as `\uXXXX`, for a CSV cell: its line breaks and tabs are
- * data (quoted), but a pid `abc\u202Efed` would show in a spreadsheet as `abcdef`, another respondent's id.
+ * The text with only its bidirectional controls and invisible characters written as `\uXXXX`, for a CSV cell: its
+ * line breaks and tabs are data (quoted), but a pid `abc\u202Efed` would show in a spreadsheet as `abcdef`, and
+ * `victim-42\u200B` as `victim-42`: another respondent's id.
  */
 export function withBidiEscaped(text: string): string {
-  return text.replace(BIDI_ONLY, escaped);
+  return text.replace(INVISIBLE_ONLY, escaped);
 }
 
 /**
@@ -82,8 +89,9 @@ export function shellWord(value: string): string {
   if (!HAS_CONTROL.test(value)) return `'${value.replaceAll("'", "'\\''")}'`;
   return `$'${value.replace(/[\\']/g, '\\$&').replace(CONTROLS, shellEscape)}'`;
 }
-/** `\xHH` for an ASCII control, `\uHHHH` for the others. */
+/** `\xHH` for an ASCII control, `\uHHHH` for the others, `\UHHHHHHHH` past the 16-bit plane (the shell's forms). */
 const shellEscape = (c: string) => {
   const code = c.codePointAt(0) as number;
-  return code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : escaped(c);
+  if (code < 0x80) return `\\x${code.toString(16).padStart(2, '0')}`;
+  return code > 0xffff ? `\\U${code.toString(16).padStart(8, '0')}` : escaped(c);
 };

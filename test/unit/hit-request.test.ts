@@ -317,7 +317,7 @@ describe('reading the identity', () => {
         }),
       ),
     ).toEqual({ pid: 'a b', token: 't1', source: 'query' });
-    // One `+` written raw and one escaped space: the body stands only where the query wrote the `+`.
+    // One `+` written raw and one escaped space: both read as spaces, as the redirect read them.
     expect(
       identity(
         request({
@@ -326,19 +326,22 @@ describe('reading the identity', () => {
           body: '{"pid":"a+b c"}',
         }),
       ),
-    ).toMatchObject({ pid: 'a+b c', source: 'json' });
+    ).toMatchObject({ pid: 'a b c', source: 'query' });
   });
 
-  it('takes the body when the query differs from it only by `+` read as a space', () => {
+  it("keeps the query's reading when the body differs from it only by a `+` the query wrote raw: the redirect keyed that", () => {
+    const raw = { rawQueryString: 'pid=ab+cd/ef==&token=t1' };
+    expect(
+      identity(request({ ...raw, contentType: 'application/json', body: '{"pid":"ab+cd/ef=="}' })),
+    ).toMatchObject({ pid: 'ab cd/ef==', source: 'query' });
     expect(
       identity(
-        request({
-          rawQueryString: 'pid=ab+cd/ef==&token=t1',
-          contentType: 'application/json',
-          body: '{"pid":"ab+cd/ef=="}',
-        }),
+        request({ ...raw, contentType: 'application/x-www-form-urlencoded', body: 'pid=ab%2Bcd%2Fef%3D%3D' }),
       ),
-    ).toMatchObject({ pid: 'ab+cd/ef==', source: 'json' });
+    ).toMatchObject({ pid: 'ab cd/ef==', source: 'query' });
+    // The pid a redirect of the same URL keys.
+    const redirect = request(raw);
+    expect(readIdentity(redirect, readClaim('redirect', redirect).query)).toMatchObject({ pid: 'ab cd/ef==' });
   });
 
   it('takes the query when a form body differs from it only by a `+` the body did not encode', () => {

@@ -1,7 +1,12 @@
 /** What the CLI prints is safe for a terminal: control characters from outside show as text. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { oneLine, printable, say, sayJson } from '../../functions/cli/terminal';
-import { signaturesMarked, withoutSignatures } from '../../functions/shared/printable';
+import {
+  shellWord,
+  signaturesMarked,
+  withBidiEscaped,
+  withoutSignatures,
+} from '../../functions/shared/printable';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -20,6 +25,25 @@ describe('printable', () => {
     expect(printable('\u2066x\u2069\u200f\u061c')).toBe('\\u2066x\\u2069\\u200f\\u061c');
     // Right-to-left text itself is text.
     expect(printable('מספר 12')).toBe('מספר 12');
+  });
+
+  it("writes invisible characters as escapes, so an id cannot show as another respondent's", () => {
+    // A zero-width space, a soft hyphen, a word joiner, a byte-order mark, a Hangul filler, a tag character.
+    for (const [hidden, shown] of [
+      ['\u200b', '\\u200b'],
+      ['\u00ad', '\\u00ad'],
+      ['\u2060', '\\u2060'],
+      ['\ufeff', '\\ufeff'],
+      ['\u3164', '\\u3164'],
+      ['\u{e0041}', '\\u{e0041}'],
+    ])
+      expect(printable(`victim-42${hidden}`)).toBe(`victim-42${shown}`);
+    // In a CSV cell too, and in a command to paste, where the shell's own escape makes the same pid.
+    expect(withBidiEscaped('victim-42\u200b\tx')).toBe('victim-42\\u200b\tx');
+    expect(shellWord('victim-42\u200b')).toBe("$'victim-42\\u200b'");
+    expect(shellWord('victim-42\u{e0041}')).toBe("$'victim-42\\U000e0041'");
+    // Visible text of every script stays.
+    expect(printable('José 東京 😀 ÿ')).toBe('José 東京 😀 ÿ');
   });
 });
 
