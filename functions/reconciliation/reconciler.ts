@@ -449,6 +449,7 @@ export function reconciler(deps: ReconcilerDeps) {
       endedAt !== undefined &&
       pacificDay(new Date(endedAt)) < nextDay(windowDays[0] ?? '', -1);
     const days = removedBefore ? [] : windowDays;
+    const windowStart = windowDays[0];
     // One batch read for the survey's own records.
     const {
       state,
@@ -487,17 +488,26 @@ export function reconciler(deps: ReconcilerDeps) {
         ((weeklyLookDue && day >= horizon) || finalLookDue(day)),
     );
     // Days that left the window since the last finished run without a run seeing them as its oldest (no run for a
-    // day or more): listed now, so one holding completes still to review or to watch is not dropped.
+    // day or more): listed now, so one holding completes still to review or to watch is not dropped. For a survey
+    // this run is the first to read no window of (removed or closed since the last run read one), every day that
+    // run read: of its window, only the oldest was sorted into the days to look at again.
     const lastRun = plan?.lastRun;
     const lastOldest =
       lastRun?.surveys.includes(surveyId) &&
       !lastRun.failedSurveys.includes(surveyId) &&
-      days[0] !== undefined
-        ? nextDay(pacificDay(new Date(lastRun.startedAt)), 1 - days.length)
+      windowStart !== undefined
+        ? nextDay(pacificDay(new Date(lastRun.startedAt)), 1 - windowDays.length)
         : undefined;
+    const lastReadWindow =
+      lastOldest !== undefined &&
+      !(endedAt !== undefined && pacificDay(new Date(endedAt)) < nextDay(lastOldest, -1));
+    const skippedUntil =
+      removedBefore && lastReadWindow && lastRun
+        ? nextDay(pacificDay(new Date(lastRun.startedAt)), 1)
+        : windowStart;
     const skipped: string[] = [];
-    if (lastOldest !== undefined)
-      for (let day = nextDay(lastOldest, 1); day < (days[0] as string); day = nextDay(day, 1))
+    if (lastOldest !== undefined && skippedUntil !== undefined)
+      for (let day = nextDay(lastOldest, 1); day < skippedUntil; day = nextDay(day, 1))
         if (
           day >= horizon &&
           !(state?.openDays ?? []).includes(day) &&
@@ -509,7 +519,6 @@ export function reconciler(deps: ReconcilerDeps) {
     const byRowsOnly = new Set([...reviewed, ...skipped]);
     // Days before the window a late hit flagged (a postback re-sent days late, a hit drained or redriven after an
     // outage): reconciled by this run, as a flagged day of the window is, not at their next daily or weekly look.
-    const windowStart = windowDays[0];
     const flaggedPast =
       plan === undefined || windowStart === undefined
         ? []

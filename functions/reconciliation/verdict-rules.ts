@@ -474,7 +474,7 @@ function listedAsComplete(attempt: Attempt | undefined): boolean {
   const judged = attempt?.reconciliation;
   if (!attempt || !judged) return false;
   if (judged.verdict === 'invalidated') return true;
-  return judged.marketplace?.status === 'Completed' && clickCouldBeOf(attempt, judged.marketplace.clickedAt);
+  return judged.marketplace?.status === 'Completed' && clickOwnedBy(attempt, judged.marketplace.clickedAt);
 }
 
 /**
@@ -499,11 +499,17 @@ const knownClick = (attempt: Attempt): string | undefined => {
   const kept = attempt.reconciliation?.detail?.clickedAt;
   const click =
     attempt.reconciliation?.marketplace?.clickedAt ?? (typeof kept === 'string' ? kept : undefined);
-  // One more than ATTEMPT_LEAD_MS after the attempt was first seen is not its own (a respondent's hits come after the
-  // click): it can only have come from another attempt's transaction, paired by pid under rules before
-  // `clickCouldBeOf`.
-  return clickCouldBeOf(attempt, click) ? click : undefined;
+  return clickOwnedBy(attempt, click) ? click : undefined;
 };
+
+/**
+ * Whether the click an earlier run judged an attempt by is its own. One more than ATTEMPT_LEAD_MS after the attempt
+ * was first seen is not (a respondent's hits come after the click): it can only have come from another attempt's
+ * transaction, paired by pid under rules before `clickCouldBeOf`; unless the run found it under the attempt's own
+ * token (`listedLater`: its row re-filed onto a later day), which names the attempt whatever its time.
+ */
+const clickOwnedBy = (attempt: Attempt, click: string | undefined): boolean =>
+  attempt.reconciliation?.detail?.listedLater === true || clickCouldBeOf(attempt, click);
 
 /**
  * The day an attempt without a transaction belongs to: the click day of the transaction an earlier run matched
@@ -653,9 +659,24 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     // Without a transaction, say how far back one was looked for: an older one is beyond the look-back.
     // And the click time it was judged by, if a transaction once gave one: the next run judges it on the same day.
     const clickedAt = !transaction && attempt ? knownClick(attempt) : undefined;
+    // A row of the attempt's own token filed after it was first seen (re-filed onto a later day): the attempt's all
+    // the same, and the next run that cannot list that day must know it (`knownClick`), or it judges the attempt
+    // on its first-seen day without the row, and the run after moves it back: a verdict flipping every run.
+    const listedLater =
+      transaction !== undefined &&
+      attempt !== undefined &&
+      matchedBy === 'token' &&
+      !clickCouldBeOf(attempt, clicked);
     const detail = transaction
-      ? classified.detail
-      : { ...classified.detail, searchedFrom, ...(clickedAt ? { clickedAt } : {}) };
+      ? { ...classified.detail, ...(listedLater ? { listedLater: true } : {}) }
+      : {
+          ...classified.detail,
+          searchedFrom,
+          ...(clickedAt ? { clickedAt } : {}),
+          ...(clickedAt && attempt?.reconciliation?.detail?.listedLater === true
+            ? { listedLater: true }
+            : {}),
+        };
     if (kind !== 'matched' && settled !== undefined) {
       // The attempt's last new sighting, not its last hit: a respondent refreshing the end page (anyone holding the
       // URL, every few minutes) would otherwise keep its discrepancy from ever being judged. (A drained hit is new

@@ -966,6 +966,38 @@ describe('settled days', () => {
     await expectSameAsFullRecheck('7233');
   });
 
+  it('a complete that arrived here, its row re-filed two days later: matched there, and the day it left judged once, not flipping back every run', async () => {
+    await seededWeek(7917);
+    const firstDay = nextDay(TODAY, -5);
+    const movedTo = nextDay(TODAY, -3);
+    const row = await complete(7917, firstDay);
+    await hourly();
+    row.clickedAt = new Date(pacificDayRange(movedTo).start.getTime() + 10 * HOUR);
+    if (row.completedAt) row.completedAt = new Date(row.clickedAt.getTime() + 10 * 60_000);
+    const histories: number[] = [];
+    for (let run = 0; run < 4; run++) {
+      clock += HOUR;
+      await hourly();
+      const [judged] = await results.attemptsByKey('7917', [row]);
+      expect(judged?.reconciliation).toMatchObject({ verdict: 'matched', day: movedTo });
+      histories.push(judged?.reconciliation?.history.length ?? 0);
+    }
+    // Moved once, then left alone: no verdict written again by the runs after.
+    expect(new Set(histories).size).toBe(1);
+    // Counted on the day it moved to, and on its first day by nothing: no complete to chase there.
+    expect((await results.summariesOf('7917', [firstDay]))[0]?.verdicts).toEqual({ matched: 2 });
+    expect((await results.summariesOf('7917', [movedTo]))[0]?.verdicts).toEqual({ matched: 3 });
+    expect(await agreement('7917')).toEqual({});
+    await expectSameAsFullRecheck('7917');
+    // Then the row goes: chased on the day it was last listed, not on the day first seen.
+    marketplace.state.transactions.splice(marketplace.state.transactions.indexOf(row), 1);
+    expect(await afterRuns('7917', row, movedTo)).toEqual({
+      verdict: ['complete_not_paid', movedTo],
+      verdicts: { matched: 2, complete_not_paid: 1 },
+    });
+    expect((await results.summariesOf('7917', [firstDay]))[0]?.verdicts).toEqual({ matched: 2 });
+  });
+
   it('the same onto the day after, both days judged together when it moved: its reversal still counted there', async () => {
     await seededWeek(7235);
     const firstDay = nextDay(TODAY, -4);
@@ -1845,6 +1877,39 @@ describe('settled days', () => {
       expect((await results.surveyState(String(id)))?.openDays).toBeUndefined();
     },
   );
+
+  it('a survey removed here, its completes of the days after still in the window then: watched once no window is read, a review after that counted', async () => {
+    await survey(7918);
+    // Removed today; the marketplace still runs it, and completes of two days on arrive here (the supplier's own
+    // global postback, or the survey's URLs still cached).
+    await registry.put({
+      surveyId: '7918',
+      state: 'removed',
+      removedAt: new Date(clock).toISOString(),
+      verified: false,
+      failures: 0,
+      updatedAt: new Date(clock).toISOString(),
+    });
+    const after = nextDay(TODAY, 2);
+    const pending = await complete(7918, after, { verify: 'Pending' });
+    const paid = await complete(7918, after);
+    // A run a day, past the day the runs stop reading a window (the removal two days before the window's start).
+    for (let day = 1; day <= 12; day++) {
+      clock += 24 * HOUR;
+      await hourly();
+    }
+    expect((await results.surveyState('7918'))?.openDays).toEqual([after]);
+    // The buyer decides days later: one approved, the other rejected.
+    pending.verifyToken = 'Valid';
+    paid.verifyToken = 'Invalid';
+    clock += 24 * HOUR;
+    await hourly();
+    expect((await results.summariesOf('7918', [after]))[0]?.marketplace).toMatchObject({
+      owed: '1.50',
+      pendingCompletes: 0,
+    });
+    expect((await results.attemptsByKey('7918', [paid]))[0]?.reconciliation?.verdict).toBe('invalidated');
+  });
 
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
