@@ -29,7 +29,7 @@ import { templateProblem } from '../functions/receiving/landing-page';
 import { healthEnvironmentOf, type LANDING_VARIABLES } from '../functions/runtime/runtime-config';
 import { AttemptFeed, FEED_BATCHING_WINDOW, FEED_LAG_MARGIN } from './constructs/attempt-feed';
 import { type CustomDomain, HitApi, type RouteThrottles } from './constructs/hit-api';
-import { HitBuffer } from './constructs/hit-buffer';
+import { DRAINER_TIMEOUT, HitBuffer } from './constructs/hit-buffer';
 import { LedgerTable } from './constructs/ledger-table';
 import { Operations } from './constructs/operations';
 import { ReceiverFunction } from './constructs/receiver-function';
@@ -204,7 +204,7 @@ export class ReceiverStack extends Stack {
     );
     this.drainer = new ReceiverFunction(this, 'drain-buffer', {
       ...QUEUE_FUNCTIONS['drain-buffer'],
-      timeout: Duration.seconds(30),
+      timeout: DRAINER_TIMEOUT,
     }).bindHitPath(this.ledger.table, { refusals: false });
     this.buffer.bindDrainer(this.drainer, { maxConcurrency: scale.drainConcurrency });
     this.attemptFeed = props.attemptFeed

@@ -13,6 +13,9 @@ import { healthEnvironmentOf, LANDING_VARIABLES } from '../functions/runtime/run
 import { parseAllowList } from '../functions/runtime/source-allow-list';
 import type { ReceiverStackProps } from './receiver-stack';
 
+/** The room a setting passed to a function as its environment may take (`postbackSourceCidrs`, `landingUrls`). */
+export const SETTING_ENVIRONMENT_BYTES = 3_000;
+
 export const EXAMPLE_ENVIRONMENT = 'example';
 
 const method = z.enum(['GET', 'POST']);
@@ -212,6 +215,17 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
   } catch (error) {
     throw new SettingsError(`environment "${name}": postbackSourceCidrs: ${(error as Error).message}`);
   }
+  // Lambda caps a function's environment at 4 KB, names and values together, and the stack's own variables (the
+  // table, the key ring's secret, the buffer's URL, the runtime's settings) take about 1 KB: a list over the rest
+  // passes the synth and fails the deploy.
+  for (const [setting, text] of [
+    ['postbackSourceCidrs', settings.postbackSourceCidrs ?? ''],
+    ['landingUrls', Object.values(settings.landingUrls).join('')],
+  ] as const)
+    if (text.length > SETTING_ENVIRONMENT_BYTES)
+      throw new SettingsError(
+        `environment "${name}": ${setting}: ${text.length} characters, over the ${SETTING_ENVIRONMENT_BYTES} a function's environment has room for (Lambda caps it at 4 KB): use fewer, wider ranges or shorter URLs`,
+      );
   if (name !== EXAMPLE_ENVIRONMENT) {
     const missing = [
       ...(settings.account ? [] : ['account']),

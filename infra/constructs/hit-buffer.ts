@@ -11,6 +11,9 @@ import { Construct } from 'constructs';
 import { BUFFER_MAX_RECEIVES } from '../../functions/runtime/hit-buffer';
 import type { ReceiverFunction } from './receiver-function';
 
+/** The drainer's timeout: a batch of ten written a few attempts at once, each write retried by the SDK. */
+export const DRAINER_TIMEOUT = Duration.seconds(30);
+
 export class HitBuffer extends Construct {
   readonly queue: Queue;
   readonly deadLetters: Queue;
@@ -28,8 +31,10 @@ export class HitBuffer extends Construct {
     this.deadLetters = new Queue(this, 'dead-letters', common);
     this.queue = new Queue(this, 'queue', {
       ...common,
-      // Longer than the drainer's timeout, so a batch in flight is not delivered twice meanwhile.
-      visibilityTimeout: Duration.seconds(60),
+      // Six times the drainer's timeout, as AWS advises for an SQS event source: a batch in flight is not
+      // delivered twice meanwhile, and while the drainer cannot start at all (throttled: its code and its backoff
+      // never run) a batch comes back every 3 minutes, not every minute, 12 receives taking 36 minutes, not 12.
+      visibilityTimeout: Duration.seconds(DRAINER_TIMEOUT.toSeconds() * 6),
       deadLetterQueue: { queue: this.deadLetters, maxReceiveCount: BUFFER_MAX_RECEIVES },
     });
   }

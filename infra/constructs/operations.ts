@@ -527,7 +527,13 @@ export class Operations extends Construct {
       new GraphWidget({
         title: 'Reconciliation',
         left: (
-          ['ReconciledSurveys', 'ReconcileFailedSurveys', 'SurveysFailingLong', 'VerdictChanges'] as const
+          [
+            'ReconciledSurveys',
+            'ReconcileFailedSurveys',
+            'ReconcileHeldOff',
+            'SurveysFailingLong',
+            'VerdictChanges',
+          ] as const
         ).flatMap((m) => catalogued(service, m, Duration.hours(1))),
         width: 12,
       }),

@@ -579,9 +579,15 @@ describe('finance API', () => {
 
 describe('hit buffer', () => {
   it('is an encrypted, SSL-only queue with a dead-letter queue after twelve receives', () => {
+    // Six times the drainer's timeout (AWS's advice for an SQS event source): a drainer throttled before its code
+    // runs spends a receive every 3 minutes.
+    const [drainer] = Object.values(template.findResources('AWS::Lambda::Function')).filter((f) =>
+      JSON.stringify(f).includes('Writes buffered hits'),
+    ) as { Properties: { Timeout: number } }[];
+    expect(drainer?.Properties.Timeout).toBe(30);
     template.hasResourceProperties('AWS::SQS::Queue', {
       SqsManagedSseEnabled: true,
-      VisibilityTimeout: 60,
+      VisibilityTimeout: 180,
       RedrivePolicy: {
         deadLetterTargetArn: { 'Fn::GetAtt': [logicalId(stack.buffer.deadLetters), 'Arn'] },
         maxReceiveCount: 12,
@@ -913,8 +919,11 @@ describe('operations', () => {
   });
 
   it('the dashboard shows every catalogued metric under every dimension value it is published with', () => {
+    // The dashboard's own widgets: a metric only an alarm reads is not on the operator's screen.
     const read = new Set(
-      customMetricsRead(template).map((m) => `${m.name} ${JSON.stringify(sorted(m.dimensions))}`),
+      customMetricsRead(template, { alarms: false }).map(
+        (m) => `${m.name} ${JSON.stringify(sorted(m.dimensions))}`,
+      ),
     );
     for (const name of Object.keys(METRIC_CATALOGUE) as MetricName[])
       for (const dimensions of dimensionSets(name, 'Test'))
@@ -940,7 +949,10 @@ const sorted = (record: Record<string, string>) =>
  * Every metric in the namespace the functions publish to that the template reads: the dashboard's widgets (its
  * body is a JSON string CloudFormation joins) and the alarms (plain or metric-math).
  */
-function customMetricsRead(from: Template): { name: string; dimensions: Record<string, string> }[] {
+function customMetricsRead(
+  from: Template,
+  { alarms = true }: { alarms?: boolean } = {},
+): { name: string; dimensions: Record<string, string> }[] {
   const found: { name: string; dimensions: Record<string, string> }[] = [];
   const [dashboard] = Object.values(from.findResources('AWS::CloudWatch::Dashboard')) as {
     Properties: { DashboardBody: unknown };
@@ -965,6 +977,7 @@ function customMetricsRead(from: Template): { name: string; dimensions: Record<s
       dimensions: Object.fromEntries((metric.Dimensions ?? []).map((d) => [d.Name, d.Value])),
     });
   };
+  if (!alarms) return found;
   for (const alarm of Object.values(from.findResources('AWS::CloudWatch::Alarm')) as {
     Properties: MetricStat & { Metrics?: { MetricStat?: { Metric: MetricStat } }[] };
   }[]) {

@@ -174,6 +174,20 @@ describe('readEnvironmentSettings', () => {
       /redirectSyncRateMinutes/,
     ],
     ['a stack name too long for its functions', { stackName: `S${'x'.repeat(54)}` }, /stackName must be/],
+    [
+      // 230 ranges of a cloud's published egress: about 3,700 characters, past Lambda's 4 KB environment with the
+      // postback function's own variables (a deploy that fails at the function, not the synth).
+      'an address list longer than a function environment has room for',
+      {
+        postbackSourceCidrs: Array.from({ length: 230 }, (_, i) => `10.${i}.128.0/26`).join(', '),
+      },
+      /postbackSourceCidrs: \d+ characters, over the 3000 .* 4 KB/,
+    ],
+    [
+      'landing pages whose URLs together are longer than that',
+      { landingUrls: { success: `https://thanks.example.com/${'x'.repeat(3_000)}` } },
+      /landingUrls: \d+ characters/,
+    ],
   ])('%s fails synth, naming it', (_, change, message) => {
     expect(() => readEnvironmentSettings({ prod: { ...production, ...change } }, 'prod')).toThrow(message);
   });

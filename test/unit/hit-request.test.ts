@@ -341,7 +341,9 @@ describe('reading the identity', () => {
     ).toMatchObject({ pid: 'ab cd/ef==', source: 'query' });
     // The pid a redirect of the same URL keys.
     const redirect = request(raw);
-    expect(readIdentity(redirect, readClaim('redirect', redirect).query)).toMatchObject({ pid: 'ab cd/ef==' });
+    expect(readIdentity(redirect, readClaim('redirect', redirect).query)).toMatchObject({
+      pid: 'ab cd/ef==',
+    });
   });
 
   it('takes the query when a form body differs from it only by a `+` the body did not encode', () => {
