@@ -28,6 +28,11 @@ import {
   type Transaction,
 } from './marketplace-records';
 
+/** A message that says a survey is not live: the reference's answer to a lookup of one paused or closed. */
+export const SAYS_NOT_LIVE = /paused|closed|not live|inactive|not active/i;
+/** A message that says a survey has no redirects of its own (`No survey specific redirects found`). */
+const SAYS_NO_REDIRECTS =
+  /\bno\b.*\bredirect|redirects? (?:were |was |are )?not (?:found|set)|not configured/i;
 export type ApiVersion = 'v1' | 'v2';
 
 export interface MarketplaceClientOptions {
@@ -702,11 +707,18 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           ? list
           : undefined;
       if (survey === undefined) {
-        return {
-          live: false,
-          // Shown and stored as every message of the marketplace is: never a token this client sent.
-          message: typeof json?.msg === 'string' ? redactSent(json.msg) : 'survey is not live',
-        };
+        // Shown and stored as every message of the marketplace is: never a token this client sent.
+        const message = typeof json?.msg === 'string' ? redactSent(json.msg) : '';
+        // Only a message that says so is a survey paused or closed (the reference's answer): a success without the
+        // survey that says anything else (a rate limit or an outage answered 200) tells nothing of it, and read as
+        // closed it took a live survey out of the sync and its health.
+        if (!SAYS_NOT_LIVE.test(message))
+          throw new MarketplaceError({
+            endpoint: path,
+            kind: 'malformed',
+            detail: `a success without the survey that does not say it is paused or closed${message ? `: ${message.slice(0, 200)}` : ''}`,
+          });
+        return { live: false, message };
       }
       const parsed = parseSurvey(survey);
       if (!parsed.ok)
@@ -728,9 +740,20 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
     async getSurveyRedirects(surveyId) {
       const path = `/supply/surveySpecificRedirects/${segment(surveyId)}`;
       const json = await call(path);
-      // A JSON answer with no settings object (null, or none): no survey-level redirects to show, which the read-back
-      // compares as such (the postbacks missing). Anything else that does not read is malformed.
-      if (json !== undefined && (json.redirectURL === null || json.redirectURL === undefined)) return {};
+      // A JSON answer whose settings object is null, or left out by one that says there are none: no survey-level
+      // redirects to show, which the read-back compares as such (the postbacks missing). One left out by an answer
+      // that says anything else (a rate limit answered 200) is no read-back: taken for one, it reported drift and
+      // set the redirects again. Anything else that does not read is malformed.
+      if (json !== undefined && json.redirectURL === null) return {};
+      if (json !== undefined && json.redirectURL === undefined) {
+        const message = typeof json.msg === 'string' ? json.msg : '';
+        if (SAYS_NO_REDIRECTS.test(message)) return {};
+        throw new MarketplaceError({
+          endpoint: path,
+          kind: 'malformed',
+          detail: `a success without redirectURL that does not say the survey has none${message ? `: ${redactSent(message).slice(0, 200)}` : ''}`,
+        });
+      }
       const parsed = parseRedirectSettings(json?.redirectURL);
       if (!parsed.ok)
         throw new MarketplaceError({ endpoint: path, kind: 'malformed', detail: parsed.problem });

@@ -22,6 +22,7 @@ import {
   MarketplaceError,
   marketplaceDown,
   type Rows,
+  SAYS_NOT_LIVE,
 } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
 import {
@@ -89,12 +90,20 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
  * as well (field notes: `{"apiStatus":"Failure","msg":...}` with 400 or 404), so a 400 only with words of it.
  */
 function refusedAsMissing(error: MarketplaceError): boolean {
+  const said = error.marketplaceMessage ?? '';
+  // A refusal of the caller, not of the survey (an access token refused, a rate limit), whichever status it came
+  // with: read as "no such survey", it recorded every survey of a rotation closed, and a removal done.
+  if (ABOUT_THE_CALLER.test(said)) return false;
   if (error.httpStatus === 404) return true;
   return (
     error.httpStatus === 400 &&
-    /\bno\b|not found|does not exist|doesn't exist|no such/i.test(error.marketplaceMessage ?? '')
+    /\bno (?:such|survey|data|record|redirect)|not found|does not exist|doesn't exist/i.test(said)
   );
 }
+
+/** Words of a refusal of the caller or of the call's rate, never of a survey. */
+const ABOUT_THE_CALLER =
+  /token|auth|credential|permission|forbidden|rate|limit|too many|slow down|try again|quota|throttl|expired/i;
 
 /** Results that mean the marketplace answered. */
 const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'unchanged', 'removed', 'closed']);
@@ -102,7 +111,7 @@ const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'uncha
 /** A lookup's 404 that says in words the survey does not exist (not that it is closed or paused). */
 const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown survey|invalid survey/i;
 /** A refusal that speaks of a survey paused or closed: one the marketplace knows. */
-const SAYS_CLOSED = /closed|paused|not live|inactive/i;
+const SAYS_CLOSED = SAYS_NOT_LIVE;
 
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
 function withDrift(result: SurveyResult, drifted: readonly string[]): SurveyResult {

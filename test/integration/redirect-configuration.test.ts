@@ -722,6 +722,14 @@ describe('sync', () => {
   it.each([
     ['a page that is not JSON', () => new Response('<html>Forbidden</html>', { status: 403 })],
     [
+      'a success without redirectURL that does not say there are none: a rate limit answered 200',
+      () =>
+        new Response(
+          JSON.stringify({ apiStatus: 'success', msg: 'Rate limit exceeded. Try again in 60 seconds' }),
+          { status: 200 },
+        ),
+    ],
+    [
       "a closed survey's 404",
       () =>
         new Response(
@@ -1124,6 +1132,65 @@ describe('sync', () => {
     expect((await syncRegistry.get('5261'))?.closedAt).toBeUndefined();
     expect(reopened.results).toContainEqual({ surveyId: '5261', status: 'unchanged' });
   });
+
+  it.each([
+    [
+      'a rate limit answered 400 in words with a "no" in them',
+      5741,
+      () =>
+        new Response(
+          JSON.stringify({
+            apiStatus: 'Failure',
+            msg: 'Rate limit exceeded: no more than 10 calls per second',
+          }),
+          { status: 400 },
+        ),
+    ],
+    [
+      'an access token refused with 404',
+      5742,
+      () =>
+        new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid access token' }), { status: 404 }),
+    ],
+    [
+      'a success without the survey that does not say it is paused or closed',
+      5743,
+      () =>
+        new Response(JSON.stringify({ apiStatus: 'success', msg: 'Too many requests, please slow down' }), {
+          status: 200,
+        }),
+    ],
+  ])(
+    'a survey the listing leaves out, looked up while the marketplace refuses the call (%s): not recorded closed, nor removed',
+    async (_, id, answer) => {
+      const syncRegistry = await freshRegistry();
+      const at = (hours: number) => () => new Date(Date.now() + hours * 3_600_000);
+      marketplace.state.addSurvey({ surveyId: id });
+      await configure({ registry: syncRegistry }).sync();
+      expect((await syncRegistry.get(String(id)))?.verified).toBe(true);
+      marketplace.state.setLive(id, false);
+      // Every call naming the survey is refused so: its lookup, its redirects' read, their delete.
+      const refusing = createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async (input, init) => (String(input).includes(`/${id}`) ? answer() : fetch(input, init)),
+      });
+      const report = await configure({ registry: syncRegistry, marketplace: refusing, now: at(1.1) }).sync();
+      expect(report.results.find((r) => r.surveyId === String(id))?.status).not.toBe('closed');
+      expect((await syncRegistry.get(String(id)))?.closedAt).toBeUndefined();
+      // Nor is a removal refused so taken as done: the marketplace may still send its postbacks here. (A delete
+      // answered success is one.)
+      if (answer().status === 200) return;
+      const [removal] = await configure({
+        registry: syncRegistry,
+        marketplace: refusing,
+        now: at(1.2),
+      }).remove([String(id)]);
+      expect(removal).toMatchObject({ surveyId: String(id), status: 'failed' });
+      expect(await syncRegistry.get(String(id))).toMatchObject({ state: 'active' });
+    },
+  );
 
   it('lists ended registrations only as far back as asked, reads any by key, and still leaves a removed survey alone or opens a closed one when listed live', async () => {
     const syncRegistry = await freshRegistry();
