@@ -917,6 +917,9 @@ export function classify(
     postback !== undefined && postback !== outcome && postbackSaid(outcome)
       ? { postbackCorrectedTo: outcome }
       : {};
+  // The marketplace's server reported a fail, then a success: its latest word a signed complete (the panel may have
+  // credited it). Where the transaction list does not show it paid, one to chase, as a success first would be.
+  const laterSuccess = postback === 'fail' && postbackSaid('success');
   // A success redirect the fail postback contradicts: only a browser claims a complete, and neither the
   // marketplace's server nor (below) its transaction list agrees. Visible, never money.
   const contradicted = redirect === 'success' && postback === 'fail';
@@ -949,10 +952,16 @@ export function classify(
   const listedComplete = () => listedAsComplete(ledgerAttempt);
   if (!transaction) {
     // A signed complete the marketplace does not list (or lists no more): one to chase.
-    if (evidence === 'postback')
+    if (evidence === 'postback' || laterSuccess)
       return {
         kind: 'complete_not_paid',
-        detail: { ...here, evidence, marketplaceStatus: 'missing', ...worth },
+        detail: {
+          ...here,
+          ...corrected('success'),
+          evidence: 'postback',
+          marketplaceStatus: 'missing',
+          ...worth,
+        },
       };
     // A complete the marketplace listed and lists no more, nothing here to chase it by (no signed complete: the item
     // a run made for its row, or a browser's redirect): the money owed or pending counted for it is gone, so finance
@@ -1023,7 +1032,10 @@ export function classify(
   // A complete the buyer rejected and the marketplace then re-filed under another status ("adjusted to
   // terminate"): a reversal, as when the row stays Completed (`reversedCpi` as there). Whatever arrived here, once
   // this product has listed the row as a complete (the owed figure counted it) or judged it reversed before.
-  if ((evidence || listedComplete()) && transaction.verifyToken?.toLowerCase() === 'invalid') {
+  if (
+    (evidence || laterSuccess || listedComplete()) &&
+    transaction.verifyToken?.toLowerCase() === 'invalid'
+  ) {
     return {
       kind: 'invalidated',
       detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed() },
@@ -1046,8 +1058,11 @@ export function classify(
       kind: 'invalidated',
       detail: { ...here, ...marketplace, receivedHere: evidence ?? 'nothing', ...reversed() },
     };
-  if (evidence === 'postback')
-    return { kind: 'complete_not_paid', detail: { ...here, ...marketplace, evidence, ...worth } };
+  if (evidence === 'postback' || laterSuccess)
+    return {
+      kind: 'complete_not_paid',
+      detail: { ...here, ...corrected('success'), ...marketplace, evidence: 'postback', ...worth },
+    };
   // A browser's success claim the marketplace files under another status: anyone holding the static success URL
   // (the respondent who was just terminated, a link-preview bot) can send one. A claim, never money.
   if (evidence === 'redirect' || contradicted)

@@ -211,9 +211,28 @@ describe('classification', () => {
     expect(day?.verdicts).toEqual({ matched: 1 });
     expect(day?.here).toMatchObject({ postbackCompletes: 1, nonCompletes: 0 });
     expect(day?.marketplace.completes).toBe(1);
-    // A correction the list does not agree with changes nothing.
+    // A correction to a fail the list does not agree with changes nothing: the list pays the complete.
     expect(classify(transaction('a', 'Completed', noon), corrected('success', 'fail')).kind).toBe('matched');
-    expect(classify(transaction('a', 'Failed', noon), corrected('fail', 'success')).kind).toBe('matched');
+    // A correction to a success the list does not show paid, or no row at all: the server's latest word is a signed
+    // complete (the panel may have credited it), one to chase, as a success first would be; whichever order the two
+    // postbacks came in, the money is told.
+    for (const [row, success] of [
+      [transaction('a', 'Failed', noon), corrected('fail', 'success')],
+      [undefined, corrected('fail', 'success')],
+    ] as const)
+      expect(classify(row, success, '1.25')).toMatchObject({
+        kind: 'complete_not_paid',
+        detail: {
+          postback: 'fail',
+          postbackCorrectedTo: 'success',
+          evidence: 'postback',
+          claimedCpi: '1.25',
+        },
+      });
+    expect(classify(undefined, corrected('success', 'fail'), '1.25').kind).toBe('complete_not_paid');
+    expect(classify(transaction('a', 'Failed', noon), corrected('success', 'fail'), '1.25').kind).toBe(
+      'invalidated',
+    );
   });
 
   it('says whether a success redirect arrived for a complete whose postback did not', () => {
