@@ -88,8 +88,14 @@ export function healthCommand(): Command {
           );
           for (const reason of survey.reasons) say(`  ${reason.code}: ${reason.detail}`);
         }
-        const count = (state: string) => view.surveys.filter((s) => s.state === state).length;
-        say(`${count('ok')} ok, ${count('warning')} warning, ${count('failing')} failing`);
+        // Removed surveys are counted in no state (as the scheduled check counts them): their last state is shown,
+        // but nothing watches them, and an "ok" among the totals would say they are watched and healthy.
+        const watched = view.surveys.filter((s) => !s.removed);
+        const count = (state: string) => watched.filter((s) => s.state === state).length;
+        const removed = view.surveys.length - watched.length;
+        say(
+          `${count('ok')} ok, ${count('warning')} warning, ${count('failing')} failing${removed > 0 ? `; ${removed} removed, not watched` : ''}`,
+        );
       }
       if (report.failed.length > 0) {
         complain(

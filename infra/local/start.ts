@@ -19,6 +19,31 @@ import { startLocalStack } from './stack';
 const SAMPLE_SURVEY = '1001';
 const SAMPLE_PID = 'demo-pid';
 
+/**
+ * The numbers `npm start` reads, each a whole number (milliseconds, or a port; 0 turns a job off, or picks a free
+ * port): one that is not (`1m`, `30s`) is refused by name, rather than read as 0 and the job left off without a word.
+ */
+const NUMBERS = [
+  'REDIRECT_SYNC_INTERVAL_MS',
+  'RECONCILE_INTERVAL_MS',
+  'HEALTH_INTERVAL_MS',
+  'RESPONDENT_INTERVAL_MS',
+  'PORT',
+  'DYNAMODB_PORT',
+  'MARKETPLACE_PORT',
+  'SQS_PORT',
+] as const;
+const notNumbers = NUMBERS.filter((name) => {
+  const value = process.env[name];
+  return value !== undefined && !/^\d+$/.test(value.trim());
+});
+if (notNumbers.length > 0) {
+  console.error(
+    `npm start: ${notNumbers.map((name) => `${name} is "${process.env[name]}"`).join(', ')}: give a whole number of milliseconds (a port for the ports; 0 turns a job off, or picks a free port)`,
+  );
+  process.exit(1);
+}
+
 const stack = await startLocalStack().catch((error: unknown) => {
   const busy = error as { code?: string; address?: string; port?: number };
   if (busy.code !== 'EADDRINUSE') throw error;
@@ -153,7 +178,7 @@ const lines = [
   `  Marketplace  ${env.MARKETPLACE_BASE_URL}${stack.marketplace ? ' (local)' : ''}`,
   `  Hit buffer   ${stack.buffer.endpoint} (SQS stand-in: queue hits, dead letters hits-dlq; ${cli('buffer redrive')})`,
   `  Signing keys ${env.SIGNING_KEYS_FILE ?? env.SIGNING_KEYS_SECRET_ID ?? 'SIGNING_KEYS'} (current key ${ring.current.kid})`,
-  `  ${firstSync ? describeSync(firstSync) : 'redirect sync failed; see above'}; it runs again every ${env.REDIRECT_SYNC_INTERVAL_MS} ms.`,
+  `  ${firstSync ? describeSync(firstSync) : 'redirect sync failed; see above'}; ${Number(env.REDIRECT_SYNC_INTERVAL_MS) > 0 ? `it runs again every ${env.REDIRECT_SYNC_INTERVAL_MS} ms` : `it does not run again (REDIRECT_SYNC_INTERVAL_MS=0; ${cli('redirects sync')} runs it)`}.`,
   reconcile
     ? `  Reconciliation runs every ${reconcileInterval} ms (or now: ${cli('reconcile')}).`
     : `  Scheduled reconciliation is off (RECONCILE_INTERVAL_MS=0); ${cli('reconcile')} runs it.`,

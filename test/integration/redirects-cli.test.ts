@@ -492,6 +492,25 @@ describe('output for other programs', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ surveys: [], notWatched: ['9998'] });
   });
 
+  it('health counts a survey removed here in no state: shown as removed, not among the ok ones', async () => {
+    const registry = createSurveyRegistry(
+      createDocumentClient({ endpoint: table.endpoint }),
+      table.tableName,
+    );
+    const at = new Date().toISOString();
+    await registry.put({
+      surveyId: '9221',
+      state: 'removed',
+      removedAt: at,
+      verified: false,
+      failures: 0,
+      updatedAt: at,
+    });
+    const result = await run(TSX, ['functions/cli/main.ts', 'health', '--survey', '9221'], { env: cliEnv() });
+    expect(result.stdout).toMatch(/9221\s+ok\s+since .*\(removed: no longer watched\)/);
+    expect(result.stdout).toContain('0 ok, 0 warning, 0 failing; 1 removed, not watched');
+  });
+
   it('reconcile refuses a survey it is asked for that has no registration here, unless forced (a mistyped id would show in finance)', async () => {
     const refused = await run(
       TSX,

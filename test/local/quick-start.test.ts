@@ -379,6 +379,17 @@ describe('npm start', () => {
     }
   });
 
+  it('refuses an interval or a port that is not a whole number, naming it, rather than turning the job off', async () => {
+    const refused = await run(process.execPath, ['--import', 'tsx', 'infra/local/start.ts'], {
+      env: { ...env, RECONCILE_INTERVAL_MS: '1m', HEALTH_INTERVAL_MS: '30s' },
+    }).then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code?: number; stderr?: string }) => ({ code: error.code, stderr: error.stderr ?? '' }),
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('RECONCILE_INTERVAL_MS is "1m", HEALTH_INTERVAL_MS is "30s"');
+  });
+
   it('stops on SIGTERM', async () => {
     server.kill('SIGTERM');
     const code = await new Promise((resolve) => server.once('exit', resolve));
