@@ -252,17 +252,21 @@ export function morePages(json: Json | undefined, listed: number): string | unde
 const fieldName = (key: string) => key.toLowerCase().replace(/[_-]/g, '');
 const words = (text: string) => new Set(text.trim().split(/\s+/));
 /** Fields that count pages: above one, the list is a page of several. */
-const PAGE_COUNTS = words('totalpages pagecount lastpage numberofpages numpages pages');
+const PAGE_COUNTS = words(
+  'totalpages totalpage pagecount pagescount pagetotal totalpagecount lastpage numberofpages numpages pages',
+);
 /** Fields that point at what follows: set (a link, a cursor, true, a page number), the list goes on. */
 const NEXT = words(`nextpage next nextcursor hasmore hasnext hasnextpage nextpageurl nexturl nextlink
   nextpagetoken nexttoken morepages moreresults continuation continuationtoken`);
 /** Fields that say whether this is the last page: false, the list goes on. */
 const LAST = words('islastpage islast lastpage last');
 /** Fields that say the list is a page (a page's number, size or offset, as a number)... */
-const PAGE_MARKS = words('page pagenumber pageno pageindex currentpage pagesize perpage limit offset skip');
+const PAGE_MARKS = words(
+  'page pagenumber pageno pagenum pageindex currentpage pagesize perpage limit offset skip draw',
+);
 /** ...beside which a total above the rows listed says it is cut short. */
 const TOTALS = words(`total totalcount totalrecords totalrows totalresults totalitems totalelements count
-  recordstotal recordcount`);
+  recordstotal recordsfiltered recordcount`);
 const saysNone = (value: unknown) =>
   value === undefined ||
   value === null ||
@@ -302,7 +306,10 @@ function pagingSaidBy(json: Json, listed: number): string | undefined {
       if (total !== undefined && total > listed)
         return `the list holds ${listed} of ${total} rows (${key}); paging is not supported`;
     }
-  // Or in words: "3 of 5 transactions", the first the rows listed.
+  // Or in words: "Page 1 of 2"; "3 of 5 transactions", the first the rows listed.
+  const page = typeof json.msg === 'string' ? /\bpage (\d+) of (\d+)\b/i.exec(json.msg) : null;
+  if (page && Number(page[2]) > 1)
+    return `the list is page ${page[1]} of ${page[2]} (msg); paging is not supported`;
   const said = typeof json.msg === 'string' ? /\b(\d+) of (\d+)\b/.exec(json.msg) : null;
   if (said && Number(said[1]) === listed && Number(said[2]) > listed)
     return `the list holds ${listed} of ${said[2]} rows (msg); paging is not supported`;

@@ -326,6 +326,12 @@ describe('answers', () => {
       [{ NextPageToken: 'abc' }, /more pages \(NextPageToken\)/],
       [{ isLastPage: false }, /more pages \(isLastPage is false\)/],
       [{ msg: '2 of 5 transactions' }, /holds 2 of 5 rows \(msg\)/],
+      // A page count in the singular or turned round, a page number beside a total, DataTables' counts.
+      [{ totalPage: 2 }, /one page of 2 \(totalPage\)/],
+      [{ pageTotal: 2 }, /one page of 2 \(pageTotal\)/],
+      [{ pageNum: 1, totalRecords: 5 }, /holds 2 of 5 rows \(totalRecords\)/],
+      [{ draw: 1, recordsTotal: 5, recordsFiltered: 5 }, /holds 2 of 5 rows \(records(Total|Filtered)\)/],
+      [{ msg: 'Page 1 of 2' }, /page 1 of 2 \(msg\)/],
     ] as const) {
       const { fetch } = failingFirst(9, () =>
         json(200, { apiStatus: 'success', result: [good, { ...good, token: 't2' }], ...envelope }),
@@ -348,6 +354,7 @@ describe('answers', () => {
       { totalCount: 5 },
       { msg: '2 of 2 transactions' },
       { msg: 'found 1 of 5 kinds' },
+      { msg: 'Page 1 of 1' },
       // The range asked for, echoed, beside a count of something else.
       { start: '2026-11-20', end: '2026-11-20', count: 57 },
       { page: 'transactions', total: 57 },
