@@ -20,6 +20,14 @@ export const REFUSALS_RECORDED_PER_SECOND = 5;
  */
 export const REFUSED_SURVEYS_PER_MINUTE = 25;
 export const REFUSAL_WAIT_MS = 300;
+/**
+ * Refusals only the holder of a genuine URL can cause (`signature_retired_key`: the signature holds, under a key
+ * retired since): what turns a survey's health failing, for the marketplace holds URLs this receiver refuses. They
+ * are counted apart from the rest, a second, always under their survey: forged hits to made-up surveys, which cost
+ * nothing to send, used up both bounds above and hid them (stored under no survey, or not at all).
+ */
+export const GENUINE_REFUSALS_PER_SECOND = 20;
+const GENUINE_REFUSAL_CODES: ReadonlySet<string> = new Set(['signature_retired_key']);
 
 export type RefusalRecording = 'recorded' | 'failed' | 'pending' | 'not-recorded';
 
@@ -34,26 +42,30 @@ export function refusalRecorder(
   options: RefusalRecorderOptions = {},
 ): (rejected: RejectedHit) => Promise<RefusalRecording> {
   const perSecond = options.perSecond ?? REFUSALS_RECORDED_PER_SECOND;
+  const genuinePerSecond = Math.max(perSecond, GENUINE_REFUSALS_PER_SECOND);
   const waitMs = options.waitMs ?? REFUSAL_WAIT_MS;
   const now = options.now ?? Date.now;
   let second = Number.NaN;
   let used = 0;
+  let usedGenuine = 0;
   let minute = Number.NaN;
   const surveys = new Set<string>();
   return async (refused) => {
     const current = Math.floor(now() / 1000);
-    if (current !== second) [second, used] = [current, 0];
-    if (used >= perSecond) {
+    if (current !== second) [second, used, usedGenuine] = [current, 0, 0];
+    const genuine = GENUINE_REFUSAL_CODES.has(refused.code);
+    if (genuine ? usedGenuine >= genuinePerSecond : used >= perSecond) {
       count('RefusalsNotRecorded', { channel: refused.channel });
       return 'not-recorded';
     }
-    used++;
+    if (genuine) usedGenuine++;
+    else used++;
     if (Math.floor(current / 60) !== minute) {
       minute = Math.floor(current / 60);
       surveys.clear();
     }
     let rejected = refused;
-    if (refused.surveyId !== undefined && !surveys.has(refused.surveyId)) {
+    if (!genuine && refused.surveyId !== undefined && !surveys.has(refused.surveyId)) {
       if (surveys.size < REFUSED_SURVEYS_PER_MINUTE) surveys.add(refused.surveyId);
       else rejected = { ...refused, surveyId: undefined };
     }
