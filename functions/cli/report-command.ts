@@ -123,7 +123,7 @@ export function reportCommand(): Command {
         }
         const report = await queries.report(period, options.survey);
         sayFailing(report.reconciliationFailing);
-        const output =
+        const output = renderedReport(options.format, report, () =>
           options.format === 'html'
             ? reportHtml(report)
             : options.format === 'csv'
@@ -134,7 +134,8 @@ export function reportCommand(): Command {
                   : options.table === 'failing'
                     ? failingSurveysCsv(report.failingSurveys)
                     : summaryCsv(report.days, { level: options.detail, ...period })
-              : `${JSON.stringify(report, null, 2)}\n`;
+              : `${JSON.stringify(report, null, 2)}\n`,
+        );
         await emit(output);
 
         async function emit(text: string) {
@@ -147,4 +148,24 @@ export function reportCommand(): Command {
         }
       },
     );
+}
+
+/**
+ * The report as one text: past the longest string the runtime holds (about 512 MB: a month of ten thousand surveys
+ * with a few discrepancies a day each, as JSON), refused by saying what is smaller, not with the runtime's "Invalid
+ * string length" after minutes of reads.
+ */
+export function renderedReport(
+  format: string,
+  report: { readonly discrepancies: readonly unknown[]; readonly days: readonly unknown[] },
+  render: () => string,
+): string {
+  try {
+    return render();
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    throw new Error(
+      `the ${format} report of ${report.discrepancies.length} discrepancies and ${report.days.length} survey-days is too large to write as one text: ask for fewer days or surveys (--from, --to, --survey), a table of it (--format csv --table discrepancies), or the summary by survey or in all (--format csv --table summary --detail surveys or totals), which is added up as it is read`,
+    );
+  }
 }

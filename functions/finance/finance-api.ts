@@ -210,10 +210,18 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
     // Lambda refuses an answer over 6 MB (a 502 from API Gateway): say what to ask for instead.
     const bytes = Buffer.byteLength(JSON.stringify(result), 'utf8');
     if (bytes > MAX_ANSWER_BYTES) {
-      // The summary (JSON or CSV) can leave out its per-day or per-survey rows; the other answers only narrow.
+      // The summary can leave out its per-day or per-survey rows, and its CSV carries the surveys failing as a count
+      // and the first of them; the other answers only narrow. Never the request just refused.
       const summary = event.rawPath === '/finance/summary';
+      const detail = event.queryStringParameters?.detail ?? 'days';
+      const csv = String(result.headers?.['content-type'] ?? '').startsWith('text/csv');
+      const smaller = [
+        ...(detail === 'days' ? ['detail=surveys'] : []),
+        ...(detail !== 'totals' ? ['detail=totals'] : []),
+        ...(csv ? [] : ['format=csv']),
+      ];
       throw badRequest(
-        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys${summary ? ', or for the summary with detail=surveys or detail=totals' : ''}`,
+        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys${summary && smaller.length > 0 ? `, or for the summary with ${smaller.join(' or ')}` : ''}`,
       );
     }
     return result;

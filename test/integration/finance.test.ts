@@ -44,7 +44,10 @@ const get = (url: string, headers: Record<string, string> = auth) =>
  * A finance API over a store that answers every day's summaries as ten thousand surveys', each a copy of `stored`
  * (the survey and day set), counting the days read: a supplier ten times the model's size.
  */
-function tenThousandSurveys(stored: StoredDaySummary) {
+function tenThousandSurveys(
+  stored: StoredDaySummary,
+  failing: Awaited<ReturnType<Finance['failingSurveys']>> = [],
+) {
   let daysRead = 0;
   const queries = finance({
     attempts,
@@ -58,7 +61,7 @@ function tenThousandSurveys(stored: StoredDaySummary) {
   });
   return {
     handler: createFinanceHandler({
-      queries: { ...queries, failingSurveys: async () => [] },
+      queries: { ...queries, failingSurveys: async () => failing },
       auth: { mode: 'bearer', token: TOKEN },
       timeZone: 'America/Los_Angeles',
     }),
@@ -368,6 +371,23 @@ describe('summary', () => {
     );
     expect(bySurvey.statusCode).toBe(200);
     expect((jsonBody(bySurvey) as { totals: { surveys: number } }).totals.surveys).toBe(10_000);
+    // Incidents that turned every survey failing a few times: the answer by survey is too large too, and the
+    // refusal names what is smaller than it, never the request it refused.
+    const incident = tenThousandSurveys(
+      stored,
+      Array.from({ length: 30_000 }, (_, i) => ({
+        surveyId: String(10_000 + (i % 10_000)),
+        from: `${D2}T17:00:00.000Z`,
+        to: `${D2}T19:00:00.000Z`,
+        reasons: ['refused_postbacks', 'success_without_postback', 'configuration_drift'],
+      })),
+    );
+    const refusedBySurvey = await invoke(
+      incident.handler,
+      apiEvent('GET', `/finance/summary?from=${week.from}&to=${week.to}&detail=surveys`, { headers: auth }),
+    );
+    expect(refusedBySurvey.statusCode).toBe(400);
+    expect(jsonBody(refusedBySurvey).message).toMatch(/or for the summary with detail=totals or format=csv$/);
     // The CSV too: by day it is as large, and it says so; by survey, one row each; the totals, one row.
     const csvOf = (detail: string) =>
       invoke(

@@ -1,5 +1,6 @@
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
+import { renderedReport } from '../../functions/cli/report-command';
 import { readPeriod, SMALLEST_DAY_ROW_BYTES } from '../../functions/finance/finance-queries';
 import {
   addUp,
@@ -455,5 +456,24 @@ describe('HTML report', () => {
     expect(html).toContain('<td>2026-11-21T09:00:00.000Z</td><td>still failing</td>');
     expect(html).toContain('<td>before the history kept</td>');
     expect(html).toContain('&lt;b&gt;');
+  });
+});
+
+describe('the CLI report rendered as one text', () => {
+  it('past the longest string the runtime holds, says what smaller report to ask for instead of "Invalid string length"', () => {
+    const report = { discrepancies: Array(3), days: Array(2) };
+    expect(renderedReport('json', report, () => '{}')).toBe('{}');
+    const tooLong = () => {
+      throw new RangeError('Invalid string length');
+    };
+    expect(() => renderedReport('json', report, tooLong)).toThrow(
+      /^the json report of 3 discrepancies and 2 survey-days is too large .*--detail surveys or totals/,
+    );
+    // Anything else is not mistaken for it.
+    expect(() =>
+      renderedReport('json', report, () => {
+        throw new TypeError('other');
+      }),
+    ).toThrow(TypeError);
   });
 });
