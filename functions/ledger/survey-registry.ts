@@ -24,6 +24,12 @@ export interface SurveyRegistration {
   readonly fingerprint?: string | undefined;
   readonly kid?: string | undefined;
   readonly appliedAt?: string | undefined;
+  /**
+   * When this stack first applied its redirects to the survey (again after a removal): rows clicked in before it
+   * that nothing here heard of were sent to another system's URLs, not this stack's to account for. Absent on a
+   * registration older than the field: no bound.
+   */
+  readonly servingSince?: string | undefined;
   /** The marketplace read back exactly what was sent. */
   readonly verified: boolean;
   readonly verifiedAt?: string | undefined;
@@ -130,6 +136,7 @@ const REGISTRATION_FIELDS = [
   'fingerprint',
   'kid',
   'appliedAt',
+  'servingSince',
   'verified',
   'verifiedAt',
   'lastError',

@@ -113,6 +113,15 @@ const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown sur
 /** A refusal that speaks of a survey paused or closed: one the marketplace knows. */
 const SAYS_CLOSED = SAYS_NOT_LIVE;
 
+/**
+ * When the survey has been this stack's (`servingSince`): kept while it stays active, now for one applied the first
+ * time or again after a removal (a registration older than the field keeps none: no bound, rather than a guess).
+ */
+function servingSince(registration: SurveyRegistration | undefined, at: string): { servingSince?: string } {
+  if (registration?.state !== 'active') return { servingSince: at };
+  return registration.servingSince ? { servingSince: registration.servingSince } : {};
+}
+
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
 function withDrift(result: SurveyResult, drifted: readonly string[]): SurveyResult {
   return result.status === 'applied' || result.status === 'failed' ? { ...result, drifted } : result;
@@ -397,6 +406,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           fingerprint,
           kid: ring.current.kid,
           appliedAt: at,
+          ...servingSince(registration, at),
           verified: true,
           verifiedAt: at,
           failures: 0,
@@ -429,6 +439,15 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           status: 'failed',
           error: `${error.message}: the marketplace does not know survey ${surveyId} (check the id); not registered`,
         };
+      // Nor one the marketplace did not answer about at all (an outage): whether it knows the id cannot be told, and
+      // a mistyped one registered would be re-signed, judged for health and reported as a row of zeros from then on.
+      // A live survey is found by the sync's listing all the same; an operator applies it again.
+      if (named && !taken && !registration && marketplaceDown(error))
+        return {
+          surveyId,
+          status: 'failed',
+          error: `${error.message}: the marketplace did not answer, so whether it knows survey ${surveyId} cannot be told; not registered (apply it again, or the sync takes it up once it is listed live)`,
+        };
       // A registered survey the marketplace no longer knows (a rotation's, or an operator's apply, of one deleted
       // there): recorded closed, which is no failure to re-sign it, rather than failed for good.
       // Recorded under the key tried and unverified, as any failure: applied when a listing shows it live again.
@@ -458,6 +477,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         fingerprint,
         kid: ring.current.kid,
         appliedAt: at,
+        ...servingSince(registration, at),
         verified: false,
         lastError: withoutSignatures(error.message),
         lastErrorAt: at,
@@ -780,6 +800,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             state: 'removed',
             removedAt: at,
             ...(registration ? {} : { neverApplied: true }),
+            // Its transactions are reconciled for the time it was this stack's: from then to this removal.
+            ...(registration?.servingSince ? { servingSince: registration.servingSince } : {}),
             verified: false,
             failures: 0,
             ...(registration?.expectedCpi ? { expectedCpi: registration.expectedCpi } : {}),

@@ -78,6 +78,12 @@ import {
   unheardReversals,
 } from './verdict-rules';
 
+/**
+ * How far a row's click may fall outside the time a survey was this stack's and still be its: the marketplace's
+ * "PST" strings and the two clocks apart (`ATTEMPT_LEAD_MS` is the same allowance for one attempt).
+ */
+const SERVING_MARGIN_MS = 10 * 60_000;
+
 export { REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from './recheck-policy';
 
 /** A complete not paid the marketplace lists no row for: a signed postback of a token it does not know. */
@@ -450,6 +456,16 @@ export function reconciler(deps: ReconcilerDeps) {
       pacificDay(new Date(endedAt)) < nextDay(windowDays[0] ?? '', -1);
     const days = removedBefore ? [] : windowDays;
     const windowStart = windowDays[0];
+    // The time the survey was this stack's, its clocks' margin either side.
+    const servingFrom = registration?.servingSince
+      ? new Date(Date.parse(registration.servingSince) - SERVING_MARGIN_MS).toISOString()
+      : undefined;
+    const servingTo =
+      registration?.state === 'removed' && registration.removedAt
+        ? new Date(Date.parse(registration.removedAt) + SERVING_MARGIN_MS).toISOString()
+        : undefined;
+    const withinServing = (at: string) =>
+      (servingFrom === undefined || at >= servingFrom) && (servingTo === undefined || at < servingTo);
     // One batch read for the survey's own records.
     const {
       state,
@@ -770,10 +786,22 @@ export function reconciler(deps: ReconcilerDeps) {
       const waiting = (a: Attempt) =>
         !heldTokens.has(a.token) && !(heldPids.has(a.pid) && !rowTokens?.has(a.token));
       const read = [...seen, ...byKey].filter(waiting);
+      // Rows that ended outside the time the survey was this stack's (before it first applied its redirects, after
+      // they were removed: the marketplace sends a respondent on, and its postback, to the URLs the survey has when
+      // the respondent finishes) that nothing here heard of went to another system's URLs: not judged (no complete
+      // "not received" for the supplier's previous system or the stack the survey moved to), nor counted in the
+      // day's figures. Ended: completed, or, without a completion time, clicked in. A row whose token an attempt or
+      // item here carries is judged as ever.
+      const heardOf = new Set(read.map((a) => a.token));
+      const ours = (t: Transaction) => {
+        const ended = t.completedAt?.utc ?? filedAt(t);
+        return ended === undefined || heardOf.has(t.token) || withinServing(ended);
+      };
+      const served = transactions.every(ours) ? transactions : transactions.filter(ours);
       const sidesWith = (attempts: readonly Attempt[]) => ({
         surveyId,
         days: window,
-        transactions,
+        transactions: served,
         copies,
         attempts,
         expectedCpi: registration?.expectedCpi,
@@ -809,7 +837,7 @@ export function reconciler(deps: ReconcilerDeps) {
       // lists its token too, its attempt judged there under another key (a pid spelt otherwise, another token).
       const moved = await copiesOfEarlierDays(result.verdicts, judged.transactions, listing.from);
       /** The rows the verdicts were judged on: without those found to be copies of an earlier day's. */
-      let rowsJudged: readonly [readonly Transaction[], readonly Transaction[]] = [transactions, copies];
+      let rowsJudged: readonly [readonly Transaction[], readonly Transaction[]] = [served, copies];
       if (moved) {
         const again = {
           ...judged,

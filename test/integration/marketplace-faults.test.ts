@@ -22,7 +22,7 @@ import {
   NO_API_FAULTS,
   startLocalMarketplace,
 } from '../../infra/local/marketplace/server';
-import { freshTable } from '../support/ledger';
+import { freshTable, servedSince } from '../support/ledger';
 
 const TOKEN = 'faulty-marketplace-token';
 let marketplace: LocalMarketplace;
@@ -81,8 +81,10 @@ describe('with a third of the marketplace calls failing', () => {
   }, 60_000);
 
   it('reconciliation records only verdicts a clean run agrees with, and retries the failed surveys', async () => {
-    // The respondents below are filed without being sent anywhere: this test writes our side itself.
+    // The respondents below are filed without being sent anywhere: this test writes our side itself, an hour before
+    // now, on surveys it configured here (above) since yesterday.
     for (const surveyId of SURVEYS) marketplace.state.deleteRedirects(surveyId);
+    await servedSince(registry, SURVEYS.map(String), new Date(REFERENCE_MS - 86_400_000));
     for (const surveyId of SURVEYS) {
       for (const status of ['Completed', 'Completed', 'Over Quota']) {
         const t = await marketplace.respondents.respondent({

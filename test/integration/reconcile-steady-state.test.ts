@@ -1911,6 +1911,43 @@ describe('settled days', () => {
     expect((await results.attemptsByKey('7918', [paid]))[0]?.reconciliation?.verdict).toBe('invalidated');
   });
 
+  it.each([
+    ["first applied here at noon (the supplier's previous system had the morning)", 7920],
+    ['removed here at noon (moved to another stack)', 7921],
+  ] as const)(
+    'a survey %s: the completes clicked in outside that time that nothing here heard of are not judged nor counted',
+    async (how, id) => {
+      await survey(id);
+      const noon = new Date(pacificDayRange(TODAY).start.getTime() + 12 * HOUR);
+      const stamp = noon.toISOString();
+      await registry.put({
+        surveyId: String(id),
+        failures: 0,
+        updatedAt: stamp,
+        ...(how.startsWith('first')
+          ? { state: 'active' as const, verified: true, servingSince: stamp }
+          : { state: 'removed' as const, verified: false, removedAt: stamp }),
+      });
+      const [morning, afternoon] = [9, 12.5].map(
+        (h) => new Date(pacificDayRange(TODAY).start.getTime() + h * HOUR),
+      );
+      const outside = how.startsWith('first') ? morning : afternoon;
+      const inside = how.startsWith('first') ? afternoon : morning;
+      // Outside: one nothing here heard of, and one whose postback came here all the same (judged as ever).
+      const elsewhere = await complete(id, TODAY, { clickedAt: outside as Date, arrived: false });
+      await complete(id, TODAY, { clickedAt: outside as Date });
+      // Inside: one received, one not (a hole in this side's records, money).
+      await complete(id, TODAY, { clickedAt: inside as Date });
+      await complete(id, TODAY, { clickedAt: inside as Date, arrived: false });
+      clock = noon.getTime() + 6 * HOUR;
+      await hourly();
+      const [summary] = await results.summariesOf(String(id), [TODAY]);
+      expect(summary?.verdicts).toEqual({ matched: 2, complete_not_received: 1 });
+      expect(summary?.marketplace.transactions).toBe(3);
+      expect((await results.attemptsByKey(String(id), [elsewhere]))[0]).toBeUndefined();
+    },
+  );
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);

@@ -228,6 +228,17 @@ describe('apply', () => {
   it('a marketplace that does not answer: the run stops taking up surveys after ten in a row fail, the rest left for the next', async () => {
     const ids = Array.from({ length: 20 }, (_, i) => 5401 + i);
     for (const id of ids) marketplace.state.addSurvey({ surveyId: id });
+    // Registered here already (an id never registered is not registered by an apply the marketplace did not answer:
+    // its own test below), so each failure is counted on its registration.
+    const now = new Date().toISOString();
+    for (const id of ids)
+      await registry.put({
+        surveyId: String(id),
+        state: 'active',
+        verified: false,
+        failures: 0,
+        updatedAt: now,
+      });
     let puts = 0;
     const down = createMarketplaceClient({
       baseUrl: marketplace.url,
@@ -361,6 +372,43 @@ describe('show and remove', () => {
     expect(failed).toMatchObject({ surveyId: '5733', status: 'failed' });
     expect(await syncRegistry.get('5733')).toMatchObject({ state: 'active' });
     for (const id of [5732, 5733]) marketplace.state.setLive(id, false);
+  });
+
+  it("records when the survey became this stack's: kept by later applies, new after a removal, none guessed for an older registration", async () => {
+    const syncRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5744 });
+    const base = Date.now();
+    const at = (minutes: number) => () => new Date(base + minutes * 60_000);
+    await configure({ registry: syncRegistry, now: at(0) }).apply(['5744']);
+    const first = (await syncRegistry.get('5744'))?.servingSince;
+    expect(first).toBe(at(0)().toISOString());
+    await configure({ registry: syncRegistry, now: at(10) }).apply(['5744'], { force: true });
+    expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
+    await configure({ registry: syncRegistry, now: at(20) }).remove(['5744']);
+    expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
+    await configure({ registry: syncRegistry, now: at(30) }).apply(['5744']);
+    expect((await syncRegistry.get('5744'))?.servingSince).toBe(at(30)().toISOString());
+    // A registration written before the field: no time guessed for it (rows of any time stay judged).
+    const { servingSince: _, ...older } = (await syncRegistry.get('5744')) as SurveyRegistration;
+    await syncRegistry.put(older);
+    await configure({ registry: syncRegistry, now: at(40) }).apply(['5744'], { force: true });
+    expect((await syncRegistry.get('5744'))?.servingSince).toBeUndefined();
+    marketplace.state.setLive(5744, false);
+  });
+
+  it('an id applied by name while the marketplace does not answer fails and is not registered (it may be mistyped)', async () => {
+    const syncRegistry = await freshRegistry();
+    const down = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async () =>
+        new Response('{"apiStatus":"Failure","msg":"upstream unavailable"}', { status: 503 }),
+    });
+    const [applied] = await configure({ registry: syncRegistry, marketplace: down }).apply(['5745']);
+    expect(applied).toMatchObject({ surveyId: '5745', status: 'failed' });
+    expect((applied as { error: string }).error).toMatch(/did not answer.*not registered/);
+    expect(await syncRegistry.get('5745')).toBeUndefined();
   });
 
   it('an id the marketplace does not know (mistyped in apply) fails to apply, is not registered, and one registered can be removed', async () => {

@@ -27,6 +27,7 @@ import type { LocalMarketplace } from '../../infra/local/marketplace/server';
 import type { Injection, SimTransaction } from '../../infra/local/marketplace/state';
 import type { LocalStack } from '../../infra/local/stack';
 import { printToPdf, renderedDom } from '../support/chromium';
+import { servedSince } from '../support/ledger';
 import { startTestStack, syncRedirectsOnce } from '../support/local-stack';
 import { scratchDirectory } from '../support/scratch';
 
@@ -61,6 +62,12 @@ beforeAll(async () => {
     results,
   });
 
+  // Its respondents below are dated a survey's length back, before the sync that just pointed the surveys here.
+  await servedSince(
+    createSurveyRegistry(client, tableName),
+    SURVEYS.map(String),
+    new Date(Date.now() - 86_400_000),
+  );
   marketplace.respondents.faults = {
     ...marketplace.respondents.faults,
     dropPostback: 0.08,

@@ -4,7 +4,7 @@ import { inject } from 'vitest';
 import { type AttemptFeed, feedAttributesOf, feedBucket } from '../../functions/ledger/attempt-feed';
 import type { Item } from '../../functions/ledger/document-client';
 import { utcDay } from '../../functions/ledger/ledger-schema';
-import type { LedgerStore, ReconciliationStore } from '../../functions/ledger/ledger-store';
+import type { LedgerStore, ReconciliationStore, SurveyRegistry } from '../../functions/ledger/ledger-store';
 import type { Attempt } from '../../functions/receiving/attempt';
 import type { VerdictKind } from '../../functions/reconciliation/verdict-kinds';
 import type { DaySummary } from '../../functions/reconciliation/verdict-rules';
@@ -117,4 +117,17 @@ export function daySummary(
     },
     verdicts,
   };
+}
+
+/**
+ * Records surveys as this stack's since `at` (`servingSince`): a test that writes the marketplace's rows, or our side,
+ * dated before its sync pointed the surveys here (a respondent backdated by a survey's length) has them judged, as
+ * rows of a survey configured here all along are.
+ */
+export async function servedSince(registry: SurveyRegistry, surveyIds: readonly string[], at: Date) {
+  for (const surveyId of surveyIds) {
+    const registration = await registry.get(surveyId);
+    if (!registration) throw new Error(`survey ${surveyId} is not registered`);
+    await registry.put({ ...registration, servingSince: at.toISOString() });
+  }
 }
