@@ -68,7 +68,11 @@ export const DEV_KEY_RING_FILE = '.local/signing-keys.json';
  * it and the running local stack picks the change up. Returns the environment.
  */
 export function applyLocalDefaults(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  for (const [name, value] of Object.entries(LOCAL_DEFAULTS)) env[name] ??= value;
+  // The local marketplace's token only where no other source of it is given, as with the key ring: a secret or a
+  // parameter named by hand beside the default token was refused as two sources.
+  const otherTokenSource = Boolean(env.MARKETPLACE_TOKEN_SECRET_ID || env.MARKETPLACE_TOKEN_PARAMETER);
+  for (const [name, value] of Object.entries(LOCAL_DEFAULTS))
+    if (!(name === 'MARKETPLACE_ACCESS_TOKEN' && otherTokenSource)) env[name] ??= value;
   const defaultRing = !env.SIGNING_KEYS && !env.SIGNING_KEYS_FILE && !env.SIGNING_KEYS_SECRET_ID;
   if (defaultRing) env.SIGNING_KEYS_FILE = DEV_KEY_RING_FILE;
   const file = env.SIGNING_KEYS_FILE;

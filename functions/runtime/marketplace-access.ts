@@ -36,17 +36,24 @@ const environment = z
   })
   .check(
     z.superRefine((env, ctx) => {
-      const sources = [
-        env.MARKETPLACE_ACCESS_TOKEN,
-        env.MARKETPLACE_TOKEN_SECRET_ID,
-        env.MARKETPLACE_TOKEN_PARAMETER,
-      ];
-      if (sources.filter(Boolean).length !== 1) {
+      const sources = {
+        MARKETPLACE_TOKEN_SECRET_ID: env.MARKETPLACE_TOKEN_SECRET_ID,
+        MARKETPLACE_TOKEN_PARAMETER: env.MARKETPLACE_TOKEN_PARAMETER,
+        MARKETPLACE_ACCESS_TOKEN: env.MARKETPLACE_ACCESS_TOKEN,
+      };
+      const set = Object.entries(sources)
+        .filter(([, value]) => Boolean(value))
+        .map(([name]) => name);
+      if (set.length !== 1) {
+        // Named as they stand (the local stack fills in MARKETPLACE_ACCESS_TOKEN unless another source is given in
+        // its environment): never one left out, which read as the one to blame.
+        const [first, ...others] = set;
         ctx.addIssue({
           code: 'custom',
-          path: ['MARKETPLACE_TOKEN_SECRET_ID'],
-          message:
-            'set exactly one of MARKETPLACE_TOKEN_SECRET_ID, MARKETPLACE_TOKEN_PARAMETER, MARKETPLACE_ACCESS_TOKEN',
+          path: [first ?? 'MARKETPLACE_TOKEN_SECRET_ID'],
+          message: first
+            ? `and ${others.join(' and ')} are both set: set exactly one of ${Object.keys(sources).join(', ')}`
+            : 'is not set, nor MARKETPLACE_TOKEN_PARAMETER or MARKETPLACE_ACCESS_TOKEN: set exactly one of them',
         });
       }
       if (env.MARKETPLACE_ACCESS_TOKEN && env.AWS_LAMBDA_FUNCTION_NAME) {

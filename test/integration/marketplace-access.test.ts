@@ -194,5 +194,18 @@ describe('marketplace access', () => {
       expect(message).toMatch(/exactly one of/);
       expect(message).not.toContain(TOKEN);
     }
+    // Two sources set (the local stack's default token beside a parameter given): the two named, not a third.
+    expect(() =>
+      marketplaceFromEnvironment({
+        MARKETPLACE_BASE_URL: marketplace.url,
+        MARKETPLACE_ACCESS_TOKEN: TOKEN,
+        MARKETPLACE_TOKEN_PARAMETER: '/marketplace/token',
+      }),
+    ).toThrow(
+      /MARKETPLACE_TOKEN_PARAMETER and MARKETPLACE_ACCESS_TOKEN are both set: set exactly one of MARKETPLACE_TOKEN_SECRET_ID/,
+    );
+    expect(() => marketplaceFromEnvironment({ MARKETPLACE_BASE_URL: marketplace.url })).toThrow(
+      /MARKETPLACE_TOKEN_SECRET_ID is not set, nor MARKETPLACE_TOKEN_PARAMETER or MARKETPLACE_ACCESS_TOKEN/,
+    );
   });
 });

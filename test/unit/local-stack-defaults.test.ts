@@ -21,3 +21,15 @@ describe('the local key ring file', () => {
     expect(existsSync(join(directory, 'no-such-directory'))).toBe(false);
   });
 });
+
+describe("the local marketplace's token", () => {
+  it('is filled in only where no other source of it is given (a parameter or a secret named by hand)', () => {
+    const ring = { SIGNING_KEYS: DEV_KEY_RING };
+    expect(applyLocalDefaults({ ...ring }).MARKETPLACE_ACCESS_TOKEN).toBe('local-marketplace-token');
+    for (const source of [
+      { MARKETPLACE_TOKEN_PARAMETER: '/marketplace/token' },
+      { MARKETPLACE_TOKEN_SECRET_ID: 'marketplace-token' },
+    ])
+      expect(applyLocalDefaults({ ...ring, ...source }).MARKETPLACE_ACCESS_TOKEN).toBeUndefined();
+  });
+});
