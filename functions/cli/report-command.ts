@@ -123,7 +123,7 @@ export function reportCommand(): Command {
         }
         const report = await queries.report(period, options.survey);
         sayFailing(report.reconciliationFailing);
-        const output = renderedReport(options.format, report, () =>
+        const output = renderedReport(options, report, () =>
           options.format === 'html'
             ? reportHtml(report)
             : options.format === 'csv'
@@ -156,7 +156,7 @@ export function reportCommand(): Command {
  * string length" after minutes of reads.
  */
 export function renderedReport(
-  format: string,
+  asked: { readonly format: string; readonly table?: string; readonly detail?: string },
   report: { readonly discrepancies: readonly unknown[]; readonly days: readonly unknown[] },
   render: () => string,
 ): string {
@@ -164,8 +164,15 @@ export function renderedReport(
     return render();
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
+    // What is smaller than what was asked, never the report that failed.
+    const smaller = [
+      ...(asked.format === 'csv' && asked.table === 'discrepancies'
+        ? []
+        : ['a table of it (--format csv --table discrepancies)']),
+      'the summary by survey or in all (--format csv --table summary --detail surveys or totals), which is added up as it is read',
+    ];
     throw new Error(
-      `the ${format} report of ${report.discrepancies.length} discrepancies and ${report.days.length} survey-days is too large to write as one text: ask for fewer days or surveys (--from, --to, --survey), a table of it (--format csv --table discrepancies), or the summary by survey or in all (--format csv --table summary --detail surveys or totals), which is added up as it is read`,
+      `the ${asked.format} report of ${report.discrepancies.length} discrepancies and ${report.days.length} survey-days is too large to write as one text: ask for fewer days or surveys (--from, --to, --survey), ${smaller.join(', or ')}`,
     );
   }
 }

@@ -262,7 +262,7 @@ const NEXT = words(`nextpage next nextcursor hasmore hasnext hasnextpage nextpag
 const LAST = words('islastpage islast lastpage last');
 /** Fields that say the list is a page (a page's number, size or offset, as a number)... */
 const PAGE_MARKS = words(
-  'page pagenumber pageno pagenum pageindex currentpage pagesize perpage limit offset skip draw',
+  'page pagenumber pageno pagenum pageindex currentpage pagesize perpage limit offset skip',
 );
 /** ...beside which a total above the rows listed says it is cut short. */
 const TOTALS = words(`total totalcount totalrecords totalrows totalresults totalitems totalelements count

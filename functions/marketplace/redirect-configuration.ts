@@ -92,8 +92,10 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
 function refusedAsMissing(error: MarketplaceError): boolean {
   const said = error.marketplaceMessage ?? '';
   // A refusal of the caller, not of the survey (an access token refused, a rate limit), whichever status it came
-  // with: read as "no such survey", it recorded every survey of a rotation closed, and a removal done.
-  if (ABOUT_THE_CALLER.test(said)) return false;
+  // with: read as "no such survey", it recorded every survey of a rotation closed, and a removal done. Not one that
+  // says a survey is not found, whatever it adds ("check the survey id and your token"); "token not found" is the
+  // caller's.
+  if (ABOUT_THE_CALLER.test(said) && !SAYS_SURVEY_NOT_FOUND.test(said)) return false;
   if (error.httpStatus === 404) return true;
   return (
     error.httpStatus === 400 &&
@@ -103,7 +105,10 @@ function refusedAsMissing(error: MarketplaceError): boolean {
 
 /** Words of a refusal of the caller or of the call's rate, never of a survey. */
 const ABOUT_THE_CALLER =
-  /token|auth|credential|permission|forbidden|rate|limit|too many|slow down|try again|quota|throttl|expired/i;
+  /\b(?:(?:access |api |auth )?token|unauthori[sz]ed|authenticat\w*|authori[sz]ation|credentials?|permission|forbidden|rate[- ]limit\w*|too many|slow down|quota|throttl\w*)\b/i;
+/** Words of a refusal that says a survey is not found. */
+const SAYS_SURVEY_NOT_FOUND =
+  /\bsurvey\b.*(?:not found|does not exist|doesn't exist)|(?:not found|does not exist|doesn't exist|no such).*\bsurvey\b/i;
 
 /** Results that mean the marketplace answered. */
 const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'unchanged', 'removed', 'closed']);
@@ -114,12 +119,19 @@ const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown sur
 const SAYS_CLOSED = SAYS_NOT_LIVE;
 
 /**
- * When the survey has been this stack's (`servingSince`): kept while it stays active, now for one applied the first
- * time or again after a removal (a registration older than the field keeps none: no bound, rather than a guess).
+ * When the survey has been this stack's (`servingSince`): the first apply the marketplace took (`taken`), kept from
+ * then on, through rotations and a removal and a later apply (rows of the first time that no run has judged yet stay
+ * this stack's: read as before the second apply, a complete lost then was hidden). A registration older than the
+ * field (verified by a release before it) keeps none: no bound, rather than a guess.
  */
-function servingSince(registration: SurveyRegistration | undefined, at: string): { servingSince?: string } {
-  if (registration?.state !== 'active') return { servingSince: at };
-  return registration.servingSince ? { servingSince: registration.servingSince } : {};
+function servingSince(
+  registration: SurveyRegistration | undefined,
+  at: string,
+  taken: boolean,
+): { servingSince?: string } {
+  if (registration?.servingSince) return { servingSince: registration.servingSince };
+  if (registration?.verifiedAt !== undefined && !registration.neverApplied) return {};
+  return taken ? { servingSince: at } : {};
 }
 
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
@@ -406,7 +418,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           fingerprint,
           kid: ring.current.kid,
           appliedAt: at,
-          ...servingSince(registration, at),
+          ...servingSince(registration, at, true),
           verified: true,
           verifiedAt: at,
           failures: 0,
@@ -477,7 +489,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         fingerprint,
         kid: ring.current.kid,
         appliedAt: at,
-        ...servingSince(registration, at),
+        // Only once the marketplace took the settings: a refused apply sent nothing here.
+        ...servingSince(registration, at, taken),
         verified: false,
         lastError: withoutSignatures(error.message),
         lastErrorAt: at,

@@ -17,11 +17,12 @@ const CONTROLS = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'gu');
 const HAS_CONTROL = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'u');
 const INVISIBLE_ONLY = new RegExp(`[${INVISIBLE}]`, 'gu');
 
-/** `\uXXXX`, or `\u{XXXXX}` past the 16-bit plane (a tag character), as JavaScript writes them. */
-const escaped = (c: string) => {
-  const code = c.codePointAt(0) as number;
-  return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
-};
+/**
+ * `\uXXXX`; past the 16-bit plane (a tag character) one for each half of its surrogate pair, as JSON writes them, so
+ * that JSON escaped so (the CLI's `--json`) still parses.
+ */
+const escaped = (c: string) =>
+  Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('');
 
 // A URL signature's value where it shows inside other text: `sig=` (or `sig%3D`, `sig%253D`, encoded once or twice
 // more) and what follows up to the next separator. A sender that percent-encodes its separators sends the whole

@@ -386,15 +386,56 @@ describe('show and remove', () => {
     expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
     await configure({ registry: syncRegistry, now: at(20) }).remove(['5744']);
     expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
+    // Applied again after the removal: still the first time (rows of then that no run judged yet stay this
+    // stack's; the time it was removed between is not told apart).
     await configure({ registry: syncRegistry, now: at(30) }).apply(['5744']);
-    expect((await syncRegistry.get('5744'))?.servingSince).toBe(at(30)().toISOString());
+    expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
     // A registration written before the field: no time guessed for it (rows of any time stay judged).
     const { servingSince: _, ...older } = (await syncRegistry.get('5744')) as SurveyRegistration;
     await syncRegistry.put(older);
     await configure({ registry: syncRegistry, now: at(40) }).apply(['5744'], { force: true });
     expect((await syncRegistry.get('5744'))?.servingSince).toBeUndefined();
     marketplace.state.setLive(5744, false);
+    // An apply the marketplace refused sent nothing here: the time is the first apply it took.
+    marketplace.state.addSurvey({ surveyId: 5746 });
+    const refusing = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) =>
+        init?.method === 'PUT'
+          ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid value for pstbck' }), {
+              status: 400,
+            })
+          : fetch(input, init),
+    });
+    await configure({ registry: syncRegistry, marketplace: refusing, now: at(0) }).apply(['5746']);
+    expect(await syncRegistry.get('5746')).toMatchObject({ verified: false });
+    expect((await syncRegistry.get('5746'))?.servingSince).toBeUndefined();
+    await configure({ registry: syncRegistry, now: at(360) }).apply(['5746']);
+    expect((await syncRegistry.get('5746'))?.servingSince).toBe(at(360)().toISOString());
+    marketplace.state.setLive(5746, false);
   });
+
+  it.each([
+    'Survey 5747 not found. Check the survey id and try again.',
+    'Survey 5747 does not exist or has expired',
+    'No such survey: check the id and your access token',
+  ])(
+    'an id the marketplace answers 404 "%s" is not registered: the words of a retry or a token do not hide it',
+    async (msg) => {
+      const syncRegistry = await freshRegistry();
+      const notFound = createMarketplaceClient({
+        baseUrl: marketplace.url,
+        accessToken: () => TOKEN,
+        retries: 0,
+        fetch: async () => new Response(JSON.stringify({ apiStatus: 'Failure', msg }), { status: 404 }),
+      });
+      const [applied] = await configure({ registry: syncRegistry, marketplace: notFound }).apply(['5747']);
+      expect(applied).toMatchObject({ surveyId: '5747', status: 'failed' });
+      expect(await syncRegistry.get('5747')).toBeUndefined();
+    },
+  );
 
   it('an id applied by name while the marketplace does not answer fails and is not registered (it may be mistyped)', async () => {
     const syncRegistry = await freshRegistry();

@@ -462,16 +462,21 @@ describe('HTML report', () => {
 describe('the CLI report rendered as one text', () => {
   it('past the longest string the runtime holds, says what smaller report to ask for instead of "Invalid string length"', () => {
     const report = { discrepancies: Array(3), days: Array(2) };
-    expect(renderedReport('json', report, () => '{}')).toBe('{}');
+    const json = { format: 'json' };
+    expect(renderedReport(json, report, () => '{}')).toBe('{}');
     const tooLong = () => {
       throw new RangeError('Invalid string length');
     };
-    expect(() => renderedReport('json', report, tooLong)).toThrow(
-      /^the json report of 3 discrepancies and 2 survey-days is too large .*--detail surveys or totals/,
+    expect(() => renderedReport(json, report, tooLong)).toThrow(
+      /^the json report of 3 discrepancies and 2 survey-days is too large .*--table discrepancies.*--detail surveys or totals/,
+    );
+    // The discrepancy table itself too large: the summary, not the table again.
+    expect(() => renderedReport({ format: 'csv', table: 'discrepancies' }, report, tooLong)).toThrow(
+      /^(?!.*--table discrepancies).*--detail surveys or totals/,
     );
     // Anything else is not mistaken for it.
     expect(() =>
-      renderedReport('json', report, () => {
+      renderedReport(json, report, () => {
         throw new TypeError('other');
       }),
     ).toThrow(TypeError);

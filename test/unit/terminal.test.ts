@@ -35,13 +35,16 @@ describe('printable', () => {
       ['\u2060', '\\u2060'],
       ['\ufeff', '\\ufeff'],
       ['\u3164', '\\u3164'],
-      ['\u{e0041}', '\\u{e0041}'],
+      ['\u{e0041}', '\\udb40\\udc41'],
     ])
       expect(printable(`victim-42${hidden}`)).toBe(`victim-42${shown}`);
     // In a CSV cell too, and in a command to paste, where the shell's own escape makes the same pid.
     expect(withBidiEscaped('victim-42\u200b\tx')).toBe('victim-42\\u200b\tx');
     expect(shellWord('victim-42\u200b')).toBe("$'victim-42\\u200b'");
     expect(shellWord('victim-42\u{e0041}')).toBe("$'victim-42\\U000e0041'");
+    // JSON escaped so still parses to the same value (the CLI's --json): a tag character as its surrogate pair.
+    const pid = 'victim-42\u{e0041}\u200b';
+    expect(JSON.parse(printable(JSON.stringify({ pid })))).toEqual({ pid });
     // Visible text of every script stays.
     expect(printable('José 東京 😀 ÿ')).toBe('José 東京 😀 ÿ');
   });
