@@ -25,9 +25,9 @@ export interface SurveyRegistration {
   readonly kid?: string | undefined;
   readonly appliedAt?: string | undefined;
   /**
-   * When this stack first applied its redirects to the survey (again after a removal): rows clicked in before it
-   * that nothing here heard of were sent to another system's URLs, not this stack's to account for. Absent on a
-   * registration older than the field: no bound.
+   * When the marketplace first took this stack's redirects for the survey (kept from then on, a removal and a later
+   * apply included): rows that ended before it that nothing here heard of were sent to another system's URLs, not
+   * this stack's to account for. Absent on a registration older than the field: no bound.
    */
   readonly servingSince?: string | undefined;
   /** The marketplace read back exactly what was sent. */

@@ -811,8 +811,14 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
           await deps.registry.put({
             surveyId,
             state: 'removed',
-            removedAt: at,
-            ...(registration ? {} : { neverApplied: true }),
+            // Removed again: still since the first removal (its rows since then are another system's; moved on, they
+            // counted here as completes not received).
+            removedAt: registration?.state === 'removed' ? (registration.removedAt ?? at) : at,
+            ...(registration
+              ? registration.neverApplied
+                ? { neverApplied: true }
+                : {}
+              : { neverApplied: true }),
             // Its transactions are reconciled for the time it was this stack's: from then to this removal.
             ...(registration?.servingSince ? { servingSince: registration.servingSince } : {}),
             verified: false,

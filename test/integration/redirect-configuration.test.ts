@@ -386,6 +386,9 @@ describe('show and remove', () => {
     expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
     await configure({ registry: syncRegistry, now: at(20) }).remove(['5744']);
     expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
+    // Removed once more: still since the first removal (the rows since are another system's).
+    await configure({ registry: syncRegistry, now: at(25) }).remove(['5744']);
+    expect((await syncRegistry.get('5744'))?.removedAt).toBe(at(20)().toISOString());
     // Applied again after the removal: still the first time (rows of then that no run judged yet stay this
     // stack's; the time it was removed between is not told apart).
     await configure({ registry: syncRegistry, now: at(30) }).apply(['5744']);
