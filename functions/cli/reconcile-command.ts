@@ -154,6 +154,10 @@ export function reconcileCommand(): Command {
               say(
                 `  survey ${outcome.surveyId}: ${outcome.duplicateRows} rows of a token listed twice counted once (on the earliest day listing it)`,
               );
+            if (outcome.elsewhereRows)
+              say(
+                `  survey ${outcome.surveyId}: ${outcome.elsewhereRows} rows that ended before the survey was this stack's or after its removal, nothing here heard of, left out`,
+              );
           }
         }
         // Days outside those asked for that the run needed and could not read: the days asked for are reconciled,

@@ -179,6 +179,8 @@ export interface SurveyOutcome {
   readonly malformedRows: number;
   /** Rows the marketplace listed more than once (same token), counted once. */
   readonly duplicateRows: number;
+  /** Rows that ended outside the time the survey was this stack's, nothing here heard of: neither judged nor counted. */
+  readonly elsewhereRows?: number;
   readonly undated: number;
   /** Discrepancies too recent to judge this run. */
   readonly awaiting: number;
@@ -798,6 +800,10 @@ export function reconciler(deps: ReconcilerDeps) {
         return ended === undefined || heardOf.has(t.token) || withinServing(ended);
       };
       const served = transactions.every(ours) ? transactions : transactions.filter(ours);
+      if (served.length < transactions.length) {
+        outcome.transactions -= transactions.length - served.length;
+        outcome.elsewhereRows = (outcome.elsewhereRows ?? 0) + transactions.length - served.length;
+      }
       const sidesWith = (attempts: readonly Attempt[]) => ({
         surveyId,
         days: window,

@@ -1915,7 +1915,7 @@ describe('settled days', () => {
     ["first applied here at noon (the supplier's previous system had the morning)", 7920],
     ['removed here at noon (moved to another stack)', 7921],
   ] as const)(
-    'a survey %s: the completes clicked in outside that time that nothing here heard of are not judged nor counted',
+    'a survey %s: the completes that ended outside that time that nothing here heard of are not judged nor counted',
     async (how, id) => {
       await survey(id);
       const noon = new Date(pacificDayRange(TODAY).start.getTime() + 12 * HOUR);
@@ -1940,7 +1940,9 @@ describe('settled days', () => {
       await complete(id, TODAY, { clickedAt: inside as Date });
       await complete(id, TODAY, { clickedAt: inside as Date, arrived: false });
       clock = noon.getTime() + 6 * HOUR;
-      await hourly();
+      const report = await hourly();
+      // Said in the run's outcome (the CLI prints it), and not among its transactions.
+      expect(report.outcomes[0]).toMatchObject({ elsewhereRows: 1, transactions: 3 });
       const [summary] = await results.summariesOf(String(id), [TODAY]);
       expect(summary?.verdicts).toEqual({ matched: 2, complete_not_received: 1 });
       expect(summary?.marketplace.transactions).toBe(3);
