@@ -30,6 +30,11 @@ export interface SurveyRegistration {
    * this stack's to account for. Absent on a registration older than the field: no bound.
    */
   readonly servingSince?: string | undefined;
+  /**
+   * Registered by an apply the marketplace refused, before any it took: `servingSince` is set by the first it takes.
+   * (A registration without either is older than the field: no bound.)
+   */
+  readonly neverTaken?: boolean | undefined;
   /** The marketplace read back exactly what was sent. */
   readonly verified: boolean;
   readonly verifiedAt?: string | undefined;
@@ -137,6 +142,7 @@ const REGISTRATION_FIELDS = [
   'kid',
   'appliedAt',
   'servingSince',
+  'neverTaken',
   'verified',
   'verifiedAt',
   'lastError',

@@ -121,17 +121,20 @@ const SAYS_CLOSED = SAYS_NOT_LIVE;
 /**
  * When the survey has been this stack's (`servingSince`): the first apply the marketplace took (`taken`), kept from
  * then on, through rotations and a removal and a later apply (rows of the first time that no run has judged yet stay
- * this stack's: read as before the second apply, a complete lost then was hidden). A registration older than the
- * field (verified by a release before it) keeps none: no bound, rather than a guess.
+ * this stack's: read as before the second apply, a complete lost then was hidden). Until one is taken, a registration
+ * this release made says so (`neverTaken`); one without either is older than the field (an older release's, whatever
+ * it recorded: verified or not, removed or not) and keeps none: no bound, rather than a guess. A survey removed here
+ * without ever having been applied (`neverApplied`) has not been this stack's either.
  */
 function servingSince(
   registration: SurveyRegistration | undefined,
   at: string,
   taken: boolean,
-): { servingSince?: string } {
+): { servingSince?: string; neverTaken?: true } {
   if (registration?.servingSince) return { servingSince: registration.servingSince };
-  if (registration?.verifiedAt !== undefined && !registration.neverApplied) return {};
-  return taken ? { servingSince: at } : {};
+  const notYet = !registration || registration.neverTaken === true || registration.neverApplied === true;
+  if (!notYet) return {};
+  return taken ? { servingSince: at } : { neverTaken: true };
 }
 
 /** What applying found drifted again did: applied or not, the drift is reported (its alarm is how anyone hears). */
@@ -821,6 +824,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               : { neverApplied: true }),
             // Its transactions are reconciled for the time it was this stack's: from then to this removal.
             ...(registration?.servingSince ? { servingSince: registration.servingSince } : {}),
+            ...(registration?.neverTaken ? { neverTaken: true } : {}),
             verified: false,
             failures: 0,
             ...(registration?.expectedCpi ? { expectedCpi: registration.expectedCpi } : {}),

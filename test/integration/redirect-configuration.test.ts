@@ -393,9 +393,14 @@ describe('show and remove', () => {
     // stack's; the time it was removed between is not told apart).
     await configure({ registry: syncRegistry, now: at(30) }).apply(['5744']);
     expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
-    // A registration written before the field: no time guessed for it (rows of any time stay judged).
-    const { servingSince: _, ...older } = (await syncRegistry.get('5744')) as SurveyRegistration;
-    await syncRegistry.put(older);
+    // A registration written before the field, even one its release never verified (a read-back that failed): no
+    // time guessed for it (rows of any time stay judged).
+    const {
+      servingSince: _,
+      verifiedAt: _v,
+      ...older
+    } = (await syncRegistry.get('5744')) as SurveyRegistration;
+    await syncRegistry.put({ ...older, verified: false });
     await configure({ registry: syncRegistry, now: at(40) }).apply(['5744'], { force: true });
     expect((await syncRegistry.get('5744'))?.servingSince).toBeUndefined();
     marketplace.state.setLive(5744, false);
@@ -413,7 +418,7 @@ describe('show and remove', () => {
           : fetch(input, init),
     });
     await configure({ registry: syncRegistry, marketplace: refusing, now: at(0) }).apply(['5746']);
-    expect(await syncRegistry.get('5746')).toMatchObject({ verified: false });
+    expect(await syncRegistry.get('5746')).toMatchObject({ verified: false, neverTaken: true });
     expect((await syncRegistry.get('5746'))?.servingSince).toBeUndefined();
     await configure({ registry: syncRegistry, now: at(360) }).apply(['5746']);
     expect((await syncRegistry.get('5746'))?.servingSince).toBe(at(360)().toISOString());
