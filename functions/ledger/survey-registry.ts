@@ -35,6 +35,11 @@ export interface SurveyRegistration {
    * (A registration without either is older than the field: no bound.)
    */
   readonly neverTaken?: boolean | undefined;
+  /**
+   * The times since `servingSince` the survey was removed here and then applied again (oldest first, at most
+   * `SERVING_GAPS_KEPT`): rows that ended within one, nothing here heard of, went to another system's URLs.
+   */
+  readonly notServing?: readonly { readonly from: string; readonly to: string }[] | undefined;
   /** The marketplace read back exactly what was sent. */
   readonly verified: boolean;
   readonly verifiedAt?: string | undefined;
@@ -143,6 +148,7 @@ const REGISTRATION_FIELDS = [
   'appliedAt',
   'servingSince',
   'neverTaken',
+  'notServing',
   'verified',
   'verifiedAt',
   'lastError',
@@ -164,6 +170,8 @@ const REGISTRATION_FIELDS = [
 ] as const;
 
 export const CPI_HISTORY_LIMIT = 20;
+/** The removals between applies a registration keeps (`notServing`): older ones are past any review horizon. */
+export const SERVING_GAPS_KEPT = 20;
 
 /**
  * A registration's price fields once a listing seen at `seenAt` shows it at `cpi`, a change of price dated `at` (the

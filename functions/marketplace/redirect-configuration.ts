@@ -8,7 +8,12 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { pricedAt, type SurveyRegistration, type SurveyRegistry } from '../ledger/ledger-store';
+import {
+  pricedAt,
+  SERVING_GAPS_KEPT,
+  type SurveyRegistration,
+  type SurveyRegistry,
+} from '../ledger/ledger-store';
 import { identifierProblem } from '../receiving/identifiers';
 import { type KeyRing, parseKeyRing, rotateKeyRing, serializeKeyRing } from '../receiving/signing';
 import { buildSurveyUrls } from '../receiving/survey-urls';
@@ -130,8 +135,24 @@ function servingSince(
   registration: SurveyRegistration | undefined,
   at: string,
   taken: boolean,
-): { servingSince?: string; neverTaken?: true } {
-  if (registration?.servingSince) return { servingSince: registration.servingSince };
+): {
+  servingSince?: string;
+  neverTaken?: true;
+  notServing?: readonly { readonly from: string; readonly to: string }[];
+} {
+  if (registration?.servingSince) {
+    // Applied again after a removal: the time between was another system's (its rows are not this stack's to
+    // account for, before this apply or after it: a run judging those days again must leave them out as well).
+    const gaps = registration.notServing ?? [];
+    const reopened =
+      registration.state === 'removed' && registration.removedAt !== undefined
+        ? [...gaps, { from: registration.removedAt, to: at }].slice(-SERVING_GAPS_KEPT)
+        : gaps;
+    return {
+      servingSince: registration.servingSince,
+      ...(reopened.length > 0 ? { notServing: reopened } : {}),
+    };
+  }
   const notYet = !registration || registration.neverTaken === true || registration.neverApplied === true;
   if (!notYet) return {};
   return taken ? { servingSince: at } : { neverTaken: true };
@@ -825,6 +846,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             // Its transactions are reconciled for the time it was this stack's: from then to this removal.
             ...(registration?.servingSince ? { servingSince: registration.servingSince } : {}),
             ...(registration?.neverTaken ? { neverTaken: true } : {}),
+            ...(registration?.notServing ? { notServing: registration.notServing } : {}),
             verified: false,
             failures: 0,
             ...(registration?.expectedCpi ? { expectedCpi: registration.expectedCpi } : {}),

@@ -466,8 +466,15 @@ export function reconciler(deps: ReconcilerDeps) {
       registration?.state === 'removed' && registration.removedAt
         ? new Date(Date.parse(registration.removedAt) + SERVING_MARGIN_MS).toISOString()
         : undefined;
+    // And the times it was removed between two applies, less the same margin each side.
+    const gaps = (registration?.notServing ?? []).map(({ from, to }) => ({
+      from: new Date(Date.parse(from) + SERVING_MARGIN_MS).toISOString(),
+      to: new Date(Date.parse(to) - SERVING_MARGIN_MS).toISOString(),
+    }));
     const withinServing = (at: string) =>
-      (servingFrom === undefined || at >= servingFrom) && (servingTo === undefined || at < servingTo);
+      (servingFrom === undefined || at >= servingFrom) &&
+      (servingTo === undefined || at < servingTo) &&
+      !gaps.some(({ from, to }) => at >= from && at < to);
     // One batch read for the survey's own records.
     const {
       state,
@@ -797,7 +804,13 @@ export function reconciler(deps: ReconcilerDeps) {
       const heardOf = new Set(read.map((a) => a.token));
       const ours = (t: Transaction) => {
         const ended = t.completedAt?.utc ?? filedAt(t);
-        return ended === undefined || heardOf.has(t.token) || withinServing(ended);
+        if (ended === undefined || heardOf.has(t.token) || withinServing(ended)) return true;
+        // A completion in the autumn change's repeated hour, read as the later of its two instants: this stack's
+        // if the earlier one is (a complete lost then is not hidden for an hour's reading).
+        return (
+          t.completedAt?.ambiguous === true &&
+          withinServing(new Date(Date.parse(t.completedAt.utc) - 3_600_000).toISOString())
+        );
       };
       const served = transactions.every(ours) ? transactions : transactions.filter(ours);
       if (served.length < transactions.length) {

@@ -1950,6 +1950,59 @@ describe('settled days', () => {
     },
   );
 
+  it("a survey removed at noon and applied again at three: the completes that ended between are another system's, before and after", async () => {
+    await survey(7922);
+    const at = (hour: number) => new Date(pacificDayRange(TODAY).start.getTime() + hour * HOUR);
+    // As the apply after the removal writes it: the first start kept, the time between noted.
+    await registry.put({
+      surveyId: '7922',
+      state: 'active',
+      verified: true,
+      failures: 0,
+      servingSince: at(-6 * 24).toISOString(),
+      notServing: [{ from: at(12).toISOString(), to: at(15).toISOString() }],
+      updatedAt: at(15).toISOString(),
+    });
+    const ended = (hour: number) => ({ clickedAt: at(hour - 1 / 6), completedAt: at(hour), arrived: false });
+    const before = await complete(7922, TODAY, ended(9));
+    const between = await complete(7922, TODAY, ended(13));
+    const after = await complete(7922, TODAY, ended(16));
+    clock = at(18).getTime();
+    await hourly();
+    const judged = await results.attemptsByKey('7922', [before, between, after]);
+    expect(Object.fromEntries(judged.map((a) => [a.token, a.reconciliation?.verdict]))).toEqual({
+      [before.token]: 'complete_not_received',
+      [after.token]: 'complete_not_received',
+    });
+    expect(judged.map((a) => a.token)).not.toContain(between.token);
+    expect((await results.summariesOf('7922', [TODAY]))[0]?.marketplace.transactions).toBe(2);
+  });
+
+  it('a survey removed at 1:45 am on the autumn change: a complete at 1:20 PDT, written "PST" by the marketplace, is still this stack\'s', async () => {
+    await survey(7923);
+    const removedAt = '2026-11-01T08:45:00.000Z'; // 01:45 PDT, the first pass of the repeated hour
+    await registry.put({
+      surveyId: '7923',
+      state: 'removed',
+      verified: false,
+      failures: 0,
+      servingSince: '2026-10-25T17:00:00.000Z',
+      removedAt,
+      updatedAt: removedAt,
+    });
+    // Ended at 08:20Z (01:20 PDT): its "1:20:00 am PST" reads as the later instant, 09:20Z, past the removal.
+    const lost = await complete(7923, '2026-11-01', {
+      clickedAt: new Date('2026-11-01T08:00:00.000Z'),
+      completedAt: new Date('2026-11-01T08:20:00.000Z'),
+      arrived: false,
+    });
+    clock = Date.parse('2026-11-01T20:00:00.000Z');
+    await hourly();
+    expect((await results.attemptsByKey('7923', [lost]))[0]?.reconciliation?.verdict).toBe(
+      'complete_not_received',
+    );
+  });
+
   it('a settled day whose flag was lost is re-checked once its re-check is due, and the change is then reconciled', async () => {
     await seededWeek(7204);
     const settled = nextDay(TODAY, -4);

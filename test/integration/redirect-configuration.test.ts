@@ -390,9 +390,13 @@ describe('show and remove', () => {
     await configure({ registry: syncRegistry, now: at(25) }).remove(['5744']);
     expect((await syncRegistry.get('5744'))?.removedAt).toBe(at(20)().toISOString());
     // Applied again after the removal: still the first time (rows of then that no run judged yet stay this
-    // stack's; the time it was removed between is not told apart).
+    // stack's).
     await configure({ registry: syncRegistry, now: at(30) }).apply(['5744']);
     expect((await syncRegistry.get('5744'))?.servingSince).toBe(first);
+    // The time between is kept as not this stack's.
+    expect((await syncRegistry.get('5744'))?.notServing).toEqual([
+      { from: at(20)().toISOString(), to: at(30)().toISOString() },
+    ]);
     // A registration written before the field, even one its release never verified (a read-back that failed): no
     // time guessed for it (rows of any time stay judged).
     const {
