@@ -36,10 +36,12 @@ export interface SurveyRegistration {
    */
   readonly neverTaken?: boolean | undefined;
   /**
-   * The times since `servingSince` the survey was removed here and then applied again (oldest first, at most
-   * `SERVING_GAPS_KEPT`): rows that ended within one, nothing here heard of, went to another system's URLs.
+   * The times since `servingSince` the survey was removed here and then applied again (oldest first, those of the
+   * last 62 days): rows that ended within one, nothing here heard of, went to another system's URLs.
    */
   readonly notServing?: readonly { readonly from: string; readonly to: string }[] | undefined;
+  /** Removed, then applied again without the marketplace taking it: another system's since then, until one is taken. */
+  readonly notServingSince?: string | undefined;
   /** The marketplace read back exactly what was sent. */
   readonly verified: boolean;
   readonly verifiedAt?: string | undefined;
@@ -149,6 +151,7 @@ const REGISTRATION_FIELDS = [
   'servingSince',
   'neverTaken',
   'notServing',
+  'notServingSince',
   'verified',
   'verifiedAt',
   'lastError',
@@ -170,8 +173,8 @@ const REGISTRATION_FIELDS = [
 ] as const;
 
 export const CPI_HISTORY_LIMIT = 20;
-/** The removals between applies a registration keeps (`notServing`): older ones are past any review horizon. */
-export const SERVING_GAPS_KEPT = 20;
+/** How long a registration keeps a removal between applies (`notServing`): past it, no review reads its days. */
+export const SERVING_GAPS_KEPT_MS = 62 * 86_400_000;
 
 /**
  * A registration's price fields once a listing seen at `seenAt` shows it at `cpi`, a change of price dated `at` (the

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   pricedAt,
-  SERVING_GAPS_KEPT,
+  SERVING_GAPS_KEPT_MS,
   type SurveyRegistration,
   type SurveyRegistry,
 } from '../ledger/ledger-store';
@@ -139,22 +139,26 @@ function servingSince(
   servingSince?: string;
   neverTaken?: true;
   notServing?: readonly { readonly from: string; readonly to: string }[];
+  notServingSince?: string;
 } {
-  if (registration?.servingSince) {
-    // Applied again after a removal: the time between was another system's (its rows are not this stack's to
-    // account for, before this apply or after it: a run judging those days again must leave them out as well).
-    const gaps = registration.notServing ?? [];
-    const reopened =
-      registration.state === 'removed' && registration.removedAt !== undefined
-        ? [...gaps, { from: registration.removedAt, to: at }].slice(-SERVING_GAPS_KEPT)
-        : gaps;
-    return {
-      servingSince: registration.servingSince,
-      ...(reopened.length > 0 ? { notServing: reopened } : {}),
-    };
-  }
+  // Applied after a removal (or a refused apply after one): the time since was another system's, until an apply the
+  // marketplace takes closes it (its rows are not this stack's to account for, before this apply or after it: a run
+  // judging those days again must leave them out as well). Kept while a review may still read them.
+  const openFrom =
+    registration?.notServingSince ??
+    (registration?.state === 'removed' && !registration.neverApplied ? registration.removedAt : undefined);
+  const kept = (registration?.notServing ?? []).filter(
+    ({ to }) => Date.parse(to) >= Date.parse(at) - SERVING_GAPS_KEPT_MS,
+  );
+  const gaps = openFrom !== undefined && taken ? [...kept, { from: openFrom, to: at }] : kept;
+  const between = {
+    ...(gaps.length > 0 ? { notServing: gaps } : {}),
+    ...(openFrom !== undefined && !taken ? { notServingSince: openFrom } : {}),
+  };
+  if (registration?.servingSince) return { servingSince: registration.servingSince, ...between };
   const notYet = !registration || registration.neverTaken === true || registration.neverApplied === true;
-  if (!notYet) return {};
+  // An older release's registration keeps no start, but the time it was removed is known all the same.
+  if (!notYet) return between;
   return taken ? { servingSince: at } : { neverTaken: true };
 }
 
@@ -837,7 +841,11 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
             state: 'removed',
             // Removed again: still since the first removal (its rows since then are another system's; moved on, they
             // counted here as completes not received).
-            removedAt: registration?.state === 'removed' ? (registration.removedAt ?? at) : at,
+            // (Or since an apply after it the marketplace refused: the time has been another system's since then.)
+            removedAt:
+              registration?.state === 'removed'
+                ? (registration.removedAt ?? at)
+                : (registration?.notServingSince ?? at),
             ...(registration
               ? registration.neverApplied
                 ? { neverApplied: true }

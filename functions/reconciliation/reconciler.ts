@@ -462,16 +462,23 @@ export function reconciler(deps: ReconcilerDeps) {
     const servingFrom = registration?.servingSince
       ? new Date(Date.parse(registration.servingSince) - SERVING_MARGIN_MS).toISOString()
       : undefined;
-    const servingTo =
-      registration?.state === 'removed' && registration.removedAt
-        ? new Date(Date.parse(registration.removedAt) + SERVING_MARGIN_MS).toISOString()
-        : undefined;
+    // Removed (or applied again since without the marketplace taking it): until then.
+    const servedUntil =
+      registration?.state === 'removed' ? registration.removedAt : registration?.notServingSince;
+    const servingTo = servedUntil
+      ? new Date(Date.parse(servedUntil) + SERVING_MARGIN_MS).toISOString()
+      : undefined;
+    // Registered by applies the marketplace all refused: never this stack's yet.
+    const neverServed = registration?.neverTaken === true && registration.servingSince === undefined;
     // And the times it was removed between two applies, less the same margin each side.
     const gaps = (registration?.notServing ?? []).map(({ from, to }) => ({
       from: new Date(Date.parse(from) + SERVING_MARGIN_MS).toISOString(),
       to: new Date(Date.parse(to) - SERVING_MARGIN_MS).toISOString(),
     }));
+    /** Rows left out as another system's this run, by token. */
+    const leftOut = new Set<string>();
     const withinServing = (at: string) =>
+      !neverServed &&
       (servingFrom === undefined || at >= servingFrom) &&
       (servingTo === undefined || at < servingTo) &&
       !gaps.some(({ from, to }) => at >= from && at < to);
@@ -813,9 +820,15 @@ export function reconciler(deps: ReconcilerDeps) {
         );
       };
       const served = transactions.every(ours) ? transactions : transactions.filter(ours);
-      if (served.length < transactions.length) {
-        outcome.transactions -= transactions.length - served.length;
-        outcome.elsewhereRows = (outcome.elsewhereRows ?? 0) + transactions.length - served.length;
+      // Counted once a run, though the parts of a window it judges each read the days beside them.
+      if (served !== transactions) {
+        const kept = new Set(served);
+        for (const t of transactions)
+          if (!kept.has(t) && !leftOut.has(t.token)) {
+            leftOut.add(t.token);
+            outcome.transactions--;
+            outcome.elsewhereRows = leftOut.size;
+          }
       }
       const sidesWith = (attempts: readonly Attempt[]) => ({
         surveyId,

@@ -1978,6 +1978,36 @@ describe('settled days', () => {
     expect((await results.summariesOf('7922', [TODAY]))[0]?.marketplace.transactions).toBe(2);
   });
 
+  it.each([
+    ['registered by applies the marketplace all refused', 7924, { neverTaken: true }],
+    ['applied again after a removal without the marketplace taking it', 7925, { notServingSince: 'noon' }],
+  ] as const)(
+    "a survey %s: a complete nothing here heard of after that is not this stack's",
+    async (_, id, how) => {
+      await survey(id);
+      const at = (hour: number) => new Date(pacificDayRange(TODAY).start.getTime() + hour * HOUR);
+      await registry.put({
+        surveyId: String(id),
+        state: 'active',
+        verified: false,
+        failures: 1,
+        ...('neverTaken' in how
+          ? { neverTaken: true }
+          : { servingSince: at(-6 * 24).toISOString(), notServingSince: at(12).toISOString() }),
+        updatedAt: at(12).toISOString(),
+      });
+      const elsewhere = await complete(id, TODAY, {
+        clickedAt: at(14),
+        completedAt: at(14.25),
+        arrived: false,
+      });
+      clock = at(18).getTime();
+      const report = await hourly();
+      expect(report.outcomes[0]).toMatchObject({ elsewhereRows: 1 });
+      expect((await results.attemptsByKey(String(id), [elsewhere]))[0]).toBeUndefined();
+    },
+  );
+
   it('a survey removed at 1:45 am on the autumn change: a complete at 1:20 PDT, written "PST" by the marketplace, is still this stack\'s', async () => {
     await survey(7923);
     const removedAt = '2026-11-01T08:45:00.000Z'; // 01:45 PDT, the first pass of the repeated hour

@@ -429,6 +429,41 @@ describe('show and remove', () => {
     marketplace.state.setLive(5746, false);
   });
 
+  it("a removal then an apply the marketplace refused keeps the time since the removal open until one is taken; an older release's removal is recorded too", async () => {
+    const syncRegistry = await freshRegistry();
+    marketplace.state.addSurvey({ surveyId: 5748 });
+    const base = Date.now();
+    const at = (minutes: number) => () => new Date(base + minutes * 60_000);
+    const iso = (minutes: number) => at(minutes)().toISOString();
+    await configure({ registry: syncRegistry, now: at(0) }).apply(['5748']);
+    await configure({ registry: syncRegistry, now: at(60) }).remove(['5748']);
+    const refusing = createMarketplaceClient({
+      baseUrl: marketplace.url,
+      accessToken: () => TOKEN,
+      retries: 0,
+      fetch: async (input, init) =>
+        init?.method === 'PUT'
+          ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid value for pstbck' }), {
+              status: 400,
+            })
+          : fetch(input, init),
+    });
+    await configure({ registry: syncRegistry, marketplace: refusing, now: at(120) }).apply(['5748']);
+    expect(await syncRegistry.get('5748')).toMatchObject({ servingSince: iso(0), notServingSince: iso(60) });
+    expect((await syncRegistry.get('5748'))?.notServing).toBeUndefined();
+    await configure({ registry: syncRegistry, now: at(300) }).apply(['5748']);
+    const reopened = await syncRegistry.get('5748');
+    expect(reopened?.notServing).toEqual([{ from: iso(60), to: iso(300) }]);
+    expect(reopened?.notServingSince).toBeUndefined();
+    // An older release's removed registration (no start of its own): the time between is known all the same.
+    const { servingSince: _s, notServing: _n, ...older } = reopened as SurveyRegistration;
+    await syncRegistry.put({ ...older, state: 'removed', removedAt: iso(400), verified: false });
+    await configure({ registry: syncRegistry, now: at(500) }).apply(['5748']);
+    expect(await syncRegistry.get('5748')).toMatchObject({ notServing: [{ from: iso(400), to: iso(500) }] });
+    expect((await syncRegistry.get('5748'))?.servingSince).toBeUndefined();
+    marketplace.state.setLive(5748, false);
+  });
+
   it.each([
     'Survey 5747 not found. Check the survey id and try again.',
     'Survey 5747 does not exist or has expired',
