@@ -31,8 +31,7 @@ import {
 /** A message that says a survey is not live: the reference's answer to a lookup of one paused or closed. */
 export const SAYS_NOT_LIVE = /paused|closed|not live|inactive|not active/i;
 /** A message that says a survey has no redirects of its own (`No survey specific redirects found`). */
-const SAYS_NO_REDIRECTS =
-  /\bno\b.*\bredirect|redirects? (?:were |was |are )?not (?:found|set)|not configured/i;
+export const SAYS_NO_REDIRECTS = /\bno\b.*\bredirect|redirects? (?:were |was )?not found/i;
 export type ApiVersion = 'v1' | 'v2';
 
 export interface MarketplaceClientOptions {

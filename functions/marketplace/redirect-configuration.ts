@@ -27,6 +27,7 @@ import {
   MarketplaceError,
   marketplaceDown,
   type Rows,
+  SAYS_NO_REDIRECTS,
   SAYS_NOT_LIVE,
 } from './marketplace-client';
 import type { RedirectSettings, Survey } from './marketplace-records';
@@ -85,7 +86,7 @@ function noSurveyRedirects(error: MarketplaceError): boolean {
   const said = error.marketplaceMessage ?? '';
   return (
     refusedAsMissing(error) &&
-    /\bno\b.*\bredirect|redirects? (?:were |was )?not found/i.test(said) &&
+    SAYS_NO_REDIRECTS.test(said) &&
     !/closed|paused|not live|unknown|does not exist/i.test(said)
   );
 }
@@ -120,8 +121,6 @@ const ANSWERED: ReadonlySet<SurveyResult['status']> = new Set(['applied', 'uncha
 
 /** A lookup's 404 that says in words the survey does not exist (not that it is closed or paused). */
 const SAYS_UNKNOWN = /not found|does not exist|doesn't exist|no such|unknown survey|invalid survey/i;
-/** A refusal that speaks of a survey paused or closed: one the marketplace knows. */
-const SAYS_CLOSED = SAYS_NOT_LIVE;
 
 /**
  * When the survey has been this stack's (`servingSince`): the first apply the marketplace took (`taken`), kept from
@@ -689,7 +688,8 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       e instanceof MarketplaceError &&
       refusedAsMissing(e) &&
       e.kind !== 'malformed' &&
-      !SAYS_CLOSED.test(e.marketplaceMessage ?? '');
+      // A refusal that speaks of a survey paused or closed is one the marketplace knows.
+      !SAYS_NOT_LIVE.test(e.marketplaceMessage ?? '');
     if (!notFound(error)) return false;
     if (!lookup) {
       try {

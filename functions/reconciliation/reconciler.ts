@@ -54,6 +54,7 @@ import {
   sameFigures,
   transactionsChanged,
 } from './recheck-policy';
+import { servedHere } from './serving-time';
 import { verdictUnchanged } from './verdict-equality';
 import { isMoneyKind, type VerdictKind } from './verdict-kinds';
 import {
@@ -77,12 +78,6 @@ import {
   summarize,
   unheardReversals,
 } from './verdict-rules';
-
-/**
- * How far a row's click may fall outside the time a survey was this stack's and still be its: the marketplace's
- * "PST" strings and the two clocks apart (`ATTEMPT_LEAD_MS` is the same allowance for one attempt).
- */
-const SERVING_MARGIN_MS = 10 * 60_000;
 
 export { REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from './recheck-policy';
 
@@ -458,30 +453,10 @@ export function reconciler(deps: ReconcilerDeps) {
       pacificDay(new Date(endedAt)) < nextDay(windowDays[0] ?? '', -1);
     const days = removedBefore ? [] : windowDays;
     const windowStart = windowDays[0];
-    // The time the survey was this stack's, its clocks' margin either side.
-    const servingFrom = registration?.servingSince
-      ? new Date(Date.parse(registration.servingSince) - SERVING_MARGIN_MS).toISOString()
-      : undefined;
-    // Removed (or applied again since without the marketplace taking it): until then.
-    const servedUntil =
-      registration?.state === 'removed' ? registration.removedAt : registration?.notServingSince;
-    const servingTo = servedUntil
-      ? new Date(Date.parse(servedUntil) + SERVING_MARGIN_MS).toISOString()
-      : undefined;
-    // Registered by applies the marketplace all refused: never this stack's yet.
-    const neverServed = registration?.neverTaken === true && registration.servingSince === undefined;
-    // And the times it was removed between two applies, less the same margin each side.
-    const gaps = (registration?.notServing ?? []).map(({ from, to }) => ({
-      from: new Date(Date.parse(from) + SERVING_MARGIN_MS).toISOString(),
-      to: new Date(Date.parse(to) - SERVING_MARGIN_MS).toISOString(),
-    }));
+    /** Whether a row ended while the survey was this stack's (`serving-time.ts`). */
+    const servedByThisStack = servedHere(registration);
     /** Rows left out as another system's this run, by token. */
     const leftOut = new Set<string>();
-    const withinServing = (at: string) =>
-      !neverServed &&
-      (servingFrom === undefined || at >= servingFrom) &&
-      (servingTo === undefined || at < servingTo) &&
-      !gaps.some(({ from, to }) => at >= from && at < to);
     // One batch read for the survey's own records.
     const {
       state,
@@ -802,23 +777,12 @@ export function reconciler(deps: ReconcilerDeps) {
       const waiting = (a: Attempt) =>
         !heldTokens.has(a.token) && !(heldPids.has(a.pid) && !rowTokens?.has(a.token));
       const read = [...seen, ...byKey].filter(waiting);
-      // Rows that ended outside the time the survey was this stack's (before it first applied its redirects, after
-      // they were removed: the marketplace sends a respondent on, and its postback, to the URLs the survey has when
-      // the respondent finishes) that nothing here heard of went to another system's URLs: not judged (no complete
-      // "not received" for the supplier's previous system or the stack the survey moved to), nor counted in the
-      // day's figures. Ended: completed, or, without a completion time, clicked in. A row whose token an attempt or
-      // item here carries is judged as ever.
+      // Rows that ended outside the time the survey was this stack's that nothing here heard of went to another
+      // system's URLs: not judged (no complete "not received" for the supplier's previous system or the stack the
+      // survey moved to), nor counted in the day's figures. A row whose token an attempt or item here carries is
+      // judged as ever.
       const heardOf = new Set(read.map((a) => a.token));
-      const ours = (t: Transaction) => {
-        const ended = t.completedAt?.utc ?? filedAt(t);
-        if (ended === undefined || heardOf.has(t.token) || withinServing(ended)) return true;
-        // A completion in the autumn change's repeated hour, read as the later of its two instants: this stack's
-        // if the earlier one is (a complete lost then is not hidden for an hour's reading).
-        return (
-          t.completedAt?.ambiguous === true &&
-          withinServing(new Date(Date.parse(t.completedAt.utc) - 3_600_000).toISOString())
-        );
-      };
+      const ours = (t: Transaction) => heardOf.has(t.token) || servedByThisStack(t);
       const served = transactions.every(ours) ? transactions : transactions.filter(ours);
       // Counted once a run, though the parts of a window it judges each read the days beside them.
       if (served !== transactions) {

@@ -111,6 +111,20 @@ async function freshRegistry(): Promise<SurveyRegistry> {
   return createSurveyRegistry(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
 }
 
+/** A marketplace that refuses every survey's settings (400), answering everything else as it does. */
+const refusingSettings = () =>
+  createMarketplaceClient({
+    baseUrl: marketplace.url,
+    accessToken: () => TOKEN,
+    retries: 0,
+    fetch: async (input, init) =>
+      init?.method === 'PUT'
+        ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid value for pstbck' }), {
+            status: 400,
+          })
+        : fetch(input, init),
+  });
+
 const configure = (overrides: Partial<RedirectConfigurationDeps> = {}) =>
   redirectConfiguration({
     marketplace: countingClient(),
@@ -410,17 +424,7 @@ describe('show and remove', () => {
     marketplace.state.setLive(5744, false);
     // An apply the marketplace refused sent nothing here: the time is the first apply it took.
     marketplace.state.addSurvey({ surveyId: 5746 });
-    const refusing = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input, init) =>
-        init?.method === 'PUT'
-          ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid value for pstbck' }), {
-              status: 400,
-            })
-          : fetch(input, init),
-    });
+    const refusing = refusingSettings();
     await configure({ registry: syncRegistry, marketplace: refusing, now: at(0) }).apply(['5746']);
     expect(await syncRegistry.get('5746')).toMatchObject({ verified: false, neverTaken: true });
     expect((await syncRegistry.get('5746'))?.servingSince).toBeUndefined();
@@ -437,17 +441,7 @@ describe('show and remove', () => {
     const iso = (minutes: number) => at(minutes)().toISOString();
     await configure({ registry: syncRegistry, now: at(0) }).apply(['5748']);
     await configure({ registry: syncRegistry, now: at(60) }).remove(['5748']);
-    const refusing = createMarketplaceClient({
-      baseUrl: marketplace.url,
-      accessToken: () => TOKEN,
-      retries: 0,
-      fetch: async (input, init) =>
-        init?.method === 'PUT'
-          ? new Response(JSON.stringify({ apiStatus: 'Failure', msg: 'Invalid value for pstbck' }), {
-              status: 400,
-            })
-          : fetch(input, init),
-    });
+    const refusing = refusingSettings();
     await configure({ registry: syncRegistry, marketplace: refusing, now: at(120) }).apply(['5748']);
     expect(await syncRegistry.get('5748')).toMatchObject({ servingSince: iso(0), notServingSince: iso(60) });
     expect((await syncRegistry.get('5748'))?.notServing).toBeUndefined();
