@@ -16,6 +16,8 @@ export interface HealthView {
     readonly reasons: readonly { readonly code: string; readonly detail: string }[];
     /** Its redirects were removed: no longer watched. */
     readonly removed?: true;
+    /** The marketplace closed it: no longer watched. */
+    readonly closed?: true;
   }[];
   /** Surveys named that have no registration here (an id mistyped, redirects set by hand): nothing watches them. */
   readonly notWatched?: readonly string[];
@@ -33,7 +35,7 @@ export function healthView(report: HealthCheckReport): HealthView {
       state: s.evaluation.state,
       since: s.stored && s.stored.state === s.evaluation.state ? s.stored.since : report.evaluatedAt,
       reasons: s.evaluation.reasons.map((r) => ({ code: r.code, detail: r.detail })),
-      ...(s.removed ? { removed: true as const } : {}),
+      ...(s.closed ? { closed: true as const } : s.removed ? { removed: true as const } : {}),
     })),
   };
 }
@@ -84,17 +86,24 @@ export function healthCommand(): Command {
           say(`${surveyId.padEnd(12)} not watched: no redirects registered here (check the id)`);
         for (const survey of view.surveys) {
           say(
-            `${survey.surveyId.padEnd(12)} ${survey.state.padEnd(8)} since ${survey.since}${survey.removed ? ' (removed: no longer watched)' : ''}`,
+            `${survey.surveyId.padEnd(12)} ${survey.state.padEnd(8)} since ${survey.since}${survey.closed ? ' (closed at the marketplace: no longer watched)' : survey.removed ? ' (removed: no longer watched)' : ''}`,
           );
           for (const reason of survey.reasons) say(`  ${reason.code}: ${reason.detail}`);
         }
-        // Removed surveys are counted in no state (as the scheduled check counts them): their last state is shown,
-        // but nothing watches them, and an "ok" among the totals would say they are watched and healthy.
-        const watched = view.surveys.filter((s) => !s.removed);
+        // Removed and closed surveys are counted in no state (as the scheduled check counts them): their last state is
+        // shown, but nothing watches them, and an "ok" among the totals would say they are watched and healthy.
+        const watched = view.surveys.filter((s) => !s.removed && !s.closed);
         const count = (state: string) => watched.filter((s) => s.state === state).length;
-        const removed = view.surveys.length - watched.length;
+        const ended = [
+          ...(view.surveys.some((s) => s.removed)
+            ? [`${view.surveys.filter((s) => s.removed).length} removed`]
+            : []),
+          ...(view.surveys.some((s) => s.closed)
+            ? [`${view.surveys.filter((s) => s.closed).length} closed`]
+            : []),
+        ];
         say(
-          `${count('ok')} ok, ${count('warning')} warning, ${count('failing')} failing${removed > 0 ? `; ${removed} removed, not watched` : ''}`,
+          `${count('ok')} ok, ${count('warning')} warning, ${count('failing')} failing${ended.length > 0 ? `; ${ended.join(', ')}, not watched` : ''}`,
         );
       }
       if (report.failed.length > 0) {

@@ -54,8 +54,10 @@ export interface SurveyHealthResult {
   readonly stored?: SurveyHealthRecord | undefined;
   /** The latest postback this evaluation saw (or the stored one), kept with the next write. */
   readonly lastPostbackAt?: string | undefined;
-  /** The survey's redirects were removed: it is no longer watched, and ends `ok`. */
+  /** The survey's redirects were removed, or the marketplace closed it: it is no longer watched, and ends `ok`. */
   readonly removed?: true;
+  /** Of those, one the marketplace closed (not removed here). */
+  readonly closed?: true;
 }
 
 export interface HealthCheckReport {
@@ -211,6 +213,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
               surveyId,
               evaluation: REMOVED,
               removed: true,
+              ...(registration.state !== 'removed' ? { closed: true as const } : {}),
               ...(previous ? { stored: previous } : {}),
             };
           if (behind) throw behind;

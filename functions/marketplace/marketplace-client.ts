@@ -32,6 +32,21 @@ import {
 export const SAYS_NOT_LIVE = /paused|closed|not live|inactive|not active/i;
 /** A message that says a survey has no redirects of its own (`No survey specific redirects found`). */
 export const SAYS_NO_REDIRECTS = /\bno\b.*\bredirect|redirects? (?:were |was )?not found/i;
+const CALLER_WORDS = String.raw`(?:access |api |auth )?token|unauthori[sz]ed|authenticat\w*|authori[sz]ation|credentials?|permission|forbidden|rate[- ]limit\w*|too many|slow down|throttl\w*`;
+/** Words of a refusal of the caller or of the call's rate, never of a survey (whatever status they come with). */
+export const ABOUT_THE_CALLER = new RegExp(String.raw`\b(?:${CALLER_WORDS}|quota)\b`, 'i');
+/**
+ * The same words in a success (a refusal answered 200): a quota only the API's, as a survey's quota (full, over) is
+ * what a lookup of a closed survey may well say.
+ */
+const SUCCESS_REFUSES_THE_CALLER = new RegExp(
+  String.raw`\b(?:${CALLER_WORDS}|(?:api|request|call|daily|rate) quota)\b`,
+  'i',
+);
+/** A sentence that says a survey is not live ("Survey 7201 is Paused/Closed"), whatever else the message says. */
+const SAYS_SURVEY_NOT_LIVE = /\bsurvey\b[^.;:!?]*\b(?:paused|closed|not live|inactive|not active)\b/i;
+/** Of those, the words of a rate: asked again later, the call may pass. */
+const ABOUT_THE_RATE = /\b(?:rate[- ]limit\w*|too many|slow down|throttl\w*|quota)\b/i;
 export type ApiVersion = 'v1' | 'v2';
 
 export interface MarketplaceClientOptions {
@@ -227,6 +242,15 @@ interface CallOptions {
 }
 
 type Json = Record<string, unknown>;
+
+/** Whether an answer carries no data: its result and its redirect settings absent, null, or empty. */
+function carriesNothing(json: Json): boolean {
+  const empty = (value: unknown) =>
+    value == null ||
+    (Array.isArray(value) && value.length === 0) ||
+    (typeof value === 'object' && !Array.isArray(value) && Object.keys(value as object).length === 0);
+  return empty(json.result) && empty(json.redirectURL);
+}
 
 /**
  * Why a list answer is only part of the list, or undefined. The reference documents no paging for these calls, but
@@ -590,6 +614,28 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           kind: 'http',
           detail: `HTTP ${status}: the marketplace answered with a redirect${elsewhere}, not followed (the access token goes to ${origin} alone): check the marketplace's base URL`,
           httpStatus: status,
+        });
+      }
+      // A success that carries nothing and whose words are the caller's (a rate limit, a token refused, answered 200
+      // with an empty list): a refusal, not an answer. Read as one, a transaction list of no rows judged every
+      // complete of its days not paid, a lookup "paused" closed a live survey, a read-back reported drift, and an
+      // empty listing moved the sync's checkpoint past surveys it never saw. A success with data stands.
+      if (
+        (callOptions.method ?? 'GET') === 'GET' &&
+        status >= 200 &&
+        status < 300 &&
+        json !== undefined &&
+        carriesNothing(json) &&
+        SUCCESS_REFUSES_THE_CALLER.test(said) &&
+        !SAYS_SURVEY_NOT_LIVE.test(said)
+      ) {
+        throw new MarketplaceError({
+          endpoint,
+          kind: 'failure',
+          detail: `HTTP ${status}: a success without data that says: ${message.slice(0, 200)}`,
+          httpStatus: status,
+          marketplaceMessage: message || undefined,
+          retriable: ABOUT_THE_RATE.test(said),
         });
       }
       // Told on the message as sent (a token's characters concealed inside its words would hide "No data found").

@@ -21,6 +21,7 @@ import { runBounded, valuesOrThrow } from '../shared/bounded-work';
 import { sameAmount } from '../shared/money';
 import { withoutSignatures } from '../shared/printable';
 import {
+  ABOUT_THE_CALLER,
   MARKETPLACE_DOWN_SURVEYS,
   type MalformedRow,
   type MarketplaceClient,
@@ -109,9 +110,6 @@ function refusedAsMissing(error: MarketplaceError): boolean {
   );
 }
 
-/** Words of a refusal of the caller or of the call's rate, never of a survey. */
-const ABOUT_THE_CALLER =
-  /\b(?:(?:access |api |auth )?token|unauthori[sz]ed|authenticat\w*|authori[sz]ation|credentials?|permission|forbidden|rate[- ]limit\w*|too many|slow down|quota|throttl\w*)\b/i;
 /** Words of a refusal that says a survey is not found. */
 const SAYS_SURVEY_NOT_FOUND =
   /\bsurvey\b.*(?:not found|does not exist|doesn't exist)|(?:not found|does not exist|doesn't exist|no such).*\bsurvey\b/i;

@@ -1136,7 +1136,10 @@ export function reconciler(deps: ReconcilerDeps) {
 
     /**
      * The survey's transactions of `range`: one call, or one call a day when the whole range's answer is larger than
-     * the client reads (a large survey's week; each day is a fraction of it).
+     * the client reads (a large survey's week; each day is a fraction of it), or did not come in time (a marketplace
+     * that takes longer to gather a week than the client waits: each day may answer in time; asked for the range
+     * again, it never would). Listed a day at a time after a time-out, the survey goes on so only once every day
+     * answered: a marketplace that is down answers no day either.
      */
     async function listedByDays(
       range: { startDate: string; endDate: string },
@@ -1145,6 +1148,7 @@ export function reconciler(deps: ReconcilerDeps) {
       /** Of the days listed, those the listing is to judge (the hold is theirs: a look-back's judges none). */
       const judged = (listed: readonly string[]) => listed.filter((day) => judges.includes(day));
       // Too large to read within the last week: a day at a time from the start, not the cap's bytes downloaded first.
+      let timedOut = false;
       if (listedByDayAt === undefined || range.startDate === range.endDate) {
         try {
           const listed = await deps.marketplace.getSurveyTransactions(surveyId, range);
@@ -1152,9 +1156,13 @@ export function reconciler(deps: ReconcilerDeps) {
           confirmEmpty(judged(pacificDays(range.startDate, range.endDate)), isEmpty(listed));
           return listed;
         } catch (error) {
-          if (!(error instanceof MarketplaceError && error.tooLarge) || range.startDate === range.endDate)
+          timedOut = error instanceof MarketplaceError && error.kind === 'timeout';
+          if (
+            !(error instanceof MarketplaceError && (error.tooLarge || timedOut)) ||
+            range.startDate === range.endDate
+          )
             throw error;
-          listedByDayAt = at.toISOString();
+          if (!timedOut) listedByDayAt = at.toISOString();
         }
       }
       const rows: Transaction[] = [];
@@ -1171,6 +1179,7 @@ export function reconciler(deps: ReconcilerDeps) {
         else confirmEmpty(judged([day]), false);
       }
       confirmEmpty(judged(emptied), true);
+      if (timedOut) listedByDayAt = at.toISOString();
       return { rows, malformed };
     }
 

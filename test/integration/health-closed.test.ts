@@ -3,6 +3,7 @@
  * ends it `ok` like a removed survey, for a week after its closure, and then leaves it out.
  */
 import { describe, expect, it } from 'vitest';
+import { healthView } from '../../functions/cli/health-command';
 import { healthCheck } from '../../functions/health/health-check';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import {
@@ -34,7 +35,15 @@ describe('survey health of closed surveys', () => {
       concurrency: 2,
     }).evaluate(now);
     const bySurvey = new Map(report.surveys.map((s) => [s.surveyId, s]));
-    expect(bySurvey.get('3101')).toMatchObject({ removed: true, evaluation: { state: 'ok', reasons: [] } });
+    expect(bySurvey.get('3101')).toMatchObject({
+      removed: true,
+      closed: true,
+      evaluation: { state: 'ok', reasons: [] },
+    });
+    // Shown as closed, not as removed here (`redirects remove` was never run).
+    const shown = healthView(report).surveys.find((s) => s.surveyId === '3101');
+    expect(shown).toMatchObject({ closed: true });
+    expect(shown).not.toHaveProperty('removed');
     expect(bySurvey.has('3102')).toBe(false);
     expect(bySurvey.get('3103')?.evaluation.state).toBe('failing');
     // Named (the CLI's health --survey), one closed longer ago is still said to be closed, not judged as live.

@@ -290,6 +290,74 @@ describe('answers', () => {
     expect((await failure(api.getAllocatedSurveysByDate(new Date()))).message).toMatch(/no result list/);
   });
 
+  it('refuse a success that carries nothing and speaks of the caller (a rate limit or a token answered 200), rather than read it as no data', async () => {
+    const answering = (msg: string, extra: Record<string, unknown> = {}) => {
+      let calls = 0;
+      const fetcher: typeof fetch = async () => {
+        calls++;
+        return json(200, { apiStatus: 'success', msg, ...extra });
+      };
+      return { fetch: fetcher, calls: () => calls };
+    };
+    const day = { startDate: '2026-11-20', endDate: '2026-11-20' };
+    // Transactions: an empty list during a rate limit is no answer (three completes were judged not paid); retried.
+    const limited = answering('Too many requests. Rate limit exceeded, retry later', { result: [] });
+    const error = await failure(
+      client({ fetch: limited.fetch, retries: 2 }).getSurveyTransactions('2210', day),
+    );
+    expect(error).toMatchObject({ kind: 'failure', retriable: true });
+    expect(error.message).toMatch(/a success without data that says: Too many requests/);
+    expect(limited.calls()).toBe(3);
+    // A token refused: not retried (the same token would be refused again), and never a survey paused or closed.
+    const inactive = answering('Access token inactive, please renew');
+    const refusal = await failure(
+      client({ fetch: inactive.fetch, retries: 2 }).getAllocatedSurveyById('2210'),
+    );
+    expect(refusal).toMatchObject({ kind: 'failure', retriable: false });
+    expect(inactive.calls()).toBe(1);
+    expect(
+      (
+        await failure(
+          client({
+            fetch: answering('Too many requests: API access paused for 60 seconds').fetch,
+            retries: 0,
+          }).getAllocatedSurveyById('2210'),
+        )
+      ).kind,
+    ).toBe('failure');
+    // The sync's listings: no checkpoint moves on a refusal.
+    const slowDown = answering('Too many requests, slow down', { result: [] });
+    expect(
+      (await failure(client({ fetch: slowDown.fetch, retries: 0 }).getAllocatedSurveysByDate(new Date())))
+        .kind,
+    ).toBe('failure');
+    expect((await failure(client({ fetch: slowDown.fetch, retries: 0 }).getAllocatedSurveys())).kind).toBe(
+      'failure',
+    );
+    // A read-back with empty settings, or none and "no redirect data" in a rate limit's words: no read-back, no drift.
+    for (const extra of [{ redirectURL: {} }, {}]) {
+      const readBack = answering('Too many requests: no redirect data returned', extra);
+      expect(
+        (await failure(client({ fetch: readBack.fetch, retries: 0 }).getSurveyRedirects('2210'))).kind,
+      ).toBe('failure');
+    }
+    // What a lookup of a closed survey says, its quota included, is still the survey closed; data with such words stands.
+    const closed = answering('Survey 2210 is Paused/Closed (token expires in 3 days): quota full');
+    expect(await client({ fetch: closed.fetch, retries: 0 }).getAllocatedSurveyById('2210')).toMatchObject({
+      live: false,
+    });
+    const withRows = answering('Rate limit: 99 calls left', { result: [] });
+    expect(
+      (await failure(client({ fetch: withRows.fetch, retries: 0 }).getSurveyTransactions('2210', day))).kind,
+    ).toBe('failure');
+    const listed = answering('Rate limit: 99 calls left', {
+      result: [{ token: 'abc', status: 'Completed' }],
+    });
+    await expect(
+      client({ fetch: listed.fetch, retries: 0 }).getSurveyTransactions('2210', day),
+    ).resolves.toBeDefined();
+  });
+
   it('read "No data found" as no transactions whatever the token, and send only statuses the marketplace names', async () => {
     // A token whose characters occur in the message: concealed in what is shown, but the message still read.
     const sent: string[] = [];

@@ -997,6 +997,43 @@ describe('a row listed without a click or start time', () => {
     expect(wide).toBe(1);
   });
 
+  it('a window whose listing times out is listed a day at a time, and remembered only once every day answered', async () => {
+    await survey(7460);
+    await survey(7461);
+    const day = nextDay(today, -1);
+    const timedOut = (id: string) =>
+      new MarketplaceError({
+        endpoint: `/getSurveyTransactions/${id}`,
+        kind: 'timeout',
+        detail: 'no answer within 10000 ms',
+        retriable: true,
+      });
+    const calls: string[] = [];
+    const inner = byCreation([{ created: day, row: undatedComplete('t60') }], calls);
+    let wide = 0;
+    let down = false;
+    // Slow to gather several days (every try of them times out), quick with one; or down altogether.
+    const slow = {
+      ...inner,
+      getSurveyTransactions: (id: string, range?: { startDate: string; endDate: string }) => {
+        if (range && range.startDate !== range.endDate) wide++;
+        return down || (range && range.startDate !== range.endDate)
+          ? Promise.reject(timedOut(id))
+          : inner.getSurveyTransactions(id, range);
+      },
+    } as typeof inner;
+    const run = await engine({ marketplace: slow }).run(day, day, ['7460']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 1, dayListings: 3 });
+    expect((await results.surveyState('7460'))?.listedByDayAt).toEqual(expect.any(String));
+    // The next run does not ask for the range again.
+    await engine({ marketplace: slow }).run(day, day, ['7460']);
+    expect(wide).toBe(1);
+    // A marketplace down answers no day either: the survey fails, and is not listed a day at a time for a week.
+    down = true;
+    expect((await engine({ marketplace: slow }).run(day, day, ['7461'])).outcomes[0]?.status).toBe('failed');
+    expect((await results.surveyState('7461'))?.listedByDayAt).toBeUndefined();
+  });
+
   it('in the look-back, where no single day lists it, leaves the window reconciled (the look-back is best effort)', async () => {
     await survey(7013);
     const earlier = { created: nextDay(today, -4), row: undatedComplete('y1') };
