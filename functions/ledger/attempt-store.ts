@@ -445,8 +445,30 @@ export function createLedgerStore(
   };
 
   /**
+   * A live hit overtaken by a later-made one of its attempt (its write retried under throttling, or slow, while the
+   * other's landed): settled as a drained hit is, so that the first outcome made stands whichever write landed first
+   * (which decides between a reversal and money to chase). The usual live hit needs nothing and reads nothing more.
+   * Best effort: the hit is recorded either way, and a settle lost to a race leaves the attempt as written.
+   */
+  const settleLive = async (attempt: Attempt, hit: Hit, made: Date): Promise<Attempt> => {
+    const overtaken =
+      standEarlierUpdate(attempt, hit, made) !== undefined ||
+      (attempt.firstSeenAt !== undefined && made.toISOString() < attempt.firstSeenAt);
+    if (!overtaken) return attempt;
+    try {
+      await standEarlier(attempt, hit, made);
+      const moved = await firstSeenBack(attempt, made);
+      if (moved) await flagStaleDays({ ...moved, reconciliation: undefined }, 'recorded');
+      const item = await currentItem(attempt);
+      return item ? attemptFromItem(item) : attempt;
+    } catch {
+      return attempt;
+    }
+  };
+
+  /**
    * The update that settles a drained hit on the attempt as read, or none if nothing needs it: its outcome stands if
-   * made before the standing one; its outcome's first sighting goes back to when it was made if a later hit of that
+   * made before the standing one (in the same millisecond, if its name sorts first); its outcome's first sighting goes back to when it was made if a later hit of that
    * outcome came first; and made before every other sighting of its channel, its sender (a redirect's `redirectFrom`)
    * or source (a postback's `postbackSource`) is the channel's first.
    */
@@ -457,7 +479,8 @@ export function createLedgerStore(
     if (!standingAt) return undefined;
     const madeAt = made.toISOString();
     const same = record.outcome === drained.outcome;
-    const takesPlace = !same && madeAt < standingAt;
+    // Made in the same millisecond: a fixed order (the outcome's name) decides, not which write came first.
+    const takesPlace = !same && (madeAt < standingAt || (madeAt === standingAt && drained.outcome < record.outcome));
     const drainedAt = record.sightings.find((s) => s.outcome === drained.outcome)?.firstAt;
     const movesBack = drainedAt !== undefined && madeAt < drainedAt;
     // The channel's first hit: made before every other outcome's first sighting, and its own outcome's (which its
@@ -520,14 +543,14 @@ export function createLedgerStore(
           ),
         );
         await unplaced(Attributes, at);
-        const attempt = attemptFromItem(Attributes ?? {});
+        const attempt = await settleLive(attemptFromItem(Attributes ?? {}), hit, at);
         return recorded(attempt, hitEffect(attempt, hit.channel, hit.outcome));
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
         // This very request was applied already (an earlier attempt of it timed out after the write): read back.
         const item = await currentItem(hit, options);
         // What the first try changed is unknown: flag as if it changed the attempt (a spare flag costs a run).
-        const attempt = attemptFromItem(item ?? {});
+        const attempt = item ? await settleLive(attemptFromItem(item), hit, at) : attemptFromItem({});
         const { unflaggedDays } = await recorded(attempt, 'recorded');
         // Its effect as the lost answer would have said it (a conflict is still one; the only sighting of its
         // outcome, it was recorded), not a duplicate by default: the conflict metric and warning depend on it.

@@ -749,3 +749,42 @@ describe('drained hits of one attempt', () => {
     expect(attempt?.postback).toMatchObject({ outcome: 'fail', firstAt: minute(-20).toISOString() });
   });
 });
+
+describe('live hits of one attempt, written in another order than made', () => {
+  const minute = (n: number) => new Date(midnight + n * 60_000);
+
+  it('a success postback whose write was overtaken by a later fail (its write retried under throttling): the success, made first, stands', async () => {
+    const w = await world();
+    const live = w.actor();
+    const t = transaction(marketplace, 7603, minute(-30));
+    // The fail, made at 23:42, lands first; the success, made at 23:40 on another container, lands after it.
+    await live.attempts.recordHit(hitOf(t, 'postback', 'fail'), minute(-18), 'live-f');
+    const recorded = await live.attempts.recordHit(hitOf(t, 'postback', 'success'), minute(-20), 'live-s');
+    expect(recorded.effect).toBe('recorded');
+    const [attempt] = await live.attempts.attemptsOf(String(t.surveyId), t.pid);
+    expect(attempt?.postback).toMatchObject({ outcome: 'success', firstAt: minute(-20).toISOString() });
+    expect(attempt?.complete).toBe('postback-confirmed');
+    // The attempt was first seen when the success was made, not when the fail landed.
+    expect(attempt?.firstSeenAt).toBe(minute(-20).toISOString());
+    // Counted once each, as in any order.
+    expect(attempt?.postback?.sightings.map((s) => [s.outcome, s.hits])).toEqual(
+      expect.arrayContaining([
+        ['success', 1],
+        ['fail', 1],
+      ]),
+    );
+  });
+
+  it('two outcomes made in the same millisecond: the same one stands whichever lands first', async () => {
+    const standing = async (surveyId: number, order: readonly ('success' | 'quality')[]) => {
+      const w = await world();
+      const live = w.actor();
+      const t = transaction(marketplace, surveyId, minute(-30));
+      for (const outcome of order)
+        await live.attempts.recordHit(hitOf(t, 'redirect', outcome), minute(-10), outcome);
+      return (await live.attempts.attemptsOf(String(t.surveyId), t.pid))[0]?.redirect?.outcome;
+    };
+    const one = await standing(7604, ['success', 'quality']);
+    expect(await standing(7605, ['quality', 'success'])).toBe(one);
+  });
+});
