@@ -14,6 +14,7 @@
 import pLimit, { type LimitFunction } from 'p-limit';
 import pRetry from 'p-retry';
 import { withoutSignatures } from '../shared/printable';
+import { settleWithin } from '../shared/time-limit';
 import {
   canonicalStatus,
   type Parsed,
@@ -372,6 +373,8 @@ export const marketplaceDown = (error: unknown): boolean =>
  * the marketplace cannot silence a warm container's client for days.
  */
 export const MAX_REFUSAL_MS = 3_600_000;
+/** The longest the access token's read may take (Secrets Manager or SSM answer in milliseconds when they answer). */
+export const TOKEN_READ_MS = 5_000;
 
 /** A Retry-After header (seconds, or an HTTP date) as milliseconds from `now`; undefined when absent or unreadable. */
 export function retryAfterMs(header: string | null, now: number): number | undefined {
@@ -428,6 +431,30 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   let nextSlot = 0;
   const spacingMs = options.callsPerSecond ? 1000 / options.callsPerSecond : 0;
 
+  /**
+   * The access token, read within `ms`: a token store that hangs or fails (Secrets Manager down) fails the call as a
+   * marketplace out of reach does, retried and counted toward the run's stop, never the function's whole time nor an
+   * error of another kind each survey meets again.
+   */
+  async function readToken(endpoint: string, fresh: boolean, ms: number): Promise<string> {
+    try {
+      return await settleWithin(
+        Promise.resolve().then(() => options.accessToken(fresh ? { fresh: true } : undefined)),
+        ms,
+        (): never => {
+          throw new Error(`no answer within ${ms} ms`);
+        },
+      );
+    } catch (error) {
+      throw new MarketplaceError({
+        endpoint,
+        kind: 'network',
+        detail: `the access token could not be read: ${redactSent(error instanceof Error ? error.message : String(error)).slice(0, 200)}`,
+        retriable: true,
+      });
+    }
+  }
+
   async function call(path: string, callOptions: CallOptions = {}): Promise<Json | undefined> {
     const endpoint = `${callOptions.method ?? 'GET'} ${path}`;
     const url = new URL(`${base}${path}`);
@@ -474,7 +501,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       }
       if (refusedUntil > Date.now()) throw refused();
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
-      const token = await options.accessToken(tokenRefused ? { fresh: true } : undefined);
+      const token = await readToken(endpoint, tokenRefused, Math.min(TOKEN_READ_MS, timeLeft()));
       noteSent(token);
       // One signal for the request and its body: aborted when the answer is late, then when its body is.
       const abort = new AbortController();

@@ -10,6 +10,7 @@ import {
   MAX_REFUSAL_MS,
   type MarketplaceClientOptions,
   MarketplaceError,
+  marketplaceDown,
   marketplaceLimit,
   RUN_MAX_RETRY_AFTER_MS,
   retryAfterMs,
@@ -709,6 +710,39 @@ describe('faults', () => {
     );
     expect(stalled).toMatchObject({ kind: 'timeout', retriable: true, httpStatus: 200 });
     expect(stalled.message).toContain("the answer's body was not read in full within 300 ms");
+  });
+
+  it('a token store that hangs or fails fails the call as a marketplace out of reach, within the run, never the secret shown', async () => {
+    // Secrets Manager accepting the connection and never answering: the run's end bounds the read too.
+    const stopAt = Date.now() + 400;
+    const started = Date.now();
+    const hung = await failure(
+      client({
+        accessToken: () => new Promise<string>(() => undefined),
+        retries: 4,
+        stopAt: () => stopAt,
+      }).getMetadata(),
+    );
+    expect(hung).toMatchObject({ kind: 'network', retriable: true });
+    expect(hung.message).toMatch(/the access token could not be read: no answer within \d+ ms/);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(marketplaceDown(hung)).toBe(true);
+    // Failing at once (the secret's read refused): the same kind, retried, and counted toward the run's stop.
+    let reads = 0;
+    const refused = await failure(
+      client({
+        accessToken: () => {
+          reads++;
+          throw Object.assign(new Error('AccessDeniedException: not authorized'), {
+            name: 'GetParameterError',
+          });
+        },
+        retries: 2,
+      }).getMetadata(),
+    );
+    expect(refused).toMatchObject({ kind: 'network', retriable: true });
+    expect(refused.message).toContain('AccessDeniedException: not authorized');
+    expect(reads).toBe(3);
   });
 
   it("a run's end cuts a hanging call short and stops its retries and a 429's hold, rather than outlast the run", async () => {
