@@ -157,7 +157,17 @@ function isTransient(error: unknown): boolean {
   const code = (error as { code?: string }).code;
   return (
     TRANSIENT.has(error.name) ||
+    unreadableAnswer(error) ||
     (status !== undefined && status >= 500) ||
     (code !== undefined && /^(ECONN|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH)/.test(code))
   );
+}
+
+/**
+ * An answer that came and could not be read (its body cut short or garbled on the way): the SDK attaches the raw
+ * answer (`$response`) to every error its deserialisation raises, and only the service's own errors carry `$fault`.
+ * Whether the request was applied is unknown, as after a time-out: the store was not there for it.
+ */
+function unreadableAnswer(error: Error): boolean {
+  return '$response' in error && !('$fault' in error);
 }

@@ -166,6 +166,22 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     },
   );
 
+  it('an answer applied and cut short on the way (200, a body that does not parse): 503 like any store fault, not a 500', async () => {
+    const start = proxy.operations.length;
+    proxy.faults((operation, index) =>
+      index === start && operation === 'UpdateItem' ? 'garbled' : undefined,
+    );
+    const garbled = await invoke(postback, apiEvent('GET', postbackUrl()));
+    expect(garbled.statusCode).toBe(503);
+    expect(JSON.stringify(jsonBody(garbled))).not.toMatch(/Deserialization|SyntaxError|\$response/);
+    proxy.faults(undefined);
+    const retried = await invoke(postback, apiEvent('GET', postbackUrl()));
+    expect(retried.statusCode).toBe(200);
+    // The first write was applied (its answer unreadable): the outcome as it was, the tally one high, as after
+    // any answer lost with the write applied and its sender's retry under another request id.
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback).toMatchObject({ outcome: 'success', hits: 2 });
+  });
+
   it('a fault the SDK retries through is invisible to the sender', async () => {
     const start = proxy.operations.length;
     proxy.faults((_, index) => (index === start ? 'throttle' : undefined));

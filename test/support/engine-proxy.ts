@@ -5,8 +5,11 @@
 import { createServer, request as forward } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-/** `lost-answer`: the request reaches the engine and is applied, but its answer never reaches the client. */
-export type Fault = 'throttle' | 'server-error' | 'hang' | 'lost-answer';
+/**
+ * `lost-answer`: the request reaches the engine and is applied, but its answer never reaches the client. `garbled`:
+ * applied, and answered 200 with its body cut short (a proxy or a connection that ends the answer early).
+ */
+export type Fault = 'throttle' | 'server-error' | 'hang' | 'lost-answer' | 'garbled';
 export type FaultPlan = (operation: string, index: number) => Fault | undefined;
 
 export interface EngineProxy {
@@ -61,6 +64,29 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
         (answer) => answer.resume(),
       );
       upstream.on('error', () => undefined);
+      req.pipe(upstream);
+      return;
+    }
+    if (fault === 'garbled') {
+      const upstream = forward(
+        {
+          host: targetUrl.hostname,
+          port: targetUrl.port,
+          method: req.method,
+          path: req.url,
+          headers: req.headers,
+        },
+        (answer) => {
+          const chunks: Buffer[] = [];
+          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+          answer.on('end', () => {
+            const body = Buffer.concat(chunks);
+            res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
+            res.end(body.subarray(0, Math.max(1, Math.floor(body.length / 2))));
+          });
+        },
+      );
+      upstream.on('error', () => res.destroy());
       req.pipe(upstream);
       return;
     }
