@@ -1861,6 +1861,24 @@ describe('sync', () => {
     marketplace.state.setLive(5731, false);
   });
 
+  it("a sync tick delivered twice (two runs at once, one ring): the same settings applied twice are verified, not failed as another writer's", async () => {
+    const syncRegistry = await freshRegistry();
+    const start = Date.now();
+    const ids = [5749, 5750, 5751, 5752];
+    for (const id of ids) marketplace.state.addSurvey({ surveyId: id }, new Date(start - 3_600_000));
+    await syncRegistry.advanceCheckpoint(SYNC_CHECKPOINT, new Date(start - 2 * 3_600_000).toISOString());
+    await syncRegistry.advanceCheckpoint(FULL_LISTING_CHECKPOINT, new Date(start).toISOString());
+    const [a, b] = await Promise.all([
+      configure({ registry: syncRegistry }).sync(),
+      configure({ registry: syncRegistry }).sync(),
+    ]);
+    const ours = (run: typeof a) => run.results.filter((r) => ids.map(String).includes(r.surveyId));
+    expect([...ours(a), ...ours(b)].filter((r) => r.status === 'failed')).toEqual([]);
+    for (const id of ids)
+      expect(await syncRegistry.get(String(id))).toMatchObject({ verified: true, kid: 'k1', failures: 0 });
+    for (const id of ids) marketplace.state.setLive(id, false);
+  });
+
   it('a rotation re-signs closed surveys too, which stay closed; a refused list of every live survey is reported, not counted', async () => {
     const syncRegistry = await freshRegistry();
     marketplace.state.addSurvey({ surveyId: 5271 });
