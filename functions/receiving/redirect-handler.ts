@@ -149,8 +149,13 @@ export function createRedirectHandler({
     }
 
     async function record(hit: Parameters<typeof store.recordHit>[0]) {
-      // The ledger failed moments ago in this container: straight to the buffer, the ledger only if that fails.
-      if (buffer && circuit.paused() && (await intoBuffer(hit, { name: 'LedgerPaused' }))) return;
+      // The ledger failed moments ago in this container: straight to the buffer, the ledger only if that fails (and
+      // the buffer not again after it: the respondent waits for each once, as RELIABILITY.md bounds it).
+      let bufferFailed = false;
+      if (buffer && circuit.paused()) {
+        if (await intoBuffer(hit, { name: 'LedgerPaused' })) return;
+        bufferFailed = true;
+      }
       try {
         const { attempt, effect, unflaggedDays } = await storeAnswerWithin(
           (signal) => store.recordHit(hit, at, requestId, signal),
@@ -173,7 +178,7 @@ export function createRedirectHandler({
       } catch (error) {
         if (error instanceof StoreUnavailable) circuit.failed();
         // The respondent is not kept waiting for the store: the hit goes to the buffer, or at least the log.
-        if (await intoBuffer(hit, describe(error))) return;
+        if (!bufferFailed && (await intoBuffer(hit, describe(error)))) return;
         logger.error('redirect hit not recorded', {
           ...hitFields(hit),
           at: at.toISOString(),

@@ -179,7 +179,10 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     expect(retried.statusCode).toBe(200);
     // The first write was applied (its answer unreadable): the outcome as it was, the tally one high, as after
     // any answer lost with the write applied and its sender's retry under another request id.
-    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback).toMatchObject({ outcome: 'success', hits: 2 });
+    expect((await store.attemptsOf('3003', ids.pid))[0]?.postback).toMatchObject({
+      outcome: 'success',
+      hits: 2,
+    });
   });
 
   it('a fault the SDK retries through is invisible to the sender', async () => {
@@ -268,6 +271,36 @@ describe('wire-level faults (proxy in front of the engine)', () => {
     await invoke(slow.redirect, apiEvent('GET', redirectUrl()));
     expect((await store.attemptsOf('3003', ids.pid))[0]?.redirect?.hits).toBe(1);
     expect(buffered).toHaveLength(11);
+  });
+
+  it('the ledger paused and the buffer failing too: a redirect tries each once, the buffer not again after the ledger', async () => {
+    let puts = 0;
+    const both = await receivers({
+      endpoint: proxy.endpoint,
+      tableName: table,
+      storeTimeoutMs: 2_000,
+      storeBudgetMs: 300,
+      buffer: {
+        put: async () => {
+          puts++;
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          throw new Error('injected: the queue does not answer');
+        },
+      },
+      landing: { success: 'https://panel.example.com/thanks?pid={pid}' },
+      circuit: ledgerCircuit(60_000),
+    });
+    proxy.faults(() => 'hang');
+    // The first opens the circuit (the ledger, then the buffer); the next find it open.
+    await invoke(both.redirect, apiEvent('GET', redirectUrl()));
+    puts = 0;
+    ids = { pid: `p-${randomUUID().slice(0, 8)}`, token: randomUUID() };
+    const sent = Date.now();
+    const result = await invoke(both.redirect, apiEvent('GET', redirectUrl()));
+    expect(result.statusCode).toBe(302);
+    expect(puts).toBe(1);
+    // Buffer (200 ms) and ledger (300 ms) once each, not the buffer a second time.
+    expect(Date.now() - sent).toBeLessThan(700);
   });
 
   it('a slow key ring fetch comes off the ledger budget: a postback is answered inside 5 s with both slow', async () => {
