@@ -480,7 +480,8 @@ export function createLedgerStore(
     const madeAt = made.toISOString();
     const same = record.outcome === drained.outcome;
     // Made in the same millisecond: a fixed order (the outcome's name) decides, not which write came first.
-    const takesPlace = !same && (madeAt < standingAt || (madeAt === standingAt && drained.outcome < record.outcome));
+    const takesPlace =
+      !same && (madeAt < standingAt || (madeAt === standingAt && drained.outcome < record.outcome));
     const drainedAt = record.sightings.find((s) => s.outcome === drained.outcome)?.firstAt;
     const movesBack = drainedAt !== undefined && madeAt < drainedAt;
     // The channel's first hit: made before every other outcome's first sighting, and its own outcome's (which its
