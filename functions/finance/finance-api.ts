@@ -220,8 +220,16 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
         ...(detail !== 'totals' ? ['detail=totals'] : []),
         ...(csv ? [] : ['format=csv']),
       ];
+      // A page of discrepancies narrows by its limit (one day of one survey can hold pages too large at 1,000, its ids
+      // up to 2 KB each): the limit that would fit, with room.
+      const paged = event.rawPath === '/finance/discrepancies';
+      const limit = Number(event.queryStringParameters?.limit ?? '100');
+      const fits = Math.max(1, Math.floor((limit * MAX_ANSWER_BYTES * 0.8) / bytes));
+      const advice = paged
+        ? `ask for a smaller page (limit=${fits}) and follow its cursor`
+        : 'ask for fewer days or surveys';
       throw badRequest(
-        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ask for fewer days or surveys${summary && smaller.length > 0 ? `, or for the summary with ${smaller.join(' or ')}` : ''}`,
+        `the answer would be ${(bytes / 1_000_000).toFixed(1)} MB, more than the ${MAX_ANSWER_BYTES / 1_000_000} MB an answer can carry: ${advice}${summary && smaller.length > 0 ? `, or for the summary with ${smaller.join(' or ')}` : ''}`,
       );
     }
     return result;

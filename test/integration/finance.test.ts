@@ -331,6 +331,37 @@ describe('summary', () => {
     expect(named).toEqual(picked);
   });
 
+  it('a page of discrepancies too large to answer names the page size that fits, not fewer days of one survey', async () => {
+    const [one] = (await queries.discrepancyPage({ from: D1, to: D2 }, { limit: 1 })).items;
+    if (!one) throw new Error('no discrepancy to copy');
+    // Ids of 2,000 control characters each (allowed, and six bytes each in JSON): 1,000 of them are 12 MB.
+    const heavy = { ...one, pid: '\u0001'.repeat(2_000) };
+    const handler = createFinanceHandler({
+      queries: {
+        ...queries,
+        discrepancyPage: async (_period, options) => ({
+          items: Array.from({ length: options.limit }, () => heavy),
+        }),
+      },
+      auth: { mode: 'bearer', token: TOKEN },
+      timeZone: 'America/Los_Angeles',
+    });
+    const page = (limit: number) =>
+      invoke(
+        handler,
+        apiEvent('GET', `/finance/discrepancies?from=${D1}&to=${D1}&survey=8001&limit=${limit}`, {
+          headers: auth,
+        }),
+      );
+    const refused = await page(1000);
+    expect(refused.statusCode).toBe(400);
+    const message = String(jsonBody(refused).message);
+    expect(message).not.toMatch(/fewer days/);
+    const fits = Number(message.match(/ask for a smaller page \(limit=(\d+)\) and follow its cursor/)?.[1]);
+    expect(fits).toBeGreaterThan(100);
+    expect((await page(fits)).statusCode).toBe(200);
+  });
+
   it('answers per survey or totals alone when asked, and names what to ask for when the answer would be too large', async () => {
     const surveysOnly = jsonBody(await get(`/finance/summary?from=${D1}&to=${D2}&detail=surveys`));
     expect(Object.keys(surveysOnly)).not.toContain('days');
