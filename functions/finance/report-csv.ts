@@ -5,7 +5,7 @@
 import { stringify } from 'csv-stringify/sync';
 import type { FailingSpell } from '../health/health-transition';
 import { CLAIM_KINDS, LISTED_DISCREPANCY_KINDS, type VerdictKind } from '../reconciliation/verdict-kinds';
-import { withBidiEscaped } from '../shared/printable';
+import { oneLine } from '../shared/printable';
 import { type Discrepancy, type PeriodTotals, periodSummary, type SurveyDayRow } from './finance-report';
 
 /**
@@ -17,8 +17,13 @@ export function neutralize(value: string): string {
   return /^[\t\r]|^[\s\u3000\p{Cf}]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]/u.test(value) ? `'${value}` : value;
 }
 
-/** A cell as written: its bidirectional controls escaped, then neutralised. */
-export const csvCell = (value: string): string => neutralize(withBidiEscaped(value));
+/**
+ * A cell as written: its control characters (a tab or a line end an id may hold), bidirectional controls and
+ * invisible characters escaped as `\uXXXX`, as the CLI and the HTML report show them, then neutralised. A tab or a
+ * line break kept raw in a quoted cell is valid CSV, but a spreadsheet shows `victim\t42` as `victim 42`: another
+ * respondent's id, and the same row read otherwise than the HTML report shows it.
+ */
+export const csvCell = (value: string): string => neutralize(oneLine(value));
 
 function table(header: readonly string[], rows: readonly (readonly (string | number | boolean)[])[]): string {
   return stringify([header, ...rows.map((row) => row.map((cell) => csvCell(String(cell))))], {

@@ -15,7 +15,6 @@ const INVISIBLE = '\\p{Cf}\\p{Default_Ignorable_Code_Point}';
 const CONTROLS = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'gu');
 /** Whether a text holds any of them (no `g`: a test keeps no position between calls). */
 const HAS_CONTROL = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'u');
-const INVISIBLE_ONLY = new RegExp(`[${INVISIBLE}]`, 'gu');
 
 /**
  * `\uXXXX`; past the 16-bit plane (a tag character) one for each half of its surrogate pair, as JSON writes them, so
@@ -66,15 +65,6 @@ export function printable(text: string): string {
  */
 export function oneLine(text: string): string {
   return text.replace(CONTROLS, escaped);
-}
-
-/**
- * The text with only its bidirectional controls and invisible characters written as `\uXXXX`, for a CSV cell: its
- * line breaks and tabs are data (quoted), but a pid `abc\u202Efed` would show in a spreadsheet as `abcdef`, and
- * `victim-42\u200B` as `victim-42`: another respondent's id.
- */
-export function withBidiEscaped(text: string): string {
-  return text.replace(INVISIBLE_ONLY, escaped);
 }
 
 /**

@@ -184,7 +184,7 @@ describe('CSV', () => {
     expect(parsed?.pid).toBe('a;=1+1');
   });
 
-  it('round-trips through an RFC 4180 parser, quoting commas, quotes and line breaks', () => {
+  it('round-trips through an RFC 4180 parser, quoting commas and quotes, a line break escaped', () => {
     const report = financeReport(
       '2026-11-20',
       '2026-11-21',
@@ -219,8 +219,10 @@ describe('CSV', () => {
         expectedCpi: '',
       },
     ]);
+    // Commas and quotes round-trip; a line break is written as its escape (as the CLI and the HTML report show it:
+    // kept raw, a spreadsheet shows a tab or line end in an id as a space, another respondent's id).
     expect((parse(tricky, { columns: true }) as Record<string, string>[])[0]?.marketplace_status).toBe(
-      'a, "b"\nc',
+      'a, "b"\\u000ac',
     );
   });
 });

@@ -1,12 +1,8 @@
 /** What the CLI prints is safe for a terminal: control characters from outside show as text. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { oneLine, printable, say, sayJson } from '../../functions/cli/terminal';
-import {
-  shellWord,
-  signaturesMarked,
-  withBidiEscaped,
-  withoutSignatures,
-} from '../../functions/shared/printable';
+import { csvCell } from '../../functions/finance/report-csv';
+import { shellWord, signaturesMarked, withoutSignatures } from '../../functions/shared/printable';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -39,7 +35,7 @@ describe('printable', () => {
     ])
       expect(printable(`victim-42${hidden}`)).toBe(`victim-42${shown}`);
     // In a CSV cell too, and in a command to paste, where the shell's own escape makes the same pid.
-    expect(withBidiEscaped('victim-42\u200b\tx')).toBe('victim-42\\u200b\tx');
+    expect(csvCell('victim-42\u200b\tx')).toBe('victim-42\\u200b\\u0009x');
     expect(shellWord('victim-42\u200b')).toBe("$'victim-42\\u200b'");
     expect(shellWord('victim-42\u{e0041}')).toBe("$'victim-42\\U000e0041'");
     // JSON escaped so still parses to the same value (the CLI's --json): a tag character as its surrogate pair.
