@@ -457,6 +457,12 @@ export function reconciler(deps: ReconcilerDeps) {
     const servedByThisStack = servedHere(registration);
     /** Rows left out as another system's this run, by token. */
     const leftOut = new Set<string>();
+    /**
+     * The run's transactions and attempts, by token and by key: those of the days it judged (a listing reads the days
+     * beside a window too, whose rows are theirs), each once however many parts of the run read it.
+     */
+    const countedRows = new Set<string>();
+    const countedAttempts = new Set<string>();
     // One batch read for the survey's own records.
     const {
       state,
@@ -790,7 +796,6 @@ export function reconciler(deps: ReconcilerDeps) {
         for (const t of transactions)
           if (!kept.has(t) && !leftOut.has(t.token)) {
             leftOut.add(t.token);
-            outcome.transactions--;
             outcome.elsewhereRows = leftOut.size;
           }
       }
@@ -865,8 +870,18 @@ export function reconciler(deps: ReconcilerDeps) {
         }
         for (const day of missed) await deps.results.flagDay(surveyId, day, flagTime);
       }
-      // What arrived here: not the items kept for transactions never seen here.
-      outcome.attempts += attempts.filter((a) => a.redirect || a.postback).length;
+      // What arrived here, judged on these days: not the items kept for transactions never seen here, nor the
+      // attempts of the days beside them.
+      const besideDays = new Set(result.elsewhere.map(({ attempt }) => keyOf(attempt.pid, attempt.token)));
+      for (const a of attempts)
+        if ((a.redirect || a.postback) && !besideDays.has(keyOf(a.pid, a.token)))
+          countedAttempts.add(keyOf(a.pid, a.token));
+      outcome.attempts = countedAttempts.size;
+      for (const t of rowsJudged[0]) {
+        const day = filedDay(t);
+        if (day === undefined || window.includes(day)) countedRows.add(t.token);
+      }
+      outcome.transactions = countedRows.size;
       outcome.awaiting += result.awaiting;
       outcome.readByKey += byKey.length;
       outcome.earlier += result.earlier;
@@ -1049,7 +1064,6 @@ export function reconciler(deps: ReconcilerDeps) {
         if (!flags.has(day) && !plan?.freshDays.has(day) && day >= horizon)
           await deps.results.flagDay(surveyId, day, flagTime);
       outcome.duplicateRows += copied.size;
-      outcome.transactions -= copied.size;
       return copied;
     }
     /**
@@ -1293,7 +1307,6 @@ export function reconciler(deps: ReconcilerDeps) {
         for (const [day, since] of stampsBefore) emptyDays.set(day, since);
         return reconcileWindow(window, holdDays, true);
       }
-      outcome.transactions += listed.rows.length;
       outcome.duplicateRows += listed.duplicates + listed.copies.length;
       outcome.malformedRows += listed.held.length;
       const heldMessage = listed.held.length > 0 ? unreadable(listed.held).message : '';

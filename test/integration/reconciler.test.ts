@@ -997,6 +997,37 @@ describe('a row listed without a click or start time', () => {
     expect(wide).toBe(1);
   });
 
+  it("a run of one day counts that day's transactions and attempts, not those of the days its listing reads beside it", async () => {
+    await survey(7462);
+    // Two completes of the day, one of the day before and one of the day after, each with its postback here.
+    const made = await Promise.all(
+      [0, 0, -1, 1].map(() => attempt(7462, 'Completed', { postback: 'success' })),
+    );
+    for (const [index, shift] of [
+      [2, -1],
+      [3, 1],
+    ] as const) {
+      const moved = made[index];
+      if (!moved) throw new Error('no attempt');
+      moved.transaction.clickedAt = new Date(moved.transaction.clickedAt.getTime() + shift * 86_400_000);
+      moved.transaction.completedAt = new Date(moved.transaction.clickedAt.getTime() + 10 * 60_000);
+      // Its postback when it finished, on its own day (the one recorded with the others removed first).
+      await attempts.recordHit(
+        {
+          channel: 'postback',
+          surveyId: '7462',
+          outcome: 'success',
+          pid: moved.pid,
+          token: moved.token,
+          source: 'query',
+        },
+        moved.transaction.completedAt,
+      );
+    }
+    const run = await engine().run(today, today, ['7462']);
+    expect(run.outcomes[0]).toMatchObject({ status: 'reconciled', transactions: 2, attempts: 2 });
+  });
+
   it('a window whose listing times out is listed a day at a time, and remembered only once every day answered', async () => {
     await survey(7460);
     await survey(7461);
