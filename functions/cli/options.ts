@@ -75,7 +75,6 @@ export function daysOption(options: { from?: string; to?: string }): { from: str
 }
 
 /** Options that may be given more than once (each adds a value). */
-const REPEATABLE = new Set(['--survey']);
 
 /**
  * Refuses an option given twice that takes one value (`--from 2026-11-27 --from 2026-11-20`): commander keeps the
@@ -84,7 +83,9 @@ const REPEATABLE = new Set(['--survey']);
 export function refuseRepeatedOptions(command: Command, argv: readonly string[]): void {
   for (const option of command.options) {
     const flag = option.long;
-    if (!flag || REPEATABLE.has(flag)) continue;
+    // Only an option that collects (`--survey` where a command takes several): one that takes one survey answered
+    // for the last given without a word (another survey's URLs, an attempt said not to exist).
+    if (!flag || option.parseArg === collectSurveyIds) continue;
     const given = argv.filter((arg) => arg === flag || arg.startsWith(`${flag}=`)).length;
     if (given > 1) throw new Error(`${flag} is given ${given} times: give it once`);
   }

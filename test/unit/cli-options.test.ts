@@ -1,6 +1,8 @@
 /** The operator CLI's option parsers: a bad value is refused naming what is accepted, before anything runs. */
 import { InvalidArgumentError } from 'commander';
 import { describe, expect, it } from 'vitest';
+import { attemptCommand } from '../../functions/cli/attempt-command';
+import { attemptsCommand } from '../../functions/cli/attempts-command';
 import {
   dayOption,
   methodOfVariable,
@@ -9,6 +11,7 @@ import {
 } from '../../functions/cli/options';
 import { reconcileCommand } from '../../functions/cli/reconcile-command';
 import { reportCommand } from '../../functions/cli/report-command';
+import { urlsCommand } from '../../functions/cli/urls-command';
 
 describe('whole number options', () => {
   it.each(['abc', '-5', '1.5', '99999999999999', ''])('refuse %j', (value) => {
@@ -81,5 +84,12 @@ describe('options given twice', () => {
     expect(() =>
       refuseRepeatedOptions(report, ['report', '--from', '2026-11-27', '--survey', '1', '--survey', '2']),
     ).not.toThrow();
+  });
+
+  it('--survey too where a command takes one survey (it answered for the last without a word)', () => {
+    for (const command of [urlsCommand(), attemptCommand(), attemptsCommand()])
+      expect(() =>
+        refuseRepeatedOptions(command, [command.name(), '--survey', '1001', '--survey', '1002']),
+      ).toThrow('--survey is given 2 times: give it once');
   });
 });
