@@ -161,7 +161,11 @@ export async function startLocalQueue(
     }
   });
   server.listen(options.port ?? 0, options.host ?? '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
+  // A port in use fails the start (named by `npm start`), not the process with an unhandled 'error'.
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
   const endpoint = `http://${options.host ?? '127.0.0.1'}:${(server.address() as AddressInfo).port}`;
   urls = localQueueUrls(endpoint);
   // Receives beyond the limit move a message to the dead-letter queue, as a redrive policy does.

@@ -35,11 +35,14 @@ const NUMBERS = [
 ] as const;
 const notNumbers = NUMBERS.filter((name) => {
   const value = process.env[name];
-  return value !== undefined && !/^\d+$/.test(value.trim());
+  return (
+    value !== undefined &&
+    (!/^\d+$/.test(value.trim()) || (name.endsWith('PORT') && Number(value.trim()) > 65_535))
+  );
 });
 if (notNumbers.length > 0) {
   console.error(
-    `npm start: ${notNumbers.map((name) => `${name} is "${process.env[name]}"`).join(', ')}: give a whole number of milliseconds (a port for the ports; 0 turns a job off, or picks a free port)`,
+    `npm start: ${notNumbers.map((name) => `${name} is "${process.env[name]}"`).join(', ')}: give a whole number of milliseconds (a port from 0 to 65535 for the ports; 0 turns a job off, or picks a free port)`,
   );
   process.exit(1);
 }
