@@ -64,7 +64,9 @@ export function printable(text: string): string {
  * feed in a pid would start what reads as another row (a forged redirect chooses its pid).
  */
 export function oneLine(text: string): string {
-  return text.replace(CONTROLS, escaped);
+  // A backslash the id holds before a `u` is written doubled: `victim-42\u200b` typed as text must not show as the
+  // zero-width space's escape (another respondent's id shown the same).
+  return text.replace(/\\(?=u)/g, '\\\\').replace(CONTROLS, escaped);
 }
 
 /**

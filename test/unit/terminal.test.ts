@@ -36,6 +36,10 @@ describe('printable', () => {
       expect(printable(`victim-42${hidden}`)).toBe(`victim-42${shown}`);
     // In a CSV cell too, and in a command to paste, where the shell's own escape makes the same pid.
     expect(csvCell('victim-42\u200b\tx')).toBe('victim-42\\u200b\\u0009x');
+    // An id that holds the escape's text itself shows apart from the one that holds the character.
+    expect(oneLine('victim-42\\u200b')).toBe('victim-42\\\\u200b');
+    expect(oneLine('victim-42\\u200b')).not.toBe(oneLine('victim-42\u200b'));
+    expect(csvCell('C:\\data')).toBe('C:\\data');
     expect(shellWord('victim-42\u200b')).toBe("$'victim-42\\u200b'");
     expect(shellWord('victim-42\u{e0041}')).toBe("$'victim-42\\U000e0041'");
     // JSON escaped so still parses to the same value (the CLI's --json): a tag character as its surrogate pair.
