@@ -77,7 +77,6 @@ export function refusedHit(
   refusal: { readonly code: RefusalCode; readonly reason: string },
   received: { readonly at: Date; readonly requestId: string; readonly sourceIp: string },
 ): RejectedHit {
-  const params = new URLSearchParams(request.rawQueryString);
   const pid = queryParameter(request.rawQueryString, 'pid');
   return {
     at: received.at.toISOString(),
@@ -87,9 +86,10 @@ export function refusedHit(
     reason: refusal.reason,
     surveyId: request.pathParameters.surveyId,
     outcome: request.pathParameters.outcome,
-    // As a recorded hit's pid reads (a Latin-1 byte kept as its escape), so the two can be told apart and matched.
+    // As a recorded hit's pid reads (a Latin-1 byte kept as its escape), so the two can be told apart and matched;
+    // the token too, whose bytes that are not UTF-8 (why it was refused, perhaps) would all read as U+FFFD.
     pid,
-    token: params.get('token') ?? undefined,
+    token: queryParameter(request.rawQueryString, 'token'),
     sourceIp: received.sourceIp,
   };
 }

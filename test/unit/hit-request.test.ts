@@ -4,6 +4,7 @@ import {
   MAX_BODY_BYTES,
   readClaim,
   readIdentity,
+  refusedHit,
 } from '../../functions/receiving/hit-request';
 import { Rejection } from '../../functions/shared/rejection';
 
@@ -631,5 +632,19 @@ describe('reading the identity', () => {
     const error = rejection(() => identity(request(overrides)));
     expect(error.status).toBe(status);
     expect(error.message).toBe(message);
+  });
+});
+
+describe('a refused hit as stored', () => {
+  it('keeps the bytes of a token that are not UTF-8 as their escapes, as its pid, not as U+FFFD (two tokens one)', () => {
+    const refused = (token: string) =>
+      refusedHit(
+        'postback',
+        request({ rawQueryString: `pid=Jos%E9&token=${token}&kid=k1&sig=abc` }),
+        { code: 'bad_request', reason: 'token is not well-formed UTF-8' },
+        { at: new Date('2026-11-28T00:00:00Z'), requestId: 'r1', sourceIp: '192.0.2.1' },
+      );
+    expect(refused('%C0%AF')).toMatchObject({ pid: 'Jos%E9', token: '%C0%AF' });
+    expect(refused('%C1%BF').token).not.toBe(refused('%C0%AF').token);
   });
 });
