@@ -33,21 +33,21 @@ import {
 export const SAYS_NOT_LIVE = /paused|closed|not live|inactive|not active/i;
 /** A message that says a survey has no redirects of its own (`No survey specific redirects found`). */
 export const SAYS_NO_REDIRECTS = /\bno\b.*\bredirect|redirects? (?:were |was )?not found/i;
-const CALLER_WORDS = String.raw`(?:access |api |auth )?token|unauthori[sz]ed|authenticat\w*|authori[sz]ation|credentials?|permission|forbidden|rate[- ]limit\w*|too many|slow down|throttl\w*`;
 /** Words of a refusal of the caller or of the call's rate, never of a survey (whatever status they come with). */
-export const ABOUT_THE_CALLER = new RegExp(String.raw`\b(?:${CALLER_WORDS}|quota)\b`, 'i');
+export const ABOUT_THE_CALLER =
+  /\b(?:(?:access |api |auth )?token|unauthori[sz]ed|authenticat\w*|authori[sz]ation|credentials?|permission|forbidden|rate[- ]limit\w*|too many|slow down|quota|throttl\w*)\b/i;
 /**
- * The same words in a success (a refusal answered 200): a quota only the API's, as a survey's quota (full, over) is
- * what a lookup of a closed survey may well say.
+ * A success that is a refusal of the call's rate (answered 200 during a rate limit): words of a limit reached, never
+ * a rate merely mentioned ("Rate limit: 100 calls/min"). Asked again later, the call may pass.
  */
-const SUCCESS_REFUSES_THE_CALLER = new RegExp(
-  String.raw`\b(?:${CALLER_WORDS}|(?:api|request|call|daily|rate) quota)\b`,
-  'i',
-);
-/** A sentence that says a survey is not live ("Survey 7201 is Paused/Closed"), whatever else the message says. */
-const SAYS_SURVEY_NOT_LIVE = /\bsurvey\b[^.;:!?]*\b(?:paused|closed|not live|inactive|not active)\b/i;
-/** Of those, the words of a rate: asked again later, the call may pass. */
-const ABOUT_THE_RATE = /\b(?:rate[- ]limit\w*|too many|slow down|throttl\w*|quota)\b/i;
+const SUCCESS_REFUSES_THE_RATE =
+  /\btoo many (?:requests|calls)\b|\bslow down\b|\bthrottl(?:ed|ing)\b|\brate[- ]limit\w*\b[^.;]*?\b(?:exceed\w*|reached|hit)\b|\b(?:exceed\w*|reached)\b[^.;]*?\brate[- ]limit|\b(?:api|request|call|daily) quota\b[^.;]*?\b(?:exceed\w*|reached|used up)\b/i;
+/**
+ * A success that is a refusal of the caller's token or credentials (answered 200): the token said to be wrong, not
+ * merely named ("No surveys available for this token", "your access token is valid").
+ */
+const SUCCESS_REFUSES_THE_TOKEN =
+  /\b(?:access |api |auth )?token\b[^.;]*?\b(?:invalid|expired|inactive|revoked|missing|disabled|not valid|not active|not recogni[sz]ed|refused|rejected)\b|\b(?:invalid|expired|inactive|revoked|missing|disabled|unknown)\b[^.;]{0,20}?\b(?:access |api |auth )?token\b|\bunauthori[sz]ed\b|\bauthentication (?:failed|required)\b|\b(?:permission|access) denied\b|\binvalid credentials\b/i;
 export type ApiVersion = 'v1' | 'v2';
 
 export interface MarketplaceClientOptions {
@@ -107,6 +107,7 @@ export interface MarketplaceErrorOptions {
   readonly retriable?: boolean;
   readonly tooLarge?: boolean;
   readonly tokenRefused?: boolean;
+  readonly callerRefused?: boolean;
   readonly heldOffUntil?: number;
 }
 
@@ -123,6 +124,8 @@ export class MarketplaceError extends Error {
   readonly tooLarge: boolean;
   /** A 401 to a call's first try: tried once more with the token read afresh. */
   readonly tokenRefused: boolean;
+  /** A success that said the call or its token was refused (a refusal answered 200): as a 401 or a 429 would. */
+  readonly callerRefused: boolean;
   /**
    * Epoch ms until which the marketplace asked for no calls (a 429's Retry-After longer than this client waits):
    * this call was refused so, or not made at all. Nothing to hold against the survey it was for: asked again
@@ -139,6 +142,7 @@ export class MarketplaceError extends Error {
     this.retriable = options.retriable ?? false;
     this.tooLarge = options.tooLarge ?? false;
     this.tokenRefused = options.tokenRefused ?? false;
+    this.callerRefused = options.callerRefused ?? false;
     if (options.heldOffUntil !== undefined) this.heldOffUntil = options.heldOffUntil;
   }
 }
@@ -363,6 +367,7 @@ export const MARKETPLACE_DOWN_SURVEYS = 10;
 export const marketplaceDown = (error: unknown): boolean =>
   error instanceof MarketplaceError &&
   (error.retriable ||
+    error.callerRefused ||
     error.kind === 'network' ||
     error.kind === 'timeout' ||
     error.httpStatus === 401 ||
@@ -643,26 +648,33 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
           httpStatus: status,
         });
       }
-      // A success that carries nothing and whose words are the caller's (a rate limit, a token refused, answered 200
-      // with an empty list): a refusal, not an answer. Read as one, a transaction list of no rows judged every
-      // complete of its days not paid, a lookup "paused" closed a live survey, a read-back reported drift, and an
-      // empty listing moved the sync's checkpoint past surveys it never saw. A success with data stands.
-      if (
-        (callOptions.method ?? 'GET') === 'GET' &&
-        status >= 200 &&
-        status < 300 &&
-        json !== undefined &&
-        carriesNothing(json) &&
-        SUCCESS_REFUSES_THE_CALLER.test(said) &&
-        !SAYS_SURVEY_NOT_LIVE.test(said)
-      ) {
+      // A success that carries nothing and says the call or its token was refused (a rate limit, a token refused,
+      // answered 200 with an empty list): a refusal, not an answer. Read as one, a transaction list of no rows judged
+      // every complete of its days not paid, a lookup "access paused" closed a live survey, a read-back reported drift,
+      // and an empty listing moved the sync's checkpoint past surveys it never saw. A success with data stands, and
+      // one whose words only name a rate or a token (a survey closed "for this token") is read as ever. A rate refused
+      // is retried and counts as the marketplace out of reach; a token refused is read afresh once, as after a 401,
+      // and then counts so too (one revoked token is every survey's failure, not each survey's own).
+      const refusal =
+        (callOptions.method ?? 'GET') === 'GET' && status >= 200 && status < 300 && json && carriesNothing(json)
+          ? SUCCESS_REFUSES_THE_RATE.test(said)
+            ? 'rate'
+            : SUCCESS_REFUSES_THE_TOKEN.test(said)
+              ? 'token'
+              : undefined
+          : undefined;
+      if (refusal) {
+        const firstRefusal = refusal === 'token' && !tokenRefused;
+        if (firstRefusal) tokenRefused = true;
         throw new MarketplaceError({
           endpoint,
           kind: 'failure',
           detail: `HTTP ${status}: a success without data that says: ${message.slice(0, 200)}`,
           httpStatus: status,
           marketplaceMessage: message || undefined,
-          retriable: ABOUT_THE_RATE.test(said),
+          retriable: refusal === 'rate',
+          tokenRefused: firstRefusal,
+          callerRefused: true,
         });
       }
       // Told on the message as sent (a token's characters concealed inside its words would hide "No data found").

@@ -291,17 +291,19 @@ describe('answers', () => {
     expect((await failure(api.getAllocatedSurveysByDate(new Date()))).message).toMatch(/no result list/);
   });
 
-  it('refuse a success that carries nothing and speaks of the caller (a rate limit or a token answered 200), rather than read it as no data', async () => {
+  it('refuse a success that carries nothing and says the call or its token was refused (answered 200), rather than read it as no data', async () => {
     const answering = (msg: string, extra: Record<string, unknown> = {}) => {
       let calls = 0;
+      let reads = 0;
       const fetcher: typeof fetch = async () => {
         calls++;
         return json(200, { apiStatus: 'success', msg, ...extra });
       };
-      return { fetch: fetcher, calls: () => calls };
+      return { fetch: fetcher, calls: () => calls, reads: () => reads, token: () => `t${++reads}` };
     };
     const day = { startDate: '2026-11-20', endDate: '2026-11-20' };
-    // Transactions: an empty list during a rate limit is no answer (three completes were judged not paid); retried.
+    // Transactions: an empty list during a rate limit is no answer (three completes were judged not paid); retried,
+    // and the marketplace out of reach as for a 429.
     const limited = answering('Too many requests. Rate limit exceeded, retry later', { result: [] });
     const error = await failure(
       client({ fetch: limited.fetch, retries: 2 }).getSurveyTransactions('2210', day),
@@ -309,23 +311,27 @@ describe('answers', () => {
     expect(error).toMatchObject({ kind: 'failure', retriable: true });
     expect(error.message).toMatch(/a success without data that says: Too many requests/);
     expect(limited.calls()).toBe(3);
-    // A token refused: not retried (the same token would be refused again), and never a survey paused or closed.
+    expect(marketplaceDown(error)).toBe(true);
+    // A token refused: read afresh once, as after a 401, then the marketplace refusing every call (not this survey).
     const inactive = answering('Access token inactive, please renew');
     const refusal = await failure(
-      client({ fetch: inactive.fetch, retries: 2 }).getAllocatedSurveyById('2210'),
+      client({ fetch: inactive.fetch, retries: 2, accessToken: inactive.token }).getAllocatedSurveyById(
+        '2210',
+      ),
     );
     expect(refusal).toMatchObject({ kind: 'failure', retriable: false });
-    expect(inactive.calls()).toBe(1);
-    expect(
-      (
-        await failure(
-          client({
-            fetch: answering('Too many requests: API access paused for 60 seconds').fetch,
-            retries: 0,
-          }).getAllocatedSurveyById('2210'),
-        )
-      ).kind,
-    ).toBe('failure');
+    expect([inactive.calls(), inactive.reads()]).toEqual([2, 2]);
+    expect(marketplaceDown(refusal)).toBe(true);
+    // A lookup whose sentence names the survey but refuses the call is no closure either.
+    for (const msg of [
+      'Too many requests: API access paused for 60 seconds',
+      'Survey API access paused for this token: rate limit exceeded',
+      'Invalid access token for survey 2210',
+    ])
+      expect(
+        (await failure(client({ fetch: answering(msg).fetch, retries: 0 }).getAllocatedSurveyById('2210')))
+          .kind,
+      ).toBe('failure');
     // The sync's listings: no checkpoint moves on a refusal.
     const slowDown = answering('Too many requests, slow down', { result: [] });
     expect(
@@ -342,16 +348,31 @@ describe('answers', () => {
         (await failure(client({ fetch: readBack.fetch, retries: 0 }).getSurveyRedirects('2210'))).kind,
       ).toBe('failure');
     }
-    // What a lookup of a closed survey says, its quota included, is still the survey closed; data with such words stands.
-    const closed = answering('Survey 2210 is Paused/Closed (token expires in 3 days): quota full');
-    expect(await client({ fetch: closed.fetch, retries: 0 }).getAllocatedSurveyById('2210')).toMatchObject({
-      live: false,
-    });
-    const withRows = answering('Rate limit: 99 calls left', { result: [] });
+    // What only names a token, a quota or a rate is read as ever: a survey closed, an empty listing, no rows.
+    for (const msg of [
+      'Survey 2210 is Paused/Closed (token expires in 3 days): quota full',
+      'Closed survey: no more entries for this token',
+      'Paused by the buyer (survey 2210); your access token is valid',
+    ])
+      expect(
+        await client({ fetch: answering(msg).fetch, retries: 0 }).getAllocatedSurveyById('2210'),
+      ).toMatchObject({
+        live: false,
+      });
     expect(
-      (await failure(client({ fetch: withRows.fetch, retries: 0 }).getSurveyTransactions('2210', day))).kind,
-    ).toBe('failure');
-    const listed = answering('Rate limit: 99 calls left', {
+      await client({
+        fetch: answering('No surveys available for this token', { result: null }).fetch,
+        retries: 0,
+      }).getAllocatedSurveys(),
+    ).toMatchObject({ rows: [] });
+    expect(
+      await client({
+        fetch: answering('Transactions. Rate limit: 100 calls/min', { result: [] }).fetch,
+        retries: 0,
+      }).getSurveyTransactions('2210', day),
+    ).toMatchObject({ rows: [] });
+    // A success with data stands whatever its message.
+    const listed = answering('Rate limit exceeded soon: 1 call left', {
       result: [{ token: 'abc', status: 'Completed' }],
     });
     await expect(
