@@ -656,7 +656,11 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
       // is retried and counts as the marketplace out of reach; a token refused is read afresh once, as after a 401,
       // and then counts so too (one revoked token is every survey's failure, not each survey's own).
       const refusal =
-        (callOptions.method ?? 'GET') === 'GET' && status >= 200 && status < 300 && json && carriesNothing(json)
+        (callOptions.method ?? 'GET') === 'GET' &&
+        status >= 200 &&
+        status < 300 &&
+        json &&
+        carriesNothing(json)
           ? SUCCESS_REFUSES_THE_RATE.test(said)
             ? 'rate'
             : SUCCESS_REFUSES_THE_TOKEN.test(said)

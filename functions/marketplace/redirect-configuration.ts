@@ -436,32 +436,34 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
       // Only over the registration this apply read: another writer that recorded the survey meanwhile (a rotation
       // beside the scheduled sync, an operator's apply) set it too, and which settings the marketplace kept, its or
       // these, is not known. Verified either way, the last write would claim a key the marketplace may not hold.
-      const verifiedOver = (read: typeof registration) =>
-        deps.registry.replace(
-          {
-            surveyId,
-            state: 'active',
-            fingerprint,
-            kid: ring.current.kid,
-            appliedAt: at,
-            ...servingSince(read, at, true),
-            verified: true,
-            verifiedAt: at,
-            failures: 0,
-            ...prices,
-            ...changeLooked(price),
-            ...stillClosed(read),
-            updatedAt: at,
-          },
-          read,
-        );
-      let written = await verifiedOver(registration);
+      let written = await deps.registry.replace(
+        {
+          surveyId,
+          state: 'active',
+          fingerprint,
+          kid: ring.current.kid,
+          appliedAt: at,
+          ...servingSince(registration, at, true),
+          verified: true,
+          verifiedAt: at,
+          failures: 0,
+          ...prices,
+          ...changeLooked(price),
+          ...stillClosed(registration),
+          updatedAt: at,
+        },
+        registration,
+      );
       if (!written) {
-        // The other writer recorded these very settings (the same key and fingerprint: a schedule's tick delivered
-        // twice, two syncs at once): whichever the marketplace kept, it holds these, and this read-back saw them.
+        // The other writer recorded these very settings verified (the same key and fingerprint: a schedule's tick
+        // delivered twice, two syncs at once): whichever the marketplace kept, it holds these. Not one it recorded
+        // unverified: its finding (a read-back that differed) may be the newer.
         const now = await deps.registry.get(surveyId);
-        if (now?.state === 'active' && now.fingerprint === fingerprint && now.kid === ring.current.kid)
-          written = now.verified || (await verifiedOver(now));
+        written =
+          now?.state === 'active' &&
+          now.verified &&
+          now.fingerprint === fingerprint &&
+          now.kid === ring.current.kid;
       }
       if (!written) {
         // Left unverified, the next sync run applies the current key's settings and reads them back.

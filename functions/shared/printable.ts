@@ -64,9 +64,9 @@ export function printable(text: string): string {
  * feed in a pid would start what reads as another row (a forged redirect chooses its pid).
  */
 export function oneLine(text: string): string {
-  // A backslash the id holds before a `u` is written doubled: `victim-42\u200b` typed as text must not show as the
-  // zero-width space's escape (another respondent's id shown the same).
-  return text.replace(/\\(?=u)/g, '\\\\').replace(CONTROLS, escaped);
+  // A backslash is written doubled, the escapes' own character: `victim-42\u200b` typed as text must not show as
+  // the zero-width space's escape, nor `x\` followed by one as the text (another respondent's id shown the same).
+  return text.replaceAll('\\', '\\\\').replace(CONTROLS, escaped);
 }
 
 /**

@@ -39,7 +39,8 @@ describe('printable', () => {
     // An id that holds the escape's text itself shows apart from the one that holds the character.
     expect(oneLine('victim-42\\u200b')).toBe('victim-42\\\\u200b');
     expect(oneLine('victim-42\\u200b')).not.toBe(oneLine('victim-42\u200b'));
-    expect(csvCell('C:\\data')).toBe('C:\\data');
+    expect(oneLine('x\\\u200b')).not.toBe(oneLine('x\\u200b'));
+    expect(csvCell('C:\\data')).toBe('C:\\\\data');
     expect(shellWord('victim-42\u200b')).toBe("$'victim-42\\u200b'");
     expect(shellWord('victim-42\u{e0041}')).toBe("$'victim-42\\U000e0041'");
     // JSON escaped so still parses to the same value (the CLI's --json): a tag character as its surrogate pair.
