@@ -388,6 +388,12 @@ export function reconciler(deps: ReconcilerDeps) {
   const lookbackDays = deps.lookbackDays ?? DEFAULT_LOOKBACK_DAYS;
   const freshDays = deps.freshDays ?? DEFAULT_FRESH_DAYS;
   const settledRecheckMs = deps.settledRecheckMs ?? DEFAULT_SETTLED_RECHECK_HOURS * 3_600_000;
+  /**
+   * How often days past the window that wait for a review are read, and how soon a failed weekly look is made again:
+   * daily, or as often as settled days are re-checked if that is oftener. Never less often than daily, whatever the
+   * setting: a review weeks later must reach what is owed, and a look within the horizon before it closes.
+   */
+  const dailyRecheckMs = Math.min(settledRecheckMs, 86_400_000);
   const progressEveryMs = deps.progressEveryMs ?? 10_000;
   const windowListMs = (deps.windowListHours ?? 1) * 3_600_000;
   /** As of when attempts read at `at` are taken to be complete (`at` itself for the items). */
@@ -480,7 +486,7 @@ export function reconciler(deps: ReconcilerDeps) {
     const past = (state?.openDays ?? []).filter((day) => !days.includes(day) && day >= horizon);
     const open =
       plan !== undefined &&
-      (state?.openCheckedAt ?? '') <= new Date(at.getTime() - settledRecheckMs).toISOString()
+      (state?.openCheckedAt ?? '') <= new Date(at.getTime() - dailyRecheckMs).toISOString()
         ? past
         : [];
     // Days past the window with nothing awaiting review (`reviewedDays`): their rows listed again once a week, and
@@ -1528,7 +1534,7 @@ export function reconciler(deps: ReconcilerDeps) {
                 !weeklyLookDue || reviewed.length === 0
                   ? state?.reviewedCheckedAt
                   : new Date(
-                      at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - settledRecheckMs : 0),
+                      at.getTime() - (reviewedFailed ? REVIEWED_RECHECK_MS - dailyRecheckMs : 0),
                     ).toISOString(),
               // The day at the horizon (or the one a day past it) listed by this run; failed, the next run tries.
               ...(finalDaysRead.length > 0 && !reviewedFailed

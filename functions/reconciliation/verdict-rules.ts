@@ -594,7 +594,10 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
     const day = clicked ? dayOf(clicked) : attempt && attemptDay(attempt);
     if (!day) continue;
     if (!owned.has(day)) {
-      if (attempt && arrivedHere(attempt)) elsewhere.push({ day, attempt });
+      // An attempt, or an item made for a row nothing arrived for, whose row is filed under a day not judged here:
+      // that day's (a row re-filed onto the day beside: that day is judged in the same run, or its complete not
+      // received would count on no day).
+      if (attempt) elsewhere.push({ day, attempt });
       continue;
     }
     // An item made for a row no longer listed is retired, unless the row was a complete: its reversal is judged

@@ -1512,6 +1512,41 @@ describe('settled days', () => {
     expect(readDay(oldest)).toBe(false);
   });
 
+  it('settled days re-checked monthly: a Pending day past the window is still read daily, a failed weekly look made again the next day', async () => {
+    const monthly = 720;
+    await survey(7926);
+    const oldest = WEEK[0] as string;
+    const pending = await complete(7926, oldest, { verify: 'Pending' });
+    await hourly(monthly);
+    clock += 2 * 24 * HOUR;
+    await hourly(monthly);
+    expect((await results.surveyState('7926'))?.openDays).toEqual([oldest]);
+    // The buyer accepts it: the next day's read takes it into what is owed, not the month's.
+    pending.verifyToken = 'Valid';
+    clock += 24 * HOUR;
+    await hourly(monthly);
+    expect((await results.summariesOf('7926', [oldest]))[0]?.marketplace).toMatchObject({
+      validCompletes: 1,
+      owed: '1.50',
+    });
+    // Now a reviewed day, looked at weekly.
+    clock += 24 * HOUR;
+    await hourly(monthly);
+    expect(await results.surveyState('7926')).toMatchObject({ reviewedDays: [oldest] });
+    // Its weekly look fails: the next is made a day later, never at a time already past nor weeks on.
+    const checked = Date.parse((await results.surveyState('7926'))?.reviewedCheckedAt ?? '');
+    clock = checked + 7 * 24 * HOUR + HOUR;
+    failListingsBefore = nextDay(oldest, 2);
+    try {
+      await hourly(monthly);
+    } finally {
+      failListingsBefore = undefined;
+    }
+    const next = Date.parse((await results.surveyState('7926'))?.reviewedCheckedAt ?? '') + 7 * 24 * HOUR;
+    expect(next - clock).toBeGreaterThan(0);
+    expect(next - clock).toBeLessThanOrEqual(24 * HOUR);
+  });
+
   it('a day past the window with a review it does not know is read daily, shown as money until the marketplace says', async () => {
     await survey(7405);
     const oldest = WEEK[0] as string;

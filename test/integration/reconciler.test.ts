@@ -892,6 +892,28 @@ describe('a row listed without a click or start time', () => {
     expect((await results.summariesOf('7016', [second]))[0]?.marketplace.transactions).toBe(0);
   });
 
+  it('a complete nothing arrived for, its row re-filed onto the quiet day before: judged there in the same run, owed on one day', async () => {
+    await survey(7463);
+    const [before, day] = [nextDay(today, -3), nextDay(today, -2)];
+    const clickedOn = (d: string) =>
+      formatPacificTime(new Date(pacificDayRange(d).start.getTime() + 10 * 3_600_000));
+    const row = (d: string) => ({ ...listedComplete('nr63', 'nr63'), clkDateTime: clickedOn(d) });
+    const rows = [{ created: day, row: row(day) }];
+    const marketplace = byCreation(rows, []);
+    await engine({ marketplace }).run(day, day, ['7463']);
+    const owedOn = async (d: string) => (await results.summariesOf('7463', [d]))[0]?.marketplace.owed ?? '0';
+    expect(await owedOn(day)).toBe('1.50');
+    // Re-filed onto the day before, which has no rows, attempts or verdicts of its own: the day's run sees it
+    // there (its listing reads the days beside it) and judges that day too.
+    rows.splice(0, rows.length, { created: before, row: row(before) });
+    await engine({ marketplace }).run(day, day, ['7463']);
+    expect([await owedOn(before), await owedOn(day)]).toEqual(['1.50', '0.00']);
+    expect((await attempts.attemptsOf('7463', 'nr63'))[0]?.reconciliation).toMatchObject({
+      day: before,
+      verdict: 'complete_not_received',
+    });
+  });
+
   it("a row the earlier day still lists with the later day's time is the later day's, not a copy", async () => {
     await survey(7017);
     const [earlier, later] = [nextDay(today, -4), nextDay(today, -2)];
