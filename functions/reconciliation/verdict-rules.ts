@@ -34,7 +34,7 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
  * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
-export const VERDICT_RULES_EDITION = 5;
+export const VERDICT_RULES_EDITION = 6;
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
