@@ -178,7 +178,7 @@ export function reconcileCommand(): Command {
         const left = report.outcomes.filter((o) => o.status === 'deferred');
         if (left.length > 0) {
           complain(
-            `${left.length} of ${report.outcomes.length} surveys were not taken up (${report.marketplaceRefusedUntil ? `the marketplace asked for no calls until ${report.marketplaceRefusedUntil}` : 'the marketplace is not answering'}): run the command again for them${report.marketplaceRefusedUntil ? ' after then' : ''} (${left
+            `${left.length} of ${report.outcomes.length} surveys were not taken up (${report.marketplaceRefusedUntil ? `the marketplace is refusing calls (429): none is made until ${report.marketplaceRefusedUntil}` : 'the marketplace is not answering'}): run the command again for them${report.marketplaceRefusedUntil ? ' after then' : ''} (${left
               .slice(0, 20)
               .map((o) => o.surveyId)
               .join(', ')}${left.length > 20 ? ', ...' : ''})`,

@@ -92,7 +92,7 @@ export function redirectsCommand(): Command {
         const r = comparison.registration;
         say(`survey ${comparison.surveyId}  live: ${comparison.live}`);
         say(
-          `registry: ${r ? `${r.state}, key ${r.kid ?? '-'}, applied ${r.appliedAt ?? '-'}, ${r.verified ? 'verified' : 'not verified'}${r.lastError ? `, last error: ${r.lastError}` : ''}` : 'not registered'}`,
+          `registry: ${r ? `${r.state}, key ${r.kid ?? '-'}, applied ${r.appliedAt ?? '-'}, ${r.verified ? `verified${r.verifiedAt ? ` ${r.verifiedAt}` : ''} (as of its last read-back)` : 'not verified'}${r.lastError ? `, last error: ${r.lastError}` : ''}` : 'not registered'}`,
         );
         for (const [field, expected] of Object.entries(comparison.expected)) {
           const actual = comparison.actual[field as keyof typeof comparison.actual];
@@ -110,10 +110,13 @@ export function redirectsCommand(): Command {
             `${same ? '  ' : '✗ '}${field.padEnd(19)} ${same ? `${expected}${note}` : `expected ${expected}\n${' '.repeat(22)}actual   ${actual ?? '(none)'}`}`,
           );
         }
+        // Changed at the marketplace since its last read-back (its console, another integration): the registry
+        // still says verified, and `apply` without --force would answer "unchanged" and make no call, while the
+        // completes go to where the marketplace now points (the daily read-back puts it back within a day).
         say(
           comparison.differences.length === 0
             ? 'the marketplace agrees'
-            : `${comparison.differences.length} fields differ`,
+            : `${comparison.differences.length} fields differ${r?.state === 'active' ? `: set them again now with npm run cli -- redirects apply --force --survey ${comparison.surveyId}` : ''}`,
         );
       }
       if (comparison.differences.length > 0) process.exitCode = 1;

@@ -479,7 +479,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         endpoint,
         kind: 'http',
         httpStatus: 429,
-        detail: `HTTP 429: not tried, the marketplace asked for no calls until ${new Date(refusedUntil).toISOString()}`,
+        detail: `HTTP 429: not tried: the marketplace is refusing calls, none is made until ${new Date(refusedUntil).toISOString()}`,
         retriable: true,
         heldOffUntil: refusedUntil,
       });

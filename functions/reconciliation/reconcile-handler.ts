@@ -114,8 +114,8 @@ export function createReconcileHandler({
         const resumable = refusedUntil + RESUME_AFTER_REFUSAL_MIN_MS <= deadline.getTime();
         logger.warn(
           resumable && waited < REFUSALS_WAITED
-            ? 'the marketplace asked for no calls for a while: the run resumes when the pause is over'
-            : 'the marketplace asked for no calls past what this invocation can wait: the next scheduled invocation resumes the run',
+            ? 'the marketplace is refusing calls (429) for a while: the run resumes when the pause is over'
+            : 'the marketplace is refusing calls (429) past what this invocation can wait: the next scheduled invocation resumes the run',
           { runId: report.runId, refusedUntil: report.marketplaceRefusedUntil, left: summary.deferred },
         );
         if (!resumable || waited >= REFUSALS_WAITED) {

@@ -103,7 +103,7 @@ export const METRIC_CATALOGUE = {
     unit: 'Count',
     dimensions: {},
     about:
-      'reconciliation runs that stopped because the marketplace asked for no calls (429 Retry-After) past what the invocation can wait: 1 each such run',
+      'reconciliation runs that stopped because the marketplace refused calls (429: a Retry-After, or refused through every retry) past what the invocation can wait: 1 each such run',
   },
   ReconcileFailedSurveys: {
     unit: 'Count',

@@ -573,7 +573,7 @@ describe('faults', () => {
     expect(first.message).toMatch(/asked for no calls for 3600 s; none is made until \d{4}-/);
     // Every other call of the client fails without asking (a later run's client asks again).
     const second = await failure(api.getMetadata());
-    expect(second.message).toMatch(/not tried, the marketplace asked for no calls until/);
+    expect(second.message).toMatch(/not tried: the marketplace is refusing calls, none is made until/);
     expect(hour.calls()).toBe(1);
     // A date far off is obeyed for an hour at most.
     const far = failingFirst(

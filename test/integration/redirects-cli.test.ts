@@ -141,6 +141,22 @@ describe('redirects show', () => {
   });
 });
 
+describe('redirects show, drifted', () => {
+  it('a survey changed at the marketplace since its read-back: the verification is dated, and the command that sets it again named', {
+    timeout: 60_000,
+  }, async () => {
+    expect((await cli('redirects', 'apply', '--survey', '9222')).code).toBe(0);
+    // Its postbacks pointed elsewhere from the marketplace's console: the registry still says verified.
+    stored.set('9222', { ...stored.get('9222'), pstbck: 'https://elsewhere.example/pb' });
+    const drifted = await cli('redirects', 'show', '--survey', '9222');
+    expect(drifted.code).toBe(1);
+    expect(drifted.stdout).toMatch(/verified \d{4}-\d\d-\d\dT[\d:.]+Z \(as of its last read-back\)/);
+    expect(drifted.stdout).toContain(
+      '1 fields differ: set them again now with npm run cli -- redirects apply --force --survey 9222',
+    );
+  });
+});
+
 describe('output for other programs', () => {
   it('--json is JSON alone on standard output, a rotation included', async () => {
     expect((await cli('redirects', 'apply', '--survey', '9104')).code).toBe(0);
@@ -592,7 +608,7 @@ describe('reconcile', () => {
       const refused = await cli('reconcile', '--survey', '9106', '--survey', '9107');
       expect(refused.code).toBe(1);
       expect(refused.stdout).toMatch(
-        /2 of 2 surveys were not taken up \(the marketplace asked for no calls until \d{4}-\d\d-\d\dT[\d:.]+Z\): run the command again for them after then \(9106, 9107\)/,
+        /2 of 2 surveys were not taken up \(the marketplace is refusing calls \(429\): none is made until \d{4}-\d\d-\d\dT[\d:.]+Z\): run the command again for them after then \(9106, 9107\)/,
       );
       expect(refused.stdout).not.toContain('could not be reconciled');
     } finally {
