@@ -93,14 +93,21 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
             },
           );
         }
+        // The lists of what failed, bounded: a month of incidents at ten times is tens of thousands of spells, which
+        // would push even the totals past what an answer carries. The first of each, and how many more (the CLI's
+        // report, `--table failing`, lists them all).
+        const bounded = <T>(name: string, list: readonly T[]) => ({
+          [name]: list.slice(0, FAILING_IN_JSON),
+          ...(list.length > FAILING_IN_JSON ? { [`${name}LeftOut`]: list.length - FAILING_IN_JSON } : {}),
+        });
         return json(200, {
           timeZone,
           ...period,
           totals: figures.totals,
           ...(detail !== 'totals' ? { surveys: figures.surveys } : {}),
           ...(figures.days ? { days: figures.days } : {}),
-          failingSurveys,
-          reconciliationFailing: unreconciled,
+          ...bounded('failingSurveys', failingSurveys),
+          ...bounded('reconciliationFailing', unreconciled),
           ...(unknown.length > 0 ? { unregisteredSurveys: unknown } : {}),
         });
       },
@@ -238,6 +245,8 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
 
 /** The surveys a CSV answer's `x-reconciliation-failing` header names at most. */
 const FAILING_IN_HEADER = 50;
+/** The failing spells, and the surveys failing reconciliation, a JSON summary lists at most (each). */
+export const FAILING_IN_JSON = 1_000;
 
 /** How much of the summary to answer: per survey and day (all), per survey and totals, or the totals alone. */
 const SUMMARY_DETAILS: readonly string[] = ['days', 'surveys', 'totals'] satisfies readonly SummaryDetail[];
