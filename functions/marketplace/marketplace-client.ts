@@ -41,13 +41,13 @@ export const ABOUT_THE_CALLER =
  * a rate merely mentioned ("Rate limit: 100 calls/min"). Asked again later, the call may pass.
  */
 const SUCCESS_REFUSES_THE_RATE =
-  /\btoo many (?:requests|calls)\b|\bslow down\b|\bthrottl(?:ed|ing)\b|\brate[- ]limit\w*\b[^.;]*?\b(?:exceed\w*|reached|hit)\b|\b(?:exceed\w*|reached)\b[^.;]*?\brate[- ]limit|\b(?:api|request|call|daily) quota\b[^.;]*?\b(?:exceed\w*|reached|used up)\b/i;
+  /\btoo many (?:requests|calls)\b|\bslow down\b|\bthrottl(?:ed|ing)\b|\b(?:rate|request|call|api)s?[- ]limit\w*\b[^.;]*?\b(?:exceed\w*|reached|hit)\b|\b(?:exceed\w*|reached)\b[^.;]*?\b(?:rate|request|call|api)s?[- ]limit|(?<!survey |survey's )\bquota\b[^.;]*?\b(?:exceed\w*|reached|used up)\b|\bexceed\w* (?:your |the |its )?(?:api |request |call |daily )?quota\b|\bmaximum number of (?:calls|requests)\b/i;
 /**
  * A success that is a refusal of the caller's token or credentials (answered 200): the token said to be wrong, not
  * merely named ("No surveys available for this token", "your access token is valid").
  */
 const SUCCESS_REFUSES_THE_TOKEN =
-  /\b(?:access |api |auth )?token\b[^.;]*?\b(?:invalid|expired|inactive|revoked|missing|disabled|not valid|not active|not recogni[sz]ed|refused|rejected)\b|\b(?:invalid|expired|inactive|revoked|missing|disabled|unknown)\b[^.;]{0,20}?\b(?:access |api |auth )?token\b|\bunauthori[sz]ed\b|\bauthentication (?:failed|required)\b|\b(?:permission|access) denied\b|\binvalid credentials\b/i;
+  /\b(?:access |api |auth )?token\b[^.;]*?\b(?:invalid|expired|inactive|revoked|missing|disabled|not valid|not active|not recogni[sz]ed|refused|rejected)\b|\b(?:invalid|expired|inactive|revoked|missing|disabled|unknown)\b[^.;]{0,20}?\b(?:access |api |auth )?token\b|\bunauthori[sz]ed\b|\bauthentication (?:failed|required)\b|\b(?:permission|access) denied\b|\binvalid credentials\b|\binvalid (?:api |access )?key\b|\bnot authori[sz]ed\b/i;
 export type ApiVersion = 'v1' | 'v2';
 
 export interface MarketplaceClientOptions {
@@ -434,6 +434,8 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
   const notTried = new WeakSet<MarketplaceError>();
   /** When the next attempt may start under `callsPerSecond`. */
   let nextSlot = 0;
+  /** When the last call under `callsPerSecond` went out. */
+  let lastStart = Number.NEGATIVE_INFINITY;
   const spacingMs = options.callsPerSecond ? 1000 / options.callsPerSecond : 0;
 
   /**
@@ -494,20 +496,23 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         if (t > Date.now())
           await new Promise((resolve) => setTimeout(resolve, Math.min(t - Date.now(), timeLeft())));
       };
+      // The token first: nothing awaited between a slot and the call it is for.
+      const token = await readToken(endpoint, tokenRefused, Math.min(TOKEN_READ_MS, timeLeft()));
+      noteSent(token);
       // A Retry-After's pause, then a slot under `callsPerSecond`; a pause set while waiting for the slot (another
       // call refused meanwhile) is waited out too, and a slot taken again after it.
       for (;;) {
         await until(pausedUntil);
         if (spacingMs === 0) break;
-        const slot = Math.max(Date.now(), nextSlot, pausedUntil);
+        // Never sooner than a spacing after the call before actually went out (its timer may have fired late).
+        const slot = Math.max(Date.now(), nextSlot, pausedUntil, lastStart + spacingMs);
         nextSlot = slot + spacingMs;
         await until(slot);
-        if (pausedUntil <= Date.now()) break;
+        if (pausedUntil <= Date.now() && Date.now() >= lastStart + spacingMs) break;
       }
       if (refusedUntil > Date.now()) throw refused();
+      lastStart = Date.now();
       const attemptTimeoutMs = Math.min(timeoutMs, timeLeft());
-      const token = await readToken(endpoint, tokenRefused, Math.min(TOKEN_READ_MS, timeLeft()));
-      noteSent(token);
       // One signal for the request and its body: aborted when the answer is late, then when its body is.
       const abort = new AbortController();
       let timer = setTimeout(() => abort.abort(), attemptTimeoutMs);

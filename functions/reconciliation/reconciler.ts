@@ -557,7 +557,7 @@ export function reconciler(deps: ReconcilerDeps) {
     // the next run goes on); a listing that fails is tried again a day later. The first step judges the window's
     // days again too: one that leaves the window before its daily re-check would keep the older figures.
     const rejudging =
-      plan !== undefined && windowStart !== undefined && rejudgeDue(state, at, settledRecheckMs);
+      plan !== undefined && windowStart !== undefined && rejudgeDue(state, at, dailyRecheckMs);
     const rejudgeBefore = state?.rejudgedFrom ?? windowStart;
     const rejudgeable =
       rejudging && rejudgeBefore !== undefined && horizon < rejudgeBefore

@@ -322,6 +322,25 @@ describe('answers', () => {
     expect(refusal).toMatchObject({ kind: 'failure', retriable: false });
     expect([inactive.calls(), inactive.reads()]).toEqual([2, 2]);
     expect(marketplaceDown(refusal)).toBe(true);
+    // Other common wordings of a refusal.
+    for (const msg of [
+      'Quota exceeded',
+      'Request limit exceeded',
+      'You have exceeded your quota',
+      'Maximum number of calls reached',
+      'Invalid API key',
+      'Not authorized',
+    ])
+      expect(
+        (
+          await failure(
+            client({ fetch: answering(msg, { result: [] }).fetch, retries: 0 }).getSurveyTransactions(
+              '2210',
+              day,
+            ),
+          )
+        ).callerRefused,
+      ).toBe(true);
     // A lookup whose sentence names the survey but refuses the call is no closure either.
     for (const msg of [
       'Too many requests: API access paused for 60 seconds',
@@ -351,6 +370,7 @@ describe('answers', () => {
     // What only names a token, a quota or a rate is read as ever: a survey closed, an empty listing, no rows.
     for (const msg of [
       'Survey 2210 is Paused/Closed (token expires in 3 days): quota full',
+      'Survey 2210 is closed: survey quota reached',
       'Closed survey: no more entries for this token',
       'Paused by the buyer (survey 2210); your access token is valid',
     ])

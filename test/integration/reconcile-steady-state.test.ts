@@ -2116,45 +2116,52 @@ async function judgedByEarlierEdition(
 }
 
 describe('an upgrade across a change of the verdict rules', () => {
-  it('days past the window an earlier edition judged are judged again by the next scheduled run, once; a listing that fails, a day later', async () => {
-    await survey(7260);
-    const oldest = WEEK[0] as string;
-    await complete(7260, oldest, { verify: 'Valid' });
-    await complete(7260, oldest, { verify: 'Valid', arrived: false });
-    await hourly();
-    expect((await results.surveyState('7260'))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
-    // The day leaves the window.
-    clock += 2 * 24 * HOUR;
-    await hourly();
-    const [right] = await results.summariesOf('7260', [oldest]);
-    expect(right?.verdicts).toEqual({ matched: 1, complete_not_received: 1 });
-    // What a release of an earlier edition of the rules left: the day judged otherwise, no edition in the state.
-    await judgedByEarlierEdition('7260', [oldest], { complete_not_paid: 2 });
+  it.each([
+    [7260, 24],
+    [7927, 720],
+  ])(
+    'days past the window an earlier edition judged are judged again by the next scheduled run, once; a listing that fails, a day later (survey %i, settled days re-checked every %i hours)',
+    async (id, hours) => {
+      const surveyId = String(id);
+      await survey(id);
+      const oldest = WEEK[0] as string;
+      await complete(id, oldest, { verify: 'Valid' });
+      await complete(id, oldest, { verify: 'Valid', arrived: false });
+      await hourly(hours);
+      expect((await results.surveyState(surveyId))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
+      // The day leaves the window.
+      clock += 2 * 24 * HOUR;
+      await hourly(hours);
+      const [right] = await results.summariesOf(surveyId, [oldest]);
+      expect(right?.verdicts).toEqual({ matched: 1, complete_not_received: 1 });
+      // What a release of an earlier edition of the rules left: the day judged otherwise, no edition in the state.
+      await judgedByEarlierEdition(surveyId, [oldest], { complete_not_paid: 2 });
 
-    // The first run after the upgrade cannot list the day: the edition stays, tried again a day later.
-    failListingsBefore = nextDay(oldest);
-    clock += HOUR;
-    try {
-      await hourly();
-    } finally {
-      failListingsBefore = undefined;
-    }
-    expect((await results.surveyState('7260'))?.rulesEdition).toBeUndefined();
-    clock += HOUR;
-    await hourly();
-    expect(readDay(oldest)).toBe(false);
-    expect((await results.summariesOf('7260', [oldest]))[0]?.verdicts).toEqual({ complete_not_paid: 2 });
+      // The first run after the upgrade cannot list the day: the edition stays, tried again a day later.
+      failListingsBefore = nextDay(oldest);
+      clock += HOUR;
+      try {
+        await hourly(hours);
+      } finally {
+        failListingsBefore = undefined;
+      }
+      expect((await results.surveyState(surveyId))?.rulesEdition).toBeUndefined();
+      clock += HOUR;
+      await hourly(hours);
+      expect(readDay(oldest)).toBe(false);
+      expect((await results.summariesOf(surveyId, [oldest]))[0]?.verdicts).toEqual({ complete_not_paid: 2 });
 
-    clock += 24 * HOUR;
-    await hourly();
-    expect(readWholeDay(oldest)).toBe(true);
-    expect((await results.summariesOf('7260', [oldest]))[0]?.verdicts).toEqual(right?.verdicts);
-    expect((await results.surveyState('7260'))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
-    // Once: the runs after it leave the day to its own looks.
-    clock += HOUR;
-    await hourly();
-    expect(readDay(oldest)).toBe(false);
-  });
+      clock += 24 * HOUR;
+      await hourly(hours);
+      expect(readWholeDay(oldest)).toBe(true);
+      expect((await results.summariesOf(surveyId, [oldest]))[0]?.verdicts).toEqual(right?.verdicts);
+      expect((await results.surveyState(surveyId))?.rulesEdition).toBe(VERDICT_RULES_EDITION);
+      // Once: the runs after it leave the day to its own looks.
+      clock += HOUR;
+      await hourly(hours);
+      expect(readDay(oldest)).toBe(false);
+    },
+  );
 });
 
 describe('an upgrade across a change of the verdict rules, many days back', () => {
