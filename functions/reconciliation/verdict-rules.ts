@@ -653,8 +653,18 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         continue;
       }
     }
-    // Without a transaction, the attempt's first sighting stands for the click.
-    const prices = pricedAt(clicked ?? attempt?.firstSeenAt);
+    // Without a transaction, the attempt's first sighting stands for the click. A row re-filed under another click
+    // (an earlier run saw it at another time, or its attempt arrived here before a price change its new time is
+    // after) may carry the price in force then too: the price it earned, not one of a day it was moved onto.
+    const prices = widenedBy(
+      pricedAt(clicked ?? attempt?.firstSeenAt),
+      [
+        attempt?.reconciliation?.marketplace?.clickedAt,
+        attempt && arrivedHere(attempt) ? attempt.firstSeenAt : undefined,
+      ]
+        .filter((at): at is string => at !== undefined && at !== clicked)
+        .map(pricedAt),
+    );
     const classified = classify(transaction, attempt, prices, {
       listingGone: !transaction && attempt !== undefined && arrivedHere(attempt) && !stillListed(attempt),
     });
@@ -880,6 +890,16 @@ export function pricesAt(
   const inForce = near.findLast((entry) => start(entry.since) <= at);
   const prices = [...(inForce ? [inForce] : []), ...near].map((entry) => entry.cpi);
   return prices.length > 0 ? [...new Set(prices)] : undefined;
+}
+
+/** `prices` (the one in force first), and after them any of `others` not among them; undefined stays unchecked. */
+function widenedBy(
+  prices: string | readonly string[] | undefined,
+  others: readonly (string | readonly string[] | undefined)[],
+): string | readonly string[] | undefined {
+  const list = (p: string | readonly string[] | undefined) => (typeof p === 'string' ? [p] : (p ?? []));
+  const more = others.flatMap(list).filter((price) => !list(prices).includes(price));
+  return prices === undefined || more.length === 0 ? prices : [...new Set([...list(prices), ...more])];
 }
 
 /** The verdict for one attempt, from what each side says; `expectedCpi`, the price or prices it may carry. */

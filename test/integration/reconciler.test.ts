@@ -914,6 +914,73 @@ describe('a row listed without a click or start time', () => {
     });
   });
 
+  it('a complete re-filed onto a day after a price rise, at the price it earned: no underpayment claimed', async () => {
+    const [day, next] = [nextDay(today, -3), nextDay(today, -2)];
+    const at = (d: string, hours: number) => new Date(pacificDayRange(d).start.getTime() + hours * 3_600_000);
+    marketplace.state.addSurvey({ surveyId: 7464, cpi: '2.00' });
+    await registry.put({
+      surveyId: '7464',
+      state: 'active',
+      verified: true,
+      failures: 0,
+      expectedCpi: '2.00',
+      // 1.50 until the next day began, 2.00 since.
+      cpiHistory: [
+        { cpi: '1.50', since: '' },
+        { cpi: '2.00', since: at(next, 0).toISOString() },
+      ],
+      updatedAt: new Date().toISOString(),
+    });
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7464',
+        outcome: 'success',
+        pid: 'pr64',
+        token: 'pr64',
+        source: 'query',
+      },
+      at(day, 10.1),
+    );
+    const row = (d: string) => ({
+      ...listedComplete('pr64', 'pr64'),
+      clkDateTime: formatPacificTime(at(d, 10)),
+    });
+    const rows = [{ created: day, row: row(day) }];
+    const marketplace64 = byCreation(rows, []);
+    await engine({ marketplace: marketplace64 }).run(day, day, ['7464']);
+    expect((await attempts.attemptsOf('7464', 'pr64'))[0]?.reconciliation).toMatchObject({
+      verdict: 'matched',
+    });
+    // Re-filed onto the next day, after the rise, still at 1.50: what it earned when its respondent clicked.
+    rows.splice(0, rows.length, { created: next, row: row(next) });
+    await engine({ marketplace: marketplace64 }).run(day, next, ['7464']);
+    expect((await attempts.attemptsOf('7464', 'pr64'))[0]?.reconciliation).toMatchObject({
+      day: next,
+      verdict: 'matched',
+    });
+    // A complete clicked after the rise that is paid the old price is still underpaid.
+    await attempts.recordHit(
+      {
+        channel: 'postback',
+        surveyId: '7464',
+        outcome: 'success',
+        pid: 'pr65',
+        token: 'pr65',
+        source: 'query',
+      },
+      at(next, 11.1),
+    );
+    rows.push({
+      created: next,
+      row: { ...listedComplete('pr65', 'pr65'), clkDateTime: formatPacificTime(at(next, 11)) },
+    });
+    await engine({ marketplace: marketplace64 }).run(next, next, ['7464']);
+    expect((await attempts.attemptsOf('7464', 'pr65'))[0]?.reconciliation).toMatchObject({
+      verdict: 'cpi_mismatch',
+    });
+  });
+
   it("a row the earlier day still lists with the later day's time is the later day's, not a copy", async () => {
     await survey(7017);
     const [earlier, later] = [nextDay(today, -4), nextDay(today, -2)];
