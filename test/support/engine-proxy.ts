@@ -45,6 +45,18 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
         .split('.')
         .pop() ?? '';
     const index = operations.push(operation) - 1;
+    /** The request as it came, sent on to the engine; `onAnswer` gets the engine's answer. */
+    const toEngine = (onAnswer: (answer: import('node:http').IncomingMessage) => void) =>
+      forward(
+        {
+          host: targetUrl.hostname,
+          port: targetUrl.port,
+          method: req.method,
+          path: req.url,
+          headers: req.headers,
+        },
+        onAnswer,
+      );
     const fault = plan?.(operation, index);
     if (fault === 'hang') {
       hanging.add(res);
@@ -53,39 +65,21 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
     }
     if (fault === 'lost-answer') {
       hanging.add(res);
-      const upstream = forward(
-        {
-          host: targetUrl.hostname,
-          port: targetUrl.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => answer.resume(),
-      );
+      const upstream = toEngine((answer) => answer.resume());
       upstream.on('error', () => undefined);
       req.pipe(upstream);
       return;
     }
     if (fault === 'garbled') {
-      const upstream = forward(
-        {
-          host: targetUrl.hostname,
-          port: targetUrl.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => {
-          const chunks: Buffer[] = [];
-          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
-          answer.on('end', () => {
-            const body = Buffer.concat(chunks);
-            res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
-            res.end(body.subarray(0, Math.max(1, Math.floor(body.length / 2))));
-          });
-        },
-      );
+      const upstream = toEngine((answer) => {
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          const body = Buffer.concat(chunks);
+          res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
+          res.end(body.subarray(0, Math.max(1, Math.floor(body.length / 2))));
+        });
+      });
       upstream.on('error', () => res.destroy());
       req.pipe(upstream);
       return;
@@ -97,19 +91,10 @@ export async function startEngineProxy(target: string): Promise<EngineProxy> {
       res.end(JSON.stringify(body));
       return;
     }
-    const upstream = forward(
-      {
-        host: targetUrl.hostname,
-        port: targetUrl.port,
-        method: req.method,
-        path: req.url,
-        headers: req.headers,
-      },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 500, answer.headers);
-        answer.pipe(res);
-      },
-    );
+    const upstream = toEngine((answer) => {
+      res.writeHead(answer.statusCode ?? 500, answer.headers);
+      answer.pipe(res);
+    });
     upstream.on('error', () => res.destroy());
     if (operation !== 'Query') {
       req.pipe(upstream);
