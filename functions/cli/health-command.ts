@@ -94,14 +94,11 @@ export function healthCommand(): Command {
         // shown, but nothing watches them, and an "ok" among the totals would say they are watched and healthy.
         const watched = view.surveys.filter((s) => !s.removed && !s.closed);
         const count = (state: string) => watched.filter((s) => s.state === state).length;
-        const ended = [
-          ...(view.surveys.some((s) => s.removed)
-            ? [`${view.surveys.filter((s) => s.removed).length} removed`]
-            : []),
-          ...(view.surveys.some((s) => s.closed)
-            ? [`${view.surveys.filter((s) => s.closed).length} closed`]
-            : []),
-        ];
+        const removed = view.surveys.filter((s) => s.removed).length;
+        const closed = view.surveys.filter((s) => s.closed).length;
+        const ended = [removed > 0 ? `${removed} removed` : '', closed > 0 ? `${closed} closed` : ''].filter(
+          Boolean,
+        );
         say(
           `${count('ok')} ok, ${count('warning')} warning, ${count('failing')} failing${ended.length > 0 ? `; ${ended.join(', ')}, not watched` : ''}`,
         );

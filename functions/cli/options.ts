@@ -74,8 +74,6 @@ export function daysOption(options: { from?: string; to?: string }): { from: str
   return { from, to: options.to ?? from };
 }
 
-/** Options that may be given more than once (each adds a value). */
-
 /**
  * Refuses an option given twice that takes one value (`--from 2026-11-27 --from 2026-11-20`): commander keeps the
  * last without a word, where the finance API refuses a repeated parameter.

@@ -438,9 +438,17 @@ export function createLedgerStore(
    * attempt as it is, so doing them again changes nothing done.
    */
   const settleDrained = async (attempt: Attempt, hit: Hit, made: Date, effect: HitEffect) => {
+    await standFirstMade(attempt, hit, made);
+    await flagStaleDays(attempt, effect);
+  };
+
+  /**
+   * The first made stands (`standEarlier`), the attempt first seen when it was (`firstSeenBack`), and the day it moved
+   * to, if it moved, flagged: what a hit made before another of its attempt that was written first needs.
+   */
+  const standFirstMade = async (attempt: Attempt, hit: Hit, made: Date) => {
     await standEarlier(attempt, hit, made);
     const moved = await firstSeenBack(attempt, made);
-    await flagStaleDays(attempt, effect);
     if (moved) await flagStaleDays({ ...moved, reconciliation: undefined }, 'recorded');
   };
 
@@ -456,9 +464,7 @@ export function createLedgerStore(
       (attempt.firstSeenAt !== undefined && made.toISOString() < attempt.firstSeenAt);
     if (!overtaken) return attempt;
     try {
-      await standEarlier(attempt, hit, made);
-      const moved = await firstSeenBack(attempt, made);
-      if (moved) await flagStaleDays({ ...moved, reconciliation: undefined }, 'recorded');
+      await standFirstMade(attempt, hit, made);
       const item = await currentItem(attempt);
       return item ? attemptFromItem(item) : attempt;
     } catch {
@@ -468,9 +474,9 @@ export function createLedgerStore(
 
   /**
    * The update that settles a drained hit on the attempt as read, or none if nothing needs it: its outcome stands if
-   * made before the standing one (in the same millisecond, if its name sorts first); its outcome's first sighting goes back to when it was made if a later hit of that
-   * outcome came first; and made before every other sighting of its channel, its sender (a redirect's `redirectFrom`)
-   * or source (a postback's `postbackSource`) is the channel's first.
+   * made before the standing one (in the same millisecond, if its name sorts first); its outcome's first sighting goes
+   * back to when it was made if a later hit of that outcome came first; and made before every other sighting of its
+   * channel, its sender (a redirect's `redirectFrom`) or source (a postback's `postbackSource`) is the channel's first.
    */
   const standEarlierUpdate = (attempt: Attempt, drained: Hit, made: Date) => {
     const record = attempt[drained.channel];

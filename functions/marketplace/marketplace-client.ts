@@ -250,11 +250,16 @@ type Json = Record<string, unknown>;
 
 /** Whether an answer carries no data: its result and its redirect settings absent, null, or empty. */
 function carriesNothing(json: Json): boolean {
+  // An empty list has no keys either.
   const empty = (value: unknown) =>
-    value == null ||
-    (Array.isArray(value) && value.length === 0) ||
-    (typeof value === 'object' && !Array.isArray(value) && Object.keys(value as object).length === 0);
+    value == null || (typeof value === 'object' && Object.keys(value).length === 0);
   return empty(json.result) && empty(json.redirectURL);
+}
+
+/** What a success's message refuses, when it refuses the call: its rate, or its token (`SUCCESS_REFUSES_THE_*`). */
+function refusalIn(message: string): 'rate' | 'token' | undefined {
+  if (SUCCESS_REFUSES_THE_RATE.test(message)) return 'rate';
+  return SUCCESS_REFUSES_THE_TOKEN.test(message) ? 'token' : undefined;
 }
 
 /**
@@ -666,11 +671,7 @@ export function createMarketplaceClient(options: MarketplaceClientOptions): Mark
         status < 300 &&
         json &&
         carriesNothing(json)
-          ? SUCCESS_REFUSES_THE_RATE.test(said)
-            ? 'rate'
-            : SUCCESS_REFUSES_THE_TOKEN.test(said)
-              ? 'token'
-              : undefined
+          ? refusalIn(said)
           : undefined;
       if (refusal) {
         const firstRefusal = refusal === 'token' && !tokenRefused;
