@@ -855,11 +855,7 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
               registration?.state === 'removed'
                 ? (registration.removedAt ?? at)
                 : (registration?.notServingSince ?? at),
-            ...(registration
-              ? registration.neverApplied
-                ? { neverApplied: true }
-                : {}
-              : { neverApplied: true }),
+            ...(!registration || registration.neverApplied ? { neverApplied: true } : {}),
             // Its transactions are reconciled for the time it was this stack's: from then to this removal.
             ...(registration?.servingSince ? { servingSince: registration.servingSince } : {}),
             ...(registration?.neverTaken ? { neverTaken: true } : {}),
