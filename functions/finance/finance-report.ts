@@ -336,8 +336,8 @@ export function financeReport(
         a.kind.localeCompare(b.kind) ||
         a.token.localeCompare(b.token),
     );
-  const priced = (kind: VerdictKind, price: (d: Discrepancy) => string) => {
-    const amounts = listed.filter((d) => d.kind === kind).map(price);
+  const priced = (kinds: VerdictKind | ((d: Discrepancy) => boolean), price: (d: Discrepancy) => string) => {
+    const amounts = listed.filter(typeof kinds === 'string' ? (d) => d.kind === kinds : kinds).map(price);
     return {
       total: sumAmounts(amounts.filter((a) => parseAmount(a) !== undefined)),
       unpriced: amounts.filter((a) => parseAmount(a) === undefined).length,
@@ -346,9 +346,12 @@ export function financeReport(
   const reversed = priced('invalidated', (d) => d.expectedCpi);
   const notPaid = priced('complete_not_paid', (d) => d.expectedCpi);
   const notReceived = priced('complete_not_received', (d) => d.cpi);
-  // A complete listed below the price in force at its click (the first of the prices it may carry): the difference.
+  // A complete listed below the price in force at its click (the first of the prices it may carry): the difference,
+  // whether its postback reached this side or not (a complete not received listed off the price names the price).
   // Listed above it, nothing is owed back.
-  const underpaid = priced('cpi_mismatch', (d) => {
+  const offPrice = (d: Discrepancy) =>
+    d.kind === 'cpi_mismatch' || (d.kind === 'complete_not_received' && d.expectedCpi !== '');
+  const underpaid = priced(offPrice, (d) => {
     const [expected, listedAt] = [parseAmount(d.expectedCpi.split(' or ')[0]), parseAmount(d.cpi)];
     if (expected === undefined || listedAt === undefined) return '';
     const short = sumAmounts([expected, `-${listedAt}`]);

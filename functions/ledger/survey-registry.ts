@@ -84,9 +84,9 @@ export interface SurveyRegistration {
   /** The survey's CPI as the marketplace last listed it: what reconciliation checks amounts against. */
   readonly expectedCpi?: string | undefined;
   /**
-   * The survey's prices as this product saw them change, oldest first (at most `CPI_HISTORY_LIMIT`): a
-   * transaction is checked against the price in force when its respondent clicked in, not today's. `since` is
-   * when a price was first seen ('' for one seen before the history was kept).
+   * The survey's prices as this product saw them change, oldest first (those of the last 70 days, at most
+   * `CPI_HISTORY_LIMIT`): a transaction is checked against the price in force when its respondent clicked in, not
+   * today's. `since` is when a price was first seen ('' for one seen before the history was kept).
    */
   readonly cpiHistory?: readonly { readonly cpi: string; readonly since: string }[] | undefined;
   /** When a listing last showed the survey at `expectedCpi` (as written with it): a later change is after it. */
@@ -172,7 +172,16 @@ const REGISTRATION_FIELDS = [
   'updatedAt',
 ] as const;
 
-export const CPI_HISTORY_LIMIT = 20;
+/**
+ * How long a price stays in the history once another followed it: as long as a click at that price can still be
+ * judged (reconciliation's review horizon of 60 days, a week's look-back, a margin).
+ */
+export const CPI_HISTORY_KEPT_MS = 70 * 86_400_000;
+/**
+ * How many prices the history keeps at most, whatever their age (about 60 bytes each: a survey repriced every
+ * sync, four times an hour, for five days). A click before the oldest kept is judged without a price (`unpriced`).
+ */
+export const CPI_HISTORY_LIMIT = 500;
 /** How long a registration keeps a removal between applies (`notServing`): past it, no review reads its days. */
 export const SERVING_GAPS_KEPT_MS = 62 * 86_400_000;
 
@@ -204,9 +213,20 @@ export function pricedAt(
     .at(-1) as string;
   return {
     expectedCpi: cpi,
-    cpiHistory: [...history, { cpi, since }].slice(-CPI_HISTORY_LIMIT),
+    cpiHistory: recentPrices([...history, { cpi, since }], at),
     ...seenField,
   };
+}
+
+/** The prices a click still judged may have been made at: the one in force `CPI_HISTORY_KEPT_MS` before `at`, and on. */
+function recentPrices<T extends { readonly since: string }>(history: readonly T[], at: string): T[] {
+  const now = Date.parse(at);
+  let first = 0;
+  if (!Number.isNaN(now)) {
+    const cutoff = new Date(now - CPI_HISTORY_KEPT_MS).toISOString();
+    while (first < history.length - 1 && (history[first + 1] as T).since <= cutoff) first++;
+  }
+  return history.slice(Math.max(first, history.length - CPI_HISTORY_LIMIT));
 }
 
 export function createSurveyRegistry(client: DynamoDBDocumentClient, tableName: string): SurveyRegistry {

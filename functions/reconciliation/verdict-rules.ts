@@ -34,7 +34,7 @@ import { CLAIM_KINDS, isVerdictKind, type VerdictKind } from './verdict-kinds';
  * the release that first judged them. A survey's state keeps the edition its days were last judged by (absent: a
  * release before editions were kept).
  */
-export const VERDICT_RULES_EDITION = 6;
+export const VERDICT_RULES_EDITION = 7;
 
 /** What the marketplace's transaction list says about an attempt. */
 export interface MarketplaceView {
@@ -583,8 +583,9 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
       return dayOf(at) === day && t.status === 'Completed' && !heardTokens.has(t.token);
     });
   };
+  // A survey listed at a price of 0 (revenue share, or a price not set yet) has no price to check against.
   const pricedAt = (at: string | undefined) =>
-    at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi;
+    withoutZero(at ? pricesAt(window.cpiHistory, window.expectedCpi, at) : window.expectedCpi);
   for (const { transaction, attempt, matchedBy } of pairs) {
     const clicked = transaction && filedAt(transaction);
     if (transaction && !clicked) {
@@ -653,18 +654,22 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         continue;
       }
     }
-    // Without a transaction, the attempt's first sighting stands for the click. A row re-filed under another click
-    // (an earlier run saw it at another time, or its attempt arrived here before a price change its new time is
-    // after) may carry the price in force then too: the price it earned, not one of a day it was moved onto.
-    const prices = widenedBy(
-      pricedAt(clicked ?? attempt?.firstSeenAt),
-      [
-        attempt?.reconciliation?.marketplace?.clickedAt,
-        attempt && arrivedHere(attempt) ? attempt.firstSeenAt : undefined,
-      ]
-        .filter((at): at is string => at !== undefined && at !== clicked)
-        .map(pricedAt),
-    );
+    // The price it earned: the one in force at the earliest time its respondent is known to have been in the survey
+    // (the row's click; a click an earlier run saw before the row was re-filed; the click an item was made at; the
+    // attempt's first sighting here, which no genuine click comes after). A row re-filed onto a day after a price
+    // change still earned the price before it. The prices at the other times only widen what a row may carry
+    // without being a mismatch. With none of them, the survey's price now.
+    const [earliest, ...later] = [
+      ...new Set(
+        [
+          clicked,
+          attempt?.reconciliation?.marketplace?.clickedAt,
+          attempt?.placedAt,
+          attempt && arrivedHere(attempt) ? attempt.firstSeenAt : undefined,
+        ].filter((at): at is string => at !== undefined),
+      ),
+    ].sort();
+    const prices = widenedBy(pricedAt(earliest), later.map(pricedAt));
     const classified = classify(transaction, attempt, prices, {
       listingGone: !transaction && attempt !== undefined && arrivedHere(attempt) && !stillListed(attempt),
     });
@@ -892,6 +897,12 @@ export function pricesAt(
   return prices.length > 0 ? [...new Set(prices)] : undefined;
 }
 
+/** The prices but 0; none left is no price. */
+function withoutZero(prices: string | readonly string[] | undefined): string | readonly string[] | undefined {
+  const priced = (typeof prices === 'string' ? [prices] : (prices ?? [])).filter((p) => !sameAmount(p, '0'));
+  return priced.length === 0 ? undefined : priced;
+}
+
 /** `prices` (the one in force first), and after them any of `others` not among them; undefined stays unchecked. */
 function widenedBy(
   prices: string | readonly string[] | undefined,
@@ -1018,6 +1029,8 @@ export function classify(
         kind: 'unknown_status',
         detail: { ...here, ...marketplace, cpi: transaction.cpi, ...(evidence ? { evidence } : {}) },
       };
+    const expected = typeof expectedCpi === 'string' ? [expectedCpi] : (expectedCpi ?? []);
+    const offPrice = expected.length > 0 && !expected.some((cpi) => sameAmount(transaction.cpi, cpi));
     if (postback !== 'success' && !postbackSaid('success')) {
       return {
         kind: 'complete_not_received',
@@ -1026,12 +1039,14 @@ export function classify(
           ...marketplace,
           successRedirect: redirect === 'success',
           attemptHere: attempt !== undefined,
+          // Listed at another price than the survey's at the click: a complete paid short is short whether or not
+          // its postback reached this side (finance adds it to what was underpaid).
+          ...(offPrice ? { expectedCpi: expected.join(' or ') } : {}),
         },
       };
     }
-    const expected = typeof expectedCpi === 'string' ? [expectedCpi] : (expectedCpi ?? []);
     const correction = corrected('success');
-    if (expected.length > 0 && !expected.some((cpi) => sameAmount(transaction.cpi, cpi))) {
+    if (offPrice) {
       return {
         kind: 'cpi_mismatch',
         detail: {

@@ -349,6 +349,8 @@ export interface ExpectedVerdict {
   readonly day: string;
   /** The amount the discrepancy is about (reversed, not paid, not received). */
   readonly price?: string;
+  /** A complete not received listed off the survey's price at its click: that price. */
+  readonly earned?: string;
 }
 
 /**
@@ -394,14 +396,17 @@ export function expectedVerdict(
   const invalid = view.verifyToken === 'Invalid';
   if (view.status === 'Completed') {
     if (invalid) return { kind: 'invalidated', day, price: t.cpi };
+    const nearChange = survey.prices.some((p) => p.since > 0 && Math.abs(p.since - t.clickAt) <= HOUR);
+    const either = [priceAt(survey, t.clickAt - HOUR), priceAt(survey, t.clickAt + HOUR)];
+    const offPrice = t.cpi !== priceAt(survey, t.clickAt) && (!nearChange || !either.includes(t.cpi));
     if (postback !== 'success' && !postbackSaid('success'))
-      return { kind: 'complete_not_received', day, price: t.cpi };
-    if (t.cpi !== priceAt(survey, t.clickAt)) {
-      const nearChange = survey.prices.some((p) => p.since > 0 && Math.abs(p.since - t.clickAt) <= HOUR);
-      const either = [priceAt(survey, t.clickAt - HOUR), priceAt(survey, t.clickAt + HOUR)];
-      if (!nearChange || !either.includes(t.cpi))
-        return { kind: 'cpi_mismatch', day, price: priceAt(survey, t.clickAt) };
-    }
+      return {
+        kind: 'complete_not_received',
+        day,
+        price: t.cpi,
+        ...(offPrice ? { earned: priceAt(survey, t.clickAt) } : {}),
+      };
+    if (offPrice) return { kind: 'cpi_mismatch', day, price: priceAt(survey, t.clickAt) };
     return { kind: 'matched', day };
   }
   if ((evidence || everListedComplete) && invalid) return { kind: 'invalidated', day, price: t.cpi };
@@ -483,8 +488,10 @@ export function expectedFigures(scenario: Scenario, now: number, everListedCompl
     if (verdict.kind === 'invalidated') amounts.reversed += price;
     if (verdict.kind === 'complete_not_paid') amounts.notPaid += price;
     if (verdict.kind === 'complete_not_received') amounts.notReceived += price;
-    // Listed below the price at the click: the difference.
+    // Listed below the price at the click: the difference, whether its postback came or not.
     if (verdict.kind === 'cpi_mismatch' && price > cents(t.cpi)) amounts.underpaid += price - cents(t.cpi);
+    if (verdict.earned !== undefined && cents(verdict.earned) > cents(t.cpi))
+      amounts.underpaid += cents(verdict.earned) - cents(t.cpi);
     const firstPostback = t.hits.find((h) => h.channel === 'postback');
     const claimOnly = ['unverified_claim', 'contradicted_claim'].includes(verdict.kind);
     if (!firstPostback && t.hits.find((h) => h.channel === 'redirect')?.outcome === 'success' && !claimOnly)

@@ -265,7 +265,7 @@ describe('money discrepancies', () => {
     expect(html).not.toContain(hidden);
   });
 
-  it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received, listed below the price', () => {
+  it('add up in the report by what they are: reversed, signed here and not paid, listed there and never received, listed below the price (received or not)', () => {
     const attempt = (verdict: string, detail: Record<string, string>, cpi = '0') =>
       withVerdict(verdict, detail, { status: 'Completed', cpi });
     const report = financeReport(
@@ -279,6 +279,8 @@ describe('money discrepancies', () => {
         attempt('invalidated', {}),
         attempt('complete_not_paid', { claimedCpi: '1.50' }),
         attempt('complete_not_received', {}, '2.00'),
+        // Never received here, and listed below the price at its click: short all the same.
+        attempt('complete_not_received', { expectedCpi: '1.50' }, '1.00'),
         attempt('cpi_mismatch', { expectedCpi: '1.50 or 1.75' }, '1.25'),
         // A Valid complete listed at 0 (earning nothing): its whole price.
         attempt('cpi_mismatch', { expectedCpi: '1.50' }, '0'),
@@ -290,11 +292,11 @@ describe('money discrepancies', () => {
     expect(report.amounts).toEqual({
       reversed: '2.75',
       notPaid: '1.50',
-      notReceived: '2.00',
-      underpaid: '1.75',
+      notReceived: '3.00',
+      underpaid: '2.25',
       unpriced: 1,
     });
-    expect(reportHtml(report)).toMatch(/id="underpaid-amount">[^<]*<b>1\.75<\/b>/);
+    expect(reportHtml(report)).toMatch(/id="underpaid-amount">[^<]*<b>2\.25<\/b>/);
     const stale = financeReport(
       '2026-11-20',
       '2026-11-20',

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { attemptFromItem, type StoredDaySummary } from '../../functions/ledger/ledger-store';
+import { CPI_HISTORY_LIMIT, pricedAt } from '../../functions/ledger/survey-registry';
 import { distinctTransactions, type Transaction } from '../../functions/marketplace/marketplace-records';
 import {
   formatPacificTime,
@@ -566,6 +567,34 @@ describe('classification', () => {
     expect(classify(undefined, paid).detail).not.toHaveProperty('claimedCpi');
   });
 
+  it('names the price a complete not received was listed off, so what it was paid short is counted', () => {
+    const short = transaction('a', 'Completed', noon, { cpi: '1.00' });
+    expect(classify(short, undefined, '1.50')).toMatchObject({
+      kind: 'complete_not_received',
+      detail: { expectedCpi: '1.50' },
+    });
+    expect(classify(short, undefined, ['1.75', '1.50']).detail).toMatchObject({
+      expectedCpi: '1.75 or 1.50',
+    });
+    expect(classify(short, undefined, ['1.00', '1.50']).detail).not.toHaveProperty('expectedCpi');
+    expect(classify(short, undefined).detail).not.toHaveProperty('expectedCpi');
+  });
+
+  it('checks nothing against a survey price of 0 (revenue share, or none set): no mismatch, no claimed worth', () => {
+    const paid = attempt('a', noon, { postback: 'success' });
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      expectedCpi: '0.00',
+      transactions: [transaction('a', 'Completed', noon, { cpi: '0.85' })],
+      attempts: [paid, attempt('b', noon, { postback: 'success' })],
+    });
+    expect(result.verdicts.map((v) => [v.token, v.verdict.kind, v.verdict.detail.claimedCpi])).toEqual([
+      ['a', 'matched', undefined],
+      ['b', 'complete_not_paid', undefined],
+    ]);
+  });
+
   it('checks the amount of a matched complete where the CPI is known, exactly', () => {
     const t = transaction('a', 'Completed', noon, { cpi: '1.30' });
     const a = attempt('a', noon, { postback: 'success' });
@@ -596,6 +625,70 @@ describe('prices over time', () => {
     ['after the last change', '2026-11-22T15:00:00.000Z', ['2.00']],
   ])('a click %s carries the price then', (_, clicked, expected) => {
     expect(pricesAt(history, '2.00', clicked)).toEqual(expected);
+  });
+
+  it('a complete earned the price in force at the earliest time its respondent is known to have been in', () => {
+    // 1.50 until 20:00 Pacific on the 21st, 2.00 since.
+    const rise = [
+      { cpi: '1.50', since: '' },
+      { cpi: '2.00', since: '2026-11-22T04:00:00.000Z' },
+    ];
+    const window = { surveyId: '1', expectedCpi: '2.00', cpiHistory: rise };
+    // Arrived at 11:10 on the 21st; its row re-filed onto 09:00 on the 22nd and listed at 1.00: short by 0.50 of
+    // what it earned, not by 1.00 of the price of the day it was moved onto.
+    const early = attempt('a', '2026-11-21T19:10:00.000Z', { postback: 'success' });
+    const moved = reconcileSurveyWindow({
+      ...window,
+      days: ['2026-11-22'],
+      transactions: [transaction('a', 'Completed', '2026-11-22T17:00:00.000Z', { cpi: '1.00' })],
+      attempts: [early],
+    });
+    expect(moved.verdicts[0]?.verdict).toMatchObject({
+      kind: 'cpi_mismatch',
+      detail: { expectedCpi: '1.50 or 2.00', cpi: '1.00' },
+    });
+    // Its postback came at 21:00, after the rise; the row an earlier run saw (clicked at 11:00) is listed no more:
+    // a complete not paid worth 1.50, the price at its click, not 2.00 at its postback.
+    const late = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-b',
+      token: 'b',
+      firstSeenAt: '2026-11-22T05:00:00.000Z',
+      lastSeenAt: '2026-11-22T05:00:00.000Z',
+      postbackOutcome: 'success',
+      postback_success_at: '2026-11-22T05:00:00.000Z',
+      postback_success_hits: 1,
+      verdict: 'matched',
+      verdictDay: DAY,
+      marketplace: { status: 'Completed', cpi: '1.50', clickedAt: '2026-11-21T19:00:00.000Z' },
+    });
+    const gone = reconcileSurveyWindow({ ...window, days: [DAY], transactions: [], attempts: [late] });
+    expect(gone.verdicts[0]?.verdict).toMatchObject({
+      kind: 'complete_not_paid',
+      detail: { claimedCpi: '1.50' },
+    });
+  });
+
+  it('keep every price a click still judged may carry: changes every few hours for days, not the last twenty', () => {
+    type Priced = ReturnType<typeof pricedAt>;
+    const start = Date.parse('2026-09-01T00:00:00.000Z');
+    const hoursOn = (hours: number) => new Date(start + hours * 3_600_000).toISOString();
+    let registration: Priced = { expectedCpi: '1.00', cpiHistory: [{ cpi: '1.00', since: '' }] };
+    const change = (hours: number, cpi: string) => {
+      registration = pricedAt(registration, cpi, hoursOn(hours));
+    };
+    // Every six hours for a week and a half.
+    for (let n = 1; n <= 30; n++) change(6 * n, (1 + n / 100).toFixed(2));
+    expect(registration.cpiHistory).toHaveLength(31);
+    // A click 15 hours in was at 1.02, still known.
+    expect(pricesAt(registration.cpiHistory, registration.expectedCpi, hoursOn(15))).toEqual(['1.02']);
+    // Seventy days after the first day, the prices no click still judged can carry go; the one in force then stays.
+    change(71 * 24, '2.00');
+    expect(registration.cpiHistory?.[0]).toEqual({ cpi: '1.04', since: hoursOn(24) });
+    expect(registration.cpiHistory).toHaveLength(28);
+    // However often it changes, the history stays bounded.
+    for (let n = 1; n <= CPI_HISTORY_LIMIT + 10; n++) change(71 * 24 + n, (2 + (n % 2) / 100).toFixed(2));
+    expect(registration.cpiHistory).toHaveLength(CPI_HISTORY_LIMIT);
   });
 
   it('without a history, the price known; before any known price, none checked', () => {
