@@ -385,6 +385,22 @@ function placementOf(raw: unknown): Placement | undefined {
   return { token: ids.data.token, pid: ids.data.PID, filedAt: filed.data.utc };
 }
 
+/**
+ * A row that names the currency of its amounts (the reference names none: `currency`, `cpiCurrency`...) as other
+ * than US dollars: what this product counts. Read as dollars, a price in euros or rupees would be added to the
+ * others as if it were one; so the row does not read, and says why.
+ */
+function foreignCurrency(raw: unknown): string | undefined {
+  if (raw === null || typeof raw !== 'object') return undefined;
+  for (const [field, value] of Object.entries(raw))
+    if (/currency/i.test(field) && typeof value === 'string' && value.trim() !== '') {
+      const code = value.trim().toUpperCase();
+      if (code !== 'USD' && code !== '$' && code !== 'US$')
+        return `${field} is ${JSON.stringify(value.slice(0, 20))}: amounts are counted in US dollars`;
+    }
+  return undefined;
+}
+
 export function parseTransaction(raw: unknown): Parsed<Transaction> {
   const unreadable = (problem: string): Parsed<Transaction> => {
     const placed = placementOf(raw);
@@ -403,6 +419,12 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
     return unreadable(
       `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
     );
+  const foreign = foreignCurrency(raw);
+  if (
+    foreign &&
+    (t.status === 'Completed' || !(TRANSACTION_STATUSES as readonly string[]).includes(t.status))
+  )
+    return unreadable(foreign);
   const started = (raw as { st_date_time?: unknown }).st_date_time;
   if (!t.clkDateTime && !t.st_date_time && typeof started === 'string' && !saysNoTime(started))
     return {
@@ -519,6 +541,8 @@ export function parseSurvey(raw: unknown): Parsed<Survey> {
   const parsed = surveySchema.safeParse(raw);
   if (!parsed.success)
     return { ok: false, problem: describeIssues(parsed.error, { limit: 3, whole: '(row)' }) };
+  const foreign = foreignCurrency(raw);
+  if (foreign) return { ok: false, problem: foreign };
   const s = parsed.data;
   return {
     ok: true,

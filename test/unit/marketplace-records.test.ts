@@ -67,6 +67,22 @@ describe('transactions', () => {
     expect(parsed.ok && parsed.value.cpi).toBe('0.00');
   });
 
+  it('refuse a complete whose row names another currency than US dollars, rather than add it up as dollars', () => {
+    for (const [field, value] of [
+      ['currency', 'EUR'],
+      ['Currency', 'GBP'],
+      ['cpiCurrency', 'INR'],
+    ] as const) {
+      const parsed = parseTransaction({ ...transaction, [field]: value });
+      expect(parsed.ok).toBe(false);
+      expect(!parsed.ok && parsed.problem).toContain(`${field} is "${value}"`);
+    }
+    for (const dollars of ['USD', 'usd ', '', '$'])
+      expect(parseTransaction({ ...transaction, currency: dollars }).ok).toBe(true);
+    // A row that earns nothing earns nothing in any currency.
+    expect(parseTransaction({ ...transaction, status: 'Failed', currency: 'EUR' }).ok).toBe(true);
+  });
+
   it('read a row whose PID is empty, null or absent (an entry link that carried none) by its token, pid blank', () => {
     for (const PID of ['', null, undefined]) {
       const parsed = parseTransaction({ ...transaction, PID });
@@ -371,6 +387,14 @@ describe('surveys', () => {
       countryCode: 'US',
       numberOfCompletes: 5,
     });
+  });
+
+  it('report a survey whose row names another currency than US dollars: its price is not one to check against', () => {
+    expect(parseSurvey({ ...survey, currency: 'EUR' })).toMatchObject({
+      ok: false,
+      problem: 'currency is "EUR": amounts are counted in US dollars',
+    });
+    expect(parseSurvey({ ...survey, currency: 'USD' }).ok).toBe(true);
   });
 
   it('report a survey without an id or a price', () => {
