@@ -7,7 +7,7 @@ import {
   type SurveyResult,
 } from '../marketplace/redirect-configuration';
 import { NOT_KEPT_PER_SURVEY, type PostbackMethod } from '../marketplace/redirect-settings';
-import { signaturesMarked } from '../shared/printable';
+import { oneLine, signaturesMarked } from '../shared/printable';
 import { cliContext } from './context';
 import { collectSurveyIds, methodOfVariable, methodOption, surveyIdOption } from './options';
 import { complain, say, sayJson } from './terminal';
@@ -59,7 +59,11 @@ export function redirectsCommand(): Command {
       if (options.json) sayJson(result);
       else {
         say(`since ${result.since}: ${result.discovered} new or changed, ${result.retried} to retry`);
-        for (const row of result.malformed) say(`  unreadable survey row ${row.index}: ${row.problem}`);
+        // By the survey it names, when it names one: a row's place in a listing of thousands finds nothing.
+        for (const row of result.malformed)
+          say(
+            `  unreadable survey ${row.reference !== undefined ? oneLine(row.reference) : `row ${row.index}`}: ${row.problem}`,
+          );
         if (result.checkpoint) say(`checkpoint moved to ${result.checkpoint}`);
       }
       report(result.results, { ...options, json: false, quietList: options.json });

@@ -1228,7 +1228,13 @@ export function redirectConfiguration(deps: RedirectConfigurationDeps) {
         discovered: ordered.length,
         retried: retry.length,
         reverified: reverify.size,
-        malformed: [...listed.malformed, ...(everyLive?.malformed ?? [])],
+        // A survey both listings show unreadable is said once.
+        malformed: [...listed.malformed, ...(everyLive?.malformed ?? [])].filter(
+          (row, i, all) =>
+            row.reference === undefined ||
+            all.findIndex((other) => other.reference === row.reference && other.problem === row.problem) ===
+              i,
+        ),
         results,
         ...(listingError ? { listingError } : {}),
         ...(fullListingError ? { fullListingError } : {}),

@@ -37,6 +37,8 @@ const listedRows: { created: string; row: Record<string, unknown> }[] = [];
 let failingDay: string | undefined;
 /** While set, every listing is refused with this Retry-After (seconds). */
 let refusingFor: number | undefined;
+/** While set, what the listings of surveys answer. */
+let surveyRows: unknown[] | undefined;
 
 beforeAll(async () => {
   table = await freshTable();
@@ -70,6 +72,8 @@ beforeAll(async () => {
         if (id === '9103' && kept.pstbck) kept.pstbck = kept.pstbck.replaceAll('&', '&amp;');
         return send({ apiStatus: 'success', msg: 'ok', redirectURL: { ...globals, ...kept } });
       }
+      if (surveyRows && path.includes('/getAllocatedSurveys'))
+        return send({ apiStatus: 'success', result: surveyRows });
       if (path.includes('/getSurveyTransactions/')) {
         const query = new URL(request.url ?? '/', 'http://marketplace').searchParams;
         const [from, to] = [query.get('startDate') ?? '', query.get('endDate') ?? ''];
@@ -277,6 +281,17 @@ describe('output for other programs', () => {
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('the listing of surveys changed since the checkpoint failed:');
     expect(result.stdout).toContain('no result list');
+  });
+
+  it('redirects sync names a survey whose row does not read by its id, once though both listings show it', async () => {
+    surveyRows = [{ surveyId: 9223, CPI: '1,50' }];
+    try {
+      const result = await cli('redirects', 'sync');
+      const said = result.stdout.split('\n').filter((line) => line.includes('unreadable survey'));
+      expect(said).toEqual([expect.stringMatching(/^ {2}unreadable survey 9223: .*CPI/)]);
+    } finally {
+      surveyRows = undefined;
+    }
   });
 
   it('redirects apply stops after ten surveys in a row meet the marketplace down, names those not taken up, and fails', async () => {
