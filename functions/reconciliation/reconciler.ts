@@ -1193,8 +1193,10 @@ export function reconciler(deps: ReconcilerDeps) {
         answered = true;
         outcome.dayListings++;
         // Listed under its day: a row without a click or start time is placed by it, not listed again.
-        rows.push(...part.rows.map((t) => onCreationDay(t, day)));
-        malformed.push(...part.malformed);
+        // One at a time: a day of a survey ten times the size lists over 100,000 rows, more arguments than one call
+        // takes (`push(...rows)` overflows the stack).
+        for (const t of part.rows) rows.push(onCreationDay(t, day));
+        for (const row of part.malformed) malformed.push(row);
         if (isEmpty(part)) emptied.push(day);
         else confirmEmpty(judged([day]), false);
       }
@@ -1936,13 +1938,16 @@ export function reconciler(deps: ReconcilerDeps) {
         // cursor as each settles, not every few seconds: a death among them (the survey it died on before was not
         // the one at a cursor saved seconds earlier) leaves the cursor at the survey that died, so the next
         // invocation passes over that one, not one survey a death.
+        // Added one at a time, as the rows of a day are: a run over many surveys.
+        const add = (outcomes: readonly SurveyOutcome[]) => {
+          for (const outcome of outcomes) reconciled.push(outcome);
+        };
         if (stall && from < run.surveys.length) {
-          reconciled.push(...(await reconcileFrom(from, from + 1, 0)));
+          add(await reconcileFrom(from, from + 1, 0));
           if (cursor > from && !marketplaceUnavailable && heldOffUntil === undefined)
-            reconciled.push(...(await reconcileFrom(from + 1, run.surveys.length, 0)));
-          else
-            reconciled.push(...run.surveys.slice(from + 1).map((s) => emptyOutcome(s, run.days, 'deferred')));
-        } else reconciled.push(...(await reconcileFrom(from)));
+            add(await reconcileFrom(from + 1, run.surveys.length, 0));
+          else add(run.surveys.slice(from + 1).map((s) => emptyOutcome(s, run.days, 'deferred')));
+        } else add(await reconcileFrom(from));
       } catch (error) {
         // A failure is no death: the run is released for the next invocation, which resumes at the cursor.
         await save({ leaseUntil: new Date(0).toISOString() }).catch(() => undefined);

@@ -428,6 +428,34 @@ describe('a reconciliation run', () => {
     expect(report.amounts.reversed).toBe('3.00');
   });
 
+  it('a day of more rows than one call takes as arguments, listed a day at a time: read whole, not a stack overflow', async () => {
+    await survey(7465);
+    const day = nextDay(today, -2);
+    // Rows that do not read: the day's 200,000 are all reported, the survey failed by them, not by the stack.
+    const rows = Array.from({ length: 200_000 }, (_, i) => ({
+      endpoint: 'GET /supply/getSurveyTransactions/7465',
+      index: i,
+      problem: 'CPI is not an amount: "n/a"',
+      reference: `big-${i}`,
+    }));
+    const listing = {
+      getSurveyTransactions: async (surveyId: string, range?: { startDate?: string; endDate?: string }) => {
+        // Too large for a window: listed a day at a time.
+        if (range?.startDate !== range?.endDate)
+          throw new MarketplaceError({
+            endpoint: `GET /supply/getSurveyTransactions/${surveyId}`,
+            kind: 'malformed',
+            detail: 'the answer is over 64 MB, not read',
+            tooLarge: true,
+          });
+        return { rows: [], malformed: range?.startDate === day ? rows : [] };
+      },
+    } as unknown as MarketplaceClient;
+    const [outcome] = (await engine({ marketplace: listing }).run(day, day, ['7465'])).outcomes;
+    expect(outcome?.status).toBe('failed');
+    expect(outcome?.error).toContain('200000 unreadable transaction rows');
+  });
+
   it('a marketplace error fails that survey only, never as zero transactions, and the failed days are retried later', async () => {
     await survey(7003);
     await survey(7004);
