@@ -8,7 +8,7 @@
  * survey leaves it; `ok` <-> `warning` is stored, not sent.
  */
 import type { HealthTransition, SurveyHealthRecord } from '../ledger/ledger-store';
-import { HEALTH_HISTORY_LIMIT } from '../ledger/ledger-store';
+import { FAILING_HISTORY_LIMIT, HEALTH_HISTORY_LIMIT } from '../ledger/ledger-store';
 import type { HealthEvaluation, HealthState } from './health-rules';
 
 export interface HealthChange {
@@ -79,11 +79,24 @@ export function healthChange(
       since: from === to && previous ? previous.since : at,
       reasons: evaluation.reasons,
       ...(known.length > 0 ? { lastPostbackAt: known.at(-1) } : {}),
-      history: [...(previous?.history ?? []), transition].slice(-HEALTH_HISTORY_LIMIT),
+      history: keptHistory([...(previous?.history ?? []), transition]),
       updatedAt: at,
       revision: (previous?.revision ?? 0) + 1,
     },
   };
+}
+
+/**
+ * The last `HEALTH_HISTORY_LIMIT` transitions, and before them the newest `FAILING_HISTORY_LIMIT` of those into, within
+ * or out of failing: the spells finance lists outlast any number of ok <-> warning changes after them.
+ */
+function keptHistory(history: readonly HealthTransition[]): HealthTransition[] {
+  if (history.length <= HEALTH_HISTORY_LIMIT) return [...history];
+  const older = history
+    .slice(0, -HEALTH_HISTORY_LIMIT)
+    .filter((t) => t.from === 'failing' || t.to === 'failing')
+    .slice(-FAILING_HISTORY_LIMIT);
+  return [...older, ...history.slice(-HEALTH_HISTORY_LIMIT)];
 }
 
 /** A stretch of time a survey was failing in a period, as finance lists it. */

@@ -10,6 +10,12 @@ import { healthKey, LEDGER } from './ledger-schema';
 
 /** Transitions kept per survey: enough for a month of a flapping survey's story, small enough for one item. */
 export const HEALTH_HISTORY_LIMIT = 20;
+/**
+ * Transitions into, within or out of `failing` kept besides, older than the last `HEALTH_HISTORY_LIMIT`: finance
+ * lists each spell a survey was failing in a month, which a survey flapping between ok and warning (a refused
+ * postback anyone can send) would otherwise push out of the history within days. About 5 KB at most.
+ */
+export const FAILING_HISTORY_LIMIT = 50;
 
 export interface HealthTransition {
   readonly at: string;
@@ -29,7 +35,7 @@ export interface SurveyHealthRecord {
   readonly reasons: readonly HealthReason[];
   /** The latest postback the check had seen when it wrote this, as evidence for a later `postbacks_stopped`. */
   readonly lastPostbackAt?: string | undefined;
-  /** Oldest first, at most HEALTH_HISTORY_LIMIT. */
+  /** Oldest first: the last HEALTH_HISTORY_LIMIT, and before them up to FAILING_HISTORY_LIMIT touching failing. */
   readonly history: readonly HealthTransition[];
   readonly updatedAt: string;
   /** Counts the writes, so two overlapping runs cannot overwrite each other's transition. */

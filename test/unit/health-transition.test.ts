@@ -4,7 +4,11 @@
 import { describe, expect, it } from 'vitest';
 import type { HealthEvaluation, HealthReason } from '../../functions/health/health-rules';
 import { failingSpells, healthChange } from '../../functions/health/health-transition';
-import { HEALTH_HISTORY_LIMIT, type SurveyHealthRecord } from '../../functions/ledger/ledger-store';
+import {
+  FAILING_HISTORY_LIMIT,
+  HEALTH_HISTORY_LIMIT,
+  type SurveyHealthRecord,
+} from '../../functions/ledger/ledger-store';
 
 const reason = (
   code: HealthReason['code'],
@@ -135,14 +139,27 @@ describe('healthChange', () => {
     expect(replay([0, failing()], [5, warning]).notices).toEqual(['failing', 'recovered']);
   });
 
-  it(`keeps the last ${HEALTH_HISTORY_LIMIT} transitions`, () => {
-    const steps = Array.from({ length: 30 }, (_, i): [number, HealthEvaluation] => [
+  it(`keeps the last ${HEALTH_HISTORY_LIMIT} transitions, and before them at most ${FAILING_HISTORY_LIMIT} into or out of failing`, () => {
+    const steps = Array.from({ length: 100 }, (_, i): [number, HealthEvaluation] => [
       i,
       i % 2 ? ok : failing(),
     ]);
     const { record } = replay(...steps);
-    expect(record?.history).toHaveLength(HEALTH_HISTORY_LIMIT);
-    expect(record?.history.at(-1)?.at).toBe(t(29).toISOString());
+    expect(record?.history).toHaveLength(HEALTH_HISTORY_LIMIT + FAILING_HISTORY_LIMIT);
+    expect(record?.history.at(-1)?.at).toBe(t(99).toISOString());
+  });
+
+  it('keeps a failing spell through any number of ok <-> warning changes after it: finance still lists it', () => {
+    const warning: HealthEvaluation = { state: 'warning', reasons: [reason('refused_postbacks', 'warning')] };
+    const flaps = Array.from({ length: 40 }, (_, i): [number, HealthEvaluation] => [
+      20 + i,
+      i % 2 ? ok : warning,
+    ]);
+    const { record } = replay([0, failing()], [10, ok], ...flaps);
+    expect(record?.history).toHaveLength(2 + HEALTH_HISTORY_LIMIT);
+    expect(
+      failingSpells(record as SurveyHealthRecord, t(0), t(100)).map((s) => [s.from, s.to, s.reasons]),
+    ).toEqual([[t(0).toISOString(), t(10).toISOString(), ['postbacks_stopped']]]);
   });
 
   it('remembers the latest postback it knows of', () => {
