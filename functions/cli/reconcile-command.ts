@@ -146,6 +146,12 @@ export function reconcileCommand(): Command {
               say(
                 `  survey ${outcome.surveyId} token ${oneLine(change.token)}: ${change.from} -> ${change.to}`,
               );
+            // Only the first few are shown: said, with where the rest are (a buyer invalidating a batch).
+            const unshown = outcome.changes.changed - outcome.changed.length;
+            if (unshown > 0)
+              say(
+                `  survey ${outcome.surveyId}: ${unshown} more changed verdicts not shown; its discrepancies as they stand: npm run cli -- report --from ${from} --to ${to} --survey ${outcome.surveyId} --format csv --table discrepancies`,
+              );
             if (outcome.malformedRows > 0)
               say(
                 `  survey ${outcome.surveyId}: ${outcome.malformedRows} unreadable transaction rows skipped`,

@@ -614,6 +614,49 @@ describe('reconcile', () => {
     }
   });
 
+  it('says how many changed verdicts it does not show, and where they are', { timeout: 90_000 }, async () => {
+    expect((await cli('redirects', 'apply', '--survey', '9224')).code).toBe(0);
+    const day = nextDay(pacificDay(new Date()), -2);
+    const clickedAt = new Date(pacificDayRange(day).start.getTime() + 10 * 3_600_000);
+    const ledger = createLedgerStore(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+    const rows = Array.from({ length: 25 }, (_, i) => ({
+      created: day,
+      row: {
+        token: `batch-${i}`,
+        PID: `p-batch-${i}`,
+        status: 'Completed',
+        CPI: '1.50',
+        verifyToken: 'Valid',
+        clkDateTime: formatPacificTime(clickedAt),
+      },
+    }));
+    for (const { row } of rows)
+      await ledger.recordHit(
+        {
+          channel: 'postback',
+          surveyId: '9224',
+          outcome: 'success',
+          pid: row.PID,
+          token: row.token,
+          source: 'query',
+        },
+        new Date(clickedAt.getTime() + 600_000),
+      );
+    listedRows.push(...rows);
+    try {
+      expect((await cli('reconcile', '--from', day, '--to', day, '--survey', '9224')).code).toBe(0);
+      // The buyer invalidates the batch.
+      for (const { row } of rows) row.verifyToken = 'Invalid';
+      const again = await cli('reconcile', '--from', day, '--to', day, '--survey', '9224');
+      expect(again.stdout.match(/survey 9224 token batch-\d+: matched -> invalidated/g)).toHaveLength(20);
+      expect(again.stdout).toContain(
+        `survey 9224: 5 more changed verdicts not shown; its discrepancies as they stand: npm run cli -- report --from ${day} --to ${day} --survey 9224 --format csv --table discrepancies`,
+      );
+    } finally {
+      for (const row of rows) listedRows.splice(listedRows.indexOf(row), 1);
+    }
+  });
+
   it('says which surveys it did not take up when the marketplace asks for no calls for a while, and fails', {
     timeout: 90_000,
   }, async () => {
