@@ -98,6 +98,8 @@ export const DEFAULT_HEALTH_SETTINGS: HealthSettings = {
 /** What one attempt tells the rules: when each channel first reported, in UTC ISO-8601. */
 export interface AttemptSightings {
   readonly pid: string;
+  /** The transaction token (absent on sightings built before it was kept). */
+  readonly token?: string | undefined;
   /** Who sent its first redirect (a fingerprint of the address); absent on attempts recorded before it was kept. */
   readonly redirectFrom?: string | undefined;
   /** The first redirect of any outcome. */
@@ -282,11 +284,18 @@ export function successWithoutPostback(
   const from = ago(now, settings.windowMinutes + settings.graceMinutes);
   const until = ago(now, settings.graceMinutes);
   const inWindow = window.attempts.filter((a) => within(a.successRedirectAt, from, until));
-  // A success redirect its postback backs is genuine; the others are claims, counted per sender.
-  const covered = inWindow.filter((a) => a.successPostbackAt !== undefined);
+  // A success redirect its postback backs is genuine; the others are claims, counted per sender. The postback may
+  // have come under another spelling of the pid (a `+` one channel left raw, the other sent as `%2B`): the token's
+  // success postback backs it, as reconciliation judges the token once.
+  const postbackTokens = new Set(
+    window.attempts.flatMap((a) => (a.successPostbackAt !== undefined && a.token !== undefined ? [a.token] : [])),
+  );
+  const backed = (a: AttemptSightings) =>
+    a.successPostbackAt !== undefined || (a.token !== undefined && postbackTokens.has(a.token));
+  const covered = inWindow.filter(backed);
   const { kept: uncovered, left } = perSender(
     inWindow
-      .filter((a) => a.successPostbackAt === undefined)
+      .filter((a) => !backed(a))
       .sort((a, b) => String(a.successRedirectAt).localeCompare(String(b.successRedirectAt))),
   );
   const successes = [...covered, ...uncovered];

@@ -27,6 +27,7 @@ export function sightingsOf(attempt: Attempt): AttemptSightings {
   const postbacks = attempt.postback?.sightings ?? [];
   return {
     pid: attempt.pid,
+    token: attempt.token,
     ...(attempt.redirect?.from ? { redirectFrom: attempt.redirect.from } : {}),
     redirectAt: first(redirects.map((s) => s.firstAt)),
     successRedirectAt: redirects.find((s) => s.outcome === 'success')?.firstAt,

@@ -217,6 +217,23 @@ describe('success_without_postback', () => {
     expect(reason?.detail).toMatch(/attempt --survey 1001 --pid=s\d+;/);
   });
 
+  it('counts a success redirect whose token had its success postback under another spelling of the pid as backed', () => {
+    // Each respondent's redirect left a `+` raw (a space here), its postback sent `%2B`: two items, one token.
+    const split = Array.from({ length: 12 }, (_, i) => [
+      { ...success(15), pid: `dGVzdC0${i} /Q==`, token: `t${i}`, redirectFrom: `sender${i}` },
+      {
+        pid: `dGVzdC0${i}+/Q==`,
+        token: `t${i}`,
+        postbackAt: ago(14),
+        successPostbackAt: ago(14),
+      },
+    ]).flat();
+    expect(evaluateHealth(window({ attempts: split }), settings, now).state).toBe('ok');
+    // Another token's postback backs nothing.
+    const other = split.map((a) => (a.successPostbackAt ? { ...a, token: `other-${a.token}` } : a));
+    expect(successWithoutPostback(window({ attempts: other }), settings, now)?.severity).toBe('failing');
+  });
+
   it("writes the sample pid in its command as one shell word: a forger's pid runs nothing when pasted", () => {
     const forged = ['$(touch /tmp/x)', '`id`', "it's; echo hi", '--force', 'sig=abc'];
     for (const pid of forged) {
