@@ -187,11 +187,14 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
           if (value !== undefined && identifierProblem(field, value))
             throw badRequest(identifierProblem(field, value) as string);
         }
-        if (!pid && !token) throw badRequest('give pid or token');
+        if (pid === undefined && !token) throw badRequest('give pid or token');
+        // `pid=` alone is the empty pid (an entry link that carried none, recorded by its token); beside a token it is
+        // no pid asked for (the token's attempts, the empty pid's among them).
+        const byPid = pid !== undefined && (pid !== '' || !token);
         const period = query.has('from') || query.has('to') ? periodOf(query) : undefined;
         const attempts = await queries.attempts(
           surveyId as string,
-          { ...(pid ? { pid } : {}), ...(token ? { token } : {}) },
+          { ...(byPid ? { pid } : {}), ...(token ? { token } : {}) },
           period,
         );
         if (attempts.length === 0) throw new Rejection(404, 'not_found', 'no such attempt');

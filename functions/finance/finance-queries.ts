@@ -418,7 +418,7 @@ export function finance(deps: {
       by: { pid?: string; token?: string },
       period?: Period,
     ): Promise<Attempt[]> {
-      if (by.pid) {
+      if (by.pid !== undefined) {
         const found = await deps.attempts.attemptsOf(surveyId, by.pid);
         return found.filter((a) => (!by.token || a.token === by.token) && (!period || seenIn(a, period)));
       }

@@ -1051,6 +1051,20 @@ describe('one attempt', () => {
       attempts: { token: string }[];
     };
     expect(latin1.attempts?.map((a) => a.token)).toEqual(['l1']);
+    // The empty pid (an entry link that carried none), as the receivers record it: found by `pid=` alone; beside a
+    // token, `pid=` asks for no pid (every attempt of the token).
+    await attempts.recordHit(
+      { channel: 'postback', surveyId: '8003', outcome: 'success', pid: '', token: 'e1', source: 'query' },
+      new Date(`${D1}T20:00:00Z`),
+    );
+    const empty = jsonBody(await get('/finance/attempts/8003?pid=')) as { attempts: { token: string }[] };
+    expect(empty.attempts?.map((a) => a.token)).toEqual(['e1']);
+    const emptyWithToken = jsonBody(
+      await get(`/finance/attempts/8003?pid=&token=e1&from=${D1}&to=${D1}`),
+    ) as {
+      attempts: { token: string; pid: string }[];
+    };
+    expect(emptyWithToken.attempts?.map((a) => [a.pid, a.token])).toEqual([['', 'e1']]);
     // By pid within a period: the attempts first seen in it (a period before the hit finds none).
     const inPeriod = jsonBody(await get(`/finance/attempts/8003?pid=Jos%E9&from=${D1}&to=${D1}`)) as {
       attempts: { token: string }[];
