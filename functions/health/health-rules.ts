@@ -271,8 +271,17 @@ export function postbacksStopped(
       (last ? `the last postback seen was at ${last}. ` : 'no postback seen for this survey at all. ') +
       `Check the marketplace still holds this receiver's postback URLs: npm run cli -- redirects show --survey ${id}; ` +
       `if they differ, npm run cli -- redirects apply --survey ${id} --force. ` +
-      `Refused postbacks (retired key, source address): npm run cli -- rejected --day ${now.toISOString().slice(0, 10)}.`,
+      `Refused postbacks (retired key, source address): ${rejectedCommand(from, now)}.`,
   };
+}
+
+/**
+ * The `rejected` command for each UTC day from `from` to `now`: refusals are kept by the UTC day they came, and a
+ * window that began before UTC midnight (16:00 or 17:00 Pacific) has those of the day before.
+ */
+function rejectedCommand(from: Date, now: Date): string {
+  const days = [...new Set([from, now].map((at) => at.toISOString().slice(0, 10)))];
+  return days.map((day) => `npm run cli -- rejected --day ${day}`).join(' and ');
 }
 
 /** Success redirects that had time for their success postback and did not get it. */
@@ -349,7 +358,7 @@ export function refusedPostbacks(
       ? 'Postbacks came from an address outside POSTBACK_SOURCE_CIDRS: check whether the marketplace changed its servers.'
       : '',
     [...byCode.keys()].some((code) => !KEY_REFUSALS.has(code) && code !== 'forbidden')
-      ? `Forged, damaged or malformed postbacks: npm run cli -- rejected --day ${now.toISOString().slice(0, 10)}.`
+      ? `Forged, damaged or malformed postbacks: ${rejectedCommand(new Date(refused.map((r) => r.at).sort()[0] as string), now)}.`
       : '',
   ].filter(Boolean);
   return {

@@ -306,6 +306,29 @@ describe('refused_postbacks', () => {
     expect(reason?.detail).toContain('rejected --day 2026-03-10');
   });
 
+  it('names the UTC day the refusals were kept under, and the day after when the window crosses UTC midnight', () => {
+    const atFive = new Date('2026-11-02T00:05:00.000Z');
+    const before = { at: '2026-11-01T23:58:00.000Z', code: 'signature_mismatch', hits: 5, pid: 'r1' };
+    const reason = refusedPostbacks(window({ refused: [before] }), settings, atFive);
+    expect(reason?.detail).toContain(
+      'npm run cli -- rejected --day 2026-11-01 and npm run cli -- rejected --day 2026-11-02.',
+    );
+    const stopped = postbacksStopped(
+      window({
+        attempts: Array.from({ length: 10 }, (_, i) => ({
+          pid: `q${i}`,
+          redirectAt: new Date(atFive.getTime() - 20 * 60_000).toISOString(),
+          redirectFrom: `sender${i}`,
+        })),
+      }),
+      settings,
+      atFive,
+    );
+    expect(stopped?.detail).toContain(
+      'rejected --day 2026-11-01 and npm run cli -- rejected --day 2026-11-02.',
+    );
+  });
+
   it('is a warning at 4 retired-key refusals and failing at 5; unknown key ids, which anyone can send, only warn', () => {
     expect(
       refusedPostbacks(window({ refused: [refused('signature_retired_key', 4)] }), settings, now)?.severity,
