@@ -243,6 +243,16 @@ export function readEnvironmentSettings(environments: unknown, name: string): En
       throw new SettingsError(
         `environment "${name}": customDomain.certificateArn is in ${certificateRegion}; the API's certificate must be in the stack's region (${settings.region})`,
       );
+    // An environment copied from another (the README's staging stack) keeps its stack name: deployed, it would update
+    // that stack in place (its marketplace, its schedules and alarms), tables and secrets kept, so nothing says so.
+    for (const [other, raw] of Object.entries(environments as Record<string, unknown>)) {
+      if (other === name || other === EXAMPLE_ENVIRONMENT || !raw || typeof raw !== 'object') continue;
+      const { stackName = 'SurveyReceiver', account, region } = raw as Record<string, unknown>;
+      if (stackName === settings.stackName && account === settings.account && region === settings.region)
+        throw new SettingsError(
+          `environment "${name}" deploys to the same stack as "${other}" (${settings.stackName} in account ${settings.account}, ${settings.region}): give one of them a stackName of its own, or it would update the other's stack in place`,
+        );
+    }
     const placeholders = placeholderSettings(settings);
     if (placeholders.length > 0)
       throw new SettingsError(

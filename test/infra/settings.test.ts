@@ -114,6 +114,27 @@ describe('readEnvironmentSettings', () => {
     expect(stackProps(readEnvironmentSettings({ second }, 'second')).redirectSyncEnabled).toBe(false);
   });
 
+  it('refuses an environment copied from another without a stack name of its own: it would update that stack in place', () => {
+    const staging = {
+      ...production,
+      redirectSyncEnabled: false,
+      marketplace: { ...production.marketplace, baseUrl: 'https://sandbox.samplemarket.net' },
+    };
+    expect(() => readEnvironmentSettings({ production, staging }, 'staging')).toThrow(
+      'environment "staging" deploys to the same stack as "production" (SurveyReceiver in account 210987654321, us-east-1)',
+    );
+    expect(() => readEnvironmentSettings({ production, staging }, 'production')).toThrow(SettingsError);
+    // Named apart, or in another region or account: its own stack.
+    for (const own of [
+      { stackName: 'SurveyReceiverStaging' },
+      { region: 'eu-west-1' },
+      { account: '210987654322' },
+    ])
+      expect(() =>
+        readEnvironmentSettings({ production, staging: { ...staging, ...own } }, 'staging'),
+      ).not.toThrow();
+  });
+
   it.each([
     ['account', { account: undefined }],
     ['region', { region: undefined }],
