@@ -22,6 +22,7 @@ import {
   ATTEMPT_PARTITION_PREFIX,
   CHECKPOINT_PARTITION_PREFIX,
   LEDGER,
+  RUN_PARTITION_PREFIX,
   SUMMARY_PARTITION_PREFIX,
   SURVEY_PARTITION_PREFIX,
 } from '../functions/ledger/ledger-schema';
@@ -352,11 +353,22 @@ export class ReceiverStack extends Stack {
         }),
       },
     })
-      .bindLedger(
+      // The discrepancy index: a complete reversed and its late postback, judged on days apart, find each other.
+      .bindLedger(this.ledger.table, [], { indexQuery: true, discrepancyIndexQuery: true })
+      // Attempts and the items made for transactions, the days' summaries, flags and outsiders, the surveys'
+      // registrations and reconciliation state, the run's records, the day index's backfill checkpoint (and, with
+      // the attempt feed, its start mark): not the health records, nor the refused hits.
+      .allowLedgerItems(
         this.ledger.table,
         ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'],
-        // The discrepancy index: a complete reversed and its late postback, judged on days apart, find each other.
-        { indexQuery: true, discrepancyIndexQuery: true },
+        [
+          ATTEMPT_PARTITION_PREFIX,
+          SUMMARY_PARTITION_PREFIX,
+          SURVEY_PARTITION_PREFIX,
+          RUN_PARTITION_PREFIX,
+          CHECKPOINT_PARTITION_PREFIX,
+          ...(props.attemptFeed ? [FEED_PARTITION_PREFIX] : []),
+        ],
       )
       // A day's outsiders, one item each beside its summary, read by their sort keys' prefix (ledger-schema.ts);
       // with the attempt feed, a survey's attempts from its bucket's days (feed-attempts.ts).

@@ -282,12 +282,14 @@ export const reconciliationStateKey = (surveyId: string) => ({
   pk: `SURVEY#${surveyId}`,
   sk: 'RECONCILIATION',
 });
-export const runStateKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'STATE' });
+/** What the partition keys of a scheduled run's records start with (its state, lease, lists, last finished run). */
+export const RUN_PARTITION_PREFIX = 'RUN#';
+export const runStateKey = (name: string) => ({ pk: `${RUN_PARTITION_PREFIX}${name}`, sk: 'STATE' });
 /** The last run of that name that finished: what it checked, kept while the next run is under way. */
-export const finishedRunKey = (name: string) => ({ pk: `RUN#${name}`, sk: 'FINISHED' });
+export const finishedRunKey = (name: string) => ({ pk: `${RUN_PARTITION_PREFIX}${name}`, sk: 'FINISHED' });
 /** One part of a long run's survey list (run-lists.ts). */
 export const runSurveysKey = (name: string, runId: string, index: number) => ({
-  pk: `RUN#${name}`,
+  pk: `${RUN_PARTITION_PREFIX}${name}`,
   sk: `SURVEYS#${runId}#${index}`,
 });
 export const healthKey = (surveyId: string) => ({ pk: `HEALTH#${surveyId}`, sk: 'STATE' });

@@ -20,8 +20,12 @@ import {
   firstHitItem,
 } from '../../functions/ledger/ledger-store';
 import { createMarketplaceClient } from '../../functions/marketplace/marketplace-client';
+import { pacificDay, pacificDayRange } from '../../functions/marketplace/pacific-time';
 import { redirectConfiguration } from '../../functions/marketplace/redirect-configuration';
 import { parseKeyRing } from '../../functions/receiving/signing';
+import { feedAttempts } from '../../functions/reconciliation/feed-attempts';
+import { reconciler } from '../../functions/reconciliation/reconciler';
+import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
 import { ReceiverStack } from '../../infra/receiver-stack';
@@ -123,7 +127,8 @@ const attributeAllowed = (allowed: readonly string[], name: string) =>
   allowed.some((a) => (a.endsWith('*') ? name.startsWith(a.slice(0, -1)) : name === a));
 
 /** The ledger's indexes a function's role may Query. */
-function indexGrants(fn: ReceiverFunction): string[] {
+function indexGrants(fn: ReceiverFunction, of = { stack, template }): string[] {
+  const { stack, template } = of;
   const roleId = stack.getLogicalId(fn.role.node.defaultChild as import('aws-cdk-lib').CfnElement);
   const policies = template.findResources('AWS::IAM::Policy', { Properties: { Roles: [{ Ref: roleId }] } });
   return [...JSON.stringify(policies).matchAll(/\/index\/([\w-]+)"/g)].map((m) => m[1] as string);
@@ -422,4 +427,144 @@ describe('the redirect sync within its role', () => {
     ])
       await expect(write()).rejects.toMatchObject({ name: 'AccessDeniedException' });
   }, 60_000);
+});
+
+describe('reconciliation within its role', () => {
+  it.each([
+    ['the day index', false],
+    ['the attempt feed', true],
+  ])(
+    'reconciles a week read from %s (items made, a late postback, a reversal), with no health record or refused hit in reach',
+    async (_, withFeed) => {
+      const of = withFeed ? { stack: feedStack, template: feedTemplate } : { stack, template };
+      const denied: string[] = [];
+      const { client, tableName, open } = await guardedClient(
+        tableGrants(of.stack.reconcile, of),
+        denied,
+        indexGrants(of.stack.reconcile, of),
+      );
+      const marketplace = await startLocalMarketplace({ accessToken: 'reconcile-role', seedSurveys: false });
+      try {
+        let clock = Date.now();
+        const today = pacificDay(new Date(clock));
+        const registry = createSurveyRegistry(open, tableName);
+        const hits = createLedgerStore(open, tableName, () => new Date(clock));
+        const completes: { token: string; day: string; arrived: boolean }[] = [
+          { token: 'r-1', day: nextDay(today, -3), arrived: true },
+          { token: 'r-2', day: nextDay(today, -3), arrived: false },
+          { token: 'r-3', day: nextDay(today, -1), arrived: true },
+          { token: 'r-4', day: nextDay(today, -1), arrived: false },
+        ];
+        for (const surveyId of [4601, 4602]) {
+          marketplace.state.addSurvey({ surveyId, cpi: '1.50' });
+          await registry.put({
+            surveyId: String(surveyId),
+            state: 'active',
+            verified: true,
+            failures: 0,
+            expectedCpi: '1.50',
+            updatedAt: new Date(clock).toISOString(),
+          });
+          for (const { token, day, arrived } of completes) {
+            const clickedAt = new Date(pacificDayRange(day).start.getTime() + 10 * 3_600_000);
+            marketplace.state.transactions.push({
+              surveyId,
+              token: `${token}-${surveyId}`,
+              pid: `p-${token}`,
+              status: 'Completed',
+              ip: '198.51.100.1',
+              trackId: token,
+              termReason: '',
+              clickedAt,
+              completedAt: new Date(clickedAt.getTime() + 600_000),
+              verifyToken: 'Valid',
+              notified: arrived,
+            });
+            if (arrived)
+              await hits.recordHit(
+                {
+                  channel: 'postback',
+                  surveyId: String(surveyId),
+                  outcome: 'success',
+                  pid: `p-${token}`,
+                  token: `${token}-${surveyId}`,
+                  source: 'query',
+                },
+                new Date(clickedAt.getTime() + 660_000),
+              );
+          }
+        }
+        const items = createLedgerStore(client, tableName, () => new Date(clock));
+        const feed = createAttemptFeed(client, tableName);
+        const fromFeed = withFeed
+          ? feedAttempts({ feed, items, feedLagMs: 60_000, now: () => new Date(clock) })
+          : undefined;
+        const engine = () =>
+          reconciler({
+            marketplace: createMarketplaceClient({
+              baseUrl: marketplace.url,
+              accessToken: () => 'reconcile-role',
+            }),
+            attempts: items,
+            registry: createSurveyRegistry(client, tableName),
+            results: createReconciliationStore(client, tableName),
+            now: () => new Date(clock),
+            settleMs: 0,
+            ...(fromFeed
+              ? {
+                  attempts: { ...items, attemptsOfSurvey: fromFeed.attemptsOfSurvey },
+                  attemptsLagMs: fromFeed.lagMs,
+                  attemptsAsOf: fromFeed.asOf,
+                  readOrder: fromFeed.inReadOrder,
+                }
+              : {}),
+          });
+        const run = async () => {
+          const report = await engine().scheduled(7, { deadline: new Date(clock + 600_000) });
+          expect(report?.outcomes.map((o) => [o.surveyId, o.status])).toEqual([
+            ['4601', 'reconciled'],
+            ['4602', 'reconciled'],
+          ]);
+        };
+        await run();
+        // A late postback for a complete made an item of (flags its day), and a reversal; a day on.
+        clock += 26 * 3_600_000;
+        await hits.recordHit(
+          {
+            channel: 'postback',
+            surveyId: '4601',
+            outcome: 'success',
+            pid: 'p-r-2',
+            token: 'r-2-4601',
+            source: 'query',
+          },
+          new Date(clock),
+        );
+        for (const t of marketplace.state.transactions) if (t.token === 'r-3-4602') t.verifyToken = 'Invalid';
+        await run();
+        clock += 3_600_000;
+        await run();
+        const judged = await createReconciliationStore(open, tableName).attemptsByKey('4602', [
+          { pid: 'p-r-3', token: 'r-3-4602' },
+          { pid: 'p-r-4', token: 'r-4-4602' },
+        ]);
+        expect(judged.map((a) => [a.token, a.reconciliation?.verdict]).sort()).toEqual([
+          ['r-3-4602', 'invalidated'],
+          ['r-4-4602', 'complete_not_received'],
+        ]);
+        expect(denied).toEqual([]);
+      } finally {
+        await marketplace.stop();
+      }
+      // And nothing it has no business with: a survey's health record, the refused hits.
+      for (const key of [
+        { pk: 'HEALTH#4601', sk: 'STATE' },
+        { pk: 'REJECTED#2026-11-20', sk: 'x' },
+      ])
+        await expect(client.send(new PutCommand({ TableName: tableName, Item: key }))).rejects.toMatchObject({
+          name: 'AccessDeniedException',
+        });
+    },
+    60_000,
+  );
 });

@@ -118,7 +118,7 @@ describe('readEnvironmentSettings', () => {
     const staging = {
       ...production,
       redirectSyncEnabled: false,
-      marketplace: { ...production.marketplace, baseUrl: 'https://sandbox.samplemarket.net' },
+      marketplace: { ...(production.marketplace as object), baseUrl: 'https://sandbox.samplemarket.net' },
     };
     expect(() => readEnvironmentSettings({ production, staging }, 'staging')).toThrow(
       'environment "staging" deploys to the same stack as "production" (SurveyReceiver in account 210987654321, us-east-1)',
