@@ -1,6 +1,8 @@
 import { Command } from 'commander';
 import { pacificDay } from '../marketplace/pacific-time';
 import type { Attempt } from '../receiving/attempt';
+import { identifierProblem } from '../receiving/identifiers';
+import { fromOneLine } from '../shared/printable';
 import { cliContext } from './context';
 import { pidOption, surveyIdOption, tokenOption } from './options';
 import { oneLine, say, sayJson } from './terminal';
@@ -15,13 +17,29 @@ export function attemptCommand(): Command {
     .option('--json', 'print JSON')
     .action(async (options: { survey: string; pid: string; token?: string; json?: boolean }) => {
       const { store } = cliContext();
-      const attempts = (await store.attemptsOf(options.survey, options.pid)).filter(
-        (attempt) => !options.token || attempt.token === options.token,
-      );
+      const find = async (pid: string) =>
+        (await store.attemptsOf(options.survey, pid)).filter(
+          (attempt) => !options.token || attempt.token === options.token,
+        );
+      let attempts = await find(options.pid);
+      // A pid copied from a listing, where a control or invisible character shows as its escape (`a\u0009b`) and a
+      // backslash doubled: read as printed when nothing holds it as typed.
+      const printed = attempts.length === 0 ? fromOneLine(options.pid) : undefined;
+      if (
+        printed !== undefined &&
+        printed !== options.pid &&
+        identifierProblem('pid', printed) === undefined
+      ) {
+        attempts = await find(printed);
+        if (attempts.length > 0 && !options.json)
+          say(
+            `pid ${oneLine(options.pid)} read as printed in a listing (its escapes as the characters they stand for)`,
+          );
+      }
       if (options.json) {
         sayJson(attempts);
       } else if (attempts.length === 0) {
-        say(`no attempt of pid ${options.pid} at survey ${options.survey}`);
+        say(`no attempt of pid ${oneLine(options.pid)} at survey ${options.survey}`);
       } else {
         say(attempts.map(describeAttempt).join('\n\n'));
       }

@@ -10,8 +10,9 @@ import { createHash } from 'node:crypto';
 // introducer); the bidirectional controls, which make text read in another order than it is written (a pid
 // `abc\u202Efed` shows as `abcdef`); and every other character written to be invisible (format characters and the
 // default-ignorable ones: a zero-width space, a soft hyphen, a word joiner, a filler; `victim-42\u200B` shows as
-// `victim-42`): an id shown so could pass for another.
-const INVISIBLE = '\\p{Cf}\\p{Default_Ignorable_Code_Point}';
+// `victim-42`); and every space but the space itself, and the line and paragraph separators (`a\u00A0b` shows as
+// `a b`): an id shown so could pass for another.
+const INVISIBLE = '\\p{Cf}\\p{Default_Ignorable_Code_Point}\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\u2028\\u2029';
 const CONTROLS = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'gu');
 /** Whether a text holds any of them (no `g`: a test keeps no position between calls). */
 const HAS_CONTROL = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'u');
@@ -67,6 +68,22 @@ export function oneLine(text: string): string {
   // A backslash is written doubled, the escapes' own character: `victim-42\u200b` typed as text must not show as
   // the zero-width space's escape, nor `x\` followed by one as the text (another respondent's id shown the same).
   return text.replaceAll('\\', '\\\\').replace(CONTROLS, escaped);
+}
+
+/**
+ * The text a `oneLine` form stands for (`\\` a backslash, `\uXXXX` the code unit), or undefined when it holds no
+ * escape or one that is not of that form: an id copied from a listing and typed back into the CLI.
+ */
+export function fromOneLine(shown: string): string | undefined {
+  if (!shown.includes('\\')) return undefined;
+  let ok = true;
+  const text = shown.replace(/\\(\\|u[0-9a-fA-F]{4}|[\s\S]?)/g, (_, escape: string) => {
+    if (escape === '\\') return '\\';
+    if (escape.length === 5) return String.fromCharCode(Number.parseInt(escape.slice(1), 16));
+    ok = false;
+    return escape;
+  });
+  return ok ? text : undefined;
 }
 
 /**

@@ -283,6 +283,37 @@ describe('output for other programs', () => {
     expect(result.stdout).toContain('no result list');
   });
 
+  it('attempt finds a pid typed as a listing printed it (its escapes, a backslash doubled), and says so', async () => {
+    const ledger = createLedgerStore(createDocumentClient({ endpoint: table.endpoint }), table.tableName);
+    for (const pid of ['tab\there', 'lit\\u0009eral'])
+      await ledger.recordHit(
+        {
+          channel: 'postback',
+          surveyId: '9225',
+          outcome: 'success',
+          pid,
+          token: `t-${pid.length}`,
+          source: 'query',
+        },
+        new Date(),
+      );
+    const listed = await cli('attempts', '--survey', '9225');
+    expect(listed.stdout).toContain('pid tab\\u0009here');
+    expect(listed.stdout).toContain('pid lit\\\\u0009eral');
+    const printed = await cli('attempt', '--survey', '9225', '--pid', 'tab\\u0009here');
+    expect(printed.code).toBe(0);
+    expect(printed.stdout).toContain('read as printed in a listing');
+    expect(printed.stdout).toContain('survey 9225  pid tab\\u0009here');
+    // The pid that holds the escape's text is found by it as typed, and by its printed form.
+    expect((await cli('attempt', '--survey', '9225', '--pid', 'lit\\u0009eral')).stdout).toContain(
+      'pid lit\\\\u0009eral',
+    );
+    expect((await cli('attempt', '--survey', '9225', '--pid', 'lit\\\\u0009eral')).code).toBe(0);
+    // Not found, the pid is said as typed, escaped as a listing would show it.
+    const missing = await cli('attempt', '--survey', '9225', '--pid', 'nobody\u200b');
+    expect(missing.stdout).toContain('no attempt of pid nobody\\u200b at survey 9225');
+  });
+
   it('redirects sync names a survey whose row does not read by its id, once though both listings show it', async () => {
     surveyRows = [{ surveyId: 9223, CPI: '1,50' }];
     try {

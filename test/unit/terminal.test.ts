@@ -2,7 +2,12 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { oneLine, printable, say, sayJson } from '../../functions/cli/terminal';
 import { csvCell } from '../../functions/finance/report-csv';
-import { shellWord, signaturesMarked, withoutSignatures } from '../../functions/shared/printable';
+import {
+  fromOneLine,
+  shellWord,
+  signaturesMarked,
+  withoutSignatures,
+} from '../../functions/shared/printable';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -48,6 +53,39 @@ describe('printable', () => {
     expect(JSON.parse(printable(JSON.stringify({ pid })))).toEqual({ pid });
     // Visible text of every script stays.
     expect(printable('José 東京 😀 ÿ')).toBe('José 東京 😀 ÿ');
+    // Every space but the space itself, and the line and paragraph separators: `a\u00a0b` would show as `a b`.
+    for (const [spaced, shown] of [
+      ['\u00a0', '\\u00a0'],
+      ['\u2003', '\\u2003'],
+      ['\u3000', '\\u3000'],
+      ['\u2028', '\\u2028'],
+      ['\u2029', '\\u2029'],
+    ])
+      expect(oneLine(`a${spaced}b`)).toBe(`a${shown}b`);
+    expect(oneLine('a b')).toBe('a b');
+  });
+});
+
+describe('fromOneLine', () => {
+  it('reads an id as a listing printed it back into the id: every shape, none mistaken for another', () => {
+    const pids = [
+      'a\tb',
+      'a\r\nb',
+      'a\u0007b',
+      '\ufeffabc',
+      'a\u200bb',
+      'abc\u202efed',
+      'u👩\u200d👩\u200d👧',
+      'a\\u200b',
+      'C:\\data\\',
+      'a\u00a0b',
+      'victim-42\u{e0041}',
+    ];
+    for (const pid of pids) expect(fromOneLine(oneLine(pid)), JSON.stringify(pid)).toBe(pid);
+    // Nothing to read in a pid without a backslash; none in one whose backslash starts no escape of the form.
+    expect(fromOneLine('plain')).toBeUndefined();
+    expect(fromOneLine('a\\x41')).toBeUndefined();
+    expect(fromOneLine('ends\\')).toBeUndefined();
   });
 });
 
