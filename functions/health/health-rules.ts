@@ -297,7 +297,9 @@ export function successWithoutPostback(
   // have come under another spelling of the pid (a `+` one channel left raw, the other sent as `%2B`): the token's
   // success postback backs it, as reconciliation judges the token once.
   const postbackTokens = new Set(
-    window.attempts.flatMap((a) => (a.successPostbackAt !== undefined && a.token !== undefined ? [a.token] : [])),
+    window.attempts.flatMap((a) =>
+      a.successPostbackAt !== undefined && a.token !== undefined ? [a.token] : [],
+    ),
   );
   const backed = (a: AttemptSightings) =>
     a.successPostbackAt !== undefined || (a.token !== undefined && postbackTokens.has(a.token));

@@ -12,7 +12,8 @@ import { createHash } from 'node:crypto';
 // default-ignorable ones: a zero-width space, a soft hyphen, a word joiner, a filler; `victim-42\u200B` shows as
 // `victim-42`); and every space but the space itself, and the line and paragraph separators (`a\u00A0b` shows as
 // `a b`): an id shown so could pass for another.
-const INVISIBLE = '\\p{Cf}\\p{Default_Ignorable_Code_Point}\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\u2028\\u2029';
+const INVISIBLE =
+  '\\p{Cf}\\p{Default_Ignorable_Code_Point}\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000\\u2028\\u2029';
 const CONTROLS = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'gu');
 /** Whether a text holds any of them (no `g`: a test keeps no position between calls). */
 const HAS_CONTROL = new RegExp(`[\\p{Cc}${INVISIBLE}]`, 'u');
@@ -77,11 +78,11 @@ export function oneLine(text: string): string {
 export function fromOneLine(shown: string): string | undefined {
   if (!shown.includes('\\')) return undefined;
   let ok = true;
-  const text = shown.replace(/\\(\\|u[0-9a-fA-F]{4}|[\s\S]?)/g, (_, escape: string) => {
-    if (escape === '\\') return '\\';
-    if (escape.length === 5) return String.fromCharCode(Number.parseInt(escape.slice(1), 16));
+  const text = shown.replace(/\\(\\|u[0-9a-fA-F]{4}|[\s\S]?)/g, (_, sequence: string) => {
+    if (sequence === '\\') return '\\';
+    if (sequence.length === 5) return String.fromCharCode(Number.parseInt(sequence.slice(1), 16));
     ok = false;
-    return escape;
+    return sequence;
   });
   return ok ? text : undefined;
 }
