@@ -64,7 +64,9 @@ function describeAttempt(attempt: Attempt): string {
     const listed = verdict.marketplace
       ? ` (marketplace: ${verdict.marketplace.status}${verdict.marketplace.verifyToken ? `, ${verdict.marketplace.verifyToken}` : ''}, cpi ${verdict.marketplace.cpi})`
       : '';
-    lines.push(`  reconciled: ${verdict.verdict} on ${verdict.day}${listed}, judged ${verdict.at}`);
+    lines.push(
+      `  reconciled: ${verdict.verdict} on ${verdict.day} (Pacific day)${listed}, judged ${verdict.at}`,
+    );
     // A matched complete's acceptance (Pending to Valid) is not written back (verdict-equality.ts).
     const review = verdict.marketplace?.verifyToken;
     if (

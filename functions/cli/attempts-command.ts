@@ -23,7 +23,7 @@ export function attemptsCommand(): Command {
         return;
       }
       if (attempts.length === 0) {
-        say(`no attempts at survey ${options.survey} on ${day}`);
+        say(`no attempts at survey ${options.survey} first seen on ${day} (UTC day)`);
         await noteUnregistered(registry, [options.survey], 'check the id');
       }
       for (const a of attempts) {

@@ -21,7 +21,7 @@ export function rejectedCommand(): Command {
         return;
       }
       if (rejected.length === 0) {
-        say(`no rejected hits on ${options.day}`);
+        say(`no rejected hits on ${options.day} (UTC day)`);
         return;
       }
       for (const hit of rejected) {
@@ -31,7 +31,7 @@ export function rejectedCommand(): Command {
       }
       const total = rejected.reduce((sum, hit) => sum + hit.hits, 0);
       say(
-        `${total} rejected hits recorded on ${options.day} (${rejected.length} per source, code and minute; each receiver container records at most five refusals a second, a flood's rest only in the RefusalsNotRecorded metric)`,
+        `${total} rejected hits recorded on ${options.day} (UTC day; ${rejected.length} per source, code and minute; each receiver container records at most five refusals a second, a flood's rest only in the RefusalsNotRecorded metric)`,
       );
     });
 }

@@ -242,7 +242,7 @@ describe('output for other programs', () => {
     const one = await cli('attempt', '--survey', '9105', '--pid', 'p-listed');
     expect(one.stdout).not.toContain('undefined');
     expect(one.stdout).toContain('never seen here');
-    expect(one.stdout).toContain('reconciled: complete_not_received on');
+    expect(one.stdout).toMatch(/reconciled: complete_not_received on \d{4}-\d\d-\d\d \(Pacific day\)/);
     expect(one.stdout).toContain('(marketplace: Completed, Valid, cpi 1.25)');
     // A matched complete judged while its review was pending: an acceptance since is not written back, and it says so.
     await listed('p-matched', 'matched', 'Pending');
@@ -392,7 +392,7 @@ describe('output for other programs', () => {
     const result = await run(TSX, ['functions/cli/main.ts', 'attempts', '--survey', '9996'], {
       env: cliEnv(),
     });
-    expect(result.stdout).toContain('no attempts at survey 9996');
+    expect(result.stdout).toMatch(/no attempts at survey 9996 first seen on \d{4}-\d\d-\d\d \(UTC day\)/);
     expect(result.stderr).toContain('survey 9996 has no redirects registered here; check the id');
   });
 
