@@ -92,9 +92,11 @@ export async function batchGet(
   for (let start = 0; start < unique.length; start += 100) batches.push(unique.slice(start, start + 100));
   const readBatch = async (batch: Item[]) => {
     let pending = batch;
-    for (let round = 0; pending.length > 0; round++) {
-      if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** round)));
-      if (round > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
+    // Given up after rounds that read nothing, not after a number of rounds: a table throttling hard answers a few
+    // keys a round, and a batch read so is slow, not failed. The backoff starts again once a round reads some.
+    for (let idle = 0, round = 0; pending.length > 0; round++) {
+      if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** idle)));
+      if (idle > 8) throw new StoreUnavailable('the ledger store left keys unprocessed');
       const page = await send(() =>
         client.send(
           new BatchGetCommand({
@@ -104,8 +106,11 @@ export async function batchGet(
           }),
         ),
       );
-      items.push(...((page.Responses?.[tableName] ?? []) as Item[]));
-      pending = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];
+      const read = (page.Responses?.[tableName] ?? []) as Item[];
+      for (const item of read) items.push(item);
+      const left = (page.UnprocessedKeys?.[tableName]?.Keys ?? []) as Item[];
+      idle = left.length < pending.length ? 0 : idle + 1;
+      pending = left;
     }
   };
   let next = 0;

@@ -58,4 +58,20 @@ describe('batchGet', () => {
       [50, true],
     ]);
   });
+
+  it('keeps reading while the table answers some keys a round, however few; gives up after rounds that read none', async () => {
+    // A table throttling hard: one key a round.
+    mock.on(BatchGetCommand).callsFake(async (input: BatchGetCommand['input']) => {
+      const asked = input.RequestItems?.t?.Keys ?? [];
+      return { Responses: { t: asked.slice(0, 1) }, UnprocessedKeys: { t: { Keys: asked.slice(1) } } };
+    });
+    expect(await batchGet(client, 't', keys(15))).toHaveLength(15);
+    mock.reset();
+    mock.on(BatchGetCommand).callsFake(async (input: BatchGetCommand['input']) => ({
+      Responses: { t: [] },
+      UnprocessedKeys: { t: { Keys: input.RequestItems?.t?.Keys ?? [] } },
+    }));
+    await expect(batchGet(client, 't', keys(3))).rejects.toMatchObject({ name: 'StoreUnavailable' });
+    expect(mock.commandCalls(BatchGetCommand)).toHaveLength(9);
+  }, 30_000);
 });
