@@ -98,7 +98,9 @@ export function shellWord(value: string): string {
   // Not `=` or `%` either: a signature concealed later (`sig=...` to `sig=[concealed]`) must stay inside quotes.
   if (/^[\w@+:,./-]+$/.test(value)) return value;
   if (!HAS_CONTROL.test(value)) return `'${value.replaceAll("'", "'\\''")}'`;
-  return `$'${value.replace(/[\\']/g, '\\$&').replace(CONTROLS, shellEscape)}'`;
+  // A backslash and a quote by their hex escapes, not `\\` and `\'`: concealing a signature after (`sig=` up to a quote
+  // or a space) may take an escape whole, never a backslash alone, which would unquote the rest of the word.
+  return `$'${value.replace(/[\\']/g, (c) => (c === '\\' ? '\\x5c' : '\\x27')).replace(CONTROLS, shellEscape)}'`;
 }
 /** `\xHH` for an ASCII control, `\uHHHH` for the others, `\UHHHHHHHH` past the 16-bit plane (the shell's forms). */
 const shellEscape = (c: string) => {

@@ -247,6 +247,31 @@ describe('success_without_postback', () => {
     }
   });
 
+  it('writes a sample pid that no signature concealed in the notice after can unquote: pasted, it runs nothing', () => {
+    const forged = [
+      "\u0001sig=a';echo INJECTED;#",
+      "\u200bsig=a';echo INJECTED;#",
+      "sig=\u0001\\';echo INJECTED;#",
+      "x\u0001sig=a\\\\';echo INJECTED;#",
+      "sig=a';echo INJECTED;#",
+      "\u0001sig%3Da' ;echo INJECTED;#",
+      '\u0001"sig": "a\';echo INJECTED;#',
+    ];
+    for (const pid of forged) {
+      const attempts = [{ ...success(15), pid }, success(15), success(15)];
+      const detail = successWithoutPostback(window({ attempts }), settings, now)?.detail ?? '';
+      const word = /--pid=(.*?); the marketplace/s.exec(detail)?.[1] ?? '';
+      // As the notice's body carries it: signatures concealed, then made printable.
+      const shown = printable(withoutSignatures(word));
+      const out = execFileSync('bash', ['-c', `printf '[%s]\\n' ${shown}; echo END`], { encoding: 'utf8' });
+      // One argument, then the next command: nothing of the pid ran (its text may show inside the argument).
+      const lines = out.trimEnd().split('\n');
+      expect(lines, JSON.stringify(pid)).toHaveLength(2);
+      expect(lines[0], JSON.stringify(pid)).toMatch(/^\[.*\]$/s);
+      expect(lines[1], JSON.stringify(pid)).toBe('END');
+    }
+  });
+
   it("writes a sample pid holding a control or bidirectional character with the shell's escapes: shown as text, pasted it is the pid", () => {
     for (const pid of ['p-17\r', "tab\there's", 'line\nend\\x41', 'abc\u202efed']) {
       const attempts = [{ ...success(15), pid }, success(15), success(15)];
