@@ -195,8 +195,11 @@ const leftOut = (left: number) =>
   left > 0 ? ` (${left} more from senders that sent over ${CLAIMS_PER_SENDER} each not counted)` : '';
 /** The signature refusals that mean the marketplace holds URLs signed with a key this receiver refuses. */
 const KEY_REFUSALS = new Set(['signature_retired_key', 'signature_unknown_key']);
-/** Refusals only a holder of a genuine URL can cause: the signature holds, under a key retired since. */
-const GENUINE_KEY_REFUSALS = new Set(['signature_retired_key']);
+/**
+ * Refusals only a holder of a genuine URL can cause: the signature holds, under a key retired since, or under a
+ * current one and the postback refused for its source address or what it carries.
+ */
+const GENUINE_REFUSALS = new Set(['signature_retired_key', 'signed_forbidden', 'signed_input']);
 
 /** How far back a survey's attempts must be read for the rules to see everything they judge. */
 export function readFrom(settings: HealthSettings, now: Date): Date {
@@ -347,20 +350,29 @@ export function refusedPostbacks(
   const byCode = new Map<string, number>();
   for (const r of refused) byCode.set(r.code, (byCode.get(r.code) ?? 0) + r.hits);
   const keyRefusals = [...byCode].reduce((sum, [code, n]) => sum + (KEY_REFUSALS.has(code) ? n : 0), 0);
-  const genuine = [...byCode].reduce((sum, [code, n]) => sum + (GENUINE_KEY_REFUSALS.has(code) ? n : 0), 0);
+  const genuine = [...byCode].reduce((sum, [code, n]) => sum + (GENUINE_REFUSALS.has(code) ? n : 0), 0);
   const id = window.surveyId;
+  const listing = rejectedCommand(new Date(refused.map((r) => r.at).sort()[0] as string), now);
   const advice = [
-    genuine > 0
+    byCode.has('signature_retired_key')
       ? `The marketplace calls URLs signed with a retired key: npm run cli -- redirects apply --survey ${id} --force re-signs them with the current key; retire a key only after every survey was re-applied (redirects rotate keeps old keys until --retire-in-hours).`
       : '',
-    keyRefusals > genuine
+    byCode.has('signature_unknown_key')
       ? `Postbacks with a key id this receiver does not know: forged (anyone can send one), unless it is a key of yours dropped 30 days after its retirement, which redirects apply --survey ${id} --force replaces.`
       : '',
-    byCode.has('forbidden')
-      ? 'Postbacks came from an address outside POSTBACK_SOURCE_CIDRS: check whether the marketplace changed its servers.'
+    byCode.has('signed_forbidden')
+      ? 'Postbacks whose signature holds came from an address outside POSTBACK_SOURCE_CIDRS: the marketplace sends from servers it did not use before; add them to the allow-list (until then they are refused, and lost).'
       : '',
-    [...byCode.keys()].some((code) => !KEY_REFUSALS.has(code) && code !== 'forbidden')
-      ? `Forged, damaged or malformed postbacks: ${rejectedCommand(new Date(refused.map((r) => r.at).sort()[0] as string), now)}.`
+    byCode.has('forbidden')
+      ? 'Postbacks from an address outside POSTBACK_SOURCE_CIDRS whose signature does not hold either: forged, most likely.'
+      : '',
+    byCode.has('signed_input')
+      ? `Postbacks whose signature holds were refused for what they carry (a placeholder left unsubstituted, a body that does not read), and are lost: ${listing} says why.`
+      : '',
+    [...byCode.keys()].some(
+      (code) => !KEY_REFUSALS.has(code) && !GENUINE_REFUSALS.has(code) && code !== 'forbidden',
+    )
+      ? `Forged, damaged or malformed postbacks: ${listing}.`
       : '',
   ].filter(Boolean);
   return {

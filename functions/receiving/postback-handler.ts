@@ -78,12 +78,19 @@ export function createPostbackHandler({
         refusedHit('postback', request, { code, reason }, { at: new Date(), requestId, sourceIp }),
       );
     };
+    /** Whether the postback's signature held: its refusal, if any, is then one only a genuine URL's holder causes. */
+    let signed = false;
     try {
       const { claim, query } = readClaim('postback', request);
       if (postbackSources && !postbackSources(sourceIp)) {
-        logger.warn('postback refused: source', { ...claim.target, sourceIp });
+        // Signed or not, it is refused; signed, it is the marketplace's from an address it did not use before.
+        signed = (await checkSignature(keyRing, claim, new Date()).catch(() => undefined))?.valid === true;
+        logger.warn('postback refused: source', { ...claim.target, sourceIp, signed });
         count('RejectedSource');
-        await refuse('forbidden', 'source address not allowed');
+        await refuse(
+          signed ? 'signed_forbidden' : 'forbidden',
+          signed ? 'source address not allowed; its signature holds' : 'source address not allowed',
+        );
         throw new Rejection(403, 'forbidden', 'source address not allowed');
       }
       const check = await checkSignature(keyRing, claim, new Date());
@@ -102,6 +109,7 @@ export function createPostbackHandler({
           check.reason === 'missing' ? missingSignatureMessage(request, claim) : 'signature is not valid',
         );
       }
+      signed = true;
       const identity = readIdentity(request, query);
       const hit = { ...claim.target, ...identity };
       const at = new Date();
@@ -169,7 +177,7 @@ export function createPostbackHandler({
         // `reason`, not `message`: the Logger reserves `message` for the log line's own text and drops the key.
         logger.warn('postback refused: input', { status: error.status, reason: error.message, sourceIp });
         count('RejectedPostback', { reason: 'input' });
-        await refuse(error.code, error.message);
+        await refuse(signed ? 'signed_input' : error.code, error.message);
       }
       throw error;
     }

@@ -22,12 +22,17 @@ export const REFUSED_SURVEYS_PER_MINUTE = 25;
 export const REFUSAL_WAIT_MS = 300;
 /**
  * Refusals only the holder of a genuine URL can cause (`signature_retired_key`: the signature holds, under a key
- * retired since): what turns a survey's health failing, for the marketplace holds URLs this receiver refuses. They
- * are counted apart from the rest, a second, always under their survey: forged hits to made-up surveys, which cost
+ * retired since; `signed_forbidden` and `signed_input`: it holds, the postback refused for its source address or
+ * what it carries): what turns a survey's health failing, for the marketplace's postbacks are being lost. They are
+ * counted apart from the rest, a second, always under their survey: forged hits to made-up surveys, which cost
  * nothing to send, used up both bounds above and hid them (stored under no survey, or not at all).
  */
 export const GENUINE_REFUSALS_PER_SECOND = 20;
-const GENUINE_REFUSAL_CODES: ReadonlySet<string> = new Set(['signature_retired_key']);
+const GENUINE_REFUSAL_CODES: ReadonlySet<string> = new Set([
+  'signature_retired_key',
+  'signed_forbidden',
+  'signed_input',
+]);
 
 export type RefusalRecording = 'recorded' | 'failed' | 'pending' | 'not-recorded';
 

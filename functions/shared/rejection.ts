@@ -38,7 +38,17 @@ const SIGNATURE_REFUSALS = {
  * Why a hit was refused, as a short stable code: a Rejection's code, or what was wrong with its signature. Refused
  * redirect hits are counted per source, code and minute, so the set must stay small and fixed.
  */
-export type RefusalCode = RejectionCode | (typeof SIGNATURE_REFUSALS)[keyof typeof SIGNATURE_REFUSALS];
+export type RefusalCode =
+  | RejectionCode
+  | (typeof SIGNATURE_REFUSALS)[keyof typeof SIGNATURE_REFUSALS]
+  | SignedRefusalCode;
+
+/**
+ * A postback whose signature holds, refused all the same: from an address outside the allow-list
+ * (`signed_forbidden`), or for what it carries (`signed_input`: a placeholder left unsubstituted, a body that does not
+ * read). Only the holder of a genuine URL can send one: the marketplace's postbacks are being lost.
+ */
+export type SignedRefusalCode = 'signed_forbidden' | 'signed_input';
 
 /** The refusal code of a signature that did not check out. */
 export const signatureRefusal = (

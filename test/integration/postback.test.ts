@@ -561,9 +561,16 @@ describe('refused postbacks are counted per source, code, claimed survey and UTC
       }),
     );
     expect(unreadable.statusCode).toBe(400);
-    const bystander = { pid: 'innocent-bystander', token: randomUUID() };
-    const twice = `${filledUrl(TEST_KEY_RING, 'postback', '1001', 'success', bystander)}&token=another`;
-    expect((await invoke(handler, apiEvent('GET', twice, { sourceIp }))).statusCode).toBe(400);
+    // Signed too, and refused for what its body carries (its token left the placeholder), with a pid.
+    const placeholder = await invoke(
+      handler,
+      apiEvent('POST', url.replace(/pid=[^&]*&token=[^&]*&/, ''), {
+        sourceIp,
+        body: '{"pid":"innocent-bystander","token":"[%%token%%]"}',
+        headers: { 'content-type': 'application/json' },
+      }),
+    );
+    expect(placeholder.statusCode).toBe(400);
     const [sample] = await refusedFrom(sourceIp);
     expect(sample).toMatchObject({ hits: 2, reason: expect.stringMatching(/not valid JSON/) });
     expect(sample?.pid).toBeUndefined();

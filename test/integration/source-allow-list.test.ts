@@ -3,6 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { LedgerStore } from '../../functions/ledger/ledger-store';
 import { parseAllowList } from '../../functions/runtime/source-allow-list';
 import { apiEvent, filledUrl, type Handler, invoke, jsonBody } from '../support/api-events';
 import { receivers } from '../support/handlers';
@@ -40,8 +41,9 @@ describe('allow-list ranges', () => {
 
 describe('postbacks with an allow-list', () => {
   let handler: Handler;
+  let store: LedgerStore;
   beforeAll(async () => {
-    ({ postback: handler } = await receivers({ postbackSources: '203.0.113.0/24' }));
+    ({ postback: handler, store } = await receivers({ postbackSources: '203.0.113.0/24' }));
   });
 
   it('accept a signed postback from an allowed address', async () => {
@@ -60,5 +62,41 @@ describe('postbacks with an allow-list', () => {
     );
     expect(result.statusCode).toBe(403);
     expect(jsonBody(result)).toEqual({ error: 'forbidden', message: 'source address not allowed' });
+  });
+
+  it('counts a refused postback whose signature holds apart from junk: the marketplace sending from new servers', async () => {
+    const at = new Date();
+    const signed = filledUrl(TEST_KEY_RING, 'postback', '9010', 'success', {
+      pid: 'moved',
+      token: randomUUID(),
+    });
+    const forged = signed.replace(/sig=[^&]+/, 'sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA');
+    for (const [url, sourceIp] of [
+      [signed, '198.51.100.50'],
+      [forged, '198.51.100.51'],
+    ] as const) {
+      const result = await invoke(handler, apiEvent('GET', url, { sourceIp }));
+      // Answered alike: the sender learns nothing of its signature from an address refused.
+      expect(result.statusCode).toBe(403);
+      expect(jsonBody(result)).toEqual({ error: 'forbidden', message: 'source address not allowed' });
+    }
+    // A signed one from an allowed address that carries its token as the placeholder: refused for what it carries.
+    const placeholder = filledUrl(TEST_KEY_RING, 'postback', '9010', 'success', {
+      pid: 'p',
+      token: '[%%token%%]',
+    });
+    expect(
+      (await invoke(handler, apiEvent('GET', placeholder, { sourceIp: '203.0.113.11' }))).statusCode,
+    ).toBe(400);
+    const refused = await store.rejectedHitsBetween(
+      new Date(at.getTime() - 60_000),
+      new Date(at.getTime() + 120_000),
+    );
+    const codeFrom = (sourceIp: string) => refused.find((r) => r.sourceIp === sourceIp)?.code;
+    expect([codeFrom('198.51.100.50'), codeFrom('198.51.100.51'), codeFrom('203.0.113.11')]).toEqual([
+      'signed_forbidden',
+      'forbidden',
+      'signed_input',
+    ]);
   });
 });

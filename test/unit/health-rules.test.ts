@@ -374,6 +374,25 @@ describe('refused_postbacks', () => {
     expect(forged?.detail).toContain('forged (anyone can send one)');
   });
 
+  it.each([
+    ['signed_forbidden', 'add them to the allow-list'],
+    ['signed_input', 'refused for what they carry'],
+  ])(
+    "is failing at 5 refusals of postbacks whose signature holds (%s): the marketplace's, being lost",
+    (code, advice) => {
+      expect(refusedPostbacks(window({ refused: [refused(code, 4)] }), settings, now)?.severity).toBe(
+        'warning',
+      );
+      const reason = refusedPostbacks(window({ refused: [refused(code, 5)] }), settings, now);
+      expect(reason?.severity).toBe('failing');
+      expect(reason?.detail).toContain(advice);
+      // Junk beside them changes nothing; junk alone is forged, most likely.
+      const junk = refusedPostbacks(window({ refused: [refused('forbidden', 50)] }), settings, now);
+      expect(junk?.severity).toBe('warning');
+      expect(junk?.detail).toContain('forged, most likely');
+    },
+  );
+
   it('other codes never make it failing, however many', () => {
     expect(
       refusedPostbacks(

@@ -37,30 +37,34 @@ describe('refusal recorder', () => {
     expect(writes).toHaveLength(REFUSALS_RECORDED_PER_SECOND + 1);
   });
 
-  it('counts a refusal only a genuine URL can cause (a retired key) apart: forged junk to made-up surveys does not hide it', async () => {
-    let clock = 120_000_000;
-    const writes: RejectedHit[] = [];
-    const record = refusalRecorder(
-      { recordRejectedHit: async (r) => void writes.push(r) },
-      { now: () => clock },
-    );
-    // A minute's worth of surveys named, and this second's budget used, by forgeries to made-up ids.
-    for (let i = 0; i < REFUSED_SURVEYS_PER_MINUTE; i++) {
-      await record({ ...rejected, surveyId: String(900_001 + i) });
-      if (i % REFUSALS_RECORDED_PER_SECOND === REFUSALS_RECORDED_PER_SECOND - 1) clock += 1000;
-    }
-    for (let i = 0; i < REFUSALS_RECORDED_PER_SECOND; i++) await record({ ...rejected, surveyId: '900999' });
-    expect(await record({ ...rejected, surveyId: '1001' })).toBe('not-recorded');
-    // The marketplace's postback under the retired key is still counted, under its survey.
-    const retired: RejectedHit = { ...rejected, code: 'signature_retired_key', surveyId: '1001' };
-    expect(await record(retired)).toBe('recorded');
-    expect(writes.at(-1)).toMatchObject({ code: 'signature_retired_key', surveyId: '1001' });
-    // Bounded all the same: a flood of them (a replayed URL) is not a write each.
-    const flood = await Promise.all(
-      Array.from({ length: 2 * GENUINE_REFUSALS_PER_SECOND }, () => record(retired)),
-    );
-    expect(flood.filter((r) => r === 'recorded')).toHaveLength(GENUINE_REFUSALS_PER_SECOND - 1);
-  });
+  it.each(['signature_retired_key', 'signed_forbidden', 'signed_input'] as const)(
+    'counts a refusal only a genuine URL can cause (%s) apart: forged junk to made-up surveys does not hide it',
+    async (code) => {
+      let clock = 120_000_000;
+      const writes: RejectedHit[] = [];
+      const record = refusalRecorder(
+        { recordRejectedHit: async (r) => void writes.push(r) },
+        { now: () => clock },
+      );
+      // A minute's worth of surveys named, and this second's budget used, by forgeries to made-up ids.
+      for (let i = 0; i < REFUSED_SURVEYS_PER_MINUTE; i++) {
+        await record({ ...rejected, surveyId: String(900_001 + i) });
+        if (i % REFUSALS_RECORDED_PER_SECOND === REFUSALS_RECORDED_PER_SECOND - 1) clock += 1000;
+      }
+      for (let i = 0; i < REFUSALS_RECORDED_PER_SECOND; i++)
+        await record({ ...rejected, surveyId: '900999' });
+      expect(await record({ ...rejected, surveyId: '1001' })).toBe('not-recorded');
+      // The marketplace's postback under the retired key is still counted, under its survey.
+      const retired: RejectedHit = { ...rejected, code, surveyId: '1001' };
+      expect(await record(retired)).toBe('recorded');
+      expect(writes.at(-1)).toMatchObject({ code, surveyId: '1001' });
+      // Bounded all the same: a flood of them (a replayed URL) is not a write each.
+      const flood = await Promise.all(
+        Array.from({ length: 2 * GENUINE_REFUSALS_PER_SECOND }, () => record(retired)),
+      );
+      expect(flood.filter((r) => r === 'recorded')).toHaveLength(GENUINE_REFUSALS_PER_SECOND - 1);
+    },
+  );
 
   it("counts a minute's refused postbacks under a bounded number of claimed surveys, the rest under none", async () => {
     let clock = 60_000_000;
