@@ -349,7 +349,6 @@ export function refusedPostbacks(
   if (total === 0 || total < settings.refusedWarnAt) return undefined;
   const byCode = new Map<string, number>();
   for (const r of refused) byCode.set(r.code, (byCode.get(r.code) ?? 0) + r.hits);
-  const keyRefusals = [...byCode].reduce((sum, [code, n]) => sum + (KEY_REFUSALS.has(code) ? n : 0), 0);
   const genuine = [...byCode].reduce((sum, [code, n]) => sum + (GENUINE_REFUSALS.has(code) ? n : 0), 0);
   const id = window.surveyId;
   const listing = rejectedCommand(new Date(refused.map((r) => r.at).sort()[0] as string), now);
