@@ -5,7 +5,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import httpRouterHandler from '@middy/http-router';
-import { queryParameter } from '../receiving/hit-request';
+import { queryParameter, strictQueryParameter } from '../receiving/hit-request';
 import { identifierProblem } from '../receiving/identifiers';
 import { type ApiEvent, type ApiResult, json, jsonRoute } from '../runtime/http-route';
 import type { FinanceConfig } from '../runtime/runtime-config';
@@ -179,7 +179,7 @@ export function createFinanceHandler({ queries, auth, timeZone }: FinanceApiDepe
         // Decoded as the hit's was: a Latin-1 byte stays an escape (`Jos%E9`), where URLSearchParams would make it
         // a replacement character and find nothing.
         const pid = queryParameter(event.rawQueryString, 'pid');
-        const token = query.get('token') ?? undefined;
+        const token = strictQueryParameter(event.rawQueryString, 'token');
         for (const [field, value] of [
           ['pid', pid],
           ['token', token],

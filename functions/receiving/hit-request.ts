@@ -477,6 +477,21 @@ export function queryParameter(rawQueryString: string | undefined, name: string)
 }
 
 /**
+ * A parameter other than the pid as written in a query, decoded as a hit's is: its bytes must be UTF-8 (a token is the
+ * marketplace's own), or it is refused naming it, rather than read with replacement characters that match nothing.
+ */
+export function strictQueryParameter(rawQueryString: string | undefined, name: string): string | undefined {
+  for (const part of (rawQueryString ?? '').split('&')) {
+    const at = part.indexOf('=');
+    if (at <= 0 || decode(part.slice(0, at)) !== name) continue;
+    const value = decode(part.slice(at + 1));
+    if (value === undefined) throw badRequest(`${name} is not well-formed UTF-8`);
+    return value;
+  }
+  return undefined;
+}
+
+/**
  * The pid as the query carried it, percent-encoded byte for byte (as `encodeURIComponent` writes UTF-8, and a
  * byte that is not UTF-8 as its own escape): what hands the respondent's id on in another URL unchanged, where
  * encoding `pid` itself would turn a kept escape (`Jos%E9`) into text (`Jos%25E9`). Undefined when the query holds

@@ -1035,6 +1035,12 @@ describe('one attempt', () => {
     expect(both.attempts.map((a) => a.pid)).toEqual(['pid-b1', 'other-b1']);
     expect((await get(`/finance/attempts/8002?token=nope&from=${D1}&to=${D2}`)).statusCode).toBe(404);
     expect((await get('/finance/attempts/8002')).statusCode).toBe(400);
+    // A token whose bytes are not UTF-8 is named, not looked for as replacement characters (404).
+    const garbled = await get('/finance/attempts/8002?token=%C0%AF');
+    expect([garbled.statusCode, jsonBody(garbled)]).toEqual([
+      400,
+      { error: 'bad_request', message: 'token is not well-formed UTF-8' },
+    ]);
     // A Latin-1 pid, kept by the receivers with its stray byte escaped: found by the pid as the panel sends it.
     await attempts.recordHit(
       {
