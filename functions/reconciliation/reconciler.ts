@@ -854,6 +854,28 @@ export function reconciler(deps: ReconcilerDeps) {
         rowsJudged = [again.transactions, again.copies];
         result = reconcileSurveyWindow({ ...again, heardElsewhere: await heardElsewhere(again) });
       }
+      // A signed complete no listing at hand has (none within the look-back): its token looked for in the ledger once,
+      // under another pid, over the review horizon. Only signed postbacks (a forged redirect costs nothing to send).
+      const unsearched = result.verdicts.filter(
+        (v) =>
+          v.attempt !== undefined &&
+          arrivedHere(v.attempt) &&
+          v.verdict.kind === 'complete_not_paid' &&
+          v.verdict.detail.marketplaceStatus === 'missing' &&
+          v.attempt.reconciliation?.detail?.twinSearched !== true,
+      );
+      if (unsearched.length > 0) {
+        const sameToken = await attemptsOfTokens(unsearched.map((v) => ({ pid: v.pid, token: v.token })));
+        const tokensSearched = new Set(unsearched.map((v) => v.token));
+        const again = {
+          ...judged,
+          transactions: rowsJudged[0],
+          copies: rowsJudged[1],
+          sameToken,
+          tokensSearched,
+        };
+        result = reconcileSurveyWindow({ ...again, heardElsewhere: await heardElsewhere(again) });
+      }
       for (const { day, attempt } of result.elsewhere) {
         const counted = attempt.reconciliation?.day;
         if (counted !== undefined && counted !== day && window.includes(counted)) goneToDays.add(day);
@@ -1029,6 +1051,24 @@ export function reconciler(deps: ReconcilerDeps) {
         if (listed === undefined || (filedThere !== undefined && filedThere < day)) copied.add(row);
       }
       return setApart(copied, unsure);
+    }
+    /**
+     * The attempts of each token under another pid than the one given, judged with a transaction, over the review
+     * horizon (attempt-store.ts `attemptsByToken`: the token's share of each day's index, a query a day).
+     */
+    async function attemptsOfTokens(
+      of: readonly { pid: string; token: string }[],
+    ): Promise<ReadonlyMap<string, readonly Attempt[]>> {
+      const from = pacificDayRange(horizon).start;
+      const to = new Date(at.getTime() + 86_400_000);
+      const found = new Map<string, Attempt[]>();
+      for (const { pid, token } of of) {
+        const others = (await deps.attempts.attemptsByToken(surveyId, token, from, to)).filter(
+          (a) => a.pid !== pid && a.reconciliation?.marketplace !== undefined,
+        );
+        if (others.length > 0) found.set(token, others);
+      }
+      return found;
     }
     /** A day's tokens listed alone, with the day each is filed under there, once a run (`tokensOfDay`). */
     function tokensListedOn(day: string) {

@@ -167,6 +167,15 @@ export interface SurveyWindow {
    * holding the URL can send one a minute) would otherwise make every run list the survey's days before the window.
    */
   readonly claimsWait?: boolean;
+  /**
+   * Attempts of a token under another pid, found in the ledger by the token beyond the look-back (the caller's
+   * search for a signed complete no listing at hand has: `tokensSearched`): one judged with a transaction is the
+   * respondent's, its day the one the late attempt belongs to (a postback re-sent days late under another spelling of
+   * the pid), where a pointer leads that day's run to it.
+   */
+  readonly sameToken?: ReadonlyMap<string, readonly Attempt[]>;
+  /** The tokens the caller searched so (`twinSearched` on their verdicts: not searched for again). */
+  readonly tokensSearched?: ReadonlySet<string>;
 }
 
 export interface SurveyWindowResult {
@@ -640,6 +649,33 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         leaveForLater(day, { attempt });
         continue;
       }
+      // No row listed near it, but the ledger holds its token under another pid, judged with the row on a day before
+      // the look-back: that attempt's day is this one's (a postback re-sent after the look-back, the pid spelt
+      // otherwise). As a row of an earlier day: a pointer leads that day's run to this attempt, judged there once with
+      // the row. (Within the look-back the listing has no row of the token: gone, it is this attempt's to chase.)
+      const twin =
+        candidates.length === 0
+          ? window.sameToken
+              ?.get(attempt.token)
+              ?.find(
+                (a) =>
+                  a.pid !== attempt.pid &&
+                  a.reconciliation?.marketplace !== undefined &&
+                  a.reconciliation.day < searchedFrom &&
+                  !owned.has(a.reconciliation.day),
+              )
+          : undefined;
+      if (twin?.reconciliation) {
+        earlier++;
+        elsewhere.push({ day: twin.reconciliation.day, attempt });
+        pointers.push({
+          pid: twin.pid,
+          token: attempt.token,
+          arrivedAs: attempt.pid,
+          day: twin.reconciliation.day,
+        });
+        continue;
+      }
       if (candidates.length > 0) {
         // Clicked in before the window: that day's run matches it by this attempt's key and judges it.
         earlier++;
@@ -693,6 +729,12 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
           ...(clickedAt ? { clickedAt } : {}),
           ...(clickedAt && attempt?.reconciliation?.detail?.listedLater === true
             ? { listedLater: true }
+            : {}),
+          // Its token looked for in the ledger under another pid, and found nowhere (`sameToken`): not again.
+          ...(kind === 'complete_not_paid' &&
+          attempt !== undefined &&
+          (window.tokensSearched?.has(attempt.token) || attempt.reconciliation?.detail?.twinSearched === true)
+            ? { twinSearched: true }
             : {}),
         };
     if (kind !== 'matched' && settled !== undefined) {

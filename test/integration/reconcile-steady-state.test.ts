@@ -1134,6 +1134,47 @@ describe('settled days', () => {
     await expectMatchedThenChasedOnceRowGoes('7231', row, arrived, clickDay);
   });
 
+  it.each([
+    ['lost (an item made for its row)', 7928, false],
+    ['received', 7929, true],
+  ])(
+    'a signed complete whose first postback was %s, re-sent after the look-back under another spelling of the pid: judged once with its row, not chased',
+    async (_, id, received) => {
+      await survey(id);
+      const surveyId = String(id);
+      const clickDay = nextDay(TODAY, -15);
+      const row = await complete(id, clickDay, { arrived: received });
+      await engine().run(clickDay, clickDay, [surveyId]);
+      const first = (await results.attemptsByKey(surveyId, [row]))[0]?.reconciliation?.verdict;
+      expect(first).toBe(received ? 'matched' : 'complete_not_received');
+      // Fifteen days on, the marketplace sends it again after an outage, the pid spelt otherwise.
+      await arriveSpeltOtherwise(row, new Date(clock));
+      const resent = { pid: row.pid.toUpperCase(), token: row.token };
+      for (let run = 0; run < 3; run++) {
+        clock += HOUR;
+        await hourly();
+      }
+      clock += 24 * HOUR;
+      await hourly();
+      const chased = async () =>
+        (
+          await Promise.all(
+            [clickDay, TODAY, nextDay(TODAY, 1)].map((day) => results.discrepancies(day, surveyId)),
+          )
+        )
+          .flat()
+          .filter((a) => a.token === row.token)
+          .map((a) => [a.reconciliation?.day, a.reconciliation?.verdict, a.pid]);
+      // One complete, owed once on its day, nothing to chase: the re-sent postback is the respondent's, judged there.
+      expect(await chased()).toEqual([]);
+      const [late] = await results.attemptsByKey(surveyId, [resent]);
+      if (!received) expect(late?.reconciliation).toMatchObject({ verdict: 'matched', day: clickDay });
+      const [summary] = await results.summariesOf(surveyId, [clickDay]);
+      expect(summary?.verdicts).toEqual({ matched: 1 });
+      expect(summary?.marketplace.owed).toBe('1.50');
+    },
+  );
+
   it('a complete not paid judged first, then the row of its token found gone on a day judged by itself: not also reversed', async () => {
     await seededWeek(7295);
     const clickDay = nextDay(TODAY, -5);
