@@ -690,22 +690,32 @@ export function reconcileSurveyWindow(window: SurveyWindow): SurveyWindowResult 
         continue;
       }
     }
-    // The price it earned: the one in force at the earliest time its respondent is known to have been in the survey
-    // (the row's click; a click an earlier run saw before the row was re-filed; the click an item was made at; the
-    // attempt's first sighting here, which no genuine click comes after). A row re-filed onto a day after a price
-    // change still earned the price before it. The prices at the other times only widen what a row may carry
-    // without being a mismatch. With none of them, the survey's price now.
-    const [earliest, ...later] = [
-      ...new Set(
-        [
-          clicked,
-          attempt?.reconciliation?.marketplace?.clickedAt,
-          attempt?.placedAt,
-          attempt && arrivedHere(attempt) ? attempt.firstSeenAt : undefined,
-        ].filter((at): at is string => at !== undefined),
-      ),
-    ].sort();
-    const prices = widenedBy(pricedAt(earliest), later.map(pricedAt));
+    // The price it earned: the one in force at its click (listed, else as an earlier run saw it, its own), unless it
+    // was seen here (or its item made) before that click by more than a clock's lead: then its row was re-filed onto
+    // a later click, and it earned the price of when it was seen (or made), which no genuine click comes after. A
+    // complete re-filed onto a day after a price change still earned the price before it. The prices at the other
+    // times it is known by (another attempt's click an earlier run paired it with by pid among them) only widen what
+    // a row may carry without being a mismatch. With none of them, the survey's price now.
+    const ownClick = clicked ?? (attempt ? knownClick(attempt) : undefined);
+    const seenOrMade = attempt && (arrivedHere(attempt) ? attempt.firstSeenAt : attempt.placedAt);
+    const refiledLater =
+      ownClick !== undefined &&
+      seenOrMade !== undefined &&
+      Date.parse(seenOrMade) < Date.parse(ownClick) - ATTEMPT_LEAD_MS;
+    const earned = refiledLater ? seenOrMade : (ownClick ?? attempt?.firstSeenAt);
+    const storedClick = attempt?.reconciliation?.detail?.clickedAt;
+    const prices = widenedBy(
+      pricedAt(earned),
+      [
+        clicked,
+        attempt?.reconciliation?.marketplace?.clickedAt,
+        typeof storedClick === 'string' ? storedClick : undefined,
+        attempt?.placedAt,
+        attempt && arrivedHere(attempt) ? attempt.firstSeenAt : undefined,
+      ]
+        .filter((at): at is string => at !== undefined && at !== earned)
+        .map(pricedAt),
+    );
     const classified = classify(transaction, attempt, prices, {
       listingGone: !transaction && attempt !== undefined && arrivedHere(attempt) && !stillListed(attempt),
     });
@@ -939,10 +949,11 @@ export function pricesAt(
   return prices.length > 0 ? [...new Set(prices)] : undefined;
 }
 
-/** The prices but 0; none left is no price. */
+/** No price when the one in force (the first) is 0; else the prices but 0. */
 function withoutZero(prices: string | readonly string[] | undefined): string | readonly string[] | undefined {
-  const priced = (typeof prices === 'string' ? [prices] : (prices ?? [])).filter((p) => !sameAmount(p, '0'));
-  return priced.length === 0 ? undefined : priced;
+  const all = typeof prices === 'string' ? [prices] : (prices ?? []);
+  if (all.length === 0 || sameAmount(all[0] as string, '0')) return undefined;
+  return all.filter((p) => !sameAmount(p, '0'));
 }
 
 /** `prices` (the one in force first), and after them any of `others` not among them; undefined stays unchecked. */

@@ -627,7 +627,7 @@ describe('prices over time', () => {
     expect(pricesAt(history, '2.00', clicked)).toEqual(expected);
   });
 
-  it('a complete earned the price in force at the earliest time its respondent is known to have been in', () => {
+  it('a complete earned the price in force at its own click, or when it was seen if its row was re-filed later', () => {
     // 1.50 until 20:00 Pacific on the 21st, 2.00 since.
     const rise = [
       { cpi: '1.50', since: '' },
@@ -667,6 +667,64 @@ describe('prices over time', () => {
       kind: 'complete_not_paid',
       detail: { claimedCpi: '1.50' },
     });
+    // The next run, from the verdict as stored (no row: the click kept in its detail): the same worth.
+    const { detail } = gone.verdicts[0]?.verdict ?? { detail: {} };
+    const stored = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-b',
+      token: 'b',
+      firstSeenAt: '2026-11-22T05:00:00.000Z',
+      lastSeenAt: '2026-11-22T05:00:00.000Z',
+      postbackOutcome: 'success',
+      postback_success_at: '2026-11-22T05:00:00.000Z',
+      postback_success_hits: 1,
+      verdict: 'complete_not_paid',
+      verdictDay: DAY,
+      verdictDetail: detail,
+    });
+    for (let run = 0; run < 3; run++)
+      expect(
+        reconcileSurveyWindow({ ...window, days: [DAY], transactions: [], attempts: [stored] }).verdicts[0]
+          ?.verdict.detail.claimedCpi,
+      ).toBe('1.50');
+    // A click an earlier run paired it with by pid (the respondent's failed try the day before the rise) widens what
+    // its own row may carry, never sets the price it earned: its own click after the rise, 2.00.
+    const paired = attemptFromItem({
+      surveyId: '1',
+      pid: 'p-c',
+      token: 'c',
+      firstSeenAt: '2026-11-22T18:10:00.000Z',
+      lastSeenAt: '2026-11-22T18:10:00.000Z',
+      postbackOutcome: 'success',
+      postback_success_at: '2026-11-22T18:10:00.000Z',
+      postback_success_hits: 1,
+      verdict: 'complete_not_paid',
+      verdictDay: DAY,
+      marketplace: { status: 'Failed', cpi: '0.00', clickedAt: '2026-11-21T18:00:00.000Z' },
+    });
+    const own = reconcileSurveyWindow({
+      ...window,
+      days: ['2026-11-22'],
+      transactions: [transaction('c', 'Completed', '2026-11-22T18:00:00.000Z', { cpi: '1.00' })],
+      attempts: [paired],
+    });
+    expect(own.verdicts[0]?.verdict.detail.expectedCpi).toBe('2.00 or 1.50');
+  });
+
+  it('checks no price for a click when the price in force then was 0, whatever the price beside it', () => {
+    const zeroThenPriced = [
+      { cpi: '0', since: '' },
+      { cpi: '2.00', since: '2026-11-21T20:00:00.000Z' },
+    ];
+    const result = reconcileSurveyWindow({
+      surveyId: '1',
+      days: [DAY],
+      expectedCpi: '2.00',
+      cpiHistory: zeroThenPriced,
+      transactions: [transaction('z', 'Completed', '2026-11-21T19:40:00.000Z', { cpi: '0.00' })],
+      attempts: [attempt('z', '2026-11-21T19:50:00.000Z', { postback: 'success' })],
+    });
+    expect(result.verdicts[0]?.verdict.kind).toBe('matched');
   });
 
   it('keep every price a click still judged may carry: changes every few hours for days, not the last twenty', () => {
