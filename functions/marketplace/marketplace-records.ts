@@ -385,19 +385,25 @@ function placementOf(raw: unknown): Placement | undefined {
   return { token: ids.data.token, pid: ids.data.PID, filedAt: filed.data.utc };
 }
 
+/** Field names that would name the currency of a row's amounts (any case, `_` or not). */
+const CURRENCY_FIELDS = new Set(['currency', 'currencycode', 'cpicurrency']);
+
 /**
- * A row that names the currency of its amounts (the reference names none: `currency`, `cpiCurrency`...) as other
- * than US dollars: what this product counts. Read as dollars, a price in euros or rupees would be added to the
- * others as if it were one; so the row does not read, and says why.
+ * A row that names the currency of its amounts (the reference names none: `currency`, `currencyCode`, `cpiCurrency`)
+ * as another than US dollars, what this product counts: by an ISO 4217 code (`EUR`) or number (`978`) other than
+ * the dollar's (`USD`, `840`). Read as dollars, a price in euros or rupees would be added to the others as if it
+ * were one; so the row does not read, and says why. Anything else (`US Dollar`, `$`, `N/A`) is left as it is.
  */
 function foreignCurrency(raw: unknown): string | undefined {
   if (raw === null || typeof raw !== 'object') return undefined;
-  for (const [field, value] of Object.entries(raw))
-    if (/currency/i.test(field) && typeof value === 'string' && value.trim() !== '') {
-      const code = value.trim().toUpperCase();
-      if (code !== 'USD' && code !== '$' && code !== 'US$')
-        return `${field} is ${JSON.stringify(value.slice(0, 20))}: amounts are counted in US dollars`;
-    }
+  for (const [field, value] of Object.entries(raw)) {
+    if (!CURRENCY_FIELDS.has(field.toLowerCase().replaceAll('_', ''))) continue;
+    const code =
+      typeof value === 'string' ? value.trim().toUpperCase() : typeof value === 'number' ? String(value) : '';
+    const foreign =
+      (/^[A-Z]{3}$/.test(code) && code !== 'USD') || (/^\d{1,3}$/.test(code) && Number(code) !== 840);
+    if (foreign) return `${field} is ${JSON.stringify(value)}: amounts are counted in US dollars`;
+  }
   return undefined;
 }
 

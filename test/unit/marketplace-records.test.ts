@@ -77,8 +77,13 @@ describe('transactions', () => {
       expect(parsed.ok).toBe(false);
       expect(!parsed.ok && parsed.problem).toContain(`${field} is "${value}"`);
     }
-    for (const dollars of ['USD', 'usd ', '', '$'])
-      expect(parseTransaction({ ...transaction, currency: dollars }).ok).toBe(true);
+    for (const dollars of ['USD', 'usd ', '', '$', 'US Dollar', 'N/A', '-', '840', 840])
+      expect(parseTransaction({ ...transaction, currency: dollars }).ok, String(dollars)).toBe(true);
+    expect(parseTransaction({ ...transaction, currency: 978 }).ok).toBe(false);
+    expect(parseTransaction({ ...transaction, currency_code: 'inr' }).ok).toBe(false);
+    // Fields that do not name the amounts' currency are left alone.
+    for (const other of [{ localCurrency: 'EUR' }, { currencyRate: '1.00' }, { isCurrencyConverted: 'no' }])
+      expect(parseTransaction({ ...transaction, ...other }).ok, JSON.stringify(other)).toBe(true);
     // A row that earns nothing earns nothing in any currency.
     expect(parseTransaction({ ...transaction, status: 'Failed', currency: 'EUR' }).ok).toBe(true);
   });
