@@ -5,7 +5,7 @@ import { identifierProblem } from '../receiving/identifiers';
 import { fromOneLine } from '../shared/printable';
 import { cliContext } from './context';
 import { pidOption, surveyIdOption, tokenOption } from './options';
-import { oneLine, say, sayJson } from './terminal';
+import { complain, oneLine, printable, say, sayJson } from './terminal';
 
 /** `attempt --survey <id> --pid <pid>`: what the ledger holds for a respondent's attempts at a survey. */
 export function attemptCommand(): Command {
@@ -31,21 +31,23 @@ export function attemptCommand(): Command {
         identifierProblem('pid', printed) === undefined
       ) {
         attempts = await find(printed);
-        if (attempts.length > 0 && !options.json)
-          say(
-            `pid ${oneLine(options.pid)} read as printed in a listing (its escapes as the characters they stand for)`,
-          );
+        // Said as typed (its controls escaped, a backslash as typed); with --json on standard error, the output JSON alone.
+        const note = `pid ${asTyped(options.pid)} read as printed in a listing (its escapes as the characters they stand for)`;
+        if (attempts.length > 0) (options.json ? complain : say)(note);
       }
       if (options.json) {
         sayJson(attempts);
       } else if (attempts.length === 0) {
-        say(`no attempt of pid ${oneLine(options.pid)} at survey ${options.survey}`);
+        say(`no attempt of pid ${asTyped(options.pid)} at survey ${options.survey}`);
       } else {
         say(attempts.map(describeAttempt).join('\n\n'));
       }
       if (attempts.length === 0) process.exitCode = 1;
     });
 }
+
+/** A pid as the operator typed it, on one line: its controls escaped, a backslash left as typed. */
+const asTyped = (pid: string) => printable(pid).replaceAll('\n', '\\u000a');
 
 function describeAttempt(attempt: Attempt): string {
   const lines = [

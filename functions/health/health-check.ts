@@ -196,7 +196,7 @@ export function healthCheck(deps: HealthCheckDependencies) {
       if (options.deadline && resumeFrom !== undefined) {
         // Surveys are in numeric order: start at the one left first, or the next if it is gone.
         const at = surveyIds.findIndex((surveyId) => Number(surveyId) >= Number(resumeFrom));
-        if (at > 0) surveyIds.push(...surveyIds.splice(0, at));
+        if (at > 0) for (const surveyId of surveyIds.splice(0, at)) surveyIds.push(surveyId);
       }
       const { feed, feedAfter, behind, at, earlier: earlierSource } = await attemptSource(now);
       const [stored, refused] = await Promise.all([

@@ -69,7 +69,7 @@ export async function queryAll(
   let ExclusiveStartKey: Record<string, unknown> | undefined;
   do {
     const page = await send(() => client.send(new QueryCommand({ ...input, ExclusiveStartKey })));
-    items.push(...((page.Items ?? []) as Item[]));
+    for (const item of (page.Items ?? []) as Item[]) items.push(item);
     ExclusiveStartKey = page.LastEvaluatedKey;
   } while (ExclusiveStartKey);
   return items;

@@ -302,7 +302,17 @@ describe('output for other programs', () => {
     expect(listed.stdout).toContain('pid lit\\\\u0009eral');
     const printed = await cli('attempt', '--survey', '9225', '--pid', 'tab\\u0009here');
     expect(printed.code).toBe(0);
-    expect(printed.stdout).toContain('read as printed in a listing');
+    // Said as typed: its backslash not doubled.
+    expect(printed.stdout).toContain('pid tab\\u0009here read as printed in a listing');
+    const json = await run(
+      TSX,
+      ['functions/cli/main.ts', 'attempt', '--survey', '9225', '--pid', 'tab\\u0009here', '--json'],
+      {
+        env: cliEnv(),
+      },
+    );
+    expect((JSON.parse(json.stdout) as { pid: string }[]).map((a) => a.pid)).toEqual(['tab\there']);
+    expect(json.stderr).toContain('read as printed in a listing');
     expect(printed.stdout).toContain('survey 9225  pid tab\\u0009here');
     // The pid that holds the escape's text is found by it as typed, and by its printed form.
     expect((await cli('attempt', '--survey', '9225', '--pid', 'lit\\u0009eral')).stdout).toContain(
