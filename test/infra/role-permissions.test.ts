@@ -103,7 +103,17 @@ interface RequestInput {
   readonly ConditionExpression?: string;
   readonly ProjectionExpression?: string;
   readonly ExpressionAttributeNames?: Record<string, string>;
+  readonly ExpressionAttributeValues?: Record<string, unknown>;
+  readonly KeyConditionExpression?: string;
   readonly ReturnValues?: string;
+}
+
+/** The partition key a Query of the table asks for (`pk = :v`, by name or placeholder), as LeadingKeys sees it. */
+function queriedKey(input: RequestInput): string {
+  for (const [, name, value] of (input.KeyConditionExpression ?? '').matchAll(/(#?\w+)\s*=\s*(:\w+)/g))
+    if ((name?.startsWith('#') ? input.ExpressionAttributeNames?.[name] : name) === 'pk')
+      return String(input.ExpressionAttributeValues?.[value as string] ?? '');
+  return '';
 }
 
 /** The attribute names a request names, as `dynamodb:Attributes` sees them: keys, item, and in its expressions. */
@@ -138,7 +148,12 @@ function indexGrants(fn: ReceiverFunction, of = { stack, template }): string[] {
  * A document client whose every request must be allowed by `grants`, as IAM would check it; a Query of an index,
  * by `indexes` (the index names the role may Query).
  */
-async function guardedClient(grants: Grant[], denied: string[], indexes: readonly string[] = []) {
+async function guardedClient(
+  grants: Grant[],
+  denied: string[],
+  indexes: readonly string[] = [],
+  allowedRequests: string[] = [],
+) {
   const { endpoint, tableName } = await freshTable();
   const client = createDocumentClient({ endpoint });
   client.middlewareStack.add(
@@ -152,10 +167,12 @@ async function guardedClient(grants: Grant[], denied: string[], indexes: readonl
       const keys =
         batch.length > 0
           ? batch.map((k) => String(k.pk ?? ''))
-          : [String(input.Key?.pk ?? input.Item?.pk ?? '')];
+          : action === 'dynamodb:Query'
+            ? [queriedKey(input)]
+            : [String(input.Key?.pk ?? input.Item?.pk ?? '')];
       const key = keys.join(',');
       const index = (args.input as { IndexName?: string }).IndexName;
-      const allowed =
+      const ok =
         index !== undefined
           ? action === 'dynamodb:Query' && indexes.includes(index)
           : grants.some(
@@ -168,7 +185,8 @@ async function guardedClient(grants: Grant[], denied: string[], indexes: readonl
                   input.ReturnValues === undefined ||
                   g.returnValues.includes(input.ReturnValues)),
             );
-      if (!allowed) {
+      if (ok) allowedRequests.push(`${action} ${index ?? key}`);
+      if (!ok) {
         denied.push(`${action} ${key}`);
         throw Object.assign(new Error(`not authorized to perform ${action}`), {
           name: 'AccessDeniedException',
@@ -438,10 +456,12 @@ describe('reconciliation within its role', () => {
     async (_, withFeed) => {
       const of = withFeed ? { stack: feedStack, template: feedTemplate } : { stack, template };
       const denied: string[] = [];
+      const requests: string[] = [];
       const { client, tableName, open } = await guardedClient(
         tableGrants(of.stack.reconcile, of),
         denied,
         indexGrants(of.stack.reconcile, of),
+        requests,
       );
       const marketplace = await startLocalMarketplace({ accessToken: 'reconcile-role', seedSurveys: false });
       try {
@@ -541,9 +561,38 @@ describe('reconciliation within its role', () => {
           new Date(clock),
         );
         for (const t of marketplace.state.transactions) if (t.token === 'r-3-4602') t.verifyToken = 'Invalid';
+        // A complete of four days ago listed only now, its postback arriving with it: judged on its day from outside
+        // that day's reading (an outsider), which a run of that day reads by its summary's partition.
+        const lateDay = nextDay(today, -4);
+        const lateClick = new Date(pacificDayRange(lateDay).start.getTime() + 10 * 3_600_000);
+        marketplace.state.transactions.push({
+          surveyId: 4601,
+          token: 'r-5-4601',
+          pid: 'p-r-5',
+          status: 'Completed',
+          ip: '198.51.100.1',
+          trackId: 'r-5',
+          termReason: '',
+          clickedAt: lateClick,
+          completedAt: new Date(lateClick.getTime() + 600_000),
+          verifyToken: 'Valid',
+          notified: true,
+        });
+        await hits.recordHit(
+          {
+            channel: 'postback',
+            surveyId: '4601',
+            outcome: 'success',
+            pid: 'p-r-5',
+            token: 'r-5-4601',
+            source: 'query',
+          },
+          new Date(clock),
+        );
         await run();
         clock += 3_600_000;
         await run();
+        await engine().run(lateDay, lateDay, ['4601']);
         const judged = await createReconciliationStore(open, tableName).attemptsByKey('4602', [
           { pid: 'p-r-3', token: 'r-3-4602' },
           { pid: 'p-r-4', token: 'r-4-4602' },
@@ -553,6 +602,15 @@ describe('reconciliation within its role', () => {
           ['r-4-4602', 'complete_not_received'],
         ]);
         expect(denied).toEqual([]);
+        // Its kinds of request were among them: the table's own queries too (a day's outsiders).
+        const kinds = new Set(requests.map((r) => r.replace(/^(dynamodb:\w+ [A-Z]*#?).*$/, '$1')));
+        expect([...kinds]).toEqual(
+          expect.arrayContaining([
+            'dynamodb:Query SUMMARY#',
+            'dynamodb:UpdateItem ATTEMPT#',
+            'dynamodb:PutItem RUN#',
+          ]),
+        );
       } finally {
         await marketplace.stop();
       }
