@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { cliContext, noteUnregistered } from './context';
 import { dayOption, surveyIdOption } from './options';
-import { oneLine, say, sayJson } from './terminal';
+import { complain, oneLine, say, sayJson } from './terminal';
 
 /** `attempts --survey <id> [--day <YYYY-MM-DD>]`: a survey's attempts first seen on a UTC day. */
 export function attemptsCommand(): Command {
@@ -18,6 +18,14 @@ export function attemptsCommand(): Command {
       const from = new Date(`${day}T00:00:00.000Z`);
       const to = new Date(from.getTime() + 86_400_000);
       const attempts = await store.attemptsOfSurvey(options.survey, from, to);
+      // The attempt feed behind: those first seen since it stopped are in neither the index nor the feed.
+      const behind = await store.feedBehindSince();
+      if (behind !== undefined) {
+        complain(
+          `the attempt feed is behind: its consumer has noted nothing since ${behind}, so attempts first seen since are missing from this list (attempt --survey ${options.survey} --pid <pid> reads one whole; the attempt-feed-behind alarm says what to do)`,
+        );
+        process.exitCode = 1;
+      }
       if (options.json) {
         sayJson(attempts);
         return;

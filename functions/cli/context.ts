@@ -7,7 +7,7 @@
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type AttemptFeed, createAttemptFeed, NO_STREAM } from '../ledger/attempt-feed';
-import { feedAwareLookups } from '../ledger/attempt-lookup';
+import { type FeedAwareLookups, feedAwareLookups } from '../ledger/attempt-lookup';
 import { type AttemptReindex, createAttemptReindex } from '../ledger/attempt-reindex';
 import { createFeedRebuild, type FeedRebuild } from '../ledger/feed-rebuild';
 import {
@@ -34,7 +34,8 @@ import { keyRingWarnings, storedKeyRing } from './key-ring-check';
 import { complain } from './terminal';
 
 export interface CliContext {
-  readonly store: LedgerStore;
+  /** The ledger, its look-ups through the day index made whole with the attempt feed (attempt-lookup.ts). */
+  readonly store: LedgerStore & Pick<FeedAwareLookups, 'feedBehindSince'>;
   /** The attempt feed, if the table keeps one (its state says). */
   readonly feed: AttemptFeed;
   /**

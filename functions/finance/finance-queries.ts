@@ -4,6 +4,7 @@
  */
 
 import { type FailingSpell, failingSpells } from '../health/health-transition';
+import type { FeedAwareLookups } from '../ledger/attempt-lookup';
 import type {
   HealthStore,
   LedgerStore,
@@ -18,7 +19,7 @@ import { checkedAtReader, REVIEW_HORIZON_DAYS, SCHEDULED_RUN } from '../reconcil
 import { CLAIM_KINDS, DISCREPANCY_KINDS, isVerdictKind } from '../reconciliation/verdict-kinds';
 import { nextDay, pacificDays } from '../reconciliation/verdict-rules';
 import { runBounded, throwIfFailed } from '../shared/bounded-work';
-import { badRequest } from '../shared/rejection';
+import { badRequest, Rejection } from '../shared/rejection';
 import {
   type Discrepancy,
   dayRow,
@@ -182,7 +183,8 @@ function decodeCursor(value: string, period: Period, surveyId: string | undefine
 }
 
 export function finance(deps: {
-  readonly attempts: LedgerStore;
+  /** With the attempt feed, its look-ups made whole (attempt-lookup.ts), saying when its consumer is behind. */
+  readonly attempts: LedgerStore & Partial<Pick<FeedAwareLookups, 'feedBehindSince'>>;
   readonly results: ReconciliationStore;
   /** The survey health history; without it no report names failing surveys. */
   readonly health?: {
@@ -423,13 +425,23 @@ export function finance(deps: {
         return found.filter((a) => (!by.token || a.token === by.token) && (!period || seenIn(a, period)));
       }
       if (!by.token) throw badRequest('give pid or token');
+      // Attempts first seen since the attempt feed fell behind are in neither the index nor the feed: none found is
+      // said so, not "no such attempt" (by pid they are found).
+      const behind = await deps.attempts.feedBehindSince?.();
       const to = period ? pacificDayRange(period.to).end : new Date(now().getTime() + 86_400_000);
       const from = period
         ? pacificDayRange(nextDay(period.from, -1)).start
         : new Date(now().getTime() - 31 * 86_400_000);
       // Every attempt of the token: one under another pid (the same respondent spelt otherwise, or a pid that
       // claims a token not its own) shows beside the one reconciliation judged.
-      return deps.attempts.attemptsByToken(surveyId, by.token, from, to);
+      const found = await deps.attempts.attemptsByToken(surveyId, by.token, from, to);
+      if (found.length === 0 && behind !== undefined)
+        throw new Rejection(
+          404,
+          'not_found',
+          `no attempt found by this token; the attempt feed is behind (its consumer has noted nothing since ${behind}), so one first seen since is not found by token until it catches up: look it up by pid`,
+        );
+      return found;
     },
   };
 }

@@ -12,7 +12,7 @@
 import type { AttemptFeed } from './attempt-feed';
 import type { LedgerStore } from './attempt-store';
 import { attemptTime, utcDaysBetween } from './attempt-store';
-import { feedOnlyFrom } from './feed-keys';
+import { FEED_PROBE_UNSEEN_MS, feedOnlyFrom } from './feed-keys';
 import { attemptKey } from './ledger-schema';
 
 /** How long the feed's state read once serves. */
@@ -20,12 +20,22 @@ const STATE_KEPT_MS = 10 * 60_000;
 /** The feed's days a look-up by token reads at once. */
 const DAYS_AT_ONCE = 4;
 
-type Lookups = Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptsByToken'>;
+export type FeedAwareLookups = Pick<
+  LedgerStore,
+  'attemptKeysOfSurvey' | 'attemptsOfSurvey' | 'attemptsByToken'
+> & {
+  /**
+   * Since when the feed's consumer has noted nothing, when it is behind (the probe's latest touch unseen for
+   * FEED_PROBE_UNSEEN_MS): attempts first seen since, which the receivers left out of the index, are in neither, and
+   * these look-ups miss them (by pid, `attemptsOf`, they are found). Undefined while it keeps up, or covers nothing.
+   */
+  feedBehindSince(): Promise<string | undefined>;
+};
 
 export function feedAwareLookups(
   store: Pick<LedgerStore, 'attemptKeysOfSurvey' | 'attemptsAt' | 'attemptsByToken'>,
   feed: Pick<AttemptFeed, 'state' | 'attemptsOfSurvey'>,
-): Lookups {
+): FeedAwareLookups {
   /**
    * From when attempts may be in the feed alone (undefined: nowhere), read again after STATE_KEPT_MS: the start
    * moves back when `ledger rebuild-feed` writes earlier days, and anew when the feed is turned off and on again.
@@ -63,7 +73,7 @@ export function feedAwareLookups(
     return { from: new Date(Math.max(from.getTime(), since)), to };
   };
 
-  const attemptKeysOfSurvey: Lookups['attemptKeysOfSurvey'] = async (surveyId, from, to) => {
+  const attemptKeysOfSurvey: FeedAwareLookups['attemptKeysOfSurvey'] = async (surveyId, from, to) => {
     const part = await feedOnlyPart(from, to);
     const [indexed, listed] = await Promise.all([
       store.attemptKeysOfSurvey(surveyId, from, to),
@@ -79,6 +89,13 @@ export function feedAwareLookups(
 
   return {
     attemptKeysOfSurvey,
+
+    async feedBehindSince() {
+      if ((await feedOnlySince()) === undefined) return undefined;
+      const { touchedAt, seenAt } = await feed.state();
+      if (touchedAt === undefined || (seenAt ?? '') >= touchedAt) return undefined;
+      return Date.now() - Date.parse(touchedAt) > FEED_PROBE_UNSEEN_MS ? (seenAt ?? touchedAt) : undefined;
+    },
 
     attemptsOfSurvey: async (surveyId, from, to) =>
       store.attemptsAt(await attemptKeysOfSurvey(surveyId, from, to)),

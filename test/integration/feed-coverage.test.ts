@@ -6,6 +6,7 @@
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { finance } from '../../functions/finance/finance-queries';
 import { DEFAULT_HEALTH_SETTINGS } from '../../functions/health/health-rules';
 import { feedWindow, readSurveyWindow } from '../../functions/health/health-window';
 import { type AttemptFeed, createAttemptFeed } from '../../functions/ledger/attempt-feed';
@@ -301,6 +302,32 @@ describe('look-ups through the day index, on a table whose feed covers', () => {
     expect((await lookups.attemptsByToken('8801', 'late', ...week)).map((a) => a.token)).toEqual(['late']);
     expect((await lookups.attemptsByToken('8801', 'early', ...week)).map((a) => a.token)).toEqual(['early']);
     expect(await lookups.attemptsByToken('8801', 'other', ...week)).toEqual([]);
+  });
+  it('say when the feed is behind: an attempt first seen since is in neither, and finance says why it finds none', async () => {
+    await feed.markStart(STARTED, STREAM);
+    await feed.touchProbe('2026-11-20T07:50:00.000Z');
+    await feed.probeSeen('2026-11-20T07:50:00.000Z');
+    expect(await lookups.feedBehindSince()).toBeUndefined();
+    // The consumer stops: the probe touched 40 minutes ago goes unseen.
+    await feed.touchProbe(new Date(Date.now() - 40 * 60_000).toISOString());
+    expect(await lookups.feedBehindSince()).toBe('2026-11-20T07:50:00.000Z');
+    await covered.recordHit(hit('stalled'), new Date(Date.now() - 20 * 60_000));
+    const recent = [new Date(Date.now() - 86_400_000), new Date(Date.now() + 60_000)] as const;
+    expect(await lookups.attemptsByToken('8801', 'stalled', ...recent)).toEqual([]);
+    const queries = finance({
+      attempts: { ...indexing, ...lookups },
+      results: createReconciliationStore(client, tableName),
+    });
+    await expect(queries.attempts('8801', { token: 'stalled' })).rejects.toMatchObject({
+      status: 404,
+      message: expect.stringContaining(
+        'the attempt feed is behind (its consumer has noted nothing since 2026-11-20T07:50:00.000Z)',
+      ),
+    });
+    // By pid it is found; a token nothing holds while the feed keeps up is simply not found.
+    expect((await queries.attempts('8801', { pid: 'p-stalled' })).map((a) => a.token)).toEqual(['stalled']);
+    await feed.probeSeen(new Date(Date.now() - 40 * 60_000).toISOString());
+    expect(await lookups.feedBehindSince()).toBeUndefined();
   });
 });
 
