@@ -415,22 +415,16 @@ export function parseTransaction(raw: unknown): Parsed<Transaction> {
   const parsed = transactionSchema.safeParse(raw);
   if (!parsed.success) return unreadable(describeIssues(parsed.error, { limit: 3, whole: '(row)' }));
   const t = parsed.data;
-  // A complete without a readable price cannot be counted, nor can a status this product does not know (an
-  // "adjusted to complete" is money for finance to look at, and its amount with it); a known status that earns
-  // nothing earns nothing whatever its price says.
-  if (
-    t.CPI === undefined &&
-    (t.status === 'Completed' || !(TRANSACTION_STATUSES as readonly string[]).includes(t.status))
-  )
+  // A complete without a readable price (or one in another currency) cannot be counted, nor can a status this
+  // product does not know (an "adjusted to complete" is money for finance to look at, and its amount with it); a
+  // known status that earns nothing earns nothing whatever its price says.
+  const priced = t.status === 'Completed' || !(TRANSACTION_STATUSES as readonly string[]).includes(t.status);
+  if (priced && t.CPI === undefined)
     return unreadable(
       `CPI is not an amount: ${JSON.stringify((raw as { CPI?: unknown }).CPI)?.slice(0, 40)}`,
     );
-  const foreign = foreignCurrency(raw);
-  if (
-    foreign &&
-    (t.status === 'Completed' || !(TRANSACTION_STATUSES as readonly string[]).includes(t.status))
-  )
-    return unreadable(foreign);
+  const foreign = priced ? foreignCurrency(raw) : undefined;
+  if (foreign) return unreadable(foreign);
   const started = (raw as { st_date_time?: unknown }).st_date_time;
   if (!t.clkDateTime && !t.st_date_time && typeof started === 'string' && !saysNoTime(started))
     return {

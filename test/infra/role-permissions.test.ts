@@ -29,6 +29,7 @@ import { nextDay } from '../../functions/reconciliation/verdict-rules';
 import type { ReceiverFunction } from '../../infra/constructs/receiver-function';
 import { startLocalMarketplace } from '../../infra/local/marketplace/server';
 import { ReceiverStack } from '../../infra/receiver-stack';
+import { survey } from '../support/concurrent-writers';
 import { freshTable } from '../support/ledger';
 
 interface Grant {
@@ -476,15 +477,7 @@ describe('reconciliation within its role', () => {
           { token: 'r-4', day: nextDay(today, -1), arrived: false },
         ];
         for (const surveyId of [4601, 4602]) {
-          marketplace.state.addSurvey({ surveyId, cpi: '1.50' });
-          await registry.put({
-            surveyId: String(surveyId),
-            state: 'active',
-            verified: true,
-            failures: 0,
-            expectedCpi: '1.50',
-            updatedAt: new Date(clock).toISOString(),
-          });
+          await survey(marketplace, registry, surveyId, clock);
           for (const { token, day, arrived } of completes) {
             const clickedAt = new Date(pacificDayRange(day).start.getTime() + 10 * 3_600_000);
             marketplace.state.transactions.push({

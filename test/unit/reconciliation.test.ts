@@ -74,6 +74,21 @@ function attempt(
 }
 
 const DAY = '2026-11-21';
+
+/** An attempt whose success postback came at `seen`, judged on DAY as `judged` says (verdict, detail, marketplace). */
+const postbackJudged = (token: string, seen: string, judged: Record<string, unknown>): Attempt =>
+  attemptFromItem({
+    surveyId: '1',
+    pid: `p-${token}`,
+    token,
+    firstSeenAt: seen,
+    lastSeenAt: seen,
+    postbackOutcome: 'success',
+    postback_success_at: seen,
+    postback_success_hits: 1,
+    verdictDay: DAY,
+    ...judged,
+  });
 const noon = '2026-11-21T20:00:00.000Z'; // 12:00 PST
 
 describe('classification', () => {
@@ -649,17 +664,8 @@ describe('prices over time', () => {
     });
     // Its postback came at 21:00, after the rise; the row an earlier run saw (clicked at 11:00) is listed no more:
     // a complete not paid worth 1.50, the price at its click, not 2.00 at its postback.
-    const late = attemptFromItem({
-      surveyId: '1',
-      pid: 'p-b',
-      token: 'b',
-      firstSeenAt: '2026-11-22T05:00:00.000Z',
-      lastSeenAt: '2026-11-22T05:00:00.000Z',
-      postbackOutcome: 'success',
-      postback_success_at: '2026-11-22T05:00:00.000Z',
-      postback_success_hits: 1,
+    const late = postbackJudged('b', '2026-11-22T05:00:00.000Z', {
       verdict: 'matched',
-      verdictDay: DAY,
       marketplace: { status: 'Completed', cpi: '1.50', clickedAt: '2026-11-21T19:00:00.000Z' },
     });
     const gone = reconcileSurveyWindow({ ...window, days: [DAY], transactions: [], attempts: [late] });
@@ -669,17 +675,8 @@ describe('prices over time', () => {
     });
     // The next run, from the verdict as stored (no row: the click kept in its detail): the same worth.
     const { detail } = gone.verdicts[0]?.verdict ?? { detail: {} };
-    const stored = attemptFromItem({
-      surveyId: '1',
-      pid: 'p-b',
-      token: 'b',
-      firstSeenAt: '2026-11-22T05:00:00.000Z',
-      lastSeenAt: '2026-11-22T05:00:00.000Z',
-      postbackOutcome: 'success',
-      postback_success_at: '2026-11-22T05:00:00.000Z',
-      postback_success_hits: 1,
+    const stored = postbackJudged('b', '2026-11-22T05:00:00.000Z', {
       verdict: 'complete_not_paid',
-      verdictDay: DAY,
       verdictDetail: detail,
     });
     for (let run = 0; run < 3; run++)
@@ -689,17 +686,8 @@ describe('prices over time', () => {
       ).toBe('1.50');
     // A click an earlier run paired it with by pid (the respondent's failed try the day before the rise) widens what
     // its own row may carry, never sets the price it earned: its own click after the rise, 2.00.
-    const paired = attemptFromItem({
-      surveyId: '1',
-      pid: 'p-c',
-      token: 'c',
-      firstSeenAt: '2026-11-22T18:10:00.000Z',
-      lastSeenAt: '2026-11-22T18:10:00.000Z',
-      postbackOutcome: 'success',
-      postback_success_at: '2026-11-22T18:10:00.000Z',
-      postback_success_hits: 1,
+    const paired = postbackJudged('c', '2026-11-22T18:10:00.000Z', {
       verdict: 'complete_not_paid',
-      verdictDay: DAY,
       marketplace: { status: 'Failed', cpi: '0.00', clickedAt: '2026-11-21T18:00:00.000Z' },
     });
     const own = reconcileSurveyWindow({
